@@ -1,0 +1,336 @@
+"""The catalogue of primitives: operands, attributes, shapes and type rules.
+
+This module says *what* each primitive takes and gives, never *how* it computes: the
+arithmetic is docs/semantics.md, implemented twice and apart, by the reference backend
+(exporter/reference/) and by the kernel lowering (exporter/kernels/). Both use this
+catalogue for shapes only.
+
+Operand kinds: "x" holds values of the site type (f64, f32 or bf16); "i32" holds int32
+(token ids, keep masks, argmax results).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Mapping
+
+Shape = tuple[int, ...]
+
+
+class PrimitiveError(ValueError):
+    """A primitive used with shapes or attributes its rule does not allow."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    name: str
+    kind: str = "x"  # "x" (site type) or "i32"
+    optional: bool = False  # present only when the attribute of the same role says so
+
+
+@dataclasses.dataclass(frozen=True)
+class Primitive:
+    name: str
+    operands: tuple[Operand, ...]
+    attrs: Mapping[str, Any]  # attribute -> default
+    infer: Callable[[Mapping[str, Shape], Mapping[str, Any]], dict[str, tuple[Shape, str]]]
+    doc: str
+
+    def full_attrs(self, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The attributes with defaults filled in; unknown names are refused."""
+        attrs = dict(attrs or {})
+        unknown = sorted(set(attrs) - set(self.attrs))
+        if unknown:
+            raise PrimitiveError(
+                f"{self.name}: unknown attribute(s) {', '.join(unknown)}; "
+                f"it takes {', '.join(self.attrs) or 'none'}"
+            )
+        return {**self.attrs, **attrs}
+
+    def operand_names(self, attrs: Mapping[str, Any]) -> list[str]:
+        """The operands present for these attributes, in calling order."""
+        names = []
+        for op in self.operands:
+            if op.optional and not attrs.get(f"has_{op.name}"):
+                continue
+            names.append(op.name)
+        return names
+
+    def operand_kind(self, name: str) -> str:
+        return next(op.kind for op in self.operands if op.name == name)
+
+    def outputs(
+        self, shapes: Mapping[str, Shape], attrs: Mapping[str, Any] | None = None
+    ) -> dict[str, tuple[Shape, str]]:
+        """Check the operand shapes against the rule; give each output's shape and kind."""
+        full = self.full_attrs(attrs)
+        expected = self.operand_names(full)
+        if sorted(shapes) != sorted(expected):
+            raise PrimitiveError(
+                f"{self.name}: operands {sorted(shapes)} given; with these attributes it "
+                f"takes {expected}"
+            )
+        for name, shape in shapes.items():
+            if any((not isinstance(d, int)) or d < 1 for d in shape):
+                raise PrimitiveError(
+                    f"{self.name}: operand {name} has shape {tuple(shape)}; every "
+                    "dimension must be a positive int"
+                )
+        return self.infer({k: tuple(v) for k, v in shapes.items()}, full)
+
+
+def _fail(prim: str, rule: str) -> None:
+    raise PrimitiveError(f"{prim}: {rule}")
+
+
+def _same(prim: str, shapes, a: str, b: str) -> None:
+    if shapes[a] != shapes[b]:
+        _fail(prim, f"{a} {shapes[a]} and {b} {shapes[b]} must have the same shape")
+
+
+def _rank(prim: str, shapes, name: str, rank: int) -> None:
+    if len(shapes[name]) != rank:
+        _fail(prim, f"{name} has shape {shapes[name]}; it must have rank {rank}")
+
+
+# ---- elementwise -------------------------------------------------------------------
+
+
+def _binary(name: str):
+    def infer(shapes, attrs):
+        _same(name, shapes, "a", "b")
+        return {"y": (shapes["a"], "x")}
+
+    return infer
+
+
+def _unary(name: str):
+    def infer(shapes, attrs):
+        return {"y": (shapes["x"], "x")}
+
+    return infer
+
+
+# ---- linear algebra ----------------------------------------------------------------
+
+
+def _linear(shapes, attrs):
+    _rank("linear", shapes, "x", 2)
+    _rank("linear", shapes, "w", 2)
+    (m, k), (n, k2) = shapes["x"], shapes["w"]
+    if k != k2:
+        _fail("linear", f"x {shapes['x']} and w {shapes['w']} (out, in) disagree on in: {k} != {k2}")
+    if attrs["has_b"] and shapes["b"] != (n,):
+        _fail("linear", f"b has shape {shapes['b']}; it must be ({n},)")
+    return {"y": ((m, n), "x")}
+
+
+def _matmul(shapes, attrs):
+    _rank("matmul", shapes, "a", 3)
+    _rank("matmul", shapes, "b", 3)
+    ba, a1, a2 = shapes["a"]
+    bb, b1, b2 = shapes["b"]
+    m, k = (a2, a1) if attrs["trans_a"] else (a1, a2)
+    kb, n = (b2, b1) if attrs["trans_b"] else (b1, b2)
+    group = attrs["group"]
+    if not isinstance(group, int) or group < 1:
+        _fail("matmul", f"group is {group!r}; it must be a positive int")
+    if k != kb:
+        _fail("matmul", f"a {shapes['a']} and b {shapes['b']} disagree on the reduced axis: {k} != {kb}")
+    if ba != bb * group:
+        _fail("matmul", f"a has {ba} batches; it must have b's {bb} times group {group}")
+    return {"y": ((ba, m, n), "x")}
+
+
+def _embedding(shapes, attrs):
+    _rank("embedding", shapes, "table", 2)
+    _rank("embedding", shapes, "ids", 1)
+    return {"y": ((shapes["ids"][0], shapes["table"][1]), "x")}
+
+
+# ---- normalizations and activations -------------------------------------------------
+
+
+def _layernorm(shapes, attrs):
+    _rank("layernorm", shapes, "x", 2)
+    d = shapes["x"][1]
+    for p in ("g", "b"):
+        if shapes[p] != (d,):
+            _fail("layernorm", f"{p} has shape {shapes[p]}; it must be ({d},)")
+    return {"y": (shapes["x"], "x")}
+
+
+def _rmsnorm(shapes, attrs):
+    _rank("rmsnorm", shapes, "x", 2)
+    d = shapes["x"][1]
+    if shapes["g"] != (d,):
+        _fail("rmsnorm", f"g has shape {shapes['g']}; it must be ({d},)")
+    return {"y": (shapes["x"], "x")}
+
+
+def _softmax(shapes, attrs):
+    _rank("softmax", shapes, "x", 3)
+    if attrs["has_keep"] and shapes["keep"] != (shapes["x"][2],):
+        _fail("softmax", f"keep has shape {shapes['keep']}; it must be ({shapes['x'][2]},)")
+    if not isinstance(attrs["offset"], int):
+        _fail("softmax", f"offset is {attrs['offset']!r}; it must be an int")
+    return {"y": (shapes["x"], "x")}
+
+
+def _rope(shapes, attrs):
+    _rank("rope", shapes, "x", 3)
+    if shapes["x"][2] % 2:
+        _fail("rope", f"x {shapes['x']}: the head dimension must be even")
+    if attrs["pairing"] not in ("half", "interleaved"):
+        _fail("rope", f"pairing is {attrs['pairing']!r}; it must be 'half' or 'interleaved'")
+    if not (isinstance(attrs["pos0"], int) and attrs["pos0"] >= 0):
+        _fail("rope", f"pos0 is {attrs['pos0']!r}; it must be an int >= 0")
+    if not attrs["theta"] > 1:
+        _fail("rope", f"theta is {attrs['theta']!r}; it must be > 1")
+    return {"y": (shapes["x"], "x")}
+
+
+def _mean_pool(shapes, attrs):
+    _rank("mean_pool", shapes, "x", 2)
+    if shapes["keep"] != (shapes["x"][0],):
+        _fail("mean_pool", f"keep has shape {shapes['keep']}; it must be ({shapes['x'][0]},)")
+    return {"y": ((shapes["x"][1],), "x")}
+
+
+def _l2norm(shapes, attrs):
+    _rank("l2norm", shapes, "x", 2)
+    return {"y": (shapes["x"], "x")}
+
+
+def _argmax(shapes, attrs):
+    _rank("argmax", shapes, "x", 2)
+    return {"y": ((shapes["x"][0],), "i32")}
+
+
+# ---- views -------------------------------------------------------------------------
+
+
+def _reshape(shapes, attrs):
+    shape = tuple(attrs["shape"])
+    if math.prod(shape) != math.prod(shapes["x"]) or any(d < 1 for d in shape):
+        _fail("reshape", f"x {shapes['x']} cannot be viewed as {shape}")
+    return {"y": (shape, "x")}
+
+
+def _transpose(shapes, attrs):
+    perm = tuple(attrs["perm"])
+    if sorted(perm) != list(range(len(shapes["x"]))):
+        _fail("transpose", f"perm {perm} is not a permutation of the {len(shapes['x'])} axes of x")
+    return {"y": (tuple(shapes["x"][p] for p in perm), "x")}
+
+
+def _slice(shapes, attrs):
+    axis, start, stop = attrs["axis"], attrs["start"], attrs["stop"]
+    x = shapes["x"]
+    if not 0 <= axis < len(x):
+        _fail("slice", f"axis {axis} is not an axis of x {x}")
+    if not 0 <= start < stop <= x[axis]:
+        _fail("slice", f"[{start}, {stop}) is not a non-empty range inside axis {axis} of x {x}")
+    return {"y": (x[:axis] + (stop - start,) + x[axis + 1 :], "x")}
+
+
+def _concat(shapes, attrs):
+    axis = attrs["axis"]
+    a, b = shapes["a"], shapes["b"]
+    if len(a) != len(b) or not 0 <= axis < len(a):
+        _fail("concat", f"a {a} and b {b} with axis {axis}: same rank and a valid axis needed")
+    if a[:axis] + a[axis + 1 :] != b[:axis] + b[axis + 1 :]:
+        _fail("concat", f"a {a} and b {b} differ off axis {axis}")
+    return {"y": (a[:axis] + (a[axis] + b[axis],) + a[axis + 1 :], "x")}
+
+
+def _p(name, operands, attrs, infer, doc):
+    return Primitive(name, tuple(operands), dict(attrs), infer, doc)
+
+
+X, A, B = Operand("x"), Operand("a"), Operand("b")
+
+PRIMITIVES: dict[str, Primitive] = {
+    p.name: p
+    for p in [
+        _p("add", [A, B], {}, _binary("add"), "y = a + b, elementwise"),
+        _p("sub", [A, B], {}, _binary("sub"), "y = a - b, elementwise"),
+        _p("mul", [A, B], {}, _binary("mul"), "y = a * b, elementwise"),
+        _p("scale", [X], {"s": 1.0}, _unary("scale"), "y = x * s, s a real constant"),
+        _p(
+            "linear",
+            [X, Operand("w"), Operand("b", optional=True)],
+            {"has_b": False},
+            _linear,
+            "y[m,n] = sum_k x[m,k] w[n,k] (+ b[n]); w is (out, in)",
+        ),
+        _p(
+            "matmul",
+            [A, B],
+            {"trans_a": False, "trans_b": False, "group": 1},
+            _matmul,
+            "batched y[i] = a[i] @ b[i // group], either operand transposed",
+        ),
+        _p(
+            "embedding",
+            [Operand("table"), Operand("ids", "i32")],
+            {},
+            _embedding,
+            "y[t] = table[ids[t]]",
+        ),
+        _p(
+            "layernorm",
+            [X, Operand("g"), Operand("b")],
+            {"eps": 1e-5},
+            _layernorm,
+            "rows normalized to mean 0 and variance 1, then * g + b",
+        ),
+        _p("rmsnorm", [X, Operand("g")], {"eps": 1e-5}, _rmsnorm, "x / rms(x) * g, per row"),
+        _p(
+            "softmax",
+            [X, Operand("keep", "i32", optional=True)],
+            {"causal": False, "offset": 0, "has_keep": False},
+            _softmax,
+            "softmax over the last axis with an optional causal and padding mask",
+        ),
+        _p("gelu_tanh", [X], {}, _unary("gelu_tanh"), "GELU, tanh approximation"),
+        _p("gelu_erf", [X], {}, _unary("gelu_erf"), "GELU, exact erf form"),
+        _p("silu", [X], {}, _unary("silu"), "x * sigmoid(x)"),
+        _p(
+            "rope",
+            [X],
+            {"theta": 10000.0, "pos0": 0, "pairing": "half"},
+            _rope,
+            "rotary position embedding of x (positions, heads, head_dim)",
+        ),
+        _p(
+            "mean_pool",
+            [X, Operand("keep", "i32")],
+            {},
+            _mean_pool,
+            "mean of the rows of x whose keep is non-zero",
+        ),
+        _p("l2norm", [X], {"eps": 1e-12}, _l2norm, "rows divided by max(their L2 norm, eps)"),
+        _p("argmax", [X], {}, _argmax, "first index of the row maximum; the first NaN wins"),
+        _p("reshape", [X], {"shape": ()}, _reshape, "the same elements in C order, new shape"),
+        _p("transpose", [X], {"perm": ()}, _transpose, "y = x.transpose(perm)"),
+        _p(
+            "slice",
+            [X],
+            {"axis": 0, "start": 0, "stop": 1},
+            _slice,
+            "y = x[..., start:stop, ...] along axis",
+        ),
+        _p("concat", [A, B], {"axis": 0}, _concat, "a and b joined along axis"),
+    ]
+}
+
+
+def get_primitive(name: str) -> Primitive:
+    try:
+        return PRIMITIVES[name]
+    except KeyError:
+        raise PrimitiveError(
+            f"unknown primitive {name!r}; exactc knows {', '.join(sorted(PRIMITIVES))}"
+        ) from None

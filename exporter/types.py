@@ -1,0 +1,96 @@
+"""Site types and the conversions between them (docs/semantics.md, "Types").
+
+A site is a place in the graph that holds values: an input, a weight, an output. Its type
+is f64, f32 or bf16. Arithmetic runs in the site's accumulator type (f64 -> f64,
+f32 and bf16 -> f32) and rounds to the site type when a value is stored.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+SITE_TYPES = ("f64", "f32", "bf16")
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+BF16_CANONICAL_NAN = 0x7FC0
+
+_NUMPY = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "bf16": BF16}
+_ACC = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "bf16": np.dtype(np.float32)}
+_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_C_SITE = {"f64": "double", "f32": "float", "bf16": "exactc_bf16"}
+_C_ACC = {"f64": "double", "f32": "float", "bf16": "float"}
+
+
+class SiteTypeError(ValueError):
+    """An unknown site type; the message lists the known ones."""
+
+
+def check_site(site: str) -> str:
+    if site not in _NUMPY:
+        raise SiteTypeError(f"unknown site type {site!r}; exactc knows {', '.join(SITE_TYPES)}")
+    return site
+
+
+def numpy_dtype(site: str) -> np.dtype:
+    """The numpy dtype that holds values of `site`."""
+    return _NUMPY[check_site(site)]
+
+
+def acc_dtype(site: str) -> np.dtype:
+    """The accumulator type of `site`: f64 for f64, f32 for f32 and bf16."""
+    return _ACC[check_site(site)]
+
+
+def c_site_type(site: str) -> str:
+    return _C_SITE[check_site(site)]
+
+
+def c_acc_type(site: str) -> str:
+    return _C_ACC[check_site(site)]
+
+
+def bits(array: np.ndarray) -> np.ndarray:
+    """The raw bit patterns of a floating array, as unsigned integers of its width."""
+    array = np.ascontiguousarray(array)
+    return array.view(_BITS[array.dtype.itemsize])
+
+
+def f32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """Round f32 to bf16, nearest even; every NaN becomes the canonical quiet NaN."""
+    values = np.asarray(values, dtype=np.float32)
+    out = values.astype(BF16)
+    nan = np.isnan(values)
+    if nan.any():
+        out_bits = out.view(np.uint16)
+        out_bits[nan] = BF16_CANONICAL_NAN
+    return out
+
+
+def round_to_site(values, site: str) -> np.ndarray:
+    """Round reals to `site`: reals -> f64 -> f32 -> bf16, nearest even at each step."""
+    as_f64 = np.asarray(values, dtype=np.float64)
+    if site == "f64":
+        return as_f64.copy()
+    as_f32 = as_f64.astype(np.float32)
+    if site == "f32":
+        return as_f32
+    check_site(site)
+    return f32_to_bf16(as_f32)
+
+
+def round_to_acc(values, site: str) -> np.ndarray:
+    """Round reals (a constant such as eps or a scale) to the accumulator type."""
+    return round_to_site(values, "f64" if site == "f64" else "f32")
+
+
+def widen(values: np.ndarray, site: str) -> np.ndarray:
+    """Site values to the accumulator type; exact."""
+    return np.asarray(values).astype(acc_dtype(site))
+
+
+def store(values: np.ndarray, site: str) -> np.ndarray:
+    """Accumulator values to the site type: identity for f64 and f32, one rounding to bf16."""
+    if site == "bf16":
+        return f32_to_bf16(values)
+    return np.asarray(values, dtype=acc_dtype(site))
