@@ -59,7 +59,8 @@ def bits(array: np.ndarray) -> np.ndarray:
 def f32_to_bf16(values: np.ndarray) -> np.ndarray:
     """Round f32 to bf16, nearest even; every NaN becomes the canonical quiet NaN."""
     values = np.asarray(values, dtype=np.float32)
-    out = values.astype(BF16)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = values.astype(BF16)
     nan = np.isnan(values)
     if nan.any():
         out_bits = out.view(np.uint16)
@@ -72,7 +73,8 @@ def round_to_site(values, site: str) -> np.ndarray:
     as_f64 = np.asarray(values, dtype=np.float64)
     if site == "f64":
         return as_f64.copy()
-    as_f32 = as_f64.astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        as_f32 = as_f64.astype(np.float32)
     if site == "f32":
         return as_f32
     check_site(site)

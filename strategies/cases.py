@@ -1,0 +1,251 @@
+"""Strategies for primitive cases: a primitive, a site type, attributes and the specs of
+its input tensors. A case is small to print and makes its inputs again on demand."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from exactc.exporter.primitives import PRIMITIVES, get_primitive
+from exactc.strategies.tensors import (
+    IntSpec,
+    TensorSpec,
+    dims,
+    id_specs,
+    keep_specs,
+    site_types,
+    tensor_specs,
+)
+
+# The work one case may cost the reference (multiply-adds); keeps a campaign brisk.
+MAX_WORK = 1_500_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One primitive applied once: enough to lower it, run the reference and rebuild
+    the inputs bit for bit."""
+
+    primitive: str
+    site: str
+    attrs: tuple[tuple[str, Any], ...]
+    specs: tuple[tuple[str, TensorSpec | IntSpec], ...]
+
+    @property
+    def attr_dict(self) -> dict[str, Any]:
+        return dict(self.attrs)
+
+    @property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {name: spec.shape for name, spec in self.specs}
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        return {name: spec.make() for name, spec in self.specs}
+
+    def describe(self) -> str:
+        """One line a person can read and paste: the case as Python."""
+        return repr(self)
+
+
+def _case(primitive: str, site: str, attrs: dict, specs: dict) -> Case:
+    get_primitive(primitive).outputs({k: v.shape for k, v in specs.items()}, attrs)
+    return Case(primitive, site, tuple(sorted(attrs.items())), tuple(specs.items()))
+
+
+@st.composite
+def _shape(draw, rank_lo: int = 1, rank_hi: int = 3, max_size: int = 20_000, max_dim: int = 64):
+    rank = draw(st.integers(rank_lo, rank_hi))
+    shape = []
+    for _ in range(rank):
+        room = max(1, max_size // max(1, math.prod(shape)))
+        shape.append(min(draw(dims(max_dim)), room))
+    return tuple(shape)
+
+
+def _elementwise(name: str, operands: tuple[str, ...], wide: bool = False):
+    @st.composite
+    def build(draw, site):
+        shape = draw(_shape())
+        scales = (1.0, 0.01, 30.0, 300.0) if wide else (1.0, 0.01, 30.0)
+        specs = {op: draw(tensor_specs(shape, site, scales=scales)) for op in operands}
+        attrs = {}
+        if name == "scale":
+            attrs["s"] = draw(
+                st.one_of(
+                    st.sampled_from([0.125, 0.17677669529663687, -0.0, 3.0, 1e-30]),
+                    st.floats(-1e3, 1e3, allow_nan=False),
+                )
+            )
+        return _case(name, site, attrs, specs)
+
+    return build
+
+
+@st.composite
+def _linear(draw, site):
+    m, k, n = draw(dims(64)), draw(dims(320)), draw(dims(128))
+    k = min(k, max(1, MAX_WORK // (m * n)))
+    has_b = draw(st.booleans())
+    specs = {"x": draw(tensor_specs((m, k), site)), "w": draw(tensor_specs((n, k), site))}
+    if has_b:
+        specs["b"] = draw(tensor_specs((n,), site))
+    return _case("linear", site, {"has_b": has_b}, specs)
+
+
+@st.composite
+def _matmul(draw, site):
+    group = draw(st.sampled_from([1, 1, 2, 3]))
+    bb, m, k, n = draw(st.integers(1, 4)), draw(dims(32)), draw(dims(64)), draw(dims(32))
+    trans_a, trans_b = draw(st.booleans()), draw(st.booleans())
+    a_shape = (bb * group, k, m) if trans_a else (bb * group, m, k)
+    b_shape = (bb, n, k) if trans_b else (bb, k, n)
+    specs = {"a": draw(tensor_specs(a_shape, site)), "b": draw(tensor_specs(b_shape, site))}
+    attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group}
+    return _case("matmul", site, attrs, specs)
+
+
+@st.composite
+def _embedding(draw, site):
+    v, d, t = draw(dims(97)), draw(dims(64)), draw(dims(33))
+    specs = {"table": draw(tensor_specs((v, d), site)), "ids": draw(id_specs(t, v))}
+    return _case("embedding", site, {}, specs)
+
+
+_EPS = st.sampled_from([1e-5, 1e-6, 1e-12, 0.0, 1.0, 0.1])
+
+
+@st.composite
+def _rows(draw, name: str, site, params: tuple[str, ...], eps_default=None):
+    m, d = draw(dims(33)), draw(dims(307))
+    specs = {"x": draw(tensor_specs((m, d), site))}
+    for p in params:
+        specs[p] = draw(tensor_specs((d,), site))
+    attrs = {"eps": draw(_EPS)} if eps_default is not None else {}
+    return _case(name, site, attrs, specs)
+
+
+@st.composite
+def _softmax(draw, site):
+    b, m, n = draw(st.integers(1, 3)), draw(dims(33)), draw(dims(97))
+    causal = draw(st.booleans())
+    offset = draw(st.integers(-2, n + 1)) if causal else 0
+    has_keep = draw(st.booleans())
+    specs = {"x": draw(tensor_specs((b, m, n), site, scales=(1.0, 10.0, 100.0)))}
+    if has_keep:
+        specs["keep"] = draw(keep_specs(n))
+    attrs = {"causal": causal, "offset": offset, "has_keep": has_keep}
+    return _case("softmax", site, attrs, specs)
+
+
+@st.composite
+def _rope(draw, site):
+    t, h, half = draw(dims(33)), draw(st.integers(1, 4)), draw(dims(32))
+    attrs = {
+        "theta": draw(st.sampled_from([10000.0, 500000.0, 10.0, 1e6])),
+        "pos0": draw(st.sampled_from([0, 0, 1, 7, 1000, 4095, 100_000])),
+        "pairing": draw(st.sampled_from(["half", "interleaved"])),
+    }
+    specs = {"x": draw(tensor_specs((t, h, 2 * half), site))}
+    return _case("rope", site, attrs, specs)
+
+
+@st.composite
+def _mean_pool(draw, site):
+    t, d = draw(dims(64)), draw(dims(128))
+    specs = {"x": draw(tensor_specs((t, d), site)), "keep": draw(keep_specs(t))}
+    return _case("mean_pool", site, {}, specs)
+
+
+@st.composite
+def _argmax(draw, site):
+    m, n = draw(dims(33)), draw(dims(211))
+    return _case("argmax", site, {}, {"x": draw(tensor_specs((m, n), site))})
+
+
+def _factor_shape(draw, total: int) -> tuple[int, ...]:
+    """A shape with `total` elements: `total` split into up to three drawn factors."""
+    shape, rest = [], total
+    for _ in range(draw(st.integers(0, 2))):
+        divisors = [d for d in range(1, rest + 1) if rest % d == 0]
+        factor = draw(st.sampled_from(divisors))
+        shape.append(factor)
+        rest //= factor
+    shape.append(rest)
+    return tuple(shape)
+
+
+@st.composite
+def _reshape(draw, site):
+    shape = draw(_shape(max_dim=33))
+    target = _factor_shape(draw, math.prod(shape))
+    specs = {"x": draw(tensor_specs(shape, site))}
+    return _case("reshape", site, {"shape": target}, specs)
+
+
+@st.composite
+def _transpose(draw, site):
+    shape = draw(_shape(rank_lo=2, rank_hi=4, max_size=8000, max_dim=33))
+    perm = tuple(draw(st.permutations(range(len(shape)))))
+    return _case("transpose", site, {"perm": perm}, {"x": draw(tensor_specs(shape, site))})
+
+
+@st.composite
+def _slice(draw, site):
+    shape = draw(_shape(max_dim=33))
+    axis = draw(st.integers(0, len(shape) - 1))
+    start = draw(st.integers(0, shape[axis] - 1))
+    stop = draw(st.integers(start + 1, shape[axis]))
+    attrs = {"axis": axis, "start": start, "stop": stop}
+    return _case("slice", site, attrs, {"x": draw(tensor_specs(shape, site))})
+
+
+@st.composite
+def _concat(draw, site):
+    shape = draw(_shape(max_dim=33))
+    axis = draw(st.integers(0, len(shape) - 1))
+    other = shape[:axis] + (draw(dims(17)),) + shape[axis + 1 :]
+    specs = {"a": draw(tensor_specs(shape, site)), "b": draw(tensor_specs(other, site))}
+    return _case("concat", site, {"axis": axis}, specs)
+
+
+CASE_BUILDERS = {
+    "add": _elementwise("add", ("a", "b")),
+    "sub": _elementwise("sub", ("a", "b")),
+    "mul": _elementwise("mul", ("a", "b")),
+    "scale": _elementwise("scale", ("x",)),
+    "linear": _linear,
+    "matmul": _matmul,
+    "embedding": _embedding,
+    "layernorm": lambda site: _rows("layernorm", site, ("g", "b"), eps_default=1e-5),
+    "rmsnorm": lambda site: _rows("rmsnorm", site, ("g",), eps_default=1e-5),
+    "l2norm": lambda site: _rows("l2norm", site, (), eps_default=1e-12),
+    "softmax": _softmax,
+    "gelu_tanh": _elementwise("gelu_tanh", ("x",), wide=True),
+    "gelu_erf": _elementwise("gelu_erf", ("x",), wide=True),
+    "silu": _elementwise("silu", ("x",), wide=True),
+    "rope": _rope,
+    "mean_pool": _mean_pool,
+    "argmax": _argmax,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "slice": _slice,
+    "concat": _concat,
+}
+assert sorted(CASE_BUILDERS) == sorted(PRIMITIVES), "every primitive needs a case builder"
+
+
+@st.composite
+def cases(draw, primitive: str | None = None, site: str | None = None) -> Case:
+    """A primitive case: any primitive and site type unless fixed; small shapes favoured."""
+    primitive = primitive or draw(st.sampled_from(sorted(PRIMITIVES)))
+    site = site or draw(site_types())
+    return draw(CASE_BUILDERS[primitive](site))
+
+
+def case_batches(primitive: str | None = None, site: str | None = None, max_size: int = 6):
+    """Lists of cases compiled together in one compiler call."""
+    return st.lists(cases(primitive, site), min_size=1, max_size=max_size)

@@ -1,0 +1,35 @@
+"""One batch of every primitive x type, built with gcc and clang at -O0, -O2, -O3 and
+-march=native: no warning (-Werror), and the same bits as the reference in each build
+(design.md, principle 4: the strict flags make optimization invisible)."""
+
+import shutil
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.types import SITE_TYPES
+from exactc.strategies.cases import cases
+from exactc.verify.build import BuildOptions
+from exactc.verify.kernels import assert_all_equal, run_cases
+
+COMPILERS = ["gcc", "clang"]
+LEVELS = [("-O0", False), ("-O2", False), ("-O3", False), ("-O2", True)]
+
+EVERY_PRIMITIVE_AND_TYPE = st.tuples(*[cases(p, s) for p in sorted(PRIMITIVES) for s in SITE_TYPES])
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("opt,native", LEVELS, ids=["O0", "O2", "O3", "O2-native"])
+def test_every_build_gives_the_reference_bits(cc, opt, native):
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} is not installed (make install installs Debian's clang)")
+    options = BuildOptions(cc=cc, opt=opt, march_native=native)
+
+    @settings(max_examples=2)
+    @given(batch=EVERY_PRIMITIVE_AND_TYPE)
+    def check(batch):
+        assert_all_equal(run_cases(list(batch), options))
+
+    check()

@@ -1,0 +1,96 @@
+"""`make verify`: run the campaign profile of the differential checks, then print a
+summary a person reads at a glance.
+
+The checks record one line per case in EXACTC_STATS_DIR (verify/kernels.py); this
+module runs pytest over both cores, gathers those lines and prints a table of cases per
+primitive x type, the families' counts, and the last line
+
+    verify: <cases> cases, <mismatches> mismatches, <rate> cases/s
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from exactc.exporter.types import SITE_TYPES
+
+CAMPAIGN_TESTS = [
+    "tests/test_primitives.py",
+    "tests/test_compilers.py",
+    "tests/test_conversions.py",
+    "tests/test_libm.py",
+]
+
+
+def read_stats(folder: Path) -> list[dict]:
+    rows = []
+    for path in sorted(folder.glob("*.jsonl")):
+        rows.extend(json.loads(line) for line in path.read_text().splitlines() if line)
+    return rows
+
+
+def summary(rows: list[dict], seconds: float) -> tuple[str, int, int]:
+    """The table and the verdict line; returns (text, cases, mismatches)."""
+    kernel_rows = [r for r in rows if r["family"] == "kernels"]
+    counts = collections.Counter((r["primitive"], r["site"]) for r in kernel_rows)
+    bad = collections.Counter((r["primitive"], r["site"]) for r in kernel_rows if r["status"] != "equal")
+    primitives = sorted({p for p, _ in counts})
+    width = max([len(p) for p in primitives] + [9])
+    lines = [f"{'primitive':<{width}}  " + "  ".join(f"{s:>12}" for s in SITE_TYPES)]
+    for p in primitives:
+        cells = []
+        for s in SITE_TYPES:
+            n, m = counts[(p, s)], bad[(p, s)]
+            cells.append(f"{n:>12}" if not m else f"{f'{n} ({m} BAD)':>12}")
+        lines.append(f"{p:<{width}}  " + "  ".join(cells))
+    families = collections.Counter(r["family"] for r in rows)
+    family_bad = collections.Counter(r["family"] for r in rows if r["status"] != "equal")
+    for family in sorted(families):
+        if family != "kernels":
+            lines.append(f"{family}: {families[family]} checked, {family_bad[family]} mismatches")
+    cases = len(kernel_rows)
+    mismatches = sum(bad.values())
+    rate = cases / seconds if seconds > 0 else 0.0
+    status_note = "all equal" if mismatches == 0 else f"{mismatches} NOT equal"
+    lines.append(f"kernel cases: {cases} in {seconds:.0f} s on both cores, {status_note}")
+    lines.append(f"verify: {cases} cases, {mismatches} mismatches, {rate:.1f} cases/s")
+    return "\n".join(lines), cases, mismatches
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m exactc.verify.campaign", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers (default 2)")
+    parser.add_argument("--min-cases", type=int, default=10_000,
+                        help="fail unless at least this many kernel cases ran (default 10000)")
+    parser.add_argument("--tests", nargs="*", default=CAMPAIGN_TESTS, help="test files to run")
+    args = parser.parse_args(argv)
+
+    stats = Path(tempfile.mkdtemp(prefix="exactc-stats-"))
+    env = dict(os.environ, HYPOTHESIS_PROFILE="campaign", EXACTC_STATS_DIR=str(stats))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", str(args.jobs), *args.tests]
+    print("running:", " ".join(cmd), flush=True)
+    start = time.monotonic()
+    status = subprocess.run(cmd, env=env).returncode
+    seconds = time.monotonic() - start
+    text, cases, mismatches = summary(read_stats(stats), seconds)
+    print(text)
+    if status != 0:
+        print(f"verify: pytest exited {status}", file=sys.stderr)
+        return status
+    if cases < args.min_cases:
+        print(f"verify: only {cases} kernel cases ran; at least {args.min_cases} required", file=sys.stderr)
+        return 1
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
