@@ -1,1 +1,1 @@
-
+"""Printers: kernels (kernels.py: one C function per nest of the kernel IR)."""

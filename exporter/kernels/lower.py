@@ -1,0 +1,711 @@
+"""Lowering: each primitive at a site type becomes loop nests (ir.py).
+
+Written from docs/semantics.md, the rule of each primitive quoted above its lowering,
+and from nothing else (the reference backend is the other, independent reading of the
+same page). Notation: W widens a site value to the accumulator type A, S stores an A
+value to the site type, R_A rounds a real constant to A.
+
+`lower(primitive, site, shapes, attrs)` checks the call against the catalogue
+(exporter/primitives.py) and returns a Kernel. Every rounding is explicit in the IR, so
+the printer adds none.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from exactc.exporter import types
+from exactc.exporter.kernels.ir import (
+    PARALLEL,
+    REDUCE,
+    Access,
+    Affine,
+    Assign,
+    Axis,
+    Binary,
+    Buffer,
+    Call,
+    Const,
+    Convert,
+    CopyBits,
+    Declare,
+    Expr,
+    FillBits,
+    If,
+    Kernel,
+    Load,
+    Loop,
+    Nest,
+    Select,
+    Stmt,
+    Unary,
+    Var,
+    Write,
+    launch,
+)
+from exactc.exporter.primitives import PrimitiveError, Shape, get_primitive
+
+# The quiet NaN an out-of-range embedding id gives (semantics.md, section 4).
+QUIET_NAN_BITS = {"f64": 0x7FF8000000000000, "f32": 0x7FC00000, "bf16": 0x7FC0}
+
+# Real constants, correctly rounded to f64 (checked against mpmath in the tests).
+# Computing them as 1/np.sqrt(2) would give 0x1.6a09e667f3bccp-1, one ulp low.
+SQRT_2_OVER_PI = float.fromhex("0x1.9884533d43651p-1")  # sqrt(2/pi)
+INV_SQRT_2 = float.fromhex("0x1.6a09e667f3bcdp-1")  # 1/sqrt(2)
+GELU_TANH_CUBIC = 0.044715
+
+
+def lower(
+    primitive: str,
+    site: str,
+    shapes: Mapping[str, Shape],
+    attrs: Mapping[str, Any] | None = None,
+) -> Kernel:
+    """The kernel of `primitive` at site type `site` for operands of these shapes."""
+    prim = get_primitive(primitive)
+    if site not in types.SITE_TYPES:
+        raise PrimitiveError(
+            f"{primitive}: unknown site type {site!r}; exactc knows {', '.join(types.SITE_TYPES)}"
+        )
+    if not isinstance(shapes, Mapping):
+        raise PrimitiveError(f"{primitive}: shapes must map operand names to shapes")
+    for name, shape in shapes.items():
+        if not isinstance(shape, (tuple, list)):
+            raise PrimitiveError(f"{primitive}: operand {name} has shape {shape!r}; give a tuple of ints")
+        if any(isinstance(d, bool) for d in shape):
+            raise PrimitiveError(f"{primitive}: operand {name} has shape {tuple(shape)}; bools are not sizes")
+    full = _normalize_attrs(primitive, prim.full_attrs(attrs))
+    outputs = prim.outputs(shapes, full)
+    (out_shape, out_kind), = outputs.values()
+
+    ctx = _Lowering(primitive, site, full)
+    for name in prim.operand_names(full):
+        ctx.add_buffer(name, prim.operand_kind(name), tuple(shapes[name]), "input")
+    ctx.add_buffer("y", out_kind, tuple(out_shape), "output")
+    nests = _LOWERINGS[primitive](ctx)
+    buffers = tuple(ctx.buffers.values())
+    return Kernel(
+        primitive=primitive,
+        site=site,
+        attrs=full,
+        buffers=buffers,
+        nests=tuple(nests),
+        launches=tuple(launch(n, buffers) for n in nests),
+    )
+
+
+# ---- attribute checks the catalogue leaves to the lowering ----------------------------
+
+
+def _real(prim: str, attrs: Mapping[str, Any], name: str) -> None:
+    value = attrs[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise PrimitiveError(f"{prim}: attribute {name} is {value!r}; it must be a real number")
+    if math.isnan(float(value)):
+        raise PrimitiveError(f"{prim}: attribute {name} is NaN; it must be a real number")
+
+
+def _flag(prim: str, attrs: Mapping[str, Any], name: str) -> None:
+    if not isinstance(attrs[name], (bool, np.bool_)):
+        raise PrimitiveError(f"{prim}: attribute {name} is {attrs[name]!r}; it must be True or False")
+
+
+def _ints(prim: str, attrs: Mapping[str, Any], name: str, many: bool) -> None:
+    value = attrs[name]
+    items = value if many else (value,)
+    if many and not isinstance(value, (tuple, list)):
+        raise PrimitiveError(f"{prim}: attribute {name} is {value!r}; it must be a tuple of ints")
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
+        raise PrimitiveError(f"{prim}: attribute {name} is {value!r}; it must be {'ints' if many else 'an int'}")
+
+
+def _normalize_attrs(prim: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """Check the attributes the catalogue does not; give plain Python values (numpy
+    scalars become int, float and bool) so that the IR and its text are stable."""
+    _check_attrs(prim, attrs)
+    out: dict[str, Any] = {}
+    for name, value in attrs.items():
+        if isinstance(value, (bool, np.bool_)):
+            out[name] = bool(value)
+        elif isinstance(value, (int, np.integer)):
+            out[name] = int(value)
+        elif isinstance(value, (float, np.floating)):
+            out[name] = float(value)
+        elif isinstance(value, (tuple, list)):
+            out[name] = tuple(int(v) for v in value)
+        else:
+            out[name] = value
+    return out
+
+
+def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
+    if prim == "scale":
+        _real(prim, attrs, "s")
+    elif prim in ("layernorm", "rmsnorm", "l2norm"):
+        _real(prim, attrs, "eps")
+    elif prim == "rope":
+        _real(prim, attrs, "theta")
+        if math.isinf(float(attrs["theta"])):
+            raise PrimitiveError(f"rope: attribute theta is {attrs['theta']!r}; it must be finite")
+    elif prim == "softmax":
+        _flag(prim, attrs, "causal")
+        _flag(prim, attrs, "has_keep")
+        _ints(prim, attrs, "offset", many=False)
+    elif prim == "linear":
+        _flag(prim, attrs, "has_b")
+    elif prim == "matmul":
+        _flag(prim, attrs, "trans_a")
+        _flag(prim, attrs, "trans_b")
+        _ints(prim, attrs, "group", many=False)
+    elif prim == "reshape":
+        _ints(prim, attrs, "shape", many=True)
+    elif prim == "transpose":
+        _ints(prim, attrs, "perm", many=True)
+    elif prim == "slice":
+        for name in ("axis", "start", "stop"):
+            _ints(prim, attrs, name, many=False)
+    elif prim == "concat":
+        _ints(prim, attrs, "axis", many=False)
+
+
+# ---- the lowering context: buffers, W, S, R_A ------------------------------------------
+
+
+class _Lowering:
+    def __init__(self, primitive: str, site: str, attrs: Mapping[str, Any]):
+        self.primitive = primitive
+        self.site = site  # the site type, also the IR type of site buffers
+        self.acc = "f64" if site == "f64" else "f32"  # A
+        self.attrs = attrs
+        self.buffers: dict[str, Buffer] = {}
+
+    def add_buffer(self, name: str, kind: str, shape: Shape, role: str) -> Buffer:
+        ctype = "int32_t" if kind == "i32" else types.c_site_type(self.site)
+        buf = Buffer(name=name, ctype=ctype, shape=shape, role=role)
+        self.buffers[name] = buf
+        return buf
+
+    def add_temp(self, name: str, shape: Shape) -> Buffer:
+        buf = Buffer(name=name, ctype=types.c_acc_type(self.site), shape=shape, role="temp")
+        self.buffers[name] = buf
+        return buf
+
+    def shape(self, name: str) -> Shape:
+        return self.buffers[name].shape
+
+    def at(self, name: str, *index: Affine | int) -> Access:
+        return Access(name, self.buffers[name].type, tuple(_affine(i) for i in index))
+
+    def load(self, name: str, *index: Affine | int) -> Load:
+        return Load(self.at(name, *index))
+
+    def widen(self, value: Expr) -> Expr:
+        """W(v): exact; the identity unless the site is bf16."""
+        return value if value.type == self.acc else Convert(value, self.acc)
+
+    def W(self, name: str, *index: Affine | int) -> Expr:
+        return self.widen(self.load(name, *index))
+
+    def S(self, value: Expr) -> Expr:
+        """S(a): one rounding to bf16, the identity for f64 and f32 sites."""
+        return value if self.site == self.acc else Convert(value, self.site)
+
+    def R(self, real: float) -> Const:
+        """R_A(c): the real rounded to f64, then (A = f32) to f32; nearest even each."""
+        with np.errstate(over="ignore"):
+            value = float(types.round_to_acc(np.float64(real), self.site))
+        return Const(value, self.acc)
+
+    def var(self, name: str, type_: str | None = None) -> Var:
+        return Var(name, type_ or self.acc)
+
+
+def _affine(i: Affine | int) -> Affine:
+    return i if isinstance(i, Affine) else Affine.constant(i)
+
+
+def ix(name: str) -> Affine:
+    return Affine.var(name)
+
+
+def add(a: Expr, b: Expr) -> Binary:
+    return Binary("+", a, b)
+
+
+def sub(a: Expr, b: Expr) -> Binary:
+    return Binary("-", a, b)
+
+
+def mul(a: Expr, b: Expr) -> Binary:
+    return Binary("*", a, b)
+
+
+def div(a: Expr, b: Expr) -> Binary:
+    return Binary("/", a, b)
+
+
+def _flat(ctx: _Lowering, name: str) -> Axis:
+    """One parallel axis over every element of a buffer (elementwise kernels)."""
+    return Axis("i", ctx.buffers[name].size)
+
+
+# ---- 2. elementwise --------------------------------------------------------------------
+
+
+def _binary(op: str) -> Callable[[_Lowering], list[Nest]]:
+    def lower_binary(ctx: _Lowering) -> list[Nest]:
+        # y = S(W(a) op W(b))
+        i = _flat(ctx, "a")
+        value = Binary(op, ctx.W("a", ix("i")), ctx.W("b", ix("i")))
+        return [Nest(ctx.primitive, (i,), (Write(ctx.at("y", ix("i")), ctx.S(value)),))]
+
+    lower_binary.__name__ = f"lower_{op}"
+    return lower_binary
+
+
+def lower_scale(ctx: _Lowering) -> list[Nest]:
+    # y = S(W(x) ⊗ R_A(s))
+    i = _flat(ctx, "x")
+    value = mul(ctx.W("x", ix("i")), ctx.R(ctx.attrs["s"]))
+    return [Nest("scale", (i,), (Write(ctx.at("y", ix("i")), ctx.S(value)),))]
+
+
+def lower_silu(ctx: _Lowering) -> list[Nest]:
+    # e = T(exp, ⊖W(x)),  y = S(W(x) ⊘ (1 ⊕ e))
+    i = _flat(ctx, "x")
+    v, e = ctx.var("v"), ctx.var("e")
+    body = (
+        Declare(v, ctx.W("x", ix("i"))),
+        Declare(e, Call("exp", Unary("-", v))),
+        Write(ctx.at("y", ix("i")), ctx.S(div(v, add(ctx.R(1.0), e)))),
+    )
+    return [Nest("silu", (i,), body)]
+
+
+def lower_gelu_tanh(ctx: _Lowering) -> list[Nest]:
+    # u = x⊗x; u = u⊗x; u = c1⊗u; u = x⊕u; u = c0⊗u; t = T(tanh, u)
+    # y = S((0.5 ⊗ x) ⊗ (1 ⊕ t))
+    i = _flat(ctx, "x")
+    v, u, t = ctx.var("v"), ctx.var("u"), ctx.var("t")
+    c0, c1 = ctx.R(SQRT_2_OVER_PI), ctx.R(GELU_TANH_CUBIC)
+    cubic = mul(c1, mul(mul(v, v), v))
+    body = (
+        Declare(v, ctx.W("x", ix("i"))),
+        Declare(u, mul(c0, add(v, cubic))),
+        Declare(t, Call("tanh", u)),
+        Write(ctx.at("y", ix("i")), ctx.S(mul(mul(ctx.R(0.5), v), add(ctx.R(1.0), t)))),
+    )
+    return [Nest("gelu_tanh", (i,), body)]
+
+
+def lower_gelu_erf(ctx: _Lowering) -> list[Nest]:
+    # e = T(erf, x ⊗ c),  y = S((0.5 ⊗ x) ⊗ (1 ⊕ e)),  c = R_A(1/√2)
+    i = _flat(ctx, "x")
+    v, e = ctx.var("v"), ctx.var("e")
+    body = (
+        Declare(v, ctx.W("x", ix("i"))),
+        Declare(e, Call("erf", mul(v, ctx.R(INV_SQRT_2)))),
+        Write(ctx.at("y", ix("i")), ctx.S(mul(mul(ctx.R(0.5), v), add(ctx.R(1.0), e)))),
+    )
+    return [Nest("gelu_erf", (i,), body)]
+
+
+# ---- 3. linear algebra -----------------------------------------------------------------
+
+
+def _dot(ctx: _Lowering, k: Axis, left: Callable[[Affine], Expr], right: Callable[[Affine], Expr]) -> list[Stmt]:
+    """acc = +0; for k in order: acc = acc ⊕ (left[k] ⊗ right[k])."""
+    acc = ctx.var("acc")
+    return [
+        Declare(acc, ctx.R(0.0)),
+        Loop(k, (Assign(acc, add(acc, mul(left(ix(k.name)), right(ix(k.name))))),)),
+    ]
+
+
+def lower_linear(ctx: _Lowering) -> list[Nest]:
+    # acc = +0; for k: acc = acc ⊕ (W(x[m,k]) ⊗ W(w[n,k])); if b: acc = acc ⊕ W(b[n])
+    # y[m,n] = S(acc)
+    (m_ext, k_ext), (n_ext, _) = ctx.shape("x"), ctx.shape("w")
+    m, n = ix("m"), ix("n")
+    k = Axis("k", k_ext, REDUCE)
+    body = _dot(ctx, k, lambda kk: ctx.W("x", m, kk), lambda kk: ctx.W("w", n, kk))
+    acc = ctx.var("acc")
+    total: Expr = add(acc, ctx.W("b", n)) if ctx.attrs["has_b"] else acc
+    body.append(Write(ctx.at("y", m, n), ctx.S(total)))
+    return [Nest("linear", (Axis("m", m_ext), Axis("n", n_ext)), tuple(body))]
+
+
+def lower_matmul(ctx: _Lowering) -> list[Nest]:
+    # y[i] = A_i B_i with A_i = a[i] (transposed when trans_a), B_i = b[i // group]
+    # (transposed when trans_b); acc = +0, acc = acc ⊕ (W(A_i[m,k]) ⊗ W(B_i[k,n])).
+    # The batch index i is written i = ib*group + g, so every index stays affine.
+    trans_a, trans_b, group = ctx.attrs["trans_a"], ctx.attrs["trans_b"], ctx.attrs["group"]
+    batches, a1, a2 = ctx.shape("a")
+    b_batches, b1, b2 = ctx.shape("b")
+    m_ext, k_ext = (a2, a1) if trans_a else (a1, a2)
+    n_ext = b1 if trans_b else b2
+    if group == 1:
+        axes = [Axis("i", batches)]
+        batch_a, batch_b = ix("i"), ix("i")
+    else:
+        axes = [Axis("ib", b_batches), Axis("g", group)]
+        batch_a, batch_b = ix("ib") * group + ix("g"), ix("ib")
+    m, n = ix("m"), ix("n")
+    axes += [Axis("m", m_ext), Axis("n", n_ext)]
+    k = Axis("k", k_ext, REDUCE)
+
+    def left(kk: Affine) -> Expr:
+        return ctx.W("a", batch_a, kk, m) if trans_a else ctx.W("a", batch_a, m, kk)
+
+    def right(kk: Affine) -> Expr:
+        return ctx.W("b", batch_b, n, kk) if trans_b else ctx.W("b", batch_b, kk, n)
+
+    body = _dot(ctx, k, left, right)
+    body.append(Write(ctx.at("y", batch_a, m, n), ctx.S(ctx.var("acc"))))
+    return [Nest("matmul", tuple(axes), tuple(body))]
+
+
+# ---- 4. gathers ------------------------------------------------------------------------
+
+
+def lower_embedding(ctx: _Lowering) -> list[Nest]:
+    # y[t, :] = table[ids[t], :] bit for bit; an id outside [0, V) gives a row of the
+    # site type's quiet NaN, and nothing is read out of bounds.
+    vocab, dim = ctx.shape("table")
+    (tokens,) = ctx.shape("ids")
+    t, d = ix("t"), ix("d")
+    row = ctx.var("row", "i64")
+    in_range = Binary("&&", Binary(">=", row, Affine.constant(0)), Binary("<", row, Affine.constant(vocab)))
+    body = (
+        Declare(row, Convert(ctx.load("ids", t), "i64")),
+        If(
+            in_range,
+            (CopyBits(ctx.at("y", t, d), ctx.at("table", ix("row"), d)),),
+            (FillBits(ctx.at("y", t, d), QUIET_NAN_BITS[ctx.site]),),
+        ),
+    )
+    return [Nest("embedding", (Axis("t", tokens), Axis("d", dim)), body)]
+
+
+# ---- 5. normalizations -----------------------------------------------------------------
+
+
+def _row_sum_of_squares(ctx: _Lowering, axis: str, extent: int) -> list[Stmt]:
+    """ss = +0; for d in order: ss = ss ⊕ (W(x[d]) ⊗ W(x[d]))."""
+    ss, v = ctx.var("ss"), ctx.var("v")
+    return [
+        Declare(ss, ctx.R(0.0)),
+        Loop(
+            Axis(axis, extent, REDUCE),
+            (Declare(v, ctx.W("x", ix("m"), ix(axis))), Assign(ss, add(ss, mul(v, v)))),
+        ),
+    ]
+
+
+def lower_layernorm(ctx: _Lowering) -> list[Nest]:
+    # s = +0; for d: s = s ⊕ W(x[d]);  mean = s ⊘ n
+    # v = +0; for d: t = W(x[d]) ⊖ mean; v = v ⊕ (t ⊗ t);  var = v ⊘ n
+    # rstd = 1 ⊘ √(var ⊕ R_A(eps))
+    # y[d] = S((((W(x[d]) ⊖ mean) ⊗ rstd) ⊗ W(g[d])) ⊕ W(b[d]))
+    rows, dim = ctx.shape("x")
+    m = ix("m")
+    n = ctx.R(float(dim))
+    s, mean, v, t, var, rstd = (ctx.var(nm) for nm in ("s", "mean", "v", "t", "var", "rstd"))
+    ds, dv, dy = ix("ds"), ix("dv"), ix("dy")
+    body = (
+        Declare(s, ctx.R(0.0)),
+        Loop(Axis("ds", dim, REDUCE), (Assign(s, add(s, ctx.W("x", m, ds))),)),
+        Declare(mean, div(s, n)),
+        Declare(v, ctx.R(0.0)),
+        Loop(
+            Axis("dv", dim, REDUCE),
+            (Declare(t, sub(ctx.W("x", m, dv), mean)), Assign(v, add(v, mul(t, t)))),
+        ),
+        Declare(var, div(v, n)),
+        Declare(rstd, div(ctx.R(1.0), Call("sqrt", add(var, ctx.R(ctx.attrs["eps"]))))),
+        Loop(
+            Axis("dy", dim, PARALLEL),
+            (
+                Write(
+                    ctx.at("y", m, dy),
+                    ctx.S(add(mul(mul(sub(ctx.W("x", m, dy), mean), rstd), ctx.W("g", dy)), ctx.W("b", dy))),
+                ),
+            ),
+        ),
+    )
+    return [Nest("layernorm", (Axis("m", rows),), body)]
+
+
+def lower_rmsnorm(ctx: _Lowering) -> list[Nest]:
+    # ss = +0; for d: ss = ss ⊕ (W(x[d]) ⊗ W(x[d]))
+    # rstd = 1 ⊘ √((ss ⊘ n) ⊕ R_A(eps));  y[d] = S((W(x[d]) ⊗ rstd) ⊗ W(g[d]))
+    rows, dim = ctx.shape("x")
+    m, dy = ix("m"), ix("dy")
+    ss, rstd = ctx.var("ss"), ctx.var("rstd")
+    body = _row_sum_of_squares(ctx, "ds", dim) + [
+        Declare(rstd, div(ctx.R(1.0), Call("sqrt", add(div(ss, ctx.R(float(dim))), ctx.R(ctx.attrs["eps"]))))),
+        Loop(
+            Axis("dy", dim, PARALLEL),
+            (Write(ctx.at("y", m, dy), ctx.S(mul(mul(ctx.W("x", m, dy), rstd), ctx.W("g", dy)))),),
+        ),
+    ]
+    return [Nest("rmsnorm", (Axis("m", rows),), tuple(body))]
+
+
+def lower_l2norm(ctx: _Lowering) -> list[Nest]:
+    # ss as rmsnorm; r = √ss; den = R_A(eps) if r < R_A(eps) else r; y[d] = S(W(x[d]) ⊘ den)
+    rows, dim = ctx.shape("x")
+    m, dy = ix("m"), ix("dy")
+    ss, r, den = ctx.var("ss"), ctx.var("r"), ctx.var("den")
+    eps = ctx.R(ctx.attrs["eps"])
+    body = _row_sum_of_squares(ctx, "ds", dim) + [
+        Declare(r, Call("sqrt", ss)),
+        Declare(den, Select(Binary("<", r, eps), eps, r)),
+        Loop(Axis("dy", dim, PARALLEL), (Write(ctx.at("y", m, dy), ctx.S(div(ctx.W("x", m, dy), den))),)),
+    ]
+    return [Nest("l2norm", (Axis("m", rows),), tuple(body))]
+
+
+# ---- 6. softmax ------------------------------------------------------------------------
+
+
+def lower_softmax(ctx: _Lowering) -> list[Nest]:
+    # Row (bi, i); column j visible unless (causal and j > i + offset) or
+    # (has_keep and keep[j] == 0). Masked columns are never read.
+    # m = -∞; for visible j in order: if W(x[j]) > m: m = W(x[j])
+    # e[j] = T(exp, W(x[j]) ⊖ m);  s = +0; for visible j in order: s = s ⊕ e[j]
+    # y[j] = S(e[j] ⊘ s) for visible j, +0 for masked j.
+    # A row with no visible column needs no case of its own: every column is masked,
+    # so every output is +0.
+    # Where the site type is A (f64, f32), e[j] waits in y[j] between the passes;
+    # for bf16 it is recomputed in the last pass (the same operations, the same bits).
+    batches, rows, cols = ctx.shape("x")
+    bi, i = ix("bi"), ix("i")
+
+    def visible(j: Affine) -> Expr | None:
+        conds = []
+        if ctx.attrs["causal"]:
+            conds.append(Binary("<=", j, i + ctx.attrs["offset"]))
+        if ctx.attrs["has_keep"]:
+            conds.append(Binary("!=", ctx.load("keep", j), Affine.constant(0)))
+        if not conds:
+            return None
+        return conds[0] if len(conds) == 1 else Binary("&&", conds[0], conds[1])
+
+    def when_visible(j: Affine, then: tuple[Stmt, ...], orelse: tuple[Stmt, ...] = ()) -> tuple[Stmt, ...]:
+        cond = visible(j)
+        return then if cond is None else (If(cond, then, orelse),)
+
+    mx, v, e, s = ctx.var("mx"), ctx.var("v"), ctx.var("e"), ctx.var("s")
+    jm, js, jy = ix("jm"), ix("js"), ix("jy")
+    e_in_y = ctx.site == ctx.acc
+
+    max_pass = Loop(
+        Axis("jm", cols, REDUCE),
+        when_visible(jm, (Declare(v, ctx.W("x", bi, i, jm)), If(Binary(">", v, mx), (Assign(mx, v),)))),
+    )
+    sum_step: tuple[Stmt, ...] = (
+        Declare(e, Call("exp", sub(ctx.W("x", bi, i, js), mx))),
+        Assign(s, add(s, e)),
+    )
+    if e_in_y:
+        sum_step += (Write(ctx.at("y", bi, i, js), e),)
+        out_value: Expr = div(ctx.load("y", bi, i, jy), s)
+    else:
+        out_value = ctx.S(div(Call("exp", sub(ctx.W("x", bi, i, jy), mx)), s))
+    out_pass = Loop(
+        Axis("jy", cols, PARALLEL),
+        when_visible(
+            jy,
+            (Write(ctx.at("y", bi, i, jy), out_value),),
+            (Write(ctx.at("y", bi, i, jy), ctx.S(ctx.R(0.0))),),
+        ),
+    )
+    body = (
+        Declare(mx, ctx.R(-math.inf)),
+        max_pass,
+        Declare(s, ctx.R(0.0)),
+        Loop(Axis("js", cols, REDUCE), when_visible(js, sum_step)),
+        out_pass,
+    )
+    return [Nest("softmax", (Axis("bi", batches), Axis("i", rows)), body)]
+
+
+# ---- 7. positions ----------------------------------------------------------------------
+
+
+def lower_rope(ctx: _Lowering) -> list[Nest]:
+    # Table nest, in f64 with exactc's functions, for t < T and i < h = D/2:
+    #   l = exactc_log(theta); a = f64(2i) ⊘ f64(D); freq = exactc_exp(-(a ⊗ l))
+    #   angle = f64(pos0 + t) ⊗ freq; c = R_A(exactc_cos(angle)); s = R_A(exactc_sin(angle))
+    # Rotate nest, in A, pair (x0, x1) = (x[t,hd,i], x[t,hd,i+h]) for "half",
+    # (x[t,hd,2i], x[t,hd,2i+1]) for "interleaved":
+    #   y0 = S((W(x0) ⊗ c) ⊖ (W(x1) ⊗ s));  y1 = S((W(x0) ⊗ s) ⊕ (W(x1) ⊗ c))
+    positions, heads, dim = ctx.shape("x")
+    half = dim // 2
+    ctx.add_temp("cos_table", (positions, half))
+    ctx.add_temp("sin_table", (positions, half))
+    t, i, hd = ix("t"), ix("i"), ix("hd")
+
+    def rounded(value: Expr) -> Expr:  # R_A of an f64 value
+        return value if ctx.acc == "f64" else Convert(value, ctx.acc)
+
+    a, freq, angle = Var("a", "f64"), Var("freq", "f64"), Var("angle", "f64")
+    log_theta = Call("log", Const(float(ctx.attrs["theta"]), "f64"))
+    table_body = (
+        Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),
+        Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),
+        Declare(angle, mul(Convert(t + ctx.attrs["pos0"], "f64"), freq)),
+        Write(ctx.at("cos_table", t, i), rounded(Call("cos", angle))),
+        Write(ctx.at("sin_table", t, i), rounded(Call("sin", angle))),
+    )
+    table = Nest("rope_table", (Axis("t", positions), Axis("i", half)), table_body)
+
+    if ctx.attrs["pairing"] == "half":
+        first, second = i, i + half
+    else:
+        first, second = i * 2, i * 2 + 1
+    x0, x1, c, s = ctx.var("x0"), ctx.var("x1"), ctx.var("c"), ctx.var("s")
+    rotate_body = (
+        Declare(x0, ctx.W("x", t, hd, first)),
+        Declare(x1, ctx.W("x", t, hd, second)),
+        Declare(c, ctx.load("cos_table", t, i)),
+        Declare(s, ctx.load("sin_table", t, i)),
+        Write(ctx.at("y", t, hd, first), ctx.S(sub(mul(x0, c), mul(x1, s)))),
+        Write(ctx.at("y", t, hd, second), ctx.S(add(mul(x0, s), mul(x1, c)))),
+    )
+    rotate = Nest("rope_rotate", (Axis("t", positions), Axis("hd", heads), Axis("i", half)), rotate_body)
+    return [table, rotate]
+
+
+# ---- 8. pooling and selection ------------------------------------------------------------
+
+
+def lower_mean_pool(ctx: _Lowering) -> list[Nest]:
+    # for each d: s = +0; n = 0
+    #   for t in order: if keep[t] != 0: s = s ⊕ W(x[t,d]); n = n + 1
+    #   y[d] = S(s ⊘ R_A(max(n, 1)))
+    tokens, dim = ctx.shape("x")
+    d, t = ix("d"), ix("t")
+    s, count = ctx.var("s"), ctx.var("count", "i64")
+    one = Affine.constant(1)
+    body = (
+        Declare(s, ctx.R(0.0)),
+        Declare(count, Affine.constant(0)),
+        Loop(
+            Axis("t", tokens, REDUCE),
+            (
+                If(
+                    Binary("!=", ctx.load("keep", t), Affine.constant(0)),
+                    (Assign(s, add(s, ctx.W("x", t, d))), Assign(count, Binary("+", count, one))),
+                ),
+            ),
+        ),
+        # The count is an exact integer <= T, so converting it rounds as R_A does.
+        Write(ctx.at("y", d), ctx.S(div(s, Convert(Select(Binary("<", count, one), one, count), ctx.acc)))),
+    )
+    return [Nest("mean_pool", (Axis("d", dim),), body)]
+
+
+def lower_argmax(ctx: _Lowering) -> list[Nest]:
+    # The index of the row's first NaN if it has one; else the first index of the
+    # maximum (strict >, so ties, -0 against +0 included, keep the earlier index).
+    rows, cols = ctx.shape("x")
+    m, j = ix("m"), ix("j")
+    mx, v = ctx.var("mx"), ctx.var("v")
+    best, first_nan = ctx.var("best", "i64"), ctx.var("first_nan", "i64")
+    none = Affine.constant(cols)  # no NaN seen yet
+    body = (
+        Declare(mx, ctx.W("x", m, 0)),
+        Declare(best, Affine.constant(0)),
+        Declare(first_nan, none),
+        Loop(
+            Axis("j", cols, REDUCE),
+            (
+                Declare(v, ctx.W("x", m, j)),
+                If(Binary("&&", Unary("isnan", v), Binary("==", first_nan, none)), (Assign(first_nan, j),)),
+                If(Binary(">", v, mx), (Assign(mx, v), Assign(best, j))),
+            ),
+        ),
+        Write(ctx.at("y", m), Convert(Select(Binary("<", first_nan, none), first_nan, best), "i32")),
+    )
+    return [Nest("argmax", (Axis("m", rows),), body)]
+
+
+# ---- 9. views --------------------------------------------------------------------------
+
+
+def _index_axes(shape: Shape) -> tuple[list[Axis], list[Affine]]:
+    """Parallel axes i0, i1, ... over a shape (one flat axis for a rank-0 shape)."""
+    if not shape:
+        return [Axis("i0", 1)], [ix("i0")]
+    axes = [Axis(f"i{k}", extent) for k, extent in enumerate(shape)]
+    return axes, [ix(a.name) for a in axes]
+
+
+def lower_reshape(ctx: _Lowering) -> list[Nest]:
+    # The same elements in C order: a flat bit copy.
+    i = _flat(ctx, "x")
+    return [Nest("reshape", (i,), (CopyBits(ctx.at("y", ix("i")), ctx.at("x", ix("i"))),))]
+
+
+def lower_transpose(ctx: _Lowering) -> list[Nest]:
+    # y[j_0, ..., j_r-1] = x[...] with x's axis perm[k] at j_k.
+    perm = tuple(ctx.attrs["perm"])
+    axes, out = _index_axes(ctx.shape("y"))
+    if not perm:
+        src = out
+    else:
+        src = [out[0]] * len(perm)
+        for k, p in enumerate(perm):
+            src[p] = out[k]
+    return [Nest("transpose", tuple(axes), (CopyBits(ctx.at("y", *out), ctx.at("x", *src)),))]
+
+
+def lower_slice(ctx: _Lowering) -> list[Nest]:
+    # y = x[..., start:stop, ...] along axis.
+    axis, start = ctx.attrs["axis"], ctx.attrs["start"]
+    axes, out = _index_axes(ctx.shape("y"))
+    src = list(out)
+    src[axis] = out[axis] + start
+    return [Nest("slice", tuple(axes), (CopyBits(ctx.at("y", *out), ctx.at("x", *src)),))]
+
+
+def lower_concat(ctx: _Lowering) -> list[Nest]:
+    # a then b along axis: one copy nest per operand.
+    axis = ctx.attrs["axis"]
+    nests = []
+    for name, shift in (("a", 0), ("b", ctx.shape("a")[axis])):
+        axes, src = _index_axes(ctx.shape(name))
+        dst = list(src)
+        dst[axis] = src[axis] + shift
+        nests.append(Nest(f"concat_{name}", tuple(axes), (CopyBits(ctx.at("y", *dst), ctx.at(name, *src)),)))
+    return nests
+
+
+_LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {
+    "add": _binary("+"),
+    "sub": _binary("-"),
+    "mul": _binary("*"),
+    "scale": lower_scale,
+    "linear": lower_linear,
+    "matmul": lower_matmul,
+    "embedding": lower_embedding,
+    "layernorm": lower_layernorm,
+    "rmsnorm": lower_rmsnorm,
+    "softmax": lower_softmax,
+    "gelu_tanh": lower_gelu_tanh,
+    "gelu_erf": lower_gelu_erf,
+    "silu": lower_silu,
+    "rope": lower_rope,
+    "mean_pool": lower_mean_pool,
+    "l2norm": lower_l2norm,
+    "argmax": lower_argmax,
+    "reshape": lower_reshape,
+    "transpose": lower_transpose,
+    "slice": lower_slice,
+    "concat": lower_concat,
+}
