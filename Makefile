@@ -3,6 +3,7 @@
 #   make test      the ci profile of every check (derandomized; about 10 minutes on 2 cores)
 #   make verify    the campaign: many random cases, a summary table, a last `verify:` line
 #   make verify-exhaustive   every f32 input of every transcendental's f32 path (hours)
+#   make mutants   the mutant catalog: each mistake must be caught, the catcher named
 
 PYTHON ?= python3
 VENV   := .venv
@@ -10,7 +11,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 JOBS   ?= 2
 
-.PHONY: install system-deps test verify verify-exhaustive accuracy clean
+.PHONY: install system-deps test verify verify-exhaustive accuracy mutants mutants-report clean
 
 install: system-deps $(VENV)/.installed
 
@@ -38,6 +39,12 @@ verify-exhaustive: install
 
 accuracy: install
 	$(PY) -m exactc.verify.accuracy --out docs/accuracy.md
+
+mutants: install
+	$(PY) -m exactc.mutants.runner -j $(JOBS)
+
+mutants-report: install
+	$(PY) -m exactc.mutants.runner -j $(JOBS) --markdown docs/mutants.md
 
 clean:
 	rm -rf .exactc-cache .pytest_cache .hypothesis

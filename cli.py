@@ -18,11 +18,21 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="See README.md and docs/ for the guarantees and the harness (make verify).",
     )
     parser.add_argument("--version", action="version", version=f"exactc {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser(
+        "mutants",
+        help="run the mutant catalog: every check must catch its mutants",
+        add_help=False,
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mutants"]:  # the runner owns its options (exactc mutants --help)
+        from exactc.mutants.runner import main as mutants_main
+
+        return mutants_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

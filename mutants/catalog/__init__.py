@@ -1,0 +1,43 @@
+"""The mutant catalog: one module per family, and the checks the runner can run.
+
+A check's name is what the report prints as the catcher. Kernel checks are narrowed to
+one primitive with a -k expression, so a mutant of layernorm runs layernorm's cases only.
+"""
+
+from __future__ import annotations
+
+from exactc.mutants.model import Check, Mutant
+from exactc.mutants.catalog import loop_bounds, rounding, semantics
+
+PRIMITIVE_CASES = "tests/test_primitives.py"
+
+
+def kernels(primitive: str) -> str:
+    """The name of the check that runs one primitive's C-against-reference cases."""
+    return f"kernels:{primitive}"
+
+
+_FIXED_CHECKS = [
+    Check("compilers", ("tests/test_compilers.py",)),
+    Check("conversions", ("tests/test_conversions.py",)),
+    Check("libm-twin", ("tests/test_libm.py",)),
+    Check("npy", ("tests/test_npy.py",)),
+    Check("reference", ("tests/test_reference.py",)),
+    Check("kernel-print", ("tests/test_kernels_print.py",)),
+]
+
+FAMILIES = [rounding, semantics, loop_bounds]
+
+CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
+
+CHECKS: dict[str, Check] = {c.name: c for c in _FIXED_CHECKS}
+for _mutant in CATALOG:
+    for _name in _mutant.checks:
+        if _name.startswith("kernels:") and _name not in CHECKS:
+            _primitive = _name.split(":", 1)[1]
+            CHECKS[_name] = Check(_name, (PRIMITIVE_CASES,), f"test_c_equals_reference and [{_primitive}-")
+
+_unknown = sorted({n for m in CATALOG for n in m.checks} - set(CHECKS))
+assert not _unknown, f"mutants name checks that do not exist: {_unknown}"
+_names = [m.name for m in CATALOG]
+assert len(_names) == len(set(_names)), "mutant names must be unique"

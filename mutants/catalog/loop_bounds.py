@@ -1,0 +1,38 @@
+"""Loop bounds: a nest's bound one short or one long."""
+
+from exactc.mutants.model import Mutant
+
+PRINTER = "exporter/printer/kernels.py"
+
+MUTANTS = [
+    Mutant(
+        "body-loop-bound-one-short",
+        "every loop inside a nest body (reductions and inner passes) stops one early",
+        PRINTER,
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent}; {axis.name}++) {{{note}"]',
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent} - 1; {axis.name}++) {{{note}"]',
+        ("kernels:layernorm", "kernels:linear"),
+        family="loop bounds",
+    ),
+    Mutant(
+        "body-loop-bound-one-long",
+        "every loop inside a nest body runs one index past its extent",
+        PRINTER,
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent}; {axis.name}++) {{{note}"]',
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} <= {axis.extent}; {axis.name}++) {{{note}"]',
+        ("kernels:layernorm", "kernels:linear"),
+        family="loop bounds",
+    ),
+    Mutant(
+        "reduction-run-backwards",
+        "reductions run from the last index down to the first: same sum in exact arithmetic, "
+        "different roundings",
+        PRINTER,
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent}; {axis.name}++) {{{note}"]',
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent}; {axis.name}++) {{{note}"]'
+        ' if axis.kind != REDUCE else [f"{pad}for (int64_t {axis.name} = {axis.extent} - 1; '
+        '{axis.name} >= 0; {axis.name}--) {{{note}"]',
+        ("kernels:linear", "kernels:layernorm", "kernels:softmax"),
+        family="layouts",
+    ),
+]

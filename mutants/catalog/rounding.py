@@ -1,0 +1,42 @@
+"""Rounding mistakes: conversions, the runtime's transcendentals and their numpy twins,
+and the bytes of the .npy writer."""
+
+from exactc.mutants.model import Mutant
+
+RT = "runtime/exactc_rt.h"
+LIBM = "runtime/exactc_libm.c"
+TWIN = "runtime/libm_twin.py"
+NPY = "runtime/exactc_npy.c"
+
+MUTANTS = [
+    Mutant(
+        "bf16-store-truncates",
+        "f32 -> bf16 drops the low half instead of rounding to nearest even",
+        RT,
+        "u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even; carries into inf */",
+        "/* truncated: no rounding */",
+        ("conversions", "kernels:add", "kernels:linear"),
+        family="rounding",
+    ),
+    Mutant(
+        "bf16-input-one-rounding",
+        "a real reaches bf16 with one rounding (Veltkamp split of the double) instead of "
+        "two (through f32)",
+        RT,
+        "    return exactc_f32_to_bf16((float)d);",
+        "    double p = d * 35184372088833.0; /* 2^45 + 1: split off the top 8 bits */\n"
+        "    double hi = p - (p - d);\n"
+        "    return exactc_f32_to_bf16((float)hi);",
+        ("conversions",),
+        family="rounding",
+    ),
+    Mutant(
+        "npy-f32-i32-big-endian",
+        "the .npy writer stores 4-byte elements (f32, int32) most significant byte first",
+        NPY,
+        "            for (int b = 0; b < 4; b++) dst[b] = (unsigned char)(u >> (8 * b));",
+        "            for (int b = 0; b < 4; b++) dst[3 - b] = (unsigned char)(u >> (8 * b));",
+        ("npy",),
+        family="rounding",
+    ),
+]

@@ -1,0 +1,65 @@
+"""What a mutant and a check are.
+
+A mutant is one small, real mistake in exactc's own source: a file, an anchor (text that
+must occur exactly once in it) and its replacement. It is applied to a temporary copy of
+the tree, never to the working tree. A check is a named pytest selection; a mutant lists
+the checks expected to catch it, and the runner reports which did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+
+class CatalogError(RuntimeError):
+    """A mutant that no longer fits the source (its anchor is gone or ambiguous)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A named pytest selection, run in the mutated copy."""
+
+    name: str
+    paths: tuple[str, ...]  # test files, relative to the tree
+    select: str = ""  # a pytest -k expression, empty for all
+
+    def pytest_args(self) -> list[str]:
+        args = list(self.paths)
+        if self.select:
+            args += ["-k", self.select]
+        return args
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    """One deliberate mistake and the checks that must catch it."""
+
+    name: str
+    description: str
+    path: str  # file relative to the tree
+    anchor: str  # exact text, occurring once
+    replacement: str
+    checks: tuple[str, ...]  # names in CHECKS
+    family: str = ""
+    # Paths that must exist for the mutant to apply (its feature exists); when one is
+    # missing the outcome is "does not apply", not an error.
+    requires: tuple[str, ...] = ()
+
+    def apply(self, root: Path) -> None:
+        """Patch the copy at `root`; a missing or ambiguous anchor is a CatalogError."""
+        target = root / self.path
+        if not target.exists():
+            raise CatalogError(f"mutant {self.name}: file {self.path} does not exist")
+        text = target.read_text()
+        count = text.count(self.anchor)
+        if count != 1:
+            where = "no longer occurs" if count == 0 else f"occurs {count} times"
+            raise CatalogError(
+                f"mutant {self.name}: its anchor {self.anchor[:60]!r} {where} in {self.path}; "
+                "update the catalog"
+            )
+        target.write_text(text.replace(self.anchor, self.replacement))
+
+    def applies(self, root: Path) -> bool:
+        return all((root / p).exists() for p in self.requires)

@@ -1,0 +1,35 @@
+"""The mutant catalog cannot rot: every anchor occurs exactly once in the tree, every
+mutant names checks that exist, and the runner's copies import the copy, not the tree."""
+
+from pathlib import Path
+
+import pytest
+
+from exactc.mutants.catalog import CATALOG, CHECKS
+from exactc.mutants.model import CatalogError, Mutant
+from exactc.mutants.runner import TREE, self_test
+
+
+@pytest.mark.parametrize("mutant", CATALOG, ids=[m.name for m in CATALOG])
+def test_anchor_occurs_once(mutant, tmp_path):
+    if not mutant.applies(TREE):
+        pytest.skip(f"{mutant.name} needs {mutant.requires}")
+    target = tmp_path / mutant.path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    original = (TREE / mutant.path).read_text()
+    target.write_text(original)
+    mutant.apply(tmp_path)
+    assert target.read_text() != original
+    assert all(name in CHECKS for name in mutant.checks)
+
+
+def test_a_rotten_anchor_is_an_error_that_names_the_mutant(tmp_path):
+    (tmp_path / "f.py").write_text("x = 1\n")
+    rotten = Mutant("rotten", "its anchor is gone", "f.py", "y = 2", "y = 3", ("npy",))
+    with pytest.raises(CatalogError, match="rotten.*no longer occurs"):
+        rotten.apply(tmp_path)
+
+
+def test_the_runner_patches_a_copy_that_python_imports():
+    assert self_test() == ""
+    assert (TREE / "__init__.py").exists() and Path(TREE).is_dir()
