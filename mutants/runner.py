@@ -34,6 +34,7 @@ IGNORED = shutil.ignore_patterns(
     "*.egg-info", "*.so", ".benchmarks", "build",
 )
 DEFAULT_TIMEOUT = 900.0
+MUTMUT_SECTION = "## The mutmut campaign"
 
 
 @dataclasses.dataclass
@@ -247,7 +248,10 @@ def write_markdown(path: Path, results: list[Result], wall: float, caught: int, 
     ]
     if not thin:
         lines.insert(-1, "None in the last run.")
-    path.write_text("\n".join(lines))
+    # The mutmut campaign's section (make mutmut) is kept as it was.
+    previous = path.read_text() if path.exists() else ""
+    kept = previous[previous.find(MUTMUT_SECTION):] if MUTMUT_SECTION in previous else ""
+    path.write_text("\n".join(lines) + ("\n" + kept if kept else ""))
 
 
 if __name__ == "__main__":
