@@ -1,0 +1,374 @@
+"""exactc's libm: the C functions and their numpy twins give the same bits, and both are
+accurate to under 1 ulp.
+
+Correctness of the twin contract (C == twin bit for bit):
+  * per function, over 10^6+ inputs: random 64-bit patterns, special values, and the
+    ranges where each algorithm switches branch or loses precision;
+  * the f32-site forms on random float32 patterns and their hard ranges;
+  * the same bits from gcc and clang at -O0, -O2, -O3 and -march=native;
+  * every constant has the same value in both files and is what the generator derives.
+Accuracy: a smoke test against mpmath (verify/accuracy.py has the full measurement).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exactc.runtime import libm_twin
+from exactc.verify.build import BuildOptions, have_compiler, runtime_source
+from exactc.verify.exhaustive import FUNCTIONS, load_libm, mismatches
+
+ROOT = Path(__file__).resolve().parent.parent
+RANDOM_PATTERNS = 400_000  # per function, besides the hard ranges
+
+
+@pytest.fixture(scope="module")
+def libm():
+    return load_libm()
+
+
+# ------------------------------------------------------------------------------------
+# Inputs
+# ------------------------------------------------------------------------------------
+def f64(*values) -> np.ndarray:
+    return np.array(values, dtype=np.float64)
+
+
+def from_bits(u) -> np.ndarray:
+    return np.asarray(u, dtype=np.uint64).view(np.float64)
+
+
+def around(values, k: int = 64) -> np.ndarray:
+    """The 2k doubles nearest each value (stepping the bits of |value|), sign kept."""
+    v = np.asarray(values, dtype=np.float64).ravel()
+    mag = np.abs(v).view(np.int64)[:, None] + np.arange(-k, k, dtype=np.int64)[None, :]
+    mag = np.clip(mag, 0, 0x7FF0000000000000).view(np.float64)
+    return np.copysign(mag, v[:, None]).ravel()
+
+
+def near(values, k: int = 64) -> np.ndarray:
+    """Neighbours of |values|, and their negatives."""
+    a = around(np.abs(np.asarray(values, dtype=np.float64)), k)
+    return np.concatenate([a, -a])
+
+
+def uniform(rng, lo, hi, n) -> np.ndarray:
+    return rng.uniform(lo, hi, n)
+
+
+def log_uniform(rng, lo_exp, hi_exp, n) -> np.ndarray:
+    """Random mantissas with exponents uniform in [lo_exp, hi_exp), random signs."""
+    mant = rng.integers(0, 1 << 52, n, dtype=np.uint64)
+    exps = rng.integers(lo_exp + 1023, hi_exp + 1023, n).astype(np.uint64)
+    sign = rng.integers(0, 2, n).astype(np.uint64) << np.uint64(63)
+    return from_bits(sign | (exps << np.uint64(52)) | mant)
+
+
+SPECIALS = np.concatenate(
+    [
+        f64(0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 0.5, 2.0),
+        from_bits([0x7FF0000000000001, 0xFFF0000000000001, 0x7FF8000000000001,
+                   0x7FFFFFFFFFFFFFFF, 0xFFF8000000000000]),  # NaN payloads, signalling
+        around([5e-324, 2.2250738585072014e-308], 8),  # subnormal edges
+        near([np.finfo(np.float64).max], 4),
+        near([2.0**-1074 * 3, 2.0**-1060, 2.0**-600, 2.0**-60, 2.0**-30, 1e-300], 4),
+    ]
+)
+
+
+def hard_inputs(name: str, rng) -> np.ndarray:
+    """Where each function's algorithm switches branch, loses bits or changes binade."""
+    tw = libm_twin
+    if name == "exp":
+        ln2_32 = np.log(2) / 32  # only to place test points; never a result
+        n = rng.integers(-34440, 32770, 60_000)
+        return np.concatenate([
+            uniform(rng, -746, 710, 300_000),
+            uniform(rng, -745.2, -708.3, 150_000),  # subnormal results (k <= -1022)
+            uniform(rng, 708, 710, 50_000),  # k = 1024, overflow
+            uniform(rng, -1, 1, 100_000),
+            log_uniform(rng, -80, 0, 50_000),  # tiny arguments
+            (n + 0.5) * ln2_32 + rng.uniform(-1e-12, 1e-12, n.size),  # n-rounding switch
+            near([709.782712893384, 745.1332191019411, 708.3964185322641, 708.39641853226408,
+                  744.44007192138122, 710, 746, 1022 * np.log(2), 1021 * np.log(2)], 256),
+        ])
+    if name == "log":
+        m = np.abs(log_uniform(rng, -1075, 1024, 100_000))
+        return np.concatenate([
+            m,
+            np.abs(from_bits(rng.integers(1, 1 << 52, 100_000, dtype=np.uint64))),  # subnormal
+            uniform(rng, 0.5, 2.0, 250_000),
+            1.0 + uniform(rng, -2.0**-20, 2.0**-20, 100_000),  # near 1
+            around([1.0], 4096),
+            # the sqrt2 switch, in many binades
+            near([tw.LOG_SQRT2 * 2.0**e for e in range(-1070, 1023, 7)], 8),
+            near([2.0**e for e in range(-1074, 1024, 3)], 2),  # powers of two
+            uniform(rng, 0, 1e300, 50_000),
+        ])
+    if name == "tanh":
+        return np.concatenate([
+            uniform(rng, -25, 25, 250_000),
+            uniform(rng, -0.3, 0.3, 200_000),
+            uniform(rng, 0.2, 0.6, 100_000),
+            log_uniform(rng, -40, 5, 100_000),
+            near([tw.TANH_TINY, tw.TANH_SMALL, tw.TANH_ONE, 19.06, 18.7], 512),
+            # exp_core's n switch for 2a
+            (rng.integers(8, 2100, 30_000) + 0.5) * (np.log(2) / 64)
+            + rng.uniform(-1e-13, 1e-13, 30_000),
+        ])
+    if name == "erf":
+        return np.concatenate([
+            uniform(rng, -7, 7, 250_000),
+            uniform(rng, -1.2, 1.2, 200_000),
+            uniform(rng, 0.9, 2.2, 100_000),
+            log_uniform(rng, -40, 3, 100_000),
+            near([tw.ERF_TINY, 2.0**-28, tw.ERF_SERIES_END, tw.ERF_ONE, 5.8636, 5.9215], 512),
+            near(tw.ERFC_BOUNDS, 512),
+            uniform(rng, 6, 30, 10_000),
+        ])
+    if name in ("sin", "cos"):
+        pio2 = np.pi / 2
+        k = rng.integers(1, 1 << 20, 100_000)
+        big_k = np.exp2(rng.uniform(20, 70, 50_000)).round()
+        worst = [6381956970095103 * 2.0**797]  # the double closest to a multiple of pi/2
+        return np.concatenate([
+            uniform(rng, -10, 10, 200_000),
+            uniform(rng, -2.0**20, 2.0**20, 100_000),  # Cody-Waite
+            (k * pio2) * (1 + rng.uniform(-2e-16, 2e-16, k.size)),  # near multiples of pi/2
+            around(k[:2000] * pio2, 16),
+            big_k * pio2,  # near multiples of pi/2, Payne-Hanek
+            log_uniform(rng, 19, 75, 100_000),  # up to 1e22 and beyond
+            log_uniform(rng, 75, 1024, 100_000),
+            f64(1e22, -1e22, 1e300, 2.0**1023, *worst),
+            near([tw.TRIG_TINY, tw.TRIG_PIO4, tw.TRIG_CODY_WAITE_END, pio2, np.pi, 3 * pio2,
+                  2 * np.pi, 1e22], 512),
+        ])
+    raise KeyError(name)
+
+
+def inputs_for(name: str) -> np.ndarray:
+    rng = np.random.default_rng(sum(map(ord, name)))
+    random_bits = from_bits(rng.integers(0, 1 << 64, RANDOM_PATTERNS, dtype=np.uint64))
+    return np.concatenate([SPECIALS, random_bits, hard_inputs(name, rng)])
+
+
+# ------------------------------------------------------------------------------------
+# The one comparison
+# ------------------------------------------------------------------------------------
+def assert_same_bits(label: str, x: np.ndarray, c_out: np.ndarray, twin_out: np.ndarray):
+    bad = mismatches(c_out, twin_out)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        uint = np.uint64 if x.dtype == np.float64 else np.uint32
+        width = 16 if uint is np.uint64 else 8
+
+        def show(v):
+            return f"{float(v).hex()} (0x{int(np.asarray(v).view(uint)):0{width}x})"
+
+        pytest.fail(
+            f"{label}: C and twin differ on {int(bad.sum())} of {x.size} inputs; first: "
+            f"x = {show(x[i])}: C = {show(c_out[i])}, twin = {show(twin_out[i])}"
+        )
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_c_equals_twin_f64(libm, name):
+    x = inputs_for(name)
+    assert x.size >= 1_000_000
+    assert_same_bits(name, x, libm.f64(name, x), libm_twin.FUNCTIONS[name](x))
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_c_equals_twin_f32_site(libm, name):
+    rng = np.random.default_rng(7 + sum(map(ord, name)))
+    random_bits = rng.integers(0, 1 << 32, 300_000, dtype=np.uint64).astype(np.uint32)
+    interesting = {
+        "exp": (-104, 89), "log": (0, 4), "tanh": (-10, 10),
+        "erf": (-4, 4), "sin": (-1e4, 1e4), "cos": (-1e4, 1e4),
+    }[name]
+    with np.errstate(all="ignore"):  # SPECIALS overflow to f32 infinities
+        specials = SPECIALS.astype(np.float32)
+    x = np.concatenate([
+        random_bits.view(np.float32),
+        rng.uniform(*interesting, 100_000).astype(np.float32),
+        specials,
+    ])
+    out = libm_twin.F32_FUNCTIONS[name](x)
+    assert out.dtype == np.float32
+    assert_same_bits(name + "f", x, libm.f32(name, x), out)
+
+
+def test_f32_site_is_f64_rounded_once():
+    x = np.array([0.1, -3.5, 1e-40, 80.0], dtype=np.float32)
+    with np.errstate(all="ignore"):
+        want = libm_twin.exp(x.astype(np.float64)).astype(np.float32)
+    assert libm_twin.expf(x).view(np.uint32).tolist() == want.view(np.uint32).tolist()
+
+
+def test_special_values():
+    t = libm_twin
+    inf, nan = np.inf, np.nan
+    cases = {
+        "exp": [(nan, nan), (inf, inf), (-inf, 0.0), (0.0, 1.0), (-0.0, 1.0), (-746.0, 0.0),
+                (710.0, inf), (-745.1332191019411, 5e-324), (-745.1332191019412, 0.0)],
+        "log": [(nan, nan), (-1.0, nan), (-0.0, -inf), (0.0, -inf), (inf, inf), (1.0, 0.0),
+                (-inf, nan)],
+        "tanh": [(nan, nan), (0.0, 0.0), (-0.0, -0.0), (inf, 1.0), (-inf, -1.0), (30.0, 1.0),
+                 (-5e-324, -5e-324)],
+        "erf": [(nan, nan), (0.0, 0.0), (-0.0, -0.0), (inf, 1.0), (-inf, -1.0), (6.5, 1.0)],
+        "sin": [(nan, nan), (inf, nan), (-inf, nan), (0.0, 0.0), (-0.0, -0.0),
+                (-5e-324, -5e-324)],
+        "cos": [(nan, nan), (inf, nan), (-inf, nan), (0.0, 1.0), (-0.0, 1.0)],
+    }
+    for name, pairs in cases.items():
+        x = f64(*[p[0] for p in pairs])
+        want = f64(*[p[1] for p in pairs])
+        got = t.FUNCTIONS[name](x)
+        same = (got.view(np.uint64) == want.view(np.uint64)) | (np.isnan(got) & np.isnan(want))
+        assert same.all(), f"{name}: {list(zip(x[~same], got[~same]))}"
+
+
+# ------------------------------------------------------------------------------------
+# Compilers and optimization levels change nothing
+# ------------------------------------------------------------------------------------
+BUILDS = [
+    BuildOptions(cc=cc, opt=opt, march_native=native)
+    for cc in ("gcc", "clang")
+    for opt, native in (("-O0", False), ("-O2", False), ("-O3", False), ("-O2", True),
+                        ("-O3", True))
+]
+
+
+@pytest.mark.parametrize(
+    "options", BUILDS, ids=lambda o: f"{o.cc}{o.opt}{'-native' if o.march_native else ''}"
+)
+def test_same_bits_every_build(options):
+    if not have_compiler(options.cc):
+        pytest.skip(f"{options.cc} not installed")
+    libm = load_libm(options)  # -Wall -Wextra -Werror: the build itself is warning-free
+    for name in FUNCTIONS:
+        rng = np.random.default_rng(3)
+        x = np.concatenate([SPECIALS, hard_inputs(name, rng)[::5],
+                            from_bits(rng.integers(0, 1 << 64, 20_000, dtype=np.uint64))])
+        assert_same_bits(f"{name} [{options.describe()}]", x, libm.f64(name, x),
+                         libm_twin.FUNCTIONS[name](x))
+
+
+def test_c_source_uses_no_libm():
+    src = runtime_source("exactc_libm.c")
+    assert "#include <math.h>" not in src
+    code = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
+    for fn in ("fabs", "floor", "ldexp", "frexp", "sqrt", "fma", "rint", "scalbn", "long double"):
+        assert not re.search(rf"\b{fn}\b", code), f"exactc_libm.c uses {fn}"
+
+
+# ------------------------------------------------------------------------------------
+# Constants: two copies, equal, and derived
+# ------------------------------------------------------------------------------------
+def c_constants() -> dict[str, list[int]]:
+    """Every `static const` in exactc_libm.c as a list of bit patterns."""
+    src = re.sub(r"/\*.*?\*/", "", runtime_source("exactc_libm.c"), flags=re.S)
+    out = {}
+    for m in re.finditer(
+        r"static const (double|uint32_t) (\w+)((?:\[\d+\])*) = (\{.*?\}|[^;]+);", src, re.S
+    ):
+        ctype, name, _, body = m.groups()
+        items = re.findall(r"-?0x[0-9a-fA-F.]+(?:p[+-]?\d+)?u?", body)
+        if ctype == "double":
+            out[name] = [
+                int(np.array(float.fromhex(v)).view(np.uint64)) for v in items
+            ]
+        else:
+            out[name] = [int(v.rstrip("u"), 16) for v in items]
+    return out
+
+
+def twin_bits(value) -> list[int]:
+    a = np.asarray(value)
+    if a.dtype == np.float64:
+        return [int(b) for b in a.ravel().view(np.uint64)]
+    return [int(b) for b in a.ravel()]
+
+
+def test_constants_are_the_same_in_c_and_twin():
+    c = c_constants()
+    assert len(c) > 30
+    twin_names = {n for n in dir(libm_twin) if re.fullmatch(r"[A-Z][A-Z0-9_]*", n)} - {
+        "FUNCTIONS", "F32_FUNCTIONS"
+    }
+    assert set(c) == twin_names, (set(c) ^ twin_names)
+    for name, bits in c.items():
+        assert twin_bits(getattr(libm_twin, name)) == bits, f"{name} differs between C and twin"
+
+
+def test_constants_are_derived_by_the_generator():
+    spec = importlib.util.spec_from_file_location("gen", ROOT / "tools" / "gen_libm_coeffs.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    derived = gen.derive()
+    derived.pop("_err")
+    c = c_constants()
+    for name, value in derived.items():
+        want = twin_bits(np.asarray(value, dtype=np.float64 if name != "TRIG_TWO_OVER_PI"
+                                    else np.uint64))
+        assert c[name] == want, f"{name} in exactc_libm.c is not what the generator derives"
+
+
+# ------------------------------------------------------------------------------------
+# Accuracy smoke test (verify/accuracy.py measures more points and writes the report)
+# ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_accuracy_under_one_ulp(libm, name):
+    from exactc.verify.accuracy import measure, sample_f64
+
+    x = sample_f64(name, 2000, seed=11)
+    stats = measure(name, x, libm.f64(name, x))
+    assert stats.max_ulp < 1.0, f"{name}: {stats.max_ulp:.3f} ulp at x = {stats.worst_x.hex()}"
+    assert stats.correctly_rounded > 0.95
+
+
+# ------------------------------------------------------------------------------------
+# Below the final rounding: the probe build returns the lo part of each final
+# double-double, whose bits change with any change in the computation (a reordered sum,
+# a constant changed by one ulp) that the rounded results almost never show.
+# ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_c_equals_twin_below_the_rounding(name):
+    libm = load_libm(BuildOptions(defines=("EXACTC_LIBM_PROBE_LO",)))
+    x = inputs_for(name)[::3]
+    with libm_twin.probe_lo():
+        twin_out = libm_twin.FUNCTIONS[name](x)
+    assert_same_bits(f"{name} (lo probe)", x, libm.f64(name, x), twin_out)
+
+
+# ------------------------------------------------------------------------------------
+# verify/exhaustive.py, with a big step (the full run is `make verify` material)
+# ------------------------------------------------------------------------------------
+def test_exhaustive_with_a_big_step(capsys):
+    from exactc.verify import exhaustive
+
+    assert exhaustive.main(["--step", "65521", "--jobs", "1"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    n = 6 * len(range(0, 1 << 32, 65521))
+    assert last == f"exhaustive: {n} inputs, 0 mismatches"
+
+
+def test_exhaustive_reports_a_mismatch(capsys, monkeypatch):
+    from exactc.verify import exhaustive
+
+    def off_by_one_ulp(x):
+        y = libm_twin.expf(x)
+        return np.where(x == np.float32(1.0), np.nextafter(y, np.float32(np.inf)), y)
+
+    monkeypatch.setitem(libm_twin.F32_FUNCTIONS, "exp", off_by_one_ulp)
+    # 1.0f is 0x3f800000, a multiple of 128: the step reaches it
+    assert exhaustive.main(["--functions", "exp", "--step", "128", "--chunk", "1048576",
+                            "--jobs", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH expf x=0x1.0000000000000p+0 (0x3f800000)" in out
+    assert out.strip().splitlines()[-1] == f"exhaustive: {1 << 25} inputs, 1 mismatches"
