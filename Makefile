@@ -20,6 +20,9 @@ system-deps:
 	@command -v clang >/dev/null 2>&1 && [ -e /usr/lib/llvm-14/lib/libomp.so ] || { \
 	  echo "installing Debian's clang and libomp-dev"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libomp-dev >/dev/null; }
+	@command -v valgrind >/dev/null 2>&1 || { \
+	  echo "installing valgrind (instruction-count probes)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
 	@command -v gcc >/dev/null 2>&1 || { echo "gcc is required" >&2; exit 1; }
 
 $(VENV)/.installed: pyproject.toml

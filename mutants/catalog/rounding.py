@@ -39,4 +39,23 @@ MUTANTS = [
         ("npy",),
         family="rounding",
     ),
+    Mutant(
+        "libm-exp-coefficient-c-only",
+        "one polynomial coefficient of exp mistyped in the C runtime (a digit in the "
+        "middle), the numpy twin left right",
+        LIBM,
+        "    0x1.555555554dc4ep-3,",
+        "    0x1.555555555dc4ep-3,",
+        ("libm-twin", "kernels:softmax"),
+        family="rounding",
+    ),
+    Mutant(
+        "twin-trig-reduction-two-parts",
+        "the numpy twin reduces sin/cos arguments with two parts of pi/2 instead of four",
+        TWIN,
+        "    s2h, s2l = _two_sum(s1h, -(nd * TRIG_PIO2_3))\n    lo = (s1l + s2l) - nd * TRIG_PIO2_4",
+        "    s2h, s2l = _two_sum(s1h, 0.0 * nd)\n    lo = s1l + s2l",
+        ("libm-twin", "kernels:rope"),
+        family="rounding",
+    ),
 ]
