@@ -66,6 +66,17 @@ def copy_env(workdir: Path) -> dict[str, str]:
 
 def run_check(name: str, root: Path, env: dict, timeout: float) -> str:
     """'pass', 'fail', 'error' (pytest could not run the tests) or 'timeout'."""
+    return run_check_detail(name, root, env, timeout)[0]
+
+
+def _failure_lines(output: str) -> str:
+    """pytest's short summary lines (FAILED/ERROR ...), which name the test and why."""
+    lines = [ln for ln in output.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    return "; ".join(ln[:300] for ln in lines[:3])
+
+
+def run_check_detail(name: str, root: Path, env: dict, timeout: float) -> tuple[str, str]:
+    """The verdict and, when it is not 'pass', what pytest said failed."""
     check = CHECKS[name]
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
            "-p", "no:randomly", *check.pytest_args()]
@@ -73,12 +84,11 @@ def run_check(name: str, root: Path, env: dict, timeout: float) -> str:
         proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
-        return "timeout"
+        return "timeout", f"{name}: ran past {timeout:.0f} s"
     if proc.returncode == 0:
-        return "pass"
-    if proc.returncode == 1:
-        return "fail"
-    return "error"
+        return "pass", ""
+    detail = _failure_lines(proc.stdout) or proc.stdout[-500:] + proc.stderr[-500:]
+    return ("fail" if proc.returncode == 1 else "error"), f"{name}: {detail}"
 
 
 def run_mutant(mutant: Mutant, timeout: float) -> Result:
@@ -94,11 +104,13 @@ def run_mutant(mutant: Mutant, timeout: float) -> Result:
         except CatalogError as error:
             return Result(mutant.name, "catalog error", [], time.monotonic() - start, str(error))
         env = copy_env(workdir)
-        verdicts = {name: run_check(name, root, env, timeout) for name in mutant.checks}
+        details = {name: run_check_detail(name, root, env, timeout) for name in mutant.checks}
     seconds = time.monotonic() - start
+    verdicts = {name: verdict for name, (verdict, _) in details.items()}
     failed = [n for n, v in verdicts.items() if v == "fail"]
     if failed:
-        return Result(mutant.name, "caught", failed, seconds)
+        said = " | ".join(details[n][1] for n in failed)
+        return Result(mutant.name, "caught", failed, seconds, said)
     if any(v == "timeout" for v in verdicts.values()):
         return Result(mutant.name, "timed out", [], seconds)
     if any(v == "error" for v in verdicts.values()):

@@ -7,7 +7,7 @@ one primitive with a -k expression, so a mutant of layernorm runs layernorm's ca
 from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
-from exactc.mutants.catalog import loop_bounds, rounding, semantics
+from exactc.mutants.catalog import host, loop_bounds, rounding, semantics, slicing
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
 
@@ -24,9 +24,12 @@ _FIXED_CHECKS = [
     Check("npy", ("tests/test_npy.py",)),
     Check("reference", ("tests/test_reference.py",)),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
+    # Every architecture's entries exported in f32: built by gcc, clang and without
+    # OpenMP, the checking build (NaN arena, reached peak), the straight-line oracle.
+    Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
 ]
 
-FAMILIES = [rounding, semantics, loop_bounds]
+FAMILIES = [slicing, loop_bounds, host, rounding, semantics]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

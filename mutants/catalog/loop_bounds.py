@@ -3,6 +3,7 @@
 from exactc.mutants.model import Mutant
 
 PRINTER = "exporter/printer/kernels.py"
+HOST = "exporter/printer/host.py"
 
 MUTANTS = [
     Mutant(
@@ -34,5 +35,15 @@ MUTANTS = [
         '{axis.name} >= 0; {axis.name}--) {{{note}"]',
         ("kernels:linear", "kernels:layernorm", "kernels:softmax"),
         family="layouts",
+    ),
+    Mutant(
+        "fold-layer-loop-one-short",
+        "the structured host's loop over layers stops one layer early",
+        HOST,
+        'out.append(f"{INDENT}for (int l = {start}; l < {stop}; l++) {{")',
+        'out.append(f"{INDENT}for (int l = {start}; l < {stop} - 1; l++) {{")',
+        ("programs",),
+        family="loop bounds",
+        requires=(HOST,),
     ),
 ]
