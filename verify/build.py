@@ -118,26 +118,57 @@ def runtime_source(name: str) -> str:
     return (RUNTIME_DIR / name).read_text()
 
 
-def compile_shared(sources: Mapping[str, str], options: BuildOptions = BuildOptions()) -> Path:
-    """Compile `sources` (file name -> C text) in one compiler call into a cached .so."""
-    key = build_key(sources, options)
-    target = cache_dir() / f"lib-{key}.so"
-    if target.exists():
-        return target
-    work = Path(tempfile.mkdtemp(prefix=f"build-{key}-", dir=cache_dir()))
-    paths = []
-    for name, text in sorted(sources.items()):
-        path = work / name
-        path.write_text(text)
-        paths.append(str(path))
-    out = work / "lib.so"
-    cmd = [options.cc, *options.flags(), f"-I{RUNTIME_DIR}", "-o", str(out), *paths, "-lm"]
+def _is_runtime_source(name: str) -> bool:
+    """Runtime sources (exactc_libm.c, ...) change rarely: each is compiled once per
+    build options into a cached object and linked, not recompiled with every batch."""
+    return name.startswith("exactc_") and name.endswith(".c")
+
+
+def _run_compiler(cmd: list[str], work: Path, options: BuildOptions) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or (options.warnings and proc.stderr.strip()):
         raise CompileError(
             f"{options.cc} failed (exit {proc.returncode}); sources kept in {work}\n"
             f"command: {' '.join(cmd)}\n{proc.stderr}"
         )
+
+
+def compile_object(name: str, text: str, options: BuildOptions) -> Path:
+    """One source compiled to a cached position-independent object."""
+    key = build_key({name: text}, options)
+    target = cache_dir() / f"obj-{key}.o"
+    if target.exists():
+        return target
+    work = Path(tempfile.mkdtemp(prefix=f"build-{key}-", dir=cache_dir()))
+    source = work / name
+    source.write_text(text)
+    flags = [f for f in options.flags() if f != "-shared"]
+    out = work / "obj.o"
+    _run_compiler([options.cc, *flags, f"-I{RUNTIME_DIR}", "-c", "-o", str(out), str(source)], work, options)
+    os.replace(out, target)
+    shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def compile_shared(sources: Mapping[str, str], options: BuildOptions = BuildOptions()) -> Path:
+    """Compile `sources` (file name -> C text) in one compiler call into a cached .so;
+    runtime sources come in as cached objects (compile_object)."""
+    key = build_key(sources, options)
+    target = cache_dir() / f"lib-{key}.so"
+    if target.exists():
+        return target
+    objects = [str(compile_object(n, t, options)) for n, t in sorted(sources.items()) if _is_runtime_source(n)]
+    work = Path(tempfile.mkdtemp(prefix=f"build-{key}-", dir=cache_dir()))
+    paths = []
+    for name, text in sorted(sources.items()):
+        if _is_runtime_source(name):
+            continue
+        path = work / name
+        path.write_text(text)
+        paths.append(str(path))
+    out = work / "lib.so"
+    cmd = [options.cc, *options.flags(), f"-I{RUNTIME_DIR}", "-o", str(out), *paths, *objects, "-lm"]
+    _run_compiler(cmd, work, options)
     os.replace(out, target)  # atomic: a concurrent builder of the same key is harmless
     shutil.rmtree(work, ignore_errors=True)
     return target
