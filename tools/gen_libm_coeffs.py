@@ -63,7 +63,10 @@ def significant_bits(x: float) -> int:
 
 def fit(f, a, b, ncoef: int) -> list:
     """Coefficients (ascending) of a degree ncoef-1 Chebyshev fit of f on [a, b]."""
-    return mpmath.chebyfit(f, [mpf(a), mpf(b)], ncoef, asc=True)
+    # mpmath 1.3 (which torch's sympy pins) returns the highest degree first and has no
+    # `asc` option; the coefficients are the same either way.
+    coefs = mpmath.chebyfit(f, [mpf(a), mpf(b)], ncoef)
+    return list(reversed(coefs))
 
 
 def fit_error(f, coefs, a, b, weight=lambda t: 1, samples=2001) -> float:
