@@ -59,6 +59,7 @@ def copy_env(workdir: Path) -> dict[str, str]:
     env["PYTHONPATH"] = str(workdir) + os.pathsep + env.get("PYTHONPATH", "")
     env["HYPOTHESIS_PROFILE"] = "ci"
     env.pop("EXACTC_STATS_DIR", None)
+    env["COLUMNS"] = "400"  # pytest's short summary then keeps each failure's message
     # Compiled libraries are cached by content hash, so a shared cache is safe and fast.
     env.setdefault("EXACTC_CACHE", str(TREE / ".exactc-cache"))
     return env

@@ -5,6 +5,12 @@ every output with the reference bit for bit.
 A failing case comes back with a report that reproduces it: the case as Python, the first
 differing element in hex, the inputs in hex, the kernel's IR and C text, the compiler
 call; and a folder with the same as files (inputs and outputs as .npy).
+
+A case may come with a plan (exporter/kernels/plans.py): its nests are printed under their
+layouts, and a launch with a split runs through its driver, whose coverage check (in a
+build with -DEXACTC_CHECK_SPLITS) is read back; `threads` sets the OpenMP team cap in the
+child (omp_set_num_threads, as OMP_NUM_THREADS would). Planned cases are counted in the
+"layouts" and "splits" families of the campaign's summary.
 """
 
 from __future__ import annotations
@@ -22,7 +28,10 @@ import numpy as np
 
 from exactc.exporter import reference
 from exactc.exporter.kernels import lower
+from exactc.exporter.kernels.plans import Plan, validate_plan
+from exactc.exporter.kernels.splits import coverage_problem, split_axis
 from exactc.exporter.printer.kernels import print_kernel
+from exactc.exporter.printer.planned import SPLIT_STATUS
 from exactc.strategies.cases import Case
 from exactc.verify.build import BuildOptions, cache_dir, load_library, runtime_source
 from exactc.verify.compare import (
@@ -34,12 +43,13 @@ from exactc.verify.compare import (
 
 CDEF_PRELUDE = "typedef uint16_t exactc_bf16;\n"
 CHILD_TIMEOUT = 300.0  # seconds for one batch in the child
+CHECK_SPLITS = "EXACTC_CHECK_SPLITS"  # the define of the checking build of splits
 
 
 @dataclasses.dataclass
 class CaseOutcome:
-    """What happened to one case. status: equal, mismatch, red zone, unwritten, crashed,
-    timed out."""
+    """What happened to one case. status: equal, mismatch, coverage (a split's pieces
+    overlap or leave a gap), red zone, unwritten, crashed, timed out."""
 
     case: Case
     status: str
@@ -56,13 +66,18 @@ class _Prepared:
     kernel: object
     printed: object
     inputs: dict
+    plan: Plan | None = None
 
 
-def _prepare(cases: Sequence[Case]) -> list[_Prepared]:
+def _prepare(cases: Sequence[Case], plans=None, validate: bool = True) -> list[_Prepared]:
     prepared = []
-    for i, case in enumerate(cases):
+    plans = list(plans) if plans is not None else [None] * len(cases)
+    for i, (case, plan) in enumerate(zip(cases, plans, strict=True)):
         kernel = lower(case.primitive, case.site, case.shapes, case.attr_dict)
-        prepared.append(_Prepared(case, kernel, print_kernel(kernel, f"c{i}"), case.inputs()))
+        if plan is not None and validate:
+            validate_plan(kernel, plan)
+        printed = print_kernel(kernel, f"c{i}", plan) if plan is not None else print_kernel(kernel, f"c{i}")
+        prepared.append(_Prepared(case, kernel, printed, case.inputs(), plan))
     return prepared
 
 
@@ -70,6 +85,8 @@ def build_batch(prepared: Sequence[_Prepared], options: BuildOptions):
     """All kernels of a batch and the runtime's libm in one compiler call."""
     source = "\n".join(p.printed.source for p in prepared)
     cdef = CDEF_PRELUDE + "\n".join(p.printed.cdef for p in prepared)
+    if options.openmp:
+        cdef += "void omp_set_num_threads(int);\n"
     sources = {"kernels.c": source, "exactc_libm.c": runtime_source("exactc_libm.c")}
     return load_library(sources, cdef, options)
 
@@ -84,11 +101,18 @@ def _run_one(library, prep: _Prepared) -> dict:
         else:
             buffers[buf.name] = GuardedBuffer.poisoned(buf.shape, dtype)
     ffi = library.ffi
-    for launch, fn_name in zip(prep.kernel.launches, prep.printed.functions, strict=True):
-        fn = getattr(library.lib, fn_name)
+    statuses = {}
+    ranges = prep.printed.ranges or tuple(item.extent for item in prep.kernel.launches)
+    drivers = prep.printed.drivers or (None,) * len(prep.kernel.launches)
+    for launch, fn_name, extent, driver in zip(
+        prep.kernel.launches, prep.printed.functions, ranges, drivers, strict=True
+    ):
         args = [ffi.cast("void *", buffers[name].address) for name in launch.args]
-        fn(*args, 0, launch.extent)
-    result = {"outputs": {}, "damage": {}, "unwritten": {}}
+        if driver is None:
+            getattr(library.lib, fn_name)(*args, 0, extent)
+        else:
+            statuses[fn_name] = int(getattr(library.lib, driver)(*args))
+    result = {"outputs": {}, "damage": {}, "unwritten": {}, "split_status": statuses}
     for buf in prep.kernel.buffers:
         guarded = buffers[buf.name]
         damage = guarded.red_zone_damage()
@@ -102,8 +126,15 @@ def _run_one(library, prep: _Prepared) -> dict:
     return result
 
 
-def _child(conn, library, prepared) -> None:
+def _child(conn, library, prepared, threads=None) -> None:
     try:
+        if threads is not None and library.options.openmp:
+            try:  # absent when no kernel of the batch has a split (libgomp not linked)
+                set_threads = library.lib.omp_set_num_threads
+            except AttributeError:
+                set_threads = None
+            if set_threads is not None:
+                set_threads(int(threads))
         conn.send(("ok", [_run_one(library, p) for p in prepared]))
     except Exception:  # a Python-side failure in the child is reported, not swallowed
         conn.send(("error", traceback.format_exc()))
@@ -111,11 +142,11 @@ def _child(conn, library, prepared) -> None:
         conn.close()
 
 
-def run_in_child(library, prepared: Sequence[_Prepared], timeout: float = CHILD_TIMEOUT):
+def run_in_child(library, prepared: Sequence[_Prepared], timeout: float = CHILD_TIMEOUT, threads=None):
     """Run the batch in a forked child, so that a crash in C fails a case, not the run."""
     ctx = multiprocessing.get_context("fork")
     parent_conn, child_conn = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child_conn, library, prepared))
+    proc = ctx.Process(target=_child, args=(child_conn, library, prepared, threads))
     proc.start()
     child_conn.close()
     message = None
@@ -141,6 +172,8 @@ def _repro_dir(prep: _Prepared, expected: dict, actual: dict, options: BuildOpti
     (folder / "case.txt").write_text(prep.case.describe() + "\n")
     (folder / "kernel.c").write_text(prep.printed.source)
     (folder / "build.txt").write_text(options.describe() + "\n")
+    if prep.plan is not None:
+        (folder / "plan.json").write_text(prep.plan.dumps() + "\n")
     for name, array in prep.inputs.items():
         np.save(folder / f"input_{name}.npy", array)
     for name, array in expected.items():
@@ -158,6 +191,7 @@ def _report(prep: _Prepared, problem: str, options: BuildOptions, expected, actu
         "  inputs:",
         *(f"    {name} = {hex_dump(array)}" for name, array in prep.inputs.items()),
         f"  reproduce: {case.describe()}",
+        *([f"  plan: {prep.plan.dumps()}"] if prep.plan is not None else []),
         f"  files: {_repro_dir(prep, expected, actual, options)}",
         f"  build: {options.describe()}",
         "  kernel (IR above each function):",
@@ -166,36 +200,89 @@ def _report(prep: _Prepared, problem: str, options: BuildOptions, expected, actu
     return "\n".join(lines)
 
 
-def _record_stats(outcomes: Sequence[CaseOutcome]) -> None:
+def _families(plan: Plan | None) -> list[str]:
+    """The campaign families a case counts in: kernels (no plan), layouts, splits."""
+    if plan is None:
+        return ["kernels"]
+    families = []
+    if any(not p.layout.is_plain for _, p in plan.nests):
+        families.append("layouts")
+    if any(p.split is not None for _, p in plan.nests):
+        families.append("splits")
+    return families or ["layouts"]
+
+
+def _record_stats(outcomes: Sequence[CaseOutcome], plans=None) -> None:
     folder = os.environ.get("EXACTC_STATS_DIR")
     if not folder:
         return
     Path(folder).mkdir(parents=True, exist_ok=True)
+    plans = list(plans) if plans is not None else [None] * len(outcomes)
     with open(Path(folder) / f"cases-{os.getpid()}.jsonl", "a") as out:
-        for o in outcomes:
-            out.write(json.dumps({"family": "kernels", "primitive": o.case.primitive,
-                                  "site": o.case.site, "status": o.status}) + "\n")
+        for o, plan in zip(outcomes, plans):
+            for family in _families(plan):
+                out.write(json.dumps({"family": family, "primitive": o.case.primitive,
+                                      "site": o.case.site, "status": o.status}) + "\n")
 
 
-def run_cases(cases: Sequence[Case], options: BuildOptions = BuildOptions()) -> list[CaseOutcome]:
-    """Compile `cases` together, run them in a child, compare with the reference."""
-    prepared = _prepare(cases)
+def _split_problems(prep: _Prepared, statuses: dict, checked: bool) -> list[str]:
+    """The coverage check's complaints, each naming the launch, its axis and pieces."""
+    problems = []
+    for item, fn_name in zip(prep.kernel.launches, prep.printed.functions):
+        nest_plan = prep.plan.for_nest(item.nest.name) if prep.plan is not None else None
+        if nest_plan is None or nest_plan.split is None:
+            continue
+        status = statuses.get(fn_name, 0)
+        if status == 0:
+            continue
+        axis = split_axis(item.nest, nest_plan.layout, nest_plan.split)
+        extent = {a.name: a.extent for a in item.nest.axes}[axis]
+        detail = coverage_problem(extent, nest_plan.split.pieces) or "no problem found in Python"
+        problems.append(
+            f"split coverage check failed in launch {fn_name} (nest {item.nest.name}, axis {axis} in "
+            f"[0, {extent})): {SPLIT_STATUS.get(status, status)} ({detail}); pieces "
+            + " ".join(f"[{lo},{hi})" for lo, hi in nest_plan.split.pieces)
+        )
+    return problems if checked else []
+
+
+def run_cases(
+    cases: Sequence[Case],
+    options: BuildOptions = BuildOptions(),
+    plans: Sequence[Plan | None] | None = None,
+    threads: int | None = None,
+    validate_plans: bool = True,
+) -> list[CaseOutcome]:
+    """Compile `cases` together, run them in a child, compare with the reference.
+
+    `plans`, one per case (or None), are validated and printed with the cases;
+    `threads` caps the OpenMP team in the child (with options.openmp); a build whose
+    defines hold EXACTC_CHECK_SPLITS reads back every split's coverage check.
+    `validate_plans=False` lets a test hand over a split that a plan would refuse; such
+    deliberately bad runs are not counted in the campaign's statistics."""
+    prepared = _prepare(cases, plans, validate_plans)
+    plans = [p.plan for p in prepared]
     library = build_batch(prepared, options)
-    status, payload = run_in_child(library, prepared)
+    status, payload = run_in_child(library, prepared, threads=threads)
     if status != "ok":
         outcomes = [
             CaseOutcome(p.case, status, _report(p, f"batch {status}: {payload}", options, {}, {}))
             for p in prepared
         ]
-        _record_stats(outcomes)
+        if validate_plans:
+            _record_stats(outcomes, plans)
         return outcomes
     outcomes = []
     for prep, result in zip(prepared, payload, strict=True):
         expected = reference.run(prep.case.primitive, prep.case.site, prep.inputs, prep.case.attr_dict)
         actual = result["outputs"]
         problems, status = [], "equal"
+        coverage = _split_problems(prep, result["split_status"], CHECK_SPLITS in options.defines)
+        if coverage:
+            status = "coverage"
+            problems.extend(coverage)
         if result["damage"]:
-            status = "red zone"
+            status = "red zone" if status == "equal" else status
             problems.append(f"red zones written (buffer: offsets): {result['damage']}")
         if result["unwritten"]:
             status = "unwritten" if status == "equal" else status
@@ -205,9 +292,12 @@ def run_cases(cases: Sequence[Case], options: BuildOptions = BuildOptions()) -> 
             if mismatch is not None:
                 status = "mismatch" if status == "equal" else status
                 problems.append(str(mismatch))
+        if status != "equal" and threads is not None and options.openmp:
+            problems.append(f"run with the OpenMP team capped at {threads} (omp_set_num_threads)")
         report = "" if status == "equal" else _report(prep, "\n  ".join(problems), options, expected, actual)
         outcomes.append(CaseOutcome(prep.case, status, report))
-    _record_stats(outcomes)
+    if validate_plans:
+        _record_stats(outcomes, plans)
     return outcomes
 
 
@@ -215,4 +305,5 @@ def assert_all_equal(outcomes: Sequence[CaseOutcome]) -> None:
     """Fail with the first bad case's full report and a count of the rest."""
     bad = [o for o in outcomes if not o.ok]
     if bad:
-        raise AssertionError(f"{len(bad)} of {len(outcomes)} cases failed\n{bad[0].report}")
+        statuses = ", ".join(sorted({o.status for o in bad}))
+        raise AssertionError(f"{len(bad)} of {len(outcomes)} cases failed ({statuses})\n{bad[0].report}")

@@ -35,10 +35,11 @@ The shape of a nest
   `Binary` is one IEEE operation in its type, a `Convert` is one conversion, and the
   tree fixes the order. Nothing is implicit, so the text *is* the arithmetic.
 
-Extension points for the plans (not built here): a layout rewrites `Nest.axes` (reorder,
-tile with a remainder guard as an `If`), turns a parallel axis into lanes (a local
-array per scalar), or adds pack nests that copy a panel into a temp buffer; a thread
-split only divides the launch range of the outermost axis.
+Plans (layouts.py, splits.py, plans.py) do not rewrite this IR: a layout is data the
+printer reads (exporter/printer/planned.py) to arrange the loops of the parallel axes
+(order, tiles, lanes as local arrays, packs into local scratch) and to cut reductions
+into in-order blocks; a thread split divides one parallel axis, at any depth of the
+layout's order, into [lo, hi) pieces.
 """
 
 from __future__ import annotations

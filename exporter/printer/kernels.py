@@ -85,12 +85,24 @@ class PrintedKernel:
     source: str
     cdef: str
     functions: tuple[str, ...]
+    # Per launch, under a plan (exporter/kernels/plans.py): the extent of the function's
+    # (lo, hi) range, and the name of its split driver (None when it has no split).
+    ranges: tuple[int, ...] = ()
+    drivers: tuple[str | None, ...] = ()
 
 
-def print_kernel(kernel: Kernel, prefix: str) -> PrintedKernel:
-    """The C text of `kernel`; its functions are named `<prefix>_<nest name>`."""
+def print_kernel(kernel: Kernel, prefix: str, plan=None) -> PrintedKernel:
+    """The C text of `kernel`; its functions are named `<prefix>_<nest name>`.
+
+    With a `plan` (a validated exporter.kernels.plans.Plan), the nests it names are
+    printed under their layout, and each split gets a driver `<prefix>_<nest>_split`;
+    without one, the plain nests (exporter/printer/planned.py)."""
     if not isinstance(prefix, str) or not _IDENT.match(prefix):
         raise IRError(f"kernel prefix {prefix!r} is not a C identifier")
+    if plan is not None:
+        from exactc.exporter.printer.planned import print_planned_kernel
+
+        return print_planned_kernel(kernel, prefix, plan)
     buffers = {b.name: b for b in kernel.buffers}
     names = [f"{prefix}_{item.nest.name}" for item in kernel.launches]
 

@@ -1,0 +1,6 @@
+"""The benchmarks import their helpers (linear_speed) from this folder."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

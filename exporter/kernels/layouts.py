@@ -1,0 +1,277 @@
+"""Layouts of a nest: how its loops are arranged, never what they compute.
+
+A Layout is data the printer reads (exporter/printer/planned.py). Every field may only
+move the work of the nest's PARALLEL axes around, or cut a reduction into blocks that
+still run in index order, so that every legal layout gives the plain nest's bits
+(design.md, principle 2):
+
+- `order`: the loop order of the nest's parallel axes, outermost first.
+- `tiles`: axis -> tile size (>= 1, any size; the last tile holds the remainder). The
+  tile loops of all tiled axes run outermost, in `order`; the point loops inside them.
+- `lanes`: axis -> width (2..16), at most two axes, the last one innermost. A laned axis
+  is computed `width` points at a time: every scalar of the body becomes a local array
+  (`float acc[4][16]`) and every statement a short loop over the lanes, placed inside
+  the body's loops, so each lane still runs its own statements, its reductions in
+  index order; gcc and clang vectorize the innermost lane loop at -O2. A chunk that is
+  not full (the remainder) runs the plain body.
+- `packs`: input buffers whose panel is copied to contiguous scratch before the loops
+  that read it: the panel is every element the laned body reads for one chunk of the
+  lane axes it depends on, laid out with the lane index innermost (e.g. linear's w
+  rows for the current n chunk, transposed). Bits are copied, nothing computed.
+- `blocks`: reduction axis -> block size: the reduction loop is cut into consecutive
+  blocks run in order, one after another; the partial sum stays in the accumulator.
+
+What is refused (LayoutError, naming the nest, the field and the rule): anything that
+names a reduction where a parallel axis is needed (reordering, tiling or laning a
+reduction changes the order of its rounded operations), an axis the nest does not have,
+a lane width outside 2..16, more than two lane axes, a pack of a buffer the laned body
+does not read through the lanes, a block of a parallel axis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable
+
+from exactc.exporter.kernels.ir import (
+    REDUCE,
+    Access,
+    Buffer,
+    CopyBits,
+    Load,
+    Nest,
+    Var,
+    statement_exprs,
+    walk_expr,
+    walk_statements,
+)
+
+LANE_WIDTHS = range(2, 17)
+MAX_LANE_AXES = 2
+MAX_PACK_ELEMENTS = 1 << 16  # a pack lives on the stack of the thread running the piece
+
+
+class LayoutError(ValueError):
+    """An illegal layout or split: the message names the nest, the field and the rule."""
+
+    def __init__(self, nest: str, field: str, rule: str):
+        self.nest, self.field, self.rule = nest, field, rule
+        super().__init__(f"plan: nest {nest}, field {field}: {rule}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The arrangement of one nest's loops; the default is the plain nest."""
+
+    order: tuple[str, ...] = ()  # empty: the nest's own order
+    tiles: tuple[tuple[str, int], ...] = ()
+    lanes: tuple[tuple[str, int], ...] = ()  # outer lane axis first
+    packs: tuple[str, ...] = ()
+    blocks: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("order", "packs"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("tiles", "lanes", "blocks"):
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                value = value.items()
+            object.__setattr__(self, name, tuple((a, w) for a, w in value))
+
+    @property
+    def is_plain(self) -> bool:
+        return not (self.order or self.tiles or self.lanes or self.packs or self.blocks)
+
+    def loop_order(self, nest: Nest) -> tuple[str, ...]:
+        return self.order or tuple(a.name for a in nest.axes)
+
+    def to_json(self) -> dict:
+        out: dict = {}
+        if self.order:
+            out["order"] = list(self.order)
+        for name in ("tiles", "lanes", "blocks"):
+            if getattr(self, name):
+                out[name] = dict(getattr(self, name))
+        if self.packs:
+            out["packs"] = list(self.packs)
+        return out
+
+    def text(self) -> str:
+        parts = []
+        if self.order:
+            parts.append("order " + ", ".join(self.order))
+        if self.tiles:
+            parts.append("tiles " + ", ".join(f"{a}:{t}" for a, t in self.tiles))
+        if self.lanes:
+            parts.append("lanes " + ", ".join(f"{a}:{w}" for a, w in self.lanes))
+        if self.packs:
+            parts.append("packs " + ", ".join(self.packs))
+        if self.blocks:
+            parts.append("blocks " + ", ".join(f"{a}:{b}" for a, b in self.blocks))
+        return "; ".join(parts) if parts else "plain"
+
+
+# ---- what a nest offers -----------------------------------------------------------------
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _axis_rule(nest: Nest, name, field: str, what: str) -> None:
+    """Refuse `name` unless it is one of the nest's parallel axes."""
+    parallel = [a.name for a in nest.axes]
+    if name in parallel:
+        return
+    for axis in nest.body_axes():
+        if axis.name == name:
+            if axis.kind == REDUCE:
+                raise LayoutError(
+                    nest.name, field,
+                    f"{name} is a reduction axis; {what} apply to parallel axes only "
+                    "(a reduction runs in index order, always)",
+                )
+            raise LayoutError(
+                nest.name, field,
+                f"{name} is a loop of the body; {what} apply to the nest's parallel axes "
+                f"{', '.join(parallel)}",
+            )
+    raise LayoutError(
+        nest.name, field, f"the nest has no axis {name!r}; its parallel axes are {', '.join(parallel)}"
+    )
+
+
+def buffer_accesses(nest: Nest, buffer: str) -> list[Access]:
+    """Every access of `buffer` in the nest's body, reads and writes."""
+    found = []
+    for stmt in walk_statements(nest.body):
+        if isinstance(stmt, CopyBits) and stmt.src.buffer == buffer:
+            found.append(stmt.src)
+        dst = getattr(stmt, "dst", None)
+        if isinstance(dst, Access) and dst.buffer == buffer:
+            found.append(dst)
+        for expr in statement_exprs(stmt):
+            for node in walk_expr(expr):
+                if isinstance(node, Load) and node.access.buffer == buffer:
+                    found.append(node.access)
+    return found
+
+
+def pack_panel(nest: Nest, layout: Layout, buffer: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The panel a pack of `buffer` copies: (body loop axes, lane axes) its index uses,
+    each with its extent; the pack has their product of elements."""
+    (access,) = {a for a in buffer_accesses(nest, buffer)}
+    used = {name for entry in access.index for name in entry.variables()}
+    body = [(a.name, a.extent) for a in nest.body_axes() if a.name in used]
+    lanes = [(a, w) for a, w in layout.lanes if a in used]
+    return body, lanes
+
+
+def packable(nest: Nest, layout: Layout, buffer: str, buffers: dict[str, Buffer]) -> str | None:
+    """None if `buffer` may be packed under `layout`, else the rule it breaks."""
+    buf = buffers.get(buffer)
+    if buf is None or buffer not in nest.reads():
+        return f"the nest reads no buffer {buffer!r}; it reads {', '.join(nest.reads())}"
+    if buf.role != "input":
+        return f"{buffer} is a{'n' if buf.role == 'output' else ''} {buf.role}; only inputs are packed"
+    if not layout.lanes:
+        return "a pack feeds the lanes; give the layout lanes first"
+    accesses = buffer_accesses(nest, buffer)
+    if len(set(accesses)) != 1:
+        return f"{buffer} is read through {len(set(accesses))} different indices; a pack needs one"
+    (access,) = set(accesses)
+    body_names = {a.name for a in nest.body_axes()}
+    parallel = {a.name for a in nest.axes}
+    used = [name for entry in access.index for name in entry.variables()]
+    for name in used:
+        if name not in body_names and name not in parallel:
+            return f"{buffer} is indexed by the scalar {name} (a gather); only affine panels are packed"
+    lane_axes = {a for a, _ in layout.lanes}
+    if not lane_axes & set(used):
+        return f"{buffer} does not depend on the lane axes {', '.join(sorted(lane_axes))}; nothing to gather"
+    body, lanes = pack_panel(nest, layout, buffer)
+    size = 1
+    for _, extent in body + lanes:
+        size *= extent
+    if size > MAX_PACK_ELEMENTS:
+        return f"the panel of {buffer} has {size} elements; a pack holds at most {MAX_PACK_ELEMENTS}"
+    return None
+
+
+# ---- validation ----------------------------------------------------------------------
+
+
+def validate_layout(nest: Nest, layout: Layout, buffers: Iterable[Buffer]) -> None:
+    """Raise LayoutError unless `layout` is legal for `nest`."""
+    buffers = {b.name: b for b in buffers}
+    name = nest.name
+    parallel = [a.name for a in nest.axes]
+    if layout.order:
+        for item in layout.order:
+            _axis_rule(nest, item, f"layout.order.{item}", "orders")
+        if sorted(layout.order) != sorted(parallel):
+            raise LayoutError(
+                name, "layout.order",
+                f"{list(layout.order)} is not an order of the parallel axes {', '.join(parallel)} "
+                "(each exactly once)",
+            )
+    for axis, size in layout.tiles:
+        _axis_rule(nest, axis, f"layout.tiles.{axis}", "tiles")
+        if not _is_int(size) or size < 1:
+            raise LayoutError(name, f"layout.tiles.{axis}", f"tile size {size!r} must be an integer >= 1")
+    if len({a for a, _ in layout.tiles}) != len(layout.tiles):
+        raise LayoutError(name, "layout.tiles", "an axis is tiled twice")
+    if len(layout.lanes) > MAX_LANE_AXES:
+        raise LayoutError(name, "layout.lanes", f"{len(layout.lanes)} lane axes; at most {MAX_LANE_AXES}")
+    for axis, width in layout.lanes:
+        _axis_rule(nest, axis, f"layout.lanes.{axis}", "lanes")
+        if not _is_int(width) or width not in LANE_WIDTHS:
+            raise LayoutError(name, f"layout.lanes.{axis}", f"lane width {width!r} must be an integer in 2..16")
+    if len({a for a, _ in layout.lanes}) != len(layout.lanes):
+        raise LayoutError(name, "layout.lanes", "an axis has lanes twice")
+    for buffer in layout.packs:
+        rule = packable(nest, layout, buffer, buffers)
+        if rule:
+            raise LayoutError(name, f"layout.packs.{buffer}", rule)
+    if len(set(layout.packs)) != len(layout.packs):
+        raise LayoutError(name, "layout.packs", "a buffer is packed twice")
+    reduce_names = [a.name for a in nest.reduce_axes()]
+    for axis, size in layout.blocks:
+        field = f"layout.blocks.{axis}"
+        if axis not in reduce_names:
+            if axis in parallel or axis in [a.name for a in nest.body_axes()]:
+                raise LayoutError(
+                    name, field, f"{axis} is a parallel axis; blocks apply to reductions (tile a parallel axis)"
+                )
+            raise LayoutError(
+                name, field,
+                f"the nest has no reduction {axis!r}; its reductions are {', '.join(reduce_names) or 'none'}",
+            )
+        if not _is_int(size) or size < 1:
+            raise LayoutError(name, field, f"block size {size!r} must be an integer >= 1")
+    if len({a for a, _ in layout.blocks}) != len(layout.blocks):
+        raise LayoutError(name, "layout.blocks", "a reduction is blocked twice")
+
+
+# ---- names the printed layout introduces -------------------------------------------------
+
+
+def nest_names(nest: Nest, buffers: Iterable[Buffer]) -> set[str]:
+    """Every name a nest's C function already uses: axes, scalars, buffers."""
+    names = {a.name for a in nest.axes} | {a.name for a in nest.body_axes()}
+    names |= {b.name for b in buffers}
+    for stmt in walk_statements(nest.body):
+        var = getattr(stmt, "var", None)
+        if isinstance(var, Var):
+            names.add(var.name)
+    return names
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base2`, `base3`, ... : the first not in `taken` (which it joins)."""
+    candidate, n = base, 1
+    while candidate in taken or candidate in ("lo", "hi"):
+        n += 1
+        candidate = f"{base}{n}"
+    taken.add(candidate)
+    return candidate

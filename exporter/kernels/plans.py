@@ -1,0 +1,261 @@
+"""Plans: a JSON file that gives a kernel's nests their layout and thread split.
+
+The schema is docs/plans.md. `load_plan` reads and type-checks the JSON, and
+`validate_plan` checks it against a kernel, before anything is printed: every error
+names the nest, the field and the rule, e.g.
+
+    plan: nest linear, field layout.lanes.k: k is a reduction axis; lanes apply to
+    parallel axes only (a reduction runs in index order, always)
+
+`exactc plan --show PRIMITIVE --dtype T --shape x=3,4 ...` lists a kernel's nests with
+their axes and the legal choices; `exactc plan --check PLAN.json PRIMITIVE ...` validates
+a plan file against that kernel (show_command, add_plan_parser; cli.py registers them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from exactc.exporter.kernels.ir import REDUCE, Kernel
+from exactc.exporter.kernels.layouts import (
+    LANE_WIDTHS,
+    MAX_LANE_AXES,
+    Layout,
+    LayoutError,
+    packable,
+    validate_layout,
+)
+from exactc.exporter.kernels.splits import Split, validate_split
+
+PlanError = LayoutError  # one error type: nest, field, rule
+
+_LAYOUT_FIELDS = ("order", "tiles", "lanes", "packs", "blocks")
+_SPLIT_FIELDS = ("depth", "pieces")
+
+
+@dataclasses.dataclass(frozen=True)
+class NestPlan:
+    layout: Layout = Layout()
+    split: Split | None = None
+
+    def to_json(self) -> dict:
+        out: dict = {"layout": self.layout.to_json()}
+        if self.split is not None:
+            out["split"] = self.split.to_json()
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Nest name -> its plan; nests not named print plain."""
+
+    nests: tuple[tuple[str, NestPlan], ...] = ()
+
+    def for_nest(self, name: str) -> NestPlan | None:
+        for nest, plan in self.nests:
+            if nest == name:
+                return plan
+        return None
+
+    def to_json(self) -> dict:
+        return {"nests": {name: plan.to_json() for name, plan in self.nests}}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=False)
+
+
+# ---- reading ---------------------------------------------------------------------------
+
+
+def _int(value, nest: str, field: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanError(nest, field, f"{what} must be an integer, not {value!r}")
+    return value
+
+
+def _axis_map(value, nest: str, field: str, what: str) -> tuple[tuple[str, int], ...]:
+    if not isinstance(value, Mapping):
+        raise PlanError(nest, field, f"give an object axis -> {what}, not {value!r}")
+    return tuple((str(k), _int(v, nest, f"{field}.{k}", what)) for k, v in value.items())
+
+
+def _names(value, nest: str, field: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PlanError(nest, field, f"give a list of names, not {value!r}")
+    return tuple(value)
+
+
+def parse_nest_plan(nest: str, value: Any) -> NestPlan:
+    if not isinstance(value, Mapping):
+        raise PlanError(nest, "nests." + nest, "give an object with 'layout' and/or 'split'")
+    unknown = sorted(set(value) - {"layout", "split"})
+    if unknown:
+        raise PlanError(nest, unknown[0], "unknown field; a nest's plan has 'layout' and 'split'")
+    raw = value.get("layout", {})
+    if not isinstance(raw, Mapping):
+        raise PlanError(nest, "layout", f"give an object with fields {', '.join(_LAYOUT_FIELDS)}")
+    unknown = sorted(set(raw) - set(_LAYOUT_FIELDS))
+    if unknown:
+        raise PlanError(nest, f"layout.{unknown[0]}", f"unknown field; a layout has {', '.join(_LAYOUT_FIELDS)}")
+    layout = Layout(
+        order=_names(raw.get("order", []), nest, "layout.order"),
+        tiles=_axis_map(raw.get("tiles", {}), nest, "layout.tiles", "tile size"),
+        lanes=_axis_map(raw.get("lanes", {}), nest, "layout.lanes", "lane width"),
+        packs=_names(raw.get("packs", []), nest, "layout.packs"),
+        blocks=_axis_map(raw.get("blocks", {}), nest, "layout.blocks", "block size"),
+    )
+    split = None
+    if "split" in value:
+        raw = value["split"]
+        if not isinstance(raw, Mapping) or sorted(raw) != sorted(_SPLIT_FIELDS):
+            raise PlanError(nest, "split", "give an object with exactly 'depth' and 'pieces'")
+        pieces = raw["pieces"]
+        if not isinstance(pieces, list) or not all(isinstance(p, list) and len(p) == 2 for p in pieces):
+            raise PlanError(nest, "split.pieces", "give a list of [lo, hi] pairs")
+        split = Split(
+            depth=_int(raw["depth"], nest, "split.depth", "depth"),
+            pieces=tuple(
+                (_int(lo, nest, f"split.pieces.{i}", "lo"), _int(hi, nest, f"split.pieces.{i}", "hi"))
+                for i, (lo, hi) in enumerate(pieces)
+            ),
+        )
+    return NestPlan(layout, split)
+
+
+def parse_plan(value: Any) -> Plan:
+    """A Plan from decoded JSON; the types of every field are checked."""
+    if not isinstance(value, Mapping) or set(value) - {"nests", "comment"} or "nests" not in value:
+        raise PlanError("-", "(top)", "a plan is an object {\"nests\": {...}} (and an optional \"comment\")")
+    nests = value["nests"]
+    if not isinstance(nests, Mapping):
+        raise PlanError("-", "nests", "give an object nest name -> nest plan")
+    return Plan(tuple((str(name), parse_nest_plan(str(name), v)) for name, v in nests.items()))
+
+
+def load_plan(path: str | Path) -> Plan:
+    try:
+        value = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise PlanError("-", "(file)", f"{path} is not JSON: {err}") from None
+    return parse_plan(value)
+
+
+def validate_plan(kernel: Kernel, plan: Plan) -> None:
+    """Raise PlanError unless every nest the plan names is in `kernel` and its layout and
+    split are legal."""
+    nests = {n.name: n for n in kernel.nests}
+    for name, nest_plan in plan.nests:
+        if name not in nests:
+            raise PlanError(
+                name, f"nests.{name}", f"the kernel {kernel.primitive} has no nest {name}; its nests are "
+                + ", ".join(nests)
+            )
+        validate_layout(nests[name], nest_plan.layout, kernel.buffers)
+        if nest_plan.split is not None:
+            validate_split(nests[name], nest_plan.layout, nest_plan.split)
+
+
+# ---- exactc plan ---------------------------------------------------------------------
+
+
+def describe_choices(kernel: Kernel) -> str:
+    """A kernel's nests, their axes and the legal layout and split choices."""
+    out = [f"kernel {kernel.primitive} at {kernel.site}"]
+    for nest in kernel.nests:
+        parallel = ", ".join(a.text() for a in nest.axes)
+        out.append(f"nest {nest.name}")
+        out.append(f"  parallel axes (outermost first): {parallel}")
+        inner = nest.body_axes()
+        if inner:
+            out.append("  body loops: " + ", ".join(f"{a.kind} {a.text()}" for a in inner))
+        names = [a.name for a in nest.axes]
+        out.append(f"  layout.order: any order of {', '.join(names)}")
+        out.append(f"  layout.tiles: {{axis: size >= 1}} for axes {', '.join(names)}")
+        out.append(
+            f"  layout.lanes: {{axis: width in {LANE_WIDTHS.start}..{LANE_WIDTHS.stop - 1}}}, up to "
+            f"{MAX_LANE_AXES} of {', '.join(names)} (the last innermost)"
+        )
+        first_lane = Layout(lanes=((nest.axes[-1].name, 8),))
+        packs = [b for b in nest.reads() if packable(nest, first_lane, b, {x.name: x for x in kernel.buffers}) is None]
+        out.append(
+            "  layout.packs: "
+            + (", ".join(packs) + f" (with lanes on {nest.axes[-1].name})" if packs else "none with lanes on "
+               + nest.axes[-1].name)
+        )
+        reductions = [a.name for a in inner if a.kind == REDUCE]
+        out.append(
+            "  layout.blocks: "
+            + (f"{{axis: size >= 1}} for reductions {', '.join(reductions)}" if reductions else "none (no reduction)")
+        )
+        depths = ", ".join(f"{d} ({a.text()} in the nest's order)" for d, a in enumerate(nest.axes))
+        out.append(f"  split.depth: {depths}; the depth counts the loops of layout.order")
+        out.append("  split.pieces: [[lo, hi], ...] covering [0, extent) exactly once (empty pieces allowed)")
+    return "\n".join(out)
+
+
+def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
+    try:
+        name, dims = text.split("=", 1)
+        return name, tuple(int(d) for d in dims.split(",") if d.strip() != "")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shape {text!r}: give name=d0,d1,... (e.g. x=3,4)") from None
+
+
+def _attr_arg(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--attr {text!r}: give name=value (JSON value, e.g. has_b=true)")
+    name, raw = text.split("=", 1)
+    try:
+        return name, json.loads(raw)
+    except json.JSONDecodeError:
+        return name, raw
+
+
+def add_plan_parser(subparsers) -> argparse.ArgumentParser:
+    """Register `exactc plan` on a subparsers object."""
+    parser = subparsers.add_parser(
+        "plan",
+        help="list a kernel's nests and legal layouts and splits, or check a plan file",
+        description="Show a kernel's nests, axes and the legal plan choices (--show), or validate "
+        "a plan JSON file against that kernel (--check). Schema: docs/plans.md.",
+    )
+    parser.add_argument("primitive", nargs="?", help="the primitive, e.g. linear")
+    parser.add_argument("--show", metavar="PRIMITIVE", help="show this primitive's nests and choices")
+    parser.add_argument("--check", metavar="PLAN.json", help="validate this plan against the kernel")
+    parser.add_argument("--dtype", default="f32", help="site type: f64, f32 or bf16 (default f32)")
+    parser.add_argument("--shape", action="append", type=_shape_arg, default=[], help="operand shape: x=3,4")
+    parser.add_argument("--attr", action="append", type=_attr_arg, default=[], help="attribute: has_b=true")
+    parser.set_defaults(handler=show_command)
+    return parser
+
+
+def show_command(args: argparse.Namespace) -> int:
+    """`exactc plan`: 0 on success; 1 with the error on stderr otherwise."""
+    from exactc.exporter.kernels.lower import lower
+    from exactc.exporter.primitives import PrimitiveError
+
+    primitive = args.show or args.primitive
+    if not primitive:
+        print("exactc plan: name a primitive (--show linear --shape x=3,4 --shape w=5,4)", file=sys.stderr)
+        return 1
+    try:
+        kernel = lower(primitive, args.dtype, dict(args.shape), dict(args.attr))
+    except (PrimitiveError, KeyError, ValueError) as err:
+        print(f"exactc plan: {err}", file=sys.stderr)
+        return 1
+    if args.check:
+        try:
+            plan = load_plan(args.check)
+            validate_plan(kernel, plan)
+        except (PlanError, OSError) as err:
+            print(str(err), file=sys.stderr)
+            return 1
+        print(f"plan {args.check}: valid for {primitive} at {args.dtype}")
+        return 0
+    print(describe_choices(kernel))
+    return 0

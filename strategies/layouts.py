@@ -1,0 +1,65 @@
+"""Strategies for layouts and plans: every legal layout of a nest is reachable, and small
+ones are favoured (each feature shrinks to off, sizes shrink towards 1)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from exactc.exporter.kernels.ir import Kernel, Nest
+from exactc.exporter.kernels.layouts import LANE_WIDTHS, MAX_LANE_AXES, Layout, packable
+from exactc.exporter.kernels.plans import NestPlan, Plan
+from exactc.strategies.cases import Case
+
+
+def _size(extent: int) -> st.SearchStrategy[int]:
+    """A tile or block size: small ones, the extent's neighbours, or any up to past it."""
+    return st.one_of(st.integers(1, 4), st.sampled_from([extent - 1 or 1, extent, extent + 1]),
+                     st.integers(1, extent + 2))
+
+
+@st.composite
+def layouts(draw, nest: Nest, buffers) -> Layout:
+    """A legal layout of `nest`: an order, tiles, up to two lane axes of width 2..16,
+    packs of the buffers the lanes may gather, reduction blocks; each optional."""
+    names = [a.name for a in nest.axes]
+    extents = {a.name: a.extent for a in nest.axes}
+    order = tuple(draw(st.permutations(names))) if len(names) > 1 and draw(st.booleans()) else ()
+    tiles = tuple((a, draw(_size(extents[a]))) for a in names if draw(st.booleans()))
+    lanes: tuple[tuple[str, int], ...] = ()
+    if draw(st.booleans()):
+        count = draw(st.integers(1, min(MAX_LANE_AXES, len(names))))
+        axes = draw(st.permutations(names))[:count]
+        widths = st.one_of(st.sampled_from([2, 4, 8, 16]), st.integers(LANE_WIDTHS.start, LANE_WIDTHS.stop - 1))
+        lanes = tuple((a, draw(widths)) for a in axes)
+    packs: tuple[str, ...] = ()
+    if lanes:
+        candidate = Layout(order, tiles, lanes)
+        by_name = {b.name: b for b in buffers}
+        able = [b for b in nest.reads() if packable(nest, candidate, b, by_name) is None]
+        packs = tuple(b for b in able if draw(st.booleans()))
+    blocks = tuple((a.name, draw(_size(a.extent))) for a in nest.reduce_axes() if draw(st.booleans()))
+    return Layout(order, tiles, lanes, packs, blocks)
+
+
+@st.composite
+def plans(draw, kernel: Kernel, with_splits: bool = True) -> Plan:
+    """A legal plan of `kernel`: each nest a drawn layout and, four times in five (unless
+    `with_splits` is False), a split (exactc.strategies.splits)."""
+    from exactc.strategies.splits import splits
+
+    items = []
+    for nest in kernel.nests:
+        layout = draw(layouts(nest, kernel.buffers))
+        split = draw(splits(nest, layout)) if with_splits and draw(st.integers(0, 4)) > 0 else None
+        items.append((nest.name, NestPlan(layout, split)))
+    return Plan(tuple(items))
+
+
+@st.composite
+def planned_cases(draw, case_strategy) -> tuple[Case, Plan]:
+    """A primitive case and a legal plan for its kernel."""
+    from exactc.exporter.kernels import lower
+
+    case = draw(case_strategy)
+    kernel = lower(case.primitive, case.site, case.shapes, case.attr_dict)
+    return case, draw(plans(kernel))

@@ -1,0 +1,352 @@
+"""Layouts, plans and thread splits change speed, never bits (design.md, principle 2).
+
+The property: for every primitive case x site type x legal layout x valid split, the C
+kernel equals the reference bit for bit, red zones on, built with and without OpenMP
+(team capped at 1 or 2 threads, or uncapped), with the coverage check of the pieces
+on. Then the checks that must be able to fail: an illegal plan is refused by name; a
+split with a gap fails the property with a reproduction; a split whose pieces overlap
+fails the coverage check (its outputs are right, so nothing else can see it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from exactc.exporter.kernels import lower
+from exactc.exporter.kernels.layouts import Layout, LayoutError
+from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
+from exactc.exporter.kernels.splits import Split
+from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.printer.kernels import print_kernel
+from exactc.strategies.cases import cases
+from exactc.strategies.layouts import planned_cases
+from exactc.strategies.tensors import TensorSpec
+from exactc.strategies.cases import Case
+from exactc.verify.build import BuildOptions, have_compiler
+from exactc.verify.kernels import CHECK_SPLITS, assert_all_equal, run_cases
+
+CAMPAIGN = os.environ.get("HYPOTHESIS_PROFILE") == "campaign"
+BATCH = 10 if CAMPAIGN else 3
+COMPILERS = [cc for cc in ("gcc", "clang") if have_compiler(cc)]
+
+
+def _builds():
+    """A build: compiler, OpenMP or not, and the team cap in the child."""
+    return st.tuples(st.sampled_from(COMPILERS), st.booleans(), st.sampled_from([None, 1, 2]))
+
+
+def _run(batch, build):
+    cc, openmp, threads = build
+    options = BuildOptions(cc=cc, openmp=openmp, defines=(CHECK_SPLITS,))
+    return run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=threads)
+
+
+def _linear_case(m=5, k=7, n=19, seed=1) -> Case:
+    spec = lambda shape, s: TensorSpec(shape, "f32", s, "normal", 1.0)  # noqa: E731
+    return Case("linear", "f32", (("has_b", True),),
+                (("x", spec((m, k), seed)), ("w", spec((n, k), seed + 1)), ("b", spec((n,), seed + 2))))
+
+
+LANED_LINEAR = NestPlan(
+    Layout(order=("n", "m"), tiles=(("n", 8),), lanes=(("m", 2), ("n", 4)), packs=("w",), blocks=(("k", 3),)),
+    Split(0, ((0, 5), (5, 5), (5, 19))),
+)
+
+
+# ---- the property ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("primitive", sorted(PRIMITIVES))
+def test_every_layout_and_split_gives_the_reference_bits(primitive):
+    @given(batch=st.lists(planned_cases(cases(primitive)), min_size=1, max_size=BATCH), build=_builds())
+    def check(batch, build):
+        assert_all_equal(_run(batch, build))
+
+    check()
+
+
+@given(batch=st.lists(planned_cases(cases()), min_size=1, max_size=BATCH), build=_builds())
+@example(batch=[(_linear_case(), Plan((("linear", LANED_LINEAR),)))], build=("gcc", True, 2))
+def test_mixed_planned_batches(batch, build):
+    """Planned kernels of different primitives and types compiled in one library."""
+    assert_all_equal(_run(batch, build))
+
+
+def test_same_bits_with_and_without_openmp_and_any_team():
+    """One laned, packed, split linear: OpenMP off, on with a team of 1, 2, uncapped; gcc
+    and clang; each equal to the reference (so to each other)."""
+    case = _linear_case(m=9, k=33, n=37, seed=5)
+    plan = Plan((("linear", NestPlan(LANED_LINEAR.layout, Split(1, ((0, 2), (2, 2), (2, 9))))),))
+    for cc in COMPILERS:
+        for openmp, threads in ((False, None), (True, 1), (True, 2), (True, None)):
+            assert_all_equal(_run([(case, plan)], (cc, openmp, threads)))
+
+
+def test_omp_num_threads_variable_is_obeyed():
+    """OMP_NUM_THREADS=1, 2 and unset, read by the OpenMP runtime itself (a fresh process
+    each): the same bits as the reference every time, and the split's team has as many
+    threads as the variable allows (counted in /proc/self/task: an OpenMP worker thread
+    outlives its parallel region)."""
+    code = f"""
+import json, os, sys
+import numpy as np
+sys.path.insert(0, {os.path.dirname(__file__)!r})
+from test_layouts import _linear_case, LANED_LINEAR
+from exactc.exporter.kernels.plans import Plan
+from exactc.verify.build import BuildOptions
+from exactc.verify.kernels import CHECK_SPLITS, _prepare, build_batch, run_cases
+case, plan = _linear_case(m=6, k=16, n=19), Plan((("linear", LANED_LINEAR),))
+options = BuildOptions(openmp=True, defines=(CHECK_SPLITS,))
+statuses = [o.status for o in run_cases([case], options, plans=[plan])]  # runs in a child
+(prep,) = _prepare([case], [plan])
+library = build_batch([prep], options)
+arrays = [np.ascontiguousarray(prep.inputs[name]) for name in ("x", "w", "b")] + [np.empty((6, 19), np.float32)]
+before = len(os.listdir("/proc/self/task"))
+status = getattr(library.lib, prep.printed.drivers[0])(*[library.ffi.cast("void *", a.ctypes.data) for a in arrays])
+after = len(os.listdir("/proc/self/task"))
+print(json.dumps({{"statuses": statuses, "status": status, "new_threads": after - before}}))
+"""
+    pieces = len(LANED_LINEAR.split.pieces)
+    for value, team in (("1", 1), ("2", 2), (None, min(pieces, os.cpu_count() or 1))):
+        env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+        if value is not None:
+            env["OMP_NUM_THREADS"] = value
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result == {"statuses": ["equal"], "status": 0, "new_threads": team - 1}, (value, result)
+
+
+# ---- bad splits: each caught, with a reproduction ---------------------------------------------
+
+
+def test_a_split_with_a_gap_fails_with_a_reproduction():
+    case = _linear_case()
+    bad = Plan((("linear", NestPlan(Layout(), Split(1, ((0, 7), (9, 19))))),))
+    with pytest.raises(LayoutError, match=r"nest linear, field split.pieces: pieces leave a gap \[7,9\)"):
+        validate_plan(lower("linear", "f32", case.shapes, case.attr_dict), bad)
+    for openmp in (False, True):
+        (outcome,) = run_cases([case], BuildOptions(openmp=openmp), plans=[bad], validate_plans=False)
+        assert outcome.status == "unwritten", outcome.report
+        report = outcome.report
+        assert "output elements never written" in report
+        assert '"split": {"depth": 1, "pieces": [[0, 7], [9, 19]]}' in report  # the plan
+        assert "x = float32(5, 7) [0x" in report  # the inputs in hex
+        assert "int c0_linear_split(" in report  # the kernel text
+        with pytest.raises(AssertionError, match="output elements never written"):
+            assert_all_equal([outcome])  # the property's own verdict
+
+
+def test_a_split_whose_pieces_overlap_fails_the_coverage_check():
+    case = _linear_case()
+    bad = Plan((("linear", NestPlan(LANED_LINEAR.layout, Split(0, ((0, 12), (5, 19))))),))
+    with pytest.raises(LayoutError, match=r"pieces overlap on \[5,12\)"):
+        validate_plan(lower("linear", "f32", case.shapes, case.attr_dict), bad)
+    # Without the check the outputs are right: an overlap writes the same bits twice.
+    (unchecked,) = run_cases([case], BuildOptions(), plans=[bad], validate_plans=False)
+    assert unchecked.status == "equal"
+    for openmp in (False, True):
+        options = BuildOptions(openmp=openmp, defines=(CHECK_SPLITS,))
+        (outcome,) = run_cases([case], options, plans=[bad], validate_plans=False)
+        assert outcome.status == "coverage", outcome.report
+        assert (
+            "split coverage check failed in launch c0_linear (nest linear, axis n in [0, 19)): "
+            "pieces overlap (pieces overlap on [5,12)); pieces [0,12) [5,19)"
+        ) in outcome.report
+        assert '"pieces": [[0, 12], [5, 19]]' in outcome.report
+        with pytest.raises(AssertionError, match="split coverage check failed"):
+            assert_all_equal([outcome])
+
+
+def test_a_piece_out_of_range_is_refused_and_checked():
+    case = _linear_case()
+    bad = Plan((("linear", NestPlan(Layout(), Split(0, ((0, 3), (3, 6))))),))  # m has extent 5
+    with pytest.raises(LayoutError, match=r"piece \[3,6\) is not within \[0,5\]"):
+        validate_plan(lower("linear", "f32", case.shapes, case.attr_dict), bad)
+    (outcome,) = run_cases([case], BuildOptions(defines=(CHECK_SPLITS,)), plans=[bad], validate_plans=False)
+    assert outcome.status == "coverage"
+    assert "a piece out of range" in outcome.report
+
+
+# ---- illegal layouts and plans are refused by name -----------------------------------------------
+
+LINEAR = lower("linear", "f32", {"x": (5, 7), "w": (19, 7)}, {})
+LAYERNORM = lower("layernorm", "f32", {"x": (3, 8), "g": (8,), "b": (8,)}, {})
+EMBEDDING = lower("embedding", "f32", {"table": (10, 4), "ids": (6,)}, {})
+
+
+@pytest.mark.parametrize(
+    "kernel, plan, message",
+    [
+        (LINEAR, {"nests": {"linear": {"layout": {"order": ["k", "m"]}}}},
+         "plan: nest linear, field layout.order.k: k is a reduction axis; orders apply to parallel axes only"),
+        (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"k": 8}}}}},
+         "plan: nest linear, field layout.lanes.k: k is a reduction axis; lanes apply to parallel axes only"),
+        (LINEAR, {"nests": {"linear": {"layout": {"tiles": {"k": 8}}}}},
+         "plan: nest linear, field layout.tiles.k: k is a reduction axis; tiles apply to parallel axes only"),
+        (LINEAR, {"nests": {"linear": {"layout": {"tiles": {"q": 8}}}}},
+         "plan: nest linear, field layout.tiles.q: the nest has no axis 'q'; its parallel axes are m, n"),
+        (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"n": 17}}}}},
+         "plan: nest linear, field layout.lanes.n: lane width 17 must be an integer in 2..16"),
+        (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"n": 1}}}}},
+         "plan: nest linear, field layout.lanes.n: lane width 1 must be an integer in 2..16"),
+        (LINEAR, {"nests": {"linear": {"layout": {"order": ["m"]}}}},
+         "plan: nest linear, field layout.order: ['m'] is not an order of the parallel axes m, n"),
+        (LINEAR, {"nests": {"linear": {"layout": {"tiles": {"n": 0}}}}},
+         "plan: nest linear, field layout.tiles.n: tile size 0 must be an integer >= 1"),
+        (LINEAR, {"nests": {"linear": {"layout": {"packs": ["w"]}}}},
+         "plan: nest linear, field layout.packs.w: a pack feeds the lanes; give the layout lanes first"),
+        (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"m": 4}, "packs": ["w"]}}}},
+         "plan: nest linear, field layout.packs.w: w does not depend on the lane axes m"),
+        (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"n": 4}, "packs": ["y"]}}}},
+         "plan: nest linear, field layout.packs.y: the nest reads no buffer 'y'"),
+        (LINEAR, {"nests": {"linear": {"layout": {"blocks": {"m": 4}}}}},
+         "plan: nest linear, field layout.blocks.m: m is a parallel axis; blocks apply to reductions"),
+        (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"m": 2, "n": 2, "x": 2}}}}},
+         "plan: nest linear, field layout.lanes: 3 lane axes; at most 2"),
+        (LINEAR, {"nests": {"linear": {"layout": {"spin": 1}}}},
+         "plan: nest linear, field layout.spin: unknown field"),
+        (LINEAR, {"nests": {"matmul": {}}},
+         "plan: nest matmul, field nests.matmul: the kernel linear has no nest matmul; its nests are linear"),
+        (LINEAR, {"nests": {"linear": {"split": {"depth": 2, "pieces": [[0, 5]]}}}},
+         "plan: nest linear, field split.depth: depth 2 must be an integer in 0..1 (the loops m, n)"),
+        (LINEAR, {"nests": {"linear": {"split": {"depth": 0, "pieces": [[0, 2], [1, 5]]}}}},
+         "plan: nest linear, field split.pieces: pieces overlap on [1,2)"),
+        (LINEAR, {"nests": {"linear": {"split": {"depth": 0, "pieces": [[0, 2], [3, 5]]}}}},
+         "plan: nest linear, field split.pieces: pieces leave a gap [2,3)"),
+        (LINEAR, {"nests": {"linear": {"split": {"depth": 0, "pieces": [[0, 4]]}}}},
+         "plan: nest linear, field split.pieces: pieces leave a gap [4,5)"),
+        (LINEAR, {"nests": {"linear": {"split": {"depth": "0", "pieces": [[0, 5]]}}}},
+         "plan: nest linear, field split.depth: depth must be an integer, not '0'"),
+        (LAYERNORM, {"nests": {"layernorm": {"layout": {"lanes": {"dy": 4}}}}},
+         "plan: nest layernorm, field layout.lanes.dy: dy is a loop of the body; lanes apply to the nest's"),
+        (LAYERNORM, {"nests": {"layernorm": {"layout": {"order": ["ds"]}}}},
+         "plan: nest layernorm, field layout.order.ds: ds is a reduction axis"),
+        (EMBEDDING, {"nests": {"embedding": {"layout": {"lanes": {"d": 4}, "packs": ["table"]}}}},
+         "plan: nest embedding, field layout.packs.table: table is indexed by the scalar row (a gather)"),
+    ],
+)
+def test_illegal_plans_are_refused_by_nest_field_and_rule(kernel, plan, message):
+    with pytest.raises(LayoutError) as caught:
+        validate_plan(kernel, parse_plan(plan))
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_no_plan_and_an_empty_plan_print_the_plain_nests():
+    """A plan that names no nest, or gives a nest no layout and no split, prints the plain
+    function byte for byte (only the plain kernel's text is byte-identical to the
+    printer without a plan; tests/test_kernels_print.py pins that text)."""
+    plain = print_kernel(LINEAR, "k")
+    assert print_kernel(LINEAR, "k", Plan()).source == plain.source
+    assert print_kernel(LINEAR, "k", Plan()).cdef == plain.cdef
+
+
+def test_lanes_print_as_local_arrays_in_reduction_order():
+    plan = Plan((("linear", LANED_LINEAR),))
+    validate_plan(LINEAR, plan)
+    source = print_kernel(LINEAR, "k", plan).source
+    assert "float acc[2][4];" in source
+    assert "acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 7 + m_l * 7 + k] * w_p[n_l + k * 4]);" in source
+    assert "w_p[n_l + k * 4] = w[n_c * 7 + n_l * 7 + k];" in source
+    assert "int k_linear_split(" in source
+    assert "num_threads(team)" in source and "omp_get_max_threads()" in source
+
+
+def test_plan_json_round_trips():
+    plan = Plan((("linear", LANED_LINEAR),))
+    assert parse_plan(json.loads(plan.dumps())) == plan
+
+
+def test_plan_show_and_check_commands(tmp_path):
+    exe = [sys.executable, "-m", "exactc.cli"]
+    show = subprocess.run(exe + ["plan", "--show", "linear", "--dtype", "f32", "--shape", "x=3,4",
+                                 "--shape", "w=5,4"], capture_output=True, text=True)
+    assert show.returncode == 0, show.stderr
+    assert "parallel axes (outermost first): m<3, n<5" in show.stdout
+    assert "body loops: reduce k<4" in show.stdout
+    assert "layout.packs: w (with lanes on n)" in show.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"nests": {"linear": {"layout": {"order": ["k", "m"]}}}}))
+    check = subprocess.run(exe + ["plan", "--check", str(bad), "linear", "--shape", "x=3,4", "--shape", "w=5,4"],
+                           capture_output=True, text=True)
+    assert check.returncode == 1
+    assert "plan: nest linear, field layout.order.k: k is a reduction axis" in check.stderr
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"nests": {"linear": {"layout": {"lanes": {"n": 4}, "packs": ["w"]},
+                                                     "split": {"depth": 0, "pieces": [[0, 1], [1, 3]]}}}}))
+    check = subprocess.run(exe + ["plan", "--check", str(good), "linear", "--shape", "x=3,4", "--shape", "w=5,4"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_lanes_are_vectorized_at_O2(cc, tmp_path):
+    """The laned linear is vectorized by gcc and clang at plain -O2 with the strict flags
+    and no -march: its assembly adds packed floats (addps), which the plain nest, whose
+    sums are reductions in index order, never does (it may multiply packed, not add)."""
+    kernel = lower("linear", "f32", {"x": (64, 96), "w": (128, 96)}, {})
+    plan = Plan((("linear", NestPlan(Layout(order=("n", "m"), lanes=(("m", 2), ("n", 16)), packs=("w",)))),))
+    validate_plan(kernel, plan)
+    runtime = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime")
+
+    def assembly(source: str) -> str:
+        path = tmp_path / "kernel.c"
+        path.write_text(source)
+        proc = subprocess.run([cc, "-std=c11", "-ffp-contract=off", "-O2", "-S", f"-I{runtime}", str(path),
+                               "-o", "-"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert "addps" not in assembly(print_kernel(kernel, "k").source)
+    assert "addps" in assembly(print_kernel(kernel, "k", plan).source)
+
+
+def _full_plan(kernel) -> Plan:
+    """Every layout feature at once on every nest: order reversed, a tile on the first
+    axis, lanes on the last two, every packable buffer packed, every reduction blocked,
+    a split of the outer loop in three uneven pieces (one empty)."""
+    from exactc.exporter.kernels.layouts import packable
+    from exactc.exporter.kernels.splits import split_pieces
+
+    items = []
+    for nest in kernel.nests:
+        names = [a.name for a in nest.axes]
+        order = tuple(reversed(names))
+        lanes = tuple((a, w) for a, w in zip(order[-2:], (2, 4)))
+        layout = Layout(order=order, tiles=((order[0], 3),), lanes=lanes)
+        buffers = {b.name: b for b in kernel.buffers}
+        packs = tuple(b for b in nest.reads() if packable(nest, layout, b, buffers) is None)
+        blocks = tuple((a.name, 2) for a in nest.reduce_axes())
+        layout = Layout(order, layout.tiles, lanes, packs, blocks)
+        extent = {a.name: a.extent for a in nest.axes}[order[0]]
+        items.append((nest.name, NestPlan(layout, Split(0, split_pieces(extent, [extent // 3, extent // 3])))))
+    plan = Plan(tuple(items))
+    validate_plan(kernel, plan)
+    return plan
+
+
+@pytest.mark.parametrize("openmp", [False, True])
+@pytest.mark.parametrize("opt, native", [("-O0", False), ("-O3", True)])
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_planned_kernels_compile_warning_free(cc, opt, native, openmp):
+    """Every primitive under a plan that uses every feature: no warning (-Wall -Wextra
+    -Werror) with gcc and clang, -O0 and -O3 -march=native, with and without OpenMP, in
+    the checking build."""
+    from exactc.verify.build import compile_shared, runtime_source
+
+    from test_kernels_print import CASES
+
+    sources = []
+    for n, (primitive, shapes, attrs) in enumerate(CASES):
+        for site in ("f32", "bf16"):
+            kernel = lower(primitive, site, shapes, attrs)
+            sources.append(print_kernel(kernel, f"p{n}_{site}", _full_plan(kernel)).source)
+    options = BuildOptions(cc=cc, opt=opt, march_native=native, openmp=openmp, defines=(CHECK_SPLITS,))
+    compile_shared({"kernels.c": "\n".join(sources), "exactc_libm.c": runtime_source("exactc_libm.c")}, options)
