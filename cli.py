@@ -24,6 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the mutant catalog: every check must catch its mutants",
         add_help=False,
     )
+    from exactc.commands import add_commands  # export, run, check, info
+
+    add_commands(commands)
+    from exactc.exporter.kernels.plans import add_plan_parser  # exactc plan --show/--check
+
+    add_plan_parser(commands)
     return parser
 
 
@@ -38,6 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "plan":
+        from exactc.exporter.kernels.plans import show_command
+
+        return show_command(args)
+    from exactc.commands import COMMANDS, run_command
+
+    if args.command in COMMANDS:
+        return run_command(args)
     return 0
 
 

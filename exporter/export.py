@@ -1,0 +1,378 @@
+"""The exported directory: a program, its weights, and the proof it gives the reference's bits.
+
+    DIR/
+      README.md            build, run, threads, what is guaranteed
+      Makefile             STRICT flags apart from CFLAGS; OPENMP=0, CC=clang, CHECKING=1
+      model.c              the host (structured, or straight-line with --straight-line)
+      kernels.h, kernels/  one file per kernel, each nest one function
+      exactc_rt.h, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
+      weights.safetensors  the parameters at the site type (per-layer tensors, HF names)
+      exactc.json          what was exported: model, entry, type, seed, config, figures
+      conformance/         inputs/*.npy, expected/*.npy (the numpy reference), check.sh
+
+The directory is written beside its destination and renamed into place: an export never
+leaves a half-written directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from exactc.exporter import graph, models, types
+from exactc.exporter.printer.host import PrintedProgram, print_program
+
+RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
+RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c")
+
+_ST_DTYPE = {"f64": "F64", "f32": "F32", "bf16": "BF16", "i32": "I32"}
+
+
+class ExportError(ValueError):
+    """An export that cannot be made; nothing was written."""
+
+
+# ---- .safetensors and .npy -----------------------------------------------------------------
+
+
+def safetensors_bytes(tensors: Mapping[str, tuple[str, np.ndarray]]) -> bytes:
+    """A .safetensors image of `tensors` (name -> (dtype tag, array)), names sorted, the
+    header padded with spaces to a multiple of 8 bytes: the same bytes every time."""
+    header: dict[str, Any] = {}
+    chunks = []
+    offset = 0
+    for name in sorted(tensors):
+        tag, array = tensors[name]
+        data = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": tag, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
+def weight_tensors(program: graph.Program, params: Mapping[str, np.ndarray], site: str) -> dict[str, tuple[str, np.ndarray]]:
+    """Each parameter as the checkpoint names it: stacked ones one tensor per layer."""
+    out = {}
+    for spec in program.params:
+        array = params[spec.name]
+        if spec.layers:
+            for layer in range(spec.layers):
+                out[spec.layer_name(layer)] = (_ST_DTYPE[site], array[layer])
+        else:
+            out[spec.name] = (_ST_DTYPE[site], array)
+    return out
+
+
+def npy_value(array: np.ndarray) -> np.ndarray:
+    """An array as the program's .npy files hold it: bf16 widened to f32 (exact)."""
+    if array.dtype == types.BF16:
+        return array.astype(np.float32)
+    return array
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(npy_value(array)), allow_pickle=False)
+    return buf.getvalue()
+
+
+# ---- the export -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Export:
+    program: graph.Program
+    site: str
+    seed: int
+    printed: PrintedProgram
+    params: dict[str, np.ndarray]
+    inputs: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
+    straight: bool
+    planned: bool = False
+    checkpoint: Any = None  # the checkpoints.Checkpoint the parameters come from (None: drawn from seed)
+
+    def manifest(self) -> dict[str, Any]:
+        p = self.program
+        return {
+            "model": p.model,
+            "entry": p.entry,
+            "dtype": self.site,
+            "seed": self.seed,
+            "checkpoint": None if self.checkpoint is None else {
+                "path": str(self.checkpoint.path), "format": self.checkpoint.format, "name": self.checkpoint.name},
+            "host": "straight-line" if self.straight else "structured",
+            "planned": self.planned,
+            "config": dataclasses.asdict(p.config) if p.config is not None else None,
+            "inputs": {s.name: {"shape": list(s.shape), "kind": s.kind} for s in p.inputs},
+            "outputs": {n: {"shape": list(v.shape), "kind": v.kind} for n, v in zip(p.output_names, p.function.outputs)},
+            "parameters": p.parameter_count(),
+            "arena_peak": self.printed.arena_peak,
+            "structured_arena_peak": self.printed.structured_peak,
+            "straight_line_arena_peak": self.printed.straight_peak,
+            "kernels": self.printed.kernels,
+            "nests": self.printed.nests,
+            "launches": self.printed.launches,
+        }
+
+
+def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,
+            plan: Any = None, straight: bool = False, inputs: Mapping[str, np.ndarray] | None = None,
+            checkpoint: Any = None) -> Export:
+    """Trace, draw (or read `checkpoint`'s parameters: a checkpoints.Checkpoint, checked
+    against the config before anything runs), print and run the reference: everything
+    an export writes. With a checkpoint, `overrides` may set `tokens` only."""
+    types.check_site(site)
+    if checkpoint is not None:
+        checkpoint.check_entry(entry)
+        program = models.build(model, entry, checkpoint.overrides(overrides))
+        params = checkpoint.parameters(program, site)
+    else:
+        program = models.build(model, entry, overrides)
+        params = models.draw_parameters(program, seed, site)
+    ins = dict(inputs) if inputs is not None else models.draw_inputs(program, seed)
+    ins = check_inputs(program, site, ins)
+    printed = print_program(program, site, plan=plan, straight=straight)
+    expected = graph.evaluate(program, site, params, ins)
+    return Export(program, site, seed, printed, params, ins, expected, straight, plan is not None, checkpoint)
+
+
+def check_inputs(program: graph.Program, site: str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The entry's inputs at their types: int32 as given; floats rounded to the site
+    (bf16 given as f32 is rounded as the program rounds it)."""
+    out = {}
+    for spec in program.inputs:
+        if spec.name not in inputs:
+            raise ExportError(f"{program.model}.{program.entry}: input {spec.name} is missing")
+        array = np.asarray(inputs[spec.name])
+        if tuple(array.shape) != tuple(spec.shape):
+            raise ExportError(f"input {spec.name} has shape {array.shape}; the program takes {tuple(spec.shape)}")
+        if spec.kind == "i32":
+            if array.dtype != np.int32:
+                raise ExportError(f"input {spec.name} is {array.dtype}; it must be int32")
+            out[spec.name] = array
+        else:
+            out[spec.name] = types.round_to_site(array, site) if site != "bf16" else types.f32_to_bf16(array.astype(np.float32))
+    extra = sorted(set(inputs) - {s.name for s in program.inputs})
+    if extra:
+        raise ExportError(f"{program.model}.{program.entry} takes no input named {', '.join(extra)}")
+    return out
+
+
+def write(export: Export, target: str | os.PathLike, force: bool = False) -> Path:
+    """Write the directory beside `target`, then rename it into place."""
+    target = Path(target).resolve()
+    if target.exists() and not force:
+        raise ExportError(f"{target} exists; choose another directory or pass --force")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        _fill(export, work)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.replace(target, old / "dir")
+            os.replace(work, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(work, target)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return target
+
+
+def _fill(export: Export, root: Path) -> None:
+    for name, text in export.printed.files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for name in RUNTIME_FILES:
+        shutil.copyfile(RUNTIME_DIR / name, root / name)
+    (root / "weights.safetensors").write_bytes(
+        safetensors_bytes(weight_tensors(export.program, export.params, export.site)))
+    conf = root / "conformance"
+    (conf / "inputs").mkdir(parents=True)
+    (conf / "expected").mkdir()
+    for name, array in export.inputs.items():
+        (conf / "inputs" / f"{name}.npy").write_bytes(npy_bytes(array))
+    for name, array in export.expected.items():
+        (conf / "expected" / f"{name}.npy").write_bytes(npy_bytes(array))
+    check = conf / "check.sh"
+    check.write_text(CHECK_SH)
+    check.chmod(0o755)
+    (root / "Makefile").write_text(MAKEFILE)
+    manifest = export.manifest()
+    (root / "exactc.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    (root / "README.md").write_text(readme(manifest))
+
+
+CHECK_SH = """\
+#!/bin/sh
+# Conformance: run the program on conformance/inputs and compare each output's bytes with
+# the numpy reference's (conformance/expected). Usage: conformance/check.sh [PROGRAM]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+program=${1:-$here/../model}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$program" "$here/../weights.safetensors" "$here/inputs" "$out"
+status=0
+for expected in "$here"/expected/*.npy; do
+    name=$(basename "$expected")
+    if [ -f "$out/$name" ] && cmp -s "$expected" "$out/$name"; then
+        echo "ok       $name"
+    else
+        echo "DIFFERS  $name"
+        status=1
+    fi
+done
+exit $status
+"""
+
+MAKEFILE = """\
+# Build the exported program.
+#   make                 with OpenMP (-fopenmp)
+#   make OPENMP=0        without
+#   make CC=clang        any C11 compiler
+#   make CHECKING=1      the checking build (model-checking): NaN-filled arena, bounds
+#                        checked, the arena peak reached reported on stderr
+#   make check           build, then conformance/check.sh
+#
+# STRICT holds the flags bit identity rests on: never change them. CFLAGS is yours
+# (-O3, -march=native, ...): any value gives the same bits.
+STRICT  := -std=c11 -ffp-contract=off -fno-fast-math
+CFLAGS  ?= -O2
+WARN    ?= -Wall -Wextra
+OPENMP  ?= 1
+CHECKING ?= 0
+
+ifeq ($(OPENMP),1)
+OMPFLAGS := -fopenmp
+endif
+ifeq ($(CHECKING),1)
+PROGRAM := model-checking
+DEFINES := -DEXACTC_CHECKING
+else
+PROGRAM := model
+endif
+
+SOURCES := model.c exactc_libm.c exactc_npy.c exactc_safetensors.c $(sort $(wildcard kernels/*.c))
+HEADERS := exactc_rt.h kernels.h
+
+.PHONY: all check clean
+all: $(PROGRAM)
+
+$(PROGRAM): $(SOURCES) $(HEADERS)
+\t$(CC) $(STRICT) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) -I. -o $@ $(SOURCES) -lm
+
+check: $(PROGRAM)
+\t./conformance/check.sh ./$(PROGRAM)
+
+clean:
+\trm -f model model-checking
+"""
+
+
+def readme(m: Mapping[str, Any]) -> str:
+    ins = "\n".join(f"| `{k}` | input | {tuple(v['shape'])} | {_dtype_doc(v['kind'], m['dtype'], True)} |"
+                    for k, v in m["inputs"].items())
+    outs = "\n".join(f"| `{k}` | output | {tuple(v['shape'])} | {_dtype_doc(v['kind'], m['dtype'], False)} |"
+                     for k, v in m["outputs"].items())
+    config = ", ".join(f"{k}={v}" for k, v in (m["config"] or {}).items())
+    ckpt = m.get("checkpoint")
+    origin = (f"parameters from the checkpoint `{ckpt['name']}` ({ckpt['format']}), inputs drawn from seed "
+              f"{m['seed']}" if ckpt else f"parameters drawn from seed {m['seed']}")
+    if m.get("planned"):
+        threads = ("This export follows a plan: the nests it splits run their pieces on an\nOpenMP "
+                   "team (one after another without OpenMP); the others run on the calling thread.")
+    else:
+        threads = ("This export runs each nest over its whole range on the calling thread; a\nplan "
+                   "(`exactc export --plan`) splits them.")
+    return f"""\
+# {m['model']} `{m['entry']}` at {m['dtype']}, exported by exactc
+
+A standalone C11 program: no Python, no BLAS, no platform libm in its results. Its
+outputs are the bit-for-bit twins of exactc's numpy reference for the same weights and
+inputs, on any number of threads, built with gcc or clang, at any optimization level,
+with or without OpenMP.
+
+- model: `{m['model']}` ({config}), entry `{m['entry']}`, site type `{m['dtype']}`,
+  {origin} ({m['parameters']} values)
+- host: {m['host']}; {m['kernels']} kernels, {m['nests']} nest functions, {m['launches']} launches per run
+- arena: {m['arena_peak']} bytes (the peak computed from the host's structure; the
+  straight-line host would need {m['straight_line_arena_peak']})
+
+## Build
+
+    make                # gcc or cc, with OpenMP
+    make OPENMP=0       # without OpenMP
+    make CC=clang
+    make CFLAGS='-O3 -march=native'
+
+The Makefile keeps the flags bit identity rests on (`STRICT`: `-std=c11
+-ffp-contract=off -fno-fast-math`) apart from `CFLAGS`. Never add `-ffast-math`, and do
+not build for a target whose `FLT_EVAL_METHOD` is not 0 (the kernels refuse both).
+
+## Run
+
+    ./model weights.safetensors INPUT_DIR OUTPUT_DIR
+
+reads `INPUT_DIR/<name>.npy` for each input and writes `OUTPUT_DIR/<name>.npy` for each
+output:
+
+| name | | shape | .npy dtype |
+|---|---|---|---|
+{ins}
+{outs}
+
+bf16 values travel through .npy as f32: a bf16 output is written widened to f32 (exact,
+so the bytes still compare); a bf16 input is read as f32 and rounded to bf16 (nearest,
+ties to even) as the reference rounds it. A missing or mis-shaped input or tensor is
+refused with a message naming it, and the exit status is non-zero.
+
+`EXACTC_REPEAT=N ./model ...` runs the network N times and prints the time per run.
+
+## Threads
+
+`OMP_NUM_THREADS` sets the thread count of an OpenMP build, `OMP_WAIT_POLICY=passive`
+keeps idle threads from spinning. The outputs do not depend on either: a thread split
+divides a loop into pieces that write disjoint elements, and every reduction runs in
+index order in its accumulator type (docs/semantics.md in exactc). {threads}
+
+## Check
+
+    make check          # or: conformance/check.sh [PROGRAM]
+
+runs the program on `conformance/inputs` and compares every output file byte for byte
+(`cmp`) with `conformance/expected`, written by the numpy reference. `make CHECKING=1`
+builds `model-checking`: its arena is filled with NaN before the run and every buffer
+again when it is released, allocations are bounds-checked, and it prints the arena peak
+it reaches, which equals the computed one.
+
+## What is guaranteed
+
+Every bit of every output equals the reference's (docs/semantics.md in exactc defines
+each primitive's rounded operations), except the payload and sign of an f64/f32 NaN.
+That holds for any `CFLAGS`, compiler, thread count and OpenMP setting, given the
+`STRICT` flags, IEEE binary32/binary64 arithmetic and `FLT_EVAL_METHOD == 0`.
+"""
+
+
+def _dtype_doc(kind: str, site: str, is_input: bool) -> str:
+    if kind == "i32":
+        return "int32 (`<i4`)"
+    return {"f64": "f64 (`<f8`)", "f32": "f32 (`<f4`)",
+            "bf16": "f32 (`<f4`), rounded to bf16" if is_input else "f32 (`<f4`), bf16 values widened"}[site]

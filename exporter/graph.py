@@ -1,0 +1,691 @@
+"""The model builder: an entry is a function of parameters and inputs, traced to a graph.
+
+A model is ordinary Python over the primitives of exporter/primitives.py:
+
+    def block(cfg, x, p):                      # p: this layer's parameters
+        h = graph.layernorm(x, p["ln_1.weight"], p["ln_1.bias"], eps=cfg.eps)
+        ...
+        return graph.add(x, h)
+
+    def forward(cfg, params, tokens):
+        x = graph.embedding(params["wte"], tokens)                # (T, D)
+        layers = graph.group_layers(params, "h.")                 # stacked: (L, ...) each
+        x = graph.fold(block, cfg.layers, x, layers, cfg)         # a loop over layers
+        return {"logits": graph.call(head, cfg, x, params)}      # a module function
+
+    program = graph.trace("tiny", "forward", forward, param_specs, input_specs, cfg)
+
+Tracing keeps the structure the C host mirrors:
+
+- `call(fn, *args)` traces `fn` once per distinct form (function, static arguments, the
+  shapes of its tensor arguments) into a `Function`; every call of that form is a
+  `Call` node of the same Function, so a module called fifty times is traced (and
+  printed) once.
+- `fold(body, count, carry, layers, *shared)` runs `body` once per layer with that
+  layer's slice of the stacked parameters `layers` (each of shape (count, ...)); the
+  body is traced once, not once per layer. `apart={i: other_body}` gives iterations
+  that differ from the others; the host runs them apart from the loop.
+- every primitive applied is an `Op` (a launch of that primitive's kernel).
+
+Values are symbolic: a shape and a kind ("x", the site type; "i32"). The site type is
+chosen when the graph is realized (exported or run), not while tracing, so one trace
+serves f64, f32 and bf16.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+
+from exactc.exporter import types
+from exactc.exporter.primitives import PrimitiveError, get_primitive
+
+Shape = tuple[int, ...]
+
+
+class GraphError(ValueError):
+    """A model that cannot be traced: the message names the value, the rule and the fix."""
+
+
+# ---- values and nodes ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False)
+class Value:
+    """A tensor in a traced function: its shape, kind ("x" or "i32") and a readable name."""
+
+    shape: Shape
+    kind: str
+    name: str
+
+    def __repr__(self) -> str:
+        return f"<{self.name} {self.kind}{list(self.shape)}>"
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclasses.dataclass(eq=False)
+class Op:
+    """One primitive applied: a launch of its kernel. `copy` marks a reshape the host
+    must materialize (a function output that would otherwise be a view)."""
+
+    primitive: str
+    attrs: dict[str, Any]  # full, normalized (plain Python values)
+    args: tuple[Value, ...]  # in the catalogue's operand order
+    out: Value
+    copy: bool = False
+
+    def operands(self) -> dict[str, Value]:
+        names = get_primitive(self.primitive).operand_names(self.attrs)
+        return dict(zip(names, self.args))
+
+
+@dataclasses.dataclass(eq=False)
+class Call:
+    function: "Function"
+    args: tuple[Value, ...]
+    outs: tuple[Value, ...]
+
+
+@dataclasses.dataclass(eq=False)
+class Fold:
+    """`count` iterations of `body(carry, layer, *shared) -> carry`; iteration l sees
+    slice l of each stacked value. `apart` maps an iteration index to the Function that
+    runs it instead of `body` (same signature)."""
+
+    body: "Function"
+    count: int
+    carry: tuple[Value, ...]
+    stacked: tuple[Value, ...]
+    shared: tuple[Value, ...]
+    outs: tuple[Value, ...]
+    apart: dict[int, "Function"] = dataclasses.field(default_factory=dict)
+
+    @property
+    def args(self) -> tuple[Value, ...]:
+        return self.carry + self.stacked + self.shared
+
+    def body_of(self, index: int) -> "Function":
+        return self.apart.get(index, self.body)
+
+    def segments(self) -> list[tuple[int, int, "Function"]]:
+        """Runs of consecutive iterations with the same body: (start, stop, body)."""
+        out: list[tuple[int, int, Function]] = []
+        for index in range(self.count):
+            body = self.body_of(index)
+            if out and out[-1][2] is body:
+                out[-1] = (out[-1][0], index + 1, body)
+            else:
+                out.append((index, index + 1, body))
+        return out
+
+
+Node = Op | Call | Fold
+
+
+@dataclasses.dataclass(eq=False)
+class Function:
+    """A traced function: formal inputs, nodes in program order, outputs."""
+
+    name: str
+    inputs: tuple[Value, ...]
+    nodes: list[Node]
+    outputs: tuple[Value, ...]
+    doc: str = ""  # the first line of the traced Python function's docstring
+
+    def walk(self) -> Iterator["Function"]:
+        """This function and every function it reaches, each once, callees first."""
+        seen: set[int] = set()
+
+        def visit(fn: Function) -> Iterator[Function]:
+            if id(fn) in seen:
+                return
+            seen.add(id(fn))
+            for node in fn.nodes:
+                if isinstance(node, Call):
+                    yield from visit(node.function)
+                elif isinstance(node, Fold):
+                    yield from visit(node.body)
+                    for other in node.apart.values():
+                        yield from visit(other)
+            yield fn
+
+        return visit(self)
+
+    def ops(self) -> Iterator[Op]:
+        """Every Op of every function reached, each traced op once."""
+        for fn in self.walk():
+            for node in fn.nodes:
+                if isinstance(node, Op):
+                    yield node
+
+
+# ---- tracing --------------------------------------------------------------------------
+
+
+class _Trace:
+    """The function being traced, and the cache of traced forms."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[Function, set[str]]] = []
+        self.forms: dict[tuple, Function] = {}
+        self.names: dict[str, int] = {}
+
+    def current(self) -> Function:
+        if not self.stack:
+            raise GraphError("primitives are applied inside a traced entry (graph.trace)")
+        return self.stack[-1][0]
+
+    def fresh(self, base: str) -> str:
+        """A name unique in the current function (the C host uses it as is)."""
+        _, taken = self.stack[-1]
+        base = _c_name(base)
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}{k}"
+        taken.add(name)
+        return name
+
+    def function_name(self, base: str) -> str:
+        base = _c_name(base)
+        count = self.names.get(base, 0)
+        self.names[base] = count + 1
+        return base if count == 0 else f"{base}_{count + 1}"
+
+
+_TRACE: list[_Trace] = []
+
+
+def _trace() -> _Trace:
+    if not _TRACE:
+        raise GraphError("primitives are applied inside a traced entry (graph.trace)")
+    return _TRACE[-1]
+
+
+_C_IDENT = re.compile(r"[^A-Za-z0-9_]")
+_C_RESERVED = frozenset(
+    """auto break case char const continue default do double else enum extern float for goto
+    if inline int long register restrict return short signed sizeof static struct switch
+    typedef union unsigned void volatile while main arena w l lo hi""".split()
+)
+
+
+def _c_name(text: str) -> str:
+    name = _C_IDENT.sub("_", text).strip("_") or "v"
+    if name[0].isdigit():
+        name = "v" + name
+    if name in _C_RESERVED or name.startswith("exactc_") or name.startswith("launch_"):
+        name = name + "_"
+    return name
+
+
+def _normalize(value: Any) -> Any:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, (tuple, list)):
+        return tuple(int(v) for v in value)
+    return value
+
+
+def apply(primitive: str, operands: Mapping[str, Value | None], attrs: Mapping[str, Any] | None = None,
+          name: str | None = None) -> Value:
+    """Apply `primitive` to `operands` (None = an absent optional operand)."""
+    trace = _trace()
+    fn = trace.current()
+    prim = get_primitive(primitive)
+    full = {k: _normalize(v) for k, v in prim.full_attrs(attrs).items()}
+    present = {k: v for k, v in operands.items() if v is not None}
+    for key, value in present.items():
+        if not isinstance(value, Value):
+            raise GraphError(f"{primitive}: operand {key} is a {type(value).__name__}; give a traced Value")
+        if value.kind != prim.operand_kind(key):
+            raise GraphError(
+                f"{primitive}: operand {key} ({value.name}) holds {value.kind}; it must hold "
+                f"{prim.operand_kind(key)}"
+            )
+    try:
+        outputs = prim.outputs({k: v.shape for k, v in present.items()}, full)
+    except PrimitiveError as exc:
+        names = ", ".join(f"{k}={v.name}{list(v.shape)}" for k, v in present.items())
+        raise GraphError(f"in {fn.name}: {exc} (operands {names})") from None
+    ((shape, kind),) = outputs.values()
+    out = Value(tuple(shape), kind, trace.fresh(name or primitive))
+    args = tuple(present[k] for k in prim.operand_names(full))
+    fn.nodes.append(Op(primitive, full, args, out))
+    return out
+
+
+# The primitives, spelled as functions (operands positional, attributes by keyword).
+
+
+def add(a, b, name=None):
+    return apply("add", {"a": a, "b": b}, name=name)
+
+
+def sub(a, b, name=None):
+    return apply("sub", {"a": a, "b": b}, name=name)
+
+
+def mul(a, b, name=None):
+    return apply("mul", {"a": a, "b": b}, name=name)
+
+
+def scale(x, s, name=None):
+    return apply("scale", {"x": x}, {"s": s}, name=name)
+
+
+def linear(x, w, b=None, name=None):
+    return apply("linear", {"x": x, "w": w, "b": b}, {"has_b": b is not None}, name=name)
+
+
+def matmul(a, b, trans_a=False, trans_b=False, group=1, name=None):
+    return apply("matmul", {"a": a, "b": b}, {"trans_a": trans_a, "trans_b": trans_b, "group": group}, name=name)
+
+
+def embedding(table, ids, name=None):
+    return apply("embedding", {"table": table, "ids": ids}, name=name)
+
+
+def layernorm(x, g, b, eps=1e-5, name=None):
+    return apply("layernorm", {"x": x, "g": g, "b": b}, {"eps": eps}, name=name)
+
+
+def rmsnorm(x, g, eps=1e-5, name=None):
+    return apply("rmsnorm", {"x": x, "g": g}, {"eps": eps}, name=name)
+
+
+def softmax(x, keep=None, causal=False, offset=0, name=None):
+    return apply("softmax", {"x": x, "keep": keep}, {"causal": causal, "offset": offset, "has_keep": keep is not None}, name=name)
+
+
+def gelu_tanh(x, name=None):
+    return apply("gelu_tanh", {"x": x}, name=name)
+
+
+def gelu_erf(x, name=None):
+    return apply("gelu_erf", {"x": x}, name=name)
+
+
+def silu(x, name=None):
+    return apply("silu", {"x": x}, name=name)
+
+
+def rope(x, theta=10000.0, pos0=0, pairing="half", name=None):
+    return apply("rope", {"x": x}, {"theta": theta, "pos0": pos0, "pairing": pairing}, name=name)
+
+
+def mean_pool(x, keep, name=None):
+    return apply("mean_pool", {"x": x, "keep": keep}, name=name)
+
+
+def l2norm(x, eps=1e-12, name=None):
+    return apply("l2norm", {"x": x}, {"eps": eps}, name=name)
+
+
+def argmax(x, name=None):
+    return apply("argmax", {"x": x}, name=name)
+
+
+def reshape(x, shape, name=None):
+    return apply("reshape", {"x": x}, {"shape": tuple(shape)}, name=name)
+
+
+def transpose(x, perm, name=None):
+    return apply("transpose", {"x": x}, {"perm": tuple(perm)}, name=name)
+
+
+def slice(x, axis, start, stop, name=None):  # noqa: A001 - the primitive's name
+    return apply("slice", {"x": x}, {"axis": axis, "start": start, "stop": stop}, name=name)
+
+
+def concat(a, b, axis=0, name=None):
+    return apply("concat", {"a": a, "b": b}, {"axis": axis}, name=name)
+
+
+# ---- pytrees of values: the arguments of calls and folds ---------------------------------
+
+
+def _flatten(tree: Any, path: str = "") -> tuple[list[tuple[str, Value]], Any]:
+    """The Values of a tree (dicts, lists, tuples; other leaves static), each with a path
+    for its name, and the tree's skeleton (Values replaced by their position)."""
+    leaves: list[tuple[str, Value]] = []
+
+    def walk(node: Any, where: str) -> Any:
+        if isinstance(node, Value):
+            leaves.append((where or node.name, node))
+            return _Slot(len(leaves) - 1)
+        if isinstance(node, dict):
+            return {k: walk(v, str(k)) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return type(node)(walk(v, "") for v in node)
+        return node
+
+    return leaves, walk(tree, path)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    index: int
+
+
+def _rebuild(skeleton: Any, values: list[Value]) -> Any:
+    if isinstance(skeleton, _Slot):
+        return values[skeleton.index]
+    if isinstance(skeleton, dict):
+        return {k: _rebuild(v, values) for k, v in skeleton.items()}
+    if isinstance(skeleton, (list, tuple)):
+        return type(skeleton)(_rebuild(v, values) for v in skeleton)
+    return skeleton
+
+
+def _form_key(fn: Callable, skeleton: Any, leaves: list[tuple[str, Value]], extra: Any = ()) -> tuple:
+    shapes = tuple((v.shape, v.kind) for _, v in leaves)
+    return (fn.__module__, fn.__qualname__, repr(skeleton), shapes, extra)
+
+
+def _trace_function(name: str, fn: Callable, formals: list[Value], build: Callable[[], Any]) -> tuple[Function, Any]:
+    """Run `build` with a new Function on the trace stack; its outputs become the
+    Function's outputs (each materialized if it is not made here)."""
+    trace = _trace()
+    doc = (fn.__doc__ or "").strip().split("\n\n")[0]
+    function = Function(trace.function_name(name), tuple(formals), [], (), " ".join(doc.split()))
+    trace.stack.append((function, {v.name for v in formals}))
+    try:
+        result = build()
+        leaves, _ = _flatten(result)
+        if not leaves:
+            raise GraphError(f"{fn.__qualname__} returned no traced value")
+        for _, v in leaves:
+            _owned_output(function, v)
+        _, skeleton = _flatten(result)
+        return function, skeleton
+    finally:
+        trace.stack.pop()
+
+
+def _owned_output(function: Function, value: Value) -> Value:
+    """An output the function writes itself: an input, a view or a repeated output is
+    copied (the host writes each output through its own pointer)."""
+    producers = {id(n.out): n for n in function.nodes if isinstance(n, Op)}
+    made_here = {id(v) for n in function.nodes if isinstance(n, Call) for v in n.outs}
+    already = {id(v) for v in function.outputs}
+    node = producers.get(id(value))
+    owned = (node is not None and not (node.primitive == "reshape" and not node.copy)) or id(value) in made_here
+    if owned and id(value) not in already:
+        function.outputs = function.outputs + (value,)
+        return value
+    trace = _trace()
+    out = Value(value.shape, value.kind, trace.fresh(value.name + "_out"))
+    function.nodes.append(Op("reshape", {"shape": tuple(value.shape)}, (value,), out, copy=True))
+    function.outputs = function.outputs + (out,)
+    return out
+
+
+def call(fn: Callable, *args: Any, name: str | None = None) -> Any:
+    """Call module function `fn` on `args` (a tree of Values and static values); traced
+    once per form, kept as a call in the graph."""
+    trace = _trace()
+    caller = trace.current()
+    leaves, skeleton = _flatten(list(args))
+    key = _form_key(fn, skeleton, leaves, ("call",))
+    if key not in trace.forms:
+        formals = _unique_names([Value(v.shape, v.kind, _c_name(path)) for path, v in leaves])
+        function, out_skeleton = _trace_function(name or fn.__name__, fn, formals, lambda: fn(*_rebuild(skeleton, formals)))
+        # A module takes what it reads: arguments it never uses are dropped from its form.
+        used = _used_inputs(function)
+        keep = tuple(k for k, v in enumerate(formals) if id(v) in used)
+        function.inputs = tuple(formals[k] for k in keep)
+        trace.forms[key] = (function, out_skeleton, keep)
+    function, out_skeleton, keep = trace.forms[key]
+    outs = tuple(Value(v.shape, v.kind, trace.fresh(v.name)) for v in function.outputs)
+    caller.nodes.append(Call(function, tuple(leaves[k][1] for k in keep), outs))
+    return _rebuild(out_skeleton, list(outs))
+
+
+def _unique_names(formals: list[Value]) -> list[Value]:
+    seen: dict[str, int] = {}
+    out = []
+    for v in formals:
+        base = v.name
+        k = seen.get(base, 0)
+        seen[base] = k + 1
+        out.append(v if k == 0 else Value(v.shape, v.kind, f"{base}{k + 1}"))
+    return out
+
+
+def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *shared: Any,
+         apart: Mapping[int, Callable] | None = None, name: str | None = None) -> Any:
+    """Run `body(carry, layer, *shared) -> carry` for layers 0 … count-1, layer l seeing
+    slice l of each stacked value in `layers`. Traced once; a loop in the host."""
+    trace = _trace()
+    caller = trace.current()
+    if not isinstance(count, int) or count < 1:
+        raise GraphError(f"fold of {body.__qualname__}: count {count!r} must be an int >= 1")
+    carry_leaves, carry_skel = _flatten(carry, "")
+    if not carry_leaves:
+        raise GraphError(f"fold of {body.__qualname__}: the carry holds no traced value")
+    layer_leaves, layer_skel = _flatten(dict(layers))
+    for path, v in layer_leaves:
+        if not v.shape or v.shape[0] != count:
+            raise GraphError(
+                f"fold of {body.__qualname__}: stacked value {path} {v.name}{list(v.shape)} must "
+                f"have {count} (the layer count) as its first dimension"
+            )
+    shared_leaves, shared_skel = _flatten(list(shared))
+
+    def trace_body(fn: Callable) -> Function:
+        key = _form_key(fn, (carry_skel, layer_skel, shared_skel),
+                        carry_leaves + [(p, Value(v.shape[1:], v.kind, "")) for p, v in layer_leaves] + shared_leaves,
+                        ("fold",))
+        if key in trace.forms:
+            return trace.forms[key][0]
+        c = [Value(v.shape, v.kind, _c_name(p or v.name)) for p, v in carry_leaves]
+        lay = [Value(v.shape[1:], v.kind, _c_name(p)) for p, v in layer_leaves]
+        sh = [Value(v.shape, v.kind, _c_name(p)) for p, v in shared_leaves]
+        formals = _unique_names(c + lay + sh)
+        c, lay, sh = formals[: len(c)], formals[len(c): len(c) + len(lay)], formals[len(c) + len(lay):]
+
+        def build() -> Any:
+            result = fn(_rebuild(carry_skel, c), _rebuild(layer_skel, lay), *_rebuild(shared_skel, sh))
+            got, _ = _flatten(result)
+            if [(v.shape, v.kind) for _, v in got] != [(v.shape, v.kind) for _, v in carry_leaves]:
+                raise GraphError(
+                    f"fold body {fn.__qualname__} returned {[v for _, v in got]}; it must return "
+                    f"a carry shaped as its input {[v for _, v in carry_leaves]}"
+                )
+            return result
+
+        trace.forms[key] = _trace_function(name or fn.__name__, fn, formals, build)
+        return trace.forms[key][0]
+
+    function = trace_body(body)
+    others = {}
+    for index, fn in sorted((apart or {}).items()):
+        if not 0 <= index < count:
+            raise GraphError(f"fold of {body.__qualname__}: apart iteration {index} is not in [0, {count})")
+        others[index] = trace_body(fn)
+    outs = tuple(Value(v.shape, v.kind, trace.fresh(v.name + "_out")) for _, v in carry_leaves)
+    caller.nodes.append(
+        Fold(function, count, tuple(v for _, v in carry_leaves), tuple(v for _, v in layer_leaves),
+             tuple(v for _, v in shared_leaves), outs, others)
+    )
+    return _rebuild(carry_skel, list(outs))
+
+
+# ---- entries ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamSpec:
+    """A parameter: its checkpoint name (with `{l}` where the layer index goes, for
+    stacked parameters), its shape per layer, the number of layers it is stacked over
+    (0: not stacked), and how it is drawn ("normal", "gain": around 1)."""
+
+    name: str
+    shape: Shape
+    layers: int = 0
+    init: str = "normal"
+    std: float = 0.02
+
+    @property
+    def full_shape(self) -> Shape:
+        return ((self.layers,) if self.layers else ()) + tuple(self.shape)
+
+    @property
+    def key(self) -> str:
+        """The name without the layer placeholder: `h.{l}.attn.w` -> `h.attn.w`."""
+        return self.name.replace(".{l}", "").replace("{l}.", "").replace("{l}", "")
+
+    def layer_name(self, layer: int) -> str:
+        return self.name.replace("{l}", str(layer))
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    name: str
+    shape: Shape
+    kind: str  # "x" (site type) or "i32"
+
+
+@dataclasses.dataclass(eq=False)
+class Program:
+    """A traced entry: the top Function, whose inputs are the parameters (in `params`
+    order) then the entry inputs; its outputs are named."""
+
+    model: str
+    entry: str
+    function: Function
+    params: tuple[ParamSpec, ...]
+    inputs: tuple[InputSpec, ...]
+    output_names: tuple[str, ...]
+    config: Any = None  # the architecture's Config, when built from one
+
+    @property
+    def param_values(self) -> tuple[Value, ...]:
+        return self.function.inputs[: len(self.params)]
+
+    @property
+    def input_values(self) -> tuple[Value, ...]:
+        return self.function.inputs[len(self.params):]
+
+    def parameter_count(self) -> int:
+        return sum(math.prod(p.full_shape) for p in self.params)
+
+
+def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs: list[InputSpec],
+          *static: Any) -> Program:
+    """Trace `fn(*static, params, *inputs)` where `params` maps each ParamSpec.key (the
+    stacked ones grouped: see `group_layers`) to a Value. Returns the Program."""
+    state = _Trace()
+    _TRACE.append(state)
+    try:
+        param_values = [Value(p.full_shape, "x", _c_name(p.key)) for p in params]
+        input_values = [Value(tuple(i.shape), i.kind, _c_name(i.name)) for i in inputs]
+        formals = _unique_names(param_values + input_values)
+        by_key = {p.key: v for p, v in zip(params, formals)}
+
+        def build() -> Any:
+            result = fn(*static, by_key, *formals[len(params):])
+            if isinstance(result, dict):
+                _ENTRY_NAMES.append(tuple(result))
+                return tuple(result.values())
+            _ENTRY_NAMES.append(None)
+            return result
+
+        function, _ = _trace_function(entry, fn, formals, build)
+        names = _ENTRY_NAMES.pop()
+        if names is None:
+            names = tuple(v.name for v in function.outputs)
+        _rename_clashes(function)
+        used = _used_inputs(function)
+        unused = [p.name for p, v in zip(params, formals) if id(v) not in used]
+        if unused:
+            raise GraphError(f"{model}.{entry}: parameter(s) {', '.join(unused)} are never used; drop them")
+        return Program(model, entry, function, tuple(params), tuple(inputs), tuple(names))
+    finally:
+        _TRACE.pop()
+
+
+_ENTRY_NAMES: list[Any] = []
+
+
+def _rename_clashes(top: Function) -> None:
+    """A value named as a function (a `next_token` output of `next_token`) gets a `_`
+    suffix: in C, a local of that name would hide the function."""
+    functions = {fn.name for fn in top.walk()}
+    for fn in top.walk():
+        values = list(fn.inputs) + list(fn.outputs)
+        for node in fn.nodes:
+            values += list(node.outs) if not isinstance(node, Op) else [node.out]
+        taken = {v.name for v in values}
+        for v in values:
+            if v.name in functions:
+                name = v.name + "_"
+                while name in taken or name in functions:
+                    name += "_"
+                taken.add(name)
+                v.name = name
+
+
+def _used_inputs(function: Function) -> set[int]:
+    used: set[int] = set()
+    for node in function.nodes:
+        for v in node.args:
+            used.add(id(v))
+    return used
+
+
+def group_layers(params: Mapping[str, Value], prefix: str) -> dict[str, Value]:
+    """The stacked parameters under `prefix` (e.g. "transformer.h."), keyed by the rest
+    of their name ("attn.c_attn.weight"): the `layers` argument of a fold."""
+    return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
+
+
+# ---- the reference backend over a whole graph -------------------------------------------
+
+
+def evaluate(program: Program, site: str, params: Mapping[str, np.ndarray],
+             inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run the program with the numpy reference, primitive by primitive: the bits every
+    exported program must reproduce. `params` maps ParamSpec.name to site-typed arrays
+    of the full (stacked) shape; `inputs` maps input names to arrays (site dtype or int32)."""
+    from exactc.exporter import reference
+
+    types.check_site(site)
+    env: list[np.ndarray] = []
+    for spec in program.params:
+        env.append(params[spec.name])
+    for spec in program.inputs:
+        env.append(inputs[spec.name])
+
+    def run(fn: Function, args: list[np.ndarray]) -> list[np.ndarray]:
+        values: dict[int, np.ndarray] = {id(v): a for v, a in zip(fn.inputs, args)}
+        for node in fn.nodes:
+            if isinstance(node, Op):
+                operands = {k: values[id(v)] for k, v in node.operands().items()}
+                values[id(node.out)] = reference.run(node.primitive, site, operands, node.attrs)["y"]
+            elif isinstance(node, Call):
+                outs = run(node.function, [values[id(v)] for v in node.args])
+                values.update({id(v): a for v, a in zip(node.outs, outs)})
+            else:
+                carry = [values[id(v)] for v in node.carry]
+                stacked = [values[id(v)] for v in node.stacked]
+                shared = [values[id(v)] for v in node.shared]
+                for layer in range(node.count):
+                    carry = run(node.body_of(layer), carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared)
+                values.update({id(v): a for v, a in zip(node.outs, carry)})
+        return [values[id(v)] for v in fn.outputs]
+
+    outs = run(program.function, env)
+    return dict(zip(program.output_names, outs))

@@ -1,0 +1,107 @@
+"""The built-in architectures, on drawn parameters.
+
+    from exactc.exporter import models
+    program = models.build("gpt", "forward", {"layers": 2})
+    params = models.draw_parameters(program, seed=0, site="f32")
+    inputs = models.draw_inputs("gpt", program, seed=0)
+
+Each architecture module (gpt, bert, llama) has a frozen `Config`, `parameters(cfg)`
+(ParamSpecs with Hugging Face names), `inputs(cfg)`, `draw_inputs(cfg, rng)` and
+`ENTRIES` (entry name -> function of (cfg, params, *inputs)).
+
+Parameters are drawn from a seeded generator as f64 reals, then rounded to the site
+type (real -> f64 -> f32 -> bf16). Nothing is drawn as zero: biases and LayerNorm
+shifts that an initializer would zero are drawn too, so no output is trivially zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types as pytypes
+from typing import Any, Mapping
+
+import numpy as np
+
+from exactc.exporter import graph, types
+from exactc.exporter.models import bert, gpt, llama
+
+ARCHITECTURES: dict[str, pytypes.ModuleType] = {"gpt": gpt, "bert": bert, "llama": llama}
+
+
+class ModelError(ValueError):
+    """An unknown model, entry or configuration field."""
+
+
+def architecture(model: str) -> pytypes.ModuleType:
+    try:
+        return ARCHITECTURES[model]
+    except KeyError:
+        raise ModelError(f"unknown model {model!r}; exactc knows {', '.join(sorted(ARCHITECTURES))}") from None
+
+
+def config(model: str, overrides: Mapping[str, Any] | None = None) -> Any:
+    """The model's Config with `overrides` (field -> value; strings are parsed as the
+    field's type)."""
+    arch = architecture(model)
+    fields = {f.name: f for f in dataclasses.fields(arch.Config)}
+    values: dict[str, Any] = {}
+    for key, value in (overrides or {}).items():
+        if key not in fields:
+            raise ModelError(f"{model} config has no field {key!r}; its fields are {', '.join(fields)}")
+        default = getattr(arch.Config(), key)
+        values[key] = _parse(model, key, value, type(default))
+    cfg = arch.Config(**values)
+    try:
+        cfg.check()
+    except ValueError as exc:
+        raise ModelError(str(exc)) from None
+    return cfg
+
+
+def _parse(model: str, key: str, value: Any, kind: type) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        if kind is bool:
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(value)
+            return value.lower() in ("true", "1")
+        return kind(value)
+    except ValueError:
+        raise ModelError(f"{model} config field {key}={value!r} is not a {kind.__name__}") from None
+
+
+def entries(model: str) -> tuple[str, ...]:
+    return tuple(architecture(model).ENTRIES)
+
+
+def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None) -> graph.Program:
+    """Trace `entry` of `model` at its config (defaults with `overrides`)."""
+    arch = architecture(model)
+    if entry not in arch.ENTRIES:
+        raise ModelError(f"{model} has no entry {entry!r}; its entries are {', '.join(arch.ENTRIES)}")
+    cfg = config(model, overrides)
+    program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), arch.inputs(cfg), cfg)
+    program.config = cfg
+    return program
+
+
+def draw_parameters(program: graph.Program, seed: int, site: str) -> dict[str, np.ndarray]:
+    """Every parameter of `program`, drawn from `seed` and rounded to `site`, keyed by
+    its name (the `{l}` template for stacked ones), of its full (stacked) shape."""
+    types.check_site(site)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for spec in program.params:
+        reals = rng.standard_normal(spec.full_shape) * spec.std
+        if spec.init == "gain":
+            reals = 1.0 + 0.1 * rng.standard_normal(spec.full_shape)
+        out[spec.name] = types.round_to_site(reals, site)
+    return out
+
+
+def draw_inputs(program: graph.Program, seed: int) -> dict[str, np.ndarray]:
+    """The entry's inputs drawn from `seed` (a different stream from the parameters)."""
+    arch = architecture(program.model)
+    rng = np.random.default_rng([seed, 1])
+    return arch.draw_inputs(program.config, rng)

@@ -1,0 +1,130 @@
+"""A Llama-style decoder: rmsnorm, rotary positions (Hugging Face's rotate_half
+pairing), SwiGLU (silu(gate) * up), grouped-query attention (matmul's `group`), an
+untied head.
+
+Parameter names are Hugging Face's LlamaForCausalLM names; weights are (out, in).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from exactc.exporter import graph as g
+from exactc.exporter.graph import InputSpec, ParamSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    vocab: int = 512
+    dim: int = 64
+    heads: int = 4
+    kv_heads: int = 2
+    layers: int = 4
+    mlp: int = 172
+    tokens: int = 16
+    eps: float = 1e-5
+    theta: float = 10000.0
+
+    def check(self) -> None:
+        if self.dim % self.heads or (self.dim // self.heads) % 2:
+            raise ValueError(f"llama config: dim {self.dim} / heads {self.heads} must be an even integer")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"llama config: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
+
+
+def parameters(cfg: Config) -> list[ParamSpec]:
+    D, L = cfg.dim, cfg.layers
+    kv = cfg.kv_heads * (D // cfg.heads)
+    h = "model.layers.{l}."
+    lin = 1 / math.sqrt(D)
+    return [
+        ParamSpec("model.embed_tokens.weight", (cfg.vocab, D), std=1.0),
+        ParamSpec(h + "input_layernorm.weight", (D,), L, "gain"),
+        ParamSpec(h + "self_attn.q_proj.weight", (D, D), L, std=lin),
+        ParamSpec(h + "self_attn.k_proj.weight", (kv, D), L, std=lin),
+        ParamSpec(h + "self_attn.v_proj.weight", (kv, D), L, std=lin),
+        ParamSpec(h + "self_attn.o_proj.weight", (D, D), L, std=lin),
+        ParamSpec(h + "post_attention_layernorm.weight", (D,), L, "gain"),
+        ParamSpec(h + "mlp.gate_proj.weight", (cfg.mlp, D), L, std=lin),
+        ParamSpec(h + "mlp.up_proj.weight", (cfg.mlp, D), L, std=lin),
+        ParamSpec(h + "mlp.down_proj.weight", (D, cfg.mlp), L, std=1 / math.sqrt(cfg.mlp)),
+        ParamSpec("model.norm.weight", (D,), init="gain"),
+        ParamSpec("lm_head.weight", (cfg.vocab, D), std=lin),
+    ]
+
+
+def inputs(cfg: Config) -> list[InputSpec]:
+    return [InputSpec("input_ids", (cfg.tokens,), "i32")]
+
+
+def draw_inputs(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"input_ids": rng.integers(0, cfg.vocab, cfg.tokens).astype(np.int32)}
+
+
+# ---- the network ------------------------------------------------------------------------
+
+
+def attention(cfg: Config, x, p):
+    """Causal grouped-query attention: `heads` query heads share `kv_heads` key/value
+    heads, rotary positions on q and k."""
+    T, D, H, KV = cfg.tokens, cfg.dim, cfg.heads, cfg.kv_heads
+    hd = D // H
+    q = g.linear(x, p["self_attn.q_proj.weight"], name="q")  # (T, H*hd)
+    k = g.linear(x, p["self_attn.k_proj.weight"], name="k")  # (T, KV*hd)
+    v = g.linear(x, p["self_attn.v_proj.weight"], name="v")
+    q = g.rope(g.reshape(q, (T, H, hd), name="q_heads"), theta=cfg.theta, name="q_rot")
+    k = g.rope(g.reshape(k, (T, KV, hd), name="k_heads"), theta=cfg.theta, name="k_rot")
+    v = g.reshape(v, (T, KV, hd), name="v_heads")
+    q = g.transpose(q, (1, 0, 2), name="q_t")  # (H, T, hd)
+    k = g.transpose(k, (1, 0, 2), name="k_t")  # (KV, T, hd)
+    v = g.transpose(v, (1, 0, 2), name="v_t")
+    group = H // KV
+    scores = g.matmul(q, k, trans_b=True, group=group, name="scores")  # (H, T, T)
+    scores = g.scale(scores, 1.0 / math.sqrt(hd), name="scaled")
+    att = g.softmax(scores, causal=True, name="att")
+    y = g.matmul(att, v, group=group, name="mixed")  # (H, T, hd)
+    y = g.reshape(g.transpose(y, (1, 0, 2), name="mixed_t"), (T, D), name="merged")
+    return g.linear(y, p["self_attn.o_proj.weight"], name="attn_out")
+
+
+def mlp(cfg: Config, x, p):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+    gate = g.silu(g.linear(x, p["mlp.gate_proj.weight"], name="gate"), name="gate_act")
+    up = g.linear(x, p["mlp.up_proj.weight"], name="up")
+    return g.linear(g.mul(gate, up, name="swiglu"), p["mlp.down_proj.weight"], name="mlp_out")
+
+
+def decoder_layer(x, p, cfg: Config):
+    """The pre-norm block: x + attn(rmsnorm(x)), then + mlp(rmsnorm(.))."""
+    h = g.rmsnorm(x, p["input_layernorm.weight"], eps=cfg.eps, name="attn_norm")
+    x = g.add(x, g.call(attention, cfg, h, p), name="x_attn")
+    h = g.rmsnorm(x, p["post_attention_layernorm.weight"], eps=cfg.eps, name="mlp_norm")
+    return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp")
+
+
+def trunk(cfg: Config, params, input_ids):
+    x = g.embedding(params["model.embed_tokens.weight"], input_ids, name="x")  # (T, D)
+    return g.fold(decoder_layer, cfg.layers, x, g.group_layers(params, "model.layers."), cfg)
+
+
+def head(cfg: Config, params, x):
+    x = g.rmsnorm(x, params["model.norm.weight"], eps=cfg.eps, name="norm")
+    return g.linear(x, params["lm_head.weight"], name="logits")
+
+
+def forward(cfg: Config, params, input_ids):
+    """The logits (T, V) of every position."""
+    return {"logits": head(cfg, params, trunk(cfg, params, input_ids))}
+
+
+def next_token(cfg: Config, params, input_ids):
+    """The greedy next token: argmax of the last position's logits, (1,) int32."""
+    x = trunk(cfg, params, input_ids)
+    last = g.slice(x, 0, cfg.tokens - 1, cfg.tokens, name="last")
+    return {"next_token": g.argmax(head(cfg, params, last), name="next_token")}
+
+
+ENTRIES = {"forward": forward, "next_token": next_token}

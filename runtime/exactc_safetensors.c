@@ -1,0 +1,466 @@
+/* exactc runtime: reading .safetensors files.
+ *
+ * The format (huggingface/safetensors): 8 bytes, a little-endian u64 N; N bytes of a
+ * UTF-8 JSON object; then the data. The object maps each tensor name to
+ *     {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
+ * (offsets relative to the first byte after the header) and may hold "__metadata__",
+ * an object of strings, which is skipped.
+ *
+ * What is checked, each failure a message in `err` naming the field and the rule: N fits
+ * the file; the header is one JSON object (strings with their escapes, non-negative
+ * integers, arrays, nested objects; nothing after it but spaces); each tensor has the
+ * three fields, at most EXACTC_ST_MAX_DIMS dimensions, begin <= end <= the data's
+ * length, and end - begin = the element size times the product of the shape (no
+ * overflow); no name twice. This parser sees files from anywhere and is fuzzed: every
+ * byte it reads is first checked against the length it was given.
+ */
+#include "exactc_rt.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int st_fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------
+ * A small JSON reader over [p, end): only what a safetensors header holds.
+ * ---------------------------------------------------------------------------------- */
+typedef struct {
+    const unsigned char *s;
+    size_t len;
+    size_t pos;
+    int depth;
+    char *err;
+    size_t errlen;
+} st_json;
+
+#define ST_MAX_DEPTH 16
+
+static void skip_space(st_json *j) {
+    while (j->pos < j->len) {
+        unsigned char c = j->s[j->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+        j->pos++;
+    }
+}
+
+static int expect(st_json *j, unsigned char c, const char *what) {
+    skip_space(j);
+    if (j->pos >= j->len)
+        return st_fail(j->err, j->errlen, "header: the JSON ends where %s ('%c') was expected", what, c);
+    if (j->s[j->pos] != c)
+        return st_fail(j->err, j->errlen, "header byte %zu: expected %s ('%c'), found 0x%02x", j->pos, what,
+                       c, j->s[j->pos]);
+    j->pos++;
+    return 0;
+}
+
+static int peek(st_json *j, unsigned char *c) {
+    skip_space(j);
+    if (j->pos >= j->len) return st_fail(j->err, j->errlen, "header: the JSON ends early, at byte %zu", j->pos);
+    *c = j->s[j->pos];
+    return 0;
+}
+
+static int hex4(st_json *j, unsigned *out) {
+    unsigned v = 0;
+    if (j->len - j->pos < 4) return st_fail(j->err, j->errlen, "header byte %zu: a \\u escape needs 4 hex digits", j->pos);
+    for (int k = 0; k < 4; k++) {
+        unsigned char c = j->s[j->pos++];
+        unsigned d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        else return st_fail(j->err, j->errlen, "header byte %zu: '%c' is not a hex digit of a \\u escape", j->pos - 1, c);
+        v = v * 16 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Read a string into a new malloc'd, NUL-terminated buffer (escapes decoded; \u to
+ * UTF-8). A NUL inside a name is refused: C could not ask for that tensor. */
+static int read_string(st_json *j, char **out) {
+    *out = NULL;
+    if (expect(j, '"', "a string") != 0) return -1;
+    size_t cap = 16, n = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL) return st_fail(j->err, j->errlen, "out of memory");
+    for (;;) {
+        if (j->pos >= j->len) {
+            free(buf);
+            return st_fail(j->err, j->errlen, "header: a string is not closed before the header ends");
+        }
+        unsigned char c = j->s[j->pos++];
+        unsigned char enc[4];
+        size_t k = 0;
+        if (c == '"') break;
+        if (c < 0x20) {
+            free(buf);
+            return st_fail(j->err, j->errlen, "header byte %zu: control byte 0x%02x inside a string", j->pos - 1, c);
+        }
+        if (c != '\\') {
+            enc[k++] = c;
+        } else {
+            if (j->pos >= j->len) {
+                free(buf);
+                return st_fail(j->err, j->errlen, "header: an escape is cut by the header's end");
+            }
+            unsigned char e = j->s[j->pos++];
+            unsigned cp;
+            switch (e) {
+            case '"': case '\\': case '/': enc[k++] = e; break;
+            case 'b': enc[k++] = '\b'; break;
+            case 'f': enc[k++] = '\f'; break;
+            case 'n': enc[k++] = '\n'; break;
+            case 'r': enc[k++] = '\r'; break;
+            case 't': enc[k++] = '\t'; break;
+            case 'u':
+                if (hex4(j, &cp) != 0) { free(buf); return -1; }
+                if (cp >= 0xD800 && cp < 0xDC00) { /* a surrogate pair */
+                    unsigned lo;
+                    if (j->len - j->pos < 2 || j->s[j->pos] != '\\' || j->s[j->pos + 1] != 'u') {
+                        free(buf);
+                        return st_fail(j->err, j->errlen, "header byte %zu: a high surrogate without its low half", j->pos);
+                    }
+                    j->pos += 2;
+                    if (hex4(j, &lo) != 0) { free(buf); return -1; }
+                    if (lo < 0xDC00 || lo >= 0xE000) {
+                        free(buf);
+                        return st_fail(j->err, j->errlen, "header byte %zu: a high surrogate followed by 0x%04x", j->pos, lo);
+                    }
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                } else if (cp >= 0xDC00 && cp < 0xE000) {
+                    free(buf);
+                    return st_fail(j->err, j->errlen, "header byte %zu: a lone low surrogate", j->pos);
+                }
+                if (cp == 0) {
+                    free(buf);
+                    return st_fail(j->err, j->errlen, "header byte %zu: \\u0000 inside a string", j->pos);
+                }
+                if (cp < 0x80) enc[k++] = (unsigned char)cp;
+                else if (cp < 0x800) { enc[k++] = (unsigned char)(0xC0 | (cp >> 6)); enc[k++] = (unsigned char)(0x80 | (cp & 0x3F)); }
+                else if (cp < 0x10000) {
+                    enc[k++] = (unsigned char)(0xE0 | (cp >> 12));
+                    enc[k++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                    enc[k++] = (unsigned char)(0x80 | (cp & 0x3F));
+                } else {
+                    enc[k++] = (unsigned char)(0xF0 | (cp >> 18));
+                    enc[k++] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+                    enc[k++] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+                    enc[k++] = (unsigned char)(0x80 | (cp & 0x3F));
+                }
+                break;
+            default:
+                free(buf);
+                return st_fail(j->err, j->errlen, "header byte %zu: unknown escape \\%c", j->pos - 1, e);
+            }
+        }
+        if (n + k + 1 > cap) {
+            while (n + k + 1 > cap) cap *= 2;
+            char *grown = realloc(buf, cap);
+            if (grown == NULL) { free(buf); return st_fail(j->err, j->errlen, "out of memory"); }
+            buf = grown;
+        }
+        memcpy(buf + n, enc, k);
+        n += k;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* A non-negative integer that fits in 63 bits (no sign, fraction or exponent). */
+static int read_uint(st_json *j, const char *what, uint64_t *out) {
+    skip_space(j);
+    if (j->pos >= j->len || j->s[j->pos] < '0' || j->s[j->pos] > '9')
+        return st_fail(j->err, j->errlen, "header byte %zu: %s must be a non-negative integer", j->pos, what);
+    uint64_t v = 0;
+    while (j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
+        unsigned d = (unsigned)(j->s[j->pos] - '0');
+        if (v > (UINT64_C(0x7fffffffffffffff) - d) / 10)
+            return st_fail(j->err, j->errlen, "header byte %zu: %s does not fit in 63 bits", j->pos, what);
+        v = v * 10 + d;
+        j->pos++;
+    }
+    if (j->pos < j->len && (j->s[j->pos] == '.' || j->s[j->pos] == 'e' || j->s[j->pos] == 'E'))
+        return st_fail(j->err, j->errlen, "header byte %zu: %s must be an integer", j->pos, what);
+    *out = v;
+    return 0;
+}
+
+/* Skip any JSON value (for __metadata__ and unknown fields), depth-limited. */
+static int skip_value(st_json *j) {
+    unsigned char c = 0;
+    if (peek(j, &c) != 0) return -1;
+    if (c == '"') {
+        char *s;
+        if (read_string(j, &s) != 0) return -1;
+        free(s);
+        return 0;
+    }
+    if (c == '{' || c == '[') {
+        unsigned char close = c == '{' ? '}' : ']';
+        if (++j->depth > ST_MAX_DEPTH)
+            return st_fail(j->err, j->errlen, "header byte %zu: nested deeper than %d", j->pos, ST_MAX_DEPTH);
+        j->pos++;
+        if (peek(j, &c) != 0) return -1;
+        if (c == close) { j->pos++; j->depth--; return 0; }
+        for (;;) {
+            if (close == '}') {
+                char *key;
+                if (read_string(j, &key) != 0) return -1;
+                free(key);
+                if (expect(j, ':', "a colon") != 0) return -1;
+            }
+            if (skip_value(j) != 0) return -1;
+            if (peek(j, &c) != 0) return -1;
+            j->pos++;
+            if (c == close) break;
+            if (c != ',') return st_fail(j->err, j->errlen, "header byte %zu: expected ',' or '%c'", j->pos - 1, close);
+        }
+        j->depth--;
+        return 0;
+    }
+    if (c >= '0' && c <= '9') {
+        uint64_t v;
+        return read_uint(j, "a number", &v);
+    }
+    static const char *words[] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(words[k]);
+        if (j->len - j->pos >= n && memcmp(j->s + j->pos, words[k], n) == 0) {
+            j->pos += n;
+            return 0;
+        }
+    }
+    return st_fail(j->err, j->errlen, "header byte %zu: 0x%02x does not start a JSON value this reader accepts", j->pos, c);
+}
+
+/* ------------------------------------------------------------------------------------
+ * Tensors
+ * ---------------------------------------------------------------------------------- */
+static size_t dtype_bytes(const char *dtype) {
+    static const struct { const char *name; size_t size; } known[] = {
+        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+        {"I8", 1}, {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1},
+        {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    };
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        if (strcmp(dtype, known[k].name) == 0) return known[k].size;
+    return 0;
+}
+
+static int read_tensor(st_json *j, exactc_st_tensor *t, size_t data_len) {
+    int have_dtype = 0, have_shape = 0, have_offsets = 0;
+    unsigned char c = 0;
+    if (expect(j, '{', "a tensor's object") != 0) return -1;
+    if (peek(j, &c) != 0) return -1;
+    if (c == '}') { j->pos++; goto check; }
+    for (;;) {
+        char *key;
+        if (read_string(j, &key) != 0) return -1;
+        if (expect(j, ':', "a colon") != 0) { free(key); return -1; }
+        if (strcmp(key, "dtype") == 0) {
+            char *dtype;
+            free(key);
+            if (have_dtype) return st_fail(j->err, j->errlen, "tensor %s: dtype given twice", t->name);
+            if (read_string(j, &dtype) != 0) return -1;
+            if (strlen(dtype) >= sizeof t->dtype || dtype_bytes(dtype) == 0) {
+                int rc = st_fail(j->err, j->errlen, "tensor %s: unknown dtype \"%.16s\"", t->name, dtype);
+                free(dtype);
+                return rc;
+            }
+            strcpy(t->dtype, dtype);
+            free(dtype);
+            have_dtype = 1;
+        } else if (strcmp(key, "shape") == 0 || strcmp(key, "data_offsets") == 0) {
+            int is_shape = key[0] == 's';
+            free(key);
+            if (is_shape ? have_shape : have_offsets)
+                return st_fail(j->err, j->errlen, "tensor %s: %s given twice", t->name, is_shape ? "shape" : "data_offsets");
+            uint64_t v[EXACTC_ST_MAX_DIMS];
+            int n = 0;
+            if (expect(j, '[', "an array") != 0) return -1;
+            if (peek(j, &c) != 0) return -1;
+            if (c == ']') j->pos++;
+            else for (;;) {
+                if (n == (is_shape ? EXACTC_ST_MAX_DIMS : 2))
+                    return st_fail(j->err, j->errlen, "tensor %s: %s has more than %d entries", t->name,
+                                   is_shape ? "shape" : "data_offsets", is_shape ? EXACTC_ST_MAX_DIMS : 2);
+                if (read_uint(j, is_shape ? "a dimension" : "an offset", &v[n]) != 0) return -1;
+                n++;
+                if (peek(j, &c) != 0) return -1;
+                j->pos++;
+                if (c == ']') break;
+                if (c != ',') return st_fail(j->err, j->errlen, "header byte %zu: expected ',' or ']'", j->pos - 1);
+            }
+            if (is_shape) {
+                t->ndim = n;
+                for (int k = 0; k < n; k++) t->shape[k] = (int64_t)v[k];
+                have_shape = 1;
+            } else {
+                if (n != 2) return st_fail(j->err, j->errlen, "tensor %s: data_offsets must be [begin, end]", t->name);
+                t->begin = v[0];
+                t->end = v[1];
+                have_offsets = 1;
+            }
+        } else {
+            free(key);
+            if (skip_value(j) != 0) return -1;
+        }
+        if (peek(j, &c) != 0) return -1;
+        j->pos++;
+        if (c == '}') break;
+        if (c != ',') return st_fail(j->err, j->errlen, "header byte %zu: expected ',' or '}'", j->pos - 1);
+    }
+check:
+    if (!have_dtype || !have_shape || !have_offsets)
+        return st_fail(j->err, j->errlen, "tensor %s: missing %s", t->name,
+                       !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
+    if (t->begin > t->end || t->end > data_len)
+        return st_fail(j->err, j->errlen, "tensor %s: data_offsets [%llu, %llu] outside the %zu data bytes", t->name,
+                       (unsigned long long)t->begin, (unsigned long long)t->end, data_len);
+    uint64_t bytes = dtype_bytes(t->dtype);
+    for (int k = 0; k < t->ndim; k++) {
+        uint64_t d = (uint64_t)t->shape[k];
+        if (d != 0 && bytes > UINT64_MAX / d)
+            return st_fail(j->err, j->errlen, "tensor %s: its shape overflows", t->name);
+        bytes *= d;
+    }
+    if (bytes != t->end - t->begin)
+        return st_fail(j->err, j->errlen, "tensor %s: %llu data bytes for a %s tensor needing %llu", t->name,
+                       (unsigned long long)(t->end - t->begin), t->dtype, (unsigned long long)bytes);
+    return 0;
+}
+
+void exactc_st_close(exactc_safetensors *st) {
+    if (st == NULL) return;
+    for (size_t k = 0; k < st->count; k++) free(st->tensors[k].name);
+    free(st->tensors);
+    if (st->owned) free((void *)st->bytes);
+    memset(st, 0, sizeof *st);
+}
+
+int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    if (buf == NULL || len < 8) return st_fail(err, errlen, "file of %zu bytes: shorter than the 8-byte header length", len);
+    uint64_t n = 0;
+    for (int k = 7; k >= 0; k--) n = (n << 8) | buf[k];
+    if (n > len - 8) return st_fail(err, errlen, "header length %llu runs past the file's %zu bytes",
+                                    (unsigned long long)n, len);
+    st->bytes = buf;
+    st->len = len;
+    st->data_start = 8 + (size_t)n;
+    size_t data_len = len - st->data_start;
+    st_json j = {buf + 8, (size_t)n, 0, 0, err, errlen};
+    unsigned char c = 0;
+    size_t cap = 0;
+    if (expect(&j, '{', "the header's object") != 0) goto fail;
+    if (peek(&j, &c) != 0) goto fail;
+    if (c == '}') j.pos++;
+    else for (;;) {
+        char *name;
+        if (read_string(&j, &name) != 0) goto fail;
+        if (expect(&j, ':', "a colon") != 0) { free(name); goto fail; }
+        if (strcmp(name, "__metadata__") == 0) {
+            free(name);
+            if (peek(&j, &c) != 0) goto fail;
+            if (c != '{') { st_fail(err, errlen, "__metadata__ must be an object"); goto fail; }
+            if (skip_value(&j) != 0) goto fail;
+        } else {
+            for (size_t k = 0; k < st->count; k++) {
+                if (strcmp(st->tensors[k].name, name) == 0) {
+                    st_fail(err, errlen, "tensor %s appears twice in the header", name);
+                    free(name);
+                    goto fail;
+                }
+            }
+            if (st->count == cap) {
+                size_t grown_cap = cap ? cap * 2 : 16;
+                exactc_st_tensor *grown = realloc(st->tensors, grown_cap * sizeof *grown);
+                if (grown == NULL) { free(name); st_fail(err, errlen, "out of memory"); goto fail; }
+                st->tensors = grown;
+                cap = grown_cap;
+            }
+            exactc_st_tensor *t = &st->tensors[st->count];
+            memset(t, 0, sizeof *t);
+            t->name = name;
+            st->count++;
+            if (read_tensor(&j, t, data_len) != 0) goto fail;
+        }
+        if (peek(&j, &c) != 0) goto fail;
+        j.pos++;
+        if (c == '}') break;
+        if (c != ',') { st_fail(err, errlen, "header byte %zu: expected ',' or '}'", j.pos - 1); goto fail; }
+    }
+    skip_space(&j);
+    if (j.pos != j.len) {
+        st_fail(err, errlen, "header byte %zu: bytes after the header's object", j.pos);
+        goto fail;
+    }
+    return 0;
+fail:
+    st->owned = 0; /* the caller's buffer stays the caller's */
+    exactc_st_close(st);
+    return -1;
+}
+
+int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return st_fail(err, errlen, "cannot open the file");
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *buf = malloc(cap);
+    if (buf == NULL) { fclose(f); return st_fail(err, errlen, "out of memory"); }
+    for (;;) {
+        if (len == cap) {
+            unsigned char *grown = realloc(buf, cap * 2);
+            if (grown == NULL) { free(buf); fclose(f); return st_fail(err, errlen, "out of memory"); }
+            buf = grown;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { free(buf); return st_fail(err, errlen, "read error"); }
+    if (exactc_st_parse(buf, len, st, err, errlen) != 0) { free(buf); return -1; }
+    st->owned = 1;
+    return 0;
+}
+
+const exactc_st_tensor *exactc_st_find(const exactc_safetensors *st, const char *name) {
+    for (size_t k = 0; k < st->count; k++)
+        if (strcmp(st->tensors[k].name, name) == 0) return &st->tensors[k];
+    return NULL;
+}
+
+int exactc_st_read(const exactc_safetensors *st, const char *name, const char *dtype, int ndim,
+                   const int64_t *shape, void *dst, char *err, size_t errlen) {
+    const exactc_st_tensor *t = exactc_st_find(st, name);
+    if (t == NULL) return st_fail(err, errlen, "tensor %s is missing", name);
+    int ok = strcmp(t->dtype, dtype) == 0 && t->ndim == ndim;
+    for (int k = 0; ok && k < ndim; k++) ok = t->shape[k] == shape[k];
+    if (!ok) {
+        char got[200] = "", need[200] = "";
+        for (int k = 0; k < t->ndim; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", k ? ", " : "", (long long)t->shape[k]);
+        for (int k = 0; k < ndim; k++)
+            snprintf(need + strlen(need), sizeof need - strlen(need), "%s%lld", k ? ", " : "", (long long)shape[k]);
+        return st_fail(err, errlen, "tensor %s is %s (%s); it must be %s (%s)", name, t->dtype, got, dtype, need);
+    }
+    memcpy(dst, st->bytes + st->data_start + t->begin, (size_t)(t->end - t->begin));
+    return 0;
+}

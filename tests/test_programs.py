@@ -1,0 +1,508 @@
+"""Whole programs: every entry of the three architectures, exported at small dimensions in
+f64, f32 and bf16, built by its own Makefile without a warning (gcc and clang, with and
+without OpenMP, the checking build), gives the numpy reference's bytes on 1 and 2
+threads; the straight-line host writes the same file; the arena peak the checking build
+reaches is the computed one. And the checks can fail: a fold that skips a layer, a
+buffer released one launch too early, a missing or mis-shaped tensor.
+
+Builds are cached by the content of the exported directory and the make arguments, so
+a second run compiles nothing it has compiled before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exactc.exporter import export, graph, models
+from exactc.exporter.printer import host
+from exactc.verify.build import cache_dir, compiler_version, have_compiler
+
+# Small dimensions: every code path (stacked layers, GQA, padding, rope) at a size a
+# compiler and the numpy reference get through in seconds.
+SMALL = {
+    "gpt": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "bert": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "llama": {"vocab": 48, "dim": 16, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
+}
+ENTRIES = [(m, e) for m in ("gpt", "bert", "llama") for e in models.entries(m)]
+SITES = ("f64", "f32", "bf16")
+CASES = [(m, e, s) for m, e in ENTRIES for s in SITES]
+
+
+def _export(tmp: Path, model: str, entry: str, site: str, straight: bool = False, name: str | None = None) -> Path:
+    prepared = export.prepare(model, entry, site, seed=3, overrides=SMALL[model], straight=straight)
+    return export.write(prepared, tmp / (name or f"{model}-{entry}-{site}{'-straight' if straight else ''}"))
+
+
+def _digest(root: Path, args: list[str], cc: str) -> str:
+    h = hashlib.sha256()
+    h.update(compiler_version(cc).encode())
+    h.update("\0".join(args).encode())
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".c", ".h") or path.name == "Makefile":
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def build(root: Path, cc: str = "gcc", openmp: bool = True, checking: bool = False, quiet: bool = True) -> Path:
+    """make in `root` (cached): the program's path; fails on any warning when `quiet`."""
+    args = [f"CC={cc}", f"OPENMP={int(openmp)}", f"CHECKING={int(checking)}"]
+    program = root / ("model-checking" if checking else "model")
+    cached = cache_dir() / "programs" / _digest(root, args, cc)
+    if cached.is_file():
+        shutil.copy2(cached, program)
+        return program
+    proc = subprocess.run(["make", "-s", "-C", str(root), *args], capture_output=True, text=True)
+    assert proc.returncode == 0, f"make {' '.join(args)} failed in {root}:\n{proc.stderr}"
+    assert not quiet or "warning" not in proc.stderr, f"make {' '.join(args)} in {root} warned:\n{proc.stderr}"
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}")
+    shutil.copy2(program, tmp)
+    os.replace(tmp, cached)
+    return program
+
+
+def run(root: Path, program: Path, out: Path, threads: int = 1) -> subprocess.CompletedProcess:
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    return subprocess.run([str(program), str(root / "weights.safetensors"), str(root / "conformance" / "inputs"),
+                           str(out)], capture_output=True, text=True, env=env)
+
+
+def check(root: Path, program: Path, threads: int = 1) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    return subprocess.run([str(root / "conformance" / "check.sh"), str(program)], capture_output=True, text=True, env=env)
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.glob("*.npy"))}
+
+
+needs_clang = pytest.mark.skipif(not have_compiler("clang"), reason="clang not installed (make install)")
+
+
+# ---- correctness: the reference's bytes ------------------------------------------------------
+
+
+@needs_clang
+@pytest.mark.parametrize("model,entry,site", CASES, ids=[f"{m}-{e}-{s}" for m, e, s in CASES])
+def test_program_matches_reference(tmp_path, model, entry, site):
+    root = _export(tmp_path, model, entry, site)
+    expected = outputs(root / "conformance" / "expected")
+    assert expected
+
+    # gcc with OpenMP, on 1 and 2 threads; clang; gcc without OpenMP on 1 and 2 threads.
+    seen = []
+    for cc, openmp in (("gcc", True), ("clang", True), ("gcc", False)):
+        program = build(root, cc=cc, openmp=openmp)
+        for threads in (1, 2):
+            done = check(root, program, threads)
+            assert done.returncode == 0, f"{cc} openmp={openmp} threads={threads}:\n{done.stdout}{done.stderr}"
+            out = tmp_path / f"out-{cc}-{openmp}-{threads}"
+            assert run(root, program, out, threads).returncode == 0
+            seen.append(outputs(out))
+    assert all(s == expected for s in seen)
+
+    # The checking build: NaN-filled arena, the same bytes, the computed peak reached.
+    manifest = json.loads((root / "exactc.json").read_text())
+    program = build(root, checking=True)
+    done = check(root, program)
+    assert done.returncode == 0, done.stdout + done.stderr
+    reached = re.search(r"arena peak reached (\d+) bytes of (\d+) computed", done.stderr)
+    assert reached, done.stderr
+    assert int(reached.group(1)) == int(reached.group(2)) == manifest["arena_peak"]
+
+    # The straight-line host: the oracle writes the same output file.
+    straight = _export(tmp_path, model, entry, site, straight=True)
+    assert json.loads((straight / "exactc.json").read_text())["host"] == "straight-line"
+    program = build(straight, checking=True)
+    out = tmp_path / "out-straight"
+    done = run(straight, program, out)
+    assert done.returncode == 0, done.stderr
+    assert outputs(out) == expected
+    reached = re.search(r"arena peak reached (\d+) bytes of (\d+) computed", done.stderr)
+    assert int(reached.group(1)) == int(reached.group(2)) == manifest["straight_line_arena_peak"]
+    assert manifest["straight_line_arena_peak"] > manifest["arena_peak"]
+
+
+def test_export_is_deterministic(tmp_path):
+    a = _export(tmp_path, "llama", "forward", "bf16", name="a")
+    b = _export(tmp_path, "llama", "forward", "bf16", name="b")
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for rel in files:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+# ---- structure: the host mirrors the model -----------------------------------------------------
+
+
+def test_structured_host_prints_each_form_once_and_loops_over_layers(tmp_path):
+    overrides = dict(SMALL["gpt"], layers=3)
+    program = models.build("gpt", "forward", overrides)
+    printed = host.print_program(program, "f32")
+    text = printed.files["model.c"]
+    assert text.count("static void attention(") == 1
+    assert text.count("static void block(") == 1
+    assert "for (int l = 0; l < 3; l++)" in text
+    assert "w->transformer_h_attn_c_attn_weight + l * 768" in text  # (3D, D) = (48, 16) per layer
+    # the body was traced once: one Function for three layers
+    folds = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
+    assert len(folds) == 1 and folds[0].count == 3
+    straight = host.print_program(program, "f32", straight=True).files["model.c"]
+    assert "for (int l = 0; l < 3" not in straight and "static void block(" not in straight
+    assert "w->transformer_h_attn_c_attn_weight + 1536" in straight  # layer 2, unrolled
+
+
+def test_fold_iteration_apart_runs_outside_the_loop(tmp_path):
+    """An iteration that differs runs apart: same bits as the reference."""
+    from exactc.exporter.models import gpt
+
+    cfg = models.config("gpt", dict(SMALL["gpt"], layers=3))
+
+    def last_block(x, p, cfg):  # the last layer skips its MLP
+        h = graph.layernorm(x, p["ln_1.weight"], p["ln_1.bias"], eps=cfg.eps)
+        return graph.add(x, graph.call(gpt.attention, cfg, h, p))
+
+    def entry(cfg, params, input_ids):
+        tok = graph.embedding(params["transformer.wte.weight"], input_ids)
+        pos = graph.slice(params["transformer.wpe.weight"], 0, 0, cfg.tokens)
+        x = graph.fold(gpt.block, cfg.layers, graph.add(tok, pos), graph.group_layers(params, "transformer.h."), cfg,
+                       apart={2: last_block})
+        return {"logits": gpt.head(cfg, params, x)}
+
+    program = graph.trace("gpt", "apart", entry, gpt.parameters(cfg), gpt.inputs(cfg), cfg)
+    program.config = cfg
+    params = models.draw_parameters(program, 0, "f32")
+    inputs = models.draw_inputs(program, 0)
+    prepared = export.Export(program, "f32", 0, host.print_program(program, "f32"), params, inputs,
+                             graph.evaluate(program, "f32", params, inputs), False)
+    root = export.write(prepared, tmp_path / "apart")
+    text = (root / "model.c").read_text()
+    assert "for (int l = 0; l < 2; l++)" in text and "layer 2 runs apart: last_block" in text
+    program_path = build(root, checking=True)
+    done = check(root, program_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# ---- every check can fail --------------------------------------------------------------------
+
+
+def test_a_fold_that_skips_a_layer_fails_conformance(tmp_path, monkeypatch):
+    # Layer 1 reads layer 0's parameters: layer 1 is skipped, layer 0 runs twice.
+    monkeypatch.setattr(host, "fold_slice", lambda base, index, chunk: f"{base} + ({index} == 1 ? 0 : {index}) * {chunk}")
+    root = _export(tmp_path, "gpt", "forward", "f32")
+    assert "(l == 1 ? 0 : l)" in (root / "model.c").read_text()
+    done = check(root, build(root))
+    assert done.returncode != 0 and "DIFFERS" in done.stdout
+
+
+def test_a_buffer_released_one_launch_early_fails_the_checking_build(tmp_path, monkeypatch):
+    monkeypatch.setattr(host, "release_point", lambda last_use: last_use - 1)
+    root = _export(tmp_path, "llama", "forward", "f32")
+    done = check(root, build(root, checking=True))
+    assert done.returncode != 0 and "DIFFERS" in done.stdout
+
+
+def test_missing_and_misshaped_tensors_are_named(tmp_path):
+    root = _export(tmp_path, "gpt", "forward", "f32")
+    program = build(root)
+    prepared = export.prepare("gpt", "forward", "f32", seed=3, overrides=SMALL["gpt"])
+    tensors = export.weight_tensors(prepared.program, prepared.params, "f32")
+    del tensors["transformer.h.1.ln_2.bias"]
+    tag, array = tensors["transformer.wpe.weight"]
+    tensors["transformer.wpe.weight"] = (tag, array[:4])
+    (root / "weights.safetensors").write_bytes(export.safetensors_bytes(tensors))
+    done = run(root, program, tmp_path / "out")
+    assert done.returncode != 0
+    assert "tensor transformer.h.1.ln_2.bias is missing" in done.stderr
+    assert "tensor transformer.wpe.weight is F32 (4, 16); it must be F32 (8, 16)" in done.stderr
+    assert "2 tensor(s) missing or wrong" in done.stderr
+
+
+def test_a_wrong_input_is_refused_by_name(tmp_path):
+    root = _export(tmp_path, "bert", "embed", "f32")
+    program = build(root)
+    inputs = tmp_path / "inputs"
+    shutil.copytree(root / "conformance" / "inputs", inputs)
+    np.save(inputs / "attention_mask.npy", np.ones(5, dtype=np.int64))
+    done = subprocess.run([str(program), str(root / "weights.safetensors"), str(inputs), str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "input attention_mask must be int32" in done.stderr
+
+
+def test_safetensors_parser_survives_mutated_headers(tmp_path):
+    """Fuzz: mutated and truncated files are refused or read, never read out of bounds
+    (built with AddressSanitizer and UBSan)."""
+    prepared = export.prepare("gpt", "forward", "f32", seed=3, overrides=SMALL["gpt"])
+    good = export.safetensors_bytes(export.weight_tensors(prepared.program, prepared.params, "f32"))
+    n = int.from_bytes(good[:8], "little")
+    rng = np.random.default_rng(0)
+    cases = [good, good[:5], good[: 8 + n // 2], good[:8] + b"{" + good[9:], b"\xff" * 8 + good[8:]]
+    for _ in range(400):
+        data = bytearray(good[: 8 + n + 64])
+        for _ in range(int(rng.integers(1, 4))):
+            k = int(rng.integers(0, 8 + n))
+            data[k] = int(rng.integers(0, 256)) if rng.random() < 0.5 else ord(rng.choice(list('{}[]",:\\u0 9')))
+        cases.append(bytes(data[: int(rng.integers(8, len(data) + 1))]))
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    for k, data in enumerate(cases):
+        (folder / f"{k:04d}.safetensors").write_bytes(data)
+    driver = tmp_path / "driver.c"
+    driver.write_text(
+        '#include "exactc_rt.h"\n#include <stdio.h>\n'
+        "int main(int argc, char **argv) {\n"
+        "    int ok = 0;\n"
+        "    for (int i = 1; i < argc; i++) {\n"
+        "        exactc_safetensors st; char err[256];\n"
+        "        if (exactc_st_open(argv[i], &st, err, sizeof err) == 0) { ok++; exactc_st_close(&st); }\n"
+        "    }\n"
+        '    printf("%d\\n", ok);\n'
+        "    return 0;\n}\n")
+    runtime = Path(export.RUNTIME_DIR)
+    exe = tmp_path / "driver"
+    cmd = ["gcc", "-std=c11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+           f"-I{runtime}", "-o", str(exe), str(driver), str(runtime / "exactc_safetensors.c")]
+    subprocess.run(cmd, check=True)
+    files = sorted(str(p) for p in folder.iterdir())
+    done = subprocess.run([str(exe), *files], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 1 <= int(done.stdout) < len(files)  # the good file reads; most mutants do not
+
+
+# ---- the command line ------------------------------------------------------------------------
+
+
+def exactc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "exactc.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["export", "gptx", "--entry", "forward", "--dtype", "f32"], "unknown model 'gptx'"),
+    (["export", "gpt", "--entry", "embed", "--dtype", "f32"], "gpt has no entry 'embed'"),
+    (["export", "gpt", "--entry", "forward", "--dtype", "f16"], "unknown site type 'f16'"),
+    (["export", "gpt", "--entry", "forward", "--dtype", "f32", "--set", "layer=2"], "gpt config has no field 'layer'"),
+    (["info", "llama", "--entry", "forward", "--dtype", "f32", "--set", "kv_heads=3"], "not a multiple of kv_heads"),
+])
+def test_cli_refusals_are_one_line_and_exit_2(tmp_path, args, message):
+    done = exactc(*args, *(["-o", str(tmp_path / "out")] if args[0] == "export" else []))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if "partial" in p.name]
+
+
+def test_cli_export_check_info_and_run(tmp_path):
+    small = [f"--set={k}={v}" for k, v in SMALL["bert"].items()]
+    target = tmp_path / "b"
+    done = exactc("export", "bert", "--entry", "embed", "--dtype", "bf16", "--seed", "3", *small, "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert exactc("export", "bert", "--entry", "embed", "--dtype", "bf16", *small, "-o", str(target)).returncode == 2
+    done = exactc("check", str(target))
+    assert done.returncode == 0 and "bit-identical" in done.stdout, done.stdout + done.stderr
+    info = exactc("info", "bert", "--entry", "embed", "--dtype", "bf16", *small)
+    manifest = json.loads((target / "exactc.json").read_text())
+    assert f"arena peak     {manifest['arena_peak']} bytes" in info.stdout
+    assert f"parameters     {manifest['parameters']}" in info.stdout
+    for backend in ("reference", "c"):
+        done = exactc("run", "bert", "--entry", "embed", "--dtype", "bf16", "--seed", "3", *small,
+                      "--backend", backend, "-o", str(tmp_path / backend))
+        assert done.returncode == 0, done.stderr
+    ref, c = outputs(tmp_path / "reference"), outputs(tmp_path / "c")
+    assert ref == c == outputs(target / "conformance" / "expected")
+
+
+# ---- the builder -----------------------------------------------------------------------------
+
+
+def _params(*specs):
+    return [graph.ParamSpec(name, shape, layers) for name, shape, layers in specs]
+
+
+def test_builder_refuses_bad_shapes_by_name():
+    def entry(params, x):
+        return {"y": graph.linear(x, params["w"])}
+
+    with pytest.raises(graph.GraphError, match=r"in bad: linear: x \(3, 4\) and w \(5, 6\).*operands x=x\[3, 4\], w=w_\[5, 6\]"):
+        graph.trace("m", "bad", entry, _params(("w", (5, 6), 0)), [graph.InputSpec("x", (3, 4), "x")])
+
+
+def test_builder_refuses_a_fold_over_the_wrong_layer_count():
+    def body(x, p):
+        return graph.linear(x, p["w"])
+
+    def entry(params, x):
+        return {"y": graph.fold(body, 3, x, graph.group_layers(params, "h."))}
+
+    with pytest.raises(graph.GraphError, match=r"stacked value w .* must have 3 \(the layer count\)"):
+        graph.trace("m", "fold", entry, _params(("h.{l}.w", (4, 4), 2)), [graph.InputSpec("x", (2, 4), "x")])
+
+
+def test_builder_refuses_unused_parameters():
+    def entry(params, x):
+        return {"y": graph.silu(x)}
+
+    with pytest.raises(graph.GraphError, match="parameter\\(s\\) w are never used"):
+        graph.trace("m", "e", entry, _params(("w", (4, 4), 0)), [graph.InputSpec("x", (2, 4), "x")])
+
+
+def test_a_call_is_traced_once_per_form():
+    calls = []
+
+    def module(x, w):
+        calls.append(x.shape)
+        return graph.linear(x, w)
+
+    def entry(params, x, z):
+        a = graph.call(module, x, params["w"])
+        b = graph.call(module, a, params["w"])  # same form: not traced again
+        c = graph.call(module, z, params["w"])  # another row count: a second form
+        return {"a": b, "c": c}
+
+    program = graph.trace("m", "e", entry, _params(("w", (4, 4), 0)),
+                          [graph.InputSpec("x", (2, 4), "x"), graph.InputSpec("z", (3, 4), "x")])
+    assert calls == [(2, 4), (3, 4)]
+    assert [f.name for f in program.function.walk()] == ["module", "module_2", "e"]
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_float_inputs_are_read_at_their_type(tmp_path, site):
+    """A program with a float input: f64 and f32 read as given; bf16 read from f32 and
+    rounded to nearest even, as the reference rounds it."""
+
+    def entry(params, x):
+        y = graph.linear(x, params["w"])
+        return {"y": y, "x_back": x}  # an input returned: the host copies it
+
+    program = graph.trace("m", "floats", entry, _params(("w", (5, 7), 0)), [graph.InputSpec("x", (3, 7), "x")])
+    rng = np.random.default_rng(1)
+    raw = rng.standard_normal((3, 7)).astype(np.float64 if site == "f64" else np.float32)
+    params = models.draw_parameters(program, 0, site)
+    inputs = export.check_inputs(program, site, {"x": raw})
+    expected = graph.evaluate(program, site, params, inputs)
+    prepared = export.Export(program, site, 0, host.print_program(program, site), params, inputs, expected, False)
+    root = export.write(prepared, tmp_path / "floats")
+    np.save(root / "conformance" / "inputs" / "x.npy", raw)  # not pre-rounded: the program rounds
+    done = check(root, build(root, checking=True))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_weights_file_reads_with_the_safetensors_package(tmp_path):
+    """An independent reader agrees on every tensor of the file the program reads."""
+    from safetensors.numpy import load_file
+
+    root = _export(tmp_path, "llama", "forward", "f32")
+    prepared = export.prepare("llama", "forward", "f32", seed=3, overrides=SMALL["llama"])
+    loaded = load_file(str(root / "weights.safetensors"))
+    tensors = export.weight_tensors(prepared.program, prepared.params, "f32")
+    assert sorted(loaded) == sorted(tensors)
+    assert "model.layers.1.self_attn.k_proj.weight" in loaded
+    for name, (_, array) in tensors.items():
+        assert loaded[name].dtype == np.float32 and np.array_equal(loaded[name].view(np.uint32), array.view(np.uint32))
+
+
+def test_untied_head_and_given_inputs(tmp_path):
+    """GPT with its own lm_head.weight; `exactc run --input` takes the inputs given."""
+    small = [f"--set={k}={v}" for k, v in SMALL["gpt"].items()] + ["--set=tied=false"]
+    ids = np.array([5, 0, 47, 3, 3, 1], dtype=np.int32)
+    np.save(tmp_path / "ids.npy", ids)
+    for backend in ("reference", "c"):
+        done = exactc("run", "gpt", "--entry", "forward", "--dtype", "f32", *small, "--backend", backend,
+                      "--input", f"input_ids={tmp_path / 'ids.npy'}", "-o", str(tmp_path / backend))
+        assert done.returncode == 0, done.stderr
+    assert outputs(tmp_path / "reference") == outputs(tmp_path / "c")
+    program = models.build("gpt", "forward", dict(SMALL["gpt"], tied=False))
+    assert "lm_head.weight" in [p.name for p in program.params]
+    prepared = export.prepare("gpt", "forward", "f32", overrides=dict(SMALL["gpt"], tied=False), inputs={"input_ids": ids})
+    assert np.array_equal(np.load(tmp_path / "c" / "logits.npy"), prepared.expected["logits"])
+    done = exactc("run", "gpt", "--entry", "forward", "--dtype", "f32", *small, "--input", "input_ids=/nonexistent.npy",
+                  "-o", str(tmp_path / "x"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_arena_computed_too_small_is_caught_by_the_checking_build(tmp_path, monkeypatch):
+    """If the structure's peak forgot the callees' frames, the checking build stops at
+    the first allocation past the arena's end."""
+    monkeypatch.setattr(host.StructuredHost, "_callee_peak", lambda self, node: 0)
+    root = _export(tmp_path, "bert", "forward", "f32")
+    # (gcc may see the overflow too and warn: that is the same mistake caught earlier)
+    done = run(root, build(root, checking=True, quiet=False), tmp_path / "out")
+    assert done.returncode != 0 and "arena overflow" in done.stderr
+
+
+SAFETENSORS_ERRORS = [
+    (b"\x10\x00\x00\x00\x00\x00\x00\x00{}", "runs past the file"),
+    (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+     "tensor a appears twice"),
+    (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,80]}}', "outside the 8 data bytes"),
+    (b'{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', "8 data bytes for a F32 tensor needing 12"),
+    (b'{"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}}', 'unknown dtype "Q4"'),
+    (b'{"a":{"dtype":"F32","shape":[2]}}', "tensor a: missing data_offsets"),
+    (b'{"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}}', "must be a non-negative integer"),
+    (b'{"a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}}', "its shape overflows"),
+    (b'{"a\\ud800":{}}', "high surrogate"),
+    (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} x', "bytes after the header"),
+    (b"[" * 40, "expected the header's object"),
+    (b'{"__metadata__":' + b'{"k":' * 20 + b'"v"' + b"}" * 20 + b"}", "nested deeper than 16"),
+]
+
+
+def test_safetensors_errors_name_the_field(tmp_path):
+    cases = []
+    for k, (header, _) in enumerate(SAFETENSORS_ERRORS):
+        data = header if header.startswith(b"\x10") else len(header).to_bytes(8, "little") + header + bytes(8)
+        path = tmp_path / f"{k}.safetensors"
+        path.write_bytes(data)
+        cases.append(str(path))
+    driver = tmp_path / "errors.c"
+    driver.write_text(
+        '#include "exactc_rt.h"\n#include <stdio.h>\n'
+        "int main(int argc, char **argv) {\n"
+        "    for (int i = 1; i < argc; i++) {\n"
+        "        exactc_safetensors st; char err[256];\n"
+        '        if (exactc_st_open(argv[i], &st, err, sizeof err) == 0) { puts("ok"); exactc_st_close(&st); }\n'
+        "        else puts(err);\n"
+        "    }\n    return 0;\n}\n")
+    exe = tmp_path / "errors"
+    runtime = Path(export.RUNTIME_DIR)
+    subprocess.run(["gcc", "-std=c11", "-fsanitize=address,undefined", f"-I{runtime}", "-o", str(exe), str(driver),
+                    str(runtime / "exactc_safetensors.c")], check=True)
+    lines = subprocess.run([str(exe), *cases], capture_output=True, text=True, check=True).stdout.splitlines()
+    for line, (_, message) in zip(lines, SAFETENSORS_ERRORS):
+        assert message in line, (line, message)
+
+
+def test_a_plan_is_passed_through_to_the_kernels(tmp_path):
+    """--plan: the split nest runs through its driver on 2 threads, same bytes; a plan
+    that does not fit is refused on one line, nothing written."""
+    pytest.importorskip("exactc.exporter.kernels.plans")
+    small = [f"--set={k}={v}" for k, v in SMALL["gpt"].items()]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
+    target = tmp_path / "planned"
+    done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", "--seed", "3", *small,
+                  "--plan", str(plan), "-o", str(target))
+    assert done.returncode == 0, done.stderr
+    assert "k04_linear_split(" in (target / "model.c").read_text()
+    program = build(target)
+    for threads in (1, 2):
+        done = check(target, program, threads)
+        assert done.returncode == 0, done.stdout + done.stderr
+    plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 7]]}}}}))
+    done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", *small, "--plan", str(plan),
+                  "-o", str(tmp_path / "bad"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "split.pieces" in done.stderr
+    assert not (tmp_path / "bad").exists()
