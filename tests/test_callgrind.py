@@ -3,6 +3,7 @@ grows linearly, inclusive = self + callees, and collection is limited to the reg
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,37 @@ def test_name_compression_and_calls_are_parsed():
 def test_a_total_that_disagrees_with_the_lines_is_refused():
     with pytest.raises(CallgrindError, match="sum to"):
         parse_callgrind("events: Ir\nfn=(1) f\n1 5\ntotals: 6\n")
+
+
+REGIONS = r"""
+#include <stdlib.h>
+#include <valgrind/callgrind.h>
+__attribute__((noinline)) double spin(long n) {
+    double acc = 0.0;
+    for (long i = 0; i < n; i++) acc = acc * 0.5 + 1.0;
+    return acc;
+}
+int main(void) {
+    double sink = spin(100000);  /* before any region: not instrumented */
+    for (long n = 1000; n <= 2000; n += 1000) {
+        CALLGRIND_ZERO_STATS;
+        CALLGRIND_START_INSTRUMENTATION;
+        sink += spin(n);
+        CALLGRIND_STOP_INSTRUMENTATION;
+        CALLGRIND_DUMP_STATS_AT(n == 1000 ? "n=1000" : "n=2000");
+    }
+    return sink < 0.0;
+}
+"""
+
+
+@pytest.mark.skipif(not Path("/usr/include/valgrind/callgrind.h").exists(), reason="valgrind/callgrind.h is not installed")
+def test_regions_marked_by_client_requests_are_dumped_apart(tmp_path):
+    from exactc.verify.callgrind import run_callgrind_parts
+
+    (tmp_path / "r.c").write_text(REGIONS)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "r"), str(tmp_path / "r.c")], check=True)
+    parts = run_callgrind_parts([str(tmp_path / "r")])
+    assert [label for label, _ in parts] == ["n=1000", "n=2000"]
+    small, large = (p.functions["spin"].self_ir for _, p in parts)
+    assert small < 20000 and 1.9 < large / small < 2.1, (small, large)

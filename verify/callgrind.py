@@ -87,27 +87,56 @@ def run_callgrind(
     (CALLGRIND_START_INSTRUMENTATION / CALLGRIND_TOGGLE_COLLECT), pass
     collect_at_start=False so only the region between the requests counts.
     """
+    args = []
+    if toggle_collect:
+        args += [f"--toggle-collect={toggle_collect}"]
+        if collect_at_start is None:
+            collect_at_start = False
+    if collect_at_start is False:
+        args.append("--collect-atstart=no")
+    with tempfile.TemporaryDirectory(prefix="exactc-callgrind-") as tmp:
+        out = _run(command, args, Path(tmp), env, cwd, timeout)
+        return parse_callgrind(out.read_text())
+
+
+def run_callgrind_parts(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+    timeout: float = 600.0,
+) -> list[tuple[str, Profile]]:
+    """Run a program that marks its own regions under callgrind, instrumentation off at
+    the start: each region is CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION ...
+    CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS_AT(label). Returns (label,
+    profile) per dump, in order. Code outside the regions runs uninstrumented (fast)."""
+    with tempfile.TemporaryDirectory(prefix="exactc-callgrind-") as tmp:
+        out = _run(command, ["--instr-atstart=no"], Path(tmp), env, cwd, timeout)
+        parts = sorted(out.parent.glob(out.name + ".*"), key=lambda p: int(p.suffix[1:]))
+        result = []
+        for part in parts:
+            text = part.read_text()
+            label = re.search(r"^desc: Trigger: Client Request: ?(.*)$", text, re.M)
+            result.append((label.group(1).strip() if label else part.suffix[1:], parse_callgrind(text)))
+        return result
+
+
+def _run(command: Sequence[str], args: list[str], tmp: Path, env, cwd, timeout: float) -> Path:
+    """valgrind --tool=callgrind with `args`; the path of the (first) output file."""
     if shutil.which("valgrind") is None:
         raise CallgrindError("valgrind is not installed (make install installs it)")
-    with tempfile.TemporaryDirectory(prefix="exactc-callgrind-") as tmp:
-        out = Path(tmp) / "callgrind.out"
-        args = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-        if toggle_collect:
-            args += [f"--toggle-collect={toggle_collect}"]
-            if collect_at_start is None:
-                collect_at_start = False
-        if collect_at_start is False:
-            args.append("--collect-atstart=no")
-        proc = subprocess.run(
-            [*args, *command], capture_output=True, text=True, timeout=timeout,
-            env=dict(env) if env is not None else None, cwd=cwd,
+    out = tmp / "callgrind.out"
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *args, *command],
+        capture_output=True, text=True, timeout=timeout,
+        env=dict(env) if env is not None else None, cwd=cwd,
+    )
+    if proc.returncode != 0:
+        raise CallgrindError(
+            f"command failed under callgrind (exit {proc.returncode}): "
+            f"{' '.join(command)}\n{proc.stderr[-2000:]}"
         )
-        if proc.returncode != 0:
-            raise CallgrindError(
-                f"command failed under callgrind (exit {proc.returncode}): "
-                f"{' '.join(command)}\n{proc.stderr[-2000:]}"
-            )
-        return parse_callgrind(out.read_text())
+    return out
 
 
 _NAME = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")

@@ -7,7 +7,7 @@ one primitive with a -k expression, so a mutant of layernorm runs layernorm's ca
 from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
-from exactc.mutants.catalog import host, loop_bounds, rounding, semantics, slicing
+from exactc.mutants.catalog import checkpoints, host, layouts, loop_bounds, probes, rounding, semantics, slicing
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
 
@@ -26,10 +26,22 @@ _FIXED_CHECKS = [
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Every architecture's entries exported in f32: built by gcc, clang and without
     # OpenMP, the checking build (NaN arena, reached peak), the straight-line oracle.
+    # Every layout and split of the reductions-heavy primitives, C against the reference,
+    # red zones and the coverage check of the pieces on.
+    Check("layouts:property", ("tests/test_layouts.py",),
+          "test_every_layout_and_split_gives_the_reference_bits and (linear or layernorm or softmax or add or matmul)"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
+    # Instruction counts (verify/probes.py): linear growth where cost must be linear, and
+    # no count risen against this toolchain's baseline.
+    Check("probes:growth", ("tests/test_probes.py",), "growth"),
+    Check("probes:baseline", ("tests/test_probes.py",), "regression_against_the_baseline"),
+    # Checkpoint loaders: read-back bits, llama2.c against the Hugging Face route, refusals
+    # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
+    Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
+    Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
 ]
 
-FAMILIES = [slicing, loop_bounds, host, rounding, semantics]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

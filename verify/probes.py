@@ -1,0 +1,569 @@
+"""Instruction-count probes: costs that must grow linearly do, and no count moved.
+
+    python -m exactc.verify.probes [--update] [--threshold 1.0] [--quick] [--json F] [--plot PNG]
+
+Some mistakes change no output: an exporter pass gone quadratic, a fold unrolled, a
+kernel that computes twice. Only a count of the work sees them. Every count here is
+callgrind's instruction count (design.md, principle 7) or a byte count, and every
+figure is printed with the toolchain it depends on (`probe_key`).
+
+Growth probes (each prints its ratio per doubling of the size):
+
+- program/layers: the exported gpt `forward` (f32), the instructions of its call in
+  main (client requests around it under -DEXACTC_PROBE), for L = 2, 4, 8, 16 layers. The fixed part (embedding, head) is fitted from the data by
+  least squares (a + b·L) and subtracted: (c(2L) - a) / (c(L) - a) = 2.00 within 0.05.
+- program/tokens-linear: the same program over tokens T = 8 ... 64; the linear and norm
+  kernels' counts summed: c(2T) / c(T) = 2.00 within 0.05.
+- program/tokens-attention: the QK and AV matmuls, the scale and the causal softmax
+  (with the exp it calls): 4.00 for a full causal pass, within 0.15 at the largest
+  doubling (the per-row and per-call work, linear in T, pulls smaller sizes below 4;
+  at 32 -> 64 it is under 3 % of the count).
+- exporter/straight-line: the exporter's own cost (trace and print, straight-line host)
+  for L = 4 ... 32, the Python process under callgrind with instrumentation on only
+  around the call. The fixed part (the structured host, the kernels' lowering, both
+  independent of L) cancels in the increments: d(2L) / d(L), d(L) = c(2L) - c(L), at
+  most 2.3.
+- text/structured: the structured host's model.c bytes, constant in L (ratio 1.00
+  within 0.01; only the digits of L and of the arena size change).
+- text/straight-line: the straight-line host's model.c bytes, linear in L (fitted
+  ratio 2.00 within 0.05).
+
+Regression baselines: for a fixed set of small exports, the self count of every
+function collected inside the entry (each kernel's nest functions `kNN_*`, the libm
+functions) and the entry's inclusive count, stored in verify/probe_baselines.json under
+the toolchain key (compiler, flags, valgrind, architecture, C library). A count that
+rose more than the threshold (1 %) fails; every change is printed with its ratio; with
+another key the comparison is reported and passes; --update rewrites this key's entry.
+
+The last line is `probes: <held>/<total> hold`; the exit status is 0 when all hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from exactc.verify.callgrind import Profile, run_callgrind, run_callgrind_parts, toolchain_key
+
+TREE = Path(__file__).resolve().parent.parent
+BASELINES = Path(__file__).resolve().with_name("probe_baselines.json")
+
+CC = "gcc"
+# -DEXACTC_PROBE turns on the client requests the host prints around the entry's call in
+# main (CALLGRIND_TOGGLE_COLLECT): callgrind, started with collection off, counts the
+# network only. The code is compiled as `make OPENMP=0` compiles it for a user.
+CFLAGS = "-O2 -DEXACTC_PROBE"
+MAKE_ARGS = (f"CC={CC}", "OPENMP=0", f"CFLAGS={CFLAGS}")
+DEFAULT_THRESHOLD = 1.0  # percent: a count that rose more fails the regression check
+
+# The growth probes' model: a gpt small enough to run under callgrind in a second.
+GROWTH = {"vocab": 64, "positions": 64, "dim": 32, "heads": 2, "mlp": 64, "tokens": 8, "layers": 2}
+LINEAR_PRIMITIVES = ("linear", "layernorm", "rmsnorm")
+ATTENTION_PRIMITIVES = ("matmul", "scale", "softmax")
+
+# The regression set: every architecture's forward at f32, and gpt at bf16.
+SMALL = {
+    "gpt": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "bert": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "llama": {"vocab": 48, "dim": 16, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
+}
+REGRESSION_SET = (("gpt", "forward", "f32"), ("bert", "forward", "f32"), ("llama", "forward", "f32"),
+                  ("gpt", "forward", "bf16"))
+
+# Sizes: full (make probes) and quick (tests/test_probes.py, the mutant runner).
+SIZES = {
+    "full": {"layers": (2, 4, 8, 16), "tokens": (8, 16, 32, 64), "exporter": (4, 8, 16, 32), "text": (2, 4, 8, 16)},
+    "quick": {"layers": (1, 2, 4), "tokens": (8, 16, 32), "exporter": (4, 8, 16), "text": (2, 4, 8)},
+}
+
+
+class ProbeError(RuntimeError):
+    """A probe could not be measured (a build failed, valgrind is missing)."""
+
+
+# ---- the toolchain key ------------------------------------------------------------------------
+
+
+def probe_key() -> dict[str, str]:
+    """What every count here depends on besides the program and its input."""
+    key = toolchain_key(CC, [CFLAGS, "OPENMP=0"])
+    libc, version = platform.libc_ver()
+    key["libc"] = f"{libc} {version}".strip()
+    return key
+
+
+def key_text(key: dict[str, str]) -> str:
+    return "; ".join(f"{k}: {key[k]}" for k in sorted(key))
+
+
+# ---- exported programs under callgrind ----------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Counted:
+    """One exported program run under callgrind, collection limited to its entry."""
+
+    profile: Profile
+    entry: str  # the C function of the entry (`forward`)
+    primitives: dict[str, str]  # kernel prefix (k03) -> primitive (layernorm)
+
+    @property
+    def entry_count(self) -> int:
+        """Everything collected: the entry's call with what it calls."""
+        return self.profile.total
+
+    def kernels(self, primitives: Sequence[str]) -> int:
+        """Inclusive counts of the kernels of these primitives (their nest functions,
+        with the libm functions they call)."""
+        prefixes = {p for p, prim in self.primitives.items() if prim in primitives}
+        return sum(c.inclusive_ir for name, c in self.profile.functions.items()
+                   if name.split("_", 1)[0] in prefixes)
+
+
+def export_program(workdir: Path, model: str, entry: str, site: str, overrides: dict, straight: bool = False):
+    from exactc.exporter import export
+
+    prepared = export.prepare(model, entry, site, seed=0, overrides=overrides, straight=straight)
+    name = f"{model}-{entry}-{site}-" + "-".join(f"{k}{v}" for k, v in sorted(overrides.items()))
+    root = export.write(prepared, workdir / name, force=True)
+    return root, prepared.program.function.name
+
+
+def _digest(root: Path) -> str:
+    from exactc.verify.build import compiler_version
+
+    h = hashlib.sha256(compiler_version(CC).encode() + b"\0" + "\0".join(MAKE_ARGS).encode())
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".c", ".h") or path.name == "Makefile":
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def build_probe(root: Path) -> Path:
+    """`make OPENMP=0 CFLAGS=...` in the exported directory, cached by its sources."""
+    from exactc.verify.build import cache_dir
+
+    program = root / "model"
+    cached = cache_dir() / "probes" / _digest(root)
+    if cached.is_file():
+        shutil.copy2(cached, program)
+        return program
+    proc = subprocess.run(["make", "-s", "-C", str(root), *MAKE_ARGS], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ProbeError(f"make {' '.join(MAKE_ARGS)} failed in {root}:\n{proc.stderr}")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}")
+    shutil.copy2(program, tmp)
+    os.replace(tmp, cached)
+    return program
+
+
+def kernel_primitives(root: Path) -> dict[str, str]:
+    """kernels.h's `/* k03: layernorm */` lines: each kernel's primitive."""
+    text = (root / "kernels.h").read_text()
+    return dict(re.findall(r"^/\* (k\d+): (\w+) \*/$", text, re.M))
+
+
+def count_program(root: Path, entry: str) -> Counted:
+    program = build_probe(root)
+    with tempfile.TemporaryDirectory(prefix="exactc-probe-out-") as out:
+        profile = run_callgrind([str(program), str(root / "weights.safetensors"),
+                                 str(root / "conformance" / "inputs"), out], collect_at_start=False)
+    if profile.total == 0:
+        raise ProbeError(f"{root}: nothing collected around {entry} (is EXACTC_PROBE in CFLAGS {CFLAGS}?)")
+    return Counted(profile, entry, kernel_primitives(root))
+
+
+def count_export(workdir: Path, model: str, entry: str, site: str, overrides: dict) -> Counted:
+    root, fn = export_program(workdir, model, entry, site, overrides)
+    return count_program(root, fn)
+
+
+# ---- growth -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Growth:
+    """One growth probe: counts at doubling sizes and the ratio per doubling."""
+
+    name: str
+    size: str  # what doubles: layers, tokens
+    sizes: list[int]
+    counts: list[int]
+    ratios: list[float]
+    rule: str  # what must hold, in words
+    holds: bool
+    command: str
+    unit: str = "instructions"
+    first: int = 1  # the row of the first ratio (2 for increments: d(2L)/d(L) needs 3 sizes)
+
+    def lines(self) -> list[str]:
+        out = [f"{self.name}: {self.unit} against {self.size} ({self.rule}): {'holds' if self.holds else 'FAILS'}"]
+        for k, (s, c) in enumerate(zip(self.sizes, self.counts)):
+            ratio = ""
+            if 0 <= k - self.first < len(self.ratios):
+                ratio = f"  ratio {self.ratios[k - self.first]:.3f}"
+            out.append(f"    {self.size} = {s:>3}  {c:>14,}{ratio}")
+        return out
+
+
+def fitted_ratios(sizes: Sequence[int], counts: Sequence[int]) -> tuple[float, list[float]]:
+    """The fixed part a of a + b·size, least squares, and (c(2s) - a) / (c(s) - a)."""
+    b, a = np.polyfit(np.asarray(sizes, float), np.asarray(counts, float), 1)
+    return float(a), [(counts[k + 1] - a) / (counts[k] - a) for k in range(len(counts) - 1)]
+
+
+def plain_ratios(counts: Sequence[int]) -> list[float]:
+    return [counts[k + 1] / counts[k] for k in range(len(counts) - 1)]
+
+
+def increment_ratios(counts: Sequence[int]) -> list[float]:
+    """d(2s) / d(s) with d(s) = c(2s) - c(s): any fixed part cancels."""
+    d = [counts[k + 1] - counts[k] for k in range(len(counts) - 1)]
+    return [d[k + 1] / d[k] for k in range(len(d) - 1)]
+
+
+def probe_layers(workdir: Path, sizes: Sequence[int]) -> Growth:
+    counts = [count_export(workdir, "gpt", "forward", "f32", dict(GROWTH, layers=n)).entry_count for n in sizes]
+    _, ratios = fitted_ratios(sizes, counts)
+    holds = all(abs(r - 2.0) <= 0.05 for r in ratios)
+    return Growth("program/layers", "layers", list(sizes), counts, ratios,
+                  "fixed part fitted and subtracted; 2.00 within 0.05", holds,
+                  f"gpt forward f32 {_config_text(GROWTH, 'layers')}, make {' '.join(MAKE_ARGS)}, "
+                  "valgrind --tool=callgrind --collect-atstart=no")
+
+
+def probe_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    counted = [count_export(workdir, "gpt", "forward", "f32", dict(GROWTH, tokens=n)) for n in sizes]
+    command = (f"gpt forward f32 {_config_text(GROWTH, 'tokens')}, make {' '.join(MAKE_ARGS)}, "
+               "valgrind --tool=callgrind --collect-atstart=no; kernels' inclusive counts")
+    linear = [c.kernels(LINEAR_PRIMITIVES) for c in counted]
+    attention = [c.kernels(ATTENTION_PRIMITIVES) for c in counted]
+    lr, ar = plain_ratios(linear), plain_ratios(attention)
+    return [
+        Growth("program/tokens-linear", "tokens", list(sizes), linear, lr,
+               "linear and norm kernels; 2.00 within 0.05", all(abs(r - 2.0) <= 0.05 for r in lr), command),
+        Growth("program/tokens-attention", "tokens", list(sizes), attention, ar,
+               "QK and AV matmuls, scale, causal softmax; 4.00 within 0.15 at the largest doubling",
+               abs(ar[-1] - 4.0) <= 0.15 and all(r > 2.0 for r in ar), command),
+    ]
+
+
+def _config_text(config: dict, varied: str) -> str:
+    return "(" + ", ".join(f"{k}={v}" for k, v in config.items() if k != varied) + f"; {varied} varies)"
+
+
+# The exporter under callgrind: a tiny library whose two functions are the client requests.
+_REGION_C = """\
+#include <valgrind/callgrind.h>
+/* exactc's probe region: instrumentation on from start to stop, then one dump. */
+void exactc_probe_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
+void exactc_probe_stop(const char *label) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS_AT(label); }
+"""
+
+
+def region_library() -> Path:
+    from exactc.verify.build import BuildOptions, compile_shared
+
+    if not Path("/usr/include/valgrind/callgrind.h").exists():
+        raise ProbeError("valgrind/callgrind.h is missing (Debian's valgrind package installs it)")
+    return compile_shared({"exactc_probe_region.c": _REGION_C}, BuildOptions(cc=CC, warnings=False))
+
+
+def exporter_work(layers: int):
+    """What the exporter probe counts: trace the gpt forward at `layers` and print it
+    with the straight-line host (print_program prints the structured host too)."""
+    from exactc.exporter import models
+    from exactc.exporter.printer.host import print_program
+
+    program = models.build("gpt", "forward", dict(GROWTH, layers=layers))
+    return print_program(program, "f32", straight=True)
+
+
+def _exporter_worker(library: str, sizes: Sequence[int]) -> None:
+    """Run under callgrind: a warm-up (imports, caches), then one region per size."""
+    import ctypes
+    import gc
+
+    lib = ctypes.CDLL(library)
+    lib.exactc_probe_stop.argtypes = [ctypes.c_char_p]
+    exporter_work(2)
+    for n in sizes:
+        gc.collect()
+        lib.exactc_probe_start()
+        exporter_work(n)
+        lib.exactc_probe_stop(f"layers={n}".encode())
+
+
+def probe_exporter(sizes: Sequence[int]) -> Growth:
+    library = region_library()
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    command = [sys.executable, "-m", "exactc.verify.probes", "--exporter-worker", str(library),
+               *(str(n) for n in sizes)]
+    parts = run_callgrind_parts(command, env=env)
+    counts = [p.total for _, p in parts]
+    if len(counts) != len(sizes):
+        raise ProbeError(f"the exporter probe dumped {len(counts)} regions for {len(sizes)} sizes")
+    ratios = increment_ratios(counts)
+    return Growth("exporter/straight-line", "layers", list(sizes), counts, ratios,
+                  "increments d(2L)/d(L), fixed part cancelled; at most 2.3", all(r <= 2.3 for r in ratios),
+                  "PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no python -m exactc.verify.probes "
+                  "--exporter-worker LIB " + " ".join(map(str, sizes)) +
+                  f" (models.build + print_program(straight=True), gpt {_config_text(GROWTH, 'layers')})",
+                  first=2)
+
+
+def probe_text(sizes: Sequence[int]) -> list[Growth]:
+    from exactc.exporter import models
+    from exactc.exporter.printer.host import print_program
+
+    structured, straight = [], []
+    for n in sizes:
+        program = models.build("gpt", "forward", dict(GROWTH, layers=n))
+        structured.append(len(print_program(program, "f32").files["model.c"].encode()))
+        straight.append(len(print_program(program, "f32", straight=True).files["model.c"].encode()))
+    sr = plain_ratios(structured)
+    _, lr = fitted_ratios(sizes, straight)
+    command = f"print_program(gpt forward f32 {_config_text(GROWTH, 'layers')}).files['model.c'], bytes"
+    return [
+        Growth("text/structured", "layers", list(sizes), structured, sr, "constant: 1.00 within 0.01",
+               all(abs(r - 1.0) <= 0.01 for r in sr), command, "model.c bytes"),
+        Growth("text/straight-line", "layers", list(sizes), straight, lr,
+               "fixed part fitted and subtracted; 2.00 within 0.05", all(abs(r - 2.0) <= 0.05 for r in lr),
+               command.replace("f32 ", "f32, straight=True ", 1), "model.c bytes"),
+    ]
+
+
+# ---- regression baselines ---------------------------------------------------------------------
+
+ENTRY_ROW = "(entry, inclusive)"
+
+
+def measure_baseline(workdir: Path) -> dict[str, dict[str, int]]:
+    """Per export of the regression set: the entry's inclusive count and the self count
+    of every function collected inside it."""
+    out = {}
+    for model, entry, site in REGRESSION_SET:
+        counted = count_export(workdir, model, entry, site, SMALL[model])
+        rows = {f"{counted.entry} {ENTRY_ROW}": counted.entry_count}
+        for name, cost in sorted(counted.profile.functions.items()):
+            if cost.self_ir:
+                rows[name] = cost.self_ir
+        out[f"{model}.{entry}.{site}"] = rows
+    return out
+
+
+@dataclasses.dataclass
+class Change:
+    export: str
+    row: str
+    before: int | None
+    after: int | None
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.before or self.after is None:
+            return None
+        return self.after / self.before
+
+
+def compare(baseline: dict[str, dict[str, int]], current: dict[str, dict[str, int]],
+            threshold: float = DEFAULT_THRESHOLD) -> tuple[list[Change], list[Change]]:
+    """Every changed row, and those that rose more than `threshold` percent (a row that
+    is new counts in its entry's inclusive row, so it is reported, not failed)."""
+    changes, failures = [], []
+    for export in sorted(set(baseline) | set(current)):
+        before, after = baseline.get(export, {}), current.get(export, {})
+        for row in sorted(set(before) | set(after)):
+            b, a = before.get(row), after.get(row)
+            if a == b:
+                continue
+            change = Change(export, row, b, a)
+            changes.append(change)
+            if change.ratio is not None and change.ratio > 1 + threshold / 100:
+                failures.append(change)
+    return changes, failures
+
+
+def change_table(changes: list[Change], threshold: float) -> list[str]:
+    if not changes:
+        return ["    no count changed"]
+    lines = [f"    {'export':<18} {'function':<36} {'baseline':>12} {'now':>12} {'ratio':>8}"]
+    for c in changes:
+        ratio = c.ratio
+        text = "new" if c.before is None else "gone" if c.after is None else f"{ratio:.4f}"
+        flag = "  FAILS" if ratio is not None and ratio > 1 + threshold / 100 else ""
+        lines.append(f"    {c.export:<18} {c.row:<36} {c.before if c.before is not None else '-':>12} "
+                     f"{c.after if c.after is not None else '-':>12} {text:>8}{flag}")
+    return lines
+
+
+def load_baselines(path: Path = BASELINES) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return json.loads(path.read_text())["baselines"]
+
+
+def baseline_for(key: dict[str, str], path: Path = BASELINES) -> dict[str, dict[str, int]] | None:
+    for entry in load_baselines(path):
+        if entry["key"] == key:
+            return entry["counts"]
+    return None
+
+
+def write_baseline(key: dict[str, str], counts: dict[str, dict[str, int]], path: Path = BASELINES) -> None:
+    entries = [e for e in load_baselines(path) if e["key"] != key]
+    entries.append({"key": key, "counts": counts})
+    entries.sort(key=lambda e: key_text(e["key"]))
+    doc = {
+        "about": "Instruction counts (callgrind Ir) of the regression set, per toolchain key: each "
+                 "function's self count inside the entry, and the entry's inclusive count. "
+                 "Written by `python -m exactc.verify.probes --update`.",
+        "exports": {f"{m}.{e}.{s}": SMALL[m] for m, e, s in REGRESSION_SET},
+        "baselines": entries,
+    }
+    path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+
+
+@dataclasses.dataclass
+class Regression:
+    holds: bool
+    lines: list[str]
+    failures: list[Change]
+
+
+def check_regression(current: dict[str, dict[str, int]], key: dict[str, str], threshold: float,
+                     path: Path = BASELINES) -> Regression:
+    baseline = baseline_for(key, path)
+    if baseline is None:
+        known = [key_text(e["key"]) for e in load_baselines(path)]
+        lines = [f"regression: no baseline for this toolchain ({key_text(key)}); reported, passes.",
+                 *(f"    baselines exist for: {k}" for k in known),
+                 "    `python -m exactc.verify.probes --update` records one."]
+        return Regression(True, lines, [])
+    changes, failures = compare(baseline, current, threshold)
+    verdict = "holds" if not failures else f"FAILS: {len(failures)} count(s) rose more than {threshold:g} %"
+    lines = [f"regression: against the baseline of this toolchain, threshold {threshold:g} %: {verdict}"]
+    lines += change_table(changes, threshold)
+    return Regression(not failures, lines, failures)
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+
+def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[str], None] = print) -> list[Growth]:
+    probes: list[Growth] = []
+    for step in (lambda: [probe_layers(workdir, sizes["layers"])],
+                 lambda: probe_tokens(workdir, sizes["tokens"]),
+                 lambda: [probe_exporter(sizes["exporter"])],
+                 lambda: probe_text(sizes["text"])):
+        for g in step():
+            probes.append(g)
+            for line in g.lines():
+                log(line)
+    return probes
+
+
+# The growth each probe expects, as the exponent of the size (the dotted line of the plot).
+EXPECTED_SLOPE = {"program/layers": 1, "program/tokens-linear": 1, "program/tokens-attention": 2,
+                  "exporter/straight-line": 1, "text/structured": 0, "text/straight-line": 1}
+
+
+def plot(probes: list[Growth], path: Path) -> None:
+    """Log-log: each probe's count against its size, the count less its fixed part
+    (least squares a + b·size) where the probe subtracts one, and the expected growth
+    (dotted, through the largest size)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = 3
+    rows = (len(probes) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 3.4 * rows))
+    for ax, g in zip(np.ravel(axes), probes):
+        sizes = np.asarray(g.sizes, float)
+        counts = np.asarray(g.counts, float)
+        ax.loglog(sizes, counts, "o-", base=2, label="count")
+        shown = [counts]
+        if g.name in ("program/layers", "exporter/straight-line", "text/straight-line"):
+            a, _ = fitted_ratios(g.sizes, g.counts)
+            ax.loglog(sizes, counts - a, "s--", base=2, label="count - fixed part")
+            shown.append(counts - a)
+        slope = EXPECTED_SLOPE.get(g.name)
+        if slope is not None:
+            top = shown[-1][-1]
+            ax.loglog(sizes, top * (sizes / sizes[-1]) ** slope, ":", color="gray", base=2,
+                      label=f"size^{slope}")
+        low, high = min(float(s.min()) for s in shown), max(float(s.max()) for s in shown)
+        ax.set_ylim(min(low, high / 16) / 1.3, high * 1.3)
+        ax.set_title(f"{g.name}: {'holds' if g.holds else 'FAILS'}", fontsize=9)
+        ax.set_xlabel(g.size)
+        ax.set_ylabel(g.unit, fontsize=8)
+        ax.legend(fontsize=7)
+    for ax in np.ravel(axes)[len(probes):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m exactc.verify.probes", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--update", action="store_true", help="rewrite this toolchain's regression baseline")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+                        help="percent a count may rise before the regression check fails (default 1.0)")
+    parser.add_argument("--quick", action="store_true", help="the smaller sizes of tests/test_probes.py")
+    parser.add_argument("--json", type=Path, help="write the figures as JSON")
+    parser.add_argument("--plot", type=Path, help="write the log-log plot (PNG; needs matplotlib)")
+    parser.add_argument("--plot-from", type=Path, metavar="JSON", help="only plot the figures of a --json file")
+    parser.add_argument("--exporter-worker", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.plot_from:
+        figures = json.loads(args.plot_from.read_text())["growth"]
+        plot([Growth(**g) for g in figures], args.plot or Path("probes.png"))
+        return 0
+    if args.exporter_worker:
+        _exporter_worker(args.exporter_worker[0], [int(n) for n in args.exporter_worker[1:]])
+        return 0
+
+    key = probe_key()
+    print(f"toolchain: {key_text(key)}")
+    with tempfile.TemporaryDirectory(prefix="exactc-probes-") as tmp:
+        workdir = Path(tmp)
+        probes = run_growth(workdir, SIZES["quick" if args.quick else "full"])
+        current = measure_baseline(workdir)
+    if args.update:
+        write_baseline(key, current)
+        print(f"regression: baseline for this toolchain written to {BASELINES}")
+        regression = Regression(True, [], [])
+    else:
+        regression = check_regression(current, key, args.threshold)
+        for line in regression.lines:
+            print(line)
+    if args.json:
+        args.json.write_text(json.dumps({"key": key, "growth": [dataclasses.asdict(g) for g in probes],
+                                         "regression": current}, indent=1) + "\n")
+    if args.plot:
+        plot(probes, args.plot)
+    held = sum(g.holds for g in probes) + regression.holds
+    total = len(probes) + 1
+    print(f"probes: {held}/{total} hold")
+    return 0 if held == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
