@@ -1,0 +1,91 @@
+"""The automatic plan (`exactc export --plan auto`): a layout and a thread split for
+every nest of a program, chosen from its shapes alone.
+
+- linear and matmul nests get the layout the benchmark found fastest (bench/,
+  docs/performance.md): the output columns in lanes of 16 over rows in lanes of 8, the
+  weight panel packed; each output's sum still runs in index order (principle 2). A
+  layout the nest's shapes make illegal falls back to fewer lanes, then to the plain nest.
+- every nest whose outermost loop has at least two iterations is split into up to
+  PIECES even pieces, which an OpenMP team of at most omp_get_max_threads() threads runs.
+
+Any legal plan gives the reference's bits, so this choice is about speed only; the
+tests export with it and compare bytes with OMP_NUM_THREADS 1 and 2 and without OpenMP.
+"""
+
+from __future__ import annotations
+
+from exactc.exporter.kernels.ir import Kernel, Nest
+from exactc.exporter.kernels.layouts import Layout, LayoutError
+from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
+from exactc.exporter.kernels.splits import Split, split_pieces
+
+PIECES = 8  # pieces per split: enough for 8 threads, cheap on 1
+
+# Candidate layouts for nests with a reduction over rows x columns, fastest first.
+_MATRIX_LAYOUTS = {
+    "linear": [
+        Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)), packs=("w",)),
+        Layout(order=("n", "m"), lanes=(("n", 16),), packs=("w",)),
+        Layout(order=("n", "m"), lanes=(("n", 16),)),
+    ],
+}
+
+
+def even_split(extent: int, pieces: int = PIECES) -> Split | None:
+    """`extent` cut into min(pieces, extent) pieces differing by at most one; None when
+    there is nothing to share (an extent of 1)."""
+    count = min(pieces, extent)
+    if count < 2:
+        return None
+    cuts = [extent * k // count for k in range(1, count)]
+    return Split(0, split_pieces(extent, cuts))
+
+
+def _first_legal(kernel: Kernel, nest: Nest, layouts: list[Layout]) -> Layout:
+    for layout in layouts:
+        try:
+            validate_plan(kernel, Plan(((nest.name, NestPlan(layout)),)))
+            return layout
+        except LayoutError:
+            continue
+    return Layout()
+
+
+def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES) -> NestPlan | None:
+    """The layout and split chosen for one nest, or None to leave it plain."""
+    layout = _first_legal(kernel, nest, _MATRIX_LAYOUTS.get(nest.name, []))
+    if not nest.axes:
+        return None
+    first = layout.loop_order(nest)[0]
+    extent = next(a.extent for a in nest.axes if a.name == first)
+    split = even_split(extent, pieces)
+    if split is None and layout.is_plain:
+        return None
+    return NestPlan(layout, split)
+
+
+def auto_kernel_plan(kernel: Kernel, pieces: int = PIECES) -> Plan | None:
+    """The automatic plan of every nest of `kernel`, validated; None if all stay plain."""
+    chosen = []
+    for nest in kernel.nests:
+        nest_plan = auto_nest_plan(kernel, nest, pieces)
+        if nest_plan is not None:
+            chosen.append((nest.name, nest_plan))
+    if not chosen:
+        return None
+    plan = Plan(tuple(chosen))
+    validate_plan(kernel, plan)
+    return plan
+
+
+class AutoPlan:
+    """The plan `--plan auto` stands for: each kernel's part is chosen when the host meets
+    the kernel (KernelTable.plan_for), from its shapes."""
+
+    nests: tuple = ()  # names no nest explicitly, so none can go unused
+
+    def __init__(self, pieces: int = PIECES):
+        self.pieces = pieces
+
+    def for_kernel(self, kernel: Kernel) -> Plan | None:
+        return auto_kernel_plan(kernel, self.pieces)
