@@ -29,10 +29,11 @@ from exactc.mutants.model import CatalogError, Mutant
 
 TREE = Path(__file__).resolve().parent.parent
 # What a copy leaves out: environments, caches and history, never source.
-IGNORED = shutil.ignore_patterns(
+COPY_IGNORED = (
     ".venv", ".git", ".exactc-cache", ".hypothesis", ".pytest_cache", "__pycache__",
     "*.egg-info", "*.so", ".benchmarks", "build",
 )
+IGNORED = shutil.ignore_patterns(*COPY_IGNORED)
 DEFAULT_TIMEOUT = 900.0
 MUTMUT_SECTION = "## The mutmut campaign"
 

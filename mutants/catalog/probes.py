@@ -22,7 +22,7 @@ MUTANTS = [
         HOST,
         "        while name in self.names:\n",
         "        while name in self.names or any(line.split(\" = \", 1)[0].endswith(f\" *{name}\") for line in self.lines):\n",
-        ("probes:growth",),
+        ("probes:growth", "programs"),  # programs must stay green: only a count sees it
         family="probes",
         requires=(HOST,),
     ),
@@ -35,7 +35,7 @@ MUTANTS = [
         "            layer = \"l\" if stop - start > 1 else str(start)\n",
         "        for start, stop, body in [(i, i + 1, node.body_of(i)) for i in range(node.count)]:\n"
         "            layer = \"l\" if stop - start > 1 else str(start)\n",
-        ("probes:growth",),
+        ("probes:growth", "programs"),
         family="probes",
         requires=(HOST,),
     ),
@@ -48,7 +48,7 @@ MUTANTS = [
         "    printer = _BodyPrinter(buffers)\n"
         "    out.append(f\"{INDENT}for (int twice = 0; twice < 2; twice++)  /* the nest, run twice */\")\n"
         "    depth = 1\n",
-        ("probes:baseline",),
+        ("probes:baseline", "programs", "kernels:linear"),
         family="probes",
     ),
 ]

@@ -1,0 +1,78 @@
+"""tools/mutmut_campaign.py: the staged config, the survivors' page section, and its
+verdicts kept across runs. (The campaign itself is `make mutmut`; these are its cheap parts.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import tomllib
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parent.parent / "tools" / "mutmut_campaign.py"
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    spec = importlib.util.spec_from_file_location("mutmut_campaign", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_staged_config_is_valid_toml_that_mutmut_reads(campaign):
+    text = (TOOL.parent.parent / "pyproject.toml").read_text()
+    table = tomllib.loads(text + campaign.mutmut_table(2, ["exactc/tests/test_reference.py"]))
+    mutmut = table["tool"]["mutmut"]
+    assert mutmut["source_paths"] == ["exactc"]
+    assert mutmut["only_mutate"] == campaign.MUTATE
+    assert mutmut["pytest_add_cli_args_test_selection"] == ["exactc/tests/test_reference.py"]
+    # the project's own pytest settings travel with it
+    assert table["tool"]["pytest"]["ini_options"]["markers"]
+
+
+def test_every_mutated_glob_matches_a_file(campaign):
+    tree = TOOL.parent.parent
+    for glob in campaign.FULL:
+        assert list(tree.glob(glob.removeprefix("exactc/"))), glob
+
+
+def test_function_names_read_back_from_mutant_names(campaign):
+    assert campaign.function_of("exactc.exporter.types.x_round_to_site__mutmut_3") == "round_to_site"
+    assert campaign.function_of("exactc.exporter.kernels.ir.xǁNestǁtext__mutmut_12") == "Nest.text"
+
+
+def test_a_verdict_survives_a_rerun_only_while_its_mutant_is_the_same_change(campaign, tmp_path):
+    page = tmp_path / "mutants.md"
+    page.write_text("# Mutants\n\nthe runner's table\n")
+    name = "exactc.exporter.types.x_bits__mutmut_1"
+    results = {name: ("survived", "exactc/exporter/types.py"),
+               "exactc.exporter.types.x_bits__mutmut_2": ("killed", "exactc/exporter/types.py")}
+    diffs = {name: ["-    return a + b", "+    return b + a"]}
+    unexplained = campaign.write_section(page, results, diffs, "make mutmut", 60.0, "")
+    assert unexplained == [name]
+    text = page.read_text()
+    assert text.startswith("# Mutants\n\nthe runner's table\n\n## The mutmut campaign")
+    assert "1/2 killed (50.0 %)" in text
+    # a person writes the verdict into the page; the next run keeps it
+    page.write_text(text.replace("NO VERDICT YET", "equivalent: + commutes, same bits"))
+    assert campaign.write_section(page, results, diffs, "make mutmut", 60.0, "") == []
+    assert "equivalent: + commutes, same bits" in page.read_text()
+    # the same name, another change: the verdict no longer applies
+    diffs = {name: ["-    return a + b", "+    return a - b"]}
+    assert campaign.write_section(page, results, diffs, "make mutmut", 60.0, "") == [name]
+    assert page.read_text().count("## The mutmut campaign") == 1
+
+
+def test_real_edit_retries_fold_into_the_results(campaign, tmp_path):
+    (tmp_path / "mutants").mkdir()
+    (tmp_path / "mutants" / "confirmed.json").write_text(
+        '{"m.x_f__mutmut_1": "killed", "m.x_f__mutmut_2": "killed (new test)",'
+        ' "m.x_f__mutmut_3": "survived", "m.x_f__mutmut_4": "killed"}')
+    results = {f"m.x_f__mutmut_{i}": ("survived", "exactc/m.py") for i in (1, 2, 3)}
+    results["m.x_f__mutmut_4"] = ("killed", "exactc/m.py")
+    assert campaign.load_confirmed(tmp_path, results) == 1  # one import-time kill
+    assert [results[f"m.x_f__mutmut_{i}"][0] for i in (1, 2, 3, 4)] == [
+        "killed", "killed (new test)", "survived", "killed"]
+    counts, killed, total = campaign.summary(results)
+    assert (killed, total) == (3, 4)

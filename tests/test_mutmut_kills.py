@@ -1,0 +1,305 @@
+"""Tests written to kill the mutmut campaign's survivors (docs/mutants.md, "The mutmut
+campaign"): each one pins a behaviour that no other test pinned.
+
+Grouped by what they protect:
+
+1. the primitive catalogue's shape rules: every output's shape and kind, and every
+   refusal's exact message (the primitive's name, the operand, the rule), so that a
+   message naming the wrong primitive or operand, or a rule that refuses too much or
+   too little, fails here;
+2. the libm twins' array contract: the shape and dtype of what they return, and the f32
+   sites' single rounding of their input to f32 (an f64 argument is rounded first, as
+   the C function's float parameter does);
+3. the reference's guards against promotion and against a backend that breaks the
+   catalogue (arith's dtype checks, run's shape and dtype check), each seen to fire with
+   its whole message; and the site-type conversions given a wider type than they expect;
+4. the reference's refusals of bad operands and unknown site types, whole messages.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from exactc.exporter import reference, types
+from exactc.exporter.primitives import PRIMITIVES, PrimitiveError, get_primitive
+from exactc.exporter.reference import arith
+from exactc.runtime import libm_twin
+
+# ---- 1. the catalogue's shape rules ------------------------------------------------------
+
+# (primitive, operand shapes, attributes, the outputs)
+OUTPUTS = [
+    ("add", {"a": (2, 3), "b": (2, 3)}, {}, {"y": ((2, 3), "x")}),
+    ("sub", {"a": (4,), "b": (4,)}, {}, {"y": ((4,), "x")}),
+    ("mul", {"a": (1, 2, 3), "b": (1, 2, 3)}, {}, {"y": ((1, 2, 3), "x")}),
+    ("scale", {"x": (5, 2)}, {"s": 3.0}, {"y": ((5, 2), "x")}),
+    ("gelu_tanh", {"x": (3,)}, {}, {"y": ((3,), "x")}),
+    ("gelu_erf", {"x": (2, 2)}, {}, {"y": ((2, 2), "x")}),
+    ("silu", {"x": (7,)}, {}, {"y": ((7,), "x")}),
+    ("linear", {"x": (2, 4), "w": (5, 4)}, {}, {"y": ((2, 5), "x")}),
+    ("linear", {"x": (2, 4), "w": (5, 4), "b": (5,)}, {"has_b": True}, {"y": ((2, 5), "x")}),
+    ("matmul", {"a": (3, 2, 4), "b": (3, 4, 5)}, {}, {"y": ((3, 2, 5), "x")}),
+    # a (4, k=3, m=2) transposed, b (2, n=5, k=3) transposed, two a-batches per b-batch
+    ("matmul", {"a": (4, 3, 2), "b": (2, 5, 3)},
+     {"trans_a": True, "trans_b": True, "group": 2}, {"y": ((4, 2, 5), "x")}),
+    ("embedding", {"table": (9, 4), "ids": (3,)}, {}, {"y": ((3, 4), "x")}),
+    ("layernorm", {"x": (2, 3), "g": (3,), "b": (3,)}, {}, {"y": ((2, 3), "x")}),
+    ("rmsnorm", {"x": (2, 3), "g": (3,)}, {}, {"y": ((2, 3), "x")}),
+    ("softmax", {"x": (1, 2, 3)}, {"causal": True, "offset": -1}, {"y": ((1, 2, 3), "x")}),
+    ("softmax", {"x": (1, 2, 3), "keep": (3,)}, {"has_keep": True}, {"y": ((1, 2, 3), "x")}),
+    ("rope", {"x": (3, 2, 4)}, {"pairing": "interleaved", "pos0": 5}, {"y": ((3, 2, 4), "x")}),
+    ("mean_pool", {"x": (5, 3), "keep": (5,)}, {}, {"y": ((3,), "x")}),
+    ("l2norm", {"x": (2, 6)}, {}, {"y": ((2, 6), "x")}),
+    ("argmax", {"x": (4, 6)}, {}, {"y": ((4,), "i32")}),
+    ("reshape", {"x": (2, 6)}, {"shape": (3, 1, 4)}, {"y": ((3, 1, 4), "x")}),
+    ("transpose", {"x": (2, 3, 4)}, {"perm": (2, 0, 1)}, {"y": ((4, 2, 3), "x")}),
+    ("slice", {"x": (2, 5, 3)}, {"axis": 1, "start": 1, "stop": 4}, {"y": ((2, 3, 3), "x")}),
+    ("slice", {"x": (6,)}, {"axis": 0, "start": 0, "stop": 6}, {"y": ((6,), "x")}),
+    ("concat", {"a": (2, 3, 4), "b": (2, 5, 4)}, {"axis": 1}, {"y": ((2, 8, 4), "x")}),
+]
+
+
+@pytest.mark.parametrize("name, shapes, attrs, expected", OUTPUTS)
+def test_every_output_has_its_shape_and_kind(name, shapes, attrs, expected):
+    assert get_primitive(name).outputs(shapes, attrs) == expected
+
+
+# (primitive, operand shapes, attributes, the whole message)
+REFUSALS = [
+    ("add", {"a": (2, 3), "b": (3, 2)}, {}, "add: a (2, 3) and b (3, 2) must have the same shape"),
+    ("sub", {"a": (2,), "b": (3,)}, {}, "sub: a (2,) and b (3,) must have the same shape"),
+    ("mul", {"a": (1,), "b": (2,)}, {}, "mul: a (1,) and b (2,) must have the same shape"),
+    ("linear", {"x": (2, 3, 4), "w": (5, 4)}, {}, "linear: x has shape (2, 3, 4); it must have rank 2"),
+    ("linear", {"x": (2, 4), "w": (5,)}, {}, "linear: w has shape (5,); it must have rank 2"),
+    ("linear", {"x": (2, 3), "w": (5, 4)}, {},
+     "linear: x (2, 3) and w (5, 4) (out, in) disagree on in: 3 != 4"),
+    ("linear", {"x": (2, 4), "w": (5, 4), "b": (4,)}, {"has_b": True},
+     "linear: b has shape (4,); it must be (5,)"),
+    ("matmul", {"a": (2, 3), "b": (1, 3, 4)}, {}, "matmul: a has shape (2, 3); it must have rank 3"),
+    ("matmul", {"a": (1, 2, 3), "b": (3, 4)}, {}, "matmul: b has shape (3, 4); it must have rank 3"),
+    ("matmul", {"a": (1, 2, 3), "b": (1, 3, 4)}, {"group": 0},
+     "matmul: group is 0; it must be a positive int"),
+    ("matmul", {"a": (1, 2, 3), "b": (1, 3, 4)}, {"group": 1.0},
+     "matmul: group is 1.0; it must be a positive int"),
+    ("matmul", {"a": (1, 2, 3), "b": (1, 4, 5)}, {},
+     "matmul: a (1, 2, 3) and b (1, 4, 5) disagree on the reduced axis: 3 != 4"),
+    ("matmul", {"a": (1, 3, 2), "b": (1, 3, 4)}, {"trans_a": True, "trans_b": True},
+     "matmul: a (1, 3, 2) and b (1, 3, 4) disagree on the reduced axis: 3 != 4"),
+    ("matmul", {"a": (3, 2, 3), "b": (1, 3, 4)}, {"group": 2},
+     "matmul: a has 3 batches; it must have b's 1 times group 2"),
+    ("embedding", {"table": (5,), "ids": (3,)}, {}, "embedding: table has shape (5,); it must have rank 2"),
+    ("embedding", {"table": (5, 4), "ids": (3, 1)}, {},
+     "embedding: ids has shape (3, 1); it must have rank 1"),
+    ("layernorm", {"x": (3,), "g": (3,), "b": (3,)}, {}, "layernorm: x has shape (3,); it must have rank 2"),
+    ("layernorm", {"x": (2, 3), "g": (2,), "b": (3,)}, {}, "layernorm: g has shape (2,); it must be (3,)"),
+    ("layernorm", {"x": (2, 3), "g": (3,), "b": (3, 1)}, {},
+     "layernorm: b has shape (3, 1); it must be (3,)"),
+    ("rmsnorm", {"x": (1, 2, 3), "g": (3,)}, {}, "rmsnorm: x has shape (1, 2, 3); it must have rank 2"),
+    ("rmsnorm", {"x": (2, 3), "g": (2,)}, {}, "rmsnorm: g has shape (2,); it must be (3,)"),
+    ("softmax", {"x": (2, 3)}, {}, "softmax: x has shape (2, 3); it must have rank 3"),
+    ("softmax", {"x": (1, 2, 3), "keep": (2,)}, {"has_keep": True},
+     "softmax: keep has shape (2,); it must be (3,)"),
+    ("softmax", {"x": (1, 2, 3)}, {"offset": 1.0}, "softmax: offset is 1.0; it must be an int"),
+    ("rope", {"x": (2, 4)}, {}, "rope: x has shape (2, 4); it must have rank 3"),
+    ("rope", {"x": (2, 1, 5)}, {}, "rope: x (2, 1, 5): the head dimension must be even"),
+    ("rope", {"x": (2, 1, 4)}, {"pairing": "halves"},
+     "rope: pairing is 'halves'; it must be 'half' or 'interleaved'"),
+    ("rope", {"x": (2, 1, 4)}, {"pos0": -1}, "rope: pos0 is -1; it must be an int >= 0"),
+    ("rope", {"x": (2, 1, 4)}, {"pos0": 1.0}, "rope: pos0 is 1.0; it must be an int >= 0"),
+    ("rope", {"x": (2, 1, 4)}, {"theta": 1.0}, "rope: theta is 1.0; it must be > 1"),
+    ("mean_pool", {"x": (4,), "keep": (4,)}, {}, "mean_pool: x has shape (4,); it must have rank 2"),
+    ("mean_pool", {"x": (4, 3), "keep": (3,)}, {}, "mean_pool: keep has shape (3,); it must be (4,)"),
+    ("l2norm", {"x": (4,)}, {}, "l2norm: x has shape (4,); it must have rank 2"),
+    ("argmax", {"x": (1, 2, 3)}, {}, "argmax: x has shape (1, 2, 3); it must have rank 2"),
+    ("reshape", {"x": (2, 3)}, {"shape": (4, 2)}, "reshape: x (2, 3) cannot be viewed as (4, 2)"),
+    ("reshape", {"x": (2, 3)}, {"shape": (-2, -3)}, "reshape: x (2, 3) cannot be viewed as (-2, -3)"),
+    ("transpose", {"x": (2, 3)}, {"perm": (1, 1)},
+     "transpose: perm (1, 1) is not a permutation of the 2 axes of x"),
+    ("transpose", {"x": (2, 3)}, {"perm": (0, 1, 2)},
+     "transpose: perm (0, 1, 2) is not a permutation of the 2 axes of x"),
+    ("slice", {"x": (2, 3)}, {"axis": 2}, "slice: axis 2 is not an axis of x (2, 3)"),
+    ("slice", {"x": (2, 3)}, {"axis": -1}, "slice: axis -1 is not an axis of x (2, 3)"),
+    ("slice", {"x": (2, 3)}, {"axis": 1, "start": 2, "stop": 2},
+     "slice: [2, 2) is not a non-empty range inside axis 1 of x (2, 3)"),
+    ("slice", {"x": (2, 3)}, {"axis": 1, "start": 1, "stop": 4},
+     "slice: [1, 4) is not a non-empty range inside axis 1 of x (2, 3)"),
+    ("slice", {"x": (2, 3)}, {"axis": 0, "start": -1, "stop": 1},
+     "slice: [-1, 1) is not a non-empty range inside axis 0 of x (2, 3)"),
+    ("concat", {"a": (2, 3), "b": (2,)}, {"axis": 0},
+     "concat: a (2, 3) and b (2,) with axis 0: same rank and a valid axis needed"),
+    ("concat", {"a": (2, 3), "b": (2, 3)}, {"axis": 2},
+     "concat: a (2, 3) and b (2, 3) with axis 2: same rank and a valid axis needed"),
+    ("concat", {"a": (2, 3), "b": (2, 3)}, {"axis": -1},
+     "concat: a (2, 3) and b (2, 3) with axis -1: same rank and a valid axis needed"),
+    ("concat", {"a": (2, 3), "b": (4, 5)}, {"axis": 0}, "concat: a (2, 3) and b (4, 5) differ off axis 0"),
+]
+
+
+@pytest.mark.parametrize("name, shapes, attrs, message", REFUSALS)
+def test_every_refusal_names_the_primitive_the_operand_and_the_rule(name, shapes, attrs, message):
+    with pytest.raises(PrimitiveError, match=f"^{re.escape(message)}$"):
+        get_primitive(name).outputs(shapes, attrs)
+
+
+def test_the_catalogue_refuses_unknown_attributes_operands_and_dimensions():
+    linear = get_primitive("linear")
+    with pytest.raises(PrimitiveError, match=r"^linear: unknown attribute\(s\) bias, k; it takes has_b$"):
+        linear.outputs({"x": (2, 4), "w": (5, 4)}, {"k": 1, "bias": True})
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "matmul: unknown attribute(s) axis; it takes trans_a, trans_b, group")):
+        get_primitive("matmul").full_attrs({"axis": 1})
+    with pytest.raises(PrimitiveError, match=r"^argmax: unknown attribute\(s\) axis; it takes none$"):
+        get_primitive("argmax").outputs({"x": (2, 4)}, {"axis": 0})
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "linear: operands ['w', 'x'] given; with these attributes it takes ['x', 'w', 'b']")):
+        linear.outputs({"x": (2, 4), "w": (5, 4)}, {"has_b": True})
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "linear: operand w has shape (5, 0); every dimension must be a positive int")):
+        linear.outputs({"x": (2, 4), "w": (5, 0)})
+    with pytest.raises(PrimitiveError, match=re.escape("operand x has shape (2.0, 4)")):
+        linear.outputs({"x": (2.0, 4), "w": (5, 4)})
+    with pytest.raises(PrimitiveError, match=r"^unknown primitive 'conv'; exactc knows add, argmax, "):
+        get_primitive("conv")
+
+
+def test_operands_and_defaults_are_the_catalogue_s():
+    assert get_primitive("softmax").operand_names({"has_keep": True}) == ["x", "keep"]
+    assert get_primitive("softmax").operand_names({}) == ["x"]
+    assert get_primitive("embedding").operand_kind("ids") == "i32"
+    assert get_primitive("embedding").operand_kind("table") == "x"
+    assert get_primitive("matmul").full_attrs({"group": 2}) == {
+        "trans_a": False, "trans_b": False, "group": 2}
+    assert sorted(PRIMITIVES) == sorted(p.name for p in PRIMITIVES.values())
+    # every primitive documents itself in one line (the CLI and the docs list them)
+    for p in PRIMITIVES.values():
+        assert isinstance(p.doc, str) and p.doc and "\n" not in p.doc, p.name
+    assert get_primitive("add").doc == "y = a + b, elementwise"
+
+
+# ---- 2. the libm twins' array contract ---------------------------------------------------
+
+SAMPLES = np.array([[-3.5, -0.75, 0.0], [1e-300, 0.5, 2.0]])
+
+
+@pytest.mark.parametrize("name", sorted(libm_twin.FUNCTIONS))
+def test_a_twin_keeps_the_shape_of_its_argument(name):
+    f64, f32 = libm_twin.FUNCTIONS[name], libm_twin.F32_FUNCTIONS[name]
+    x = np.abs(SAMPLES) + 0.25 if name == "log" else SAMPLES
+    for arg in (x, x[0, 1], x.reshape(3, 2, 1)):
+        for fn, dtype in ((f64, np.float64), (f32, np.float32)):
+            out = fn(arg)
+            assert out.shape == np.shape(arg) and out.dtype == dtype, (fn.__name__, np.shape(arg))
+    # elementwise: the 2-D result is the flat result, reshaped
+    assert np.array_equal(f64(x).ravel(), f64(x.ravel()), equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(libm_twin.FUNCTIONS))
+def test_a_twin_computes_in_f64_whatever_it_is_given(name):
+    fn = libm_twin.FUNCTIONS[name]
+    values = [0.1, 0.7, 1.3, 2.9]  # f32 (or a list) widened to f64 exactly, then f(x) in f64
+    expected = fn(np.array(values, dtype=np.float32).astype(np.float64))
+    out = fn(np.array(values, dtype=np.float32))
+    assert out.dtype == np.float64 and out.tolist() == expected.tolist()
+    assert fn(values).tolist() == fn(np.array(values)).tolist()
+
+
+@pytest.mark.parametrize("name", sorted(libm_twin.FUNCTIONS))
+def test_an_f32_site_rounds_its_argument_to_f32_first(name):
+    site = libm_twin.F32_FUNCTIONS[name]
+    x = np.array([0.1, 0.7, 1.3, 2.9])  # none of them is an f32
+    rounded = x.astype(np.float32)
+    expected = libm_twin.FUNCTIONS[name](rounded.astype(np.float64)).astype(np.float32)
+    assert site(x).view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+    assert site.__name__ == f"{name}f"
+    assert site.__doc__ == f"float32({name}(float64(x))), as exactc_{name}f."
+
+
+# ---- 3. the reference's guards, and conversions given a wider type ------------------------
+
+PROMOTED = "an operand was promoted (a float64 constant next to a float32 array?)"
+
+
+def test_store_refuses_a_promoted_array_with_the_whole_rule():
+    with pytest.raises(TypeError, match=re.escape(
+            f"store at f32: got float64, the accumulator type is float32; {PROMOTED}")):
+        arith.store(np.zeros(2), "f32")
+    with pytest.raises(TypeError, match=re.escape(
+            f"store at bf16: got float64, the accumulator type is float32; {PROMOTED}")):
+        arith.store(np.zeros(2), "bf16")
+
+
+def test_transcendental_refuses_a_promoted_array_naming_the_function():
+    with pytest.raises(TypeError, match=re.escape(
+            f"transcendental(tanh) at f32: got float64, the accumulator type is float32; {PROMOTED}")):
+        arith.transcendental("tanh", np.zeros(3), "f32")
+
+
+def test_libm64_takes_float64_only_and_checks_what_the_twin_returns(monkeypatch):
+    with pytest.raises(TypeError, match=re.escape(
+            "libm64(exp): values have dtype float32; they must be float64")):
+        arith.libm64("exp", np.zeros(3, dtype=np.float32))
+    monkeypatch.setattr(libm_twin, "exp", lambda x: np.asarray(x, dtype=np.float32))
+    with pytest.raises(TypeError, match=re.escape(
+            "libm_twin.exp returned float32 (3,) for float64 (3,); "
+            "it must return float64 of the same shape")):
+        arith.libm64("exp", np.zeros(3))
+    monkeypatch.setattr(libm_twin, "exp", lambda x: np.asarray(x)[:2])
+    with pytest.raises(TypeError, match=re.escape("libm_twin.exp returned float64 (2,) for float64 (3,)")):
+        arith.libm64("exp", np.zeros(3))
+
+
+def test_run_checks_the_backend_against_the_catalogue(monkeypatch):
+    a = types.round_to_site([1.0, 2.0], "f32")
+    wrong_dtype = lambda a, b, site: np.zeros(2, dtype=np.float64)  # noqa: E731
+    monkeypatch.setitem(reference.FUNCTIONS, "add", wrong_dtype)
+    with pytest.raises(AssertionError, match=re.escape(
+            "reference add at f32 gave float64 (2,); the catalogue says float32 (2,)")):
+        reference.run("add", "f32", {"a": a, "b": a})
+    wrong_shape = lambda a, b, site: np.zeros(3, dtype=np.float32)  # noqa: E731
+    monkeypatch.setitem(reference.FUNCTIONS, "add", wrong_shape)
+    with pytest.raises(AssertionError, match=re.escape(
+            "reference add at f32 gave float32 (3,); the catalogue says float32 (2,)")):
+        reference.run("add", "f32", {"a": a, "b": a})
+
+
+def test_bf16_is_reached_through_f32_even_from_a_float64_argument():
+    # 1 + 2^-8 + 2^-30: f32 drops the 2^-30, leaving a bf16 tie that goes to even (1.0);
+    # rounding the f64 straight to bf16 would see no tie and give 1 + 2^-7.
+    x = [1.0 + 2.0**-8 + 2.0**-30, -(1.0 + 2.0**-8 + 2.0**-30)]
+    assert types.bits(types.f32_to_bf16(x)).tolist() == [0x3F80, 0xBF80]
+    assert types.bits(types.f32_to_bf16(np.array(x))).tolist() == [0x3F80, 0xBF80]
+
+
+def test_store_gives_the_site_type_whatever_it_is_given():
+    for site, dtype in (("f32", np.float32), ("f64", np.float64)):
+        out = types.store(np.array([0.1, 1e30]), site)
+        assert out.dtype == dtype
+        assert out.tolist() == np.array([0.1, 1e30]).astype(dtype).tolist()
+
+
+# ---- 4. the reference's refusals of bad operands ----------------------------------------
+
+
+def test_the_reference_names_a_bad_operand_and_the_fix():
+    x = types.round_to_site([[1.0, 2.0]], "f32")
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "argmax: operand x is a list; it must be a numpy array")):
+        reference.run("argmax", "f32", {"x": [[1.0, 2.0]]})
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "argmax at f64: operand x has dtype float32; it must be float64 (round reals to "
+            "the site with exactc.exporter.types.round_to_site(v, 'f64'))")):
+        reference.run("argmax", "f64", {"x": x})
+    table = types.round_to_site([[1.0], [2.0]], "f32")
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "embedding at f32: operand ids has dtype int64; it must be int32 "
+            "(convert it with .astype(np.int32))")):
+        reference.run("embedding", "f32", {"table": table, "ids": np.array([0, 1])})
+
+
+def test_an_unknown_site_type_is_refused_with_the_known_ones():
+    with pytest.raises(types.SiteTypeError, match=re.escape(
+            "unknown site type 'f16'; exactc knows f64, f32, bf16")):
+        types.check_site("f16")

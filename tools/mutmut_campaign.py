@@ -1,0 +1,629 @@
+"""The mutmut campaign: mutmut 3 over exactc's Python stages, in a staging copy of the tree.
+
+    python tools/mutmut_campaign.py [--max-children 2] [--stage DIR] [--markdown docs/mutants.md]
+    python tools/mutmut_campaign.py --rerun 'exactc.exporter.types.*'    (reuse the stage)
+    python tools/mutmut_campaign.py --retry 'exactc.exporter.primitives.*' \
+        --tests tests/test_mutmut_kills.py    (a new test against the stage's survivors)
+    python tools/mutmut_campaign.py --report-only --markdown docs/mutants.md
+
+The hand-written catalog (mutants/, `make mutants`) breaks exactc in named ways a person
+chose; mutmut breaks it in every small way a machine can think of (an operator swapped, a
+constant nudged, an argument dropped), and asks whether some test notices. A survivor is
+either a hole in the tests or an equivalent mutant (one that changes no observable bit);
+docs/mutants.md keeps a one-line verdict for each.
+
+Why a staging copy, and how the mutated `exactc` is what the tests import:
+
+- mutmut 3 writes its work directory `mutants/` into the directory it runs in, which
+  would collide with exactc's own `mutants/` package. So it runs in STAGE, never in the
+  repository root: STAGE/exactc is a copy of the tree (the repository root IS the package
+  `exactc`), and STAGE/pyproject.toml is the project's, plus a [tool.mutmut] table.
+- With `source_paths = ["exactc"]` mutmut copies STAGE/exactc to STAGE/mutants/exactc and
+  rewrites the files matched by `only_mutate` there (every function becomes a trampoline
+  that dispatches on $MUTANT_UNDER_TEST). Its runner runs pytest in-process with cwd
+  STAGE/mutants and puts STAGE/mutants first on sys.path, so `import exactc` finds
+  STAGE/mutants/exactc before the editable install's finder (a meta-path hook appended
+  after the path finder). A test's child process (the printer's determinism test starts
+  a fresh `python -c`) runs in cwd STAGE/mutants, so it finds the same copy. (No
+  PYTHONPATH: see stage_env.)
+- The tests are the copy's own (exactc/tests/...), so tests that find the tree from their
+  own __file__ (tests/test_libm.py's ROOT) find the mutated copy too.
+- mutmut's own phases prove the wiring: "clean tests" must pass with no mutant active, and
+  "forced fail" (every trampoline raises) must fail them; mutmut stops if either does not
+  hold, and so does this script. It also checks, once mutmut has built its copy, that
+  `import exactc` in the stage's environment loads STAGE/mutants/exactc.
+- mutmut switches a mutant on when its function is called, in workers forked from a
+  process that has imported exactc already; code that only runs at import cannot be
+  switched, so its survivors are retried as real source edits (confirm_survivors), and a
+  new test is shown to kill a survivor the same way (--retry).
+
+What is mutated: the files matched by MUTATE (globs, relative to the stage), minus
+DO_NOT_MUTATE. mutmut 3 mutates code inside functions and methods only; module-level
+tables (libm_twin's coefficients, for instance) are left alone by mutmut itself, and are
+the hand-written catalog's business. Nothing else is excluded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from exactc.mutants.runner import COPY_IGNORED
+
+TREE = Path(__file__).resolve().parent.parent
+SECTION = "## The mutmut campaign"  # docs/mutants.md keeps everything from this line on
+
+# The Python stages: the exporter's types, primitives, reference backend, kernel IR and
+# printers, and the runtime's numpy twin of the C libm. Files added to these folders are
+# taken as they come. All of them make about 10,000 mutants, far beyond an hour on two
+# cores (a kernel or printer mutant recompiles C for every test that reaches it), so
+# `make mutmut` mutates the hour-sized SUBSET: the stages that define the bits in Python
+# (site types, the primitive catalogue, the numpy reference, the libm twin). `--full`
+# takes every stage; `--mutate` any globs.
+SUBSET = [
+    "exactc/exporter/types.py",
+    "exactc/exporter/primitives.py",
+    "exactc/exporter/reference/*.py",
+    "exactc/runtime/libm_twin.py",
+]
+FULL = SUBSET + [
+    "exactc/exporter/kernels/*.py",
+    "exactc/exporter/printer/*.py",
+]
+MUTATE = list(SUBSET)
+DO_NOT_MUTATE: list[str] = []
+
+# The tests mutmut may pick from; it runs, for each mutant, only those that called the
+# mutated function while it collected its stats.
+TESTS = [
+    "exactc/tests/test_reference.py",
+    "exactc/tests/test_kernels_print.py",
+    "exactc/tests/test_primitives.py",
+    "exactc/tests/test_libm.py",
+    "exactc/tests/test_mutmut_kills.py",
+]
+TIMEOUT_CONSTANT = 60.0
+TIMEOUT_MULTIPLIER = 4.0
+PYTEST_ARGS = ["-m", "not slow", "-p", "no:cacheprovider"]
+
+# What the copy leaves out: environments, caches and history, never source (the mutant
+# runner's patterns, plus a stray stage).
+IGNORED = shutil.ignore_patterns(*COPY_IGNORED, ".mutmut-stage")
+# Each of these is listed with its diff; the rest ("no tests": no selected test reaches
+# the function; "not checked": the run stopped first) are counted per function.
+LISTED = ("survived", "timeout", "suspicious", "segfault", "killed (new test)")
+KILLED = ("killed", "killed (new test)")
+STATUSES = ["killed", "killed (new test)", "survived", "timeout", "suspicious", "no tests", "skipped",
+            "segfault", "caught by type check", "not checked", "check was interrupted by user"]
+
+
+def toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def mutmut_table(max_children: int, tests: list[str]) -> str:
+    return "\n".join([
+        "",
+        "# Added by tools/mutmut_campaign.py in the staging copy only.",
+        "[tool.mutmut]",
+        'source_paths = ["exactc"]',
+        f"only_mutate = {toml_list(MUTATE)}",
+        f"do_not_mutate = {toml_list(DO_NOT_MUTATE)}",
+        f"pytest_add_cli_args_test_selection = {toml_list(tests)}",
+        f"pytest_add_cli_args = {toml_list(PYTEST_ARGS)}",
+        # A mutant's time limit is (its tests' time in the stats run + constant) * multiplier.
+        # The stats run finds every kernel compiled in the cache; a mutant that changes the
+        # printed C compiles afresh, hence the generous constant and the modest multiplier.
+        f"timeout_constant = {TIMEOUT_CONSTANT}",
+        f"timeout_multiplier = {TIMEOUT_MULTIPLIER}",
+        # The stage is not a git checkout; compare nothing with a previous commit.
+        "use_git_change_detection = false",
+        "",
+    ])
+
+
+def stage_env(stage: Path) -> dict[str, str]:
+    # No PYTHONPATH entry for STAGE/mutants: it does not exist yet when mutmut starts, and
+    # a sys.path entry that is missing at the first import is cached as "no finder" for the
+    # life of the process, which would let the editable install's exactc win.
+    env = dict(os.environ)
+    env["HYPOTHESIS_PROFILE"] = "ci"
+    env.pop("EXACTC_STATS_DIR", None)
+    env.pop("MUTANT_UNDER_TEST", None)
+    # Compiled libraries are cached by content hash, so sharing the tree's cache is safe.
+    env.setdefault("EXACTC_CACHE", str(TREE / ".exactc-cache"))
+    return env
+
+
+def make_stage(stage: Path, max_children: int, tests: list[str]) -> None:
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    shutil.copytree(TREE, stage / "exactc", ignore=IGNORED, symlinks=True)
+    text = (TREE / "pyproject.toml").read_text()
+    (stage / "pyproject.toml").write_text(text + mutmut_table(max_children, tests))
+
+
+def sync_tests(stage: Path) -> None:
+    """Copy the tree's tests over the stage's (both the source copy and mutmut's)."""
+    for root in (stage / "exactc", stage / "mutants" / "exactc"):
+        shutil.copytree(TREE / "tests", root / "tests", ignore=IGNORED, dirs_exist_ok=True)
+
+
+def mutmut_exe() -> str:
+    exe = Path(sys.executable).parent / "mutmut"
+    if not exe.exists():
+        sys.exit("mutmut is not installed in this environment: pip install 'mutmut>=3,<4' "
+                 "(or pip install -e '.[mutation]')")
+    return str(exe)
+
+
+def check_import(stage: Path, env: dict[str, str]) -> str:
+    """'' when `import exactc` in the stage's environment loads the mutated copy."""
+    code = "import exactc, sys; print(exactc.__file__)"
+    # As a test's child process sees it: cwd STAGE/mutants (mutmut runs pytest there).
+    out = subprocess.run([sys.executable, "-c", code], cwd=stage / "mutants", env=env,
+                         capture_output=True, text=True)
+    printed = out.stdout.strip()
+    if not printed.startswith(str(stage / "mutants" / "exactc")):
+        return f"the stage imports the wrong exactc: {printed or out.stderr.strip()}"
+    return ""
+
+
+# ---- reading mutmut's results ---------------------------------------------------------
+
+def load_results(stage: Path) -> dict[str, tuple[str, str]]:
+    """mutant name -> (status, source path relative to the stage)."""
+    from mutmut.stats import status_by_exit_code
+
+    results = {}
+    for meta in sorted((stage / "mutants").rglob("*.py.meta")):
+        path = str(meta.relative_to(stage / "mutants"))[: -len(".meta")]
+        if not any(fnmatch.fnmatch(path, g) for g in MUTATE):
+            continue
+        data = json.loads(meta.read_text())
+        for name, code in data["exit_code_by_key"].items():
+            results[name] = (status_by_exit_code[code], path)
+    return results
+
+
+def mutant_diff(stage: Path, name: str, path: str) -> list[str]:
+    """The changed lines of a mutant, '-' then '+', without the diff's headers."""
+    from mutmut.configuration import reset_config
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    cwd = os.getcwd()
+    os.chdir(stage)
+    try:
+        reset_config()
+        diff = get_diff_for_mutant(name, path=path)
+    finally:
+        os.chdir(cwd)
+    return [line for line in diff.splitlines()
+            if line[:1] in "-+" and not line.startswith(("---", "+++"))]
+
+
+def function_of(name: str) -> str:
+    """exactc.exporter.types.x_to_f32__mutmut_3 -> to_f32; xǁClassǁmethod -> Class.method."""
+    mangled = name.rpartition(".")[2].partition("__mutmut_")[0]
+    if mangled.startswith("x_"):
+        return mangled[2:]
+    return mangled.removeprefix("xǁ").replace("ǁ", ".")
+
+
+def unlisted(results: dict[str, tuple[str, str]]) -> list[tuple[str, list[tuple[str, int]]]]:
+    """(status, [(file:function, count)]) for the statuses that are counted, not listed."""
+    by_status: dict[str, Counter] = {}
+    for name, (status, path) in results.items():
+        if status not in LISTED and status not in KILLED:
+            where = f"{path.removeprefix('exactc/')}:{function_of(name)}"
+            by_status.setdefault(status, Counter())[where] += 1
+    return [(s, sorted(c.items())) for s, c in sorted(by_status.items())]
+
+
+def compact(diff: list[str]) -> str:
+    return " / ".join(f"{line[0]}`{line[1:].strip()}`" for line in diff)
+
+
+def summary(results: dict[str, tuple[str, str]]) -> tuple[Counter, int, int]:
+    counts = Counter(status for status, _ in results.values())
+    return counts, sum(counts[s] for s in KILLED), sum(counts.values())
+
+
+def score_line(counts: Counter, killed: int, total: int) -> str:
+    pct = 100.0 * killed / total if total else 0.0
+    parts = ", ".join(f"{s} {counts[s]}" for s in STATUSES if counts[s] or s in STATUSES[:7])
+    return f"mutmut: {killed}/{total} killed ({pct:.1f} %); {parts}"
+
+
+# ---- confirming survivors by real source edits -----------------------------------------
+#
+# mutmut switches a mutant on at call time, inside a process that imported exactc before
+# it forked. Code that runs only at import (the primitive catalogue built by _p/_binary,
+# libm_twin's constant tables built by _hex_table) has already run by then, so its mutants
+# survive whatever the tests do (and its stats name whichever test ran first). Each such
+# survivor is therefore tried once more the way the hand-written catalog tries a mutant:
+# the mutated function written into a fresh copy of the source, the selection (less
+# CONFIRM_SKIP) run in a fresh interpreter. A survivor that fails there is counted killed,
+# and the report says how many were killed only this way.
+
+
+def applied_source(stage: Path, name: str, path: str) -> str:
+    """The stage's original source of `path` with mutant `name` written in."""
+    import libcst as cst
+    from mutmut.mutation.diff_apply import read_functions_from_index, read_mutant_function, \
+        read_mutants_module
+    from mutmut.utils.format_utils import orig_function_and_class_names_from_key
+
+    function_name, class_name = orig_function_and_class_names_from_key(name)
+    cwd = os.getcwd()
+    os.chdir(stage)
+    try:
+        pair = read_functions_from_index(name, path)
+        mutant = pair[1] if pair else read_mutant_function(read_mutants_module(path), name)
+    finally:
+        os.chdir(cwd)
+    module = cst.parse_module((stage / path).read_text())
+    body = module.body
+    if class_name:
+        cls = next(c for c in module.body if isinstance(c, cst.ClassDef) and c.name.value == class_name)
+        body = cls.body.body
+    original = next(f for f in body if isinstance(f, cst.FunctionDef) and f.name.value == function_name)
+    # keep the original's decorators (mutmut's copy of a method carries none of them)
+    mutant = mutant.with_changes(decorators=original.decorators, leading_lines=original.leading_lines)
+    return module.deep_replace(original, mutant).code
+
+
+def confirm_one(stage: Path, name: str, path: str, tests: list[str], env: dict[str, str],
+                timeout: float) -> str:
+    """'killed', 'survived' or 'timeout' with the mutant written into a fresh copy."""
+    source = applied_source(stage, name, path)
+    with tempfile.TemporaryDirectory(prefix="exactc-mutmut-confirm-") as tmp:
+        root = Path(tmp) / "exactc"
+        shutil.copytree(stage / "exactc", root, ignore=IGNORED, symlinks=True)
+        (Path(tmp) / path).write_text(source)
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+               "-p", "no:randomly", *PYTEST_ARGS, *tests]
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return "timeout"
+    return "survived" if proc.returncode == 0 else "killed"
+
+
+# The files a survivor of import-time code is retried against: the selection without
+# test_primitives.py, whose C builds take most of the selection's time (documented).
+CONFIRM_SKIP = ("exactc/tests/test_primitives.py",)
+
+_IMPORT_PROBE = """
+import importlib, json, sys
+from mutmut.state import state
+for module in sys.argv[1:]:
+    importlib.import_module(module)
+print(json.dumps(sorted(state()._stats)))
+"""
+
+
+def import_time_functions(stage: Path, env: dict[str, str]) -> set[str]:
+    """The mutated functions that run while exactc's modules are imported."""
+    modules = []
+    for glob in MUTATE:
+        for path in sorted((stage / "mutants").glob(glob)):
+            rel = path.relative_to(stage / "mutants").with_suffix("")
+            modules.append(".".join(rel.parts).removesuffix(".__init__"))
+    probe_env = {**env, "MUTANT_UNDER_TEST": "stats"}
+    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, *modules], cwd=stage / "mutants",
+                         env=probe_env, capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def confirm_survivors(stage: Path, results: dict[str, tuple[str, str]], jobs: int,
+                      env: dict[str, str]) -> dict[str, str]:
+    """Retry every survivor as a real source edit; returns the new status of each."""
+    import concurrent.futures
+
+    stats = json.loads((stage / "mutants" / "mutmut-stats.json").read_text())
+    duration = stats["duration_by_test"]
+    at_import = import_time_functions(stage, env)
+    tests = [t for t in TESTS if t not in CONFIRM_SKIP]
+    limit = (sum(d for t, d in duration.items() if t.split("::")[0] in tests)
+             + TIMEOUT_CONSTANT) * TIMEOUT_MULTIPLIER
+    record = stage / "mutants" / "confirmed.json"
+    done = json.loads(record.read_text()) if record.exists() else {}
+    todo = sorted(n for n, (s, _) in results.items() if s == "survived" and n not in done
+                  and n.partition("__mutmut_")[0] in at_import)
+    print(f"mutmut: retrying {len(todo)} survivors of import-time code as real source edits "
+          f"against {' '.join(tests)} ...", file=sys.stderr, flush=True)
+    outcome: dict[str, str] = {}
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        futures = {}
+        for name in todo:
+            futures[pool.submit(confirm_one, stage, name, results[name][1], tests, env, limit)] = name
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            name = futures[future]
+            try:
+                outcome[name] = future.result()
+            except Exception as error:  # a mutant that cannot be written back stays a survivor
+                print(f"  {name}: could not confirm: {error!r}", file=sys.stderr)
+                outcome[name] = "survived"
+            print(f"  [{done}/{len(todo)}] {name}: {outcome[name]}", file=sys.stderr, flush=True)
+    merged = json.loads(record.read_text()) if record.exists() else {}
+    record.write_text(json.dumps({**merged, **outcome}, indent=1))
+    return outcome
+
+
+def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -> int:
+    """Retry the survivors matching `patterns` as real source edits against `tests` (say,
+    a new test written to kill them), and fold the outcomes into the confirmation record."""
+    import concurrent.futures
+
+    sync_tests(stage)
+    env = stage_env(stage)
+    results = load_results(stage)
+    record = stage / "mutants" / "confirmed.json"
+    outcome = json.loads(record.read_text()) if record.exists() else {}
+    todo = sorted(n for n, (s, _) in results.items() if s in LISTED
+                  and outcome.get(n, "survived") == "survived"
+                  and any(fnmatch.fnmatch(n, p) for p in patterns))
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        futures = {pool.submit(confirm_one, stage, n, results[n][1], tests, env, 900.0): n
+                   for n in todo}
+        for future in concurrent.futures.as_completed(futures):
+            name = futures[future]
+            verdict = future.result()
+            outcome[name] = "killed (new test)" if verdict == "killed" else verdict
+            print(f"  {name}: {outcome[name]}", file=sys.stderr, flush=True)
+    record.write_text(json.dumps(outcome, indent=1))
+    return sum(outcome[n] == "killed (new test)" for n in todo)
+
+
+def load_confirmed(stage: Path, results: dict[str, tuple[str, str]]) -> int:
+    """Fold the real-edit retries into results; returns how many import-time survivors
+    they killed (a kill by a new test keeps its own status, and is listed)."""
+    path = stage / "mutants" / "confirmed.json"
+    if not path.exists():
+        return 0
+    on_import = 0
+    for name, status in json.loads(path.read_text()).items():
+        if name not in results or results[name][0] == "killed" or status == "survived":
+            continue
+        results[name] = (status, results[name][1])
+        on_import += status == "killed"
+    return on_import
+
+
+# ---- the docs section -----------------------------------------------------------------
+
+NEW_TESTS_VERDICT = "killed by tests/test_mutmut_kills.py"
+ROW = re.compile(r"^\| `([^`]+)` \| (.*) \| (.*) \| (.*) \|$")
+
+
+def old_verdicts(page: Path) -> dict[str, tuple[str, str]]:
+    """mutant -> (its diff as the page shows it, the verdict): a verdict stays only while
+    its mutant is the same change."""
+    if not page.exists():
+        return {}
+    text = page.read_text()
+    if SECTION not in text:
+        return {}
+    verdicts = {}
+    for line in text[text.index(SECTION):].splitlines():
+        m = ROW.match(line)
+        if m:
+            verdicts[m.group(1)] = (m.group(3), m.group(4))
+    return verdicts
+
+
+def write_section(page: Path, results, diffs, command: str, wall: float, note: str,
+                  on_import: int = 0) -> list[str]:
+    """Rewrite the section; returns the survivors that have no verdict yet."""
+    counts, killed, total = summary(results)
+    previous = old_verdicts(page)
+    rows, unexplained = [], []
+    for name in sorted(n for n, (s, _) in results.items() if s in LISTED):
+        status, path = results[name]
+        shown = compact(diffs[name]).replace("|", "\\|")
+        old_diff, verdict = previous.get(name, ("", ""))
+        if status == "killed (new test)":
+            verdict = verdict if old_diff == shown and verdict else NEW_TESTS_VERDICT
+        elif old_diff != shown or not verdict:
+            verdict = "NO VERDICT YET"
+            unexplained.append(name)
+        where = f"{path.removeprefix('exactc/')}:{function_of(name)} ({status})"
+        rows.append(f"| `{name}` | {where} | {shown} | {verdict} |")
+    checked = total - counts["not checked"]
+    lines = [
+        SECTION,
+        "",
+        "mutmut 3 over exactc's Python stages, run by `make mutmut` "
+        "(tools/mutmut_campaign.py) in a staging copy of the tree, never in the repository "
+        "root (mutmut's own `mutants/` work directory would collide with ours). A survivor is "
+        "either killed by a new test (tests/test_mutmut_kills.py; status `killed (new test)`: "
+        "the mutant written into a copy of the source for real, and that test failing there) "
+        "or explained as equivalent in the table. mutmut switches a mutant on when the "
+        "function is called, so code that only runs at import (the primitive catalogue's "
+        "builders, libm_twin's table and f32-site factories) cannot be switched in its "
+        "forked workers: those survivors are retried as real source edits against the "
+        "selection (less test_primitives.py), and counted killed when that fails.",
+        "",
+        f"- score: **{killed}/{total} killed ({100.0 * killed / max(total, 1):.1f} %)**"
+        + (f"; of the {checked} mutants checked, {100.0 * killed / max(checked, 1):.1f} % killed"
+           if checked != total else ""),
+        f"- of the killed: {counts['killed (new test)']} by the new tests, {on_import} only as "
+        "real source edits of import-time code",
+        "- by status: " + ", ".join(f"{s} {counts[s]}" for s in STATUSES if counts[s] or s in STATUSES[:7]),
+        f"- command: `{command}`",
+        f"- wall time: {wall / 60:.0f} min on this machine's 2 cores",
+        "- mutated: " + ", ".join(f"`{g.removeprefix('exactc/')}`" for g in MUTATE)
+        + (("; not mutated: " + ", ".join(DO_NOT_MUTATE)) if DO_NOT_MUTATE else "; nothing excluded"),
+        "- tests mutmut picks from (per mutant, the ones that reach the mutated function): "
+        + ", ".join(f"`{t.removeprefix('exactc/')}`" for t in TESTS),
+    ]
+    if note:
+        lines.append(f"- note: {note}")
+    for status, where in unlisted(results):
+        if status == "no tests":
+            lines.append(f"- {status}, per function: " + ", ".join(f"{w} ({n})" for w, n in where))
+    lines += ["", "| file | mutants | killed | killed (new test) | survived | other | not checked |",
+              "|---|---|---|---|---|---|---|"]
+    by_file: dict[str, Counter] = {}
+    for status, path in results.values():
+        by_file.setdefault(path.removeprefix("exactc/"), Counter())[status] += 1
+    for path, c in sorted(by_file.items()):
+        other = sum(c.values()) - sum(c[s] for s in ("killed", "killed (new test)", "survived", "not checked"))
+        lines.append(f"| {path} | {sum(c.values())} | {c['killed']} | {c['killed (new test)']} | "
+                     f"{c['survived']} | {other} | {c['not checked']} |")
+    lines += ["", "| mutant | where (status) | mutation | verdict |", "|---|---|---|---|", *rows, ""]
+    text = page.read_text() if page.exists() else ""
+    head = text[: text.index(SECTION)] if SECTION in text else text
+    if head and not head.endswith("\n\n"):
+        head = head.rstrip("\n") + "\n\n"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(head + "\n".join(lines))
+    return unexplained
+
+
+# ---- main -----------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--max-children", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("--stage", type=Path,
+                        default=Path(tempfile.gettempdir()) / "exactc-mutmut-stage",
+                        help="the staging directory (rebuilt unless --rerun; kept for `mutmut show`)")
+    parser.add_argument("--tests", nargs="*", default=None,
+                        help="test files relative to the tree (default: %s)"
+                        % " ".join(t.removeprefix("exactc/") for t in TESTS))
+    parser.add_argument("--mutate", nargs="*", default=None, metavar="GLOB",
+                        help="mutate only these files (globs relative to the tree), a documented subset")
+    parser.add_argument("--full", action="store_true",
+                        help="mutate every Python stage, kernels and printers too (hours)")
+    parser.add_argument("--rerun", nargs="*", default=None, metavar="MUTANT",
+                        help="reuse the stage, refresh its tests, rerun these mutants (globs)")
+    parser.add_argument("--retry", nargs="*", default=None, metavar="MUTANT",
+                        help="retry these non-killed mutants (globs) as real source edits against "
+                        "--tests (a new test that kills them, say); then report")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: print (and --markdown) the results in the stage")
+    parser.add_argument("--wall", type=float, default=None,
+                        help="with --report-only: the wall time to report, in seconds")
+    parser.add_argument("--markdown", type=Path, default=None,
+                        help="write the score and survivors into this page's mutmut section")
+    parser.add_argument("--no-confirm", action="store_true",
+                        help="skip retrying survivors as real source edits")
+    parser.add_argument("--confirm-only", action="store_true",
+                        help="run no mutmut: retry the stage's survivors as real edits, report")
+    parser.add_argument("--command", default=None, help="the command to name on the page")
+    parser.add_argument("--note", default="", help="a line for the page (a subset run, say)")
+    args = parser.parse_args(argv)
+
+    stage = args.stage.resolve()
+    if stage == TREE or TREE in stage.parents:
+        parser.error("the stage must lie outside the repository")
+    if args.full:
+        MUTATE[:] = FULL
+    if args.mutate is not None:
+        MUTATE[:] = [f"exactc/{g}" for g in args.mutate]
+    tests = TESTS if args.tests is None else [f"exactc/{t}" for t in args.tests]
+    tests = [t for t in tests if (TREE / t.removeprefix("exactc/")).exists()]
+    TESTS[:] = tests
+    exe = mutmut_exe()
+    env = stage_env(stage)
+
+    start = time.monotonic()
+    if args.report_only or args.confirm_only or args.retry or args.rerun is not None:
+        import tomllib
+
+        if not (stage / "pyproject.toml").is_file():
+            parser.error(f"no previous run's stage at {stage}")
+        staged = tomllib.loads((stage / "pyproject.toml").read_text())["tool"]["mutmut"]
+        MUTATE[:] = staged["only_mutate"]
+        TESTS[:] = staged["pytest_add_cli_args_test_selection"]
+    if args.retry:
+        killed = retry_named(stage, args.retry, tests, args.max_children)
+        print(f"mutmut: {killed} of the retried mutants killed as real source edits")
+        return report(stage, args, argv, args.wall or 0.0)
+    if args.report_only or args.confirm_only:
+        return report(stage, args, argv, args.wall or 0.0, confirm=args.confirm_only)
+    if args.rerun is None:
+        print(f"mutmut: staging the tree in {stage}", file=sys.stderr, flush=True)
+        make_stage(stage, args.max_children, tests)
+        cmd = [exe, "run", "--max-children", str(args.max_children)]
+    else:
+        if not (stage / "mutants").is_dir():
+            parser.error(f"--rerun needs a previous run's stage at {stage}")
+        sync_tests(stage)
+        cmd = [exe, "run", "--max-children", str(args.max_children), *args.rerun]
+    print("mutmut: " + " ".join(cmd[1:]) + f"  (in {stage})", file=sys.stderr, flush=True)
+    proc = subprocess.Popen(cmd, cwd=stage, env=env)
+    # The import check needs mutmut's copy, which exists once it has generated mutants.
+    checked = ""
+    while proc.poll() is None:
+        if not checked and (stage / "mutants" / "mutmut-stats.json").exists():
+            problem = check_import(stage, env)
+            if problem:
+                proc.terminate()
+                proc.wait()
+                print(f"mutmut: {problem}", file=sys.stderr)
+                return 2
+            checked = "yes"
+        time.sleep(2)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        print(f"mutmut: `mutmut run` failed (exit {proc.returncode}): no score", file=sys.stderr)
+        return 2
+    if not checked:
+        problem = check_import(stage, env)
+        if problem:
+            print(f"mutmut: {problem}", file=sys.stderr)
+            return 2
+
+    return report(stage, args, argv, wall, confirm=not args.no_confirm)
+
+
+def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:
+    results = load_results(stage)
+    if confirm and any(s == "survived" for s, _ in results.values()):
+        start = time.monotonic()
+        confirm_survivors(stage, results, args.max_children, stage_env(stage))
+        wall += time.monotonic() - start
+    on_import = load_confirmed(stage, results)
+    counts, killed, total = summary(results)
+    diffs = {n: mutant_diff(stage, n, p) for n, (s, p) in results.items() if s in LISTED}
+    print()
+    print(f"survivors, timeouts, suspicious ({len(diffs)}):")
+    for name in sorted(diffs):
+        status, path = results[name]
+        print(f"  [{status}] {path.removeprefix('exactc/')}:{function_of(name)}  {name}")
+        for line in diffs[name]:
+            print(f"      {line}")
+    for status, where in unlisted(results):
+        print(f"{status}: " + ", ".join(f"{w} ({n})" for w, n in where))
+    print(f"wall time: {wall:.0f} s; stage kept at {stage} (`cd {stage} && mutmut show NAME`)")
+    if args.markdown:
+        command = args.command or ("make mutmut" if args.rerun is None and args.tests is None
+                                   and args.mutate is None and not args.full else "python tools/mutmut_campaign.py "
+                                   + " ".join(argv if argv is not None else sys.argv[1:]))
+        unexplained = write_section(args.markdown, results, diffs, command, wall, args.note,
+                                    on_import)
+        print(f"wrote {args.markdown}: {len(unexplained)} survivors without a verdict yet")
+    if on_import:
+        print(f"of the killed, {on_import} only as real source edits (code run at import)")
+    print(score_line(counts, killed, total))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
