@@ -167,20 +167,28 @@ def _params(item: Launch, buffers: dict[str, Buffer], c: bool) -> list[str]:
     return params + ["int64_t lo", "int64_t hi"]
 
 
-def _function(name: str, item: Launch, buffers: dict[str, Buffer]) -> list[str]:
-    nest = item.nest
-    out = _comment_block(nest.text().splitlines())
+def signature_lines(name: str, item: Launch, buffers: dict[str, Buffer], range_axis: str,
+                    extent: int) -> list[str]:
+    """A nest function's head: one parameter a line with its role and shape, then the
+    [lo, hi) piece of `range_axis`, and the opening brace."""
     params = _params(item, buffers, c=True)
     notes = [f"{buffers[a].role} {_shape(buffers[a])}" for a in item.args]
-    outer = nest.axes[0]
-    notes.append(f"the piece of {outer.name} in [0, {outer.extent})")
+    notes.append(f"the piece of {range_axis} in [0, {extent})")
     params[-2:] = [", ".join(params[-2:])]
     width = max(len(p) for p in params) + 1
-    out.append(f"void {name}(")
+    out = [f"void {name}("]
     for k, (param, note) in enumerate(zip(params, notes)):
         sep = ")" if k == len(params) - 1 else ","
         out.append(f"{INDENT}{(param + sep):<{width}} /* {note} */")
     out.append("{")
+    return out
+
+
+def _function(name: str, item: Launch, buffers: dict[str, Buffer]) -> list[str]:
+    nest = item.nest
+    out = _comment_block(nest.text().splitlines())
+    outer = nest.axes[0]
+    out.extend(signature_lines(name, item, buffers, outer.name, outer.extent))
     printer = _BodyPrinter(buffers)
     depth = 1
     for k, axis in enumerate(nest.axes):

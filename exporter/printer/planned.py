@@ -41,7 +41,7 @@ from exactc.exporter.printer.kernels import (
     _function,
     _kernel_comment,
     _params,
-    _shape,
+    signature_lines,
 )
 
 SPLIT_CHECK = """\
@@ -264,16 +264,7 @@ def print_planned_function(name: str, item: Launch, buffers: dict[str, Buffer], 
     if split:
         lines.append(f"split of {range_axis}: {split.text()}")
     out = _comment_block(lines)
-    params = _params(item, buffers, c=True)
-    notes = [f"{buffers[a].role} {_shape(buffers[a])}" for a in item.args]
-    notes.append(f"the piece of {range_axis} in [0, {extents[range_axis]})")
-    params[-2:] = [", ".join(params[-2:])]
-    width = max(len(p) for p in params) + 1
-    out.append(f"void {name}(")
-    for k, (param, note) in enumerate(zip(params, notes)):
-        sep = ")" if k == len(params) - 1 else ","
-        out.append(f"{INDENT}{(param + sep):<{width}} /* {note} */")
-    out.append("{")
+    out.extend(signature_lines(name, item, buffers, range_axis, extents[range_axis]))
 
     printer = _PlannedBodyPrinter(buffers, blocks)
     depth = 1
