@@ -89,7 +89,8 @@ def hexval(value) -> str:
         return f"{int(array)} (0x{int(array) & 0xFFFFFFFF:08x})"
     raw = int(bits(array.reshape(1))[0])
     width = array.dtype.itemsize * 2
-    as_f64 = float(np.asarray(array, dtype=np.float64))
+    with np.errstate(invalid="ignore"):
+        as_f64 = float(np.asarray(array, dtype=np.float64))
     return f"0x{raw:0{width}x} ({as_f64.hex() if np.isfinite(as_f64) else as_f64})"
 
 
