@@ -119,7 +119,9 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
     except CompileError as exc:
         raise EmbedError(f"--cc {cc}: {exc}") from None
     plan_text = ""
-    if plan is not None:
+    if plan == "auto":
+        plan_text = "auto"
+    elif plan is not None:
         try:
             plan_text = Path(plan).read_text()
         except OSError as exc:
@@ -136,7 +138,11 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
     work = Path(tempfile.mkdtemp(prefix=f".{key}.build-", dir=final.parent))
     try:
         loaded = None
-        if plan is not None:
+        if plan == "auto":
+            from exactc.exporter.kernels.autoplan import AutoPlan
+
+            loaded = AutoPlan()
+        elif plan is not None:
             from exactc.exporter.kernels.plans import load_plan
 
             loaded = load_plan(plan)
@@ -210,7 +216,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("c", "reference"), default="c",
                    help="the exported C program (default) or the numpy reference: the same bits")
     p.add_argument("--cc", default="cc", help="the C compiler of the program (default cc)")
-    p.add_argument("--plan", metavar="P", help="a plan file (docs/plans.md) for the program's kernels: speed, same bits")
+    p.add_argument("--plan", metavar="P", default="auto",
+                   help="the program's plan: `auto` (default: laned linear layers and thread splits), "
+                        "`none` (the plain nests) or a plan file (docs/plans.md); speed only, the same bits")
     p.add_argument("-o", "--output", metavar="FILE.npy", help="save the (n, D) float32 embeddings")
     p.add_argument("--full", action="store_true", help="print every value, not the first few and the norm")
 
@@ -221,7 +229,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     types.check_site(args.dtype)
     if args.output and not args.output.endswith(".npy"):
         raise EmbedError(f"-o {args.output}: the output is a .npy file")
-    vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=args.plan)
+    plan = None if args.plan == "none" else args.plan
+    vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=plan)
     if args.output:
         np.save(args.output, vectors)
         print(f"wrote {args.output}: {vectors.shape} float32, one row per sentence")

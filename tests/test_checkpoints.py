@@ -311,6 +311,12 @@ def test_embed_prints_a_unit_vector_from_the_c_program(tmp_path):
     done = exactc("embed", "--plan", str(plan), "The quick brown fox", "-o", str(planned), env=env)
     assert done.returncode == 0, done.stderr
     assert np.load(planned).tobytes() == c.tobytes()
+    # the plain nests (--plan none) too: the default is the automatic plan
+    plain = tmp_path / "n.npy"
+    done = exactc("embed", "--plan", "none", "The quick brown fox", "-o", str(plain), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "exporting" in done.stderr  # another program than the default's
+    assert np.load(plain).tobytes() == c.tobytes()
 
 
 def test_embed_saves_one_row_per_sentence_and_padding_changes_no_bit(tmp_path):
