@@ -1,6 +1,6 @@
 # exactc: the make targets are the product's interface.
 #   make install   a .venv with exactc and its test extra, and Debian's clang
-#   make test      the ci profile of every check (derandomized; about 10 minutes on 2 cores)
+#   make test      the ci profile of every check (derandomized; about 4 minutes on 2 cores)
 #   make bench     the f32 linear benchmark: plain nest against the best layout, 1 and 2 threads
 #   make verify    the campaign: many random cases, a summary table, a last `verify:` line
 #   make verify-exhaustive   every f32 input of every transcendental's f32 path (hours)
