@@ -571,33 +571,33 @@ int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, ch
     return 0;
 }
 
-int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errlen) {
-    if (out != NULL) memset(out, 0, sizeof *out);
-    if (path == NULL) return npy_fail(err, errlen, "npy: no path given");
+int exactc_read_file(const char *path, unsigned char **data, size_t *size, char *err,
+                     size_t errlen) {
+    *data = NULL;
+    *size = 0;
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        return npy_fail(err, errlen, "npy: cannot open '%s' for reading: %s", path,
-                        strerror(errno));
-    /* Read the whole file with a growing buffer: works for pipes too, and keeps one
-     * parser for files and memory images. */
+        return npy_fail(err, errlen, "cannot open '%s' for reading: %s", path, strerror(errno));
+    /* A growing buffer: works for pipes too, and keeps one parser for files and memory
+     * images. */
     size_t cap = 1 << 16, len = 0;
     unsigned char *buf = malloc(cap);
     if (buf == NULL) {
         fclose(f);
-        return npy_fail(err, errlen, "npy: out of memory reading '%s'", path);
+        return npy_fail(err, errlen, "out of memory reading '%s'", path);
     }
     for (;;) {
         if (len == cap) {
             if (cap > SIZE_MAX / 2) {
                 free(buf);
                 fclose(f);
-                return npy_fail(err, errlen, "npy: '%s' is too large to read", path);
+                return npy_fail(err, errlen, "'%s' is too large to read", path);
             }
             unsigned char *grown = realloc(buf, cap * 2);
             if (grown == NULL) {
                 free(buf);
                 fclose(f);
-                return npy_fail(err, errlen, "npy: out of memory reading '%s'", path);
+                return npy_fail(err, errlen, "out of memory reading '%s'", path);
             }
             buf = grown;
             cap *= 2;
@@ -610,8 +610,21 @@ int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errle
     fclose(f);
     if (failed) {
         free(buf);
-        return npy_fail(err, errlen, "npy: error reading '%s'", path);
+        return npy_fail(err, errlen, "error reading '%s'", path);
     }
+    *data = buf;
+    *size = len;
+    return 0;
+}
+
+int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errlen) {
+    if (out != NULL) memset(out, 0, sizeof *out);
+    if (path == NULL) return npy_fail(err, errlen, "npy: no path given");
+    unsigned char *buf;
+    size_t len;
+    char why[512];
+    if (exactc_read_file(path, &buf, &len, why, sizeof why) != 0)
+        return npy_fail(err, errlen, "npy: %s", why);
     int rc = exactc_npy_parse(buf, len, out, err, errlen);
     free(buf);
     return rc;

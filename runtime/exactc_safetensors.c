@@ -417,25 +417,10 @@ fail:
 
 int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return st_fail(err, errlen, "cannot open the file");
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = malloc(cap);
-    if (buf == NULL) { fclose(f); return st_fail(err, errlen, "out of memory"); }
-    for (;;) {
-        if (len == cap) {
-            unsigned char *grown = realloc(buf, cap * 2);
-            if (grown == NULL) { free(buf); fclose(f); return st_fail(err, errlen, "out of memory"); }
-            buf = grown;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); return st_fail(err, errlen, "read error"); }
+    unsigned char *buf;
+    size_t len;
+    char why[512];
+    if (exactc_read_file(path, &buf, &len, why, sizeof why) != 0) return st_fail(err, errlen, "%s", why);
     if (exactc_st_parse(buf, len, st, err, errlen) != 0) { free(buf); return -1; }
     st->owned = 1;
     return 0;

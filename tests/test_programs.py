@@ -274,7 +274,8 @@ def test_safetensors_parser_survives_mutated_headers(tmp_path):
     runtime = Path(export.RUNTIME_DIR)
     exe = tmp_path / "driver"
     cmd = ["gcc", "-std=c11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-           f"-I{runtime}", "-o", str(exe), str(driver), str(runtime / "exactc_safetensors.c")]
+           f"-I{runtime}", "-o", str(exe), str(driver), str(runtime / "exactc_safetensors.c"),
+           str(runtime / "exactc_npy.c")]
     subprocess.run(cmd, check=True)
     files = sorted(str(p) for p in folder.iterdir())
     done = subprocess.run([str(exe), *files], capture_output=True, text=True)
@@ -479,7 +480,7 @@ def test_safetensors_errors_name_the_field(tmp_path):
     exe = tmp_path / "errors"
     runtime = Path(export.RUNTIME_DIR)
     subprocess.run(["gcc", "-std=c11", "-fsanitize=address,undefined", f"-I{runtime}", "-o", str(exe), str(driver),
-                    str(runtime / "exactc_safetensors.c")], check=True)
+                    str(runtime / "exactc_safetensors.c"), str(runtime / "exactc_npy.c")], check=True)
     lines = subprocess.run([str(exe), *cases], capture_output=True, text=True, check=True).stdout.splitlines()
     for line, (_, message) in zip(lines, SAFETENSORS_ERRORS):
         assert message in line, (line, message)
