@@ -168,20 +168,22 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
 
 
 def run_program(root: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
-    """Run the built program once per row of `batch`: the (n, D) outputs as f32."""
-    rows = []
+    """Run the built program on every row of `batch`, in one process (the weights load
+    once; each INPUT_DIR OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
     with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
+        pairs = []
         for i in range(len(batch["input_ids"])):
             ins, outs = Path(tmp) / f"in{i}", Path(tmp) / f"out{i}"
             ins.mkdir()
             outs.mkdir()
             for name, array in batch.items():
                 np.save(ins / f"{name}.npy", np.ascontiguousarray(array[i]))
-            done = subprocess.run([str(root / "model"), str(root / "weights.safetensors"), str(ins), str(outs)],
-                                  capture_output=True, text=True)
-            if done.returncode != 0:
-                raise EmbedError(f"the program {root / 'model'} failed: {done.stderr.strip()}")
-            rows.append(np.load(outs / "sentence_embedding.npy"))
+            pairs += [str(ins), str(outs)]
+        done = subprocess.run([str(root / "model"), str(root / "weights.safetensors"), *pairs],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise EmbedError(f"the program {root / 'model'} failed: {done.stderr.strip()}")
+        rows = [np.load(Path(tmp) / f"out{i}" / "sentence_embedding.npy") for i in range(len(batch["input_ids"]))]
     return np.stack(rows).astype(np.float32)
 
 

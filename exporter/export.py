@@ -328,10 +328,10 @@ not build for a target whose `FLT_EVAL_METHOD` is not 0 (the kernels refuse both
 
 ## Run
 
-    ./model weights.safetensors INPUT_DIR OUTPUT_DIR
+    ./model weights.safetensors INPUT_DIR OUTPUT_DIR [INPUT_DIR OUTPUT_DIR ...]
 
 reads `INPUT_DIR/<name>.npy` for each input and writes `OUTPUT_DIR/<name>.npy` for each
-output:
+output; more pairs run the network once each with the weights loaded once:
 
 | name | | shape | .npy dtype |
 |---|---|---|---|

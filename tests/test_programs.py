@@ -507,3 +507,22 @@ def test_a_plan_is_passed_through_to_the_kernels(tmp_path):
                   "-o", str(tmp_path / "bad"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "split.pieces" in done.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_one_process_runs_several_input_output_pairs(tmp_path):
+    """The weights load once; each INPUT_DIR OUTPUT_DIR pair is one run, with the same
+    bytes as a run of its own; an odd count of directories is a usage error."""
+    root = _export(tmp_path, "gpt", "forward", "f32")
+    program = build(root)
+    single = tmp_path / "single"
+    assert run(root, program, single).returncode == 0
+    pairs = [str(root / "conformance" / "inputs"), str(tmp_path / "a"),
+             str(root / "conformance" / "inputs"), str(tmp_path / "b")]
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    done = subprocess.run([str(program), str(root / "weights.safetensors"), *pairs], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert outputs(tmp_path / "a") == outputs(tmp_path / "b") == outputs(single)
+    odd = subprocess.run([str(program), str(root / "weights.safetensors"), *pairs[:3]], capture_output=True, text=True)
+    assert odd.returncode == 2 and "usage" in odd.stderr
+

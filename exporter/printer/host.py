@@ -1036,8 +1036,8 @@ def _main_section(program: Program, site: str) -> list[str]:
 
     out += ["int main(int argc, char **argv)", "{"]
     out += [
-        "    if (argc != 4) {",
-        '        fprintf(stderr, "usage: %s WEIGHTS.safetensors INPUT_DIR OUTPUT_DIR\\n", argv[0]);',
+        "    if (argc < 4 || argc % 2 != 0) {",
+        '        fprintf(stderr, "usage: %s WEIGHTS.safetensors INPUT_DIR OUTPUT_DIR [INPUT_DIR OUTPUT_DIR ...]\\n", argv[0]);',
         "        return 2;",
         "    }",
         "    Weights w;",
@@ -1064,9 +1064,15 @@ def _main_section(program: Program, site: str) -> list[str]:
         "        return 1;",
         "    }",
     ]
+    out += [
+        "    /* Each INPUT_DIR OUTPUT_DIR pair is one run of the network; the weights load once. */",
+        "    for (int pair = 2; rc == 0 && pair + 1 < argc; pair += 2) {",
+        "    const char *in_dir = argv[pair], *out_dir = argv[pair + 1];",
+    ]
+    run_start = len(out) - 1
     for direction, name, v in io:
         if direction == "in":
-            out.append(f'    if (rc == 0 && read_input(argv[2], "{name}", {len(v.shape)}, {v.name}_shape, {kind(v)}, {v.name}) != 0) rc = 1;')
+            out.append(f'    if (rc == 0 && read_input(in_dir, "{name}", {len(v.shape)}, {v.name}_shape, {kind(v)}, {v.name}) != 0) rc = 1;')
     args = ["&w"] + [v.name for d, _, v in io if d == "in"] + [v.name for d, _, v in io if d == "out"]
     fn_has_arena = True
     out += [
@@ -1099,7 +1105,11 @@ def _main_section(program: Program, site: str) -> list[str]:
     ]
     for direction, name, v in io:
         if direction == "out":
-            out.append(f'    if (rc == 0 && write_output(argv[3], "{name}", {len(v.shape)}, {v.name}_shape, {kind(v)}, {v.name}, {v.size}) != 0) rc = 1;')
+            out.append(f'    if (rc == 0 && write_output(out_dir, "{name}", {len(v.shape)}, {v.name}_shape, {kind(v)}, {v.name}, {v.size}) != 0) rc = 1;')
+    # The run's lines sit inside the loop over pairs: one level deeper (directives stay
+    # in column 0).
+    out[run_start:] = [line if line.startswith("#") else "    " + line for line in out[run_start:]]
+    out.append("    }")
     for _, _, v in io:
         out.append(f"    free({v.name});")
     out += ["    free(arena);", "    free(block);", "    return rc;", "}"]
