@@ -11,7 +11,6 @@ a second run compiles nothing it has compiled before.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,7 +24,8 @@ import pytest
 
 from exactc.exporter import export, graph, models
 from exactc.exporter.printer import host
-from exactc.verify.build import cache_dir, compiler_version, have_compiler
+from exactc.verify.build import have_compiler
+from exactc.verify.programs import ProgramBuildError, build_program
 
 # Small dimensions: every code path (stacked layers, GQA, padding, rope) at a size a
 # compiler and the numpy reference get through in seconds.
@@ -44,32 +44,14 @@ def _export(tmp: Path, model: str, entry: str, site: str, straight: bool = False
     return export.write(prepared, tmp / (name or f"{model}-{entry}-{site}{'-straight' if straight else ''}"))
 
 
-def _digest(root: Path, args: list[str], cc: str) -> str:
-    h = hashlib.sha256()
-    h.update(compiler_version(cc).encode())
-    h.update("\0".join(args).encode())
-    for path in sorted(root.rglob("*")):
-        if path.suffix in (".c", ".h") or path.name == "Makefile":
-            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:24]
-
-
 def build(root: Path, cc: str = "gcc", openmp: bool = True, checking: bool = False, quiet: bool = True) -> Path:
     """make in `root` (cached): the program's path; fails on any warning when `quiet`."""
     args = [f"CC={cc}", f"OPENMP={int(openmp)}", f"CHECKING={int(checking)}"]
-    program = root / ("model-checking" if checking else "model")
-    cached = cache_dir() / "programs" / _digest(root, args, cc)
-    if cached.is_file():
-        shutil.copy2(cached, program)
-        return program
-    proc = subprocess.run(["make", "-s", "-C", str(root), *args], capture_output=True, text=True)
-    assert proc.returncode == 0, f"make {' '.join(args)} failed in {root}:\n{proc.stderr}"
-    assert not quiet or "warning" not in proc.stderr, f"make {' '.join(args)} in {root} warned:\n{proc.stderr}"
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(f".{os.getpid()}")
-    shutil.copy2(program, tmp)
-    os.replace(tmp, cached)
-    return program
+    try:
+        return build_program(root, args, cc=cc, program="model-checking" if checking else "model",
+                             refuse_warnings=quiet)
+    except ProgramBuildError as error:
+        pytest.fail(str(error))
 
 
 def run(root: Path, program: Path, out: Path, threads: int = 1) -> subprocess.CompletedProcess:

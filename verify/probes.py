@@ -42,13 +42,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import platform
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -142,33 +139,14 @@ def export_program(workdir: Path, model: str, entry: str, site: str, overrides: 
     return root, prepared.program.function.name
 
 
-def _digest(root: Path) -> str:
-    from exactc.verify.build import compiler_version
-
-    h = hashlib.sha256(compiler_version(CC).encode() + b"\0" + "\0".join(MAKE_ARGS).encode())
-    for path in sorted(root.rglob("*")):
-        if path.suffix in (".c", ".h") or path.name == "Makefile":
-            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:24]
-
-
 def build_probe(root: Path) -> Path:
     """`make OPENMP=0 CFLAGS=...` in the exported directory, cached by its sources."""
-    from exactc.verify.build import cache_dir
+    from exactc.verify.programs import ProgramBuildError, build_program
 
-    program = root / "model"
-    cached = cache_dir() / "probes" / _digest(root)
-    if cached.is_file():
-        shutil.copy2(cached, program)
-        return program
-    proc = subprocess.run(["make", "-s", "-C", str(root), *MAKE_ARGS], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ProbeError(f"make {' '.join(MAKE_ARGS)} failed in {root}:\n{proc.stderr}")
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(f".{os.getpid()}")
-    shutil.copy2(program, tmp)
-    os.replace(tmp, cached)
-    return program
+    try:
+        return build_program(root, MAKE_ARGS, cc=CC)
+    except ProgramBuildError as error:
+        raise ProbeError(str(error)) from None
 
 
 def kernel_primitives(root: Path) -> dict[str, str]:
