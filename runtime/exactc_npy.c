@@ -39,11 +39,11 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------
- * Errors: every failure goes through npy_fail, which tolerates err == NULL and
+ * Errors: every failure goes through exactc_fail, which tolerates err == NULL and
  * errlen == 0.
  * ---------------------------------------------------------------------------------- */
 
-static int npy_fail(char *err, size_t errlen, const char *fmt, ...) {
+int exactc_fail(char *err, size_t errlen, const char *fmt, ...) {
     if (err != NULL && errlen > 0) {
         va_list ap;
         va_start(ap, fmt);
@@ -237,7 +237,7 @@ static int parse_string(cursor *c, const unsigned char **text, size_t *len, cons
     if (quote != '\'' && quote != '"') {
         char here[96];
         describe_here(c, here, sizeof here);
-        return npy_fail(err, errlen, "npy: header %s must be a quoted string; found %s", what,
+        return exactc_fail(err, errlen, "npy: header %s must be a quoted string; found %s", what,
                         here);
     }
     size_t start = c->i + 1;
@@ -250,12 +250,12 @@ static int parse_string(cursor *c, const unsigned char **text, size_t *len, cons
             return 0;
         }
         if (ch == '\\' || ch == '\n' || ch == '\r')
-            return npy_fail(err, errlen,
+            return exactc_fail(err, errlen,
                             "npy: header %s contains an escape or a newline; exactc reads "
                             "plain quoted strings only",
                             what);
     }
-    return npy_fail(err, errlen, "npy: header %s is an unterminated string", what);
+    return exactc_fail(err, errlen, "npy: header %s is an unterminated string", what);
 }
 
 static int expect_char(cursor *c, int ch, const char *context, char *err, size_t errlen) {
@@ -266,7 +266,7 @@ static int expect_char(cursor *c, int ch, const char *context, char *err, size_t
     }
     char here[96];
     describe_here(c, here, sizeof here);
-    return npy_fail(err, errlen, "npy: header expected '%c' %s; found %s", ch, context, here);
+    return exactc_fail(err, errlen, "npy: header expected '%c' %s; found %s", ch, context, here);
 }
 
 static int same(const unsigned char *s, size_t n, const char *lit) {
@@ -279,7 +279,7 @@ static int parse_descr(cursor *c, exactc_dtype *dtype, char *err, size_t errlen)
     size_t n;
     skip_space(c);
     if (at(c) == '[')
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: descr is a list (a structured dtype); exactc reads little-endian "
                         "f64, f32, int32, int64 only");
     if (parse_string(c, &s, &n, "descr", err, errlen) != 0) return -1;
@@ -291,11 +291,11 @@ static int parse_descr(cursor *c, exactc_dtype *dtype, char *err, size_t errlen)
         char q[40];
         quote_for_message(q, sizeof q, s, n);
         if (n > 0 && (s[0] == '>' || s[0] == '!'))
-            return npy_fail(err, errlen,
+            return exactc_fail(err, errlen,
                             "npy: descr '%s' is big-endian; exactc reads little-endian f64, "
                             "f32, int32, int64 only",
                             q);
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: descr '%s' is not supported; exactc reads little-endian f64 "
                         "('<f8'), f32 ('<f4'), int32 ('<i4'), int64 ('<i8') only",
                         q);
@@ -309,13 +309,13 @@ static int parse_fortran_order(cursor *c, char *err, size_t errlen) {
     while (c->i < c->n && is_ident(c->s[c->i])) c->i++;
     if (same(c->s + start, c->i - start, "False")) return 0;
     if (same(c->s + start, c->i - start, "True"))
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: fortran_order True is not supported; save with "
                         "np.ascontiguousarray");
     c->i = start;
     char here[96];
     describe_here(c, here, sizeof here);
-    return npy_fail(err, errlen, "npy: fortran_order must be True or False; found %s", here);
+    return exactc_fail(err, errlen, "npy: fortran_order must be True or False; found %s", here);
 }
 
 /* One dimension: decimal digits after at most one sign ('-' is read to say that it is
@@ -341,26 +341,26 @@ static int parse_dimension(cursor *c, int index, int64_t *dim, char *err, size_t
     if (digits == 0) {
         char here[96];
         describe_here(c, here, sizeof here);
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: shape must be a tuple of non-negative integers; found %s", here);
     }
     if (digits > 1 && c->s[start] == '0')
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: shape dimension %d has a leading zero; write plain decimal",
                         index);
     if (c->version < 3 && at(c) == 'L') c->i++;
     if (at(c) >= 0 && is_ident(at(c))) {
         char here[96];
         describe_here(c, here, sizeof here);
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: shape dimension %d is not a decimal integer; found %s", index,
                         here);
     }
     if (overflow)
-        return npy_fail(err, errlen, "npy: shape dimension %d is larger than %lld", index,
+        return exactc_fail(err, errlen, "npy: shape dimension %d is larger than %lld", index,
                         (long long)INT64_MAX);
     if (negative && v != 0)
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: shape dimension %d is -%llu; dimensions must be >= 0", index,
                         (unsigned long long)v);
     *dim = (int64_t)v;
@@ -372,7 +372,7 @@ static int parse_shape(cursor *c, int64_t *shape, int *ndim, char *err, size_t e
     if (at(c) != '(') {
         char here[96];
         describe_here(c, here, sizeof here);
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: shape must be a tuple such as (2, 3) or (5,); found %s", here);
     }
     c->i++;
@@ -395,7 +395,7 @@ static int parse_shape(cursor *c, int64_t *shape, int *ndim, char *err, size_t e
                 }
                 c->i++;
             }
-            return npy_fail(err, errlen, "npy: shape has %d dimensions; at most %d", total + 1,
+            return exactc_fail(err, errlen, "npy: shape has %d dimensions; at most %d", total + 1,
                             EXACTC_NPY_MAX_DIMS);
         }
         if (parse_dimension(c, count, &shape[count], err, errlen) != 0) return -1;
@@ -408,13 +408,13 @@ static int parse_shape(cursor *c, int64_t *shape, int *ndim, char *err, size_t e
         } else if (at(c) != ')') {
             char here[96];
             describe_here(c, here, sizeof here);
-            return npy_fail(err, errlen,
+            return exactc_fail(err, errlen,
                             "npy: shape expected ',' or ')' after dimension %d; found %s",
                             count - 1, here);
         }
     }
     if (count == 1 && !trailing_comma)
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: shape (%lld) is an integer in parentheses, not a tuple; a "
                         "1-d shape is written (%lld,)",
                         (long long)shape[0], (long long)shape[0]);
@@ -429,7 +429,7 @@ static int parse_header(cursor *c, exactc_array *out, char *err, size_t errlen) 
      * 2.0) and UTF-8 (3.0) in comments, the one place they could otherwise appear. */
     for (size_t j = 0; j < c->n; j++)
         if (c->s[j] >= 0x80 || c->s[j] == 0)
-            return npy_fail(err, errlen,
+            return exactc_fail(err, errlen,
                             "npy: header byte %zu is 0x%02x; exactc reads ASCII headers "
                             "without NUL bytes only",
                             j, (unsigned)c->s[j]);
@@ -459,7 +459,7 @@ static int parse_header(cursor *c, exactc_array *out, char *err, size_t errlen) 
         } else {
             char q[40];
             quote_for_message(q, sizeof q, key, keylen);
-            return npy_fail(err, errlen,
+            return exactc_fail(err, errlen,
                             "npy: header key '%s' is unknown; a .npy header has exactly "
                             "'descr', 'fortran_order' and 'shape'",
                             q);
@@ -467,7 +467,7 @@ static int parse_header(cursor *c, exactc_array *out, char *err, size_t errlen) 
         if (*seen) {
             char q[40];
             quote_for_message(q, sizeof q, key, keylen);
-            return npy_fail(err, errlen, "npy: header key '%s' appears twice", q);
+            return exactc_fail(err, errlen, "npy: header key '%s' appears twice", q);
         }
         if (rc != 0) return -1;
         *seen = 1;
@@ -477,7 +477,7 @@ static int parse_header(cursor *c, exactc_array *out, char *err, size_t errlen) 
         } else if (at(c) != '}') {
             char here[96];
             describe_here(c, here, sizeof here);
-            return npy_fail(err, errlen,
+            return exactc_fail(err, errlen,
                             "npy: header expected ',' or '}' after a value; found %s", here);
         }
     }
@@ -485,14 +485,14 @@ static int parse_header(cursor *c, exactc_array *out, char *err, size_t errlen) 
     if (c->i != c->n) {
         char here[96];
         describe_here(c, here, sizeof here);
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: header has %s after the closing '}'; only padding spaces and "
                         "'\\n' may follow",
                         here);
     }
-    if (!seen_descr) return npy_fail(err, errlen, "npy: header has no 'descr' key");
-    if (!seen_fortran) return npy_fail(err, errlen, "npy: header has no 'fortran_order' key");
-    if (!seen_shape) return npy_fail(err, errlen, "npy: header has no 'shape' key");
+    if (!seen_descr) return exactc_fail(err, errlen, "npy: header has no 'descr' key");
+    if (!seen_fortran) return exactc_fail(err, errlen, "npy: header has no 'fortran_order' key");
+    if (!seen_shape) return exactc_fail(err, errlen, "npy: header has no 'shape' key");
     return 0;
 }
 
@@ -504,32 +504,32 @@ static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
 int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, char *err,
                      size_t errlen) {
-    if (out == NULL) return npy_fail(err, errlen, "npy: no output array given");
+    if (out == NULL) return exactc_fail(err, errlen, "npy: no output array given");
     memset(out, 0, sizeof *out);
-    if (buf == NULL && len > 0) return npy_fail(err, errlen, "npy: no input buffer given");
+    if (buf == NULL && len > 0) return exactc_fail(err, errlen, "npy: no input buffer given");
 
     size_t head = len < 6 ? len : 6;
     if ((head > 0 && memcmp(buf, npy_magic, head) != 0) || len == 0)
-        return npy_fail(err, errlen, "npy: not a .npy file (magic)");
+        return exactc_fail(err, errlen, "npy: not a .npy file (magic)");
     if (len < 8)
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: file is %zu bytes, truncated before the version (magic and "
                         "version take 8)",
                         len);
     int major = buf[6], minor = buf[7];
     if (!((major == 1 || major == 2 || major == 3) && minor == 0))
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: version %d.%d is not supported; exactc reads 1.0, 2.0 and 3.0",
                         major, minor);
     size_t lenbytes = major == 1 ? 2 : 4;
     if (len < 8 + lenbytes)
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: file is %zu bytes, truncated in the header length field", len);
     size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
     if (lenbytes == 4) hlen |= (size_t)buf[10] << 16 | (size_t)((uint32_t)buf[11] << 24);
     size_t hstart = 8 + lenbytes;
     if (hlen > len - hstart)
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: header length %zu runs past the end of the file (%zu bytes "
                         "after the length field)",
                         hlen, len - hstart);
@@ -547,14 +547,14 @@ int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, ch
     if (shape_nbytes(out->shape, out->ndim, elem, &nbytes) != 0) {
         const char *descr = dtype_descr(out->dtype);
         memset(out, 0, sizeof *out);
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: shape %s of %s is too large: its byte count overflows",
                         shape_text, descr);
     }
     size_t have = len - hstart - hlen;
     if (have != nbytes) {
         const char *descr = dtype_descr(out->dtype);
-        int rc = npy_fail(err, errlen, "npy: data is %zu bytes; shape %s of %s needs %zu%s",
+        int rc = exactc_fail(err, errlen, "npy: data is %zu bytes; shape %s of %s needs %zu%s",
                           have, shape_text, descr, nbytes,
                           have > nbytes ? " (trailing bytes after the data are refused)" : "");
         memset(out, 0, sizeof *out);
@@ -563,7 +563,7 @@ int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, ch
     void *data = malloc(nbytes > 0 ? nbytes : 1);
     if (data == NULL) {
         memset(out, 0, sizeof *out);
-        return npy_fail(err, errlen, "npy: out of memory for %zu bytes of data", nbytes);
+        return exactc_fail(err, errlen, "npy: out of memory for %zu bytes of data", nbytes);
     }
     decode_le(data, buf + hstart + hlen, nbytes / elem, elem);
     out->data = data;
@@ -577,27 +577,27 @@ int exactc_read_file(const char *path, unsigned char **data, size_t *size, char 
     *size = 0;
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        return npy_fail(err, errlen, "cannot open '%s' for reading: %s", path, strerror(errno));
+        return exactc_fail(err, errlen, "cannot open '%s' for reading: %s", path, strerror(errno));
     /* A growing buffer: works for pipes too, and keeps one parser for files and memory
      * images. */
     size_t cap = 1 << 16, len = 0;
     unsigned char *buf = malloc(cap);
     if (buf == NULL) {
         fclose(f);
-        return npy_fail(err, errlen, "out of memory reading '%s'", path);
+        return exactc_fail(err, errlen, "out of memory reading '%s'", path);
     }
     for (;;) {
         if (len == cap) {
             if (cap > SIZE_MAX / 2) {
                 free(buf);
                 fclose(f);
-                return npy_fail(err, errlen, "'%s' is too large to read", path);
+                return exactc_fail(err, errlen, "'%s' is too large to read", path);
             }
             unsigned char *grown = realloc(buf, cap * 2);
             if (grown == NULL) {
                 free(buf);
                 fclose(f);
-                return npy_fail(err, errlen, "out of memory reading '%s'", path);
+                return exactc_fail(err, errlen, "out of memory reading '%s'", path);
             }
             buf = grown;
             cap *= 2;
@@ -610,7 +610,7 @@ int exactc_read_file(const char *path, unsigned char **data, size_t *size, char 
     fclose(f);
     if (failed) {
         free(buf);
-        return npy_fail(err, errlen, "error reading '%s'", path);
+        return exactc_fail(err, errlen, "error reading '%s'", path);
     }
     *data = buf;
     *size = len;
@@ -619,12 +619,12 @@ int exactc_read_file(const char *path, unsigned char **data, size_t *size, char 
 
 int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errlen) {
     if (out != NULL) memset(out, 0, sizeof *out);
-    if (path == NULL) return npy_fail(err, errlen, "npy: no path given");
+    if (path == NULL) return exactc_fail(err, errlen, "npy: no path given");
     unsigned char *buf;
     size_t len;
     char why[512];
     if (exactc_read_file(path, &buf, &len, why, sizeof why) != 0)
-        return npy_fail(err, errlen, "npy: %s", why);
+        return exactc_fail(err, errlen, "npy: %s", why);
     int rc = exactc_npy_parse(buf, len, out, err, errlen);
     free(buf);
     return rc;
@@ -638,34 +638,34 @@ enum { NPY_ALIGN = 64, NPY_GROWTH_DIGITS = 21 };
 
 int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, char *err,
                       size_t errlen) {
-    if (buf == NULL || len == NULL) return npy_fail(err, errlen, "npy: no output buffer given");
+    if (buf == NULL || len == NULL) return exactc_fail(err, errlen, "npy: no output buffer given");
     *buf = NULL;
     *len = 0;
-    if (a == NULL) return npy_fail(err, errlen, "npy: no array given");
+    if (a == NULL) return exactc_fail(err, errlen, "npy: no array given");
     size_t elem = exactc_dtype_size(a->dtype);
     if (elem == 0)
-        return npy_fail(err, errlen, "npy: dtype %d is not one of EXACTC_F64, F32, I32, I64",
+        return exactc_fail(err, errlen, "npy: dtype %d is not one of EXACTC_F64, F32, I32, I64",
                         (int)a->dtype);
     if (a->ndim < 0 || a->ndim > EXACTC_NPY_MAX_DIMS)
-        return npy_fail(err, errlen, "npy: ndim is %d; it must be 0 to %d", a->ndim,
+        return exactc_fail(err, errlen, "npy: ndim is %d; it must be 0 to %d", a->ndim,
                         EXACTC_NPY_MAX_DIMS);
     char shape_text[SHAPE_REPR_CAP];
     format_shape(shape_text, a->shape, a->ndim);
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] < 0)
-            return npy_fail(err, errlen,
+            return exactc_fail(err, errlen,
                             "npy: shape %s: dimension %d is negative; dimensions must be >= 0",
                             shape_text, i);
     size_t nbytes;
     if (shape_nbytes(a->shape, a->ndim, elem, &nbytes) != 0)
-        return npy_fail(err, errlen,
+        return exactc_fail(err, errlen,
                         "npy: shape %s of %s is too large: its byte count overflows",
                         shape_text, dtype_descr(a->dtype));
     if (a->nbytes != nbytes)
-        return npy_fail(err, errlen, "npy: nbytes is %zu; shape %s of %s needs %zu", a->nbytes,
+        return exactc_fail(err, errlen, "npy: nbytes is %zu; shape %s of %s needs %zu", a->nbytes,
                         shape_text, dtype_descr(a->dtype), nbytes);
     if (nbytes > 0 && a->data == NULL)
-        return npy_fail(err, errlen, "npy: data is NULL for %zu bytes", nbytes);
+        return exactc_fail(err, errlen, "npy: data is NULL for %zu bytes", nbytes);
 
     /* The dict text exactly as numpy's _write_array_header builds it. */
     char header[320];
@@ -673,7 +673,7 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
                      "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
                      dtype_descr(a->dtype), shape_text);
     if (n < 0 || (size_t)n >= sizeof header)
-        return npy_fail(err, errlen, "npy: header text does not fit"); /* cannot happen */
+        return exactc_fail(err, errlen, "npy: header text does not fit"); /* cannot happen */
     size_t hlen = (size_t)n;
     if (a->ndim > 0) {
         char digits[20];
@@ -687,10 +687,10 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
     size_t padlen = NPY_ALIGN - ((10 + hlen + 1) % NPY_ALIGN);
     size_t total_header = hlen + padlen + 1;
     if (nbytes > SIZE_MAX - 10 - total_header)
-        return npy_fail(err, errlen, "npy: data of %zu bytes is too large to format", nbytes);
+        return exactc_fail(err, errlen, "npy: data of %zu bytes is too large to format", nbytes);
     size_t total = 10 + total_header + nbytes;
     unsigned char *out = malloc(total);
-    if (out == NULL) return npy_fail(err, errlen, "npy: out of memory for %zu bytes", total);
+    if (out == NULL) return exactc_fail(err, errlen, "npy: out of memory for %zu bytes", total);
     memcpy(out, npy_magic, 6);
     out[6] = 1;
     out[7] = 0;
@@ -706,7 +706,7 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
 }
 
 int exactc_npy_write(const char *path, const exactc_array *a, char *err, size_t errlen) {
-    if (path == NULL) return npy_fail(err, errlen, "npy: no path given");
+    if (path == NULL) return exactc_fail(err, errlen, "npy: no path given");
     unsigned char *buf;
     size_t len;
     if (exactc_npy_format(a, &buf, &len, err, errlen) != 0) return -1;
@@ -714,7 +714,7 @@ int exactc_npy_write(const char *path, const exactc_array *a, char *err, size_t 
     if (f == NULL) {
         int e = errno;
         free(buf);
-        return npy_fail(err, errlen, "npy: cannot open '%s' for writing: %s", path,
+        return exactc_fail(err, errlen, "npy: cannot open '%s' for writing: %s", path,
                         strerror(e));
     }
     size_t wrote = fwrite(buf, 1, len, f);
@@ -726,7 +726,7 @@ int exactc_npy_write(const char *path, const exactc_array *a, char *err, size_t 
         /* The truncated file is left in place rather than removed: `path` may be a device
          * or a FIFO, and a short .npy file is refused by every reader, this one included. */
         if (wrote == len) e = errno;
-        return npy_fail(err, errlen, "npy: writing '%s' failed after %zu of %zu bytes: %s",
+        return exactc_fail(err, errlen, "npy: writing '%s' failed after %zu of %zu bytes: %s",
                         path, wrote, len, strerror(e));
     }
     return 0;

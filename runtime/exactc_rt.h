@@ -83,6 +83,9 @@ size_t exactc_dtype_size(exactc_dtype t);
 int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, char *err,
                      size_t errlen);
 int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errlen);
+/* Format a message into err (NULL or errlen 0 allowed) and return -1: how every runtime
+ * reader reports a refusal. */
+int exactc_fail(char *err, size_t errlen, const char *fmt, ...);
 /* Read a whole file (pipes too) into a malloc'd buffer (*data, *size); 0 on success, -1
  * with `err` naming the path and the reason. The .safetensors reader uses it too. */
 int exactc_read_file(const char *path, unsigned char **data, size_t *size, char *err,

@@ -16,20 +16,9 @@
  */
 #include "exactc_rt.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int st_fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ------------------------------------------------------------------------------------
  * A small JSON reader over [p, end): only what a safetensors header holds.
@@ -56,9 +45,9 @@ static void skip_space(st_json *j) {
 static int expect(st_json *j, unsigned char c, const char *what) {
     skip_space(j);
     if (j->pos >= j->len)
-        return st_fail(j->err, j->errlen, "header: the JSON ends where %s ('%c') was expected", what, c);
+        return exactc_fail(j->err, j->errlen, "header: the JSON ends where %s ('%c') was expected", what, c);
     if (j->s[j->pos] != c)
-        return st_fail(j->err, j->errlen, "header byte %zu: expected %s ('%c'), found 0x%02x", j->pos, what,
+        return exactc_fail(j->err, j->errlen, "header byte %zu: expected %s ('%c'), found 0x%02x", j->pos, what,
                        c, j->s[j->pos]);
     j->pos++;
     return 0;
@@ -66,21 +55,21 @@ static int expect(st_json *j, unsigned char c, const char *what) {
 
 static int peek(st_json *j, unsigned char *c) {
     skip_space(j);
-    if (j->pos >= j->len) return st_fail(j->err, j->errlen, "header: the JSON ends early, at byte %zu", j->pos);
+    if (j->pos >= j->len) return exactc_fail(j->err, j->errlen, "header: the JSON ends early, at byte %zu", j->pos);
     *c = j->s[j->pos];
     return 0;
 }
 
 static int hex4(st_json *j, unsigned *out) {
     unsigned v = 0;
-    if (j->len - j->pos < 4) return st_fail(j->err, j->errlen, "header byte %zu: a \\u escape needs 4 hex digits", j->pos);
+    if (j->len - j->pos < 4) return exactc_fail(j->err, j->errlen, "header byte %zu: a \\u escape needs 4 hex digits", j->pos);
     for (int k = 0; k < 4; k++) {
         unsigned char c = j->s[j->pos++];
         unsigned d;
         if (c >= '0' && c <= '9') d = c - '0';
         else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
         else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return st_fail(j->err, j->errlen, "header byte %zu: '%c' is not a hex digit of a \\u escape", j->pos - 1, c);
+        else return exactc_fail(j->err, j->errlen, "header byte %zu: '%c' is not a hex digit of a \\u escape", j->pos - 1, c);
         v = v * 16 + d;
     }
     *out = v;
@@ -94,11 +83,11 @@ static int read_string(st_json *j, char **out) {
     if (expect(j, '"', "a string") != 0) return -1;
     size_t cap = 16, n = 0;
     char *buf = malloc(cap);
-    if (buf == NULL) return st_fail(j->err, j->errlen, "out of memory");
+    if (buf == NULL) return exactc_fail(j->err, j->errlen, "out of memory");
     for (;;) {
         if (j->pos >= j->len) {
             free(buf);
-            return st_fail(j->err, j->errlen, "header: a string is not closed before the header ends");
+            return exactc_fail(j->err, j->errlen, "header: a string is not closed before the header ends");
         }
         unsigned char c = j->s[j->pos++];
         unsigned char enc[4];
@@ -106,14 +95,14 @@ static int read_string(st_json *j, char **out) {
         if (c == '"') break;
         if (c < 0x20) {
             free(buf);
-            return st_fail(j->err, j->errlen, "header byte %zu: control byte 0x%02x inside a string", j->pos - 1, c);
+            return exactc_fail(j->err, j->errlen, "header byte %zu: control byte 0x%02x inside a string", j->pos - 1, c);
         }
         if (c != '\\') {
             enc[k++] = c;
         } else {
             if (j->pos >= j->len) {
                 free(buf);
-                return st_fail(j->err, j->errlen, "header: an escape is cut by the header's end");
+                return exactc_fail(j->err, j->errlen, "header: an escape is cut by the header's end");
             }
             unsigned char e = j->s[j->pos++];
             unsigned cp;
@@ -130,22 +119,22 @@ static int read_string(st_json *j, char **out) {
                     unsigned lo;
                     if (j->len - j->pos < 2 || j->s[j->pos] != '\\' || j->s[j->pos + 1] != 'u') {
                         free(buf);
-                        return st_fail(j->err, j->errlen, "header byte %zu: a high surrogate without its low half", j->pos);
+                        return exactc_fail(j->err, j->errlen, "header byte %zu: a high surrogate without its low half", j->pos);
                     }
                     j->pos += 2;
                     if (hex4(j, &lo) != 0) { free(buf); return -1; }
                     if (lo < 0xDC00 || lo >= 0xE000) {
                         free(buf);
-                        return st_fail(j->err, j->errlen, "header byte %zu: a high surrogate followed by 0x%04x", j->pos, lo);
+                        return exactc_fail(j->err, j->errlen, "header byte %zu: a high surrogate followed by 0x%04x", j->pos, lo);
                     }
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 } else if (cp >= 0xDC00 && cp < 0xE000) {
                     free(buf);
-                    return st_fail(j->err, j->errlen, "header byte %zu: a lone low surrogate", j->pos);
+                    return exactc_fail(j->err, j->errlen, "header byte %zu: a lone low surrogate", j->pos);
                 }
                 if (cp == 0) {
                     free(buf);
-                    return st_fail(j->err, j->errlen, "header byte %zu: \\u0000 inside a string", j->pos);
+                    return exactc_fail(j->err, j->errlen, "header byte %zu: \\u0000 inside a string", j->pos);
                 }
                 if (cp < 0x80) enc[k++] = (unsigned char)cp;
                 else if (cp < 0x800) { enc[k++] = (unsigned char)(0xC0 | (cp >> 6)); enc[k++] = (unsigned char)(0x80 | (cp & 0x3F)); }
@@ -162,13 +151,13 @@ static int read_string(st_json *j, char **out) {
                 break;
             default:
                 free(buf);
-                return st_fail(j->err, j->errlen, "header byte %zu: unknown escape \\%c", j->pos - 1, e);
+                return exactc_fail(j->err, j->errlen, "header byte %zu: unknown escape \\%c", j->pos - 1, e);
             }
         }
         if (n + k + 1 > cap) {
             while (n + k + 1 > cap) cap *= 2;
             char *grown = realloc(buf, cap);
-            if (grown == NULL) { free(buf); return st_fail(j->err, j->errlen, "out of memory"); }
+            if (grown == NULL) { free(buf); return exactc_fail(j->err, j->errlen, "out of memory"); }
             buf = grown;
         }
         memcpy(buf + n, enc, k);
@@ -183,17 +172,17 @@ static int read_string(st_json *j, char **out) {
 static int read_uint(st_json *j, const char *what, uint64_t *out) {
     skip_space(j);
     if (j->pos >= j->len || j->s[j->pos] < '0' || j->s[j->pos] > '9')
-        return st_fail(j->err, j->errlen, "header byte %zu: %s must be a non-negative integer", j->pos, what);
+        return exactc_fail(j->err, j->errlen, "header byte %zu: %s must be a non-negative integer", j->pos, what);
     uint64_t v = 0;
     while (j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
         unsigned d = (unsigned)(j->s[j->pos] - '0');
         if (v > (UINT64_C(0x7fffffffffffffff) - d) / 10)
-            return st_fail(j->err, j->errlen, "header byte %zu: %s does not fit in 63 bits", j->pos, what);
+            return exactc_fail(j->err, j->errlen, "header byte %zu: %s does not fit in 63 bits", j->pos, what);
         v = v * 10 + d;
         j->pos++;
     }
     if (j->pos < j->len && (j->s[j->pos] == '.' || j->s[j->pos] == 'e' || j->s[j->pos] == 'E'))
-        return st_fail(j->err, j->errlen, "header byte %zu: %s must be an integer", j->pos, what);
+        return exactc_fail(j->err, j->errlen, "header byte %zu: %s must be an integer", j->pos, what);
     *out = v;
     return 0;
 }
@@ -211,7 +200,7 @@ static int skip_value(st_json *j) {
     if (c == '{' || c == '[') {
         unsigned char close = c == '{' ? '}' : ']';
         if (++j->depth > ST_MAX_DEPTH)
-            return st_fail(j->err, j->errlen, "header byte %zu: nested deeper than %d", j->pos, ST_MAX_DEPTH);
+            return exactc_fail(j->err, j->errlen, "header byte %zu: nested deeper than %d", j->pos, ST_MAX_DEPTH);
         j->pos++;
         if (peek(j, &c) != 0) return -1;
         if (c == close) { j->pos++; j->depth--; return 0; }
@@ -226,7 +215,7 @@ static int skip_value(st_json *j) {
             if (peek(j, &c) != 0) return -1;
             j->pos++;
             if (c == close) break;
-            if (c != ',') return st_fail(j->err, j->errlen, "header byte %zu: expected ',' or '%c'", j->pos - 1, close);
+            if (c != ',') return exactc_fail(j->err, j->errlen, "header byte %zu: expected ',' or '%c'", j->pos - 1, close);
         }
         j->depth--;
         return 0;
@@ -243,7 +232,7 @@ static int skip_value(st_json *j) {
             return 0;
         }
     }
-    return st_fail(j->err, j->errlen, "header byte %zu: 0x%02x does not start a JSON value this reader accepts", j->pos, c);
+    return exactc_fail(j->err, j->errlen, "header byte %zu: 0x%02x does not start a JSON value this reader accepts", j->pos, c);
 }
 
 /* ------------------------------------------------------------------------------------
@@ -273,10 +262,10 @@ static int read_tensor(st_json *j, exactc_st_tensor *t, size_t data_len) {
         if (strcmp(key, "dtype") == 0) {
             char *dtype;
             free(key);
-            if (have_dtype) return st_fail(j->err, j->errlen, "tensor %s: dtype given twice", t->name);
+            if (have_dtype) return exactc_fail(j->err, j->errlen, "tensor %s: dtype given twice", t->name);
             if (read_string(j, &dtype) != 0) return -1;
             if (strlen(dtype) >= sizeof t->dtype || dtype_bytes(dtype) == 0) {
-                int rc = st_fail(j->err, j->errlen, "tensor %s: unknown dtype \"%.16s\"", t->name, dtype);
+                int rc = exactc_fail(j->err, j->errlen, "tensor %s: unknown dtype \"%.16s\"", t->name, dtype);
                 free(dtype);
                 return rc;
             }
@@ -287,7 +276,7 @@ static int read_tensor(st_json *j, exactc_st_tensor *t, size_t data_len) {
             int is_shape = key[0] == 's';
             free(key);
             if (is_shape ? have_shape : have_offsets)
-                return st_fail(j->err, j->errlen, "tensor %s: %s given twice", t->name, is_shape ? "shape" : "data_offsets");
+                return exactc_fail(j->err, j->errlen, "tensor %s: %s given twice", t->name, is_shape ? "shape" : "data_offsets");
             uint64_t v[EXACTC_ST_MAX_DIMS];
             int n = 0;
             if (expect(j, '[', "an array") != 0) return -1;
@@ -295,21 +284,21 @@ static int read_tensor(st_json *j, exactc_st_tensor *t, size_t data_len) {
             if (c == ']') j->pos++;
             else for (;;) {
                 if (n == (is_shape ? EXACTC_ST_MAX_DIMS : 2))
-                    return st_fail(j->err, j->errlen, "tensor %s: %s has more than %d entries", t->name,
+                    return exactc_fail(j->err, j->errlen, "tensor %s: %s has more than %d entries", t->name,
                                    is_shape ? "shape" : "data_offsets", is_shape ? EXACTC_ST_MAX_DIMS : 2);
                 if (read_uint(j, is_shape ? "a dimension" : "an offset", &v[n]) != 0) return -1;
                 n++;
                 if (peek(j, &c) != 0) return -1;
                 j->pos++;
                 if (c == ']') break;
-                if (c != ',') return st_fail(j->err, j->errlen, "header byte %zu: expected ',' or ']'", j->pos - 1);
+                if (c != ',') return exactc_fail(j->err, j->errlen, "header byte %zu: expected ',' or ']'", j->pos - 1);
             }
             if (is_shape) {
                 t->ndim = n;
                 for (int k = 0; k < n; k++) t->shape[k] = (int64_t)v[k];
                 have_shape = 1;
             } else {
-                if (n != 2) return st_fail(j->err, j->errlen, "tensor %s: data_offsets must be [begin, end]", t->name);
+                if (n != 2) return exactc_fail(j->err, j->errlen, "tensor %s: data_offsets must be [begin, end]", t->name);
                 t->begin = v[0];
                 t->end = v[1];
                 have_offsets = 1;
@@ -321,24 +310,24 @@ static int read_tensor(st_json *j, exactc_st_tensor *t, size_t data_len) {
         if (peek(j, &c) != 0) return -1;
         j->pos++;
         if (c == '}') break;
-        if (c != ',') return st_fail(j->err, j->errlen, "header byte %zu: expected ',' or '}'", j->pos - 1);
+        if (c != ',') return exactc_fail(j->err, j->errlen, "header byte %zu: expected ',' or '}'", j->pos - 1);
     }
 check:
     if (!have_dtype || !have_shape || !have_offsets)
-        return st_fail(j->err, j->errlen, "tensor %s: missing %s", t->name,
+        return exactc_fail(j->err, j->errlen, "tensor %s: missing %s", t->name,
                        !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
     if (t->begin > t->end || t->end > data_len)
-        return st_fail(j->err, j->errlen, "tensor %s: data_offsets [%llu, %llu] outside the %zu data bytes", t->name,
+        return exactc_fail(j->err, j->errlen, "tensor %s: data_offsets [%llu, %llu] outside the %zu data bytes", t->name,
                        (unsigned long long)t->begin, (unsigned long long)t->end, data_len);
     uint64_t bytes = dtype_bytes(t->dtype);
     for (int k = 0; k < t->ndim; k++) {
         uint64_t d = (uint64_t)t->shape[k];
         if (d != 0 && bytes > UINT64_MAX / d)
-            return st_fail(j->err, j->errlen, "tensor %s: its shape overflows", t->name);
+            return exactc_fail(j->err, j->errlen, "tensor %s: its shape overflows", t->name);
         bytes *= d;
     }
     if (bytes != t->end - t->begin)
-        return st_fail(j->err, j->errlen, "tensor %s: %llu data bytes for a %s tensor needing %llu", t->name,
+        return exactc_fail(j->err, j->errlen, "tensor %s: %llu data bytes for a %s tensor needing %llu", t->name,
                        (unsigned long long)(t->end - t->begin), t->dtype, (unsigned long long)bytes);
     return 0;
 }
@@ -353,10 +342,10 @@ void exactc_st_close(exactc_safetensors *st) {
 
 int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
-    if (buf == NULL || len < 8) return st_fail(err, errlen, "file of %zu bytes: shorter than the 8-byte header length", len);
+    if (buf == NULL || len < 8) return exactc_fail(err, errlen, "file of %zu bytes: shorter than the 8-byte header length", len);
     uint64_t n = 0;
     for (int k = 7; k >= 0; k--) n = (n << 8) | buf[k];
-    if (n > len - 8) return st_fail(err, errlen, "header length %llu runs past the file's %zu bytes",
+    if (n > len - 8) return exactc_fail(err, errlen, "header length %llu runs past the file's %zu bytes",
                                     (unsigned long long)n, len);
     st->bytes = buf;
     st->len = len;
@@ -375,12 +364,12 @@ int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st
         if (strcmp(name, "__metadata__") == 0) {
             free(name);
             if (peek(&j, &c) != 0) goto fail;
-            if (c != '{') { st_fail(err, errlen, "__metadata__ must be an object"); goto fail; }
+            if (c != '{') { exactc_fail(err, errlen, "__metadata__ must be an object"); goto fail; }
             if (skip_value(&j) != 0) goto fail;
         } else {
             for (size_t k = 0; k < st->count; k++) {
                 if (strcmp(st->tensors[k].name, name) == 0) {
-                    st_fail(err, errlen, "tensor %s appears twice in the header", name);
+                    exactc_fail(err, errlen, "tensor %s appears twice in the header", name);
                     free(name);
                     goto fail;
                 }
@@ -388,7 +377,7 @@ int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st
             if (st->count == cap) {
                 size_t grown_cap = cap ? cap * 2 : 16;
                 exactc_st_tensor *grown = realloc(st->tensors, grown_cap * sizeof *grown);
-                if (grown == NULL) { free(name); st_fail(err, errlen, "out of memory"); goto fail; }
+                if (grown == NULL) { free(name); exactc_fail(err, errlen, "out of memory"); goto fail; }
                 st->tensors = grown;
                 cap = grown_cap;
             }
@@ -401,11 +390,11 @@ int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st
         if (peek(&j, &c) != 0) goto fail;
         j.pos++;
         if (c == '}') break;
-        if (c != ',') { st_fail(err, errlen, "header byte %zu: expected ',' or '}'", j.pos - 1); goto fail; }
+        if (c != ',') { exactc_fail(err, errlen, "header byte %zu: expected ',' or '}'", j.pos - 1); goto fail; }
     }
     skip_space(&j);
     if (j.pos != j.len) {
-        st_fail(err, errlen, "header byte %zu: bytes after the header's object", j.pos);
+        exactc_fail(err, errlen, "header byte %zu: bytes after the header's object", j.pos);
         goto fail;
     }
     return 0;
@@ -420,7 +409,7 @@ int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t e
     unsigned char *buf;
     size_t len;
     char why[512];
-    if (exactc_read_file(path, &buf, &len, why, sizeof why) != 0) return st_fail(err, errlen, "%s", why);
+    if (exactc_read_file(path, &buf, &len, why, sizeof why) != 0) return exactc_fail(err, errlen, "%s", why);
     if (exactc_st_parse(buf, len, st, err, errlen) != 0) { free(buf); return -1; }
     st->owned = 1;
     return 0;
@@ -435,7 +424,7 @@ const exactc_st_tensor *exactc_st_find(const exactc_safetensors *st, const char 
 int exactc_st_read(const exactc_safetensors *st, const char *name, const char *dtype, int ndim,
                    const int64_t *shape, void *dst, char *err, size_t errlen) {
     const exactc_st_tensor *t = exactc_st_find(st, name);
-    if (t == NULL) return st_fail(err, errlen, "tensor %s is missing", name);
+    if (t == NULL) return exactc_fail(err, errlen, "tensor %s is missing", name);
     int ok = strcmp(t->dtype, dtype) == 0 && t->ndim == ndim;
     for (int k = 0; ok && k < ndim; k++) ok = t->shape[k] == shape[k];
     if (!ok) {
@@ -444,7 +433,7 @@ int exactc_st_read(const exactc_safetensors *st, const char *name, const char *d
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", k ? ", " : "", (long long)t->shape[k]);
         for (int k = 0; k < ndim; k++)
             snprintf(need + strlen(need), sizeof need - strlen(need), "%s%lld", k ? ", " : "", (long long)shape[k]);
-        return st_fail(err, errlen, "tensor %s is %s (%s); it must be %s (%s)", name, t->dtype, got, dtype, need);
+        return exactc_fail(err, errlen, "tensor %s is %s (%s); it must be %s (%s)", name, t->dtype, got, dtype, need);
     }
     memcpy(dst, st->bytes + st->data_start + t->begin, (size_t)(t->end - t->begin));
     return 0;
