@@ -42,14 +42,6 @@ class Profile:
     functions: dict[str, FunctionCost]
     events: tuple[str, ...] = ("Ir",)
 
-    def self_of(self, pattern: str) -> int:
-        """Summed self cost of the functions whose name matches the regex `pattern`."""
-        rx = re.compile(pattern)
-        return sum(c.self_ir for name, c in self.functions.items() if rx.search(name))
-
-    def inclusive_of(self, name: str) -> int:
-        return self.functions[name].inclusive_ir if name in self.functions else 0
-
 
 @functools.lru_cache(maxsize=None)
 def valgrind_version() -> str:

@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from exactc.exporter.types import BF16, bits
+from exactc.exporter.types import BF16, SITE_TYPES, bits, c_site_type, numpy_dtype
 
 RED_ZONE = 64  # elements on each side of every buffer
 
@@ -25,12 +25,8 @@ POISON = {
     4: np.uint32(0x7FA5A5A5),
     2: np.uint16(0x7FA5),
 }
-_C_DTYPES = {
-    "double": np.dtype(np.float64),
-    "float": np.dtype(np.float32),
-    "exactc_bf16": BF16,
-    "int32_t": np.dtype(np.int32),
-}
+# A C buffer's element type -> its numpy dtype: the site types' own, and int32.
+_C_DTYPES = {c_site_type(site): numpy_dtype(site) for site in SITE_TYPES} | {"int32_t": np.dtype(np.int32)}
 
 
 def numpy_dtype_of_ctype(ctype: str) -> np.dtype:
