@@ -508,3 +508,16 @@ def test_one_process_runs_several_input_output_pairs(tmp_path):
     odd = subprocess.run([str(program), str(root / "weights.safetensors"), *pairs[:3]], capture_output=True, text=True)
     assert odd.returncode == 2 and "usage" in odd.stderr
 
+
+def test_a_plan_entry_that_matches_no_nest_is_refused(tmp_path):
+    """A plan's entry must apply somewhere: a misspelt or foreign kernel prefix is an
+    error naming it, not a silently plain program."""
+    import json
+
+    from exactc.exporter.kernels.plans import load_plan
+
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"nests": {"k99_linear": {"layout": {}}}}))
+    with pytest.raises(host.HostError, match="k99_linear match no nest"):
+        export.prepare("gpt", "forward", "f32", overrides=SMALL["gpt"], plan=load_plan(str(path)))
+

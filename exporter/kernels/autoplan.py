@@ -80,12 +80,13 @@ def auto_kernel_plan(kernel: Kernel, pieces: int = PIECES) -> Plan | None:
 
 class AutoPlan:
     """The plan `--plan auto` stands for: each kernel's part is chosen when the host meets
-    the kernel (KernelTable.plan_for), from its shapes."""
-
-    nests: tuple = ()  # names no nest explicitly, so none can go unused
+    the kernel (KernelTable.plan_for), from its shapes. It answers as a Plan does."""
 
     def __init__(self, pieces: int = PIECES):
         self.pieces = pieces
 
-    def for_kernel(self, kernel: Kernel) -> Plan | None:
-        return auto_kernel_plan(kernel, self.pieces)
+    def for_kernel(self, kernel: Kernel, prefix: str) -> tuple[Plan | None, set[str]]:
+        return auto_kernel_plan(kernel, self.pieces), set()
+
+    def entry_names(self) -> tuple[str, ...]:
+        return ()  # it names no nest, so none can go unused

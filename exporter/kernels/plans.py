@@ -62,6 +62,31 @@ class Plan:
                 return plan
         return None
 
+    def for_kernel(self, kernel: Kernel, prefix: str) -> tuple[Plan | None, set[str]]:
+        """This plan, given for a whole program, applied to one of its kernels: the
+        entries named `<nest>` (every kernel with that nest) or `<prefix>_<nest>` (this
+        kernel only, and it wins), validated; and the entry names that applied."""
+        names = {n.name for n in kernel.nests}
+        chosen: dict[str, NestPlan] = {}
+        used: set[str] = set()
+        for name, nest_plan in self.nests:
+            if name in names and name not in chosen:
+                chosen[name] = nest_plan
+                used.add(name)
+        for name, nest_plan in self.nests:
+            if name.startswith(prefix + "_") and name[len(prefix) + 1:] in names:
+                chosen[name[len(prefix) + 1:]] = nest_plan
+                used.add(name)
+        if not chosen:
+            return None, used
+        plan = Plan(tuple((n.name, chosen[n.name]) for n in kernel.nests if n.name in chosen))
+        validate_plan(kernel, plan)
+        return plan, used
+
+    def entry_names(self) -> tuple[str, ...]:
+        """The names the plan gives entries to; each must apply somewhere."""
+        return tuple(name for name, _ in self.nests)
+
     def to_json(self) -> dict:
         return {"nests": {name: plan.to_json() for name, plan in self.nests}}
 

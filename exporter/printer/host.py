@@ -113,35 +113,18 @@ class KernelTable:
         return use
 
     def plan_for(self, kernel: Kernel, prefix: str) -> Any:
-        """The part of the model's plan for this kernel: entries named `<prefix>_<nest>`
-        (this kernel only) or `<nest>` (every kernel with that nest), validated."""
+        """The part of the program's plan (a plan file's, or the automatic one) for this
+        kernel, validated; None when it has none."""
         if self.plan is None:
             return None
-        if hasattr(self.plan, "for_kernel"):  # --plan auto: chosen from the kernel's shapes
-            return self.plan.for_kernel(kernel)
-        from exactc.exporter.kernels.plans import Plan, validate_plan
-
-        names = {n.name for n in kernel.nests}
-        chosen = {}
-        for name, nest_plan in self.plan.nests:
-            if name in names and name not in chosen:
-                chosen[name] = nest_plan
-        for name, nest_plan in self.plan.nests:
-            if name.startswith(prefix + "_") and name[len(prefix) + 1:] in names:
-                chosen[name[len(prefix) + 1:]] = nest_plan
-        if not chosen:
-            return None
-        for name in chosen:
-            self.plan_used.add(name)
-        plan = Plan(tuple((n.name, chosen[n.name]) for n in kernel.nests if n.name in chosen))
-        validate_plan(kernel, plan)
+        plan, used = self.plan.for_kernel(kernel, prefix)
+        self.plan_used |= used
         return plan
 
     def check_plan_used(self) -> None:
         if self.plan is None:
             return
-        unused = [name for name, _ in self.plan.nests if name not in self.plan_used
-                  and not any(name == f"{u.prefix}_{n.name}" for u in self.uses.values() for n in u.kernel.nests)]
+        unused = [name for name in self.plan.entry_names() if name not in self.plan_used]
         if unused:
             raise HostError(f"plan: nest(s) {', '.join(unused)} match no nest of this program")
 

@@ -31,6 +31,8 @@ _FIXED_CHECKS = [
     Check("layouts:property", ("tests/test_layouts.py",),
           "test_every_layout_and_split_gives_the_reference_bits and (linear or layernorm or softmax or add or matmul)"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
+    # Plans passed to whole programs: applied by kernel, and refused when they match nothing.
+    Check("programs:plans", ("tests/test_programs.py",), "plan"),
     # Instruction counts (verify/probes.py): linear growth where cost must be linear, and
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),

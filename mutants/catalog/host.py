@@ -39,4 +39,15 @@ MUTANTS = [
         family="host",
         requires=REQUIRES,
     ),
+    Mutant(
+        "plan-entries-never-checked",
+        "a plan entry that applies to no nest is ignored: a misspelt kernel prefix exports "
+        "a plain program without a word",
+        HOST,
+        "        unused = [name for name in self.plan.entry_names() if name not in self.plan_used]\n",
+        "        unused: list[str] = []\n",
+        ("programs:plans",),
+        family="host",
+        requires=REQUIRES,
+    ),
 ]
