@@ -29,6 +29,7 @@ from exactc.strategies.cases import cases
 from exactc.strategies.layouts import planned_cases
 from exactc.strategies.tensors import TensorSpec
 from exactc.strategies.cases import Case
+from exactc.runtime import RUNTIME_DIR
 from exactc.verify.build import BuildOptions, have_compiler
 from exactc.verify.kernels import CHECK_SPLITS, assert_all_equal, run_cases
 
@@ -294,7 +295,7 @@ def test_lanes_are_vectorized_at_O2(cc, tmp_path):
     kernel = lower("linear", "f32", {"x": (64, 96), "w": (128, 96)}, {})
     plan = Plan((("linear", NestPlan(Layout(order=("n", "m"), lanes=(("m", 2), ("n", 16)), packs=("w",)))),))
     validate_plan(kernel, plan)
-    runtime = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime")
+    runtime = str(RUNTIME_DIR)
 
     def assembly(source: str) -> str:
         path = tmp_path / "kernel.c"

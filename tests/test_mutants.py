@@ -7,7 +7,9 @@ import pytest
 
 from exactc.mutants.catalog import CATALOG, CHECKS
 from exactc.mutants.model import CatalogError, Mutant
-from exactc.mutants.runner import TREE, self_test
+from exactc.mutants.runner import self_test
+
+TREE = Path(__file__).resolve().parent.parent  # the checkout: exactc/, tests/, pyproject.toml
 
 
 @pytest.mark.parametrize("mutant", CATALOG, ids=[m.name for m in CATALOG])
@@ -31,5 +33,5 @@ def test_a_rotten_anchor_is_an_error_that_names_the_mutant(tmp_path):
 
 
 def test_the_runner_patches_a_copy_that_python_imports():
-    assert self_test() == ""
-    assert (TREE / "__init__.py").exists() and Path(TREE).is_dir()
+    assert self_test(TREE) == ""
+    assert (TREE / "exactc" / "__init__.py").exists()

@@ -14,20 +14,20 @@ docs/mutants.md keeps a one-line verdict for each.
 
 Why a staging copy, and how the mutated `exactc` is what the tests import:
 
-- mutmut 3 writes its work directory `mutants/` into the directory it runs in, which
-  would collide with exactc's own `mutants/` package. So it runs in STAGE, never in the
-  repository root: STAGE/exactc is a copy of the tree (the repository root IS the package
-  `exactc`), and STAGE/pyproject.toml is the project's, plus a [tool.mutmut] table.
+- mutmut 3 writes its work directory `mutants/` into the directory it runs in. It runs in
+  STAGE, a copy of the checkout (exactc/, tests/, tools/, pyproject.toml plus a
+  [tool.mutmut] table), never in the repository itself, so a run leaves the checkout as
+  it was.
 - With `source_paths = ["exactc"]` mutmut copies STAGE/exactc to STAGE/mutants/exactc and
   rewrites the files matched by `only_mutate` there (every function becomes a trampoline
-  that dispatches on $MUTANT_UNDER_TEST). Its runner runs pytest in-process with cwd
-  STAGE/mutants and puts STAGE/mutants first on sys.path, so `import exactc` finds
-  STAGE/mutants/exactc before the editable install's finder (a meta-path hook appended
-  after the path finder). A test's child process (the printer's determinism test starts
-  a fresh `python -c`) runs in cwd STAGE/mutants, so it finds the same copy. (No
+  that dispatches on $MUTANT_UNDER_TEST); it copies tests/ and pyproject.toml beside it,
+  and tools/ (`also_copy`). Its runner runs pytest in-process with cwd STAGE/mutants and
+  puts STAGE/mutants first on sys.path, so `import exactc` finds STAGE/mutants/exactc
+  before any installed exactc. A test's child process (the printer's determinism test
+  starts a fresh `python -c`) runs in cwd STAGE/mutants, so it finds the same copy. (No
   PYTHONPATH: see stage_env.)
-- The tests are the copy's own (exactc/tests/...), so tests that find the tree from their
-  own __file__ (tests/test_libm.py's ROOT) find the mutated copy too.
+- Tests that find the checkout from their own __file__ (tests/test_libm.py's ROOT) find
+  STAGE/mutants, the mutated copy.
 - mutmut's own phases prove the wiring: "clean tests" must pass with no mutant active, and
   "forced fail" (every trampoline raises) must fail them; mutmut stops if either does not
   hold, and so does this script. It also checks, once mutmut has built its copy, that
@@ -59,6 +59,7 @@ from collections import Counter
 from pathlib import Path
 
 from exactc.mutants.runner import COPY_IGNORED
+from exactc.verify.build import cache_dir
 
 TREE = Path(__file__).resolve().parent.parent
 SECTION = "## The mutmut campaign"  # docs/mutants.md keeps everything from this line on
@@ -86,11 +87,11 @@ DO_NOT_MUTATE: list[str] = []
 # The tests mutmut may pick from; it runs, for each mutant, only those that called the
 # mutated function while it collected its stats.
 TESTS = [
-    "exactc/tests/test_reference.py",
-    "exactc/tests/test_kernels_print.py",
-    "exactc/tests/test_primitives.py",
-    "exactc/tests/test_libm.py",
-    "exactc/tests/test_mutmut_kills.py",
+    "tests/test_reference.py",
+    "tests/test_kernels_print.py",
+    "tests/test_primitives.py",
+    "tests/test_libm.py",
+    "tests/test_mutmut_kills.py",
 ]
 TIMEOUT_CONSTANT = 60.0
 TIMEOUT_MULTIPLIER = 4.0
@@ -117,6 +118,7 @@ def mutmut_table(max_children: int, tests: list[str]) -> str:
         "# Added by tools/mutmut_campaign.py in the staging copy only.",
         "[tool.mutmut]",
         'source_paths = ["exactc"]',
+        'also_copy = ["tools/"]',
         f"only_mutate = {toml_list(MUTATE)}",
         f"do_not_mutate = {toml_list(DO_NOT_MUTATE)}",
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}",
@@ -141,7 +143,7 @@ def stage_env(stage: Path) -> dict[str, str]:
     env.pop("EXACTC_STATS_DIR", None)
     env.pop("MUTANT_UNDER_TEST", None)
     # Compiled libraries are cached by content hash, so sharing the tree's cache is safe.
-    env.setdefault("EXACTC_CACHE", str(TREE / ".exactc-cache"))
+    env.setdefault("EXACTC_CACHE", str(cache_dir()))
     return env
 
 
@@ -149,14 +151,14 @@ def make_stage(stage: Path, max_children: int, tests: list[str]) -> None:
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
-    shutil.copytree(TREE, stage / "exactc", ignore=IGNORED, symlinks=True)
+    shutil.copytree(TREE, stage, ignore=IGNORED, symlinks=True, dirs_exist_ok=True)
     text = (TREE / "pyproject.toml").read_text()
     (stage / "pyproject.toml").write_text(text + mutmut_table(max_children, tests))
 
 
 def sync_tests(stage: Path) -> None:
-    """Copy the tree's tests over the stage's (both the source copy and mutmut's)."""
-    for root in (stage / "exactc", stage / "mutants" / "exactc"):
+    """Copy the checkout's tests over the stage's (both the source copy and mutmut's)."""
+    for root in (stage, stage / "mutants"):
         shutil.copytree(TREE / "tests", root / "tests", ignore=IGNORED, dirs_exist_ok=True)
 
 
@@ -289,13 +291,14 @@ def confirm_one(stage: Path, name: str, path: str, tests: list[str], env: dict[s
     """'killed', 'survived' or 'timeout' with the mutant written into a fresh copy."""
     source = applied_source(stage, name, path)
     with tempfile.TemporaryDirectory(prefix="exactc-mutmut-confirm-") as tmp:
-        root = Path(tmp) / "exactc"
-        shutil.copytree(stage / "exactc", root, ignore=IGNORED, symlinks=True)
-        (Path(tmp) / path).write_text(source)
+        root = Path(tmp) / "tree"
+        shutil.copytree(stage, root, ignore=stage_copy_ignored(stage), symlinks=True)
+        (root / path).write_text(source)
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                "-p", "no:randomly", *PYTEST_ARGS, *tests]
+        env = {**env, "PYTHONPATH": str(root)}
         try:
-            proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True,
+            proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
                                   timeout=timeout)
         except subprocess.TimeoutExpired:
             return "timeout"
@@ -304,7 +307,18 @@ def confirm_one(stage: Path, name: str, path: str, tests: list[str], env: dict[s
 
 # The files a survivor of import-time code is retried against: the selection without
 # test_primitives.py, whose C builds take most of the selection's time (documented).
-CONFIRM_SKIP = ("exactc/tests/test_primitives.py",)
+CONFIRM_SKIP = ("tests/test_primitives.py",)
+
+
+def stage_copy_ignored(stage: Path):
+    """What a copy of the stage leaves out: what a copy of the checkout leaves out, and
+    mutmut's work directory STAGE/mutants (not the package's own exactc/mutants)."""
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        skipped = set(IGNORED(folder, names))
+        if Path(folder) == stage:
+            skipped.add("mutants")
+        return skipped
+    return ignored
 
 _IMPORT_PROBE = """
 import importlib, json, sys
@@ -447,8 +461,8 @@ def write_section(page: Path, results, diffs, command: str, wall: float, note: s
         SECTION,
         "",
         "mutmut 3 over exactc's Python stages, run by `make mutmut` "
-        "(tools/mutmut_campaign.py) in a staging copy of the tree, never in the repository "
-        "root (mutmut's own `mutants/` work directory would collide with ours). A survivor is "
+        "(tools/mutmut_campaign.py) in a staging copy of the checkout, never in the repository "
+        "itself (mutmut writes its own `mutants/` work directory where it runs). A survivor is "
         "either killed by a new test (tests/test_mutmut_kills.py; status `killed (new test)`: "
         "the mutant written into a copy of the source for real, and that test failing there) "
         "or explained as equivalent in the table. mutmut switches a mutant on when the "
@@ -468,7 +482,7 @@ def write_section(page: Path, results, diffs, command: str, wall: float, note: s
         "- mutated: " + ", ".join(f"`{g.removeprefix('exactc/')}`" for g in MUTATE)
         + (("; not mutated: " + ", ".join(DO_NOT_MUTATE)) if DO_NOT_MUTATE else "; nothing excluded"),
         "- tests mutmut picks from (per mutant, the ones that reach the mutated function): "
-        + ", ".join(f"`{t.removeprefix('exactc/')}`" for t in TESTS),
+        + ", ".join(f"`{t}`" for t in TESTS),
     ]
     if note:
         lines.append(f"- note: {note}")
@@ -504,8 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                         default=Path(tempfile.gettempdir()) / "exactc-mutmut-stage",
                         help="the staging directory (rebuilt unless --rerun; kept for `mutmut show`)")
     parser.add_argument("--tests", nargs="*", default=None,
-                        help="test files relative to the tree (default: %s)"
-                        % " ".join(t.removeprefix("exactc/") for t in TESTS))
+                        help="test files relative to the checkout (default: %s)" % " ".join(TESTS))
     parser.add_argument("--mutate", nargs="*", default=None, metavar="GLOB",
                         help="mutate only these files (globs relative to the tree), a documented subset")
     parser.add_argument("--full", action="store_true",
@@ -536,8 +549,8 @@ def main(argv: list[str] | None = None) -> int:
         MUTATE[:] = FULL
     if args.mutate is not None:
         MUTATE[:] = [f"exactc/{g}" for g in args.mutate]
-    tests = TESTS if args.tests is None else [f"exactc/{t}" for t in args.tests]
-    tests = [t for t in tests if (TREE / t.removeprefix("exactc/")).exists()]
+    tests = TESTS if args.tests is None else list(args.tests)
+    tests = [t for t in tests if (TREE / t).exists()]
     TESTS[:] = tests
     exe = mutmut_exe()
     env = stage_env(stage)

@@ -3,8 +3,8 @@ must cover their range exactly once."""
 
 from exactc.mutants.model import Mutant
 
-PLANNED = "exporter/printer/planned.py"
-SPLITS = "exporter/kernels/splits.py"
+PLANNED = "exactc/exporter/printer/planned.py"
+SPLITS = "exactc/exporter/kernels/splits.py"
 REQUIRES = (PLANNED, SPLITS)
 
 MUTANTS = [

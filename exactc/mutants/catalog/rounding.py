@@ -3,10 +3,10 @@ and the bytes of the .npy writer."""
 
 from exactc.mutants.model import Mutant
 
-RT = "runtime/exactc_rt.h"
-LIBM = "runtime/exactc_libm.c"
-TWIN = "runtime/libm_twin.py"
-NPY = "runtime/exactc_npy.c"
+RT = "exactc/runtime/exactc_rt.h"
+LIBM = "exactc/runtime/exactc_libm.c"
+TWIN = "exactc/runtime/libm_twin.py"
+NPY = "exactc/runtime/exactc_npy.c"
 
 MUTANTS = [
     Mutant(

@@ -2,7 +2,7 @@
 
 from exactc.mutants.model import Mutant
 
-HOST = "exporter/printer/host.py"
+HOST = "exactc/exporter/printer/host.py"
 REQUIRES = (HOST,)
 
 MUTANTS = [

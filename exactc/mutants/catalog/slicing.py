@@ -2,8 +2,8 @@
 
 from exactc.mutants.model import Mutant
 
-HOST = "exporter/printer/host.py"
-LOWER = "exporter/kernels/lower.py"
+HOST = "exactc/exporter/printer/host.py"
+LOWER = "exactc/exporter/kernels/lower.py"
 
 MUTANTS = [
     Mutant(

@@ -26,8 +26,9 @@ from pathlib import Path
 
 from exactc.mutants.catalog import CATALOG, CHECKS
 from exactc.mutants.model import CatalogError, Mutant
+from exactc.verify.build import cache_dir
+from exactc.verify.checkout import CheckoutError, checkout_root
 
-TREE = Path(__file__).resolve().parent.parent
 # What a copy leaves out: environments, caches and history, never source.
 COPY_IGNORED = (
     ".venv", ".git", ".exactc-cache", ".hypothesis", ".pytest_cache", "__pycache__",
@@ -47,22 +48,24 @@ class Result:
     detail: str = ""
 
 
-def make_copy(workdir: Path) -> Path:
-    """A copy of the tree importable as `exactc`: workdir/exactc is the copy's root, and
-    workdir goes first on PYTHONPATH, ahead of the editable install."""
-    root = workdir / "exactc"
-    shutil.copytree(TREE, root, ignore=IGNORED, symlinks=True)
+def make_copy(tree: Path, workdir: Path) -> Path:
+    """A copy of the checkout `tree` in workdir/tree: its package folder, tree/exactc, is
+    what `import exactc` finds in the copy's environment (copy_env)."""
+    root = workdir / "tree"
+    shutil.copytree(tree, root, ignore=IGNORED, symlinks=True)
     return root
 
 
-def copy_env(workdir: Path) -> dict[str, str]:
+def copy_env(root: Path) -> dict[str, str]:
+    """The environment of a check in the copy at `root`: the copy goes first on
+    PYTHONPATH, ahead of any installed exactc."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(workdir) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env["HYPOTHESIS_PROFILE"] = "ci"
     env.pop("EXACTC_STATS_DIR", None)
     env["COLUMNS"] = "400"  # pytest's short summary then keeps each failure's message
     # Compiled libraries are cached by content hash, so a shared cache is safe and fast.
-    env.setdefault("EXACTC_CACHE", str(TREE / ".exactc-cache"))
+    env.setdefault("EXACTC_CACHE", str(cache_dir()))
     return env
 
 
@@ -93,11 +96,10 @@ def run_check_detail(name: str, root: Path, env: dict, timeout: float) -> tuple[
     return ("fail" if proc.returncode == 1 else "error"), f"{name}: {detail}"
 
 
-def run_mutant(mutant: Mutant, timeout: float) -> Result:
+def run_mutant(tree: Path, mutant: Mutant, timeout: float) -> Result:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"exactc-mutant-{mutant.name}-") as tmp:
-        workdir = Path(tmp)
-        root = make_copy(workdir)
+        root = make_copy(tree, Path(tmp))
         if not mutant.applies(root):
             return Result(mutant.name, "does not apply", [], time.monotonic() - start,
                           f"needs {', '.join(mutant.requires)}")
@@ -105,7 +107,7 @@ def run_mutant(mutant: Mutant, timeout: float) -> Result:
             mutant.apply(root)
         except CatalogError as error:
             return Result(mutant.name, "catalog error", [], time.monotonic() - start, str(error))
-        env = copy_env(workdir)
+        env = copy_env(root)
         details = {name: run_check_detail(name, root, env, timeout) for name in mutant.checks}
     seconds = time.monotonic() - start
     verdicts = {name: verdict for name, (verdict, _) in details.items()}
@@ -121,34 +123,32 @@ def run_mutant(mutant: Mutant, timeout: float) -> Result:
     return Result(mutant.name, "NOT CAUGHT", [], seconds)
 
 
-def baseline(check_names: list[str], timeout: float, jobs: int) -> dict[str, str]:
+def baseline(tree: Path, check_names: list[str], timeout: float, jobs: int) -> dict[str, str]:
     """Every check on an unmutated copy: each must pass, or no verdict means anything."""
     with tempfile.TemporaryDirectory(prefix="exactc-baseline-") as tmp:
-        workdir = Path(tmp)
-        root = make_copy(workdir)
-        env = copy_env(workdir)
+        root = make_copy(tree, Path(tmp))
+        env = copy_env(root)
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             futures = {n: pool.submit(run_check, n, root, env, timeout) for n in check_names}
             return {n: f.result() for n, f in futures.items()}
 
 
-def self_test() -> str:
+def self_test(tree: Path) -> str:
     """A patch must change the copy, not the tree, and `import exactc` in the copy's
     environment must load the copy. Returns '' when all holds, else what failed."""
-    probe = Mutant("self-test", "a marker line in the package docstring", "__init__.py",
+    probe = Mutant("self-test", "a marker line in the package docstring", "exactc/__init__.py",
                    '__version__ = "', '__mutant_marker__ = True\n__version__ = "', ())
-    original = (TREE / "__init__.py").read_text()
+    original = (tree / "exactc" / "__init__.py").read_text()
     with tempfile.TemporaryDirectory(prefix="exactc-selftest-") as tmp:
-        workdir = Path(tmp)
-        root = make_copy(workdir)
+        root = make_copy(tree, Path(tmp))
         probe.apply(root)
-        if (TREE / "__init__.py").read_text() != original:
+        if (tree / "exactc" / "__init__.py").read_text() != original:
             return "the patch changed the working tree"
         code = "import exactc; print(exactc.__file__, getattr(exactc, '__mutant_marker__', False))"
-        out = subprocess.run([sys.executable, "-c", code], env=copy_env(workdir), cwd=tmp,
+        out = subprocess.run([sys.executable, "-c", code], env=copy_env(root), cwd=tmp,
                              capture_output=True, text=True)
         printed = out.stdout.strip()
-        if not printed.endswith("True") or str(workdir) not in printed:
+        if not printed.endswith("True") or str(root) not in printed:
             return f"the copy's environment imports the wrong exactc: {printed or out.stderr.strip()}"
     return ""
 
@@ -179,8 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--only", nargs="*", default=None, metavar="NAME", help="run these mutants only")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check run")
-    parser.add_argument("--json", type=Path, default=TREE / ".exactc-cache" / "mutants.json",
-                        help="where the JSON report goes")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="where the JSON report goes (default: mutants.json in the cache folder)")
+    parser.add_argument("--tree", metavar="DIR", default=None,
+                        help="the checkout of exactc to mutate (default: the one exactc is imported from, "
+                             "else the current directory)")
     parser.add_argument("--markdown", type=Path, default=None,
                         help="also write the report as a markdown page (docs/mutants.md)")
     parser.add_argument("--list", action="store_true", help="list the catalog and exit")
@@ -196,14 +199,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m.name:<36} {m.family:<12} {m.description}  [{', '.join(m.checks)}]")
         return 0
 
+    try:
+        tree = checkout_root(args.tree)
+    except CheckoutError as exc:
+        print(f"exactc mutants: error: {exc}", file=sys.stderr)
+        return 2
+    args.json = args.json or cache_dir() / "mutants.json"
     start = time.monotonic()
-    problem = self_test()
+    problem = self_test(tree)
     if problem:
         print(f"mutants: self-test failed: {problem}", file=sys.stderr)
         return 2
     checks = sorted({c for m in catalog for c in m.checks})
     print(f"baseline: {len(checks)} checks on the unmutated tree ...", file=sys.stderr, flush=True)
-    verdicts = baseline(checks, args.timeout, args.jobs)
+    verdicts = baseline(tree, checks, args.timeout, args.jobs)
     broken = {n: v for n, v in verdicts.items() if v != "pass"}
     if broken:
         print(f"baseline FAILED, so no mutant verdict means anything: {broken}", file=sys.stderr)
@@ -212,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[Result] = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_mutant, m, args.timeout) for m in catalog]
+        futures = [pool.submit(run_mutant, tree, m, args.timeout) for m in catalog]
         for future in concurrent.futures.as_completed(futures):
             results.append(future.result())
             progress(len(results), len(catalog), results[-1])

@@ -37,7 +37,7 @@ class Mutant:
 
     name: str
     description: str
-    path: str  # file relative to the tree
+    path: str  # file relative to the checkout, e.g. exactc/exporter/graph.py
     anchor: str  # exact text, occurring once
     replacement: str
     checks: tuple[str, ...]  # names in CHECKS

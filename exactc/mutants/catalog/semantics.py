@@ -2,7 +2,7 @@
 
 from exactc.mutants.model import Mutant
 
-LOWER = "exporter/kernels/lower.py"
+LOWER = "exactc/exporter/kernels/lower.py"
 
 MUTANTS = [
     Mutant(

@@ -2,8 +2,8 @@
 
 from exactc.mutants.model import Mutant
 
-PRINTER = "exporter/printer/kernels.py"
-HOST = "exporter/printer/host.py"
+PRINTER = "exactc/exporter/printer/kernels.py"
+HOST = "exactc/exporter/printer/host.py"
 
 MUTANTS = [
     Mutant(

@@ -11,8 +11,8 @@ on another toolchain it skips, and the kernel mutant is not caught there until
 
 from exactc.mutants.model import Mutant
 
-HOST = "exporter/printer/host.py"
-KERNELS = "exporter/printer/kernels.py"
+HOST = "exactc/exporter/printer/host.py"
+KERNELS = "exactc/exporter/printer/kernels.py"
 
 MUTANTS = [
     Mutant(

@@ -30,7 +30,7 @@ import numpy as np
 from exactc.exporter import graph, models, types
 from exactc.exporter.printer.host import PrintedProgram, print_program
 
-RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
+from exactc.runtime import RUNTIME_DIR
 RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c")
 
 _ST_DTYPE = {"f64": "F64", "f32": "F32", "bf16": "BF16", "i32": "I32"}

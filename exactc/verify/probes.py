@@ -55,7 +55,6 @@ import numpy as np
 
 from exactc.verify.callgrind import Profile, run_callgrind, run_callgrind_parts, toolchain_key
 
-TREE = Path(__file__).resolve().parent.parent
 BASELINES = Path(__file__).resolve().with_name("probe_baselines.json")
 
 CC = "gcc"

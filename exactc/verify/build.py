@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Mapping
@@ -24,7 +25,7 @@ STRICT_FLAGS = ("-std=c11", "-ffp-contract=off", "-fno-fast-math")
 # Flags the tests add: a printed kernel must compile without a single warning.
 WARNING_FLAGS = ("-Wall", "-Wextra", "-Werror")
 
-RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
+from exactc.runtime import RUNTIME_DIR
 
 
 class CompileError(RuntimeError):
@@ -32,10 +33,24 @@ class CompileError(RuntimeError):
     the kept source so that the failure can be reproduced by hand."""
 
 
+def user_cache_dir() -> Path:
+    """The platform's per-user cache folder for exactc: $XDG_CACHE_HOME/exactc (else
+    ~/.cache/exactc) on Linux and the BSDs, ~/Library/Caches/exactc on macOS,
+    %LOCALAPPDATA%\\exactc\\Cache on Windows."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "exactc"
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / "exactc" / "Cache"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "exactc"
+
+
 def cache_dir() -> Path:
-    """Where compiled libraries live: $EXACTC_CACHE, else .exactc-cache in the tree."""
+    """Where compiled libraries, built programs and reproductions live: $EXACTC_CACHE,
+    else the user's cache folder (user_cache_dir). Never inside the installed package."""
     root = os.environ.get("EXACTC_CACHE")
-    path = Path(root) if root else Path(__file__).resolve().parent.parent / ".exactc-cache"
+    path = Path(root) if root else user_cache_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

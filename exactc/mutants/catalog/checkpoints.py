@@ -2,9 +2,9 @@
 
 from exactc.mutants.model import Mutant
 
-HF = "exporter/checkpoints/hf.py"
-LLAMA2C = "exporter/checkpoints/llama2c.py"
-CHECKPOINTS = "exporter/checkpoints/__init__.py"
+HF = "exactc/exporter/checkpoints/hf.py"
+LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
+CHECKPOINTS = "exactc/exporter/checkpoints/__init__.py"
 REQUIRES = (HF, LLAMA2C, CHECKPOINTS)
 
 MUTANTS = [
