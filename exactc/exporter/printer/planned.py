@@ -31,6 +31,7 @@ from exactc.exporter.kernels.ir import (
 )
 from exactc.exporter.kernels.layouts import Layout, buffer_accesses, fresh_name, nest_names, pack_panel
 from exactc.exporter.kernels.splits import Split, split_axis
+from exactc.exporter.printer.sums import print_integer_sum
 from exactc.exporter.printer.kernels import (
     _LOCAL_CTYPE,
     _PREAMBLE,
@@ -92,9 +93,11 @@ class _PlannedBodyPrinter(_BodyPrinter):
     """The plain body printer, with reduction blocks, and (in the laned path) lane
     axes substituted by chunk + lane, scalars as lane arrays, packed loads."""
 
-    def __init__(self, buffers: dict[str, Buffer], blocks: dict[str, tuple[int, str, str]]):
+    def __init__(self, buffers: dict[str, Buffer], blocks: dict[str, tuple[int, str, str]],
+                 sums: dict[str, tuple[int, int]] | None = None, taken: set[str] | None = None):
         super().__init__(buffers)
         self.blocks = blocks
+        self.sums, self.taken = sums or {}, taken or set()  # integer sums: axis -> (lanes, parts)
         self.substitute: dict[str, Affine] = {}  # lane axis -> chunk + lane
         self.rename: dict[str, str] = {}  # laned scalar -> name[a_l][b_l]
         self.packs: dict[str, tuple[str, list[tuple[str, int]]]] = {}  # buffer -> (pack, dims)
@@ -142,6 +145,9 @@ class _PlannedBodyPrinter(_BodyPrinter):
             return [f"{pad}{self.rename[stmt.var.name]} = {self.bare(stmt.init)};"]
         if isinstance(stmt, Assign) and stmt.var.name in self.rename:
             return [f"{pad}{self.rename[stmt.var.name]} = {self.bare(stmt.value)};"]
+        if isinstance(stmt, Loop) and stmt.axis.name in self.sums:
+            lanes, parts = self.sums[stmt.axis.name]
+            return print_integer_sum(self, stmt, depth, lanes, parts, self.taken, _LOCAL_CTYPE["i32"])
         if isinstance(stmt, Loop) and stmt.axis.name in self.blocks:
             size, block, end = self.blocks[stmt.axis.name]
             axis = stmt.axis
@@ -266,7 +272,7 @@ def print_planned_function(name: str, item: Launch, buffers: dict[str, Buffer], 
     out = _comment_block(lines)
     out.extend(signature_lines(name, item, buffers, range_axis, extents[range_axis]))
 
-    printer = _PlannedBodyPrinter(buffers, blocks)
+    printer = _PlannedBodyPrinter(buffers, blocks, {a: (w, p) for a, w, p in layout.sums}, taken)
     depth = 1
     opened = 0
     # Tile loops, outermost, in the layout's order.
