@@ -11,7 +11,14 @@ import numpy as np
 from hypothesis import strategies as st
 
 from exactc.exporter.primitives import PRIMITIVES, get_primitive
-from exactc.strategies.quant import RealBlockSpec, ScaleSpec, ValueSpec, qlinear_operands, quantize_operands
+from exactc.strategies.quant import (
+    ArraySpec,
+    RealBlockSpec,
+    ScaleSpec,
+    ValueSpec,
+    qlinear_operands,
+    quantize_operands,
+)
 from exactc.strategies.tensors import (
     IntSpec,
     TensorSpec,
@@ -34,7 +41,7 @@ class Case:
     primitive: str
     site: str
     attrs: tuple[tuple[str, Any], ...]
-    specs: tuple[tuple[str, TensorSpec | IntSpec | ValueSpec | ScaleSpec | RealBlockSpec], ...]
+    specs: tuple[tuple[str, TensorSpec | IntSpec | ValueSpec | ScaleSpec | RealBlockSpec | ArraySpec], ...]
 
     @property
     def attr_dict(self) -> dict[str, Any]:

@@ -299,3 +299,22 @@ def stacked_q4(draw) -> tuple[int, int, int, int, int]:
     number of bytes and short last blocks favoured."""
     k, block = draw(blocked_lengths("q4", max_blocks=5))
     return draw(st.integers(1, 5)), draw(st.integers(1, 7)), k, block, draw(st.integers(0, 2**32 - 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class ArraySpec:
+    """A literal array (nested tuples) of a numpy dtype name: pinned examples whose
+    values a person chose, in the same place as the drawn specs."""
+
+    values: tuple
+    dtype: str  # a site type (rounded to it) or a numpy dtype name (int8, uint8, ...)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return np.asarray(self.values).shape
+
+    def make(self) -> np.ndarray:
+        if self.dtype in types.SITE_TYPES:
+            with np.errstate(over="ignore"):
+                return types.round_to_site(np.asarray(self.values, dtype=np.float64), self.dtype)
+        return np.asarray(self.values, dtype=self.dtype)

@@ -3,7 +3,8 @@ summary a person reads at a glance.
 
 The checks record one line per case in EXACTC_STATS_DIR (verify/kernels.py); this
 module runs pytest over both cores, gathers those lines and prints a table of cases per
-primitive x type, the families' counts, and the last line
+primitive x type, the families' counts (layouts, splits, and quant: the cases of the
+quantized primitives, `quant: <n> checked, <m> mismatches`), and the last line
 
     verify: <cases> cases, <mismatches> mismatches, <rate> cases/s
 """
@@ -28,10 +29,12 @@ CAMPAIGN_TESTS = [
     "tests/test_conversions.py",
     "tests/test_libm.py",
     "tests/test_layouts.py",
+    "tests/test_quant.py",
 ]
 
 # Families a run must check at least this often when the test file that feeds them runs.
-MIN_FAMILY_CHECKS = {"layouts": ("tests/test_layouts.py", 2000), "splits": ("tests/test_layouts.py", 2000)}
+MIN_FAMILY_CHECKS = {"layouts": ("tests/test_layouts.py", 2000), "splits": ("tests/test_layouts.py", 2000),
+                     "quant": ("tests/test_quant.py", 2000)}
 
 
 def read_stats(folder: Path) -> list[dict]:
