@@ -286,6 +286,32 @@ def test_plan_json_round_trips():
     assert parse_plan(json.loads(summed.dumps())) == summed
 
 
+def test_integer_sums_in_every_grouping_give_the_reference_bits():
+    """qlinear_i in q8 and q4, K = 77 in blocks of 34 (loops of 34, 17 and a tail of 9),
+    values at the limits: every integer sum in lanes 1, 3, 4, 5, 64 and parts 1, 2, 3
+    (most part lengths are not a multiple of the lanes, so the remainders run), C
+    against the reference."""
+    from exactc.strategies.quant import ScaleSpec, ValueSpec
+
+    batch = []
+    for fmt in ("q8", "q4"):
+        k, block = 77, 34
+        row = {"q8": k, "q4": 3 * block // 2}[fmt]
+        specs = (("xq", ValueSpec(3, k, "q8", block, 1, ("max", "random", "min"))),
+                 ("xd", ScaleSpec((3, 3), "f32", 2, ("power",))),
+                 ("wq", ValueSpec(5, k, fmt, block, 3, ("min", "limit", "random"))),
+                 ("wd", ScaleSpec((5, 3), "f32", 4, ("power", "normal"))))
+        case = Case("qlinear_i", "f32", (("block", block), ("fmt", fmt), ("has_b", False)), specs)
+        assert dict(case.specs)["wq"].shape == (5, row)
+        kernel = lower("qlinear_i", "f32", case.shapes, case.attr_dict)
+        loops = [a for a in kernel.nests[0].reduce_axes() if a.name != "blk"]
+        for lanes in (1, 3, 4, 5, 64):
+            for parts in (1, 2, 3):
+                layout = Layout(order=("n", "m"), sums=tuple((a.name, lanes, parts) for a in loops))
+                batch.append((case, Plan((("qlinear_i", NestPlan(layout)),))))
+    assert_all_equal(_run(batch, ("gcc", False, None)))
+
+
 def test_integer_sums_print_as_partial_sums_added_last_first():
     """An integer sum in parts and lanes: int32 partial sums (one row per part, one
     column per lane), the full chunks laned, the rest of each part into the first lanes,

@@ -713,8 +713,13 @@ def _quantize_block(ctx: _Lowering, base: Affine, length: int, scale_at: Access)
     a NaN or ±inf in it gives d = NaN and values 0; else d = amax ⊘ 127, and values
     0 if d == 0, else clamp(round(W(x) ⊘ d), -127, 127) with ties away from zero."""
     m = ix("m")
+    work = ctx.acc  # the type of the scale and the quotients: A, as the rule says
+
+    def in_work(value: Expr) -> Expr:
+        return value if value.type == work else Convert(value, work)
+
     amax, bad, v, a = ctx.var("amax"), ctx.var("bad", "i64"), ctx.var("v"), ctx.var("a")
-    d, r, f = ctx.var("d_b"), ctx.var("r"), ctx.var("f")
+    d, r, f = Var("d_b", work), Var("r", work), Var("f", work)
     whole, near, value = ctx.var("whole", "i32"), ctx.var("near", "i32"), ctx.var("value", "i32")
 
     def fill(name: str, write_value: Callable[[Affine], Stmt]) -> Loop:
@@ -733,11 +738,11 @@ def _quantize_block(ctx: _Lowering, base: Affine, length: int, scale_at: Access)
     # zero when the fraction (exact) is at least one half.
     jq = base + ix("jq")
     rounded = (
-        Declare(r, div(ctx.W("x", m, jq), d)),
+        Declare(r, div(in_work(ctx.W("x", m, jq)), d)),
         Declare(whole, Convert(r, "i32")),
-        Declare(f, sub(r, Convert(whole, ctx.acc))),
-        Declare(near, Binary("+", whole, Select(Binary(">=", f, ctx.R(0.5)), _i32(1),
-                                                Select(Binary("<=", f, ctx.R(-0.5)), _i32(-1), _i32(0))))),
+        Declare(f, sub(r, Convert(whole, work))),
+        Declare(near, Binary("+", whole, Select(Binary(">=", f, Const(0.5, work)), _i32(1),
+                                                Select(Binary("<=", f, Const(-0.5, work)), _i32(-1), _i32(0))))),
         Declare(value, Select(Binary("<", near, _i32(-Q8_LIMIT)), _i32(-Q8_LIMIT),
                               Select(Binary(">", near, _i32(Q8_LIMIT)), _i32(Q8_LIMIT), near))),
         Write(ctx.at("q", m, jq), Convert(value, "i8")),
@@ -750,9 +755,9 @@ def _quantize_block(ctx: _Lowering, base: Affine, length: int, scale_at: Access)
             Binary("!=", bad, Affine.constant(0)),
             (FillBits(scale_at, QUIET_NAN_BITS[ctx.acc]), fill("jn", zero)),
             (
-                Declare(d, div(amax, ctx.R(float(Q8_LIMIT)))),
-                Write(scale_at, d),
-                If(Binary("==", d, ctx.R(0.0)), (fill("jz", zero),), (Loop(Axis("jq", length, PARALLEL), rounded),)),
+                Declare(d, div(in_work(amax), Const(float(Q8_LIMIT), work))),
+                Write(scale_at, d if work == ctx.acc else Convert(d, ctx.acc)),
+                If(Binary("==", d, Const(0.0, work)), (fill("jz", zero),), (Loop(Axis("jq", length, PARALLEL), rounded),)),
             ),
         ),
     )

@@ -7,7 +7,17 @@ one primitive with a -k expression, so a mutant of layernorm runs layernorm's ca
 from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
-from exactc.mutants.catalog import checkpoints, host, layouts, loop_bounds, probes, rounding, semantics, slicing
+from exactc.mutants.catalog import (
+    checkpoints,
+    host,
+    layouts,
+    loop_bounds,
+    probes,
+    quant,
+    rounding,
+    semantics,
+    slicing,
+)
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
 
@@ -24,12 +34,17 @@ _FIXED_CHECKS = [
     Check("npy", ("tests/test_npy.py",)),
     Check("reference", ("tests/test_reference.py",)),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
+    # Quantized operands: C against the reference, the pinned hand-computed values, the
+    # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).
+    Check("quant", ("tests/test_quant.py",)),
     # Every architecture's entries exported in f32: built by gcc, clang and without
     # OpenMP, the checking build (NaN arena, reached peak), the straight-line oracle.
     # Every layout and split of the reductions-heavy primitives, C against the reference,
     # red zones and the coverage check of the pieces on.
     Check("layouts:property", ("tests/test_layouts.py",),
           "test_every_layout_and_split_gives_the_reference_bits and (linear or layernorm or softmax or add or matmul)"),
+    # Integer sums of quantized linears regrouped in every lanes x parts, remainders too.
+    Check("layouts:integer-sums", ("tests/test_layouts.py",), "integer_sums"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
     # Plans passed to whole programs: applied by kernel, and refused when they match nothing.
     Check("programs:plans", ("tests/test_programs.py",), "plan"),
@@ -43,7 +58,7 @@ _FIXED_CHECKS = [
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, quant]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
