@@ -52,6 +52,7 @@ _FIXED_CHECKS = [
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),
     Check("probes:baseline", ("tests/test_probes.py",), "regression_against_the_baseline"),
+    Check("probes:quant-growth", ("tests/test_probes.py",), "quantized_linear"),
     # Checkpoint loaders: read-back bits, llama2.c against the Hugging Face route, refusals
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),

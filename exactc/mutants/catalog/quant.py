@@ -130,6 +130,26 @@ MUTANTS = [
         requires=REQUIRES,
     ),
     Mutant(
+        "qlinear-scale-found-by-search",
+        "each block of the integer linear finds its weight scale by walking the row's scales "
+        "(for sb < nb: if sb == blk: ws = wd[n, sb]): the same bits, a cost quadratic in K; "
+        "only the growth probe sees it (quant stays green)",
+        LOWER,
+        "        scale = mul(ctx.W(\"xd\", m, blk), ctx.W(\"wd\", n, blk))\n"
+        "        return [\n"
+        "            Declare(s, _i32(0)),\n",
+        "        ws, sb = ctx.var(f\"ws_{sum_name}\", \"f32\"), f\"sb_{sum_name}\"\n"
+        "        search = [Declare(ws, Const(0.0, \"f32\")), Loop(Axis(sb, block_count(k, block), REDUCE), (If(\n"
+        "            Binary(\"==\", ix(sb), _affine(blk)), (Assign(ws, ctx.load(\"wd\", n, ix(sb))),)),))]\n"
+        "        scale = mul(ctx.W(\"xd\", m, blk), ctx.widen(ws))\n"
+        "        return [\n"
+        "            *search,\n"
+        "            Declare(s, _i32(0)),\n",
+        ("probes:quant-growth", "quant"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
         "int-sum-remainder-dropped",
         "a laned integer sum skips the values of each part past its last full chunk of lanes",
         SUMS,
