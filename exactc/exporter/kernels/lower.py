@@ -806,31 +806,39 @@ def _weight_terms(ctx: _Lowering, blk: Affine | int, length: int, names: tuple[s
     return loops
 
 
+def _blockwise_linear(ctx: _Lowering, name: str, rows: int, k: int,
+                      block_steps: Callable[[Affine | int, int, tuple[str, str], str], list[Stmt]]) -> list[Nest]:
+    """The nest of a quantized linear over (m, n): acc = +0, then the statements of each
+    block in order (`block_steps(blk, length, loop names, suffix)`: the full blocks in a
+    loop over blk, the short last block after it), the bias, y = S(acc)."""
+    cols = ctx.shape("wq")[0]
+    full, tail = _block_runs(k, ctx.attrs["block"])
+    acc, n = ctx.var("acc"), ix("n")
+    body: list[Stmt] = [Declare(acc, ctx.R(0.0))]
+    if full:
+        body.append(Loop(Axis("blk", full, REDUCE), tuple(block_steps(ix("blk"), ctx.attrs["block"], ("k", "kh"), ""))))
+    if tail:
+        body += block_steps(full, tail, ("t", "th"), "_tail")
+    total: Expr = add(acc, ctx.W("b", n)) if ctx.attrs["has_b"] else acc
+    body.append(Write(ctx.at("y", ix("m"), n), ctx.S(total)))
+    return [Nest(name, (Axis("m", rows), Axis("n", cols)), tuple(body))]
+
+
 def lower_qlinear_w(ctx: _Lowering) -> list[Nest]:
     # w = wd[n, b] ⊗ f32(value[n, k]) in f32;  acc = +0
     # for k in order: acc = acc ⊕ (W(x[m,k]) ⊗ W(w));  if b: acc = acc ⊕ W(b[n]);  y = S(acc)
     # k runs block by block (blk, then the values of the block), which is index order.
-    (rows, k), (cols, _) = ctx.shape("x"), ctx.shape("wq")
-    block = ctx.attrs["block"]
-    full, tail = _block_runs(k, block)
-    m, n = ix("m"), ix("n")
-    acc = ctx.var("acc")
+    rows, k = ctx.shape("x")
+    m, n, acc = ix("m"), ix("n"), ctx.var("acc")
 
-    def runs(blk: Affine | int, length: int, names: tuple[str, str]) -> list[Stmt]:
+    def block_steps(blk: Affine | int, length: int, names: tuple[str, str], suffix: str) -> list[Stmt]:
         def term(at: Affine, value: Expr) -> Expr:
             w = mul(ctx.load("wd", n, blk), Convert(value, "f32"))
             return mul(ctx.W("x", m, at), ctx.widen(w))
 
         return _weight_terms(ctx, blk, length, names, term, lambda t: Assign(acc, add(acc, t)))
 
-    body: list[Stmt] = [Declare(acc, ctx.R(0.0))]
-    if full:
-        body.append(Loop(Axis("blk", full, REDUCE), tuple(runs(ix("blk"), block, ("k", "kh")))))
-    if tail:
-        body += runs(full, tail, ("t", "th"))
-    total: Expr = add(acc, ctx.W("b", n)) if ctx.attrs["has_b"] else acc
-    body.append(Write(ctx.at("y", m, n), ctx.S(total)))
-    return [Nest("qlinear_w", (Axis("m", rows), Axis("n", cols)), tuple(body))]
+    return _blockwise_linear(ctx, "qlinear_w", rows, k, block_steps)
 
 
 def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
@@ -838,13 +846,11 @@ def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
     #   s = Σ int32(xq[m,k]) · int32(value[n,k]) over the block (exact, any order)
     #   acc = acc ⊕ (A(s) ⊗ (W(xd[m,b]) ⊗ W(wd[n,b])))
     # if b: acc = acc ⊕ W(b[n]);  y = S(acc)
-    (rows, k), (cols, _) = ctx.shape("xq"), ctx.shape("wq")
-    block = ctx.attrs["block"]
-    full, tail = _block_runs(k, block)
-    m, n = ix("m"), ix("n")
-    acc = ctx.var("acc")
+    rows, k = ctx.shape("xq")
+    m, n, acc = ix("m"), ix("n"), ctx.var("acc")
 
-    def one_block(blk: Affine | int, length: int, names: tuple[str, str], sum_name: str) -> list[Stmt]:
+    def block_steps(blk: Affine | int, length: int, names: tuple[str, str], suffix: str) -> list[Stmt]:
+        sum_name = "s" + suffix
         s = ctx.var(sum_name, "i32")
 
         def term(at: Affine, value: Expr) -> Expr:
@@ -857,14 +863,7 @@ def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
             Assign(acc, add(acc, mul(Convert(s, ctx.acc), scale))),
         ]
 
-    body: list[Stmt] = [Declare(acc, ctx.R(0.0))]
-    if full:
-        body.append(Loop(Axis("blk", full, REDUCE), tuple(one_block(ix("blk"), block, ("k", "kh"), "s"))))
-    if tail:
-        body += one_block(full, tail, ("t", "th"), "s_tail")
-    total: Expr = add(acc, ctx.W("b", n)) if ctx.attrs["has_b"] else acc
-    body.append(Write(ctx.at("y", m, n), ctx.S(total)))
-    return [Nest("qlinear_i", (Axis("m", rows), Axis("n", cols)), tuple(body))]
+    return _blockwise_linear(ctx, "qlinear_i", rows, k, block_steps)
 
 
 _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {

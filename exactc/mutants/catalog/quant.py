@@ -139,7 +139,7 @@ MUTANTS = [
         "        return [\n"
         "            Declare(s, _i32(0)),\n",
         "        ws, sb = ctx.var(f\"ws_{sum_name}\", \"f32\"), f\"sb_{sum_name}\"\n"
-        "        search = [Declare(ws, Const(0.0, \"f32\")), Loop(Axis(sb, block_count(k, block), REDUCE), (If(\n"
+        "        search = [Declare(ws, Const(0.0, \"f32\")), Loop(Axis(sb, block_count(k, ctx.attrs[\"block\"]), REDUCE), (If(\n"
         "            Binary(\"==\", ix(sb), _affine(blk)), (Assign(ws, ctx.load(\"wd\", n, ix(sb))),)),))]\n"
         "        scale = mul(ctx.W(\"xd\", m, blk), ctx.widen(ws))\n"
         "        return [\n"
