@@ -215,7 +215,8 @@ def test_q4_quantizer_puts_the_first_largest_magnitude_on_minus_8():
     assert qt.scales.tolist() == [[-0.5]]
     assert quant.unpack_q4(qt.values, 4, 4).tolist() == [[-2, 4, -8, 7]]
     zeros = quant.quantize_tensor("w", np.zeros((1, 5)), "q4", 6)  # a short block of 5 in 6
-    assert zeros.values.tolist() == [[0x88, 0x88, 0x88]] and zeros.scales.tolist() == [[0.0]]
+    assert zeros.values.tolist() == [[0x88, 0x88, 0x88]]
+    assert types.bits(zeros.scales).tolist() == [[0x80000000]]  # +0 ⊘ -8 = -0
 
 
 def test_q8_quantizer_refuses_nan_and_infinity_naming_the_tensor_and_index():
