@@ -7,7 +7,7 @@ one primitive with a -k expression, so a mutant of layernorm runs layernorm's ca
 from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
-from exactc.mutants.catalog import checkpoints, host, layouts, loop_bounds, probes, rounding, semantics, slicing
+from exactc.mutants.catalog import checkpoints, host, keys, layouts, loop_bounds, probes, rounding, semantics, slicing
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
 
@@ -41,9 +41,17 @@ _FIXED_CHECKS = [
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
+    # ChaCha20 keys: against pycryptodome and rand_chacha's / rand_core's published values
+    # (C and twin alike), and the C runtime against its twin over drawn keys.
+    Check("keys:oracle", ("tests/test_keys.py",), "known or oracle"),
+    Check("keys:twin", ("tests/test_keys.py",), "twin"),
+    # Sampling: the spec's worked examples on both implementations, and C against the
+    # reference over drawn logits and options.
+    Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
+    Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, keys]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
