@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from exactc.runtime import keys_twin
 from exactc.strategies.keys import DrawPosition, U64_MAX, draw_positions, seeds
-from exactc.verify.build import BuildOptions, have_compiler
+from exactc.verify.build import EXTREME_BUILDS, build_label, have_compiler
 from exactc.verify.keys import key_hex, load_keys
 from exactc.verify.kernels import record_checks
 
@@ -244,15 +244,7 @@ def test_c_equals_twin_child_keys(keys_c, positions, n):
     assert same.all(), f"split({key_hex(keys[0])}, {n})"
 
 
-BUILDS = [
-    BuildOptions(cc="gcc", opt="-O0"),
-    BuildOptions(cc="gcc", opt="-O3", march_native=True),
-    BuildOptions(cc="clang", opt="-O2"),
-    BuildOptions(cc="clang", opt="-O3", march_native=True),
-]
-
-
-@pytest.mark.parametrize("options", BUILDS, ids=lambda o: f"{o.cc}{o.opt}{'-native' if o.march_native else ''}")
+@pytest.mark.parametrize("options", EXTREME_BUILDS, ids=build_label)
 def test_c_equals_twin_every_build(options):
     if not have_compiler(options.cc):
         pytest.skip(f"{options.cc} is not installed")

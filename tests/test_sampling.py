@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from exactc.exporter.reference.sampling import RULES, SamplingError, SamplingOptions, sample
 from exactc.runtime import RUNTIME_DIR, libm_twin
 from exactc.strategies.sampling import LogitsSpec, SamplingCase, sampling_cases
-from exactc.verify.build import BuildOptions, have_compiler
+from exactc.verify.build import EXTREME_BUILDS, build_label, have_compiler
 from exactc.verify.kernels import record_checks
 from exactc.verify.sampling import compare_cases, load_sampler
 
@@ -223,15 +223,7 @@ def test_c_equals_reference_vocabulary_32000(sampler, opts):
     assert_c_equals_reference(sampler, cases)
 
 
-BUILDS = [
-    BuildOptions(cc="gcc", opt="-O0"),
-    BuildOptions(cc="gcc", opt="-O3", march_native=True),
-    BuildOptions(cc="clang", opt="-O2"),
-    BuildOptions(cc="clang", opt="-O3", march_native=True),
-]
-
-
-@pytest.mark.parametrize("build", BUILDS, ids=lambda o: f"{o.cc}{o.opt}{'-native' if o.march_native else ''}")
+@pytest.mark.parametrize("build", EXTREME_BUILDS, ids=build_label)
 @given(cases=st.lists(sampling_cases(max_size=64, valid=True), min_size=MIN_BATCH, max_size=BATCH))
 def test_c_equals_reference_every_build(build, cases):
     if not have_compiler(build.cc):
