@@ -2,9 +2,10 @@
 
 This is the reference the C runtime's sampler (runtime/exactc_sample.c) must match bit
 for bit: the same token and the same f64 probability, or the same refusal. Every value is
-f64; weights come from exactc's own exp (runtime/libm_twin.py); every running sum is a
-sequential accumulation in the order the spec states (np.add.accumulate adds element by
-element, never pairwise).
+f64; weights come from exactc's own exp (runtime/libm_twin.py); the maximum and every
+running sum are Python loops in the order the spec states (a Python float is an IEEE
+double, so each `+` is one rounded f64 addition), as the rest of the backend writes its
+reductions.
 
     token, p = sample(logits, SamplingOptions(temperature=0.8, top_k=40, top_p=0.95), u)
 """
@@ -12,7 +13,6 @@ element, never pairwise).
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class SamplingOptions:
 def check_options(options: SamplingOptions, u: float) -> None:
     """Refuse options and u outside the spec's ranges, naming the rule."""
     t, k, p = options.temperature, options.top_k, options.top_p
-    if not (math.isfinite(t) and t >= 0):
+    if not (np.isfinite(t) and t >= 0):
         raise SamplingError("temperature", f"temperature {t!r} must be finite and >= 0 (0 is greedy)")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
         raise SamplingError("top_k", f"top_k {k!r} must be an integer >= 0 (0 is no top-k)")
@@ -67,6 +67,16 @@ def widen_logits(logits: np.ndarray) -> np.ndarray:
     return logits.astype(np.float64)
 
 
+def running_sum(values: np.ndarray) -> np.ndarray:
+    """Every partial sum of (…((+0 ⊕ v_0) ⊕ v_1) …), in index order."""
+    out = np.empty(values.size, dtype=np.float64)
+    t = 0.0
+    for i, v in enumerate(values.tolist()):
+        t = t + v
+        out[i] = t
+    return out
+
+
 def rank_order(e: np.ndarray) -> np.ndarray:
     """Step 6: indices by weight descending, equal weights by index ascending."""
     # A stable sort keeps equal keys in index order; weights are >= 0 and never NaN.
@@ -77,7 +87,7 @@ def nucleus(candidates: np.ndarray, e: np.ndarray, top_p: float) -> np.ndarray:
     """Step 8: the prefix of the candidates (in rank order) that top-p keeps."""
     if top_p == 1.0:
         return candidates
-    q = np.add.accumulate(e[candidates])  # q_j, in rank order
+    q = running_sum(e[candidates])  # q_j, in rank order
     threshold = np.float64(top_p) * q[-1]  # P ⊗ S
     kept = 1
     while kept < candidates.size and q[kept - 1] < threshold:
@@ -98,8 +108,10 @@ def sample(logits: np.ndarray, options: SamplingOptions, u: float) -> tuple[int,
     if np.any(x == np.inf):  # step 2: only the +inf tokens can be drawn, equally
         x = np.where(x == np.inf, 0.0, -np.inf)
 
-    a = int(np.argmax(x))  # step 3: the first index of the maximum (no NaN is left)
-    m = x[a]
+    m, a = -np.inf, 0  # step 3: the maximum and its first index (strict >)
+    for i, v in enumerate(x.tolist()):
+        if v > m:
+            m, a = v, i
     if options.temperature == 0:  # step 4: greedy
         return a, 1.0
 
@@ -113,7 +125,7 @@ def sample(logits: np.ndarray, options: SamplingOptions, u: float) -> tuple[int,
 
     # Step 9: the running sum over the kept tokens in index order. Adding +0 for a token
     # not kept leaves a sum >= +0 unchanged, so a zero weight stands in for "skipped".
-    c = np.add.accumulate(np.where(kept, e, 0.0))
+    c = running_sum(np.where(kept, e, 0.0))
     total = c[-1]
     token = int(np.flatnonzero(kept & (c > np.float64(u) * total))[0])
     return token, float(e[token] / total)
