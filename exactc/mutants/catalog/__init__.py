@@ -7,7 +7,9 @@ one primitive with a -k expression, so a mutant of layernorm runs layernorm's ca
 from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
-from exactc.mutants.catalog import checkpoints, host, layouts, loop_bounds, probes, rounding, semantics, slicing
+from exactc.mutants.catalog import (
+    checkpoints, harness, host, layouts, loop_bounds, probes, rounding, semantics, slicing,
+)
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
 
@@ -41,9 +43,11 @@ _FIXED_CHECKS = [
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
+    # The harness: a piece make install provides, missing under make test, fails the run.
+    Check("installed", ("tests/test_installed.py",)),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, harness]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
