@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
-    checkpoints, harness, host, layouts, loop_bounds, probes, rounding, semantics, slicing,
+    checkpoints, constants, harness, host, layouts, loop_bounds, probes, rounding, semantics, slicing,
 )
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
@@ -45,9 +45,11 @@ _FIXED_CHECKS = [
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
     # The harness: a piece make install provides, missing under make test, fails the run.
     Check("installed", ("tests/test_installed.py",)),
+    # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).
+    Check("spec-constants", ("tests/test_spec_constants.py",)),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, harness]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
