@@ -146,7 +146,8 @@ def test_buffers_follow_the_interface():
 # ---- determinism ---------------------------------------------------------------------
 
 _DIGEST_SCRIPT = """
-import importlib.util, sys
+import importlib.util, os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[1]))  # tests/, as pytest puts it first
 spec = importlib.util.spec_from_file_location("case_module", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
