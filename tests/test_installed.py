@@ -53,20 +53,16 @@ def test_by_hand_a_missing_command_is_a_skip_with_the_same_reason(empty_path, mo
     assert "`make install` installs it" in raised.msg
 
 
-def test_a_missing_probe_baseline_fails_naming_the_command_that_records_one(monkeypatch):
+@pytest.mark.parametrize("name,kind,message", [
+    ("probe-baseline", pytest.fail.Exception, "`python -m exactc.verify.probes --update` records one"),
+    ("/dev/full", pytest.skip.Exception, "this system has no /dev/full"),  # no install step provides it
+])
+def test_a_missing_baseline_fails_and_a_piece_no_step_provides_skips(monkeypatch, name, kind, message):
     monkeypatch.setenv(REQUIRE, "1")
-    monkeypatch.setitem(PIECES, "probe-baseline", dataclasses.replace(PIECES["probe-baseline"], present=lambda: False))
-    raised = outcome("probe-baseline")
-    assert isinstance(raised, pytest.fail.Exception), raised
-    assert "`python -m exactc.verify.probes --update` records one" in raised.msg
-
-
-def test_a_piece_no_install_step_provides_stays_a_skip(monkeypatch):
-    monkeypatch.setenv(REQUIRE, "1")
-    monkeypatch.setitem(PIECES, "/dev/full", dataclasses.replace(PIECES["/dev/full"], present=lambda: False))
-    raised = outcome("/dev/full")
-    assert isinstance(raised, pytest.skip.Exception), raised
-    assert raised.msg == "this system has no /dev/full"
+    monkeypatch.setitem(PIECES, name, dataclasses.replace(PIECES[name], present=lambda: False))
+    raised = outcome(name)
+    assert isinstance(raised, kind), f"{name} missing under {REQUIRE}=1 gave {raised!r}"
+    assert message in raised.msg
 
 
 def test_present_pieces_pass_and_only_0_or_unset_means_by_hand(monkeypatch):

@@ -5,7 +5,6 @@ constants from the C lowering, the catalogue and the traced models."""
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -16,12 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "spec_constants.py"
 
 
-@pytest.fixture(scope="module")
-def tool():
-    spec = importlib.util.spec_from_file_location("spec_constants", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def tool(monkeypatch):
+    """tools/spec_constants.py as a module."""
+    monkeypatch.syspath_prepend(str(TOOL.parent))
+    return __import__(TOOL.stem)
 
 
 def test_semantics_md_lists_the_constants_the_code_gives(tool):
