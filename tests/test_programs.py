@@ -24,7 +24,6 @@ import pytest
 
 from exactc.exporter import export, graph, models
 from exactc.exporter.printer import host
-from exactc.verify.build import have_compiler
 from exactc.verify.programs import ProgramBuildError, build_program
 
 # Small dimensions: every code path (stacked layers, GQA, padding, rope) at a size a
@@ -70,7 +69,8 @@ def outputs(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.glob("*.npy"))}
 
 
-needs_clang = pytest.mark.skipif(not have_compiler("clang"), reason="clang not installed (make install)")
+# gcc with OpenMP, clang with OpenMP (Debian's libomp), gcc without: tests/installed.py
+needs_clang = pytest.mark.needs("clang", "libomp")
 
 
 # ---- correctness: the reference's bytes ------------------------------------------------------
@@ -471,7 +471,6 @@ def test_safetensors_errors_name_the_field(tmp_path):
 def test_a_plan_is_passed_through_to_the_kernels(tmp_path):
     """--plan: the split nest runs through its driver on 2 threads, same bytes; a plan
     that does not fit is refused on one line, nothing written."""
-    pytest.importorskip("exactc.exporter.kernels.plans")
     small = [f"--set={k}={v}" for k, v in SMALL["gpt"].items()]
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))

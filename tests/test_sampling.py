@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from exactc.exporter.reference.sampling import RULES, SamplingError, SamplingOptions, sample
 from exactc.runtime import RUNTIME_DIR, libm_twin
 from exactc.strategies.sampling import LogitsSpec, SamplingCase, sampling_cases
-from exactc.verify.build import EXTREME_BUILDS, build_label, have_compiler
+from exactc.verify.build import EXTREME_BUILDS, build_label
 from exactc.verify.kernels import record_checks
 from exactc.verify.sampling import compare_cases, load_sampler
+from installed import need  # tests/installed.py
 
 # Cases per example: many more in the campaign (make verify).
 CAMPAIGN = os.environ.get("HYPOTHESIS_PROFILE") == "campaign"
@@ -226,6 +227,5 @@ def test_c_equals_reference_vocabulary_32000(sampler, opts):
 @pytest.mark.parametrize("build", EXTREME_BUILDS, ids=build_label)
 @given(cases=st.lists(sampling_cases(max_size=64, valid=True), min_size=MIN_BATCH, max_size=BATCH))
 def test_c_equals_reference_every_build(build, cases):
-    if not have_compiler(build.cc):
-        pytest.skip(f"{build.cc} is not installed")
+    need(build.cc)
     assert_c_equals_reference(load_sampler(build), cases)

@@ -7,7 +7,10 @@ one primitive with a -k expression, so a mutant of layernorm runs layernorm's ca
 from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
-from exactc.mutants.catalog import checkpoints, host, keys, layouts, loop_bounds, probes, rounding, semantics, slicing
+from exactc.mutants.catalog import (
+    checkpoints, constants, harness, host, keys, layouts, loop_bounds, probes, rounding, semantics,
+    slicing,
+)
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
 
@@ -41,6 +44,10 @@ _FIXED_CHECKS = [
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
+    # The harness: a piece make install provides, missing under make test, fails the run.
+    Check("installed", ("tests/test_installed.py",)),
+    # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).
+    Check("spec-constants", ("tests/test_spec_constants.py",)),
     # ChaCha20 keys: against pycryptodome and rand_chacha's / rand_core's published values
     # (C and twin alike), and the C runtime against its twin over drawn keys.
     Check("keys:oracle", ("tests/test_keys.py",), "known or oracle"),
@@ -51,7 +58,7 @@ _FIXED_CHECKS = [
     Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, keys]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
