@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Sequence
 from exactc.exporter import types
 from exactc.exporter.graph import Call, Fold, Function, Op, Program, Value
 from exactc.exporter.kernels import ir
+from exactc.exporter.kernels.layouts import fresh_name
 
 ALIGN = 64  # every buffer starts on a 64-byte boundary (a cache line, a zmm register)
 ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i32": 4}  # bytes of an element of each type
@@ -107,12 +108,7 @@ class Frame:
 
     def fresh(self, base: str) -> str:
         """A local name no value, function or other local of this function uses."""
-        name, k = base, 1
-        while name in self.taken:
-            k += 1
-            name = f"{base}{k}"
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
 
 KernelTemps = Callable[[Op], Sequence[ir.Buffer]]
