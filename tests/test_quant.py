@@ -1,4 +1,4 @@
-"""Integer operands (docs/semantics.md, section 11): the quantizer twins, the nibble
+"""Integer operands (docs/semantics.md, section 15): the quantizer twins, the nibble
 order, the two quantized linears, and the layout of stacked q4 parameters.
 
 - C against the reference, bit for bit, for `quantize`, `qlinear_w` and `qlinear_i` at

@@ -7,7 +7,7 @@ catalogue for shapes only.
 
 Operand kinds: "x" holds values of the site type (f64, f32 or bf16); "i32" holds int32
 (token ids, keep masks, argmax results). The quantized primitives (docs/semantics.md,
-section 11) add "i8" (q8 values), "f32" (weight scales), "acc" (activation scales, in
+section 15) add "i8" (q8 values), "f32" (weight scales), "acc" (activation scales, in
 the accumulator type) and "q" (a weight's values: "i8" for format q8, "u8" bytes for q4).
 """
 
@@ -24,7 +24,7 @@ class PrimitiveError(ValueError):
     """A primitive used with shapes or attributes its rule does not allow."""
 
 
-# Quantized operands (docs/semantics.md, section 11): the formats and the largest block,
+# Quantized operands (docs/semantics.md, section 15): the formats and the largest block,
 # which keeps every int32 block sum below 2^30.
 QUANT_FORMATS = ("q8", "q4")
 MAX_BLOCK = 65536

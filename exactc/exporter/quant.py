@@ -1,5 +1,5 @@
 """Quantized operands in numpy: q8 and q4 blocks, their scales, the nibble order, and the
-quantizer of real tensors (docs/semantics.md, section 11).
+quantizer of real tensors (docs/semantics.md, section 15).
 
 This is the numpy side of the quantizer twins: the exporter quantizes weights with it,
 and the reference backend quantizes activations with it (the `quantize` primitive). The

@@ -1,4 +1,4 @@
-"""Strategies for quantized operands (docs/semantics.md, section 11).
+"""Strategies for quantized operands (docs/semantics.md, section 15).
 
 A quantized tensor is drawn as small specs, each a seed and a few pattern names, that
 make its arrays again on demand: the values (q8 int8, or q4 bytes), the scales, and the

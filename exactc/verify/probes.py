@@ -33,9 +33,10 @@ Growth probes (each prints its ratio per doubling of the size):
   within 0.05 (the fixed part, per output, fitted and subtracted).
 
 Regression baselines: for a fixed set of small exports, the self count of every
-function collected inside the entry (each kernel's nest functions `kNN_*`, the libm
+function collected inside the entry (each kernel's nest functions, the libm
 functions) and the entry's inclusive count; and the kernels of quantized operands alone
-(`quantize`, `qlinear_w` and `qlinear_i` in q8 and q4, in a driver program), stored in verify/probe_baselines.json under
+(`quantize`, `qlinear_w` and `qlinear_i` in q8 and q4, in a driver program), stored in
+verify/probe_baselines.json under
 the toolchain key (compiler, flags, valgrind, architecture, C library). A count that
 rose more than the threshold (1 %) fails; every change is printed with its ratio; with
 another key the comparison is reported and passes; --update rewrites this key's entry.
@@ -126,7 +127,7 @@ class Counted:
 
     profile: Profile
     entry: str  # the C function of the entry (`forward`)
-    primitives: dict[str, str]  # kernel prefix (k03) -> primitive (layernorm)
+    primitives: dict[str, str]  # a kernel's C function (linear_qkv) -> its primitive (linear)
 
     @property
     def entry_count(self) -> int:
@@ -136,9 +137,8 @@ class Counted:
     def kernels(self, primitives: Sequence[str]) -> int:
         """Inclusive counts of the kernels of these primitives (their nest functions,
         with the libm functions they call)."""
-        prefixes = {p for p, prim in self.primitives.items() if prim in primitives}
         return sum(c.inclusive_ir for name, c in self.profile.functions.items()
-                   if name.split("_", 1)[0] in prefixes)
+                   if self.primitives.get(name) in primitives)
 
 
 def export_program(workdir: Path, model: str, entry: str, site: str, overrides: dict, straight: bool = False):
@@ -161,9 +161,18 @@ def build_probe(root: Path) -> Path:
 
 
 def kernel_primitives(root: Path) -> dict[str, str]:
-    """kernels.h's `/* k03: layernorm */` lines: each kernel's primitive."""
-    text = (root / "kernels.h").read_text()
-    return dict(re.findall(r"^/\* (k\d+): (\w+) \*/$", text, re.M))
+    """Each kernel function of kernels.h and its primitive: the declarations under a
+    kernel's `/* linear_qkv: linear */` line."""
+    out, primitive = {}, None
+    for line in (root / "kernels.h").read_text().splitlines():
+        head = re.match(r"/\* (\w+): (\w+) \*/$", line)
+        if head:
+            primitive = head.group(2)
+            continue
+        declared = re.match(r"(?:void|int) (\w+)\(", line)
+        if declared and primitive:
+            out[declared.group(1)] = primitive
+    return out
 
 
 def count_program(root: Path, entry: str) -> Counted:
@@ -373,18 +382,18 @@ def count_kernel(kernel) -> int:
     from exactc.exporter.printer.kernels import print_kernel
     from exactc.verify.build import BuildOptions, compile_shared, runtime_source
 
-    printed = print_kernel(kernel, "probe")
+    printed = print_kernel(kernel, "probe")  # functions probe, probe_tail (plans.function_name)
     sources = {"probe.c": printed.source + kernel_driver(kernel, printed),
                "exactc_libm.c": runtime_source("exactc_libm.c")}
     program = compile_shared(sources, BuildOptions(cc=CC, opt="-O2", warnings=False), executable=True)
-    profile = run_callgrind([str(program)], toggle_collect="probe_*")
+    profile = run_callgrind([str(program)], toggle_collect="probe*")
     if profile.total == 0:
-        raise ProbeError(f"nothing collected in the kernel {kernel.primitive}'s functions probe_*")
+        raise ProbeError(f"nothing collected in the kernel {kernel.primitive}'s functions probe*")
     return profile.total
 
 
 def quantized_kernel(primitive: str, fmt: str, m: int, k: int, n: int, block: int):
-    """The f32 kernel of a quantized primitive at these sizes (docs/semantics.md, section 11)."""
+    """The f32 kernel of a quantized primitive at these sizes (docs/semantics.md, section 15)."""
     from exactc.exporter.kernels import lower
     from exactc.exporter.primitives import block_count, quantized_row_length
 
@@ -411,7 +420,7 @@ def probe_quantized_linear(sizes_k: Sequence[int], sizes_n: Sequence[int]) -> li
                           "q8 and q4 kernels summed, fixed part fitted and subtracted; 2.00 within 0.05",
                           all(abs(r - 2.0) <= 0.05 for r in ratios),
                           f"qlinear_i f32 {_config_text(base, size)} in a driver, gcc {CFLAGS}, "
-                          "valgrind --tool=callgrind --toggle-collect=probe_*"))
+                          "valgrind --tool=callgrind --toggle-collect=probe*"))
     return out
 
 

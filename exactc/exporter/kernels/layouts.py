@@ -21,7 +21,7 @@ still run in index order, so that every legal layout gives the plain nest's bits
 - `blocks`: reduction axis -> block size: the reduction loop is cut into consecutive
   blocks run in order, one after another; the partial sum stays in the accumulator.
 - `sums`: integer reduction axis -> (lanes, parts): an exact int32 sum (the block sums
-  of quantized operands, docs/semantics.md section 11) reassociated: the loop is cut
+  of quantized operands, docs/semantics.md section 15) reassociated: the loop is cut
   into `parts` contiguous parts, each summed in `lanes` interleaved partial sums, and
   the partial sums are added last part first. Integer addition is associative and the
   sum cannot overflow, so every grouping gives the same bits; a floating-point
@@ -31,8 +31,9 @@ What is refused (LayoutError, naming the nest, the field and the rule): anything
 names a reduction where a parallel axis is needed (reordering, tiling or laning a
 reduction changes the order of its rounded operations), an axis the nest does not have,
 a lane width outside 2..16, more than two lane axes, a pack of a buffer the laned body
-does not read through the lanes, a block of a parallel axis, sums of a reduction that is
-not an integer sum (or together with parallel lanes, or a block of the same loop).
+does not read through the lanes or of a panel over MAX_PACK_ELEMENTS, a block of a
+parallel axis, sums of a reduction that is not an integer sum (or together with parallel
+lanes, or a block of the same loop).
 """
 
 from __future__ import annotations

@@ -608,7 +608,8 @@ def lower_mean_pool(ctx: _Lowering) -> list[Nest]:
                 ),
             ),
         ),
-        # The count is an exact integer <= T, so converting it rounds as R_A does.
+        # The count is an integer <= T, so converting it rounds as R_A does (exactly,
+        # up to 2^24 at A = f32: docs/semantics.md, section 11).
         Write(ctx.at("y", d), ctx.S(div(s, Convert(Select(Binary("<", count, one), one, count), ctx.acc)))),
     )
     return [Nest("mean_pool", (Axis("d", dim),), body)]
@@ -709,7 +710,7 @@ def _block_runs(k: int, block: int) -> tuple[int, int]:
 
 
 def _quantize_block(ctx: _Lowering, base: Affine, length: int, scale_at: Access) -> tuple[Stmt, ...]:
-    """q8 of the block x[m, base : base + length] (semantics.md, section 11):
+    """q8 of the block x[m, base : base + length] (semantics.md, section 15):
     a NaN or ±inf in it gives d = NaN and values 0; else d = amax ⊘ 127, and values
     0 if d == 0, else clamp(round(W(x) ⊘ d), -127, 127) with ties away from zero."""
     m = ix("m")

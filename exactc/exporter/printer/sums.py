@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from exactc.exporter.kernels.ir import Affine, Assign, Loop
 from exactc.exporter.kernels.layouts import fresh_name
-
-INDENT = "    "
+from exactc.exporter.printer.ctext import INDENT
 
 
 def print_integer_sum(printer, loop: Loop, depth: int, lanes: int, parts: int, taken: set[str],
@@ -27,7 +26,7 @@ def print_integer_sum(printer, loop: Loop, depth: int, lanes: int, parts: int, t
     """The C of `loop` (each statement `s = s + term`) as `parts` x `lanes` partial sums
     of C type `ctype`; `printer` prints the terms (a planned body printer: its
     `substitute` maps the loop axis to chunk + lane)."""
-    axis, extent = loop.axis.name, loop.axis.extent
+    axis, extent = loop.axis.name, printer.extent(loop.axis)
     part, lane, chunk, lo, hi, end = (fresh_name(f"{axis}_{x}", taken) for x in ("p", "l", "c", "lo", "hi", "e"))
     partial = {stmt.var.name: fresh_name(f"{stmt.var.name}_{axis}", taken) for stmt in loop.body}
     pad = INDENT * depth

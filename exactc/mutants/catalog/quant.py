@@ -1,4 +1,4 @@
-"""Quantized operands (docs/semantics.md, section 11): the nibble order, the sign rule,
+"""Quantized operands (docs/semantics.md, section 15): the nibble order, the sign rule,
 block boundaries and scales, the quantizer's rounding, division and clamp, the width of
 the integer sums, the integer-sum layouts and the one-byte poison of the harness.
 
@@ -11,7 +11,7 @@ from exactc.mutants.model import Mutant
 LOWER = "exactc/exporter/kernels/lower.py"
 QUANT = "exactc/exporter/quant.py"
 OPS = "exactc/exporter/reference/ops.py"
-KERNELS = "exactc/exporter/printer/kernels.py"
+NESTS = "exactc/exporter/printer/nests.py"
 SUMS = "exactc/exporter/printer/sums.py"
 LAYOUTS = "exactc/exporter/kernels/layouts.py"
 REQUIRES = (QUANT,)
@@ -111,7 +111,7 @@ MUTANTS = [
         "int-sum-narrowed-to-int16",
         "the printed C declares int32 scalars (the integer block sums) as int16_t: a block "
         "sum past 32767 wraps",
-        KERNELS,
+        NESTS,
         '"bool": "int", "i32": "int32_t"}',
         '"bool": "int", "i32": "int16_t"}',
         ("quant", "kernels:qlinear_i"),
