@@ -7,7 +7,17 @@ one primitive with a -k expression, so a mutant of layernorm runs layernorm's ca
 from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
-from exactc.mutants.catalog import checkpoints, host, layouts, loop_bounds, probes, rounding, semantics, slicing
+from exactc.mutants.catalog import (
+    checkpoints,
+    hardening,
+    host,
+    layouts,
+    loop_bounds,
+    probes,
+    rounding,
+    semantics,
+    slicing,
+)
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
 
@@ -41,9 +51,13 @@ _FIXED_CHECKS = [
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
+    # The runtime's safetensors reader against the safetensors library, and the bounds of
+    # both readers' file reads; the program tests' own safetensors refusals.
+    Check("safetensors", ("tests/test_safetensors.py",)),
+    Check("programs:safetensors", ("tests/test_programs.py",), "safetensors"),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, hardening]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
