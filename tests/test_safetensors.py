@@ -144,6 +144,8 @@ TILING = [
     ("header length one too many", image(ONE, b"\x01" + bytes(7), +1), "bytes after the header's object"),
     ("header length one too few", image(ONE, bytes(8), -1), "the JSON ends early"),
     ("the header padded with spaces", image(ONE + b"   ", bytes(8)), None),
+    ("__metadata__ null", image(b'{"__metadata__": null, ' + ONE[1:], bytes(8)), None),
+    ("__metadata__ a list", image(b'{"__metadata__": [], ' + ONE[1:], bytes(8)), "__metadata__ must be an object"),
     ("a header past the library's limit", struct.pack("<Q", 100_000_001) + b"{}",
      "header length 100000001 is more than the 100000000 bytes a header may have"),
 ]

@@ -417,7 +417,7 @@ static int parse_header(const unsigned char *header, size_t n, exactc_safetensor
         if (strcmp(name, "__metadata__") == 0) {
             free(name);
             if (peek(&j, &c) != 0) return -1;
-            if (c != '{') return exactc_fail(err, errlen, "__metadata__ must be an object");
+            if (c != '{' && c != 'n') return exactc_fail(err, errlen, "__metadata__ must be an object (or null)");
             if (skip_value(&j) != 0) return -1;
         } else {
             if (st->count == cap) {

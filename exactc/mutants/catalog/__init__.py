@@ -55,6 +55,12 @@ _FIXED_CHECKS = [
     # both readers' file reads; the program tests' own safetensors refusals.
     Check("safetensors", ("tests/test_safetensors.py",)),
     Check("programs:safetensors", ("tests/test_programs.py",), "safetensors"),
+    # Bad input, one line: the table of malformed checkpoints, configs and plans through the
+    # Python API and through `exactc export` (exit 2, nothing written); Hypothesis on the
+    # Python readers (their own error or a correct result, never another exception).
+    Check("bad-inputs:api", ("tests/test_bad_inputs.py",), "api"),
+    Check("bad-inputs:cli", ("tests/test_bad_inputs.py",), "exit_2"),
+    Check("fuzz:readers", ("tests/test_fuzz_readers.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, hardening]
