@@ -631,6 +631,15 @@ int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errle
     if (f == NULL)
         return exactc_fail(err, errlen, "npy: cannot open '%s' for reading: %s", path,
                         strerror(errno));
+    int rc = exactc_npy_read_stream(f, path, out, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int exactc_npy_read_stream(FILE *f, const char *path, exactc_array *out, char *err,
+                           size_t errlen) {
+    if (out == NULL) return exactc_fail(err, errlen, "npy: no output array given");
+    memset(out, 0, sizeof *out);
     unsigned char *buf = NULL;
     size_t len = 0, data_at = 0, nbytes = 0;
     char why[512] = "";
@@ -664,7 +673,6 @@ failed_read:
     exactc_fail(err, errlen, "npy: %s", why);
 done:
     if (rc != 0) memset(out, 0, sizeof *out);
-    fclose(f);
     free(buf);
     return rc;
 }

@@ -85,8 +85,11 @@ const char *exactc_dtype_name(exactc_dtype t);
 /* Parse a whole .npy image held in memory; 0 on success, -1 with `err` filled. */
 int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, char *err,
                      size_t errlen);
-/* Read a file in steps its header bounds (magic, header, data); trailing bytes refused. */
+/* Read a file in steps its header bounds (magic, header, data); trailing bytes refused.
+ * The _stream form reads an open stream to its end (`path` names it in messages). */
 int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errlen);
+int exactc_npy_read_stream(FILE *f, const char *path, exactc_array *out, char *err,
+                           size_t errlen);
 /* Format a message into err (NULL or errlen 0 allowed) and return -1: how every runtime
  * reader reports a refusal. */
 int exactc_fail(char *err, size_t errlen, const char *fmt, ...);
@@ -138,6 +141,9 @@ typedef struct {
 int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st, char *err,
                     size_t errlen);
 int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t errlen);
+/* The same from an open stream, read to its end (`path` names it in messages). */
+int exactc_st_open_stream(FILE *f, const char *path, exactc_safetensors *st, char *err,
+                          size_t errlen);
 /* A binary search: the tensors are kept sorted by name. */
 const exactc_st_tensor *exactc_st_find(const exactc_safetensors *st, const char *name);
 /* Copy tensor `name` to dst after checking its dtype and shape; 0 on success. */

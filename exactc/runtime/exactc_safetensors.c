@@ -504,6 +504,13 @@ int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t e
     memset(st, 0, sizeof *st);
     FILE *f = fopen(path, "rb");
     if (f == NULL) return exactc_fail(err, errlen, "cannot open '%s' for reading: %s", path, strerror(errno));
+    int rc = exactc_st_open_stream(f, path, st, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int exactc_st_open_stream(FILE *f, const char *path, exactc_safetensors *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
     unsigned char *buf = NULL;
     size_t len = 0;
     uint64_t n = 0, data_end = 0;
@@ -529,7 +536,6 @@ int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t e
     st->owned = 1;
     rc = 0;
 done:
-    fclose(f);
     if (rc != 0) {
         exactc_st_close(st);
         free(buf);

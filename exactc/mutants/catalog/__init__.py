@@ -61,6 +61,9 @@ _FIXED_CHECKS = [
     Check("bad-inputs:api", ("tests/test_bad_inputs.py",), "api"),
     Check("bad-inputs:cli", ("tests/test_bad_inputs.py",), "exit_2"),
     Check("fuzz:readers", ("tests/test_fuzz_readers.py",)),
+    # The libFuzzer harnesses of fuzz/, built with replay.c's main and libFuzzer's, over the
+    # seed corpus under ASan and UBSan.
+    Check("fuzz:replay", ("tests/test_fuzz_harnesses.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, hardening]

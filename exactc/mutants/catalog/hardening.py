@@ -112,7 +112,7 @@ MUTANTS = [
         HF,
         "    if not isinstance(shape, list) or not all(_count(d) for d in shape):",
         "    if not isinstance(shape, list):",
-        ("bad-inputs:api"),
+        ("bad-inputs:api",),
         family="hardening",
     ),
     Mutant(
@@ -167,7 +167,7 @@ MUTANTS = [
         MODELS,
         "    if count > MAX_PARAMETERS:",
         "    if False:",
-        ("bad-inputs:api"),
+        ("bad-inputs:api",),
         family="hardening",
     ),
     Mutant(
@@ -178,6 +178,26 @@ MUTANTS = [
         "        value = jsonfile.load(path)",
         "        value = json.loads(Path(path).read_text())",
         ("bad-inputs:api", "fuzz:readers"),
+        family="hardening",
+    ),
+    Mutant(
+        "npy-stream-trailing-bytes-accepted",
+        "reading a .npy file, the byte after the data the header declares is never looked "
+        "for: a file that goes on is read as if it ended there",
+        NPY,
+        "(more = exactc_read_past_end(f, path, why, sizeof why)) != 0",
+        "(more = 0) != 0",
+        ("fuzz:replay", "safetensors"),
+        family="hardening",
+    ),
+    Mutant(
+        "safetensors-stream-trailing-bytes-accepted",
+        "reading a weights file, the byte after the last tensor is never looked for: bytes "
+        "after the data the header declares are ignored",
+        SAFETENSORS,
+        "(more = exactc_read_past_end(f, path, err, errlen)) < 0",
+        "(more = 0) < 0",
+        ("fuzz:replay", "safetensors"),
         family="hardening",
     ),
 ]
