@@ -11,6 +11,7 @@ bounded memory; the checks over all names grow as n log n, not n² (instruction 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -52,26 +53,17 @@ ST_DTYPE = {np.dtype("<f8"): "F64", np.dtype("<f4"): "F32", np.dtype("<i4"): "I3
             np.dtype("<f2"): "F16", np.dtype("u1"): "U8"}
 
 
-class Reader:
-    """The loaded runtime (a short repr, for Hypothesis's reports)."""
-
-    def __init__(self, library):
-        self.ffi, self.lib, self.path = library.ffi, library.lib, library.path
-
-    def __repr__(self):
-        return f"<exactc_safetensors.c in {self.path.name}>"
+@functools.lru_cache(maxsize=None)
+def runtime():
+    """The runtime's readers, loaded once (a function, not a fixture: Hypothesis would
+    print a fixture's whole repr, C source included, with every failing example)."""
+    return load_library({name: runtime_source(name) for name in ("exactc_safetensors.c", "exactc_npy.c")}, CDEF)
 
 
-@pytest.fixture(scope="module")
-def reader():
-    sources = {name: runtime_source(name) for name in ("exactc_safetensors.c", "exactc_npy.c")}
-    return Reader(load_library(sources, CDEF))
-
-
-def c_parse(reader, data: bytes):
+def c_parse(data: bytes):
     """(None, {name: (dtype, shape, bytes)}) if the C reader accepts `data`, else
     (message, None)."""
-    ffi, lib = reader.ffi, reader.lib
+    ffi, lib = runtime().ffi, runtime().lib
     st_ = ffi.new("exactc_safetensors *")
     err = ffi.new("char[512]")
     if lib.exactc_st_parse(data, len(data), st_, err, 512) != 0:
@@ -152,8 +144,8 @@ TILING = [
 
 
 @pytest.mark.parametrize("case,data,words", TILING, ids=[c[0] for c in TILING])
-def test_tiling_is_refused_as_the_library_refuses_it(reader, case, data, words):
-    message, found = c_parse(reader, data)
+def test_tiling_is_refused_as_the_library_refuses_it(case, data, words):
+    message, found = c_parse(data)
     by_library = library_reading(data)
     if words is None:
         assert message is None, message
@@ -165,16 +157,16 @@ def test_tiling_is_refused_as_the_library_refuses_it(reader, case, data, words):
         assert by_library is None, f"the library reads {case!r}"
 
 
-def test_a_name_given_twice_is_refused(reader):
+def test_a_name_given_twice_is_refused():
     """Stricter than the library on purpose, which keeps the last entry: two entries for
     one name are two readings of the file, whichever another reader keeps."""
     text = b'{"b":' + json.dumps(f32([0, 8])).encode() + b',"b":' + json.dumps(f32([8, 16])).encode() + b"}"
     data = image(text, bytes(16))
-    message, _ = c_parse(reader, data)
+    message, _ = c_parse(data)
     assert message == "tensor b appears twice in the header"
     text = b'{"b":' + json.dumps(f32([0, 8])).encode() + b',"b":' + json.dumps(f32([0, 8])).encode() + b"}"
     assert set(library_load(image(text, bytes(8)))) == {"b"}
-    assert c_parse(reader, image(text, bytes(8)))[0] == "tensor b appears twice in the header"
+    assert c_parse(image(text, bytes(8)))[0] == "tensor b appears twice in the header"
 
 
 # ------------------------------------------------------------------------------------
@@ -199,9 +191,9 @@ def tensor_sets(draw):
 
 
 @given(tensor_sets())
-def test_every_tensor_the_library_writes_is_found_and_read(reader, tensors):
+def test_every_tensor_the_library_writes_is_found_and_read(tensors):
     data = library_save(tensors)
-    message, found = c_parse(reader, data)
+    message, found = c_parse(data)
     assert message is None, message
     assert set(found) == set(tensors)
     for name, array in tensors.items():
@@ -209,7 +201,7 @@ def test_every_tensor_the_library_writes_is_found_and_read(reader, tensors):
     n = int.from_bytes(data[:8], "little")
     for bad in (data + b"\0", data[:-1] if len(data) > 8 + n else data + b"\0\0",
                 struct.pack("<Q", n + 1) + data[8:], struct.pack("<Q", n - 1) + data[8:]):
-        message, _ = c_parse(reader, bad)
+        message, _ = c_parse(bad)
         assert message is not None and library_reading(bad) is None, bad
 
 
@@ -348,8 +340,8 @@ def test_files_read_whole(driver, tmp_path):
     assert read_with(driver, "npy", tmp_path / "none.npy").startswith("refused: npy: cannot open")
 
 
-def test_dtypes_are_named_as_numpy_names_them(reader):
-    ffi, lib = reader.ffi, reader.lib
+def test_dtypes_are_named_as_numpy_names_them():
+    ffi, lib = runtime().ffi, runtime().lib
     assert [ffi.string(lib.exactc_dtype_name(k)).decode() for k in range(4)] == ["<f8", "<f4", "<i4", "<i8"]
 
 
