@@ -269,7 +269,7 @@ TABLE = [
     ("config.json", "tie_word_embeddings a string", with_config("gpt", lambda c: c.update(tie_word_embeddings="no")),
      "tie_word_embeddings='no' must be true or false"),
     ("config.json", "vocab_size 2^40", with_config("gpt", lambda c: c.update(vocab_size=2**40)),
-     "vocab=1099511627776 must be an integer from 1 to 2,147,483,647"),
+     "config.json: vocab_size=1099511627776 must be a positive integer (at most 2,147,483,647)"),
     ("config.json", "rope_scaling a list", with_config("llama", lambda c: c.update(rope_scaling=["linear"])),
      "rope_scaling must be an object, not a list"),
     ("config.json", "num_key_value_heads not dividing", with_config("llama", lambda c: c.update(num_key_value_heads=3)),

@@ -130,8 +130,9 @@ def test_llama2c_headers(work, image):
     event("read")
     assert (cfg.dim, cfg.heads, cfg.layers) == tuple(int.from_bytes(image[o:o + 4], "little", signed=True)
                                                     for o in ((0, 12, 8) if image[:4] != b"24ka" else (8, 20, 16)))
-    for tensor in list(ckpt.tensors.values())[:4]:
-        assert tensor.read().shape == tuple(tensor.shape)
+    with np.errstate(invalid="ignore"):  # drawn bytes hold signalling NaNs; widening quiets them
+        for tensor in list(ckpt.tensors.values())[:4]:
+            assert tensor.read().shape == tuple(tensor.shape)
 
 
 @FUZZ

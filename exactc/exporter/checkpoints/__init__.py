@@ -210,8 +210,9 @@ def boolean(where: str, key: str, value: Any) -> bool:
 
 
 def positive_int(where: str, key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(f"{where}: {key}={value!r} must be a positive integer")
+    """A count read from a checkpoint, within models.config's bounds, refused by its key."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= models.MAX_COUNT:
+        raise CheckpointError(f"{where}: {key}={value!r} must be a positive integer (at most {models.MAX_COUNT:,})")
     return value
 
 
