@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from exactc.exporter import export, graph, models
-from exactc.exporter.printer import host
-from exactc.verify.build import have_compiler
+from exactc.exporter import frames
+from exactc.exporter.printer import host, structured
 from exactc.verify.programs import ProgramBuildError, build_program
 
 # Small dimensions: every code path (stacked layers, GQA, padding, rope) at a size a
@@ -70,7 +70,8 @@ def outputs(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.glob("*.npy"))}
 
 
-needs_clang = pytest.mark.skipif(not have_compiler("clang"), reason="clang not installed (make install)")
+# gcc with OpenMP, clang with OpenMP (Debian's libomp), gcc without: tests/installed.py
+needs_clang = pytest.mark.needs("clang", "libomp")
 
 
 # ---- correctness: the reference's bytes ------------------------------------------------------
@@ -182,7 +183,7 @@ def test_fold_iteration_apart_runs_outside_the_loop(tmp_path):
 
 def test_a_fold_that_skips_a_layer_fails_conformance(tmp_path, monkeypatch):
     # Layer 1 reads layer 0's parameters: layer 1 is skipped, layer 0 runs twice.
-    monkeypatch.setattr(host, "fold_slice", lambda base, index, chunk: f"{base} + ({index} == 1 ? 0 : {index}) * {chunk}")
+    monkeypatch.setattr(structured, "fold_slice", lambda base, index, chunk: f"{base} + ({index} == 1 ? 0 : {index}) * {chunk}")
     root = _export(tmp_path, "gpt", "forward", "f32")
     assert "(l == 1 ? 0 : l)" in (root / "model.c").read_text()
     done = check(root, build(root))
@@ -190,7 +191,7 @@ def test_a_fold_that_skips_a_layer_fails_conformance(tmp_path, monkeypatch):
 
 
 def test_a_buffer_released_one_launch_early_fails_the_checking_build(tmp_path, monkeypatch):
-    monkeypatch.setattr(host, "release_point", lambda last_use: last_use - 1)
+    monkeypatch.setattr(frames, "release_point", lambda last_use: last_use - 1)
     root = _export(tmp_path, "llama", "forward", "f32")
     done = check(root, build(root, checking=True))
     assert done.returncode != 0 and "DIFFERS" in done.stdout
@@ -419,7 +420,7 @@ def test_untied_head_and_given_inputs(tmp_path):
 def test_an_arena_computed_too_small_is_caught_by_the_checking_build(tmp_path, monkeypatch):
     """If the structure's peak forgot the callees' frames, the checking build stops at
     the first allocation past the arena's end."""
-    monkeypatch.setattr(host.StructuredHost, "_callee_peak", lambda self, node: 0)
+    monkeypatch.setattr(frames, "callee_peak", lambda node, frames: 0)
     root = _export(tmp_path, "bert", "forward", "f32")
     # (gcc may see the overflow too and warn: that is the same mistake caught earlier)
     done = run(root, build(root, checking=True, quiet=False), tmp_path / "out")
@@ -471,20 +472,19 @@ def test_safetensors_errors_name_the_field(tmp_path):
 def test_a_plan_is_passed_through_to_the_kernels(tmp_path):
     """--plan: the split nest runs through its driver on 2 threads, same bytes; a plan
     that does not fit is refused on one line, nothing written."""
-    pytest.importorskip("exactc.exporter.kernels.plans")
     small = [f"--set={k}={v}" for k, v in SMALL["gpt"].items()]
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
     target = tmp_path / "planned"
     done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", "--seed", "3", *small,
                   "--plan", str(plan), "-o", str(target))
     assert done.returncode == 0, done.stderr
-    assert "k04_linear_split(" in (target / "model.c").read_text()
+    assert "linear_qkv_split(" in (target / "model.c").read_text()
     program = build(target)
     for threads in (1, 2):
         done = check(target, program, threads)
         assert done.returncode == 0, done.stdout + done.stderr
-    plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 7]]}}}}))
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 3], [3, 7]]}}}}))
     done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", *small, "--plan", str(plan),
                   "-o", str(tmp_path / "bad"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "split.pieces" in done.stderr
@@ -510,14 +510,14 @@ def test_one_process_runs_several_input_output_pairs(tmp_path):
 
 
 def test_a_plan_entry_that_matches_no_nest_is_refused(tmp_path):
-    """A plan's entry must apply somewhere: a misspelt or foreign kernel prefix is an
+    """A plan's entry must apply somewhere: a misspelt or foreign kernel function is an
     error naming it, not a silently plain program."""
     import json
 
     from exactc.exporter.kernels.plans import load_plan
 
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps({"nests": {"k99_linear": {"layout": {}}}}))
-    with pytest.raises(host.HostError, match="k99_linear match no nest"):
+    path.write_text(json.dumps({"nests": {"linear_nothing": {"layout": {}}}}))
+    with pytest.raises(host.HostError, match="linear_nothing match no nest"):
         export.prepare("gpt", "forward", "f32", overrides=SMALL["gpt"], plan=load_plan(str(path)))
 

@@ -8,14 +8,7 @@ from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
-    checkpoints,
-    hardening,
-    host,
-    layouts,
-    loop_bounds,
-    probes,
-    rounding,
-    semantics,
+    checkpoints, constants, hardening, harness, host, keys, layouts, loop_bounds, probes, rounding, semantics,
     slicing,
 )
 
@@ -32,6 +25,8 @@ _FIXED_CHECKS = [
     Check("conversions", ("tests/test_conversions.py",)),
     Check("libm-twin", ("tests/test_libm.py",)),
     Check("npy", ("tests/test_npy.py",)),
+    # The runtime's host (exactc_host.c): weights, inputs, outputs, exactc_main's refusals.
+    Check("host-runtime", ("tests/test_host_runtime.py",)),
     Check("reference", ("tests/test_reference.py",)),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Every architecture's entries exported in f32: built by gcc, clang and without
@@ -51,6 +46,18 @@ _FIXED_CHECKS = [
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
+    # The harness: a piece make install provides, missing under make test, fails the run.
+    Check("installed", ("tests/test_installed.py",)),
+    # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).
+    Check("spec-constants", ("tests/test_spec_constants.py",)),
+    # ChaCha20 keys: against pycryptodome and rand_chacha's / rand_core's published values
+    # (C and twin alike), and the C runtime against its twin over drawn keys.
+    Check("keys:oracle", ("tests/test_keys.py",), "known or oracle"),
+    Check("keys:twin", ("tests/test_keys.py",), "twin"),
+    # Sampling: the spec's worked examples on both implementations, and C against the
+    # reference over drawn logits and options.
+    Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
+    Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
     # The runtime's safetensors reader against the safetensors library, and the bounds of
     # both readers' file reads; the program tests' own safetensors refusals.
     Check("safetensors", ("tests/test_safetensors.py",)),
@@ -66,7 +73,8 @@ _FIXED_CHECKS = [
     Check("fuzz:replay", ("tests/test_fuzz_harnesses.py",)),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, hardening]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
+            hardening]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
