@@ -431,7 +431,7 @@ SAFETENSORS_ERRORS = [
     (b"\x10\x00\x00\x00\x00\x00\x00\x00{}", "runs past the file"),
     (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
      "tensor a appears twice"),
-    (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,80]}}', "outside the 8 data bytes"),
+    (b'{"a":{"dtype":"F32","shape":[20],"data_offsets":[0,80]}}', "outside the 8 data bytes"),
     (b'{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', "8 data bytes for a F32 tensor needing 12"),
     (b'{"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}}', 'unknown dtype "Q4"'),
     (b'{"a":{"dtype":"F32","shape":[2]}}', "tensor a: missing data_offsets"),

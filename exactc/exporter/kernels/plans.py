@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from exactc.exporter import jsonfile
 from exactc.exporter.kernels.ir import REDUCE, Kernel
 from exactc.exporter.kernels.layouts import (
     LANE_WIDTHS,
@@ -193,10 +194,11 @@ def parse_plan(value: Any) -> Plan:
 
 
 def load_plan(path: str | Path) -> Plan:
+    """The plan in a JSON file, read strictly (exporter/jsonfile.py: UTF-8, no key twice)."""
     try:
-        value = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
-        raise PlanError("-", "(file)", f"{path} is not JSON: {err}") from None
+        value = jsonfile.load(path)
+    except jsonfile.JSONFileError as err:
+        raise PlanError("-", "(file)", str(err)) from None
     return parse_plan(value)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
-    checkpoints, constants, harness, host, keys, layouts, loop_bounds, probes, quant, rounding, semantics,
-    slicing,
+    checkpoints, constants, hardening, harness, host, keys, layouts, loop_bounds, probes, quant, rounding,
+    semantics, slicing,
 )
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
@@ -64,10 +64,23 @@ _FIXED_CHECKS = [
     # reference over drawn logits and options.
     Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
     Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
+    # The runtime's safetensors reader against the safetensors library, and the bounds of
+    # both readers' file reads; the program tests' own safetensors refusals.
+    Check("safetensors", ("tests/test_safetensors.py",)),
+    Check("programs:safetensors", ("tests/test_programs.py",), "safetensors"),
+    # Bad input, one line: the table of malformed checkpoints, configs and plans through the
+    # Python API and through `exactc export` (exit 2, nothing written); Hypothesis on the
+    # Python readers (their own error or a correct result, never another exception).
+    Check("bad-inputs:api", ("tests/test_bad_inputs.py",), "api"),
+    Check("bad-inputs:cli", ("tests/test_bad_inputs.py",), "exit_2"),
+    Check("fuzz:readers", ("tests/test_fuzz_readers.py",)),
+    # The libFuzzer harnesses of fuzz/, built with replay.c's main and libFuzzer's, over the
+    # seed corpus under ASan and UBSan.
+    Check("fuzz:replay", ("tests/test_fuzz_harnesses.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
-            quant]
+            hardening, quant]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
