@@ -737,3 +737,47 @@ void exactc_array_free(exactc_array *a) {
     free(a->data);
     memset(a, 0, sizeof *a);
 }
+
+/* ------------------------------------------------------------------------------------
+ * Layer traces of checking builds (EXACTC_TRACE_CARRY in exactc_rt.h): when
+ * EXACTC_TRACE_DIR is set, the values a fold carries out of each layer are written to
+ * EXACTC_TRACE_DIR/<n>-<fold>-<layer>-<carry>.npy, n counting the traces of the process
+ * from 0. The harness compares them with the reference's, in order, to name the first
+ * layer whose output differs (verify/conformance.py). bf16 values are written widened
+ * to f32, as outputs are.
+ * ---------------------------------------------------------------------------------- */
+
+void exactc_trace_carry(const char *fold, int layer, int carry, int kind, const void *data,
+                        size_t count) {
+    static unsigned long traced = 0;
+    const char *dir = getenv("EXACTC_TRACE_DIR");
+    if (dir == NULL || *dir == '\0') return;
+    char path[4096], err[512];
+    if (snprintf(path, sizeof path, "%s/%06lu-%s-%d-%d.npy", dir, traced++, fold, layer, carry) >=
+        (int)sizeof path) {
+        fprintf(stderr, "exactc: trace path too long under %s\n", dir);
+        return;
+    }
+    static const exactc_dtype as[] = {EXACTC_F64, EXACTC_F32, EXACTC_F32, EXACTC_I32};
+    exactc_array a;
+    memset(&a, 0, sizeof a);
+    a.dtype = as[kind];
+    a.ndim = 1;
+    a.shape[0] = (int64_t)count;
+    a.nbytes = count * exactc_dtype_size(a.dtype);
+    float *wide = NULL;
+    if (kind == 2) {
+        wide = malloc(count * sizeof *wide + 1);
+        if (wide == NULL) {
+            fprintf(stderr, "exactc: out of memory tracing %s layer %d\n", fold, layer);
+            return;
+        }
+        const exactc_bf16 *h = data;
+        for (size_t i = 0; i < count; i++) wide[i] = exactc_bf16_to_f32(h[i]);
+        a.data = wide;
+    } else {
+        a.data = (void *)(uintptr_t)data;
+    }
+    if (exactc_npy_write(path, &a, err, sizeof err) != 0) fprintf(stderr, "exactc: %s\n", err);
+    free(wide);
+}

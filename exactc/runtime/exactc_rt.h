@@ -96,6 +96,22 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
 int exactc_npy_write(const char *path, const exactc_array *a, char *err, size_t errlen);
 void exactc_array_free(exactc_array *a);
 
+/* Checking builds (-DEXACTC_CHECKING) trace the values a fold carries out of each layer:
+ * with EXACTC_TRACE_DIR set, EXACTC_TRACE_CARRY writes them as .npy files there (see
+ * exactc_npy.c), so that a harness can name the first layer whose output differs from
+ * the reference's. Other builds compile it to nothing. kind: 0 f64, 1 f32, 2 bf16, 3 i32. */
+void exactc_trace_carry(const char *fold, int layer, int carry, int kind, const void *data,
+                        size_t count);
+#define EXACTC_KIND_OF(p)                                                                 \
+    _Generic((p), const double *: 0, double *: 0, const float *: 1, float *: 1,            \
+             const exactc_bf16 *: 2, exactc_bf16 *: 2, const int32_t *: 3, int32_t *: 3)
+#ifdef EXACTC_CHECKING
+#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count)                                  \
+    exactc_trace_carry((fold), (layer), (carry), EXACTC_KIND_OF(p), (p), (count))
+#else
+#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count) ((void)0)
+#endif
+
 /* ------------------------------------------------------------------------------------
  * .safetensors files (exactc_safetensors.c): an 8-byte little-endian header length, a
  * JSON header naming each tensor's dtype, shape and byte range, then the data. The

@@ -41,7 +41,7 @@ from exactc.exporter.printer.kernels import PrintedKernel, print_kernel
 INDENT = "    "
 ALIGN = 64  # every buffer starts on a 64-byte boundary (a cache line, a zmm register)
 
-_ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i32": 4}
+_ITEMSIZE = {kind: s.itemsize for kind, s in types.STORAGE.items()}
 
 
 class HostError(ValueError):
@@ -500,8 +500,9 @@ class StructuredHost:
             if self.peak_of(body):
                 call_args.append(f"arena + {base}")
             body_lines.extend(call_lines(body.name, call_args, pad))
-            for k in range(len(node.outs)):
+            for k, v in enumerate(node.outs):
                 body_lines.append(f"{pad}{names[k]} = {nexts[k]};")
+                body_lines.append(f'{pad}EXACTC_TRACE_CARRY("{node.body.name}", {layer}, {k}, {names[k]}, {v.size});')
             if stop - start > 1:
                 out.append(f"{INDENT}for (int l = {start}; l < {stop}; l++) {{")
                 out.extend(body_lines)
@@ -662,6 +663,8 @@ class StraightLineHost:
                     self.lines.append(f"{INDENT}/* {body.name}, layer {layer} */")
                     self.run(body, inner, f"{where}_l{layer}")
                     carry = [inner[id(f)] for f in body.outputs]
+                    for k, (c, v) in enumerate(zip(carry, node.outs)):
+                        self.lines.append(f'{INDENT}EXACTC_TRACE_CARRY("{node.body.name}", {layer}, {k}, {c}, {v.size});')
                 for v, c in zip(node.outs, carry):
                     env[id(v)] = c
                     if id(v) in outputs:
@@ -700,7 +703,6 @@ def launch_count(program: Program, table: KernelTable) -> int:
 
 # ---- the whole host file -------------------------------------------------------------------
 
-_ST_DTYPE = {"f64": "F64", "f32": "F32", "bf16": "BF16"}
 
 _ARENA_SECTION = """\
 /* ------------------------------------------------------------------------------------
@@ -820,7 +822,7 @@ def print_program(program: Program, site: str, plan: Any = None, straight: bool 
     out.append("} Weights;")
     out.append("")
     out.append(f"#define PARAM_COUNT ((size_t){offset})")
-    out.append(f'#define PARAM_DTYPE "{_ST_DTYPE[site]}"')
+    out.append(f'#define PARAM_DTYPE "{types.STORAGE[site].safetensors}"')
     out.append("")
     out.append("/* Each tensor in the file, the shape it must have, where it goes in the block. */")
     out.append("static const struct {")
