@@ -55,7 +55,8 @@ def build(root: Path, cc: str = "gcc", openmp: bool = True, checking: bool = Fal
     try:
         return programs.make(root, programs.Build(cc=cc, openmp=openmp, checking=checking), refuse_warnings=quiet)
     except programs.ProgramBuildError as error:
-        pytest.fail(str(error))
+        failure = str(error)
+    pytest.fail(failure, pytrace=False)
 
 
 def conforms(program: programs.Program, prepared: export.Export, threads: int = 1, **kwargs):
@@ -64,7 +65,8 @@ def conforms(program: programs.Program, prepared: export.Export, threads: int = 
     try:
         return conformance.assert_conforms(program, prepared, threads=threads, **kwargs)
     except conformance.ProgramMismatch as mismatch:
-        pytest.fail(str(mismatch), pytrace=False)
+        report = str(mismatch)
+    pytest.fail(report, pytrace=False)
 
 
 def outputs(out: Path) -> dict[str, np.ndarray]:
@@ -353,7 +355,8 @@ def test_a_directory_rebuilds_with_each_compiler(tmp_path):
     made = {}
     for cc in ("gcc", "clang", "gcc"):
         made[cc] = programs.make(root, programs.Build(cc=cc), cached=False).path.read_bytes()
-    assert b"clang version" in made["clang"] and b"clang version" not in made["gcc"]
+    assert b"clang version" not in made["gcc"], "the gcc build kept clang's program"
+    assert b"clang version" in made["clang"], "the clang build kept gcc's program"
 
 
 def test_an_export_is_cached_by_what_it_depends_on(tmp_path, monkeypatch):
@@ -365,7 +368,7 @@ def test_an_export_is_cached_by_what_it_depends_on(tmp_path, monkeypatch):
                 dataclasses.replace(spec, straight=True), dataclasses.replace(spec, plan="auto"),
                 dataclasses.replace(spec, plan=str(plan)), dataclasses.replace(spec, inputs={"input_ids": np.zeros(6, np.int32)})]
     digests = [v.digest() for v in [spec, *variants]]
-    assert len(set(digests)) == len(digests)
+    assert len(set(digests)) == len(digests), f"variants with the same key: {digests}"
     plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 2], [2, 6]]}}}}))
     assert dataclasses.replace(spec, plan=str(plan)).digest() not in digests  # the plan's content, not its name
     first = programs.exported(spec, programs.Build(cc="gcc"))
