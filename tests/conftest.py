@@ -1,12 +1,22 @@
-"""Hypothesis profiles, chosen by HYPOTHESIS_PROFILE:
+"""Hypothesis profiles, the `needs` marker, and the count of skips.
+
+Hypothesis profiles, chosen by HYPOTHESIS_PROFILE:
 
 - ci (the default, `make test`): derandomized, bounded, prints the reproduction blob;
 - campaign (`make verify`): many examples, random, still printing blobs.
+
+`@pytest.mark.needs("valgrind", ...)` names what a test needs from the machine
+(tests/installed.py): missing, it is a skip by hand and a failure under `make test`.
+The last line of a run counts the skips and their reasons.
 """
 
+import collections
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from installed import need  # tests/installed.py
 
 _COMMON = dict(
     deadline=None,
@@ -17,3 +27,41 @@ _COMMON = dict(
 settings.register_profile("ci", max_examples=8, derandomize=True, **_COMMON)
 settings.register_profile("campaign", max_examples=40, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs(*pieces): what the test needs from the machine (tests/installed.py)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        for name in mark.args:
+            need(name)
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, (tuple, list)) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def skip_summary(reports) -> str:
+    """`skips: N (reason: count, ...)`, the most frequent reason first."""
+    reasons = collections.Counter(_skip_reason(r) for r in reports)
+    if not reasons:
+        return "skips: 0"
+    listed = ", ".join(f"{reason}: {count}" for reason, count in reasons.most_common())
+    return f"skips: {sum(reasons.values())} ({listed})"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session):
+    """After pytest's own summary: the count of skips with their reasons, the last line."""
+    result = yield
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(session.config, "workerinput"):
+        reporter.write_line(skip_summary(reporter.stats.get("skipped", [])))
+    return result

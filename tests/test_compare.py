@@ -21,6 +21,7 @@ from exactc.exporter.types import BF16
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 from exactc.verify import programs
 from exactc.verify.compare import bit_equal_mask, first_mismatch, hexval
+from installed import need  # tests/installed.py
 
 F32_NANS = (0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FC12345, 0xFFFFFFFF)
 F64_NANS = (0x7FF8000000000000, 0xFFF8000000000000, 0x7FF0000000000001, 0x7FFFFFFFFFFFFFFF)
@@ -78,6 +79,7 @@ def test_the_report_names_the_first_index_both_values_and_the_count():
 
 @pytest.fixture(scope="module")
 def comparer(tmp_path_factory) -> Path:
+    need("gcc")
     exe = tmp_path_factory.mktemp("comparer") / "compare"
     subprocess.run(["gcc", *STRICT_FLAGS, "-O2", "-Wall", "-Wextra", "-Werror", f"-I{RUNTIME_DIR}", "-o", str(exe),
                     str(RUNTIME_DIR / "exactc_compare.c"), str(RUNTIME_DIR / "exactc_npy.c")], check=True)
@@ -159,6 +161,7 @@ def test_the_c_comparer_refuses_what_it_cannot_compare(comparer, tmp_path):
 SMALL = {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 1, "mlp": 24, "tokens": 6}
 
 
+@pytest.mark.needs("gcc")
 @pytest.mark.parametrize("site", ["f32", "bf16"])
 def test_check_sh_applies_the_rule_with_the_exports_site_type(tmp_path, site):
     """A stand-in program writes chosen outputs: a NaN of another payload passes at f32

@@ -2,8 +2,6 @@
 -march=native: no warning (-Werror), and the same bits as the reference in each build
 (design.md, principle 4: the strict flags make optimization invisible)."""
 
-import shutil
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +11,7 @@ from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import cases
 from exactc.verify.build import BuildOptions
 from exactc.verify.kernels import assert_all_equal, run_cases
+from installed import need  # tests/installed.py
 
 COMPILERS = ["gcc", "clang"]
 LEVELS = [("-O0", False), ("-O2", False), ("-O3", False), ("-O2", True)]
@@ -23,8 +22,7 @@ EVERY_PRIMITIVE_AND_TYPE = st.tuples(*[cases(p, s) for p in sorted(PRIMITIVES) f
 @pytest.mark.parametrize("cc", COMPILERS)
 @pytest.mark.parametrize("opt,native", LEVELS, ids=["O0", "O2", "O3", "O2-native"])
 def test_every_build_gives_the_reference_bits(cc, opt, native):
-    if shutil.which(cc) is None:
-        pytest.skip(f"{cc} is not installed (make install installs Debian's clang)")
+    need(cc)
     options = BuildOptions(cc=cc, opt=opt, march_native=native)
 
     @settings(max_examples=2)

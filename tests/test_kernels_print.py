@@ -13,7 +13,6 @@ import hashlib
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -28,6 +27,7 @@ from exactc.exporter.primitives import PRIMITIVES, PrimitiveError
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.verify.build import BuildOptions, load_library, pointer
 from exactc.verify.compare import assert_bits_equal
+from installed import need, need_module  # tests/installed.py
 
 SITES = ("f64", "f32", "bf16")
 
@@ -147,7 +147,8 @@ def test_buffers_follow_the_interface():
 # ---- determinism ---------------------------------------------------------------------
 
 _DIGEST_SCRIPT = """
-import importlib.util, sys
+import importlib.util, os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[1]))  # tests/, as pytest puts it first
 spec = importlib.util.spec_from_file_location("case_module", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
@@ -219,7 +220,7 @@ def test_constants_are_exact_hex_literals_of_the_accumulator_type():
 
 
 def test_real_constants_are_correctly_rounded():
-    mpmath = pytest.importorskip("mpmath")
+    mpmath = need_module("mpmath")
     with mpmath.workprec(200):
         assert SQRT_2_OVER_PI == float(mpmath.sqrt(2 / mpmath.pi))
         assert INV_SQRT_2 == float(1 / mpmath.sqrt(2))
@@ -243,8 +244,7 @@ COMPILE_CONFIGS = [
 
 @pytest.mark.parametrize("cc,opt,native", COMPILE_CONFIGS, ids=lambda v: str(v))
 def test_every_kernel_compiles_warning_free(printed, cc, opt, native):
-    if shutil.which(cc) is None:
-        pytest.skip(f"{cc} is not installed on this machine")
+    need(cc)
     sources = {f"{prefix}.c": p.source for prefix, _, p in printed}
     sources["stub_libm.c"] = STUB_LIBM
     cdef = "".join(p.cdef for _, _, p in printed)

@@ -30,12 +30,16 @@ from exactc.strategies.layouts import planned_cases
 from exactc.strategies.tensors import TensorSpec
 from exactc.strategies.cases import Case
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
-from exactc.verify.build import BuildOptions, have_compiler
+from exactc.verify.build import BuildOptions
 from exactc.verify.kernels import CHECK_SPLITS, assert_all_equal, run_cases
 
 CAMPAIGN = os.environ.get("HYPOTHESIS_PROFILE") == "campaign"
 BATCH = 10 if CAMPAIGN else 3
-COMPILERS = [cc for cc in ("gcc", "clang") if have_compiler(cc)]
+COMPILERS = ("gcc", "clang")
+# The property draws both compilers, with and without OpenMP (tests/installed.py).
+needs_compilers = pytest.mark.needs("gcc", "clang", "libomp")
+EACH_COMPILER = [pytest.param(cc, marks=pytest.mark.needs(cc, *(("libomp",) if cc == "clang" else ())), id=cc)
+                 for cc in COMPILERS]
 
 
 def _builds():
@@ -64,6 +68,7 @@ LANED_LINEAR = NestPlan(
 # ---- the property ------------------------------------------------------------------------
 
 
+@needs_compilers
 @pytest.mark.parametrize("primitive", sorted(PRIMITIVES))
 def test_every_layout_and_split_gives_the_reference_bits(primitive):
     @given(batch=st.lists(planned_cases(cases(primitive)), min_size=1, max_size=BATCH), build=_builds())
@@ -73,6 +78,7 @@ def test_every_layout_and_split_gives_the_reference_bits(primitive):
     check()
 
 
+@needs_compilers
 @given(batch=st.lists(planned_cases(cases()), min_size=1, max_size=BATCH), build=_builds())
 @example(batch=[(_linear_case(), Plan((("linear", LANED_LINEAR),)))], build=("gcc", True, 2))
 def test_mixed_planned_batches(batch, build):
@@ -80,6 +86,7 @@ def test_mixed_planned_batches(batch, build):
     assert_all_equal(_run(batch, build))
 
 
+@needs_compilers
 def test_same_bits_with_and_without_openmp_and_any_team():
     """One laned, packed, split linear: OpenMP off, on with a team of 1, 2, uncapped; gcc
     and clang; each equal to the reference (so to each other)."""
@@ -287,7 +294,7 @@ def test_plan_show_and_check_commands(tmp_path):
     assert check.returncode == 0, check.stderr
 
 
-@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("cc", EACH_COMPILER)
 def test_lanes_are_vectorized_at_O2(cc, tmp_path):
     """The laned linear is vectorized by gcc and clang at plain -O2 with the strict flags
     and no -march: its assembly adds packed floats (addps), which the plain nest, whose
@@ -335,7 +342,7 @@ def _full_plan(kernel) -> Plan:
 
 @pytest.mark.parametrize("openmp", [False, True])
 @pytest.mark.parametrize("opt, native", [("-O0", False), ("-O3", True)])
-@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("cc", EACH_COMPILER)
 def test_planned_kernels_compile_warning_free(cc, opt, native, openmp):
     """Every primitive under a plan that uses every feature: no warning (-Wall -Wextra
     -Werror) with gcc and clang, -O0 and -O3 -march=native, with and without OpenMP, in

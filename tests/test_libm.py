@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 from exactc.runtime import libm_twin
-from exactc.verify.build import BuildOptions, have_compiler, runtime_source
+from exactc.verify.build import BuildOptions, runtime_source
 from exactc.verify.compare import first_mismatch, hexval
 from exactc.verify.exhaustive import FUNCTIONS, load_libm
+from installed import need  # tests/installed.py
 
 ROOT = Path(__file__).resolve().parent.parent
 RANDOM_PATTERNS = 400_000  # per function, besides the hard ranges
@@ -240,8 +241,7 @@ BUILDS = [
     "options", BUILDS, ids=lambda o: f"{o.cc}{o.opt}{'-native' if o.march_native else ''}"
 )
 def test_same_bits_every_build(options):
-    if not have_compiler(options.cc):
-        pytest.skip(f"{options.cc} not installed")
+    need(options.cc)
     libm = load_libm(options)  # -Wall -Wextra -Werror: the build itself is warning-free
     for name in FUNCTIONS:
         rng = np.random.default_rng(3)

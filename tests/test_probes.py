@@ -9,7 +9,6 @@ computes twice); the mutant catalog's probes family proves each can fail.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from exactc.verify import probes
 
 QUICK = probes.SIZES["quick"]
-needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (make install)")
+needs_valgrind = pytest.mark.needs("valgrind", "callgrind.h")  # tests/installed.py
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +57,9 @@ def test_growth_structured_text_is_constant_and_straight_line_text_linear_in_the
 # ---- regression against the baseline ----------------------------------------------------------
 
 
-@needs_valgrind
+@pytest.mark.needs("valgrind", "callgrind.h", "probe-baseline")
 def test_regression_against_the_baseline(workdir):
     key = probes.probe_key()
-    if probes.baseline_for(key) is None:
-        pytest.skip(f"no regression baseline for this toolchain ({probes.key_text(key)}); "
-                    "`python -m exactc.verify.probes --update` records one")
     current = probes.measure_baseline(workdir)
     result = probes.check_regression(current, key, probes.DEFAULT_THRESHOLD)
     assert result.holds, "\n".join(result.lines)

@@ -27,7 +27,6 @@ from exactc.exporter import export, graph, models
 from exactc.exporter.printer import host
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 from exactc.verify import conformance, programs
-from exactc.verify.build import have_compiler
 from exactc.verify.compare import assert_bits_equal
 
 # Small dimensions: every code path (stacked layers, GQA, padding, rope) at a size a
@@ -80,7 +79,8 @@ def assert_same_outputs(expected: dict[str, np.ndarray], actual: dict[str, np.nd
     assert sorted(expected) == sorted(actual) and not problems, "\n".join(map(str, problems))
 
 
-needs_clang = pytest.mark.skipif(not have_compiler("clang"), reason="clang not installed (make install)")
+# gcc with OpenMP, clang with OpenMP (Debian's libomp), gcc without: tests/installed.py
+needs_clang = pytest.mark.needs("clang", "libomp")
 
 
 # ---- correctness: the reference's bits -------------------------------------------------------
@@ -348,6 +348,7 @@ def test_cli_check_prints_the_first_difference(tmp_path):
 # ---- building: one way, cached, safe when concurrent ----------------------------------------------
 
 
+@pytest.mark.needs("gcc", "clang")
 def test_a_directory_rebuilds_with_each_compiler(tmp_path):
     """make compares file times, not arguments: the one build removes its targets first,
     so one directory built with gcc, then clang, gives a gcc program, then a clang one."""
@@ -554,7 +555,6 @@ def test_safetensors_errors_name_the_field(tmp_path):
 def test_a_plan_is_passed_through_to_the_kernels(tmp_path):
     """--plan: the split nest runs through its driver on 2 threads, same bytes; a plan
     that does not fit is refused on one line, nothing written."""
-    pytest.importorskip("exactc.exporter.kernels.plans")
     small = [f"--set={k}={v}" for k, v in SMALL["gpt"].items()]
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))

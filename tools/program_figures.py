@@ -1,7 +1,7 @@
 """Figures of docs/programs.md: export time, C source size, arena peaks per type, and the C
 program's forward time against the numpy reference's on the same input (one run, side
-by side). Usage: .venv/bin/python -m exactc.tools.program_figures [--repeat N]
-(or python tools/program_figures.py from the repository root).
+by side). Usage, from the repository root: .venv/bin/python tools/program_figures.py
+[--repeat N] (tools/ is not part of the installed package).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ ir.py holds the IR (axes, buffers, expressions, statements, nests, kernels) and 
 checker; lower.py lowers every primitive of exporter/primitives.py following
 docs/semantics.md. The C printer is exporter/printer/kernels.py. layouts.py, splits.py and
 plans.py give nests a layout and a thread split (docs/plans.md), printed by
-exporter/printer/planned.py.
+exporter/printer/planned.py; autoplan.py chooses them from the shapes (`--plan auto`).
 """
 
 from exactc.exporter.kernels.ir import (

@@ -1,10 +1,11 @@
 """The automatic plan (`exactc export --plan auto`): a layout and a thread split for
 every nest of a program, chosen from its shapes alone.
 
-- linear and matmul nests get the layout the benchmark found fastest (bench/,
+- linear nests get the layout the benchmark found fastest (bench/,
   docs/performance.md): the output columns in lanes of 16 over rows in lanes of 8, the
   weight panel packed; each output's sum still runs in index order (principle 2). A
   layout the nest's shapes make illegal falls back to fewer lanes, then to the plain nest.
+  Every other nest (matmul's included) keeps its plain loops.
 - every nest whose outermost loop has at least two iterations is split into up to
   PIECES even pieces, which an OpenMP team of at most omp_get_max_threads() threads runs.
 

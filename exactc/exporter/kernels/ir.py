@@ -2,9 +2,9 @@
 
 A primitive at a site type is lowered (lower.py) to a Kernel: buffers, one or more Nests,
 and the Launches that run them in order. The C printer (exporter/printer/kernels.py)
-walks this IR and nothing else; the planning stage (layouts, thread splits) will rewrite
-it. Every node is a small frozen dataclass, so trees compare by value and print the same
-text every time.
+walks this IR and nothing else; a plan (below) is data it reads beside the IR, never a
+rewrite of it. Every node is a small frozen dataclass, so trees compare by value and
+print the same text every time.
 
 The shape of a nest
 -------------------
@@ -12,17 +12,18 @@ The shape of a nest
     nest linear: parallel m<3, n<5 | body: reduce k<7
       acc : f32 = 0.0f
       for k<7 (reduce):
-        acc = (acc + (x[m,k] * w[n,k]))
+        acc = acc + (x[m,k] * w[n,k])
       y[m,n] = acc
 
 - `axes` are the PARALLEL axes of a perfect loop nest, outermost first. Each point of
   their product runs `body` once and writes elements no other point writes, so the
   axes may be reordered, tiled, laned or split between threads without changing a bit.
-  The outermost one is the axis a Launch divides into [lo, hi) pieces.
+  The plain nest function takes the outermost one as a [lo, hi) range, which a Launch
+  runs whole; a thread split may divide any of them instead (splits.py).
 - `body` is a sequence of statements. A `Loop` in the body is either a REDUCE loop (a
   sequential reduction: its iterations run in index order, always) or a PARALLEL loop
-  (independent iterations, e.g. layernorm's output pass over d; printed as a plain
-  sequential loop for now, a layout may lane it later).
+  (independent iterations, e.g. layernorm's output pass over d), printed as a plain
+  sequential loop: a layout arranges the nest's axes only, never a loop of the body.
 - Buffers are addressed by index tuples whose entries are `Affine` expressions: integer
   linear combinations of axis variables (and of i64 scalars, for gathers) plus a
   constant. An index of one entry into a buffer of higher rank addresses the element
@@ -80,8 +81,9 @@ FUNCTIONS = TRANSCENDENTALS + ("sqrt",)
 
 # Conversions a `Convert` may do, each exact or one rounding to nearest even:
 # bf16 -> f32 widens (exact); f32 -> bf16 stores (one rounding, NaN canonical);
-# f64 -> f32 rounds (R_A of an f64 value); integers -> floats are exact for the
-# counts and indices lowering converts; i64 <-> i32 narrows/widens indices.
+# f64 -> f32 rounds (R_A of an f64 value); integers -> floats (mean_pool's count, rope's
+# positions) are exact up to 2^24 into f32 and 2^53 into f64 (docs/semantics.md,
+# section 11); i64 <-> i32 narrows/widens indices.
 CONVERSIONS = frozenset(
     {
         ("bf16", "f32"),
@@ -104,13 +106,14 @@ LOGIC_OPS = ("&&", "||")
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-# Names the printed C uses or may call; no axis, scalar or buffer may take them.
+# Names the printed C uses or may call; no axis, scalar or buffer may take them, nor any
+# name of the runtime's (every exactc_ name: check_name).
 RESERVED_NAMES = frozenset(
     """auto break case char const continue default do double else enum extern float for
     goto if inline int long register restrict return short signed sizeof static struct
     switch typedef union unsigned void volatile while _Bool _Complex _Imaginary
     lo hi memcpy sqrt sqrtf isnan exp log tanh erf sin cos
-    int32_t int64_t uint16_t uint32_t uint64_t exactc_bf16 exactc_bits""".split()
+    int32_t int64_t uint16_t uint32_t uint64_t""".split()
 )
 
 
@@ -657,9 +660,10 @@ class Nest:
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """Run `nest` over [0, extent) of its outermost axis; `args` are the buffers in the
-    C function's parameter order (read-only ones first, then written ones, each group
-    in the kernel's buffer order)."""
+    """Run `nest` over [0, extent) of its outermost axis (a thread split, when a plan
+    gives one, runs the pieces instead); `args` are the buffers in the C function's
+    parameter order (read-only ones first, then written ones, each group in the
+    kernel's buffer order)."""
 
     nest: Nest
     args: tuple[str, ...]

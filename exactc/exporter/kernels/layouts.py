@@ -25,7 +25,8 @@ What is refused (LayoutError, naming the nest, the field and the rule): anything
 names a reduction where a parallel axis is needed (reordering, tiling or laning a
 reduction changes the order of its rounded operations), an axis the nest does not have,
 a lane width outside 2..16, more than two lane axes, a pack of a buffer the laned body
-does not read through the lanes, a block of a parallel axis.
+does not read through the lanes or of a panel over MAX_PACK_ELEMENTS, a block of a
+parallel axis.
 """
 
 from __future__ import annotations

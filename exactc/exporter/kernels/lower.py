@@ -604,7 +604,8 @@ def lower_mean_pool(ctx: _Lowering) -> list[Nest]:
                 ),
             ),
         ),
-        # The count is an exact integer <= T, so converting it rounds as R_A does.
+        # The count is an integer <= T, so converting it rounds as R_A does (exactly,
+        # up to 2^24 at A = f32: docs/semantics.md, section 11).
         Write(ctx.at("y", d), ctx.S(div(s, Convert(Select(Binary("<", count, one), one, count), ctx.acc)))),
     )
     return [Nest("mean_pool", (Axis("d", dim),), body)]

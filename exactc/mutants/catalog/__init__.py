@@ -11,6 +11,8 @@ from exactc.mutants.catalog import (
     building,
     checkpoints,
     comparison,
+    constants,
+    harness,
     host,
     layouts,
     loop_bounds,
@@ -60,9 +62,14 @@ _FIXED_CHECKS = [
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
+    # The harness: a piece make install provides, missing under make test, fails the run.
+    Check("installed", ("tests/test_installed.py",)),
+    # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).
+    Check("spec-constants", ("tests/test_spec_constants.py",)),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, probes, checkpoints, comparison, building]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness,
+            comparison, building]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
