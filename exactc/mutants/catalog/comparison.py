@@ -8,6 +8,7 @@ EXPORT = "exactc/exporter/export.py"
 COMPARER = "exactc/runtime/exactc_compare.c"
 COMPARE = "exactc/verify/compare.py"
 CONFORMANCE = "exactc/verify/conformance.py"
+NPY = "exactc/runtime/exactc_npy.c"
 
 MUTANTS = [
     Mutant(
@@ -56,6 +57,16 @@ MUTANTS = [
         '    if every_bit or expected.dtype == BF16 or site == "bf16":\n',
         "    if every_bit:\n",
         ("compare",),
+        family="comparison",
+    ),
+    Mutant(
+        "layer-trace-never-written",
+        "the checking build's layer traces are never written, EXACTC_TRACE_DIR set or not: the "
+        "report can no longer name a layer",
+        NPY,
+        "    if (dir == NULL || *dir == '\\0') return;\n",
+        "    return;\n",
+        ("programs:report",),
         family="comparison",
     ),
     Mutant(
