@@ -72,9 +72,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 def failures() -> tuple[type[BaseException], ...]:
     """A build or a program run that failed: exit code 1."""
-    from exactc.verify.programs import ProgramBuildError, ProgramRunError
+    from exactc.verify.programs import ProgramFailure
 
-    return (ProgramBuildError, ProgramRunError)
+    return (ProgramFailure,)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"exactc {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except failures() as exc:
-        print(f"exactc {args.command}: error: {getattr(exc, 'summary', exc)}", file=sys.stderr)
+        print(f"exactc {args.command}: error: {exc.summary}", file=sys.stderr)
         return 1
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from exactc.exporter import export, graph
 from exactc.verify.compare import Mismatch, first_mismatch
-from exactc.verify.programs import Program, make
+from exactc.verify.programs import Program, ProgramBuildError, make
 
 TRACE = re.compile(r"^(\d+)-(\w+)-(\d+)-(\d+)\.npy$")
 
@@ -104,7 +104,10 @@ def _traces(program: Program, inputs: Mapping[str, np.ndarray]) -> list[tuple[st
         work = Path(tmp)
         root = work / "program"
         shutil.copytree(program.root, root, ignore=shutil.ignore_patterns("model", "model-checking", "compare"))
-        checking = make(root, dataclasses.replace(program.build, checking=True))
+        try:
+            checking = make(root, dataclasses.replace(program.build, checking=True))
+        except ProgramBuildError as failed:
+            return f"the checking build could not be made: {failed.summary}"
         trace = work / "trace"
         trace.mkdir()
         done = checking.run([(_write_inputs(work / "inputs", inputs), work / "out")], threads=1,

@@ -32,22 +32,21 @@ from exactc.verify.build import CompileError, cache_dir, compiler_version
 COMPARER = "conformance/compare"  # the comparer check.sh runs (runtime/exactc_compare.c)
 
 
-class ProgramBuildError(RuntimeError):
-    """make failed in an exported directory, or warned where no warning is allowed:
-    `summary` says so on one line (the command and the compiler's last words), the
-    message adds everything make printed."""
+class ProgramFailure(RuntimeError):
+    """A build or a run that failed: `summary` says so on one line (the command and its
+    last words), the message adds everything it printed."""
 
     def __init__(self, summary: str, detail: str = ""):
         self.summary = summary
         super().__init__(summary + (f"\n{detail}" if detail else ""))
 
 
-class ProgramRunError(RuntimeError):
-    """An exported program exited with an error; `summary` is the one-line report."""
+class ProgramBuildError(ProgramFailure):
+    """make failed in an exported directory, or warned where no warning is allowed."""
 
-    def __init__(self, summary: str, detail: str = ""):
-        self.summary = summary
-        super().__init__(summary + (f"\n{detail}" if detail else ""))
+
+class ProgramRunError(ProgramFailure):
+    """An exported program exited with an error."""
 
 
 def _last_line(text: str) -> str:

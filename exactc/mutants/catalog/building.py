@@ -30,9 +30,9 @@ MUTANTS = [
         "cli-failed-build-exits-2",
         "a failed build exits with 2, the code of a refused input",
         CLI,
-        "        print(f\"exactc {args.command}: error: {getattr(exc, 'summary', exc)}\", file=sys.stderr)\n"
+        "        print(f\"exactc {args.command}: error: {exc.summary}\", file=sys.stderr)\n"
         "        return 1\n",
-        "        print(f\"exactc {args.command}: error: {getattr(exc, 'summary', exc)}\", file=sys.stderr)\n"
+        "        print(f\"exactc {args.command}: error: {exc.summary}\", file=sys.stderr)\n"
         "        return 2\n",
         ("cli",),
         family="building",
