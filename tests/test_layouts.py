@@ -147,7 +147,7 @@ def test_a_split_with_a_gap_fails_with_a_reproduction():
         assert "output elements never written" in report
         assert '"split": {"depth": 1, "pieces": [[0, 7], [9, 19]]}' in report  # the plan
         assert "x = float32(5, 7) [0x" in report  # the inputs in hex
-        assert "int c0_linear_split(" in report  # the kernel text
+        assert "int c0_split(" in report  # the kernel text
         with pytest.raises(AssertionError, match="output elements never written"):
             assert_all_equal([outcome])  # the property's own verdict
 
@@ -165,7 +165,7 @@ def test_a_split_whose_pieces_overlap_fails_the_coverage_check():
         (outcome,) = run_cases([case], options, plans=[bad], validate_plans=False)
         assert outcome.status == "coverage", outcome.report
         assert (
-            "split coverage check failed in launch c0_linear (nest linear, axis n in [0, 19)): "
+            "split coverage check failed in launch c0 (nest linear, axis n in [0, 19)): "
             "pieces overlap (pieces overlap on [5,12)); pieces [0,12) [5,19)"
         ) in outcome.report
         assert '"pieces": [[0, 12], [5, 19]]' in outcome.report
@@ -261,9 +261,10 @@ def test_lanes_print_as_local_arrays_in_reduction_order():
     validate_plan(LINEAR, plan)
     source = print_kernel(LINEAR, "k", plan).source
     assert "float acc[2][4];" in source
-    assert "acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 7 + m_l * 7 + k] * w_p[n_l + k * 4]);" in source
-    assert "w_p[n_l + k * 4] = w[n_c * 7 + n_l * 7 + k];" in source
-    assert "int k_linear_split(" in source
+    assert "acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * K + m_l * K + k] * w_p[n_l + k * 4]);" in source
+    assert "w_p[n_l + k * 4] = w[n_c * K + n_l * K + k];" in source
+    assert "enum { K = 7, M = 5, N = 19 };" in source
+    assert "int k_split(" in source
     assert "num_threads(team)" in source and "omp_get_max_threads()" in source
 
 

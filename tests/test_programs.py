@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 from exactc.exporter import export, graph, models
-from exactc.exporter.printer import host
+from exactc.exporter import frames
+from exactc.exporter.printer import host, structured
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 from exactc.verify import conformance, programs
 from exactc.verify.compare import assert_bits_equal
@@ -185,7 +186,7 @@ def test_a_fold_that_skips_a_layer_fails_with_the_index_the_values_and_the_layer
     """Layer 2 of 3 reads layer 1's parameters (layer 2's are skipped): check.sh prints
     the first differing index, both values in hex and the count; the harness's report
     adds the layer whose slice was misread, the export and the build line."""
-    monkeypatch.setattr(host, "fold_slice", lambda base, index, chunk: f"{base} + ({index} == 2 ? 1 : {index}) * {chunk}")
+    monkeypatch.setattr(structured, "fold_slice", lambda base, index, chunk: f"{base} + ({index} == 2 ? 1 : {index}) * {chunk}")
     prepared, root = _export(tmp_path, "gpt", "forward", site, layers=3)
     assert "(l == 2 ? 1 : l)" in (root / "model.c").read_text()
     program = build(root)
@@ -205,7 +206,7 @@ def test_a_fold_that_skips_a_layer_fails_with_the_index_the_values_and_the_layer
 
 
 def test_a_buffer_released_one_launch_early_fails_the_checking_build(tmp_path, monkeypatch):
-    monkeypatch.setattr(host, "release_point", lambda last_use: last_use - 1)
+    monkeypatch.setattr(frames, "release_point", lambda last_use: last_use - 1)
     _, root = _export(tmp_path, "llama", "forward", "f32")
     done = build(root, checking=True).check()
     assert done.returncode != 0 and "DIFFERS  logits.npy: " in done.stdout
@@ -364,13 +365,13 @@ def test_an_export_is_cached_by_what_it_depends_on(tmp_path, monkeypatch):
     monkeypatch.setenv("EXACTC_CACHE", str(tmp_path / "cache"))
     spec = export.ExportSpec("gpt", "forward", "f32", 3, SMALL["gpt"])
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
     variants = [dataclasses.replace(spec, seed=4), dataclasses.replace(spec, overrides=dict(SMALL["gpt"], tokens=5)),
                 dataclasses.replace(spec, straight=True), dataclasses.replace(spec, plan="auto"),
                 dataclasses.replace(spec, plan=str(plan)), dataclasses.replace(spec, inputs={"input_ids": np.zeros(6, np.int32)})]
     digests = [v.digest() for v in [spec, *variants]]
     assert len(set(digests)) == len(digests), f"variants with the same key: {digests}"
-    plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 2], [2, 6]]}}}}))
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 2], [2, 6]]}}}}))
     assert dataclasses.replace(spec, plan=str(plan)).digest() not in digests  # the plan's content, not its name
     first = programs.exported(spec, programs.Build(cc="gcc"))
     assert programs.exported(spec, programs.Build(cc="gcc")) == first
@@ -503,7 +504,7 @@ def test_untied_head_and_given_inputs(tmp_path):
 def test_an_arena_computed_too_small_is_caught_by_the_checking_build(tmp_path, monkeypatch):
     """If the structure's peak forgot the callees' frames, the checking build stops at
     the first allocation past the arena's end."""
-    monkeypatch.setattr(host.StructuredHost, "_callee_peak", lambda self, node: 0)
+    monkeypatch.setattr(frames, "callee_peak", lambda node, frames: 0)
     _, root = _export(tmp_path, "bert", "forward", "f32")
     # (gcc may see the overflow too and warn: that is the same mistake caught earlier)
     done = build(root, checking=True, quiet=False).run_conformance_inputs(tmp_path / "out")
@@ -557,17 +558,17 @@ def test_a_plan_is_passed_through_to_the_kernels(tmp_path):
     that does not fit is refused on one line, nothing written."""
     small = [f"--set={k}={v}" for k, v in SMALL["gpt"].items()]
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
     target = tmp_path / "planned"
     done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", "--seed", "3", *small,
                   "--plan", str(plan), "-o", str(target))
     assert done.returncode == 0, done.stderr
-    assert "k04_linear_split(" in (target / "model.c").read_text()
+    assert "linear_qkv_split(" in (target / "model.c").read_text()
     program = build(target)
     for threads in (1, 2):
         done = program.check(threads)
         assert done.returncode == 0, done.stdout + done.stderr
-    plan.write_text(json.dumps({"nests": {"k04_linear": {"split": {"depth": 0, "pieces": [[0, 3], [3, 7]]}}}}))
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 3], [3, 7]]}}}}))
     done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", *small, "--plan", str(plan),
                   "-o", str(tmp_path / "bad"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "split.pieces" in done.stderr
@@ -592,10 +593,10 @@ def test_one_process_runs_several_input_output_pairs(tmp_path):
 
 
 def test_a_plan_entry_that_matches_no_nest_is_refused(tmp_path):
-    """A plan's entry must apply somewhere: a misspelt or foreign kernel prefix is an
+    """A plan's entry must apply somewhere: a misspelt or foreign kernel function is an
     error naming it, not a silently plain program."""
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps({"nests": {"k99_linear": {"layout": {}}}}))
-    with pytest.raises(host.HostError, match="k99_linear match no nest"):
+    path.write_text(json.dumps({"nests": {"linear_nothing": {"layout": {}}}}))
+    with pytest.raises(host.HostError, match="linear_nothing match no nest"):
         export.ExportSpec("gpt", "forward", "f32", overrides=SMALL["gpt"], plan=str(path)).prepare()
 

@@ -5,7 +5,7 @@
       Makefile             STRICT flags apart from CFLAGS; OPENMP=0, CC=clang, CHECKING=1
       model.c              the host (structured, or straight-line with --straight-line)
       kernels.h, kernels/  one file per kernel, each nest one function
-      exactc_rt.h, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
+      exactc_rt.h, exactc_host.c, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
       weights.safetensors  the parameters at the site type (per-layer tensors, HF names)
       exactc.json          what was exported: model, entry, type, seed, config, figures
       conformance/         inputs/*.npy, expected/*.npy (the numpy reference), check.sh
@@ -35,7 +35,8 @@ from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 
 # The runtime's files every exported directory carries; exactc_compare.c is the
 # conformance comparer (conformance/compare), the others build into the program.
-RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_compare.c")
+RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
+                 "exactc_compare.c")
 
 
 class ExportError(ValueError):
@@ -335,7 +336,7 @@ else
 PROGRAM := model
 endif
 
-SOURCES := model.c exactc_libm.c exactc_npy.c exactc_safetensors.c $(sort $(wildcard kernels/*.c))
+SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c $(sort $(wildcard kernels/*.c))
 HEADERS := exactc_rt.h kernels.h
 COMPARE := conformance/compare
 

@@ -1,16 +1,32 @@
 /* exactc runtime: the one header every exported program and printed kernel includes.
  *
- * C11, standard headers only. Results never come from the platform's libm: the
- * transcendental functions below are exactc's own (exactc_libm.c), and their numpy
- * twins (runtime/libm_twin.py) give the same bits. sqrt is the one exception: IEEE 754
- * requires it correctly rounded, so every conforming sqrt gives the same bits.
+ * C11, standard headers only (and <omp.h> in OpenMP builds). Results never come from the
+ * platform's libm: the transcendental functions below are exactc's own (exactc_libm.c),
+ * and their numpy twins (runtime/libm_twin.py) give the same bits. sqrt is the one
+ * exception: IEEE 754 requires it correctly rounded, so every conforming sqrt gives the
+ * same bits.
  */
 #ifndef EXACTC_RT_H
 #define EXACTC_RT_H
 
+#include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/* ------------------------------------------------------------------------------------
+ * What bit identity rests on: each float and double operation rounds to its own type
+ * (FLT_EVAL_METHOD 0: SSE2 on x86-64, AArch64), and nothing is reassociated or fused:
+ * build with -std=c11 -ffp-contract=off, never -ffast-math. Every exactc source includes
+ * this header, so every one refuses a build that would break it.
+ * ---------------------------------------------------------------------------------- */
+#if FLT_EVAL_METHOD != 0
+#error "exactc needs FLT_EVAL_METHOD == 0 (x86-64 SSE2, AArch64)"
+#endif
+#ifdef __FAST_MATH__
+#error "exactc must not be built with -ffast-math"
+#endif
 
 /* ------------------------------------------------------------------------------------
  * bf16: stored as the upper 16 bits of an IEEE binary32.
@@ -96,22 +112,6 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
 int exactc_npy_write(const char *path, const exactc_array *a, char *err, size_t errlen);
 void exactc_array_free(exactc_array *a);
 
-/* Checking builds (-DEXACTC_CHECKING) trace the values a fold carries out of each layer:
- * with EXACTC_TRACE_DIR set, EXACTC_TRACE_CARRY writes them as .npy files there (see
- * exactc_npy.c), so that a harness can name the first layer whose output differs from
- * the reference's. Other builds compile it to nothing. kind: 0 f64, 1 f32, 2 bf16, 3 i32. */
-void exactc_trace_carry(const char *fold, int layer, int carry, int kind, const void *data,
-                        size_t count);
-#define EXACTC_KIND_OF(p)                                                                 \
-    _Generic((p), const double *: 0, double *: 0, const float *: 1, float *: 1,            \
-             const exactc_bf16 *: 2, exactc_bf16 *: 2, const int32_t *: 3, int32_t *: 3)
-#ifdef EXACTC_CHECKING
-#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count)                                  \
-    exactc_trace_carry((fold), (layer), (carry), EXACTC_KIND_OF(p), (p), (count))
-#else
-#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count) ((void)0)
-#endif
-
 /* ------------------------------------------------------------------------------------
  * .safetensors files (exactc_safetensors.c): an 8-byte little-endian header length, a
  * JSON header naming each tensor's dtype, shape and byte range, then the data. The
@@ -146,5 +146,142 @@ const exactc_st_tensor *exactc_st_find(const exactc_safetensors *st, const char 
 int exactc_st_read(const exactc_safetensors *st, const char *name, const char *dtype, int ndim,
                    const int64_t *shape, void *dst, char *err, size_t errlen);
 void exactc_st_close(exactc_safetensors *st);
+
+/* ------------------------------------------------------------------------------------
+ * Thread splits. A plan's split driver (kernels/) runs its nest once per piece [lo, hi)
+ * of one loop, on an OpenMP team capped at omp_get_max_threads(), or one piece after
+ * another without OpenMP. The pieces write disjoint elements, so the bits do not depend
+ * on the team. Built with -DEXACTC_CHECK_SPLITS (the kernel harness), a driver first
+ * checks its pieces and returns what exactc_check_pieces says; otherwise it returns 0.
+ * ---------------------------------------------------------------------------------- */
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* 0 when the pieces cover [0, extent) exactly once; 1 for a piece out of range, 2 for
+ * two pieces that overlap, 3 for a gap. An overlap changes no output (both writes give
+ * the same bits), so only this check sees it. */
+static inline int exactc_check_pieces(int64_t extent, const int64_t (*pieces)[2], int count) {
+    int64_t covered = 0;
+    for (int p = 0; p < count; p++) {
+        int64_t lo = pieces[p][0], hi = pieces[p][1];
+        if (lo < 0 || lo > hi || hi > extent) return 1;
+        for (int q = 0; q < p; q++) {
+            if (lo < hi && pieces[q][0] < pieces[q][1] && lo < pieces[q][1] && pieces[q][0] < hi) return 2;
+        }
+        covered += hi - lo;
+    }
+    return covered == extent ? 0 : 3;
+}
+
+/* ------------------------------------------------------------------------------------
+ * The program's host (exactc_host.c): what every exported model.c shares. model.c
+ * describes its program (tables of tensors, the arena's size, two functions) in an
+ * exactc_program and its main calls exactc_main. The readers return 0, or -1 with a
+ * message in `err` naming the input or tensor and the rule.
+ * ---------------------------------------------------------------------------------- */
+
+/* How a value is held: int32, or a float at the site type. bf16 travels through .npy
+ * files as f32: inputs are rounded to bf16 on reading, outputs widened on writing. */
+typedef enum {
+    EXACTC_KIND_I32 = 0,
+    EXACTC_KIND_F64 = 1,
+    EXACTC_KIND_F32 = 2,
+    EXACTC_KIND_BF16 = 3
+} exactc_kind;
+
+/* An input or output: DIR/<name>.npy holds it. */
+typedef struct {
+    const char *name;
+    exactc_kind kind;
+    int ndim;
+    int64_t shape[EXACTC_NPY_MAX_DIMS];
+} exactc_tensor_spec;
+
+/* A parameter: the tensor `name` of the .safetensors file (a printf format, %d the layer,
+ * for a parameter stacked over `layers` > 0 layers), of this shape, at `offset` elements
+ * from the start of the parameter block; layer l follows at offset + l * its size. */
+typedef struct {
+    const char *name;
+    int layers;
+    int ndim;
+    int64_t shape[EXACTC_ST_MAX_DIMS];
+    size_t offset;
+} exactc_param_spec;
+
+typedef struct {
+    exactc_kind site;                 /* the parameters' type */
+    const exactc_param_spec *params;  /* every tensor of the weights file */
+    size_t param_count;
+    size_t param_values;              /* the parameter block's length, in elements */
+    const exactc_tensor_spec *inputs; /* in the order `run` takes them */
+    size_t input_count;
+    const exactc_tensor_spec *outputs;
+    size_t output_count;
+    size_t arena_bytes;               /* the scratch one run needs */
+    void (*map_weights)(void *block); /* point the model's Weights into the block */
+    void (*run)(void *const *inputs, void *const *outputs, unsigned char *arena);
+} exactc_program;
+
+size_t exactc_kind_size(exactc_kind kind);
+size_t exactc_spec_count(const exactc_tensor_spec *spec);
+
+/* Every tensor of `params` from a parsed file into `block` (param_values elements);
+ * every problem is a line of `err`, the last one counting them. */
+int exactc_weights_read(const exactc_safetensors *st, const exactc_param_spec *params, size_t count,
+                        exactc_kind kind, void *block, char *err, size_t errlen);
+/* The same from the file at `path`, into a malloc'd block of `values` elements. */
+int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, exactc_kind kind,
+                        size_t values, void **block, char *err, size_t errlen);
+
+/* An input from a parsed .npy array, an .npy image in memory, or DIR/<name>.npy, into
+ * `dst` (exactc_spec_count(spec) values of its kind): its dtype and shape checked. */
+int exactc_input_take(const exactc_array *a, const exactc_tensor_spec *spec, void *dst, char *err,
+                      size_t errlen);
+int exactc_input_parse(const unsigned char *buf, size_t len, const exactc_tensor_spec *spec, void *dst,
+                       char *err, size_t errlen);
+int exactc_input_read(const char *dir, const exactc_tensor_spec *spec, void *dst, char *err, size_t errlen);
+/* An output to DIR/<name>.npy. */
+int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const void *src, char *err,
+                        size_t errlen);
+
+/* The arena. Every buffer of the network lives in it at an offset the exporter fixed:
+ *     float *qkv = ARENA(float, arena + 0, 288);  ...  RELEASE(qkv, 288);
+ * Checking builds (-DEXACTC_CHECKING) check each allocation against the arena's end,
+ * fill it and each released buffer with NaN bytes, and record the peak reached. */
+void exactc_arena_open(unsigned char *base, size_t bytes);
+void *exactc_arena_take(unsigned char *at, size_t bytes);
+void exactc_arena_release(void *p, size_t bytes);
+size_t exactc_arena_reached(void);
+#ifdef EXACTC_CHECKING
+#define ARENA(type, at, count) ((type *)exactc_arena_take((at), (size_t)(count) * sizeof(type)))
+#define RELEASE(p, count) exactc_arena_release((p), (size_t)(count) * sizeof *(p))
+#else
+#define ARENA(type, at, count) ((type *)(void *)(at))
+#define RELEASE(p, count) ((void)(p), (void)(count))
+#endif
+
+/* Checking builds (-DEXACTC_CHECKING) trace the values a fold carries out of each layer:
+ * with EXACTC_TRACE_DIR set, EXACTC_TRACE_CARRY writes them there as
+ * <n>-<fold>-<layer>-<carry>.npy (exactc_host.c), so that a harness can name the first
+ * layer whose output differs from the reference's. Other builds compile it to nothing. */
+void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind, const void *data,
+                        size_t count);
+#define EXACTC_KIND_OF(p)                                                                 \
+    _Generic((p), const double *: EXACTC_KIND_F64, double *: EXACTC_KIND_F64,              \
+             const float *: EXACTC_KIND_F32, float *: EXACTC_KIND_F32,                     \
+             const exactc_bf16 *: EXACTC_KIND_BF16, exactc_bf16 *: EXACTC_KIND_BF16,       \
+             const int32_t *: EXACTC_KIND_I32, int32_t *: EXACTC_KIND_I32)
+#ifdef EXACTC_CHECKING
+#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count)                                  \
+    exactc_trace_carry((fold), (layer), (carry), EXACTC_KIND_OF(p), (p), (count))
+#else
+#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count) ((void)0)
+#endif
+
+/* usage: PROGRAM WEIGHTS.safetensors INPUT_DIR OUTPUT_DIR [INPUT_DIR OUTPUT_DIR ...].
+ * The weights load once; each pair is one run. Exit 0, 1 for a file refused (each
+ * problem on stderr), 2 for a usage error. */
+int exactc_main(int argc, char **argv, const exactc_program *program);
 
 #endif /* EXACTC_RT_H */

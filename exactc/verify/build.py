@@ -97,6 +97,21 @@ class BuildOptions:
         return f"{self.cc} {' '.join(self.flags())}"
 
 
+# The far ends of the builds a runtime source must give the same bits under: each
+# compiler unoptimized or plain, and fully optimized for this CPU.
+EXTREME_BUILDS = (
+    BuildOptions(cc="gcc", opt="-O0"),
+    BuildOptions(cc="gcc", opt="-O3", march_native=True),
+    BuildOptions(cc="clang", opt="-O2"),
+    BuildOptions(cc="clang", opt="-O3", march_native=True),
+)
+
+
+def build_label(options: BuildOptions) -> str:
+    """A short name for a test id: gcc-O3-native."""
+    return f"{options.cc}{options.opt}{'-native' if options.march_native else ''}"
+
+
 @dataclasses.dataclass
 class Library:
     """A loaded shared library: its cffi handle and where it lives."""

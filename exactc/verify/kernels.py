@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import traceback
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -212,17 +212,29 @@ def _families(plan: Plan | None) -> list[str]:
     return families or ["layouts"]
 
 
-def _record_stats(outcomes: Sequence[CaseOutcome], plans=None) -> None:
+def _write_stats(rows: Iterable[dict]) -> None:
+    """Append rows (family, primitive, site, status) for `make verify`'s summary, when
+    EXACTC_STATS_DIR names a folder."""
     folder = os.environ.get("EXACTC_STATS_DIR")
     if not folder:
         return
     Path(folder).mkdir(parents=True, exist_ok=True)
-    plans = list(plans) if plans is not None else [None] * len(outcomes)
     with open(Path(folder) / f"cases-{os.getpid()}.jsonl", "a") as out:
-        for o, plan in zip(outcomes, plans):
-            for family in _families(plan):
-                out.write(json.dumps({"family": family, "primitive": o.case.primitive,
-                                      "site": o.case.site, "status": o.status}) + "\n")
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+
+
+def _record_stats(outcomes: Sequence[CaseOutcome], plans=None) -> None:
+    plans = list(plans) if plans is not None else [None] * len(outcomes)
+    _write_stats({"family": family, "primitive": o.case.primitive, "site": o.case.site, "status": o.status}
+                 for o, plan in zip(outcomes, plans) for family in _families(plan))
+
+
+def record_checks(family: str, what: str, statuses: Iterable[str]) -> None:
+    """Count checks made outside the kernel cases (family "keys", "sampling", ...) in
+    `make verify`'s summary: one row per check, `what` naming the function checked and
+    each status "equal" or what differed."""
+    _write_stats({"family": family, "primitive": what, "site": "", "status": s} for s in statuses)
 
 
 def _split_problems(prep: _Prepared, statuses: dict, checked: bool) -> list[str]:

@@ -29,7 +29,7 @@ Growth probes (each prints its ratio per doubling of the size):
   ratio 2.00 within 0.05).
 
 Regression baselines: for a fixed set of small exports, the self count of every
-function collected inside the entry (each kernel's nest functions `kNN_*`, the libm
+function collected inside the entry (each kernel's nest functions, the libm
 functions) and the entry's inclusive count, stored in verify/probe_baselines.json under
 the toolchain key (compiler, flags, valgrind, architecture, C library). A count that
 rose more than the threshold (1 %) fails; every change is printed with its ratio; with
@@ -116,7 +116,7 @@ class Counted:
 
     profile: Profile
     entry: str  # the C function of the entry (`forward`)
-    primitives: dict[str, str]  # kernel prefix (k03) -> primitive (layernorm)
+    primitives: dict[str, str]  # a kernel's C function (linear_qkv) -> its primitive (linear)
 
     @property
     def entry_count(self) -> int:
@@ -126,9 +126,8 @@ class Counted:
     def kernels(self, primitives: Sequence[str]) -> int:
         """Inclusive counts of the kernels of these primitives (their nest functions,
         with the libm functions they call)."""
-        prefixes = {p for p, prim in self.primitives.items() if prim in primitives}
         return sum(c.inclusive_ir for name, c in self.profile.functions.items()
-                   if name.split("_", 1)[0] in prefixes)
+                   if self.primitives.get(name) in primitives)
 
 
 def export_program(workdir: Path, model: str, entry: str, site: str, overrides: dict, straight: bool = False):
@@ -153,9 +152,18 @@ def build_probe(root: Path) -> Path:
 
 
 def kernel_primitives(root: Path) -> dict[str, str]:
-    """kernels.h's `/* k03: layernorm */` lines: each kernel's primitive."""
-    text = (root / "kernels.h").read_text()
-    return dict(re.findall(r"^/\* (k\d+): (\w+) \*/$", text, re.M))
+    """Each kernel function of kernels.h and its primitive: the declarations under a
+    kernel's `/* linear_qkv: linear */` line."""
+    out, primitive = {}, None
+    for line in (root / "kernels.h").read_text().splitlines():
+        head = re.match(r"/\* (\w+): (\w+) \*/$", line)
+        if head:
+            primitive = head.group(2)
+            continue
+        declared = re.match(r"(?:void|int) (\w+)\(", line)
+        if declared and primitive:
+            out[declared.group(1)] = primitive
+    return out
 
 
 def count_program(root: Path, entry: str) -> Counted:

@@ -86,7 +86,7 @@ class AutoPlan:
     def __init__(self, pieces: int = PIECES):
         self.pieces = pieces
 
-    def for_kernel(self, kernel: Kernel, prefix: str) -> tuple[Plan | None, set[str]]:
+    def for_kernel(self, kernel: Kernel, name: str) -> tuple[Plan | None, set[str]]:
         return auto_kernel_plan(kernel, self.pieces), set()
 
     def entry_names(self) -> tuple[str, ...]:

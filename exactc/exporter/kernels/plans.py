@@ -61,21 +61,23 @@ class Plan:
                 return plan
         return None
 
-    def for_kernel(self, kernel: Kernel, prefix: str) -> tuple[Plan | None, set[str]]:
-        """This plan, given for a whole program, applied to one of its kernels: the
-        entries named `<nest>` (every kernel with that nest) or `<prefix>_<nest>` (this
-        kernel only, and it wins), validated; and the entry names that applied."""
+    def for_kernel(self, kernel: Kernel, name: str) -> tuple[Plan | None, set[str]]:
+        """This plan, given for a whole program, applied to its kernel `name`: the
+        entries named `<nest>` (every kernel with that nest) or after a nest's function
+        (`function_name`: this kernel only, and it wins), validated; and the entry names
+        that applied."""
         names = {n.name for n in kernel.nests}
+        functions = {function_name(name, kernel.primitive, n.name): n.name for n in kernel.nests}
         chosen: dict[str, NestPlan] = {}
         used: set[str] = set()
-        for name, nest_plan in self.nests:
-            if name in names and name not in chosen:
-                chosen[name] = nest_plan
-                used.add(name)
-        for name, nest_plan in self.nests:
-            if name.startswith(prefix + "_") and name[len(prefix) + 1:] in names:
-                chosen[name[len(prefix) + 1:]] = nest_plan
-                used.add(name)
+        for entry, nest_plan in self.nests:
+            if entry in names and entry not in chosen:
+                chosen[entry] = nest_plan
+                used.add(entry)
+        for entry, nest_plan in self.nests:
+            if entry in functions:
+                chosen[functions[entry]] = nest_plan
+                used.add(entry)
         if not chosen:
             return None, used
         plan = Plan(tuple((n.name, chosen[n.name]) for n in kernel.nests if n.name in chosen))
@@ -91,6 +93,16 @@ class Plan:
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=False)
+
+
+def function_name(kernel: str, primitive: str, nest: str) -> str:
+    """The C function of a nest of the kernel named `kernel`: the kernel's name for the
+    nest named after its primitive (most kernels have only that one), else the name with
+    the nest's own part: rope's nests rope_table and rope_rotate in the kernel rope_q are
+    rope_q_table and rope_q_rotate."""
+    if nest == primitive:
+        return kernel
+    return f"{kernel}_{nest[len(primitive) + 1:] if nest.startswith(primitive + '_') else nest}"
 
 
 # ---- reading ---------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 A Split names the loop by its depth in the layout's loop order (0 = outermost) and
 lists the pieces. The printer gives the nest function a (lo, hi) range on that axis
-and prints a driver, `<prefix>_<nest>_split(args...)`, that calls it once per piece
+and prints a driver, `<function>_split(args...)`, that calls it once per piece
 from an OpenMP team capped at omp_get_max_threads() (so OMP_NUM_THREADS=1 runs it on
 one thread), or one piece after another when built without OpenMP. Pieces write
 disjoint elements, so any legal split gives the same bits (design.md, principle 2).

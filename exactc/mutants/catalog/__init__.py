@@ -14,6 +14,7 @@ from exactc.mutants.catalog import (
     constants,
     harness,
     host,
+    keys,
     layouts,
     loop_bounds,
     probes,
@@ -35,6 +36,8 @@ _FIXED_CHECKS = [
     Check("conversions", ("tests/test_conversions.py",)),
     Check("libm-twin", ("tests/test_libm.py",)),
     Check("npy", ("tests/test_npy.py",)),
+    # The runtime's host (exactc_host.c): weights, inputs, outputs, exactc_main's refusals.
+    Check("host-runtime", ("tests/test_host_runtime.py",)),
     Check("reference", ("tests/test_reference.py",)),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Every architecture's entries exported in f32: built by gcc, clang and without
@@ -66,9 +69,17 @@ _FIXED_CHECKS = [
     Check("installed", ("tests/test_installed.py",)),
     # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).
     Check("spec-constants", ("tests/test_spec_constants.py",)),
+    # ChaCha20 keys: against pycryptodome and rand_chacha's / rand_core's published values
+    # (C and twin alike), and the C runtime against its twin over drawn keys.
+    Check("keys:oracle", ("tests/test_keys.py",), "known or oracle"),
+    Check("keys:twin", ("tests/test_keys.py",), "twin"),
+    # Sampling: the spec's worked examples on both implementations, and C against the
+    # reference over drawn logits and options.
+    Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
+    Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness,
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
             comparison, building]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]

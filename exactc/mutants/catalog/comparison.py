@@ -8,7 +8,7 @@ EXPORT = "exactc/exporter/export.py"
 COMPARER = "exactc/runtime/exactc_compare.c"
 COMPARE = "exactc/verify/compare.py"
 CONFORMANCE = "exactc/verify/conformance.py"
-NPY = "exactc/runtime/exactc_npy.c"
+HOST_RUNTIME = "exactc/runtime/exactc_host.c"
 
 MUTANTS = [
     Mutant(
@@ -63,7 +63,7 @@ MUTANTS = [
         "layer-trace-never-written",
         "the checking build's layer traces are never written, EXACTC_TRACE_DIR set or not: the "
         "report can no longer name a layer",
-        NPY,
+        HOST_RUNTIME,
         "    if (dir == NULL || *dir == '\\0') return;\n",
         "    return;\n",
         ("programs:report",),

@@ -2,52 +2,65 @@
 
 from exactc.mutants.model import Mutant
 
-HOST = "exactc/exporter/printer/host.py"
-REQUIRES = (HOST,)
+FRAMES = "exactc/exporter/frames.py"
+STRAIGHT = "exactc/exporter/printer/straight.py"
+TABLE = "exactc/exporter/printer/kernel_table.py"
+RUNTIME_HOST = "exactc/runtime/exactc_host.c"
 
 MUTANTS = [
     Mutant(
         "host-drops-residual-adds",
-        "the structured host skips every launch of an add (the residual connections): "
+        "the straight-line host skips every launch of an add (the residual connections): "
         "live launches dropped",
-        HOST,
-        "                self.lines.extend(INDENT + line for line in launch_lines(node, use, names))",
+        STRAIGHT,
+        "                self.lines.extend(INDENT + line for line in use.calls(node, names))",
         "                if node.primitive != \"add\":\n"
-        "                    self.lines.extend(INDENT + line for line in launch_lines(node, use, names))",
+        "                    self.lines.extend(INDENT + line for line in use.calls(node, names))",
         ("programs",),
         family="host",
-        requires=REQUIRES,
+        requires=(STRAIGHT,),
     ),
     Mutant(
         "arena-overlaps-a-buffer-still-read",
         "the arena places a launch's output over a buffer whose last read is that same "
         "launch: two live buffers share bytes",
-        HOST,
+        FRAMES,
         "rivals = sorted((b for b in placed if not (b.last < buf.first or buf.last < b.first))",
         "rivals = sorted((b for b in placed if not (b.last <= buf.first or buf.last < b.first))",
         ("programs",),
         family="host",
-        requires=REQUIRES,
+        requires=(FRAMES,),
     ),
     Mutant(
         "buffer-released-one-launch-early",
         "a buffer is released after the launch before its last read",
-        HOST,
+        FRAMES,
         "    return last_use\n",
         "    return last_use - 1\n",
         ("programs",),
         family="host",
-        requires=REQUIRES,
+        requires=(FRAMES,),
     ),
     Mutant(
         "plan-entries-never-checked",
-        "a plan entry that applies to no nest is ignored: a misspelt kernel prefix exports "
+        "a plan entry that applies to no nest is ignored: a misspelt kernel function exports "
         "a plain program without a word",
-        HOST,
+        TABLE,
         "        unused = [name for name in self.plan.entry_names() if name not in self.plan_used]\n",
         "        unused: list[str] = []\n",
         ("programs:plans",),
         family="host",
-        requires=REQUIRES,
+        requires=(TABLE,),
+    ),
+    Mutant(
+        "host-input-dimensions-unchecked",
+        "the runtime reads an input whose .npy file has the right dtype and rank but other "
+        "dimensions: a mis-shaped input runs instead of being refused by name",
+        RUNTIME_HOST,
+        "    for (int d = 0; ok && d < spec->ndim; d++) ok = a->shape[d] == spec->shape[d];\n",
+        "",
+        ("host-runtime",),
+        family="host",
+        requires=(RUNTIME_HOST,),
     ),
 ]

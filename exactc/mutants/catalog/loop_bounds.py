@@ -2,25 +2,25 @@
 
 from exactc.mutants.model import Mutant
 
-PRINTER = "exactc/exporter/printer/kernels.py"
-HOST = "exactc/exporter/printer/host.py"
+NESTS = "exactc/exporter/printer/nests.py"
+STRUCTURED = "exactc/exporter/printer/structured.py"
 
 MUTANTS = [
     Mutant(
         "body-loop-bound-one-short",
         "every loop inside a nest body (reductions and inner passes) stops one early",
-        PRINTER,
-        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent}; {axis.name}++) {{{note}"]',
-        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent} - 1; {axis.name}++) {{{note}"]',
+        NESTS,
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]',
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)} - 1; {axis.name}++) {{{note}"]',
         ("kernels:layernorm", "kernels:linear"),
         family="loop bounds",
     ),
     Mutant(
         "body-loop-bound-one-long",
         "every loop inside a nest body runs one index past its extent",
-        PRINTER,
-        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent}; {axis.name}++) {{{note}"]',
-        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} <= {axis.extent}; {axis.name}++) {{{note}"]',
+        NESTS,
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]',
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} <= {self.extent(axis)}; {axis.name}++) {{{note}"]',
         ("kernels:layernorm", "kernels:linear"),
         family="loop bounds",
     ),
@@ -28,9 +28,9 @@ MUTANTS = [
         "reduction-run-backwards",
         "reductions run from the last index down to the first: same sum in exact arithmetic, "
         "different roundings",
-        PRINTER,
-        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent}; {axis.name}++) {{{note}"]',
-        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {axis.extent}; {axis.name}++) {{{note}"]'
+        NESTS,
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]',
+        'out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]'
         ' if axis.kind != REDUCE else [f"{pad}for (int64_t {axis.name} = {axis.extent} - 1; '
         '{axis.name} >= 0; {axis.name}--) {{{note}"]',
         ("kernels:linear", "kernels:layernorm", "kernels:softmax"),
@@ -39,11 +39,11 @@ MUTANTS = [
     Mutant(
         "fold-layer-loop-one-short",
         "the structured host's loop over layers stops one layer early",
-        HOST,
+        STRUCTURED,
         'out.append(f"{INDENT}for (int l = {start}; l < {stop}; l++) {{")',
         'out.append(f"{INDENT}for (int l = {start}; l < {stop} - 1; l++) {{")',
         ("programs",),
         family="loop bounds",
-        requires=(HOST,),
+        requires=(STRUCTURED,),
     ),
 ]

@@ -11,42 +11,42 @@ on another toolchain it skips, and the kernel mutant is not caught there until
 
 from exactc.mutants.model import Mutant
 
-HOST = "exactc/exporter/printer/host.py"
-KERNELS = "exactc/exporter/printer/kernels.py"
+STRAIGHT = "exactc/exporter/printer/straight.py"
+STRUCTURED = "exactc/exporter/printer/structured.py"
+NESTS = "exactc/exporter/printer/nests.py"
 
 MUTANTS = [
     Mutant(
         "exporter-quadratic-name-rescan",
         "the straight-line host checks each new buffer's name against every line printed so "
         "far: a rescan per buffer, quadratic in the launches, the same output",
-        HOST,
+        STRAIGHT,
         "        while name in self.names:\n",
         "        while name in self.names or any(line.split(\" = \", 1)[0].endswith(f\" *{name}\") for line in self.lines):\n",
         ("probes:growth", "programs"),  # programs must stay green: only a count sees it
         family="probes",
-        requires=(HOST,),
+        requires=(STRAIGHT,),
     ),
     Mutant(
         "structured-host-fold-unrolled",
         "the structured host prints the fold over layers as one block per layer instead of "
         "a loop: the same launches and bits, text that grows with the layers",
-        HOST,
+        STRUCTURED,
         "        for start, stop, body in node.segments():\n"
         "            layer = \"l\" if stop - start > 1 else str(start)\n",
         "        for start, stop, body in [(i, i + 1, node.body_of(i)) for i in range(node.count)]:\n"
         "            layer = \"l\" if stop - start > 1 else str(start)\n",
         ("probes:growth", "programs"),
         family="probes",
-        requires=(HOST,),
+        requires=(STRUCTURED,),
     ),
     Mutant(
         "kernel-nest-runs-twice",
         "every printed nest function runs its loop nest twice: the same writes, twice the "
         "instructions",
-        KERNELS,
-        "    printer = _BodyPrinter(buffers)\n    depth = 1\n",
-        "    printer = _BodyPrinter(buffers)\n"
-        "    out.append(f\"{INDENT}for (int twice = 0; twice < 2; twice++)  /* the nest, run twice */\")\n"
+        NESTS,
+        "    body = []\n    depth = 1\n",
+        "    body = [f\"{INDENT}for (int twice = 0; twice < 2; twice++)  /* the nest, run twice */\"]\n"
         "    depth = 1\n",
         ("probes:baseline", "programs", "kernels:linear"),
         family="probes",

@@ -1,0 +1,208 @@
+"""Arena planning: where each buffer of a traced function lives, and the arena's size.
+
+The structured host (printer/structured.py) runs every traced function in a frame of
+the arena. A buffer is placed at an offset fixed here, lives from the node that makes
+it to the node that last reads it (`release_point`), then is released: its bytes may
+hold a later buffer. Placement is first fit over lifetimes (`place`). A callee's frame
+starts above the bytes live at its call (`Frame.high`), so a function's peak is the
+largest of its own live bytes and, at each call, those bytes plus the callee's peak.
+The arena size is the entry's peak.
+
+A fold's carry alternates between two buffers (one when it runs once): layer l writes
+buffer l % 2 and reads the other. The buffer that holds the last layer's result lives
+on to that value's last read.
+
+Planning is a pure function of the program, the site type and the kernels' temps: same
+input, same frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Iterable, Sequence
+
+from exactc.exporter import types
+from exactc.exporter.graph import Call, Fold, Function, Op, Program, Value
+from exactc.exporter.kernels import ir
+from exactc.exporter.kernels.layouts import fresh_name
+
+ALIGN = 64  # every buffer starts on a 64-byte boundary (a cache line, a zmm register)
+ITEMSIZE = {kind: s.itemsize for kind, s in types.STORAGE.items()}  # bytes of an element of each type
+
+
+# ---- the anchors: one place each for what the mutant catalog changes -----------------------
+
+
+def release_point(last_use: int) -> int:
+    """The node after which a buffer is released: the last node that reads it."""
+    return last_use
+
+
+def align(offset: int) -> int:
+    return (offset + ALIGN - 1) // ALIGN * ALIGN
+
+
+# ---- values ---------------------------------------------------------------------------------
+
+
+def is_view(op: Op) -> bool:
+    """A reshape that is free: the same bytes under another shape (no launch)."""
+    return op.primitive == "reshape" and not op.copy
+
+
+def ctype(value: Value, site: str) -> str:
+    """The C type of a value's elements."""
+    return "int32_t" if value.kind == "i32" else types.c_site_type(site)
+
+
+def itemsize(value: Value, site: str) -> int:
+    return ITEMSIZE["i32" if value.kind == "i32" else site]
+
+
+# ---- frames ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Buffer:
+    """Bytes of a function's frame: [offset, offset + nbytes), live over nodes
+    [first, last] (inclusive)."""
+
+    name: str
+    ctype: str
+    count: int
+    nbytes: int
+    first: int
+    last: int
+    shape: tuple[int, ...]
+    offset: int = -1
+
+
+def place(buffers: list[Buffer]) -> None:
+    """First fit: each buffer (in order of birth) at the lowest aligned offset that
+    overlaps no placed buffer alive at the same time."""
+    placed: list[Buffer] = []
+    for buf in sorted(buffers, key=lambda b: (b.first, -b.nbytes)):
+        rivals = sorted((b for b in placed if not (b.last < buf.first or buf.last < b.first)), key=lambda b: b.offset)
+        offset = 0
+        for other in rivals:
+            if offset + buf.nbytes <= other.offset:
+                break
+            offset = max(offset, align(other.offset + other.nbytes))
+        buf.offset = offset
+        placed.append(buf)
+
+
+@dataclasses.dataclass
+class Frame:
+    """The storage of one traced function: its buffers, placed; the end of the bytes
+    live during each node; its peak, callees' frames included."""
+
+    fn: Function
+    buffers: list[Buffer]
+    by_value: dict[int, Buffer]  # temps: id(value) -> its buffer (the root of views)
+    kernel_temps: dict[tuple[int, str], Buffer]  # (node index, kernel temp name) -> buffer
+    carries: dict[int, list[list[Buffer]]]  # fold node index -> per carry, its buffers
+    taken: set[str]  # the C names used in the function
+    high: list[int] = dataclasses.field(default_factory=list)
+    peak: int = 0
+
+    def fresh(self, base: str) -> str:
+        """A local name no value, function or other local of this function uses."""
+        return fresh_name(base, self.taken)
+
+
+KernelTemps = Callable[[Op], Sequence[ir.Buffer]]
+
+
+def plan_frames(program: Program, site: str, kernel_temps: KernelTemps, reserved: Iterable[str]) -> dict[int, Frame]:
+    """The frame of every function of `program` (by id), callees first. `kernel_temps`
+    gives the scratch buffers a launch's kernel needs; `reserved` are C names no buffer
+    may take (the program's functions, the kernels')."""
+    reserved = set(reserved) | {f.name for f in program.function.walk()}
+    frames: dict[int, Frame] = {}
+    for fn in program.function.walk():  # callees first: their peaks are known
+        frames[id(fn)] = plan_frame(fn, site, kernel_temps, reserved, frames)
+    return frames
+
+
+def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set[str],
+               frames: dict[int, Frame]) -> Frame:
+    """One function's frame; `frames` holds its callees'."""
+    outputs = {id(v) for v in fn.outputs}
+    last_use: dict[int, int] = {}  # the last node that reads a value's bytes
+    frame = Frame(fn, [], {}, {}, {}, set(reserved) | {v.name for v in fn.inputs + fn.outputs})
+    for node in fn.nodes:
+        frame.taken.update(v.name for v in ((node.out,) if isinstance(node, Op) else node.outs))
+    temps: list[tuple[Value, int]] = []
+    root_value: dict[int, Value] = {}  # a view -> the value whose bytes it shows
+
+    def base(v: Value) -> int:
+        while id(v) in root_value:
+            v = root_value[id(v)]
+        return id(v)
+
+    for index, node in enumerate(fn.nodes):
+        for v in node.args:
+            last_use[base(v)] = index
+        if isinstance(node, Op) and is_view(node) and id(node.out) not in outputs:
+            root_value[id(node.out)] = node.args[0]
+            continue
+        outs = (node.out,) if isinstance(node, Op) else node.outs
+        for v in outs:
+            if id(v) not in outputs:
+                temps.append((v, index))
+
+    for v, index in temps:
+        if isinstance(fn.nodes[index], Fold):
+            continue  # fold results live in the carry buffers below
+        last = release_point(last_use.get(id(v), index))
+        buf = Buffer(v.name, ctype(v, site), v.size, v.size * itemsize(v, site), index, max(index, last), v.shape)
+        frame.buffers.append(buf)
+        frame.by_value[id(v)] = buf
+    for index, node in enumerate(fn.nodes):
+        if isinstance(node, Op) and not is_view(node):
+            for kb in kernel_temps(node):
+                name = frame.fresh(f"{node.out.name}_{kb.name}")
+                buf = Buffer(name, kb.ctype, kb.size, kb.size * ITEMSIZE[kb.type], index, index, kb.shape)
+                frame.buffers.append(buf)
+                frame.kernel_temps[(index, kb.name)] = buf
+        if isinstance(node, Fold):
+            per_carry = []
+            for v in node.outs:
+                count = min(node.count, 2)
+                final = (node.count - 1) % 2
+                bufs = []
+                for b in range(count):
+                    if b == final and id(v) not in outputs:
+                        last = max(index, release_point(last_use.get(id(v), index)))
+                    else:
+                        last = index
+                    buf = Buffer(frame.fresh(f"{v.name}_{'ab'[b]}"), ctype(v, site), v.size,
+                                 v.size * itemsize(v, site), index, last, v.shape)
+                    bufs.append(buf)
+                    frame.buffers.append(buf)
+                per_carry.append(bufs)
+                if id(v) not in outputs:
+                    frame.by_value[id(v)] = bufs[final]
+            frame.carries[index] = per_carry
+    place(frame.buffers)
+
+    for index, node in enumerate(fn.nodes):
+        live = [b.offset + b.nbytes for b in frame.buffers if b.first <= index <= b.last]
+        high = max(live, default=0)
+        frame.high.append(high)
+        frame.peak = max(frame.peak, high)
+        callee = callee_peak(node, frames)
+        if callee:
+            frame.peak = max(frame.peak, align(high) + callee)
+    return frame
+
+
+def callee_peak(node, frames: dict[int, Frame]) -> int:
+    """The largest frame a node's calls need above the caller's live bytes."""
+    if isinstance(node, Call):
+        return frames[id(node.function)].peak
+    if isinstance(node, Fold):
+        return max(frames[id(body)].peak for _, _, body in node.segments())
+    return 0
+

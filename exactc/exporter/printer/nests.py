@@ -1,0 +1,368 @@
+"""A loop nest (exporter/kernels/ir.py) as a C function: its parameters, the names of its
+extents, the statements and expressions of its body, and the plain function (the nest
+in its own loop order, no plan). printer/planned.py prints a nest under a plan with the
+same pieces.
+
+A nest function is
+
+    void <name>(const T *restrict in..., T *restrict out..., int64_t lo, int64_t hi)
+
+whose outermost parallel loop runs over [lo, hi), so a caller may run a piece of the
+range (a thread split); every other bound is a constant, shapes being baked in. The
+extents are named after the axes that run over them (`enum { N = 48, K = 16 };`), and
+a buffer's strides are written as products of those names where its dimensions have
+one: `w[n * K + k]`. The nest's IR text is a comment block above its function. The
+printer adds no arithmetic: every operation, conversion and its order come from the IR,
+one C operator per IR node, fully parenthesized, so the compiler (with -std=c11
+-ffp-contract=off) rounds exactly where the IR says. The caller must not pass an output
+(or temp) that overlaps another argument: the parameters are `restrict`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Iterable, Mapping
+
+from exactc.exporter.kernels.ir import (
+    REDUCE,
+    Access,
+    Affine,
+    Assign,
+    Axis,
+    Binary,
+    Buffer,
+    Call,
+    Const,
+    Convert,
+    CopyBits,
+    Declare,
+    Expr,
+    FillBits,
+    If,
+    IRError,
+    Launch,
+    Load,
+    Loop,
+    Nest,
+    Select,
+    Stmt,
+    Unary,
+    Var,
+    Write,
+)
+from exactc.exporter.kernels.layouts import buffer_accesses, nest_names
+from exactc.exporter.printer.ctext import INDENT, comment_block, constant, shape_text, signature_lines
+
+# IR scalar type -> C type of a local.
+LOCAL_CTYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "bool": "int"}
+# Buffer ctype -> the spelling cffi is given (exactc_bf16 is a uint16_t).
+CDEF_CTYPE = {"double": "double", "float": "float", "exactc_bf16": "uint16_t", "int32_t": "int32_t"}
+# Bit patterns of FillBits: the unsigned type holding them and its literal suffix.
+BITS_CTYPE = {"f64": ("uint64_t", "UINT64_C"), "f32": ("uint32_t", "UINT32_C"), "i32": ("uint32_t", "UINT32_C")}
+
+INT_MAX = 2**31 - 1  # an enum constant is an int
+_UPPER = re.compile(r"[A-Z][A-Z0-9]*\Z")
+# Macros the headers a kernel includes may define: no extent is named like them.
+_MACRO_PREFIXES = ("FLT_", "DBL_", "LDBL_", "INT", "UINT", "FP_", "MATH_", "HUGE_", "SIZE_", "PTRDIFF_", "SIG_",
+                   "WCHAR_", "WINT_", "DECIMAL_", "EXACTC", "ARENA", "RELEASE", "OMP")
+_MACROS = {"NULL", "NAN", "INFINITY", "EOF", "BUFSIZ", "EDOM", "ERANGE", "EILSEQ"}
+
+
+# ---- the names of the extents ------------------------------------------------------------
+
+
+class Extents:
+    """The named extents of one nest: each axis's extent, and each buffer dimension that
+    an axis runs over whole, named after that axis in capitals (axes that run over the
+    same dimension share a name: ds, dv, dy over a row of 16 are all D)."""
+
+    def __init__(self, nest: Nest, buffers: Mapping[str, Buffer], taken: set[str]):
+        axes = {a.name: a for a in list(nest.axes) + nest.body_axes()}
+        group = {name: name for name in axes}  # union-find over axes
+
+        def root(name: str) -> str:
+            while group[name] != name:
+                name = group[name]
+            return name
+
+        dims: dict[tuple[str, int], str] = {}  # (buffer, dimension) -> an axis over it
+        for buffer in sorted({b for b in buffers}):
+            buf = buffers[buffer]
+            for access in buffer_accesses(nest, buffer):
+                if len(access.index) != len(buf.shape):
+                    continue
+                for d, entry in enumerate(access.index):
+                    if entry.const != 0 or len(entry.terms) != 1 or entry.terms[0][1] != 1:
+                        continue
+                    axis = axes.get(entry.terms[0][0])
+                    if axis is None or axis.extent != buf.shape[d]:
+                        continue
+                    other = dims.setdefault((buffer, d), axis.name)
+                    group[root(axis.name)] = root(other)
+        members: dict[str, list[Axis]] = {}
+        for name, axis in axes.items():
+            members.setdefault(root(name), []).append(axis)
+
+        self.value: dict[str, int] = {}  # name -> extent
+        self.of_axis: dict[str, str] = {}
+        for rooted in members.values():
+            extent = rooted[0].extent
+            if extent > INT_MAX:
+                continue
+            prefix = os.path.commonprefix([a.name for a in rooted]).upper()
+            for candidate in (prefix, rooted[0].name.upper()):
+                if self._usable(candidate, extent, taken):
+                    self.value[candidate] = extent
+                    for axis in rooted:
+                        self.of_axis[axis.name] = candidate
+                    break
+        self.of_dim = {key: self.of_axis[axis] for key, axis in dims.items() if axis in self.of_axis}
+        taken.update(self.value)
+
+    def _usable(self, name: str, extent: int, taken: set[str]) -> bool:
+        if not _UPPER.match(name) or name in taken or name in _MACROS or name.startswith(_MACRO_PREFIXES):
+            return False
+        return self.value.get(name, extent) == extent
+
+    def axis(self, name: str, extent: int) -> str:
+        """The text of an axis's extent: its name, or the number."""
+        return self.of_axis.get(name, str(extent))
+
+    def stride(self, buffer: str, shape: tuple[int, ...], dim: int) -> list[str]:
+        """The stride of `dim` in C order as factors: the extents after it, each its name
+        or (runs of unnamed ones multiplied out) a number; [] for 1."""
+        factors: list[str] = []
+        number = 1
+        for d in range(dim + 1, len(shape)):
+            name = self.of_dim.get((buffer, d))
+            if name is None:
+                number *= shape[d]
+                continue
+            if number != 1:
+                factors.append(str(number))
+            factors.append(name)
+            number = 1
+        if number != 1:
+            factors.append(str(number))
+        return factors
+
+    def declaration(self, lines: Iterable[str]) -> list[str]:
+        """`enum { N = 48, K = 16 };` for the names `lines` use, in order of first use."""
+        text = "\n".join(lines)
+        used = sorted((m.start(), name) for name in self.value
+                      for m in [re.search(rf"\b{name}\b", text)] if m is not None)
+        if not used:
+            return []
+        return [f"{INDENT}enum {{ {', '.join(f'{name} = {self.value[name]}' for _, name in used)} }};"]
+
+
+# ---- integer offsets ---------------------------------------------------------------------
+
+
+def affine_text(value: Affine, rename: Mapping[str, str] | None = None) -> str:
+    """An integer affine form in C: `m * 7 + k - 1`; every variable is an int64_t."""
+    return _terms_text([(name, coef, []) for name, coef in value.terms], value.const, rename or {})
+
+
+def _terms_text(terms: list[tuple[str, int, list[str]]], const: int, rename: Mapping[str, str]) -> str:
+    """`var * coef * NAME ...` terms and a constant, with their signs."""
+    parts: list[str] = []
+    for name, coef, factors in terms:
+        shown = rename.get(name, name)
+        factor = [str(abs(coef))] if abs(coef) != 1 else []
+        parts.append(("- " if coef < 0 else "+ ") + " * ".join([shown, *factor, *factors]))
+    if const or not parts:
+        parts.append(("- " if const < 0 else "+ ") + str(abs(const)))
+    text = " ".join(parts)
+    return text[2:] if text.startswith("+ ") else "-" + text[2:]
+
+
+# ---- statements and expressions ----------------------------------------------------------
+
+
+class BodyPrinter:
+    """The C of a nest's statements, expressions and buffer accesses."""
+
+    def __init__(self, buffers: Mapping[str, Buffer], extents: Extents):
+        self.buffers = buffers
+        self.extents = extents
+        self.rename: dict[str, str] = {}  # a scalar -> the C that holds it (planned: lanes)
+
+    def index(self, entry: Affine) -> Affine:
+        """An index entry as printed (planned: lane axes substituted)."""
+        return entry
+
+    def extent(self, axis: Axis) -> str:
+        return self.extents.axis(axis.name, axis.extent)
+
+    def statement(self, stmt: Stmt, depth: int) -> list[str]:
+        pad = INDENT * depth
+        if isinstance(stmt, Declare):
+            if stmt.var.name in self.rename:
+                return [f"{pad}{self.rename[stmt.var.name]} = {self.bare(stmt.init)};"]
+            return [f"{pad}{LOCAL_CTYPE[stmt.var.type]} {stmt.var.name} = {self.bare(stmt.init)};"]
+        if isinstance(stmt, Assign):
+            return [f"{pad}{self.rename.get(stmt.var.name, stmt.var.name)} = {self.bare(stmt.value)};"]
+        if isinstance(stmt, Write):
+            return [f"{pad}{self.access(stmt.dst)} = {self.bare(stmt.value)};"]
+        if isinstance(stmt, CopyBits):
+            dst, src = self.access(stmt.dst), self.access(stmt.src)
+            if stmt.dst.type in ("f64", "f32"):
+                # memcpy, not a float assignment: every bit moves, signaling NaNs too.
+                return [f"{pad}memcpy(&{dst}, &{src}, sizeof *{stmt.dst.buffer});"]
+            return [f"{pad}{dst} = {src};"]
+        if isinstance(stmt, FillBits):
+            dst = self.access(stmt.dst)
+            if stmt.dst.type == "bf16":
+                return [f"{pad}{dst} = (exactc_bf16)0x{stmt.bits:04x}u;"]
+            ctype, make = BITS_CTYPE[stmt.dst.type]
+            digits = 16 if ctype == "uint64_t" else 8
+            bits = f"(const {ctype}){{{make}(0x{stmt.bits:0{digits}x})}}"
+            return [f"{pad}memcpy(&{dst}, &{bits}, sizeof *{stmt.dst.buffer});"]
+        if isinstance(stmt, Loop):
+            return self.loop(stmt, depth)
+        if isinstance(stmt, If):
+            out = [f"{pad}if ({self.bare(stmt.cond)}) {{"]
+            for inner in stmt.then:
+                out.extend(self.statement(inner, depth + 1))
+            if stmt.orelse:
+                out.append(f"{pad}}} else {{")
+                for inner in stmt.orelse:
+                    out.extend(self.statement(inner, depth + 1))
+            out.append(f"{pad}}}")
+            return out
+        raise IRError(f"the printer does not know statement {stmt!r}")
+
+    def loop(self, stmt: Loop, depth: int) -> list[str]:
+        pad, axis = INDENT * depth, stmt.axis
+        note = " /* reduction: in index order */" if axis.kind == REDUCE else ""
+        out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]
+        for inner in stmt.body:
+            out.extend(self.statement(inner, depth + 1))
+        out.append(f"{pad}}}")
+        return out
+
+    def access(self, access: Access) -> str:
+        buf = self.buffers[access.buffer]
+        index = [self.index(entry) for entry in access.index]
+        if len(index) != len(buf.shape):  # one entry: the flat C-order offset
+            (offset,) = index
+            return f"{access.buffer}[{affine_text(offset, self.rename)}]"
+        terms: list[tuple[str, int, list[str]]] = []
+        const = 0
+        for d, entry in enumerate(index):
+            factors = self.extents.stride(access.buffer, buf.shape, d)
+            terms.extend((name, coef, factors) for name, coef in entry.terms)
+            const += entry.const * math.prod(buf.shape[d + 1:])
+        return f"{access.buffer}[{_terms_text(terms, const, self.rename)}]"
+
+    def bare(self, expr: Expr) -> str:
+        """An expression without its outermost parentheses (a statement's right side,
+        a condition: clang warns about `if ((a == b))`)."""
+        text = self.expr(expr)
+        strip = isinstance(expr, (Binary, Select)) or (isinstance(expr, Unary) and expr.op != "isnan")
+        strip |= isinstance(expr, (Affine, Convert)) and text.startswith("(")
+        if strip:
+            return text[1:-1]
+        return text
+
+    def expr(self, expr: Expr) -> str:
+        """C text that is safe as an operand of any operator."""
+        if isinstance(expr, Const):
+            return constant(expr.value, expr.type)
+        if isinstance(expr, Var):
+            return self.rename.get(expr.name, expr.name)
+        if isinstance(expr, Affine):
+            value = self.index(expr)
+            text = affine_text(value, self.rename)
+            simple = len(value.terms) == 0 and value.const >= 0
+            simple |= len(value.terms) == 1 and value.terms[0][1] == 1 and value.const == 0
+            return text if simple else f"({text})"
+        if isinstance(expr, Load):
+            return self.access(expr.access)
+        if isinstance(expr, Binary):
+            return f"({self.expr(expr.a)} {expr.op} {self.expr(expr.b)})"
+        if isinstance(expr, Unary):
+            if expr.op == "-":
+                return f"(-{self.expr(expr.a)})"
+            if expr.op == "not":
+                return f"(!{self.expr(expr.a)})"
+            return f"isnan({self.bare(expr.a)})"
+        if isinstance(expr, Call):
+            if expr.fn == "sqrt":
+                name = "sqrt" if expr.type == "f64" else "sqrtf"
+            else:
+                name = f"exactc_{expr.fn}" + ("" if expr.type == "f64" else "f")
+            return f"{name}({self.bare(expr.a)})"
+        if isinstance(expr, Select):
+            return f"({self.expr(expr.cond)} ? {self.expr(expr.a)} : {self.expr(expr.b)})"
+        if isinstance(expr, Convert):
+            return self.convert(expr)
+        raise IRError(f"the printer does not know expression {expr!r}")
+
+    def convert(self, expr: Convert) -> str:
+        source, target = expr.a.type, expr.to
+        if (source, target) == ("bf16", "f32"):
+            return f"exactc_bf16_to_f32({self.bare(expr.a)})"
+        if (source, target) == ("f32", "bf16"):
+            return f"exactc_f32_to_bf16({self.bare(expr.a)})"
+        ctype = {"f64": "double", "f32": "float", "i32": "int32_t", "i64": "int64_t"}[target]
+        return f"(({ctype}){self.expr(expr.a)})"
+
+
+# ---- parameters and the plain function ---------------------------------------------------
+
+
+def nest_params(item: Launch, buffers: Mapping[str, Buffer], c: bool = True) -> list[str]:
+    """The buffers a launch passes, read-only ones const; `c=False` spells them for cffi."""
+    writes = set(item.nest.writes())
+    params = []
+    for name in item.args:
+        buf = buffers[name]
+        const = "" if name in writes else "const "
+        if c:
+            params.append(f"{const}{buf.ctype} *restrict {name}")
+        else:
+            params.append(f"{const}{CDEF_CTYPE[buf.ctype]} *{name}")
+    return params
+
+
+def nest_declaration(name: str, item: Launch, buffers: Mapping[str, Buffer], c: bool = True) -> str:
+    return f"void {name}({', '.join(nest_params(item, buffers, c) + ['int64_t lo', 'int64_t hi'])});"
+
+
+def nest_head(name: str, item: Launch, buffers: Mapping[str, Buffer], range_axis: str, extent: int) -> list[str]:
+    """A nest function's head: one parameter a line with its role and shape, then the
+    [lo, hi) piece of `range_axis`, and the opening brace."""
+    params = [(p, f"{buffers[a].role} {shape_text(buffers[a].shape)}")
+              for p, a in zip(nest_params(item, buffers), item.args)]
+    params.append(("int64_t lo, int64_t hi", f"the piece of {range_axis} in [0, {extent})"))
+    return signature_lines(f"void {name}", params)
+
+
+def nest_taken(nest: Nest, buffers: Mapping[str, Buffer]) -> set[str]:
+    """Every name the nest's function already uses (and `lo`, `hi`)."""
+    return nest_names(nest, buffers.values()) | {"lo", "hi"}
+
+
+def plain_function(name: str, item: Launch, buffers: Mapping[str, Buffer]) -> list[str]:
+    """The nest's function in its own loop order: its IR, its head, its loops."""
+    nest = item.nest
+    out = comment_block(nest.text().splitlines())
+    outer = nest.axes[0]
+    out.extend(nest_head(name, item, buffers, outer.name, outer.extent))
+    extents = Extents(nest, buffers, nest_taken(nest, buffers))
+    printer = BodyPrinter(buffers, extents)
+    body = []
+    depth = 1
+    for k, axis in enumerate(nest.axes):
+        start, stop = ("lo", "hi") if k == 0 else ("0", printer.extent(axis))
+        body.append(f"{INDENT * depth}for (int64_t {axis.name} = {start}; {axis.name} < {stop}; {axis.name}++) {{")
+        depth += 1
+    for stmt in nest.body:
+        body.extend(printer.statement(stmt, depth))
+    for depth in range(len(nest.axes), 0, -1):
+        body.append(f"{INDENT * depth}}}")
+    return out + extents.declaration(body) + body + ["}"]

@@ -1,0 +1,192 @@
+"""The structured host (the default): the network as C functions that mirror the model.
+
+One C function per distinct traced function form (a module called fifty times is
+printed once), callees first. A fold over layers is a C loop that slices the stacked
+parameters at `w + l * chunk` (`fold_slice`) and alternates its carry between two
+buffers; an iteration that differs runs apart. Every buffer lives in the arena at the
+offset its frame gives it (exporter/frames.py): `ARENA` at the node that makes it,
+`RELEASE` after the node that last reads it; a callee gets the arena above the bytes
+live at its call.
+"""
+
+from __future__ import annotations
+
+import math
+
+from exactc.exporter.frames import Frame, align, ctype, is_view
+from exactc.exporter.graph import Call, Fold, Function, Op, Program
+from exactc.exporter.printer.ctext import INDENT, call_lines, shape_text, signature_lines, wrap_comment
+from exactc.exporter.printer.kernel_table import HostError, KernelTable
+
+
+# ---- the anchor: one place for what the mutant catalog changes -------------------------------
+
+
+def fold_slice(base: str, index: str, chunk: int) -> str:
+    """The slice of a stacked parameter for layer `index`: `w + l * chunk`."""
+    return f"{base} + {index} * {chunk}"
+
+
+class StructuredHost:
+    """Prints the network section of the structured host from the program's frames."""
+
+    def __init__(self, program: Program, site: str, table: KernelTable, frames: dict[int, Frame]):
+        self.program = program
+        self.site = site
+        self.table = table
+        self.frames = frames
+
+    def peak_of(self, fn: Function) -> int:
+        return self.frames[id(fn)].peak
+
+    def signature(self, fn: Function, entry: bool) -> list[tuple[str, str]]:
+        """The parameters of fn's C function, each with its shape."""
+        site = self.site
+        params = []
+        if entry:
+            params.append(("const Weights *w", "the parameters"))
+            formals = self.program.input_values
+        else:
+            formals = fn.inputs
+        for v in formals:
+            params.append((f"const {ctype(v, site)} *{v.name}", shape_text(v.shape)))
+        for v in fn.outputs:
+            params.append((f"{ctype(v, site)} *{v.name}", shape_text(v.shape) + ", written"))
+        if self.peak_of(fn) or entry:
+            params.append(("unsigned char *arena", f"{self.peak_of(fn)} bytes of scratch"))
+        return params
+
+    def functions(self) -> list[str]:
+        """Every function, callees first, each followed by a blank line."""
+        out = []
+        for fn in self.program.function.walk():
+            out.extend(self.function(fn))
+            out.append("")
+        return out
+
+    def function(self, fn: Function) -> list[str]:
+        entry = fn is self.program.function
+        frame = self.frames[id(fn)]
+        site = self.site
+        out = []
+        doc = f"/* {fn.name}: " + (f"{fn.doc.rstrip('.')}. " if fn.doc else "") + f"Frame {frame.peak} bytes"
+        doc += " (its callees' frames included)." if any(not isinstance(n, Op) for n in fn.nodes) else "."
+        out.extend(wrap_comment(doc.replace("*/", "* /") + " */"))
+        out.extend(signature_lines(f"static void {fn.name}", self.signature(fn, entry)))
+        expr: dict[int, str] = {}
+        if entry:
+            for v in self.program.param_values:
+                expr[id(v)] = f"w->{v.name}"
+            for v in self.program.input_values:
+                expr[id(v)] = v.name
+        else:
+            for v in fn.inputs:
+                expr[id(v)] = v.name
+        for v in fn.outputs:
+            expr[id(v)] = v.name
+        used_inputs = {id(a) for node in fn.nodes for a in node.args}
+        for v in (self.program.input_values if entry else fn.inputs):
+            if id(v) not in used_inputs:
+                out.append(f"{INDENT}(void){v.name};")
+        if entry and not frame.peak:
+            out.append(f"{INDENT}(void)arena;")
+
+        outputs = {id(v) for v in fn.outputs}
+        for index, node in enumerate(fn.nodes):
+            # allocate what this node makes
+            for buf in frame.buffers:
+                if buf.first == index:
+                    out.append(f"{INDENT}{buf.ctype} *{buf.name} = ARENA({buf.ctype}, arena + {buf.offset}, {buf.count});"
+                               f"  /* {shape_text(buf.shape)} */")
+            for v_id, buf in frame.by_value.items():
+                if buf.first == index and not isinstance(node, Fold):
+                    expr[v_id] = buf.name
+            if isinstance(node, Op):
+                if is_view(node) and id(node.out) not in outputs:
+                    src = expr[id(node.args[0])]
+                    out.append(f"{INDENT}const {ctype(node.out, site)} *{node.out.name} = {src};"
+                               f"  /* {shape_text(node.out.shape)}: a view of {node.args[0].name} */")
+                    expr[id(node.out)] = node.out.name
+                else:
+                    out.extend(self.launch(node, index, frame, expr))
+            elif isinstance(node, Call):
+                out.extend(self.call(node, index, frame, expr))
+            else:
+                out.extend(self.fold(node, index, frame, expr))
+            # release what dies here
+            for buf in frame.buffers:
+                if buf.last == index:
+                    out.append(f"{INDENT}RELEASE({buf.name}, {buf.count});")
+        out.append("}")
+        return out
+
+    def launch(self, op: Op, index: int, frame: Frame, expr: dict[int, str]) -> list[str]:
+        use = self.table.get(op)
+        names = {k: expr[id(v)] for k, v in op.operands().items()}
+        names["y"] = expr[id(op.out)]
+        for kb in use.kernel.buffers:
+            if kb.role == "temp":
+                names[kb.name] = frame.kernel_temps[(index, kb.name)].name
+        return [f"{INDENT}{line}" for line in use.calls(op, names)]
+
+    def call(self, node: Call, index: int, frame: Frame, expr: dict[int, str]) -> list[str]:
+        args = [expr[id(v)] for v in node.args] + [expr[id(v)] for v in node.outs]
+        if self.peak_of(node.function):
+            args.append(f"arena + {align(frame.high[index])}")
+        return call_lines(node.function.name, args, INDENT)
+
+    def fold(self, node: Fold, index: int, frame: Frame, expr: dict[int, str]) -> list[str]:
+        out = []
+        site = self.site
+        carries = frame.carries[index]
+        outputs = {id(v) for v in frame.fn.outputs}
+        names = [frame.fresh(f"{v.name}_l") for v in node.outs]
+        nexts = [frame.fresh(f"{v.name}_next") for v in node.outs]
+        stacked = [(expr[id(v)], math.prod(v.shape[1:])) for v in node.stacked]
+        carried = ", ".join(v.name for v in node.outs)
+        out.append(f"{INDENT}/* The layers: {node.body.name} for l < {node.count}, the carry ({carried}) alternating")
+        out.append(f"{INDENT} * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */")
+        for k, v in enumerate(node.carry):
+            out.append(f"{INDENT}const {ctype(v, site)} *{names[k]} = {expr[id(v)]};  /* {shape_text(v.shape)} */")
+
+        base = align(frame.high[index])
+        for start, stop, body in node.segments():
+            layer = "l" if stop - start > 1 else str(start)
+            pad = INDENT * 2 if stop - start > 1 else INDENT
+            body_lines = []
+            dst = []
+            for k, v in enumerate(node.outs):
+                bufs = carries[k]
+                if len(bufs) == 1:
+                    d = bufs[0].name
+                elif layer == "l":
+                    d = f"({layer} % 2 == 0 ? {bufs[0].name} : {bufs[1].name})"
+                else:
+                    d = bufs[start % 2].name
+                dst.append(d)
+            args = [names[k] for k in range(len(node.carry))]
+            args += [fold_slice(b, layer, chunk) for b, chunk in stacked]
+            args += [expr[id(v)] for v in node.shared]
+            for k, v in enumerate(node.outs):
+                body_lines.append(f"{pad}{ctype(v, site)} *{nexts[k]} = {dst[k]};")
+            call_args = args + nexts
+            if self.peak_of(body):
+                call_args.append(f"arena + {base}")
+            body_lines.extend(call_lines(body.name, call_args, pad))
+            for k, v in enumerate(node.outs):
+                body_lines.append(f"{pad}{names[k]} = {nexts[k]};")
+                body_lines.append(f'{pad}EXACTC_TRACE_CARRY("{node.body.name}", {layer}, {k}, {names[k]}, {v.size});')
+            if stop - start > 1:
+                out.append(f"{INDENT}for (int l = {start}; l < {stop}; l++) {{")
+                out.extend(body_lines)
+                out.append(f"{INDENT}}}")
+            else:
+                out.append(f"{INDENT}{{ /* layer {start} runs apart: {body.name} */" if body is not node.body
+                           else f"{INDENT}{{ /* layer {start} */")
+                out.extend(INDENT + line for line in body_lines)
+                out.append(f"{INDENT}}}")
+        for k, v in enumerate(node.outs):
+            if id(v) in outputs:
+                raise HostError("a fold's result is a function output; graph tracing copies it")
+            expr[id(v)] = carries[k][(node.count - 1) % 2].name
+        return out

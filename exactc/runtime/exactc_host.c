@@ -1,0 +1,393 @@
+/* exactc runtime: the part of every exported program's host that does not depend on the
+ * model. model.c prints what does (the Weights struct, the tables of tensors, the network,
+ * a `run` function) and hands it to exactc_main as an exactc_program.
+ *
+ * - The weights: each tensor of the program's table read from the .safetensors file into
+ *   one block, checked for its name, dtype and shape; every problem is listed.
+ * - The inputs: one .npy file per input, checked for dtype and shape; bf16 inputs are
+ *   given as f32 and rounded to bf16 (nearest even), as the reference rounds them.
+ * - The outputs: one .npy file per output; bf16 outputs are written widened to f32,
+ *   which is exact.
+ * - The arena's checks, in checking builds (-DEXACTC_CHECKING, exactc_rt.h's ARENA and
+ *   RELEASE): every allocation bounds-checked and NaN-filled, the peak reached recorded.
+ * - main: the weights loaded once, then one run of the network per INPUT_DIR OUTPUT_DIR
+ *   pair.
+ *
+ * Every reader takes a path or bytes already in memory and returns 0, or -1 with a
+ * message in `err` that names the input or tensor and the rule: they see files from
+ * anywhere, and nothing here exits but exactc_main.
+ */
+#include "exactc_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef EXACTC_PROBE /* instruction-count probes (exactc's verify/probes.py) */
+#include <valgrind/callgrind.h>
+#endif
+
+/* ------------------------------------------------------------------------------------
+ * Kinds: how a value of the program is held in memory and in its .npy file.
+ * ---------------------------------------------------------------------------------- */
+
+/* Per kind (exactc_kind's order): the bytes of an element in memory, the .npy dtype it
+ * travels as (bf16 as f32), the .safetensors dtype of parameters at that kind. */
+static const struct {
+    size_t size;
+    exactc_dtype npy;
+    const char *st;
+} KINDS[] = {
+    [EXACTC_KIND_I32] = {4, EXACTC_I32, "I32"},
+    [EXACTC_KIND_F64] = {8, EXACTC_F64, "F64"},
+    [EXACTC_KIND_F32] = {4, EXACTC_F32, "F32"},
+    [EXACTC_KIND_BF16] = {2, EXACTC_F32, "BF16"},
+};
+
+size_t exactc_kind_size(exactc_kind kind) {
+    return KINDS[kind].size;
+}
+
+static exactc_dtype npy_dtype(exactc_kind kind) {
+    return KINDS[kind].npy;
+}
+
+static const char *npy_dtype_name(exactc_dtype dtype) {
+    switch (dtype) {
+    case EXACTC_F64: return "f64 (<f8)";
+    case EXACTC_F32: return "f32 (<f4)";
+    case EXACTC_I32: return "int32 (<i4)";
+    case EXACTC_I64: return "int64 (<i8)";
+    }
+    return "an unknown dtype";
+}
+
+static const char *kind_name(exactc_kind kind) {
+    return kind == EXACTC_KIND_BF16 ? "f32 (<f4), rounded to bf16" : npy_dtype_name(npy_dtype(kind));
+}
+
+size_t exactc_spec_count(const exactc_tensor_spec *spec) {
+    size_t count = 1;
+    for (int d = 0; d < spec->ndim; d++) count *= (size_t)spec->shape[d];
+    return count;
+}
+
+/* "(6, 48)", "(6,)": a shape for a message, as Python writes it. */
+static void shape_text(char *dst, size_t cap, const int64_t *shape, int ndim) {
+    snprintf(dst, cap, "(");
+    for (int d = 0; d < ndim; d++) {
+        size_t used = strlen(dst);
+        snprintf(dst + used, cap - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    }
+    size_t used = strlen(dst);
+    snprintf(dst + used, cap - used, ndim == 1 ? ",)" : ")");
+}
+
+/* Append one line to a message that lists problems; a full buffer keeps what fits. */
+static void append_line(char *err, size_t errlen, const char *line) {
+    if (err == NULL || errlen == 0) return;
+    size_t used = strlen(err);
+    snprintf(err + used, errlen - used, "%s%s", used ? "\n" : "", line);
+}
+
+/* ------------------------------------------------------------------------------------
+ * The weights: every tensor of the table, its layers one after the other in the block.
+ * ---------------------------------------------------------------------------------- */
+
+int exactc_weights_read(const exactc_safetensors *st, const exactc_param_spec *params, size_t count,
+                        exactc_kind kind, void *block, char *err, size_t errlen) {
+    if (err != NULL && errlen > 0) err[0] = '\0';
+    const char *dtype = KINDS[kind].st;
+    size_t size = exactc_kind_size(kind);
+    int bad = 0;
+    for (size_t i = 0; i < count; i++) {
+        const exactc_param_spec *p = &params[i];
+        size_t chunk = 1;
+        for (int d = 0; d < p->ndim; d++) chunk *= (size_t)p->shape[d];
+        int layers = p->layers > 0 ? p->layers : 1;
+        for (int l = 0; l < layers; l++) {
+            char name[512], why[512];
+            snprintf(name, sizeof name, p->name, l);
+            unsigned char *dst = (unsigned char *)block + (p->offset + (size_t)l * chunk) * size;
+            if (exactc_st_read(st, name, dtype, p->ndim, p->shape, dst, why, sizeof why) != 0) {
+                append_line(err, errlen, why);
+                bad++;
+            }
+        }
+    }
+    if (bad == 0) return 0;
+    char last[64];
+    snprintf(last, sizeof last, "%d tensor(s) missing or wrong", bad);
+    append_line(err, errlen, last);
+    return -1;
+}
+
+int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, exactc_kind kind,
+                        size_t values, void **block, char *err, size_t errlen) {
+    *block = NULL;
+    exactc_safetensors st;
+    if (exactc_st_open(path, &st, err, errlen) != 0) return -1;
+    void *data = malloc(values ? values * exactc_kind_size(kind) : 1);
+    if (data == NULL) {
+        exactc_st_close(&st);
+        return exactc_fail(err, errlen, "out of memory for %zu parameters", values);
+    }
+    int rc = exactc_weights_read(&st, params, count, kind, data, err, errlen);
+    exactc_st_close(&st);
+    if (rc != 0) {
+        free(data);
+        return -1;
+    }
+    *block = data;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------
+ * The inputs and the outputs: one .npy file each, DIR/<name>.npy.
+ * ---------------------------------------------------------------------------------- */
+
+int exactc_input_take(const exactc_array *a, const exactc_tensor_spec *spec, void *dst, char *err,
+                      size_t errlen) {
+    int ok = a->dtype == npy_dtype(spec->kind) && a->ndim == spec->ndim;
+    for (int d = 0; ok && d < spec->ndim; d++) ok = a->shape[d] == spec->shape[d];
+    if (!ok) {
+        char got[200], need[200];
+        shape_text(got, sizeof got, a->shape, a->ndim);
+        shape_text(need, sizeof need, spec->shape, spec->ndim);
+        return exactc_fail(err, errlen, "input %s must be %s of shape %s; the file holds %s of shape %s",
+                           spec->name, kind_name(spec->kind), need, npy_dtype_name(a->dtype), got);
+    }
+    size_t count = exactc_spec_count(spec);
+    if (spec->kind == EXACTC_KIND_BF16) {
+        const float *src = a->data;
+        exactc_bf16 *out = dst;
+        for (size_t i = 0; i < count; i++) out[i] = exactc_f32_to_bf16(src[i]);
+    } else {
+        memcpy(dst, a->data, count * exactc_kind_size(spec->kind));
+    }
+    return 0;
+}
+
+int exactc_input_parse(const unsigned char *buf, size_t len, const exactc_tensor_spec *spec, void *dst,
+                       char *err, size_t errlen) {
+    exactc_array a;
+    char why[512];
+    if (exactc_npy_parse(buf, len, &a, why, sizeof why) != 0)
+        return exactc_fail(err, errlen, "input %s: %s", spec->name, why);
+    int rc = exactc_input_take(&a, spec, dst, err, errlen);
+    exactc_array_free(&a);
+    return rc;
+}
+
+/* DIR/<name>.npy into path; -1 when it does not fit. */
+static int npy_path(char *path, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(path, cap, "%s/%s.npy", dir, name);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+int exactc_input_read(const char *dir, const exactc_tensor_spec *spec, void *dst, char *err, size_t errlen) {
+    char path[4096], why[512];
+    if (npy_path(path, sizeof path, dir, spec->name) != 0)
+        return exactc_fail(err, errlen, "input %s: the path %s/%s.npy is too long", spec->name, dir, spec->name);
+    exactc_array a;
+    if (exactc_npy_read(path, &a, why, sizeof why) != 0)
+        return exactc_fail(err, errlen, "input %s: %s", spec->name, why);
+    int rc = exactc_input_take(&a, spec, dst, why, sizeof why);
+    exactc_array_free(&a);
+    if (rc != 0) return exactc_fail(err, errlen, "%s: %s", path, why);
+    return 0;
+}
+
+int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const void *src, char *err,
+                        size_t errlen) {
+    char path[4096], why[512];
+    if (npy_path(path, sizeof path, dir, spec->name) != 0)
+        return exactc_fail(err, errlen, "output %s: the path %s/%s.npy is too long", spec->name, dir, spec->name);
+    size_t count = exactc_spec_count(spec);
+    exactc_array a;
+    memset(&a, 0, sizeof a);
+    a.dtype = npy_dtype(spec->kind);
+    a.ndim = spec->ndim;
+    for (int d = 0; d < spec->ndim; d++) a.shape[d] = spec->shape[d];
+    a.nbytes = count * exactc_dtype_size(a.dtype);
+    float *wide = NULL;
+    if (spec->kind == EXACTC_KIND_BF16) {
+        wide = malloc(count ? count * sizeof *wide : 1);
+        if (wide == NULL) return exactc_fail(err, errlen, "output %s: out of memory", spec->name);
+        const exactc_bf16 *h = src;
+        for (size_t i = 0; i < count; i++) wide[i] = exactc_bf16_to_f32(h[i]);
+        a.data = wide;
+    } else {
+        a.data = (void *)(uintptr_t)src;
+    }
+    int rc = exactc_npy_write(path, &a, why, sizeof why);
+    free(wide);
+    if (rc != 0) return exactc_fail(err, errlen, "output %s: %s", spec->name, why);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Layer traces (checking builds, EXACTC_TRACE_CARRY): with EXACTC_TRACE_DIR set, what a
+ * fold carries out of each layer, written as an output named <n>-<fold>-<layer>-<carry>
+ * (n counts the process's traces from 0), one dimension. The harness compares them with
+ * the reference's, in order, to name the first layer whose output differs
+ * (verify/conformance.py).
+ * ---------------------------------------------------------------------------------- */
+
+void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind, const void *data,
+                        size_t count) {
+    static unsigned long traced = 0;
+    const char *dir = getenv("EXACTC_TRACE_DIR");
+    if (dir == NULL || *dir == '\0') return;
+    char name[256], err[512];
+    snprintf(name, sizeof name, "%06lu-%s-%d-%d", traced++, fold, layer, carry);
+    exactc_tensor_spec spec = {name, kind, 1, {(int64_t)count}};
+    if (exactc_output_write(dir, &spec, data, err, sizeof err) != 0) fprintf(stderr, "exactc: trace: %s\n", err);
+}
+
+/* ------------------------------------------------------------------------------------
+ * The arena's checks (checking builds): the arena is [base, base + bytes). Every
+ * allocation must lie inside it and is filled with NaN bytes (0xFF, NaN in every float
+ * type), as is every buffer at its release, so a buffer read before it is written or
+ * after it is released shows in the outputs.
+ * ---------------------------------------------------------------------------------- */
+
+static unsigned char *arena_base;
+static size_t arena_bytes, arena_reached;
+
+void exactc_arena_open(unsigned char *base, size_t bytes) {
+    arena_base = base;
+    arena_bytes = bytes;
+    memset(base, 0xff, bytes);
+}
+
+void *exactc_arena_take(unsigned char *at, size_t bytes) {
+    if (at < arena_base || (size_t)(at - arena_base) > arena_bytes || bytes > arena_bytes - (size_t)(at - arena_base)) {
+        fprintf(stderr, "exactc: arena overflow: %zu bytes at offset %td of %zu\n", bytes, at - arena_base,
+                arena_bytes);
+        abort();
+    }
+    size_t end = (size_t)(at - arena_base) + bytes;
+    if (end > arena_reached) arena_reached = end;
+    memset(at, 0xff, bytes);
+    return at;
+}
+
+void exactc_arena_release(void *p, size_t bytes) {
+    memset(p, 0xff, bytes);
+}
+
+size_t exactc_arena_reached(void) {
+    return arena_reached;
+}
+
+/* ------------------------------------------------------------------------------------
+ * main: the weights once, then per INPUT_DIR OUTPUT_DIR pair: read the inputs, run the
+ * network (EXACTC_REPEAT=N times, timed), write the outputs.
+ * ---------------------------------------------------------------------------------- */
+
+/* Each line of a message that lists problems, prefixed by the file it is about. */
+static void report(const char *where, const char *err) {
+    while (*err) {
+        size_t n = strcspn(err, "\n");
+        fprintf(stderr, "exactc: %s: %.*s\n", where, (int)n, err);
+        err += n + (err[n] == '\n');
+    }
+}
+
+static void free_buffers(void **buffers, size_t count) {
+    if (buffers == NULL) return;
+    for (size_t i = 0; i < count; i++) free(buffers[i]);
+    free(buffers);
+}
+
+/* One buffer per tensor of `specs`; NULL when memory runs out. */
+static void **alloc_buffers(const exactc_tensor_spec *specs, size_t count) {
+    void **buffers = calloc(count ? count : 1, sizeof *buffers);
+    if (buffers == NULL) return NULL;
+    for (size_t i = 0; i < count; i++) {
+        size_t bytes = exactc_spec_count(&specs[i]) * exactc_kind_size(specs[i].kind);
+        buffers[i] = malloc(bytes ? bytes : 1);
+        if (buffers[i] == NULL) {
+            free_buffers(buffers, i);
+            return NULL;
+        }
+    }
+    return buffers;
+}
+
+/* Run the network `runs` times on the buffers; the time per run when EXACTC_REPEAT asks. */
+static void run_timed(const exactc_program *program, void **inputs, void **outputs, unsigned char *arena,
+                      const char *argv0) {
+    const char *repeat = getenv("EXACTC_REPEAT");
+    long runs = repeat != NULL ? strtol(repeat, NULL, 10) : 1;
+    if (runs < 1) runs = 1;
+#ifdef EXACTC_CHECKING
+    exactc_arena_open(arena, program->arena_bytes);
+#endif
+    struct timespec t0, t1;
+    timespec_get(&t0, TIME_UTC);
+#ifdef EXACTC_PROBE
+    CALLGRIND_TOGGLE_COLLECT; /* callgrind counts the network only */
+#endif
+    for (long r = 0; r < runs; r++) program->run(inputs, outputs, arena);
+#ifdef EXACTC_PROBE
+    CALLGRIND_TOGGLE_COLLECT;
+#endif
+    timespec_get(&t1, TIME_UTC);
+    if (repeat != NULL) {
+        double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        fprintf(stderr, "exactc: %s: %.9f s per run (%ld runs)\n", argv0, seconds / (double)runs, runs);
+    }
+#ifdef EXACTC_CHECKING
+    fprintf(stderr, "exactc: arena peak reached %zu bytes of %zu computed\n", exactc_arena_reached(),
+            program->arena_bytes);
+#endif
+}
+
+int exactc_main(int argc, char **argv, const exactc_program *program) {
+    if (argc < 4 || argc % 2 != 0) {
+        fprintf(stderr, "usage: %s WEIGHTS.safetensors INPUT_DIR OUTPUT_DIR [INPUT_DIR OUTPUT_DIR ...]\n", argv[0]);
+        return 2;
+    }
+    char err[4096];
+    void *block;
+    if (exactc_weights_load(argv[1], program->params, program->param_count, program->site, program->param_values,
+                            &block, err, sizeof err) != 0) {
+        report(argv[1], err);
+        return 1;
+    }
+    program->map_weights(block);
+    void **inputs = alloc_buffers(program->inputs, program->input_count);
+    void **outputs = alloc_buffers(program->outputs, program->output_count);
+    /* 64-byte aligned, a multiple of 64 bytes, never empty */
+    unsigned char *arena = aligned_alloc(64, (program->arena_bytes + 63) / 64 * 64 + 64);
+    int rc = 0;
+    if (inputs == NULL || outputs == NULL || arena == NULL) {
+        fprintf(stderr, "exactc: out of memory\n");
+        rc = 1;
+    }
+    /* Each INPUT_DIR OUTPUT_DIR pair is one run of the network; the weights load once. */
+    for (int pair = 2; rc == 0 && pair + 1 < argc; pair += 2) {
+        const char *in_dir = argv[pair], *out_dir = argv[pair + 1];
+        for (size_t i = 0; rc == 0 && i < program->input_count; i++) {
+            if (exactc_input_read(in_dir, &program->inputs[i], inputs[i], err, sizeof err) != 0) {
+                fprintf(stderr, "exactc: %s\n", err);
+                rc = 1;
+            }
+        }
+        if (rc == 0) run_timed(program, inputs, outputs, arena, argv[0]);
+        for (size_t i = 0; rc == 0 && i < program->output_count; i++) {
+            if (exactc_output_write(out_dir, &program->outputs[i], outputs[i], err, sizeof err) != 0) {
+                fprintf(stderr, "exactc: %s\n", err);
+                rc = 1;
+            }
+        }
+    }
+    free_buffers(inputs, program->input_count);
+    free_buffers(outputs, program->output_count);
+    free(arena);
+    free(block);
+    return rc;
+}

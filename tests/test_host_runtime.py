@@ -1,0 +1,236 @@
+"""The runtime's host (runtime/exactc_host.c): what every exported program runs around its
+network. A small program described in C (two parameters, one stacked; an int32 and an
+f32 input; one output) goes through exactc_main, called in this process; the readers
+and the writer are called one by one through cffi. Each refusal (a missing input, a
+mis-shaped input, a wrong dtype, a missing or mis-typed tensor, a usage error) returns
+non-zero with a message that names what is wrong; a good run writes the output; bf16
+values are rounded on reading and widened on writing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from exactc.exporter import export, types
+from exactc.verify.build import load_library, runtime_source
+from exactc.verify.compare import assert_bits_equal
+
+RUNTIME = ("exactc_host.c", "exactc_npy.c", "exactc_safetensors.c")
+
+# z = y + w + b[layer 0] + b[layer 1] + x (per column); exactc_main runs it.
+DRIVER = r"""
+#include "exactc_rt.h"
+
+static const exactc_param_spec PARAMS[] = {
+    {"w", 0, 2, {2, 3}, 0},
+    {"h.%d.b", 2, 1, {3}, 6},
+};
+static const exactc_tensor_spec INPUTS[] = {
+    {"x", EXACTC_KIND_I32, 1, {3}},
+    {"y", EXACTC_KIND_F32, 2, {2, 3}},
+};
+static const exactc_tensor_spec OUTPUTS[] = {
+    {"z", EXACTC_KIND_F32, 2, {2, 3}},
+};
+static const float *params;
+
+static void map_weights(void *block) {
+    params = block;
+}
+
+static void run(void *const *in, void *const *out, unsigned char *arena) {
+    const int32_t *x = in[0];
+    const float *y = in[1];
+    float *z = out[0];
+    float *tmp = ARENA(float, arena, 6);
+    for (int i = 0; i < 6; i++) tmp[i] = y[i] + params[i] + params[6 + i % 3] + params[9 + i % 3];
+    for (int i = 0; i < 6; i++) z[i] = tmp[i] + (float)x[i % 3];
+    RELEASE(tmp, 6);
+}
+
+int driver_main(int argc, char **argv) {
+    static const exactc_program program = {
+        .site = EXACTC_KIND_F32,
+        .params = PARAMS,
+        .param_count = 2,
+        .param_values = 12,
+        .inputs = INPUTS,
+        .input_count = 2,
+        .outputs = OUTPUTS,
+        .output_count = 1,
+        .arena_bytes = 24,
+        .map_weights = map_weights,
+        .run = run,
+    };
+    return exactc_main(argc, argv, &program);
+}
+"""
+
+CDEF = """
+typedef enum { EXACTC_KIND_I32 = 0, EXACTC_KIND_F64 = 1, EXACTC_KIND_F32 = 2, EXACTC_KIND_BF16 = 3 } exactc_kind;
+typedef struct { const char *name; exactc_kind kind; int ndim; int64_t shape[8]; } exactc_tensor_spec;
+typedef struct { const char *name; int layers; int ndim; int64_t shape[8]; size_t offset; } exactc_param_spec;
+int driver_main(int argc, char **argv);
+int exactc_input_parse(const unsigned char *buf, size_t len, const exactc_tensor_spec *spec, void *dst,
+                       char *err, size_t errlen);
+int exactc_input_read(const char *dir, const exactc_tensor_spec *spec, void *dst, char *err, size_t errlen);
+int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const void *src, char *err,
+                        size_t errlen);
+int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, exactc_kind kind,
+                        size_t values, void **block, char *err, size_t errlen);
+"""
+
+W = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
+B = [np.array([1, 2, 3], dtype=np.float32), np.array([10, 20, 30], dtype=np.float32)]
+X = np.array([100, 200, 300], dtype=np.int32)
+Y = np.full((2, 3), 0.5, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def lib():
+    sources = {name: runtime_source(name) for name in RUNTIME}
+    sources["host_driver.c"] = DRIVER
+    return load_library(sources, CDEF)
+
+
+def weights(tensors: dict[str, np.ndarray]) -> bytes:
+    tags = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64"}
+    return export.safetensors_bytes({name: (tags[a.dtype], a) for name, a in tensors.items()})
+
+
+def good_tensors() -> dict[str, np.ndarray]:
+    return {"w": W, "h.0.b": B[0], "h.1.b": B[1]}
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "weights.safetensors").write_bytes(weights(good_tensors()))
+    np.save(tmp_path / "in" / "x.npy", X)
+    np.save(tmp_path / "in" / "y.npy", Y)
+    return tmp_path
+
+
+def main(lib, *args: str) -> int:
+    keep = [lib.ffi.new("char[]", a.encode()) for a in ("model", *args)]
+    argv = lib.ffi.new("char *[]", keep)
+    return lib.lib.driver_main(len(keep), argv)
+
+
+def run(lib, files, capfd) -> tuple[int, str]:
+    rc = main(lib, str(files / "weights.safetensors"), str(files / "in"), str(files / "out"))
+    return rc, capfd.readouterr().err
+
+
+def test_a_good_run_writes_the_output(lib, files, capfd):
+    rc, err = run(lib, files, capfd)
+    assert rc == 0, err
+    z = np.load(files / "out" / "z.npy")
+    assert z.dtype == np.float32 and z.shape == (2, 3)
+    assert_bits_equal((Y + W + B[0] + B[1]) + X.astype(np.float32), z, "z")
+
+
+def test_a_missing_input_is_named(lib, files, capfd):
+    (files / "in" / "y.npy").unlink()
+    rc, err = run(lib, files, capfd)
+    assert rc == 1
+    assert "exactc: input y: " in err and "cannot open" in err and "y.npy" in err, err
+    assert not (files / "out" / "z.npy").exists()
+
+
+def test_a_misshaped_input_is_named(lib, files, capfd):
+    np.save(files / "in" / "y.npy", Y.reshape(3, 2))
+    rc, err = run(lib, files, capfd)
+    assert rc == 1
+    assert "input y must be f32 (<f4) of shape (2, 3); the file holds f32 (<f4) of shape (3, 2)" in err, err
+
+
+def test_an_input_of_the_wrong_dtype_is_named(lib, files, capfd):
+    np.save(files / "in" / "x.npy", X.astype(np.int64))
+    rc, err = run(lib, files, capfd)
+    assert rc == 1
+    assert "input x must be int32 (<i4) of shape (3,); the file holds int64 (<i8) of shape (3,)" in err, err
+
+
+def test_missing_and_mistyped_tensors_are_all_named(lib, files, capfd):
+    tensors = good_tensors()
+    del tensors["h.1.b"]
+    tensors["w"] = W.astype(np.float64)
+    (files / "weights.safetensors").write_bytes(weights(tensors))
+    rc, err = run(lib, files, capfd)
+    assert rc == 1
+    path = files / "weights.safetensors"
+    assert f"exactc: {path}: tensor w is F64 (2, 3); it must be F32 (2, 3)" in err, err
+    assert f"exactc: {path}: tensor h.1.b is missing" in err, err
+    assert f"exactc: {path}: 2 tensor(s) missing or wrong" in err, err
+
+
+def test_a_usage_error_exits_2(lib, files, capfd):
+    rc = main(lib, str(files / "weights.safetensors"), str(files / "in"))
+    assert rc == 2 and "usage:" in capfd.readouterr().err
+
+
+def test_several_pairs_run_with_the_weights_loaded_once(lib, files, capfd):
+    (files / "out2").mkdir()
+    rc = main(lib, str(files / "weights.safetensors"), str(files / "in"), str(files / "out"), str(files / "in"),
+              str(files / "out2"))
+    assert rc == 0, capfd.readouterr().err
+    assert (files / "out" / "z.npy").read_bytes() == (files / "out2" / "z.npy").read_bytes()
+
+
+# ---- the readers and the writer, one by one ---------------------------------------------------
+
+
+def spec(lib, name: str, kind: str, shape: tuple[int, ...]):
+    keep = lib.ffi.new("char[]", name.encode())
+    s = lib.ffi.new("exactc_tensor_spec *")
+    s.name, s.kind, s.ndim = keep, getattr(lib.lib, f"EXACTC_KIND_{kind}"), len(shape)
+    for d, n in enumerate(shape):
+        s.shape[d] = n
+    return s, keep
+
+
+def npy(array: np.ndarray) -> bytes:
+    return export.npy_bytes(array)
+
+
+def test_bf16_inputs_are_rounded_and_outputs_widened(lib, tmp_path):
+    s, _ = spec(lib, "v", "BF16", (4,))
+    given = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, np.nan], dtype=np.float32)
+    data = npy(given)
+    dst = np.zeros(4, dtype=np.uint16)
+    err = lib.ffi.new("char[256]")
+    assert lib.lib.exactc_input_parse(data, len(data), s, lib.ffi.from_buffer(dst), err, 256) == 0
+    assert dst.tolist() == types.bits(types.f32_to_bf16(given)).tolist() == [0x3F80, 0x3F80, 0x3F82, 0x7FC0]
+    assert lib.lib.exactc_output_write(str(tmp_path).encode(), s, lib.ffi.from_buffer(dst), err, 256) == 0
+    back = np.load(tmp_path / "v.npy")
+    assert back.dtype == np.float32 and back[:3].tolist() == [1.0, 1.0, 1 + 2**-6] and np.isnan(back[3])
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"", "input v: "),
+    (b"\x93NUMPY\x01\x00" + b"\xff" * 8, "input v: "),
+    (npy(np.zeros(3, dtype=np.float64)), "input v must be f32 (<f4) of shape (3,); the file holds f64 (<f8) of shape (3,)"),
+    (npy(np.zeros((3, 1), dtype=np.float32)), "input v must be f32 (<f4) of shape (3,); the file holds f32 (<f4) of shape (3, 1)"),
+])
+def test_input_images_are_refused_by_name(lib, data, message):
+    s, _ = spec(lib, "v", "F32", (3,))
+    dst = np.zeros(3, dtype=np.float32)
+    err = lib.ffi.new("char[512]")
+    assert lib.lib.exactc_input_parse(data, len(data), s, lib.ffi.from_buffer(dst), err, 512) == -1
+    text = lib.ffi.string(err).decode()
+    assert text.startswith(message) if message.endswith(": ") else message in text, text
+
+
+def test_a_weights_file_that_is_not_there_is_named(lib, tmp_path):
+    params = lib.ffi.new("exactc_param_spec[1]")
+    name = lib.ffi.new("char[]", b"w")
+    params[0].name, params[0].ndim, params[0].shape[0] = name, 1, 3
+    block = lib.ffi.new("void **")
+    err = lib.ffi.new("char[512]")
+    path = str(tmp_path / "nothing.safetensors")
+    assert lib.lib.exactc_weights_load(path.encode(), params, 1, lib.lib.EXACTC_KIND_F32, 3, block, err, 512) == -1
+    assert path in lib.ffi.string(err).decode()
+    assert block[0] == lib.ffi.NULL
