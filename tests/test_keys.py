@@ -1,4 +1,4 @@
-"""ChaCha20 keys (docs/semantics.md section 11): the C runtime and its numpy twin give the
+"""ChaCha20 keys (docs/semantics.md section 13): the C runtime and its numpy twin give the
 same words, and both give the words of independent implementations.
 
 Oracles, independent of exactc: pycryptodome's ChaCha20 with an 8-byte nonce (the same

@@ -1,4 +1,4 @@
-"""Sampling (docs/semantics.md section 12): the C runtime's sampler and the numpy reference
+"""Sampling (docs/semantics.md section 14): the C runtime's sampler and the numpy reference
 give the same token, the same probability bits and the same refusals.
 
 Two kinds of checks. The spec's own examples, worked by hand from the text (greedy's

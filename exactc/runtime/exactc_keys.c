@@ -11,7 +11,7 @@
  *     words 14-15  a 64-bit stream number, low word first
  *
  * and a block is the state after ten double rounds (a column round then a diagonal
- * round) added word-wise to the state it started from. docs/semantics.md section 11 is
+ * round) added word-wise to the state it started from. docs/semantics.md section 13 is
  * the definition; every function below has a twin of the same name in keys_twin.py.
  *
  * Only 32- and 64-bit unsigned integer arithmetic: wrapping, shifting and rotating are

@@ -1,6 +1,6 @@
 /* exactc runtime: ChaCha20 keys (exactc_keys.c), twinned by runtime/keys_twin.py.
  *
- * docs/semantics.md section 11 is the definition: the keystream is rand_chacha's
+ * docs/semantics.md section 13 is the definition: the keystream is rand_chacha's
  * ChaCha20 (a 64-bit block counter, a 64-bit stream number, ten double rounds), a key
  * from a 64-bit seed is rand_core's seed_from_u64, a child key is one block of the
  * parent's key-derivation stream, and a uniform double is the top 53 bits of a draw.

@@ -1,6 +1,6 @@
 /* exactc_sample.c: drawing one token from the logits of one position.
  *
- * docs/semantics.md section 12 is the definition, step by step: widen, infinities,
+ * docs/semantics.md section 14 is the definition, step by step: widen, infinities,
  * maximum, greedy, weights, rank order, top-k, top-p, draw. The numpy reference
  * (exporter/reference/sampling.py) implements the same text; tests/test_sampling.py
  * holds the two to the same token, the same probability bits and the same refusals.

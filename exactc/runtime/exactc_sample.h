@@ -1,6 +1,6 @@
 /* exactc runtime: drawing one token from logits (exactc_sample.c).
  *
- * docs/semantics.md section 12 is the definition; the numpy reference
+ * docs/semantics.md section 14 is the definition; the numpy reference
  * (exporter/reference/sampling.py) is the other implementation of that text, and the two
  * give the same token and the same f64 probability, or the same refusal.
  */

@@ -2,7 +2,7 @@
 
 The twin contract: every function here gives the same words as its namesake in C
 (`chacha20_block` ~ exactc_chacha20_block, `key_from_seed` ~ exactc_key_from_seed, ...),
-for every key, counter, stream and seed. docs/semantics.md section 11 is the definition
+for every key, counter, stream and seed. docs/semantics.md section 13 is the definition
 both follow; tests/test_keys.py compares the two over Hypothesis-drawn cases, and both
 with pycryptodome's ChaCha20 and with rand_chacha's and rand_core's published values.
 

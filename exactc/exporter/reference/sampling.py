@@ -1,4 +1,4 @@
-"""Sampling one token from logits: docs/semantics.md section 12, read literally in numpy.
+"""Sampling one token from logits: docs/semantics.md section 14, read literally in numpy.
 
 This is the reference the C runtime's sampler (runtime/exactc_sample.c) must match bit
 for bit: the same token and the same f64 probability, or the same refusal. Every value is
