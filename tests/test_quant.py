@@ -27,6 +27,7 @@ from exactc.exporter.primitives import PrimitiveError, block_count
 from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import Case, cases
 from exactc.strategies.quant import ArraySpec, stacked_q4
+from exactc.verify.compare import assert_bits_equal
 from exactc.verify.kernels import QUANTIZED_PRIMITIVES, assert_all_equal, run_cases
 
 # Cases compiled together per example: in the campaign at least 6, so that its 40
@@ -271,9 +272,11 @@ def test_a_layer_of_a_stacked_q4_parameter_starts_on_a_block_and_a_byte(stacked)
         alone = quant.quantize_tensor(f"layers.{layer}.w1", w[layer], "q4", block)
         offset = qt.layer_byte_offset(layer)
         assert offset == layer * rows * row_bytes and offset % (block // 2) == 0
-        assert (flat[offset : offset + rows * row_bytes] == alone.values.reshape(-1)).all()
-        assert (qt.layer(layer).values == alone.values).all() and (qt.layer(layer).scales == alone.scales).all()
-        assert (qt.layer(layer).dequantize() == alone.dequantize()).all()
+        assert_bits_equal(alone.values.reshape(-1), flat[offset : offset + rows * row_bytes], f"layer {layer}'s bytes")
+        sliced = qt.layer(layer)
+        for what, want, got in (("values", alone.values, sliced.values), ("scales", alone.scales, sliced.scales),
+                                ("dequantized", alone.dequantize(), sliced.dequantize())):
+            assert_bits_equal(want, got, f"layer {layer}'s {what}", every_bit=True)
 
 
 def test_a_slice_inside_a_byte_cannot_be_made():

@@ -281,6 +281,24 @@ size_t exactc_arena_reached(void);
 #define RELEASE(p, count) ((void)(p), (void)(count))
 #endif
 
+/* Checking builds (-DEXACTC_CHECKING) trace the values a fold carries out of each layer:
+ * with EXACTC_TRACE_DIR set, EXACTC_TRACE_CARRY writes them there as
+ * <n>-<fold>-<layer>-<carry>.npy (exactc_host.c), so that a harness can name the first
+ * layer whose output differs from the reference's. Other builds compile it to nothing. */
+void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind, const void *data,
+                        size_t count);
+#define EXACTC_KIND_OF(p)                                                                 \
+    _Generic((p), const double *: EXACTC_KIND_F64, double *: EXACTC_KIND_F64,              \
+             const float *: EXACTC_KIND_F32, float *: EXACTC_KIND_F32,                     \
+             const exactc_bf16 *: EXACTC_KIND_BF16, exactc_bf16 *: EXACTC_KIND_BF16,       \
+             const int32_t *: EXACTC_KIND_I32, int32_t *: EXACTC_KIND_I32)
+#ifdef EXACTC_CHECKING
+#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count)                                  \
+    exactc_trace_carry((fold), (layer), (carry), EXACTC_KIND_OF(p), (p), (count))
+#else
+#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count) ((void)0)
+#endif
+
 /* usage: PROGRAM WEIGHTS.safetensors INPUT_DIR OUTPUT_DIR [INPUT_DIR OUTPUT_DIR ...].
  * The weights load once; each pair is one run. Exit 0, 1 for a file refused (each
  * problem on stderr), 2 for a usage error. */

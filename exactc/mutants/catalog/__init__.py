@@ -8,8 +8,21 @@ from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
-    checkpoints, constants, hardening, harness, host, keys, layouts, loop_bounds, probes, quant, rounding,
-    semantics, slicing,
+    building,
+    checkpoints,
+    comparison,
+    constants,
+    hardening,
+    harness,
+    host,
+    keys,
+    layouts,
+    loop_bounds,
+    probes,
+    quant,
+    rounding,
+    semantics,
+    slicing,
 )
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
@@ -43,6 +56,14 @@ _FIXED_CHECKS = [
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
     # Plans passed to whole programs: applied by kernel, and refused when they match nothing.
     Check("programs:plans", ("tests/test_programs.py",), "plan"),
+    # A program that differs: the report's index, values and layer (a fold slice misread).
+    Check("programs:report", ("tests/test_programs.py",), "skips_a_layer"),
+    # The one build: each compiler really builds; the export cache keys on what matters.
+    Check("programs:build", ("tests/test_programs.py",), "rebuilds or cached_by or concurrent"),
+    # The command line: one-line refusals (exit 2) and failed builds (exit 1).
+    Check("cli", ("tests/test_programs.py",), "cli"),
+    # The one comparison: Python and C (conformance/compare) agree; check.sh applies it.
+    Check("compare", ("tests/test_compare.py",)),
     # Instruction counts (verify/probes.py): linear growth where cost must be linear, and
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),
@@ -80,7 +101,7 @@ _FIXED_CHECKS = [
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
-            hardening, quant]
+            hardening, comparison, building, quant]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
