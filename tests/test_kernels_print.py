@@ -67,9 +67,13 @@ CASES = [
     ("slice", {"x": (3, 6, 2)}, {"axis": 1, "start": 2, "stop": 5}),
     ("concat", {"a": (2, 3), "b": (4, 3)}, {"axis": 0}),
     ("concat", {"a": (2, 1, 3), "b": (2, 1, 2)}, {"axis": 2}),
+    ("quantize", {"x": (2, 7)}, {"block": 3}),
+    ("qlinear_w", {"x": (2, 7), "wq": (3, 4), "wd": (3, 2), "b": (3,)}, {"fmt": "q4", "block": 4, "has_b": True}),
+    ("qlinear_i", {"xq": (2, 7), "xd": (2, 3), "wq": (3, 7), "wd": (3, 3)}, {"fmt": "q8", "block": 3}),
 ]
 
-NESTS_PER_PRIMITIVE = {p: 1 for p in PRIMITIVES} | {"rope": 2, "concat": 2}
+# quantize: the full blocks, then the short last block (3 does not divide 7)
+NESTS_PER_PRIMITIVE = {p: 1 for p in PRIMITIVES} | {"rope": 2, "concat": 2, "quantize": 2}
 
 
 def printed_cases():

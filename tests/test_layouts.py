@@ -188,6 +188,8 @@ def test_a_piece_out_of_range_is_refused_and_checked():
 LINEAR = lower("linear", "f32", {"x": (5, 7), "w": (19, 7)}, {})
 LAYERNORM = lower("layernorm", "f32", {"x": (3, 8), "g": (8,), "b": (8,)}, {})
 EMBEDDING = lower("embedding", "f32", {"table": (10, 4), "ids": (6,)}, {})
+QLINEAR_I = lower("qlinear_i", "f32", {"xq": (3, 10), "xd": (3, 3), "wq": (5, 6), "wd": (5, 3)},
+                  {"fmt": "q4", "block": 4})
 
 
 @pytest.mark.parametrize(
@@ -239,6 +241,23 @@ EMBEDDING = lower("embedding", "f32", {"table": (10, 4), "ids": (6,)}, {})
          "plan: nest layernorm, field layout.order.ds: ds is a reduction axis"),
         (EMBEDDING, {"nests": {"embedding": {"layout": {"lanes": {"d": 4}, "packs": ["table"]}}}},
          "plan: nest embedding, field layout.packs.table: table is indexed by the scalar row (a gather)"),
+        (LINEAR, {"nests": {"linear": {"layout": {"sums": {"k": {"lanes": 4}}}}}},
+         "plan: nest linear, field layout.sums.k: k is not an integer sum (its body does more than s = s + term"),
+        (QLINEAR_I, {"nests": {"qlinear_i": {"layout": {"sums": {"blk": {"lanes": 4}}}}}},
+         "plan: nest qlinear_i, field layout.sums.blk: blk is not an integer sum"),
+        (QLINEAR_I, {"nests": {"qlinear_i": {"layout": {"sums": {"m": {"parts": 2}}}}}},
+         "plan: nest qlinear_i, field layout.sums.m: m is a parallel axis; sums apply to integer reductions "
+         "(the nest's reductions: blk, k, kh, t)"),
+        (QLINEAR_I, {"nests": {"qlinear_i": {"layout": {"sums": {"k": {"lanes": 65}}}}}},
+         "plan: nest qlinear_i, field layout.sums.k: lanes 65 must be an integer in 1..64"),
+        (QLINEAR_I, {"nests": {"qlinear_i": {"layout": {"sums": {"k": {"parts": 0}}}}}},
+         "plan: nest qlinear_i, field layout.sums.k: parts 0 must be an integer in 1..8"),
+        (QLINEAR_I, {"nests": {"qlinear_i": {"layout": {"lanes": {"n": 4}, "sums": {"k": {"lanes": 4}}}}}},
+         "plan: nest qlinear_i, field layout.sums.k: sums and lanes on parallel axes do not combine"),
+        (QLINEAR_I, {"nests": {"qlinear_i": {"layout": {"blocks": {"k": 1}, "sums": {"k": {"lanes": 4}}}}}},
+         "plan: nest qlinear_i, field layout.sums.k: k is blocked too"),
+        (QLINEAR_I, {"nests": {"qlinear_i": {"layout": {"sums": {"k": {"lanes": 4, "order": 1}}}}}},
+         "plan: nest qlinear_i, field layout.sums.k: give an object with 'lanes' and/or 'parts'"),
     ],
 )
 def test_illegal_plans_are_refused_by_nest_field_and_rule(kernel, plan, message):
@@ -271,6 +290,48 @@ def test_lanes_print_as_local_arrays_in_reduction_order():
 def test_plan_json_round_trips():
     plan = Plan((("linear", LANED_LINEAR),))
     assert parse_plan(json.loads(plan.dumps())) == plan
+    summed = Plan((("qlinear_i", NestPlan(Layout(order=("n", "m"), sums=(("k", 8, 2), ("t", 3, 1))))),))
+    assert parse_plan(json.loads(summed.dumps())) == summed
+
+
+def test_integer_sums_in_every_grouping_give_the_reference_bits():
+    """qlinear_i in q8 and q4, K = 77 in blocks of 34 (loops of 34, 17 and a tail of 9),
+    values at the limits: every integer sum in lanes 1, 3, 4, 5, 64 and parts 1, 2, 3
+    (most part lengths are not a multiple of the lanes, so the remainders run), C
+    against the reference."""
+    from exactc.strategies.quant import ScaleSpec, ValueSpec
+
+    batch = []
+    for fmt in ("q8", "q4"):
+        k, block = 77, 34
+        row = {"q8": k, "q4": 3 * block // 2}[fmt]
+        specs = (("xq", ValueSpec(3, k, "q8", block, 1, ("max", "random", "min"))),
+                 ("xd", ScaleSpec((3, 3), "f32", 2, ("power",))),
+                 ("wq", ValueSpec(5, k, fmt, block, 3, ("min", "limit", "random"))),
+                 ("wd", ScaleSpec((5, 3), "f32", 4, ("power", "normal"))))
+        case = Case("qlinear_i", "f32", (("block", block), ("fmt", fmt), ("has_b", False)), specs)
+        assert dict(case.specs)["wq"].shape == (5, row)
+        kernel = lower("qlinear_i", "f32", case.shapes, case.attr_dict)
+        loops = [a for a in kernel.nests[0].reduce_axes() if a.name != "blk"]
+        for lanes in (1, 3, 4, 5, 64):
+            for parts in (1, 2, 3):
+                layout = Layout(order=("n", "m"), sums=tuple((a.name, lanes, parts) for a in loops))
+                batch.append((case, Plan((("qlinear_i", NestPlan(layout)),))))
+    assert_all_equal(_run(batch, ("gcc", False, None)))
+
+
+def test_integer_sums_print_as_partial_sums_added_last_first():
+    """An integer sum in parts and lanes: int32 partial sums (one row per part, one
+    column per lane), the full chunks laned, the rest of each part into the first lanes,
+    then every partial sum added into s, last part and last lane first."""
+    plan = Plan((("qlinear_i", NestPlan(Layout(sums=(("k", 4, 2),)))),))
+    validate_plan(QLINEAR_I, plan)
+    source = print_kernel(QLINEAR_I, "q", plan).source
+    assert "int32_t s_k[2][4];" in source
+    assert "s_k[k_p][k_l] = s_k[k_p][k_l] + (((int32_t)xq[m * 10 + blk * 4 + k_c + k_l]) * " in source
+    assert "s_k[k_p][k - k_e] = s_k[k_p][k - k_e] + " in source
+    assert "for (int64_t k_p = 2 - 1; k_p >= 0; k_p--) {" in source and "s = s + s_k[k_p][k_l];" in source
+    assert "for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */" in source  # not summed
 
 
 def test_plan_show_and_check_commands(tmp_path):

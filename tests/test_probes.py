@@ -49,6 +49,12 @@ def test_growth_exporter_cost_is_linear_in_the_graph():
     assert growth.holds, _explain(growth)
 
 
+@needs_valgrind
+def test_growth_quantized_linear_is_linear_in_k_and_n():
+    for growth in probes.probe_quantized_linear(QUICK["quant_k"], QUICK["quant_n"]):
+        assert growth.holds, _explain(growth)
+
+
 def test_growth_structured_text_is_constant_and_straight_line_text_linear_in_the_layers():
     for growth in probes.probe_text(QUICK["text"]):
         assert growth.holds, _explain(growth)

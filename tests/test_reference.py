@@ -1008,17 +1008,26 @@ CASES = [
     ("transpose", {"x": ()}, {"perm": ()}),
     ("slice", {"x": (2, 5)}, {"axis": 1, "start": 1, "stop": 4}),
     ("concat", {"a": (2, 3), "b": (1, 3)}, {"axis": 0}),
+    ("quantize", {"x": (2, 7)}, {"block": 3}),
+    ("qlinear_w", {"x": (2, 7), "wq": (3, 4), "wd": (3, 2), "b": (3,)}, {"fmt": "q4", "block": 4, "has_b": True}),
+    ("qlinear_i", {"xq": (2, 7), "xd": (2, 3), "wq": (3, 7), "wd": (3, 3)}, {"fmt": "q8", "block": 3}),
 ]
 
 
-def case_inputs(name: str, shapes, site_type: str, seed: int = 0) -> dict[str, np.ndarray]:
+def case_inputs(name: str, shapes, site_type: str, seed: int = 0, attrs=None) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     prim = get_primitive(name)
     inputs = {}
     for operand, shape in shapes.items():
-        if prim.operand_kind(operand) == "i32":
+        kind = prim.operand_kind(operand, attrs)
+        if kind == "i32":
             high = shapes["table"][0] + 1 if operand == "ids" else 2
             inputs[operand] = rng.integers(-1, high, size=shape).astype(np.int32)
+        elif kind in ("i8", "u8"):
+            low, high = (-127, 128) if kind == "i8" else (0, 256)
+            inputs[operand] = rng.integers(low, high, size=shape).astype(types.kind_dtype(kind, site_type))
+        elif kind in ("f32", "acc"):
+            inputs[operand] = (rng.normal(size=shape) * 0.01).astype(types.kind_dtype(kind, site_type))
         else:
             inputs[operand] = site(rng.normal(size=shape) * 2, site_type)
     return inputs
@@ -1031,12 +1040,11 @@ def test_cases_cover_the_catalogue():
 @all_sites
 @pytest.mark.parametrize("name, shapes, attrs", CASES, ids=[c[0] for c in CASES])
 def test_every_primitive_gives_its_catalogue_dtype_and_shape(site_type, name, shapes, attrs):
-    inputs = case_inputs(name, shapes, site_type)
+    inputs = case_inputs(name, shapes, site_type, attrs=attrs)
     before = {k: v.copy() for k, v in inputs.items()}
-    y = ref.run(name, site_type, inputs, attrs)["y"]
-    (shape, kind), = get_primitive(name).outputs(shapes, attrs).values()
-    assert y.shape == shape
-    assert y.dtype == (np.dtype(np.int32) if kind == "i32" else types.numpy_dtype(site_type))
+    outputs = ref.run(name, site_type, inputs, attrs)
+    expected = get_primitive(name).outputs(shapes, attrs)
+    assert sorted(outputs) == sorted(expected)
     for k in inputs:  # inputs are never written
         assert_bits_equal(before[k], inputs[k], f"input {k}", every_bit=True)
     # the plain function is the same computation
@@ -1044,11 +1052,16 @@ def test_every_primitive_gives_its_catalogue_dtype_and_shape(site_type, name, sh
     operands = [inputs[o] for o in get_primitive(name).operand_names(full)]
     kwargs = {k: v for k, v in attrs.items() if not k.startswith("has_")}
     plain = ref.FUNCTIONS[name](*operands, site=site_type, **kwargs)
-    if y.dtype == np.int32:
-        assert (plain == y).all()
-    else:
-        assert_same_bits(plain, y)
-        if site_type == "bf16":  # every bf16 result NaN is canonical (the inputs hold none)
+    plain = plain if isinstance(plain, dict) else {"y": plain}
+    for out, (shape, kind) in expected.items():
+        y = outputs[out]
+        assert y.shape == shape
+        assert y.dtype == types.kind_dtype(kind, site_type)
+        if y.dtype.kind == "i":
+            assert (plain[out] == y).all()
+        else:
+            assert_same_bits(plain[out], y)
+        if site_type == "bf16" and kind == "x":  # every bf16 result NaN is canonical (the inputs hold none)
             nan = np.isnan(y.astype(np.float32))
             assert (types.bits(y)[nan] == 0x7FC0).all()
 

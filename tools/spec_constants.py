@@ -28,7 +28,7 @@ import numpy as np
 
 from exactc.exporter import models, types
 from exactc.exporter.kernels import ir
-from exactc.exporter.kernels.lower import GELU_TANH_CUBIC, INV_SQRT_2, SQRT_2_OVER_PI, lower
+from exactc.exporter.kernels.lower import GELU_TANH_CUBIC, INV_SQRT_2, LARGEST, SQRT_2_OVER_PI, lower
 from exactc.exporter.primitives import PRIMITIVES
 from exactc.exporter.reference import arith, ops
 from exactc.runtime import libm_twin
@@ -58,8 +58,12 @@ SHAPES = {
     "transpose": {"x": (2, 3)},
     "slice": {"x": (2, 3)},
     "concat": {"a": (2, 3), "b": (2, 3)},
+    "quantize": {"x": (2, 4)},
+    "qlinear_w": {"x": (2, 4), "wq": (3, 4), "wd": (3, 2)},
+    "qlinear_i": {"xq": (2, 4), "xd": (2, 2), "wq": (3, 4), "wd": (3, 2)},
 }
-ATTRS = {"reshape": {"shape": (3, 2)}, "transpose": {"perm": (1, 0)}}
+ATTRS = {"reshape": {"shape": (3, 2)}, "transpose": {"perm": (1, 0)}, "quantize": {"block": 2},
+         "qlinear_w": {"fmt": "q8", "block": 2}, "qlinear_i": {"fmt": "q8", "block": 2}}
 
 # The rounded attributes: primitive -> attribute.
 ROUNDED_ATTRS = {"scale": "s", "layernorm": "eps", "rmsnorm": "eps", "l2norm": "eps", "rope": "theta"}
@@ -89,9 +93,14 @@ def rounded(value: float, acc: str) -> float:
     return ours
 
 
-def cell(value: float, acc: str) -> str:
+def at(value, acc: str) -> float:
+    """A row's value at `acc`: the same real at every A, or one per A ({acc: value})."""
+    return value[acc] if isinstance(value, dict) else value
+
+
+def cell(value, acc: str) -> str:
     """R_A(value) as the C kernels print it, and its bits."""
-    r = rounded(value, acc)
+    r = rounded(at(value, acc), acc)
     width = 16 if acc == "f64" else 8
     return f"`{ir.float_literal(r, acc)}` `0x{bits(r, acc):0{width}x}`"
 
@@ -119,9 +128,9 @@ def lowered_constants() -> tuple[dict[tuple[str, int], set[str]], dict[tuple[str
     return real, attribute
 
 
-def keys(value: float, accs: tuple[str, ...] = ACCS) -> set[tuple[str, int]]:
+def keys(value, accs: tuple[str, ...] = ACCS) -> set[tuple[str, int]]:
     """(A, bits of R_A(value)) at each of `accs`."""
-    return {(acc, bits(rounded(value, acc), acc)) for acc in accs}
+    return {(acc, bits(rounded(at(value, acc), acc), acc)) for acc in accs}
 
 
 def primitive_table() -> list[str]:
@@ -136,7 +145,9 @@ def primitive_table() -> list[str]:
         if bits(ours, "f64") != bits(theirs, "f64"):
             fail(f"{label}: the lowering holds {ours.hex()}, the reference {theirs.hex()}")
     rows = [(label, given, value) for label, given, value, _ in pairs]
-    rows += [("`0.5`", "exact", 0.5), ("`1`", "exact", 1.0), ("`+0`", "exact", 0.0), ("`-∞`", "exact", -math.inf)]
+    rows += [("`0.5`", "exact", 0.5), ("`-0.5`", "exact", -0.5), ("`1`", "exact", 1.0), ("`127`", "exact", 127.0),
+             ("`+0`", "exact", 0.0), ("`-∞`", "exact", -math.inf),
+             ("the largest finite value of `A`", "DBL_MAX, FLT_MAX", LARGEST)]
     real, attribute = lowered_constants()
     out = ["| constant | given as | used by | A = f64 | A = f32 (f32 and bf16 sites) |", "|---|---|---|---|---|"]
     listed: set[tuple[str, int]] = set()

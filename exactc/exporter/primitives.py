@@ -6,7 +6,9 @@ arithmetic is docs/semantics.md, implemented twice and apart, by the reference b
 catalogue for shapes only.
 
 Operand kinds: "x" holds values of the site type (f64, f32 or bf16); "i32" holds int32
-(token ids, keep masks, argmax results).
+(token ids, keep masks, argmax results). The quantized primitives (docs/semantics.md,
+section 15) add "i8" (q8 values), "f32" (weight scales), "acc" (activation scales, in
+the accumulator type) and "q" (a weight's values: "i8" for format q8, "u8" bytes for q4).
 """
 
 from __future__ import annotations
@@ -22,10 +24,26 @@ class PrimitiveError(ValueError):
     """A primitive used with shapes or attributes its rule does not allow."""
 
 
+# Quantized operands (docs/semantics.md, section 15): the formats and the largest block,
+# which keeps every int32 block sum below 2^30.
+QUANT_FORMATS = ("q8", "q4")
+MAX_BLOCK = 65536
+
+
+def block_count(k: int, block: int) -> int:
+    """The blocks of a row of k elements: ceil(k / block), the last one maybe short."""
+    return -(-k // block)
+
+
+def quantized_row_length(fmt: str, k: int, block: int) -> int:
+    """The stored length of a row of k values: k int8 for q8, nb·G/2 bytes for q4."""
+    return k if fmt == "q8" else block_count(k, block) * (block // 2)
+
+
 @dataclasses.dataclass(frozen=True)
 class Operand:
     name: str
-    kind: str = "x"  # "x" (site type) or "i32"
+    kind: str = "x"  # "x" (site type), "i32", "i8", "f32", "acc" or "q" (see above)
     optional: bool = False  # present only when the attribute of the same role says so
 
 
@@ -57,8 +75,13 @@ class Primitive:
             names.append(op.name)
         return names
 
-    def operand_kind(self, name: str) -> str:
-        return next(op.kind for op in self.operands if op.name == name)
+    def operand_kind(self, name: str, attrs: Mapping[str, Any] | None = None) -> str:
+        """The operand's kind; a quantized weight's ("q") is resolved by the format."""
+        kind = next(op.kind for op in self.operands if op.name == name)
+        if kind == "q":
+            fmt = (attrs or {}).get("fmt", self.attrs.get("fmt"))
+            return "u8" if fmt == "q4" else "i8"
+        return kind
 
     def outputs(
         self, shapes: Mapping[str, Shape], attrs: Mapping[str, Any] | None = None
@@ -208,6 +231,62 @@ def _argmax(shapes, attrs):
     return {"y": ((shapes["x"][0],), "i32")}
 
 
+# ---- quantized operands ----------------------------------------------------------------
+
+
+def _block(prim: str, fmt: str, block) -> None:
+    if fmt not in QUANT_FORMATS:
+        _fail(prim, f"fmt is {fmt!r}; it must be one of {', '.join(QUANT_FORMATS)}")
+    if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_BLOCK:
+        _fail(prim, f"block is {block!r}; it must be an int in 1..{MAX_BLOCK}")
+    if fmt == "q4" and block % 2:
+        _fail(prim, f"block is {block}; a q4 block is an even number of values (two to a byte)")
+
+
+def _quantize(shapes, attrs):
+    _rank("quantize", shapes, "x", 2)
+    _block("quantize", "q8", attrs["block"])
+    m, k = shapes["x"]
+    return {"q": ((m, k), "i8"), "d": ((m, block_count(k, attrs["block"])), "acc")}
+
+
+def _quantized_weight(prim: str, shapes, attrs, k: int) -> int:
+    """Check wq, wd and b against k input features; give N."""
+    fmt, block = attrs["fmt"], attrs["block"]
+    _block(prim, fmt, block)
+    _rank(prim, shapes, "wq", 2)
+    _rank(prim, shapes, "wd", 2)
+    n, row = shapes["wq"]
+    want = quantized_row_length(fmt, k, block)
+    if row != want:
+        unit = "int8 values" if fmt == "q8" else f"bytes ({block_count(k, block)} blocks of {block // 2})"
+        _fail(prim, f"wq has shape {shapes['wq']}; a {fmt} row of {k} values in blocks of {block} is "
+                    f"{want} {unit}")
+    if shapes["wd"] != (n, block_count(k, block)):
+        _fail(prim, f"wd has shape {shapes['wd']}; it must be ({n}, {block_count(k, block)}): one scale "
+                    f"per row and block of {block}")
+    if attrs["has_b"] and shapes["b"] != (n,):
+        _fail(prim, f"b has shape {shapes['b']}; it must be ({n},)")
+    return n
+
+
+def _qlinear_w(shapes, attrs):
+    _rank("qlinear_w", shapes, "x", 2)
+    m, k = shapes["x"]
+    n = _quantized_weight("qlinear_w", shapes, attrs, k)
+    return {"y": ((m, n), "x")}
+
+
+def _qlinear_i(shapes, attrs):
+    _rank("qlinear_i", shapes, "xq", 2)
+    m, k = shapes["xq"]
+    n = _quantized_weight("qlinear_i", shapes, attrs, k)
+    if shapes["xd"] != (m, block_count(k, attrs["block"])):
+        _fail("qlinear_i", f"xd has shape {shapes['xd']}; it must be ({m}, {block_count(k, attrs['block'])}): "
+                           f"one activation scale per row and block of {attrs['block']}")
+    return {"y": ((m, n), "x")}
+
+
 # ---- views -------------------------------------------------------------------------
 
 
@@ -323,6 +402,28 @@ PRIMITIVES: dict[str, Primitive] = {
             "y = x[..., start:stop, ...] along axis",
         ),
         _p("concat", [A, B], {"axis": 0}, _concat, "a and b joined along axis"),
+        _p(
+            "quantize",
+            [X],
+            {"block": 32},
+            _quantize,
+            "rows of x to q8: int8 values q and one scale d per block of the row",
+        ),
+        _p(
+            "qlinear_w",
+            [X, Operand("wq", "q"), Operand("wd", "f32"), Operand("b", optional=True)],
+            {"fmt": "q8", "block": 32, "has_b": False},
+            _qlinear_w,
+            "linear with quantized weights, dequantized in f32 (the weight-only form)",
+        ),
+        _p(
+            "qlinear_i",
+            [Operand("xq", "i8"), Operand("xd", "acc"), Operand("wq", "q"), Operand("wd", "f32"),
+             Operand("b", optional=True)],
+            {"fmt": "q8", "block": 32, "has_b": False},
+            _qlinear_i,
+            "linear of quantized activations and weights: exact int32 block sums (the integer form)",
+        ),
     ]
 }
 

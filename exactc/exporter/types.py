@@ -78,6 +78,34 @@ def c_acc_type(site: str) -> str:
     return _C_ACC[check_site(site)]
 
 
+# Operand kinds of the primitive catalogue (exporter/primitives.py) besides "x" (the site
+# type) and "acc" (the accumulator type): fixed dtypes whatever the site.
+_FIXED_KINDS = {
+    "i32": (np.dtype(np.int32), "int32_t"),
+    "i8": (np.dtype(np.int8), "int8_t"),  # q8 values
+    "u8": (np.dtype(np.uint8), "uint8_t"),  # q4 bytes, two values each
+    "f32": (np.dtype(np.float32), "float"),  # weight scales
+}
+
+
+def kind_dtype(kind: str, site: str) -> np.dtype:
+    """The numpy dtype of an operand of `kind` at `site`."""
+    if kind == "x":
+        return numpy_dtype(site)
+    if kind == "acc":
+        return acc_dtype(site)
+    return _FIXED_KINDS[kind][0]
+
+
+def kind_ctype(kind: str, site: str) -> str:
+    """The C element type of an operand of `kind` at `site`."""
+    if kind == "x":
+        return c_site_type(site)
+    if kind == "acc":
+        return c_acc_type(site)
+    return _FIXED_KINDS[kind][1]
+
+
 def bits(array: np.ndarray) -> np.ndarray:
     """The raw bit patterns of a floating array, as unsigned integers of its width."""
     array = np.ascontiguousarray(array)

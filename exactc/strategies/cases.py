@@ -11,6 +11,14 @@ import numpy as np
 from hypothesis import strategies as st
 
 from exactc.exporter.primitives import PRIMITIVES, get_primitive
+from exactc.strategies.quant import (
+    ArraySpec,
+    RealBlockSpec,
+    ScaleSpec,
+    ValueSpec,
+    qlinear_operands,
+    quantize_operands,
+)
 from exactc.strategies.tensors import (
     IntSpec,
     TensorSpec,
@@ -33,7 +41,7 @@ class Case:
     primitive: str
     site: str
     attrs: tuple[tuple[str, Any], ...]
-    specs: tuple[tuple[str, TensorSpec | IntSpec], ...]
+    specs: tuple[tuple[str, TensorSpec | IntSpec | ValueSpec | ScaleSpec | RealBlockSpec | ArraySpec], ...]
 
     @property
     def attr_dict(self) -> dict[str, Any]:
@@ -212,6 +220,17 @@ def _concat(draw, site):
     return _case("concat", site, {"axis": axis}, specs)
 
 
+def _quantized(name: str, operands):
+    """The case builder of a primitive of quantized operands (strategies/quant.py)."""
+
+    @st.composite
+    def build(draw, site):
+        attrs, specs = draw(operands(site))
+        return _case(name, site, attrs, specs)
+
+    return build
+
+
 CASE_BUILDERS = {
     "add": _elementwise("add", ("a", "b")),
     "sub": _elementwise("sub", ("a", "b")),
@@ -234,6 +253,9 @@ CASE_BUILDERS = {
     "transpose": _transpose,
     "slice": _slice,
     "concat": _concat,
+    "quantize": _quantized("quantize", quantize_operands),
+    "qlinear_w": _quantized("qlinear_w", lambda site: qlinear_operands("qlinear_w", site)),
+    "qlinear_i": _quantized("qlinear_i", lambda site: qlinear_operands("qlinear_i", site)),
 }
 assert sorted(CASE_BUILDERS) == sorted(PRIMITIVES), "every primitive needs a case builder"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from exactc.exporter.kernels.ir import Kernel, Nest
-from exactc.exporter.kernels.layouts import LANE_WIDTHS, MAX_LANE_AXES, Layout, packable
+from exactc.exporter.kernels.layouts import LANE_WIDTHS, MAX_LANE_AXES, Layout, integer_sum_rule, packable
 from exactc.exporter.kernels.plans import NestPlan, Plan
 from exactc.strategies.cases import Case
 
@@ -20,7 +20,8 @@ def _size(extent: int) -> st.SearchStrategy[int]:
 @st.composite
 def layouts(draw, nest: Nest, buffers) -> Layout:
     """A legal layout of `nest`: an order, tiles, up to two lane axes of width 2..16,
-    packs of the buffers the lanes may gather, reduction blocks; each optional."""
+    packs of the buffers the lanes may gather, reduction blocks, and (without lanes)
+    integer sums in lanes and parts; each optional."""
     names = [a.name for a in nest.axes]
     extents = {a.name: a.extent for a in nest.axes}
     order = tuple(draw(st.permutations(names))) if len(names) > 1 and draw(st.booleans()) else ()
@@ -37,8 +38,15 @@ def layouts(draw, nest: Nest, buffers) -> Layout:
         by_name = {b.name: b for b in buffers}
         able = [b for b in nest.reads() if packable(nest, candidate, b, by_name) is None]
         packs = tuple(b for b in able if draw(st.booleans()))
-    blocks = tuple((a.name, draw(_size(a.extent))) for a in nest.reduce_axes() if draw(st.booleans()))
-    return Layout(order, tiles, lanes, packs, blocks)
+    sums: tuple[tuple[str, int, int], ...] = ()
+    if not lanes:
+        integer = [a for a in nest.reduce_axes() if integer_sum_rule(nest, a.name) is None]
+        sums = tuple((a.name, draw(st.sampled_from([1, 2, 3, 4, 8, 16, 32])), draw(st.integers(1, 4)))
+                     for a in integer if draw(st.booleans()))
+    summed = {a for a, _, _ in sums}
+    blocks = tuple((a.name, draw(_size(a.extent))) for a in nest.reduce_axes()
+                   if a.name not in summed and draw(st.booleans()))
+    return Layout(order, tiles, lanes, packs, blocks, sums)
 
 
 @st.composite

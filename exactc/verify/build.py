@@ -178,11 +178,13 @@ def compile_object(name: str, text: str, options: BuildOptions) -> Path:
     return target
 
 
-def compile_shared(sources: Mapping[str, str], options: BuildOptions = BuildOptions()) -> Path:
-    """Compile `sources` (file name -> C text) in one compiler call into a cached .so;
-    runtime sources come in as cached objects (compile_object)."""
+def compile_shared(sources: Mapping[str, str], options: BuildOptions = BuildOptions(),
+                   executable: bool = False) -> Path:
+    """Compile `sources` (file name -> C text) in one compiler call into a cached .so
+    (or, with `executable`, a program: one source must define main); runtime sources
+    come in as cached objects (compile_object)."""
     key = build_key(sources, options)
-    target = cache_dir() / f"lib-{key}.so"
+    target = cache_dir() / (f"exe-{key}" if executable else f"lib-{key}.so")
     if target.exists():
         return target
     objects = [str(compile_object(n, t, options)) for n, t in sorted(sources.items()) if _is_runtime_source(n)]
@@ -195,7 +197,8 @@ def compile_shared(sources: Mapping[str, str], options: BuildOptions = BuildOpti
         path.write_text(text)
         paths.append(str(path))
     out = work / "lib.so"
-    cmd = [options.cc, *options.flags(), f"-I{RUNTIME_DIR}", "-o", str(out), *paths, *objects, "-lm"]
+    flags = [f for f in options.flags() if not (executable and f in ("-shared", "-fPIC"))]
+    cmd = [options.cc, *flags, f"-I{RUNTIME_DIR}", "-o", str(out), *paths, *objects, "-lm"]
     _run_compiler(cmd, work, options)
     os.replace(out, target)  # atomic: a concurrent builder of the same key is harmless
     shutil.rmtree(work, ignore_errors=True)

@@ -4,7 +4,8 @@ summary a person reads at a glance.
 The checks record one line per case in EXACTC_STATS_DIR (verify/kernels.py); this
 module runs pytest over both cores, gathers those lines and prints a table of cases per
 primitive x type, a line per family of other checks (layouts, splits, keys, sampling:
-`keys: <n> checked, <m> mismatches`), and the last line
+`keys: <n> checked, <m> mismatches`; quant: the cases of the quantized primitives),
+and the last line
 
     verify: <cases> cases, <mismatches> mismatches, <rate> cases/s
 """
@@ -31,6 +32,7 @@ CAMPAIGN_TESTS = [
     "tests/test_layouts.py",
     "tests/test_keys.py",
     "tests/test_sampling.py",
+    "tests/test_quant.py",
 ]
 
 # Families a run must check at least this often when the test file that feeds them runs.
@@ -39,6 +41,7 @@ MIN_FAMILY_CHECKS = {
     "splits": ("tests/test_layouts.py", 2000),
     "keys": ("tests/test_keys.py", 10000),  # blocks, draws, uniforms, keys: C, twin, oracle
     "sampling": ("tests/test_sampling.py", 2000),  # sampler calls, C against the reference
+    "quant": ("tests/test_quant.py", 2000),  # cases of the quantized primitives, C against the reference
 }
 
 

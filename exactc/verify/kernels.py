@@ -35,6 +35,7 @@ from exactc.exporter.printer.planned import SPLIT_STATUS
 from exactc.strategies.cases import Case
 from exactc.verify.build import BuildOptions, cache_dir, load_library, runtime_source
 from exactc.verify.compare import (
+    RED_ZONE,
     GuardedBuffer,
     first_mismatch,
     hex_dump,
@@ -42,6 +43,46 @@ from exactc.verify.compare import (
 )
 
 CDEF_PRELUDE = "typedef uint16_t exactc_bf16;\n"
+# The primitives of quantized operands (docs/semantics.md, section 15): their cases also
+# count in the campaign's "quant" family.
+QUANTIZED_PRIMITIVES = ("quantize", "qlinear_w", "qlinear_i")
+
+# compare.py's buffers hold floats and int32; quantized operands add int8 and uint8. A
+# byte has no spare NaN to poison with, so the poison is 0x80: as int8 it is -128, a value
+# no quantizer writes, so an int8 output element left unwritten shows.
+BYTE_DTYPES = {"int8_t": np.dtype(np.int8), "uint8_t": np.dtype(np.uint8)}
+BYTE_POISON = 0x80
+
+
+class GuardedBytes(GuardedBuffer):
+    """A GuardedBuffer of one-byte elements, poisoned with BYTE_POISON."""
+
+    @classmethod
+    def poisoned(cls, shape, dtype) -> "GuardedBytes":
+        size = int(np.prod(shape, dtype=np.int64))
+        storage = np.empty(size + 2 * RED_ZONE, dtype=dtype)
+        storage.view(np.uint8)[:] = BYTE_POISON
+        return cls(storage, tuple(shape))
+
+    def red_zone_damage(self) -> list[int]:
+        raw, size = self.storage.view(np.uint8), self.storage.size - 2 * RED_ZONE
+        before = np.flatnonzero(raw[:RED_ZONE] != BYTE_POISON) - RED_ZONE
+        after = np.flatnonzero(raw[RED_ZONE + size :] != BYTE_POISON) + size
+        return [int(i) for i in np.concatenate([before, after])]
+
+    def unwritten(self) -> np.ndarray:
+        return np.flatnonzero(self.body.reshape(-1).view(np.uint8) == BYTE_POISON)
+
+
+def _guarded(buf, inputs: dict) -> GuardedBuffer:
+    """A kernel buffer in red zones: an input holding its array, else poisoned."""
+    if buf.ctype in BYTE_DTYPES:
+        kind, dtype = GuardedBytes, BYTE_DTYPES[buf.ctype]
+    else:
+        kind, dtype = GuardedBuffer, numpy_dtype_of_ctype(buf.ctype)
+    if buf.role == "input":
+        return kind.holding(inputs[buf.name].astype(dtype))
+    return kind.poisoned(buf.shape, dtype)
 CHILD_TIMEOUT = 300.0  # seconds for one batch in the child
 CHECK_SPLITS = "EXACTC_CHECK_SPLITS"  # the define of the checking build of splits
 
@@ -93,13 +134,7 @@ def build_batch(prepared: Sequence[_Prepared], options: BuildOptions):
 
 def _run_one(library, prep: _Prepared) -> dict:
     """Run one case's launches in guarded buffers; give outputs and damage."""
-    buffers = {}
-    for buf in prep.kernel.buffers:
-        dtype = numpy_dtype_of_ctype(buf.ctype)
-        if buf.role == "input":
-            buffers[buf.name] = GuardedBuffer.holding(prep.inputs[buf.name].astype(dtype))
-        else:
-            buffers[buf.name] = GuardedBuffer.poisoned(buf.shape, dtype)
+    buffers = {buf.name: _guarded(buf, prep.inputs) for buf in prep.kernel.buffers}
     ffi = library.ffi
     statuses = {}
     ranges = prep.printed.ranges or tuple(item.extent for item in prep.kernel.launches)
@@ -200,16 +235,18 @@ def _report(prep: _Prepared, problem: str, options: BuildOptions, expected, actu
     return "\n".join(lines)
 
 
-def _families(plan: Plan | None) -> list[str]:
-    """The campaign families a case counts in: kernels (no plan), layouts, splits."""
+def _families(case: Case, plan: Plan | None) -> list[str]:
+    """The campaign families a case counts in: kernels (no plan), layouts, splits; and
+    quant for the primitives of quantized operands."""
+    quant = ["quant"] if case.primitive in QUANTIZED_PRIMITIVES else []
     if plan is None:
-        return ["kernels"]
-    families = []
+        return ["kernels"] + quant
+    families = list(quant)
     if any(not p.layout.is_plain for _, p in plan.nests):
         families.append("layouts")
     if any(p.split is not None for _, p in plan.nests):
         families.append("splits")
-    return families or ["layouts"]
+    return families if len(families) > len(quant) else families + ["layouts"]
 
 
 def _write_stats(rows: Iterable[dict]) -> None:
@@ -227,7 +264,7 @@ def _write_stats(rows: Iterable[dict]) -> None:
 def _record_stats(outcomes: Sequence[CaseOutcome], plans=None) -> None:
     plans = list(plans) if plans is not None else [None] * len(outcomes)
     _write_stats({"family": family, "primitive": o.case.primitive, "site": o.case.site, "status": o.status}
-                 for o, plan in zip(outcomes, plans) for family in _families(plan))
+                 for o, plan in zip(outcomes, plans) for family in _families(o.case, plan))
 
 
 def record_checks(family: str, what: str, statuses: Iterable[str]) -> None:

@@ -27,10 +27,16 @@ Growth probes (each prints its ratio per doubling of the size):
   within 0.01; only the digits of L and of the arena size change).
 - text/straight-line: the straight-line host's model.c bytes, linear in L (fitted
   ratio 2.00 within 0.05).
+- kernel/qlinear_i-k and kernel/qlinear_i-n: the integer-form quantized linear alone
+  (its q8 and q4 kernels, summed), in a small driver program, the kernel functions'
+  inclusive count, for K = 512 ... 4096 and for N = 64 ... 512: fitted ratio 2.00
+  within 0.05 (the fixed part, per output, fitted and subtracted).
 
 Regression baselines: for a fixed set of small exports, the self count of every
 function collected inside the entry (each kernel's nest functions, the libm
-functions) and the entry's inclusive count, stored in verify/probe_baselines.json under
+functions) and the entry's inclusive count; and the kernels of quantized operands alone
+(`quantize`, `qlinear_w` and `qlinear_i` in q8 and q4, in a driver program), stored in
+verify/probe_baselines.json under
 the toolchain key (compiler, flags, valgrind, architecture, C library). A count that
 rose more than the threshold (1 %) fails; every change is printed with its ratio; with
 another key the comparison is reported and passes; --update rewrites this key's entry.
@@ -81,10 +87,17 @@ SMALL = {
 REGRESSION_SET = (("gpt", "forward", "f32"), ("bert", "forward", "f32"), ("llama", "forward", "f32"),
                   ("gpt", "forward", "bf16"))
 
+# The kernels of quantized operands, alone: the integer-form linear's growth (K and N
+# vary), and the regression set of the new kernels (f32, blocks of 32, a short last one).
+QUANT_GROWTH = {"m": 2, "k": 256, "n": 64, "block": 32}
+QUANT_SET = {"m": 4, "k": 80, "n": 16, "block": 32}
+
 # Sizes: full (make probes) and quick (tests/test_probes.py, the mutant runner).
 SIZES = {
-    "full": {"layers": (2, 4, 8, 16), "tokens": (8, 16, 32, 64), "exporter": (4, 8, 16, 32), "text": (2, 4, 8, 16)},
-    "quick": {"layers": (1, 2, 4), "tokens": (8, 16, 32), "exporter": (4, 8, 16), "text": (2, 4, 8)},
+    "full": {"layers": (2, 4, 8, 16), "tokens": (8, 16, 32, 64), "exporter": (4, 8, 16, 32), "text": (2, 4, 8, 16),
+             "quant_k": (512, 1024, 2048, 4096), "quant_n": (64, 128, 256, 512)},
+    "quick": {"layers": (1, 2, 4), "tokens": (8, 16, 32), "exporter": (4, 8, 16), "text": (2, 4, 8),
+              "quant_k": (512, 1024, 2048), "quant_n": (64, 128, 256)},
 }
 
 
@@ -336,6 +349,97 @@ def probe_text(sizes: Sequence[int]) -> list[Growth]:
     ]
 
 
+# ---- kernels alone: the quantized linear --------------------------------------------------------
+
+_FILL = {  # how the driver fills an input buffer of each C type: a pattern, never NaN
+    "float": "(float)(i % 7) * 0.25f - 0.5f",
+    "double": "(double)(i % 7) * 0.25 - 0.5",
+    "exactc_bf16": "(exactc_bf16)(0x3f00u + (unsigned)(i % 7))",
+    "int8_t": "(int8_t)((i * 37) % 255 - 127)",
+    "uint8_t": "(uint8_t)(i * 37)",
+    "int32_t": "(int32_t)(i % 3)",
+}
+
+
+def kernel_driver(kernel, printed) -> str:
+    """A main() for one printed kernel: its buffers allocated and filled, each launch
+    called over its whole range, a checksum of the outputs printed (so that nothing is
+    dead code). Callgrind counts the kernel's functions only (toggle-collect)."""
+    lines = ["#include <stdio.h>", "#include <stdlib.h>", "", "int main(void)", "{"]
+    for buf in kernel.buffers:
+        lines.append(f"    {buf.ctype} *{buf.name} = calloc({buf.size}, sizeof *{buf.name});")
+        if buf.role == "input":
+            lines.append(f"    for (int64_t i = 0; i < {buf.size}; i++) {buf.name}[i] = {_FILL[buf.ctype]};")
+    for name, item in zip(printed.functions, kernel.launches):
+        lines.append(f"    {name}({', '.join(item.args)}, 0, {item.extent});")
+    lines.append("    double sum = 0.0;")
+    for buf in kernel.buffers:
+        if buf.role == "output":
+            lines.append(f"    for (int64_t i = 0; i < {buf.size}; i++) sum += (double){buf.name}[i];")
+    lines += ['    printf("%g\\n", sum);', *(f"    free({b.name});" for b in kernel.buffers), "    return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def count_kernel(kernel) -> int:
+    """Callgrind's inclusive count of a kernel's functions, called once each from a
+    driver built as `make OPENMP=0` builds a program (gcc, CFLAGS, the strict flags)."""
+    from exactc.exporter.printer.kernels import print_kernel
+    from exactc.verify.build import BuildOptions, compile_shared, runtime_source
+
+    printed = print_kernel(kernel, "probe")  # functions probe, probe_tail (plans.function_name)
+    sources = {"probe.c": printed.source + kernel_driver(kernel, printed),
+               "exactc_libm.c": runtime_source("exactc_libm.c")}
+    program = compile_shared(sources, BuildOptions(cc=CC, opt="-O2", warnings=False), executable=True)
+    profile = run_callgrind([str(program)], toggle_collect="probe*")
+    if profile.total == 0:
+        raise ProbeError(f"nothing collected in the kernel {kernel.primitive}'s functions probe*")
+    return profile.total
+
+
+def quantized_kernel(primitive: str, fmt: str, m: int, k: int, n: int, block: int):
+    """The f32 kernel of a quantized primitive at these sizes (docs/semantics.md, section 15)."""
+    from exactc.exporter.kernels import lower
+    from exactc.exporter.primitives import block_count, quantized_row_length
+
+    nb = block_count(k, block)
+    if primitive == "quantize":
+        return lower("quantize", "f32", {"x": (m, k)}, {"block": block})
+    weights = {"wq": (n, quantized_row_length(fmt, k, block)), "wd": (n, nb)}
+    activations = {"x": (m, k)} if primitive == "qlinear_w" else {"xq": (m, k), "xd": (m, nb)}
+    return lower(primitive, "f32", {**activations, **weights}, {"fmt": fmt, "block": block})
+
+
+def probe_quantized_linear(sizes_k: Sequence[int], sizes_n: Sequence[int]) -> list[Growth]:
+    """The integer-form linear's count against K and against N (q8 and q4 kernels summed)."""
+    base = QUANT_GROWTH
+    out = []
+    for size, sizes in (("k", sizes_k), ("n", sizes_n)):
+        counts = []
+        for value in sizes:
+            dims = {**base, size: value}
+            counts.append(sum(count_kernel(quantized_kernel("qlinear_i", fmt, dims["m"], dims["k"], dims["n"],
+                                                            dims["block"])) for fmt in ("q8", "q4")))
+        _, ratios = fitted_ratios(sizes, counts)
+        out.append(Growth(f"kernel/qlinear_i-{size}", size.upper(), list(sizes), counts, ratios,
+                          "q8 and q4 kernels summed, fixed part fitted and subtracted; 2.00 within 0.05",
+                          all(abs(r - 2.0) <= 0.05 for r in ratios),
+                          f"qlinear_i f32 {_config_text(base, size)} in a driver, gcc {CFLAGS}, "
+                          "valgrind --tool=callgrind --toggle-collect=probe*"))
+    return out
+
+
+def measure_kernel_baseline() -> dict[str, int]:
+    """The inclusive count of each kernel of quantized operands at QUANT_SET's sizes."""
+    dims = QUANT_SET
+    rows = {"quantize": count_kernel(quantized_kernel("quantize", "q8", dims["m"], dims["k"], dims["n"],
+                                                      dims["block"]))}
+    for primitive in ("qlinear_w", "qlinear_i"):
+        for fmt in ("q8", "q4"):
+            kernel = quantized_kernel(primitive, fmt, dims["m"], dims["k"], dims["n"], dims["block"])
+            rows[f"{primitive}.{fmt}"] = count_kernel(kernel)
+    return rows
+
+
 # ---- regression baselines ---------------------------------------------------------------------
 
 ENTRY_ROW = "(entry, inclusive)"
@@ -352,6 +456,7 @@ def measure_baseline(workdir: Path) -> dict[str, dict[str, int]]:
             if cost.self_ir:
                 rows[name] = cost.self_ir
         out[f"{model}.{entry}.{site}"] = rows
+    out["kernels.f32"] = measure_kernel_baseline()
     return out
 
 
@@ -421,7 +526,7 @@ def write_baseline(key: dict[str, str], counts: dict[str, dict[str, int]], path:
         "about": "Instruction counts (callgrind Ir) of the regression set, per toolchain key: each "
                  "function's self count inside the entry, and the entry's inclusive count. "
                  "Written by `python -m exactc.verify.probes --update`.",
-        "exports": {f"{m}.{e}.{s}": SMALL[m] for m, e, s in REGRESSION_SET},
+        "exports": {**{f"{m}.{e}.{s}": SMALL[m] for m, e, s in REGRESSION_SET}, "kernels.f32": QUANT_SET},
         "baselines": entries,
     }
     path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
@@ -458,7 +563,8 @@ def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[st
     for step in (lambda: [probe_layers(workdir, sizes["layers"])],
                  lambda: probe_tokens(workdir, sizes["tokens"]),
                  lambda: [probe_exporter(sizes["exporter"])],
-                 lambda: probe_text(sizes["text"])):
+                 lambda: probe_text(sizes["text"]),
+                 lambda: probe_quantized_linear(sizes["quant_k"], sizes["quant_n"])):
         for g in step():
             probes.append(g)
             for line in g.lines():
@@ -468,7 +574,8 @@ def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[st
 
 # The growth each probe expects, as the exponent of the size (the dotted line of the plot).
 EXPECTED_SLOPE = {"program/layers": 1, "program/tokens-linear": 1, "program/tokens-attention": 2,
-                  "exporter/straight-line": 1, "text/structured": 0, "text/straight-line": 1}
+                  "exporter/straight-line": 1, "text/structured": 0, "text/straight-line": 1,
+                  "kernel/qlinear_i-k": 1, "kernel/qlinear_i-n": 1}
 
 
 def plot(probes: list[Growth], path: Path) -> None:
@@ -488,7 +595,8 @@ def plot(probes: list[Growth], path: Path) -> None:
         counts = np.asarray(g.counts, float)
         ax.loglog(sizes, counts, "o-", base=2, label="count")
         shown = [counts]
-        if g.name in ("program/layers", "exporter/straight-line", "text/straight-line"):
+        if g.name in ("program/layers", "exporter/straight-line", "text/straight-line", "kernel/qlinear_i-k",
+                      "kernel/qlinear_i-n"):
             a, _ = fitted_ratios(g.sizes, g.counts)
             ax.loglog(sizes, counts - a, "s--", base=2, label="count - fixed part")
             shown.append(counts - a)

@@ -61,11 +61,13 @@ class IRError(ValueError):
 
 FLOAT_TYPES = ("f64", "f32")  # the arithmetic types (accumulator types)
 INT_TYPES = ("i64", "i32")
-STORAGE_TYPES = ("f64", "f32", "bf16", "i32")  # element types of buffers
-TYPES = ("f64", "f32", "bf16", "i32", "i64", "bool")
+STORAGE_TYPES = ("f64", "f32", "bf16", "i32", "i8", "u8")  # element types of buffers
+TYPES = ("f64", "f32", "bf16", "i32", "i8", "u8", "i64", "bool")
 
 # Buffer.ctype (the C spelling the interface uses) <-> IR element type.
-CTYPE_TO_TYPE = {"double": "f64", "float": "f32", "exactc_bf16": "bf16", "int32_t": "i32"}
+CTYPE_TO_TYPE = {
+    "double": "f64", "float": "f32", "exactc_bf16": "bf16", "int32_t": "i32", "int8_t": "i8", "uint8_t": "u8",
+}
 TYPE_TO_CTYPE = {v: k for k, v in CTYPE_TO_TYPE.items()}
 
 PARALLEL = "parallel"
@@ -83,7 +85,11 @@ FUNCTIONS = TRANSCENDENTALS + ("sqrt",)
 # bf16 -> f32 widens (exact); f32 -> bf16 stores (one rounding, NaN canonical);
 # f64 -> f32 rounds (R_A of an f64 value); integers -> floats (mean_pool's count, rope's
 # positions) are exact up to 2^24 into f32 and 2^53 into f64 (docs/semantics.md,
-# section 11); i64 <-> i32 narrows/widens indices.
+# section 11); i64 <-> i32 narrows/widens indices. For the integer operands
+# (semantics.md, section 15): i8 and u8 widen to i32 (exact), i32 narrows to i8 (the
+# values lowering writes fit), i32 -> f32 rounds to nearest even when |value| > 2^24,
+# and f32/f64 -> i32 takes the integer part (C's conversion, truncation toward zero;
+# lowering converts only values inside int32).
 CONVERSIONS = frozenset(
     {
         ("bf16", "f32"),
@@ -96,11 +102,17 @@ CONVERSIONS = frozenset(
         ("i32", "f32"),
         ("i64", "i32"),
         ("i32", "i64"),
+        ("i8", "i32"),
+        ("u8", "i32"),
+        ("i32", "i8"),
+        ("f32", "i32"),
+        ("f64", "i32"),
     }
 )
 
 ARITH_OPS = ("+", "-", "*", "/")
 INT_OPS = ("+", "-", "*")
+BIT_OPS = ("&", ">>")  # on integers: a nibble's mask and shift
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC_OPS = ("&&", "||")
 
@@ -113,7 +125,7 @@ RESERVED_NAMES = frozenset(
     goto if inline int long register restrict return short signed sizeof static struct
     switch typedef union unsigned void volatile while _Bool _Complex _Imaginary
     lo hi memcpy sqrt sqrtf isnan exp log tanh erf sin cos
-    int32_t int64_t uint16_t uint32_t uint64_t""".split()
+    int8_t uint8_t int32_t int64_t uint16_t uint32_t uint64_t""".split()
 )
 
 
@@ -283,8 +295,8 @@ class Var(Expr):
 
     def __post_init__(self) -> None:
         check_name(self.name, "scalar")
-        if self.type not in ("f64", "f32", "i64", "bool"):
-            raise IRError(f"scalar {self.name}: type {self.type!r} is not f64, f32, i64 or bool")
+        if self.type not in ("f64", "f32", "i64", "i32", "bool"):
+            raise IRError(f"scalar {self.name}: type {self.type!r} is not f64, f32, i64, i32 or bool")
 
     def text(self) -> str:
         return self.name
@@ -328,8 +340,10 @@ class Load(Expr):
 @dataclasses.dataclass(frozen=True)
 class Binary(Expr):
     """One operation. Arithmetic on floats is one IEEE rounding in the operands' type
-    (both the same); on integers it is exact i64 arithmetic. Comparisons give bool
-    (IEEE: false when a NaN is involved)."""
+    (both the same); on integers it is exact integer arithmetic, in i32 when both
+    operands are i32 (integer sums of quantized values: lowering keeps them inside
+    int32), else in i64; `&` and `>>` are on integers only. Comparisons give bool (IEEE:
+    false when a NaN is involved)."""
 
     op: str
     a: Expr
@@ -341,6 +355,9 @@ class Binary(Expr):
             if ta in FLOAT_TYPES and ta == tb:
                 return
             if ta in INT_TYPES and tb in INT_TYPES and self.op in INT_OPS:
+                return
+        elif self.op in BIT_OPS:
+            if ta in INT_TYPES and tb in INT_TYPES:
                 return
         elif self.op in COMPARE_OPS:
             if (ta in FLOAT_TYPES and ta == tb) or (ta in INT_TYPES and tb in INT_TYPES):
@@ -354,8 +371,10 @@ class Binary(Expr):
 
     @property
     def type(self) -> str:  # type: ignore[override]
-        if self.op in ARITH_OPS:
-            return self.a.type if self.a.type in FLOAT_TYPES else "i64"
+        if self.op in ARITH_OPS or self.op in BIT_OPS:
+            if self.a.type in FLOAT_TYPES:
+                return self.a.type
+            return "i32" if self.a.type == self.b.type == "i32" else "i64"
         return "bool"
 
     def text(self) -> str:

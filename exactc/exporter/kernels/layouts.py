@@ -20,13 +20,20 @@ still run in index order, so that every legal layout gives the plain nest's bits
   rows for the current n chunk, transposed). Bits are copied, nothing computed.
 - `blocks`: reduction axis -> block size: the reduction loop is cut into consecutive
   blocks run in order, one after another; the partial sum stays in the accumulator.
+- `sums`: integer reduction axis -> (lanes, parts): an exact int32 sum (the block sums
+  of quantized operands, docs/semantics.md section 15) reassociated: the loop is cut
+  into `parts` contiguous parts, each summed in `lanes` interleaved partial sums, and
+  the partial sums are added last part first. Integer addition is associative and the
+  sum cannot overflow, so every grouping gives the same bits; a floating-point
+  reduction is refused.
 
 What is refused (LayoutError, naming the nest, the field and the rule): anything that
 names a reduction where a parallel axis is needed (reordering, tiling or laning a
 reduction changes the order of its rounded operations), an axis the nest does not have,
 a lane width outside 2..16, more than two lane axes, a pack of a buffer the laned body
 does not read through the lanes or of a panel over MAX_PACK_ELEMENTS, a block of a
-parallel axis.
+parallel axis, sums of a reduction that is not an integer sum (or together with parallel
+lanes, or a block of the same loop).
 """
 
 from __future__ import annotations
@@ -37,9 +44,12 @@ from typing import Iterable
 from exactc.exporter.kernels.ir import (
     REDUCE,
     Access,
+    Assign,
+    Binary,
     Buffer,
     CopyBits,
     Load,
+    Loop,
     Nest,
     Var,
     statement_exprs,
@@ -48,6 +58,8 @@ from exactc.exporter.kernels.ir import (
 )
 
 LANE_WIDTHS = range(2, 17)
+SUM_LANES = range(1, 65)  # interleaved partial sums of an integer sum
+SUM_PARTS = range(1, 9)  # contiguous parts of an integer sum
 MAX_LANE_AXES = 2
 MAX_PACK_ELEMENTS = 1 << 16  # a pack lives on the stack of the thread running the piece
 
@@ -69,6 +81,7 @@ class Layout:
     lanes: tuple[tuple[str, int], ...] = ()  # outer lane axis first
     packs: tuple[str, ...] = ()
     blocks: tuple[tuple[str, int], ...] = ()
+    sums: tuple[tuple[str, int, int], ...] = ()  # (integer reduction, lanes, parts)
 
     def __post_init__(self) -> None:
         for name in ("order", "packs"):
@@ -78,10 +91,13 @@ class Layout:
             if isinstance(value, dict):
                 value = value.items()
             object.__setattr__(self, name, tuple((a, w) for a, w in value))
+        # sums: a dict axis -> (lanes, parts), or (axis, lanes, parts) triples
+        pairs = self.sums.items() if isinstance(self.sums, dict) else ((a, (w, p)) for a, w, p in self.sums)
+        object.__setattr__(self, "sums", tuple((a, w, p) for a, (w, p) in pairs))
 
     @property
     def is_plain(self) -> bool:
-        return not (self.order or self.tiles or self.lanes or self.packs or self.blocks)
+        return not (self.order or self.tiles or self.lanes or self.packs or self.blocks or self.sums)
 
     def loop_order(self, nest: Nest) -> tuple[str, ...]:
         return self.order or tuple(a.name for a in nest.axes)
@@ -95,6 +111,8 @@ class Layout:
                 out[name] = dict(getattr(self, name))
         if self.packs:
             out["packs"] = list(self.packs)
+        if self.sums:
+            out["sums"] = {a: {"lanes": w, "parts": p} for a, w, p in self.sums}
         return out
 
     def text(self) -> str:
@@ -109,6 +127,8 @@ class Layout:
             parts.append("packs " + ", ".join(self.packs))
         if self.blocks:
             parts.append("blocks " + ", ".join(f"{a}:{b}" for a, b in self.blocks))
+        if self.sums:
+            parts.append("sums " + ", ".join(f"{a}:{w} lanes x {p} parts" for a, w, p in self.sums))
         return "; ".join(parts) if parts else "plain"
 
 
@@ -199,6 +219,32 @@ def packable(nest: Nest, layout: Layout, buffer: str, buffers: dict[str, Buffer]
     return None
 
 
+def integer_sum_rule(nest: Nest, axis: str) -> str | None:
+    """None if the reduction loop `axis` is an exact integer sum, which `sums` may
+    reassociate: its body only adds, to i32 accumulators, terms that read none of them
+    (`s = s + term`). Else the rule it breaks."""
+    loop = next((s for s in walk_statements(nest.body) if isinstance(s, Loop) and s.axis.name == axis), None)
+    if loop is None or loop.axis.kind != REDUCE:
+        if loop is not None:
+            what = "a parallel loop of the body"
+        elif axis in [a.name for a in nest.axes]:
+            what = "a parallel axis"
+        else:
+            what = "not a loop of the nest"
+        reductions = ", ".join(a.name for a in nest.reduce_axes()) or "none"
+        return f"{axis} is {what}; sums apply to integer reductions (the nest's reductions: {reductions})"
+    accumulators = {s.var.name for s in loop.body if isinstance(s, Assign)}
+    for stmt in loop.body:
+        value = getattr(stmt, "value", None)
+        if not (isinstance(stmt, Assign) and stmt.var.type == "i32" and isinstance(value, Binary)
+                and value.op == "+" and value.a == stmt.var):
+            return (f"{axis} is not an integer sum (its body does more than s = s + term into int32 "
+                    "accumulators); a floating-point reduction runs in index order, always")
+        if any(isinstance(node, Var) and node.name in accumulators for node in walk_expr(value.b)):
+            return f"{axis}: a term of the sum reads an accumulator, so its order matters"
+    return None
+
+
 # ---- validation ----------------------------------------------------------------------
 
 
@@ -252,6 +298,21 @@ def validate_layout(nest: Nest, layout: Layout, buffers: Iterable[Buffer]) -> No
             raise LayoutError(name, field, f"block size {size!r} must be an integer >= 1")
     if len({a for a, _ in layout.blocks}) != len(layout.blocks):
         raise LayoutError(name, "layout.blocks", "a reduction is blocked twice")
+    for axis, lanes, parts in layout.sums:
+        field = f"layout.sums.{axis}"
+        rule = integer_sum_rule(nest, axis)
+        if rule:
+            raise LayoutError(name, field, rule)
+        if not _is_int(lanes) or lanes not in SUM_LANES:
+            raise LayoutError(name, field, f"lanes {lanes!r} must be an integer in 1..{SUM_LANES.stop - 1}")
+        if not _is_int(parts) or parts not in SUM_PARTS:
+            raise LayoutError(name, field, f"parts {parts!r} must be an integer in 1..{SUM_PARTS.stop - 1}")
+        if layout.lanes:
+            raise LayoutError(name, field, "sums and lanes on parallel axes do not combine; give one or the other")
+        if axis in dict(layout.blocks):
+            raise LayoutError(name, field, f"{axis} is blocked too; a loop is blocked or summed, not both")
+    if len({a for a, _, _ in layout.sums}) != len(layout.sums):
+        raise LayoutError(name, "layout.sums", "a reduction is summed twice")
 
 
 # ---- names the printed layout introduces -------------------------------------------------

@@ -46,7 +46,7 @@ from exactc.exporter.kernels.ir import (
     Write,
     launch,
 )
-from exactc.exporter.primitives import PrimitiveError, Shape, get_primitive
+from exactc.exporter.primitives import PrimitiveError, Shape, block_count, get_primitive
 
 # The quiet NaN an out-of-range embedding id gives (semantics.md, section 4).
 QUIET_NAN_BITS = {"f64": 0x7FF8000000000000, "f32": 0x7FC00000, "bf16": 0x7FC0}
@@ -79,12 +79,12 @@ def lower(
             raise PrimitiveError(f"{primitive}: operand {name} has shape {tuple(shape)}; bools are not sizes")
     full = _normalize_attrs(primitive, prim.full_attrs(attrs))
     outputs = prim.outputs(shapes, full)
-    (out_shape, out_kind), = outputs.values()
 
     ctx = _Lowering(primitive, site, full)
     for name in prim.operand_names(full):
-        ctx.add_buffer(name, prim.operand_kind(name), tuple(shapes[name]), "input")
-    ctx.add_buffer("y", out_kind, tuple(out_shape), "output")
+        ctx.add_buffer(name, prim.operand_kind(name, full), tuple(shapes[name]), "input")
+    for name, (out_shape, out_kind) in outputs.items():
+        ctx.add_buffer(name, out_kind, tuple(out_shape), "output")
     nests = _LOWERINGS[primitive](ctx)
     buffers = tuple(ctx.buffers.values())
     return Kernel(
@@ -169,6 +169,11 @@ def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
             _ints(prim, attrs, name, many=False)
     elif prim == "concat":
         _ints(prim, attrs, "axis", many=False)
+    elif prim == "quantize":
+        _ints(prim, attrs, "block", many=False)
+    elif prim in ("qlinear_w", "qlinear_i"):
+        _flag(prim, attrs, "has_b")
+        _ints(prim, attrs, "block", many=False)
 
 
 # ---- the lowering context: buffers, W, S, R_A ------------------------------------------
@@ -183,8 +188,7 @@ class _Lowering:
         self.buffers: dict[str, Buffer] = {}
 
     def add_buffer(self, name: str, kind: str, shape: Shape, role: str) -> Buffer:
-        ctype = "int32_t" if kind == "i32" else types.c_site_type(self.site)
-        buf = Buffer(name=name, ctype=ctype, shape=shape, role=role)
+        buf = Buffer(name=name, ctype=types.kind_ctype(kind, self.site), shape=shape, role=role)
         self.buffers[name] = buf
         return buf
 
@@ -687,6 +691,182 @@ def lower_concat(ctx: _Lowering) -> list[Nest]:
     return nests
 
 
+# ---- 11. integer operands ------------------------------------------------------------------
+
+Q8_LIMIT = 127
+Q4_OFFSET = 8
+# The largest finite value of each accumulator type: |v| <= it is false for NaN and ±inf.
+LARGEST = {"f32": float(np.finfo(np.float32).max), "f64": float(np.finfo(np.float64).max)}
+
+
+def _i32(value: int) -> Expr:
+    """An int32 constant."""
+    return Convert(Affine.constant(value), "i32")
+
+
+def _block_runs(k: int, block: int) -> tuple[int, int]:
+    """(full blocks, length of the short last block, 0 if none) of a row of k values."""
+    return k // block, k % block
+
+
+def _quantize_block(ctx: _Lowering, base: Affine, length: int, scale_at: Access) -> tuple[Stmt, ...]:
+    """q8 of the block x[m, base : base + length] (semantics.md, section 15):
+    a NaN or ±inf in it gives d = NaN and values 0; else d = amax ⊘ 127, and values
+    0 if d == 0, else clamp(round(W(x) ⊘ d), -127, 127) with ties away from zero."""
+    m = ix("m")
+    work = ctx.acc  # the type of the scale and the quotients: A, as the rule says
+
+    def in_work(value: Expr) -> Expr:
+        return value if value.type == work else Convert(value, work)
+
+    amax, bad, v, a = ctx.var("amax"), ctx.var("bad", "i64"), ctx.var("v"), ctx.var("a")
+    d, r, f = Var("d_b", work), Var("r", work), Var("f", work)
+    whole, near, value = ctx.var("whole", "i32"), ctx.var("near", "i32"), ctx.var("value", "i32")
+
+    def fill(name: str, write_value: Callable[[Affine], Stmt]) -> Loop:
+        return Loop(Axis(name, length, PARALLEL), (write_value(base + ix(name)),))
+
+    def zero(at: Affine) -> Stmt:
+        return Write(ctx.at("q", m, at), Convert(_i32(0), "i8"))
+
+    scan = Loop(Axis("ja", length, REDUCE), (
+        Declare(v, ctx.W("x", m, base + ix("ja"))),
+        Declare(a, Select(Binary("<", v, ctx.R(0.0)), Unary("-", v), v)),
+        If(Unary("not", Binary("<=", a, Const(LARGEST[ctx.acc], ctx.acc))), (Assign(bad, Affine.constant(1)),)),
+        If(Binary(">", a, amax), (Assign(amax, a),)),
+    ))
+    # round(r), ties away from zero: the integer part (exact), then one step away from
+    # zero when the fraction (exact) is at least one half.
+    jq = base + ix("jq")
+    rounded = (
+        Declare(r, div(in_work(ctx.W("x", m, jq)), d)),
+        Declare(whole, Convert(r, "i32")),
+        Declare(f, sub(r, Convert(whole, work))),
+        Declare(near, Binary("+", whole, Select(Binary(">=", f, Const(0.5, work)), _i32(1),
+                                                Select(Binary("<=", f, Const(-0.5, work)), _i32(-1), _i32(0))))),
+        Declare(value, Select(Binary("<", near, _i32(-Q8_LIMIT)), _i32(-Q8_LIMIT),
+                              Select(Binary(">", near, _i32(Q8_LIMIT)), _i32(Q8_LIMIT), near))),
+        Write(ctx.at("q", m, jq), Convert(value, "i8")),
+    )
+    return (
+        Declare(amax, ctx.R(0.0)),
+        Declare(bad, Affine.constant(0)),
+        scan,
+        If(
+            Binary("!=", bad, Affine.constant(0)),
+            (FillBits(scale_at, QUIET_NAN_BITS[ctx.acc]), fill("jn", zero)),
+            (
+                Declare(d, div(in_work(amax), Const(float(Q8_LIMIT), work))),
+                Write(scale_at, d if work == ctx.acc else Convert(d, ctx.acc)),
+                If(Binary("==", d, Const(0.0, work)), (fill("jz", zero),), (Loop(Axis("jq", length, PARALLEL), rounded),)),
+            ),
+        ),
+    )
+
+
+def lower_quantize(ctx: _Lowering) -> list[Nest]:
+    # Per row and block: the q8 rule of _quantize_block. The full blocks are one nest over
+    # (m, b); a short last block (G does not divide K) is a nest of its own over m.
+    rows, k = ctx.shape("x")
+    block = ctx.attrs["block"]
+    full, tail = _block_runs(k, block)
+    nests = []
+    if full:
+        body = _quantize_block(ctx, ix("b") * block, block, ctx.at("d", ix("m"), ix("b")))
+        nests.append(Nest("quantize", (Axis("m", rows), Axis("b", full)), body))
+    if tail:
+        body = _quantize_block(ctx, Affine.constant(full * block), tail, ctx.at("d", ix("m"), full))
+        nests.append(Nest("quantize_tail", (Axis("m", rows),), body))
+    return nests
+
+
+def _weight_terms(ctx: _Lowering, blk: Affine | int, length: int, names: tuple[str, str],
+                  term: Callable[[Affine, Expr], Expr], accumulate: Callable[[Expr], Stmt]) -> list[Stmt]:
+    """The reduction over the first `length` values of block `blk` (k = blk·G + j): one
+    loop for q8; for q4 the block's low nibbles (its first G/2 values), then its high
+    nibbles (the rest), value j and value j + G/2 both in byte j of the block (ggml's
+    Q4_0 order), value = nibble − 8. `term(k, value)` is the i32 or float term of value
+    k; `accumulate(term)` the statement that adds it."""
+    n = ix("n")
+    block = ctx.attrs["block"]
+    start = _affine(blk) * block
+    if ctx.attrs["fmt"] == "q8":
+        k = Axis(names[0], length, REDUCE)
+        at = start + ix(k.name)
+        return [Loop(k, (accumulate(term(at, Convert(ctx.load("wq", n, at), "i32"))),))]
+    half = block // 2
+    first_byte = _affine(blk) * half
+    loops = []
+    for name, offset, count in ((names[0], 0, min(length, half)), (names[1], half, length - half)):
+        if count <= 0:
+            continue
+        byte = Convert(ctx.load("wq", n, first_byte + ix(name)), "i32")
+        nibble = Binary("&", byte, _i32(0x0F)) if offset == 0 else Binary(">>", byte, _i32(4))
+        value = Binary("-", nibble, _i32(Q4_OFFSET))
+        loops.append(Loop(Axis(name, count, REDUCE), (accumulate(term(start + offset + ix(name), value)),)))
+    return loops
+
+
+def _blockwise_linear(ctx: _Lowering, name: str, rows: int, k: int,
+                      block_steps: Callable[[Affine | int, int, tuple[str, str], str], list[Stmt]]) -> list[Nest]:
+    """The nest of a quantized linear over (m, n): acc = +0, then the statements of each
+    block in order (`block_steps(blk, length, loop names, suffix)`: the full blocks in a
+    loop over blk, the short last block after it), the bias, y = S(acc)."""
+    cols = ctx.shape("wq")[0]
+    full, tail = _block_runs(k, ctx.attrs["block"])
+    acc, n = ctx.var("acc"), ix("n")
+    body: list[Stmt] = [Declare(acc, ctx.R(0.0))]
+    if full:
+        body.append(Loop(Axis("blk", full, REDUCE), tuple(block_steps(ix("blk"), ctx.attrs["block"], ("k", "kh"), ""))))
+    if tail:
+        body += block_steps(full, tail, ("t", "th"), "_tail")
+    total: Expr = add(acc, ctx.W("b", n)) if ctx.attrs["has_b"] else acc
+    body.append(Write(ctx.at("y", ix("m"), n), ctx.S(total)))
+    return [Nest(name, (Axis("m", rows), Axis("n", cols)), tuple(body))]
+
+
+def lower_qlinear_w(ctx: _Lowering) -> list[Nest]:
+    # w = wd[n, b] ⊗ f32(value[n, k]) in f32;  acc = +0
+    # for k in order: acc = acc ⊕ (W(x[m,k]) ⊗ W(w));  if b: acc = acc ⊕ W(b[n]);  y = S(acc)
+    # k runs block by block (blk, then the values of the block), which is index order.
+    rows, k = ctx.shape("x")
+    m, n, acc = ix("m"), ix("n"), ctx.var("acc")
+
+    def block_steps(blk: Affine | int, length: int, names: tuple[str, str], suffix: str) -> list[Stmt]:
+        def term(at: Affine, value: Expr) -> Expr:
+            w = mul(ctx.load("wd", n, blk), Convert(value, "f32"))
+            return mul(ctx.W("x", m, at), ctx.widen(w))
+
+        return _weight_terms(ctx, blk, length, names, term, lambda t: Assign(acc, add(acc, t)))
+
+    return _blockwise_linear(ctx, "qlinear_w", rows, k, block_steps)
+
+
+def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
+    # acc = +0; for each block b in order:
+    #   s = Σ int32(xq[m,k]) · int32(value[n,k]) over the block (exact, any order)
+    #   acc = acc ⊕ (A(s) ⊗ (W(xd[m,b]) ⊗ W(wd[n,b])))
+    # if b: acc = acc ⊕ W(b[n]);  y = S(acc)
+    rows, k = ctx.shape("xq")
+    m, n, acc = ix("m"), ix("n"), ctx.var("acc")
+
+    def block_steps(blk: Affine | int, length: int, names: tuple[str, str], suffix: str) -> list[Stmt]:
+        sum_name = "s" + suffix
+        s = ctx.var(sum_name, "i32")
+
+        def term(at: Affine, value: Expr) -> Expr:
+            return Binary("*", Convert(ctx.load("xq", m, at), "i32"), value)
+
+        scale = mul(ctx.W("xd", m, blk), ctx.W("wd", n, blk))
+        return [
+            Declare(s, _i32(0)),
+            *_weight_terms(ctx, blk, length, names, term, lambda t: Assign(s, Binary("+", s, t))),
+            Assign(acc, add(acc, mul(Convert(s, ctx.acc), scale))),
+        ]
+
+    return _blockwise_linear(ctx, "qlinear_i", rows, k, block_steps)
+
+
 _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {
     "add": _binary("+"),
     "sub": _binary("-"),
@@ -709,4 +889,7 @@ _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {
     "transpose": lower_transpose,
     "slice": lower_slice,
     "concat": lower_concat,
+    "quantize": lower_quantize,
+    "qlinear_w": lower_qlinear_w,
+    "qlinear_i": lower_qlinear_i,
 }

@@ -25,8 +25,11 @@ from exactc.exporter.kernels.ir import REDUCE, Kernel
 from exactc.exporter.kernels.layouts import (
     LANE_WIDTHS,
     MAX_LANE_AXES,
+    SUM_LANES,
+    SUM_PARTS,
     Layout,
     LayoutError,
+    integer_sum_rule,
     packable,
     validate_layout,
 )
@@ -34,7 +37,7 @@ from exactc.exporter.kernels.splits import Split, validate_split
 
 PlanError = LayoutError  # one error type: nest, field, rule
 
-_LAYOUT_FIELDS = ("order", "tiles", "lanes", "packs", "blocks")
+_LAYOUT_FIELDS = ("order", "tiles", "lanes", "packs", "blocks", "sums")
 _SPLIT_FIELDS = ("depth", "pieces")
 
 
@@ -121,6 +124,20 @@ def _axis_map(value, nest: str, field: str, what: str) -> tuple[tuple[str, int],
     return tuple((str(k), _int(v, nest, f"{field}.{k}", what)) for k, v in value.items())
 
 
+def _sums(value, nest: str, field: str) -> tuple[tuple[str, int, int], ...]:
+    """{axis: {"lanes": W, "parts": P}} (either key optional, 1 by default)."""
+    if not isinstance(value, Mapping):
+        raise PlanError(nest, field, f"give an object axis -> {{\"lanes\": W, \"parts\": P}}, not {value!r}")
+    out = []
+    for axis, spec in value.items():
+        where = f"{field}.{axis}"
+        if not isinstance(spec, Mapping) or set(spec) - {"lanes", "parts"}:
+            raise PlanError(nest, where, f"give an object with 'lanes' and/or 'parts', not {spec!r}")
+        out.append((str(axis), _int(spec.get("lanes", 1), nest, where, "lanes"),
+                    _int(spec.get("parts", 1), nest, where, "parts")))
+    return tuple(out)
+
+
 def _names(value, nest: str, field: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise PlanError(nest, field, f"give a list of names, not {value!r}")
@@ -145,6 +162,7 @@ def parse_nest_plan(nest: str, value: Any) -> NestPlan:
         lanes=_axis_map(raw.get("lanes", {}), nest, "layout.lanes", "lane width"),
         packs=_names(raw.get("packs", []), nest, "layout.packs"),
         blocks=_axis_map(raw.get("blocks", {}), nest, "layout.blocks", "block size"),
+        sums=_sums(raw.get("sums", {}), nest, "layout.sums"),
     )
     split = None
     if "split" in value:
@@ -251,6 +269,12 @@ def describe_choices(kernel: Kernel) -> str:
         out.append(
             "  layout.blocks: "
             + (f"{{axis: size >= 1}} for reductions {', '.join(reductions)}" if reductions else "none (no reduction)")
+        )
+        sums = [a for a in reductions if integer_sum_rule(nest, a) is None]
+        out.append(
+            "  layout.sums: "
+            + (f"{{axis: {{lanes: 1..{SUM_LANES.stop - 1}, parts: 1..{SUM_PARTS.stop - 1}}}}} for integer sums "
+               f"{', '.join(sums)} (without lanes)" if sums else "none (no integer sum)")
         )
         depths = ", ".join(f"{d} ({a.text()} in the nest's order)" for d, a in enumerate(nest.axes))
         out.append(f"  split.depth: {depths}; the depth counts the loops of layout.order")

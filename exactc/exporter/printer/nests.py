@@ -56,9 +56,10 @@ from exactc.exporter.kernels.layouts import buffer_accesses, nest_names
 from exactc.exporter.printer.ctext import INDENT, comment_block, constant, shape_text, signature_lines
 
 # IR scalar type -> C type of a local.
-LOCAL_CTYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "bool": "int"}
+LOCAL_CTYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "bool": "int", "i32": "int32_t"}
 # Buffer ctype -> the spelling cffi is given (exactc_bf16 is a uint16_t).
-CDEF_CTYPE = {"double": "double", "float": "float", "exactc_bf16": "uint16_t", "int32_t": "int32_t"}
+CDEF_CTYPE = {"double": "double", "float": "float", "exactc_bf16": "uint16_t", "int32_t": "int32_t",
+              "int8_t": "int8_t", "uint8_t": "uint8_t"}
 # Bit patterns of FillBits: the unsigned type holding them and its literal suffix.
 BITS_CTYPE = {"f64": ("uint64_t", "UINT64_C"), "f32": ("uint32_t", "UINT32_C"), "i32": ("uint32_t", "UINT32_C")}
 
@@ -308,7 +309,7 @@ class BodyPrinter:
             return f"exactc_bf16_to_f32({self.bare(expr.a)})"
         if (source, target) == ("f32", "bf16"):
             return f"exactc_f32_to_bf16({self.bare(expr.a)})"
-        ctype = {"f64": "double", "f32": "float", "i32": "int32_t", "i64": "int64_t"}[target]
+        ctype = {"f64": "double", "f32": "float", "i32": "int32_t", "i64": "int64_t", "i8": "int8_t"}[target]
         return f"(({ctype}){self.expr(expr.a)})"
 
 

@@ -42,6 +42,7 @@ from exactc.exporter.printer.nests import (
     nest_params,
     nest_taken,
 )
+from exactc.exporter.printer.sums import print_integer_sum
 
 # What the C check's status means (exactc_rt.h, exactc_check_pieces), for the harness.
 SPLIT_STATUS = {1: "a piece out of range", 2: "pieces overlap", 3: "pieces leave a gap"}
@@ -60,9 +61,11 @@ class PlannedBodyPrinter(BodyPrinter):
     """The plain body printer, with reduction blocks, and (in the laned path) lane
     axes substituted by chunk + lane, scalars as lane arrays, packed loads."""
 
-    def __init__(self, buffers: Mapping[str, Buffer], extents: Extents, blocks: dict[str, tuple[int, str, str]]):
+    def __init__(self, buffers: Mapping[str, Buffer], extents: Extents, blocks: dict[str, tuple[int, str, str]],
+                 sums: dict[str, tuple[int, int]] | None = None, taken: set[str] | None = None):
         super().__init__(buffers, extents)
         self.blocks = blocks
+        self.sums, self.taken = sums or {}, taken or set()  # integer sums: axis -> (lanes, parts)
         self.substitute: dict[str, Affine] = {}  # lane axis -> chunk + lane
         self.packs: dict[str, tuple[str, list[tuple[str, int]]]] = {}  # buffer -> (pack, dims)
 
@@ -94,6 +97,9 @@ class PlannedBodyPrinter(BodyPrinter):
         ]
 
     def loop(self, stmt: Loop, depth: int) -> list[str]:
+        if stmt.axis.name in self.sums:
+            lanes, parts = self.sums[stmt.axis.name]
+            return print_integer_sum(self, stmt, depth, lanes, parts, self.taken, LOCAL_CTYPE["i32"])
         if stmt.axis.name not in self.blocks:
             return super().loop(stmt, depth)
         inner = [line for s in stmt.body for line in self.statement(s, depth + 2)]
@@ -195,7 +201,7 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
     def inner_stop(a: str) -> str:
         return tile_end[a] if a in tiles else stop(a)
 
-    printer = PlannedBodyPrinter(buffers, names, blocks)
+    printer = PlannedBodyPrinter(buffers, names, blocks, {a: (w, p) for a, w, p in layout.sums}, taken)
     body: list[str] = []
     depth = 1
     opened = 0

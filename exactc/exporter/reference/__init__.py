@@ -32,6 +32,9 @@ from exactc.exporter.reference.ops import (
     matmul,
     mean_pool,
     mul,
+    qlinear_i,
+    qlinear_w,
+    quantize,
     reshape,
     rmsnorm,
     rope,
@@ -53,21 +56,27 @@ def run(
     inputs: Mapping[str, np.ndarray],
     attrs: Mapping[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Compute `primitive` at `site` on `inputs` (site-dtype arrays; int32 for ids and
-    keep masks) with `attrs` (defaults filled in): {"y": output}."""
+    """Compute `primitive` at `site` on `inputs` (arrays of each operand kind's dtype:
+    the site's, int32 for ids and keep masks, int8/uint8/f32/A for quantized operands)
+    with `attrs` (defaults filled in): {output name: array}, {"y": y} for most."""
     prim = get_primitive(primitive)
     full = prim.full_attrs(attrs)
     expected = check_operands(primitive, site, inputs, full)
     operands = [inputs[name] for name in prim.operand_names(full)]
     # An optional operand's presence is its has_ attribute; the function sees the operand.
     kwargs = {k: v for k, v in full.items() if not k.startswith("has_")}
-    y = FUNCTIONS[primitive](*operands, site=site, **kwargs)
+    result = FUNCTIONS[primitive](*operands, site=site, **kwargs)
+    outputs = result if isinstance(result, dict) else {"y": result}
 
-    shape, kind = expected["y"]
-    dtype = np.dtype(np.int32) if kind == "i32" else types.numpy_dtype(site)
-    if y.shape != shape or y.dtype != dtype:
-        raise AssertionError(
-            f"reference {primitive} at {site} gave {y.dtype} {y.shape}; the catalogue "
-            f"says {dtype} {shape}"
-        )
-    return {"y": y}
+    if sorted(outputs) != sorted(expected):
+        raise AssertionError(f"reference {primitive} at {site} gave {sorted(outputs)}; the catalogue says "
+                             f"{sorted(expected)}")
+    for name, (shape, kind) in expected.items():
+        y, dtype = outputs[name], types.kind_dtype(kind, site)
+        if y.shape != shape or y.dtype != dtype:
+            which = "" if name == "y" else f"{name} = "
+            raise AssertionError(
+                f"reference {primitive} at {site} gave {which}{y.dtype} {y.shape}; the catalogue "
+                f"says {dtype} {shape}"
+            )
+    return outputs

@@ -19,8 +19,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from exactc.exporter import types
-from exactc.exporter.primitives import PrimitiveError, get_primitive
+from exactc.exporter import quant, types
+from exactc.exporter.primitives import PrimitiveError, block_count, get_primitive
 from exactc.exporter.reference.arith import (
     full,
     libm64,
@@ -58,11 +58,14 @@ def check_operands(
             )
     outputs = prim.outputs({k: v.shape for k, v in present.items()}, attrs)
     for k, v in present.items():
-        if prim.operand_kind(k) == "i32":
-            want, fix = np.dtype(np.int32), "convert it with .astype(np.int32)"
-        else:
-            want = types.numpy_dtype(site)
+        kind = prim.operand_kind(k, attrs)
+        want = types.kind_dtype(kind, site)
+        if kind == "x":
             fix = f"round reals to the site with exactc.exporter.types.round_to_site(v, {site!r})"
+        elif kind in ("i8", "u8", "f32", "acc"):
+            fix = "quantize with exactc.exporter.quant"
+        else:
+            fix = f"convert it with .astype(np.{want})"
         if v.dtype != want:
             raise PrimitiveError(
                 f"{name} at {site}: operand {k} has dtype {v.dtype}; it must be {want} ({fix})"
@@ -439,6 +442,60 @@ def concat(a: np.ndarray, b: np.ndarray, *, site: str, axis: int = 0) -> np.ndar
     return _as_site(np.concatenate([_bit_patterns(a), _bit_patterns(b)], axis=axis), site)
 
 
+# ---- 11. integer operands --------------------------------------------------------------
+
+
+@_ieee
+def quantize(x: np.ndarray, *, site: str, block: int = 32) -> dict[str, np.ndarray]:
+    """Rows of W(x) to q8 in A: int8 values q (M, K) and scales d (M, nb) (exporter.quant)."""
+    check_operands("quantize", site, {"x": x}, {"block": block})
+    q, d = quant.quantize_q8_blocks(widen(x, site), block)
+    return {"q": q, "d": d}
+
+
+@_ieee
+def qlinear_w(
+    x: np.ndarray, wq: np.ndarray, wd: np.ndarray, b: np.ndarray | None = None, *,
+    site: str, fmt: str = "q8", block: int = 32,
+) -> np.ndarray:
+    """w = wd ⊗ f32(value) in f32, then linear: acc ⊕ (W(x[m,k]) ⊗ W(w[n,k])) for k in order."""
+    attrs = {"fmt": fmt, "block": block, "has_b": b is not None}
+    check_operands("qlinear_w", site, {"x": x, "wq": wq, "wd": wd, "b": b}, attrs)
+    w = quant.dequantize(fmt, wq, wd, x.shape[1], block)  # (N, K) f32
+    x_k = reduction_first(widen(x, site), 1)  # (K, M)
+    w_k = reduction_first(widen(w, site), 1)  # (K, N): f32 stays f32, widens exactly to f64
+    acc = zeros((x_k.shape[1], w_k.shape[1]), site)  # (M, N)
+    for k in range(x_k.shape[0]):
+        acc = acc + x_k[k][:, None] * w_k[k][None, :]
+    if b is not None:
+        acc = acc + widen(b, site)[None, :]
+    return store(acc, site)
+
+
+@_ieee
+def qlinear_i(
+    xq: np.ndarray, xd: np.ndarray, wq: np.ndarray, wd: np.ndarray, b: np.ndarray | None = None, *,
+    site: str, fmt: str = "q8", block: int = 32,
+) -> np.ndarray:
+    """Per block b in order: s = exact integer sum of xq ⋅ value over the block;
+    acc = acc ⊕ (A(s) ⊗ (W(xd[m,b]) ⊗ W(wd[n,b])))."""
+    attrs = {"fmt": fmt, "block": block, "has_b": b is not None}
+    check_operands("qlinear_i", site, {"xq": xq, "xd": xd, "wq": wq, "wd": wd, "b": b}, attrs)
+    k_total = xq.shape[1]
+    x_k = reduction_first(xq.astype(np.int64), 1)  # (K, M)
+    w_k = reduction_first(quant.weight_values(fmt, wq, k_total, block).astype(np.int64), 1)  # (K, N)
+    acc = zeros((xq.shape[0], wq.shape[0]), site)  # (M, N)
+    for blk in range(block_count(k_total, block)):
+        s = np.zeros(acc.shape, dtype=np.int64)  # integers: exact in any order
+        for k in range(blk * block, builtins.min(blk * block + block, k_total)):
+            s = s + x_k[k][:, None] * w_k[k][None, :]
+        scale = widen(xd[:, blk], site)[:, None] * widen(wd[:, blk], site)[None, :]  # W(xd) ⊗ W(wd)
+        acc = acc + s.astype(np.int32).astype(acc.dtype) * scale  # A(s) ⊗ scale, then ⊕
+    if b is not None:
+        acc = acc + widen(b, site)[None, :]
+    return store(acc, site)
+
+
 FUNCTIONS = {
     f.__name__: f
     for f in [
@@ -447,5 +504,6 @@ FUNCTIONS = {
         layernorm, rmsnorm, l2norm,
         softmax, rope, mean_pool, argmax,
         reshape, transpose, slice, concat,
+        quantize, qlinear_w, qlinear_i,
     ]
 }  # fmt: skip

@@ -19,6 +19,7 @@ from exactc.mutants.catalog import (
     layouts,
     loop_bounds,
     probes,
+    quant,
     rounding,
     semantics,
     slicing,
@@ -41,12 +42,17 @@ _FIXED_CHECKS = [
     Check("host-runtime", ("tests/test_host_runtime.py",)),
     Check("reference", ("tests/test_reference.py",)),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
+    # Quantized operands: C against the reference, the pinned hand-computed values, the
+    # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).
+    Check("quant", ("tests/test_quant.py",)),
     # Every architecture's entries exported in f32: built by gcc, clang and without
     # OpenMP, the checking build (NaN arena, reached peak), the straight-line oracle.
     # Every layout and split of the reductions-heavy primitives, C against the reference,
     # red zones and the coverage check of the pieces on.
     Check("layouts:property", ("tests/test_layouts.py",),
           "test_every_layout_and_split_gives_the_reference_bits and (linear or layernorm or softmax or add or matmul)"),
+    # Integer sums of quantized linears regrouped in every lanes x parts, remainders too.
+    Check("layouts:integer-sums", ("tests/test_layouts.py",), "integer_sums"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
     # Plans passed to whole programs: applied by kernel, and refused when they match nothing.
     Check("programs:plans", ("tests/test_programs.py",), "plan"),
@@ -62,6 +68,7 @@ _FIXED_CHECKS = [
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),
     Check("probes:baseline", ("tests/test_probes.py",), "regression_against_the_baseline"),
+    Check("probes:quant-growth", ("tests/test_probes.py",), "quantized_linear"),
     # Checkpoint loaders: read-back bits, llama2.c against the Hugging Face route, refusals
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
@@ -94,7 +101,7 @@ _FIXED_CHECKS = [
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
-            hardening, comparison, building]
+            hardening, comparison, building, quant]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

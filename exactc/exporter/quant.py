@@ -1,0 +1,244 @@
+"""Quantized operands in numpy: q8 and q4 blocks, their scales, the nibble order, and the
+quantizer of real tensors (docs/semantics.md, section 15).
+
+This is the numpy side of the quantizer twins: the exporter quantizes weights with it,
+and the reference backend quantizes activations with it (the `quantize` primitive). The
+C side is the lowered `quantize` kernel (exporter/kernels/lower.py), written apart from
+this file, from the same section.
+
+    qt = quantize_tensor("layers.wq", w, "q4", block=32)   # (L, N, K) reals -> QuantizedTensor
+    qt.layer(0).dequantize()                               # (N, K) f32, whole rows of whole blocks
+
+Every quotient here is of finite values, so the arithmetic runs with numpy's invalid,
+divide-by-zero and overflow flags raising: a division the rules forbid (a block of zeros
+divided by its zero scale) is an error, never a NaN cast to an integer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from exactc.exporter import types
+from exactc.exporter.primitives import MAX_BLOCK, QUANT_FORMATS, block_count, quantized_row_length
+
+Q8_LIMIT = 127  # q8 values are in [-127, 127]
+Q4_LOW, Q4_HIGH = -8, 7  # q4 values; the nibble is value + 8
+Q4_OFFSET = 8
+
+
+class QuantError(ValueError):
+    """A tensor that cannot be quantized (or read as quantized): the message names the
+    tensor, the element or field, and the rule."""
+
+
+def check_block(fmt: str, block: int) -> None:
+    if fmt not in QUANT_FORMATS:
+        raise QuantError(f"format {fmt!r} is not one of {', '.join(QUANT_FORMATS)}")
+    if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_BLOCK:
+        raise QuantError(f"block {block!r} must be an int in 1..{MAX_BLOCK}")
+    if fmt == "q4" and block % 2:
+        raise QuantError(f"block {block}: a q4 block holds an even number of values (two to a byte)")
+
+
+# ---- blocks -----------------------------------------------------------------------------
+
+
+def _blocks(values: np.ndarray, block: int) -> np.ndarray:
+    """(..., K) -> (..., nb, G): rows cut into blocks, a short last block padded with +0
+    (a zero changes neither the largest magnitude nor any sum)."""
+    k = values.shape[-1]
+    nb = block_count(k, block)
+    padded = np.zeros(values.shape[:-1] + (nb * block,), dtype=values.dtype)
+    padded[..., :k] = values
+    return padded.reshape(values.shape[:-1] + (nb, block))
+
+
+def round_half_away(r: np.ndarray) -> np.ndarray:
+    """Nearest integer, ties away from zero (C's round), for finite values: the integer
+    part and the fraction are exact, so no addition of 0.5 can round first."""
+    whole = np.trunc(r)
+    fraction = r - whole  # exact: r and trunc(r) share their sign and binade or whole is 0
+    one = r.dtype.type(1)
+    step = np.where(fraction >= r.dtype.type(0.5), one, np.where(fraction <= r.dtype.type(-0.5), -one, 0))
+    return whole + step.astype(r.dtype)
+
+
+def _quotients(blocks: np.ndarray, scales: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """blocks ⊘ scale, one IEEE division per value; blocks in `skip` (zero or NaN scale)
+    are divided by 1 and their results thrown away by the caller."""
+    divisor = np.where(skip, blocks.dtype.type(1), scales)
+    return blocks / divisor[..., None]
+
+
+def quantize_q8_blocks(values: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """q8 of rows (..., K) of f32 or f64 values, in their own type: int8 values (..., K)
+    and scales (..., nb). A block holding NaN or ±inf gets the scale NaN and values 0."""
+    check_block("q8", block)
+    values = np.asarray(values)
+    if values.dtype not in (np.float32, np.float64):
+        raise QuantError(f"values have dtype {values.dtype}; quantize f32 or f64 values")
+    kind = values.dtype.type
+    blocks = _blocks(values, block)  # (..., nb, G)
+    nonfinite = ~np.isfinite(blocks).all(axis=-1)  # (..., nb)
+    blocks = np.where(nonfinite[..., None], kind(0), blocks)
+    amax = np.zeros(blocks.shape[:-1], dtype=values.dtype)
+    for j in range(block):  # strict >, in order
+        a = np.abs(blocks[..., j])
+        amax = np.where(a > amax, a, amax)
+    with np.errstate(divide="raise", invalid="raise", over="raise", under="ignore"):
+        scales = amax / kind(Q8_LIMIT)
+        zero = scales == 0
+        quotients = _quotients(blocks, scales, zero | nonfinite)
+        q = np.clip(round_half_away(quotients), -Q8_LIMIT, Q8_LIMIT)
+    q = np.where((zero | nonfinite)[..., None], kind(0), q).astype(np.int8)
+    scales = np.where(nonfinite, kind(np.nan), scales)
+    return q.reshape(values.shape[:-1] + (-1,))[..., : values.shape[-1]], scales
+
+
+def quantize_q4_blocks(values: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """q4 of finite f32 rows (..., K): nibbles (..., nb, G) in 0..15 (value + 8; the
+    padding of a short last block is 8) and f32 scales (..., nb)."""
+    check_block("q4", block)
+    values = np.asarray(values)
+    if values.dtype != np.float32 or not np.isfinite(values).all():
+        raise QuantError("q4 quantizes finite f32 values (quantize_tensor checks and rounds them)")
+    blocks = _blocks(values, block)
+    m = np.zeros(blocks.shape[:-1], dtype=np.float32)
+    for j in range(block):  # the first largest magnitude, with its sign
+        v = blocks[..., j]
+        m = np.where(np.abs(v) > np.abs(m), v, m)
+    with np.errstate(divide="raise", invalid="raise", over="raise", under="ignore"):
+        scales = m / np.float32(-Q4_OFFSET)
+        zero = scales == 0
+        quotients = _quotients(blocks, scales, zero)
+        q = np.clip(round_half_away(quotients), Q4_LOW, Q4_HIGH)
+    q = np.where(zero[..., None], np.float32(0), q)
+    nibbles = (q.astype(np.int16) + Q4_OFFSET).astype(np.uint8)
+    k = values.shape[-1]
+    nibbles.reshape(nibbles.shape[:-2] + (-1,))[..., k:] = Q4_OFFSET  # padding: the value 0
+    return nibbles, scales
+
+
+# ---- the q4 byte order --------------------------------------------------------------------
+
+
+def pack_q4(nibbles: np.ndarray) -> np.ndarray:
+    """Nibbles (..., nb, G) -> bytes (..., nb·G/2): block element j in the low nibble of
+    the block's byte j, element j + G/2 in its high nibble (ggml's Q4_0)."""
+    half = nibbles.shape[-1] // 2
+    low, high = nibbles[..., :half], nibbles[..., half:]
+    packed = (low | (high << 4)).astype(np.uint8)
+    return packed.reshape(nibbles.shape[:-2] + (-1,))
+
+
+def unpack_q4(packed: np.ndarray, k: int, block: int) -> np.ndarray:
+    """Bytes (..., nb·G/2) -> values (..., k) int8 in [-8, 7]: value = nibble - 8; the
+    padding nibbles of a short last block are never looked at."""
+    half = block // 2
+    nb = block_count(k, block)
+    if packed.shape[-1] != nb * half:
+        raise QuantError(f"q4 row of {packed.shape[-1]} bytes; {k} values in blocks of {block} take {nb * half}")
+    by_block = packed.reshape(packed.shape[:-1] + (nb, half))
+    nibbles = np.concatenate([by_block & 0x0F, by_block >> 4], axis=-1)  # (..., nb, G)
+    values = nibbles.astype(np.int8) - np.int8(Q4_OFFSET)
+    return values.reshape(packed.shape[:-1] + (nb * block,))[..., :k]
+
+
+def weight_values(fmt: str, stored: np.ndarray, k: int, block: int) -> np.ndarray:
+    """The int8 values (..., k) of a stored quantized weight (q8 values, or q4 bytes)."""
+    if fmt == "q8":
+        return stored
+    return unpack_q4(stored, k, block)
+
+
+def dequantize(fmt: str, stored: np.ndarray, scales: np.ndarray, k: int, block: int) -> np.ndarray:
+    """w = scale ⊗ f32(value), in f32, (..., k): what the weight-only linear multiplies by."""
+    values = weight_values(fmt, stored, k, block).astype(np.float32)
+    per_value = np.repeat(scales.astype(np.float32), block, axis=-1)[..., :k]
+    with np.errstate(over="ignore"):  # a huge scale times a value may overflow: IEEE
+        return per_value * values
+
+
+# ---- quantized tensors --------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizedTensor:
+    """A quantized weight: leading axes (layers, rows) of whole rows, each row `k` values
+    in blocks of `block`. `values` is int8 (..., k) for q8, uint8 (..., nb·G/2) for q4;
+    `scales` is f32 (..., nb). Indexing takes leading axes only, so a slice is whole rows
+    of whole blocks: it starts on a byte and on a block boundary by construction."""
+
+    fmt: str
+    block: int
+    k: int
+    values: np.ndarray
+    scales: np.ndarray
+
+    def __post_init__(self) -> None:
+        check_block(self.fmt, self.block)
+        row = quantized_row_length(self.fmt, self.k, self.block)
+        want = np.int8 if self.fmt == "q8" else np.uint8
+        if self.values.dtype != want or self.values.shape[-1:] != (row,):
+            raise QuantError(f"{self.fmt} values {self.values.dtype}{self.values.shape}: rows of {self.k} values "
+                             f"in blocks of {self.block} are {np.dtype(want)} (..., {row})")
+        nb = block_count(self.k, self.block)
+        if self.scales.dtype != np.float32 or self.scales.shape != self.values.shape[:-1] + (nb,):
+            raise QuantError(f"scales {self.scales.dtype}{self.scales.shape}: one f32 per row and block, "
+                             f"{self.values.shape[:-1] + (nb,)}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical shape: leading axes, then k."""
+        return self.values.shape[:-1] + (self.k,)
+
+    def layer(self, index: int) -> "QuantizedTensor":
+        """The slice at `index` of the first axis (a layer of a stacked parameter)."""
+        if len(self.shape) < 2:
+            raise QuantError("a row of blocks has no layer to take; index a stacked tensor")
+        return QuantizedTensor(self.fmt, self.block, self.k, self.values[index], self.scales[index])
+
+    def layer_byte_offset(self, index: int) -> int:
+        """Where layer `index` starts in the flat values: a whole number of rows, so a
+        multiple of the block's bytes (G for q8, G/2 for q4)."""
+        return index * int(np.prod(self.values.shape[1:], dtype=np.int64)) * self.values.itemsize
+
+    def dequantize(self) -> np.ndarray:
+        return dequantize(self.fmt, self.values, self.scales, self.k, self.block)
+
+
+def _refuse_nonfinite(name: str, values: np.ndarray, what: str) -> None:
+    bad = np.argwhere(~np.isfinite(values))
+    if bad.size:
+        index = tuple(int(i) for i in bad[0])
+        raise QuantError(f"tensor {name}: {what} at index {index} is {values[index]}; quantized weights must be "
+                         f"finite ({len(bad)} element(s) are not)")
+
+
+def quantize_tensor(name: str, values, fmt: str, block: int) -> QuantizedTensor:
+    """Reals (..., K) rounded to f32, then quantized along the last axis. NaN and ±inf
+    (before or after the rounding to f32) are refused, naming the tensor and the index."""
+    check_block(fmt, block)
+    f32 = types.round_to_site(values, "f32")
+    if f32.ndim < 1:
+        raise QuantError(f"tensor {name}: a scalar has no reduction axis to quantize along")
+    _refuse_nonfinite(name, f32, "element")
+    k = f32.shape[-1]
+    if fmt == "q8":
+        stored, scales = quantize_q8_blocks(f32, block)
+    else:
+        nibbles, scales = quantize_q4_blocks(f32, block)
+        stored = pack_q4(nibbles)
+    return QuantizedTensor(fmt, block, k, stored, scales.astype(np.float32))
+
+
+def scales_from_f16(name: str, scales: np.ndarray) -> np.ndarray:
+    """f16 scales (ggml's Q8_0 and Q4_0 store them) as f32: widening is exact; an
+    infinite or NaN scale is refused, naming the tensor and the block."""
+    scales = np.asarray(scales)
+    if scales.dtype != np.float16:
+        raise QuantError(f"tensor {name}: scales of dtype {scales.dtype}; this reads f16 scales")
+    _refuse_nonfinite(name, scales, "scale")
+    return scales.astype(np.float32)

@@ -1,0 +1,173 @@
+"""Quantized operands (docs/semantics.md, section 15): the nibble order, the sign rule,
+block boundaries and scales, the quantizer's rounding, division and clamp, the width of
+the integer sums, the integer-sum layouts and the one-byte poison of the harness.
+
+Each mistake sits in one twin only: the C side (the lowering, the printer) or the numpy
+side (exporter/quant.py, the reference), so that the other twin disagrees with it.
+"""
+
+from exactc.mutants.model import Mutant
+
+LOWER = "exactc/exporter/kernels/lower.py"
+QUANT = "exactc/exporter/quant.py"
+OPS = "exactc/exporter/reference/ops.py"
+NESTS = "exactc/exporter/printer/nests.py"
+SUMS = "exactc/exporter/printer/sums.py"
+LAYOUTS = "exactc/exporter/kernels/layouts.py"
+REQUIRES = (QUANT,)
+
+MUTANTS = [
+    Mutant(
+        "q4-nibbles-swapped",
+        "the C kernels read block value j from the high nibble of byte j and value j + G/2 "
+        "from the low one (ggml's Q4_0 order exchanged)",
+        LOWER,
+        'nibble = Binary("&", byte, _i32(0x0F)) if offset == 0 else Binary(">>", byte, _i32(4))',
+        'nibble = Binary(">>", byte, _i32(4)) if offset == 0 else Binary("&", byte, _i32(0x0F))',
+        ("quant", "kernels:qlinear_w"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "q4-sign-rule-nibble-8-is-plus-8",
+        "the numpy unpacking reads a nibble as two's complement past 8 (n > 8: n - 16, "
+        "else n), so nibble 8 is +8 instead of 0, instead of offset binary n - 8",
+        QUANT,
+        "    values = nibbles.astype(np.int8) - np.int8(Q4_OFFSET)\n",
+        "    values = np.where(nibbles > 8, nibbles.astype(np.int8) - np.int8(16), nibbles.astype(np.int8))\n",
+        ("quant", "kernels:qlinear_i"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "q-block-boundary-off-by-one",
+        "the reference's integer block sum runs one value past its block (into the next "
+        "block, whose scale differs)",
+        OPS,
+        "        for k in range(blk * block, builtins.min(blk * block + block, k_total)):",
+        "        for k in range(blk * block, builtins.min(blk * block + block + 1, k_total)):",
+        ("quant", "kernels:qlinear_i"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "q-previous-block-scale",
+        "the reference scales each block sum by the previous block's activation scale "
+        "(the first block by the last one's)",
+        OPS,
+        "        scale = widen(xd[:, blk], site)[:, None] * widen(wd[:, blk], site)[None, :]",
+        "        scale = widen(xd[:, blk - 1], site)[:, None] * widen(wd[:, blk], site)[None, :]",
+        ("quant", "kernels:qlinear_i"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "quantize-scale-in-f64-c-only",
+        "the C quantizer keeps the scale and the quotients in f64 at f32 and bf16 sites (the "
+        "stored scale rounds to the same f32, but a tie of the f32 scale is not one of the "
+        "f64 scale)",
+        LOWER,
+        "    work = ctx.acc  # the type of the scale and the quotients: A, as the rule says\n",
+        '    work = "f64"\n',
+        ("quant", "kernels:quantize"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "quantize-ties-toward-zero-c-only",
+        "the C quantizer rounds exact halves toward zero instead of away from it",
+        LOWER,
+        'Select(Binary(">=", f, Const(0.5, work)), _i32(1),\n'
+        '                                                Select(Binary("<=", f, Const(-0.5, work))',
+        'Select(Binary(">", f, Const(0.5, work)), _i32(1),\n'
+        '                                                Select(Binary("<", f, Const(-0.5, work))',
+        ("quant", "kernels:quantize"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "quantize-zero-block-divided",
+        "the numpy quantizer divides a block of zeros by its zero scale (0/0, NaN, as "
+        "runq.c does) instead of writing zeros without a division",
+        QUANT,
+        "        quotients = _quotients(blocks, scales, zero | nonfinite)",
+        "        quotients = _quotients(blocks, scales, nonfinite)",
+        ("quant", "kernels:quantize"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "quantize-clamp-at-minus-128",
+        "the C quantizer clamps at -128 instead of -127 (reached when a subnormal scale "
+        "makes a quotient pass -127.5)",
+        LOWER,
+        'Select(Binary("<", near, _i32(-Q8_LIMIT)), _i32(-Q8_LIMIT),',
+        'Select(Binary("<", near, _i32(-Q8_LIMIT - 1)), _i32(-Q8_LIMIT - 1),',
+        ("quant", "kernels:quantize"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "int-sum-narrowed-to-int16",
+        "the printed C declares int32 scalars (the integer block sums) as int16_t: a block "
+        "sum past 32767 wraps",
+        NESTS,
+        '"bool": "int", "i32": "int32_t"}',
+        '"bool": "int", "i32": "int16_t"}',
+        ("quant", "kernels:qlinear_i"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "quantize-zero-block-left-unwritten",
+        "the C quantizer writes no value for a block whose scale is zero (the harness's "
+        "one-byte poison, -128, shows the unwritten elements)",
+        LOWER,
+        'If(Binary("==", d, Const(0.0, work)), (fill("jz", zero),),',
+        'If(Binary("==", d, Const(0.0, work)), (Assign(bad, Affine.constant(0)),),',
+        ("quant", "kernels:quantize"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "qlinear-scale-found-by-search",
+        "each block of the integer linear finds its weight scale by walking the row's scales "
+        "(for sb < nb: if sb == blk: ws = wd[n, sb]): the same bits, a cost quadratic in K; "
+        "only the growth probe sees it (quant stays green)",
+        LOWER,
+        "        scale = mul(ctx.W(\"xd\", m, blk), ctx.W(\"wd\", n, blk))\n"
+        "        return [\n"
+        "            Declare(s, _i32(0)),\n",
+        "        ws, sb = ctx.var(f\"ws_{sum_name}\", \"f32\"), f\"sb_{sum_name}\"\n"
+        "        search = [Declare(ws, Const(0.0, \"f32\")), Loop(Axis(sb, block_count(k, ctx.attrs[\"block\"]), REDUCE), (If(\n"
+        "            Binary(\"==\", ix(sb), _affine(blk)), (Assign(ws, ctx.load(\"wd\", n, ix(sb))),)),))]\n"
+        "        scale = mul(ctx.W(\"xd\", m, blk), ctx.widen(ws))\n"
+        "        return [\n"
+        "            *search,\n"
+        "            Declare(s, _i32(0)),\n",
+        ("probes:quant-growth", "quant"),
+        family="quant",
+        requires=REQUIRES,
+    ),
+    Mutant(
+        "int-sum-remainder-dropped",
+        "a laned integer sum skips the values of each part past its last full chunk of lanes",
+        SUMS,
+        'out.append(f"{inner}for (int64_t {axis} = {end}; {axis} < {hi}; {axis}++) {{")',
+        'out.append(f"{inner}for (int64_t {axis} = {end}; {axis} < {end}; {axis}++) {{")',
+        ("layouts:integer-sums", "layouts:property"),
+        family="quant",
+        requires=(SUMS,),
+    ),
+    Mutant(
+        "float-reduction-summed-in-lanes",
+        "the layout rules take an f32 or f64 accumulator for an integer sum, so a float "
+        "reduction may be regrouped in lanes and parts",
+        LAYOUTS,
+        'isinstance(stmt, Assign) and stmt.var.type == "i32"',
+        'isinstance(stmt, Assign) and stmt.var.type in ("i32", "f32", "f64")',
+        ("layouts:property",),
+        family="quant",
+        requires=(SUMS,),
+    ),
+]

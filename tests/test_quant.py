@@ -1,0 +1,290 @@
+"""Integer operands (docs/semantics.md, section 15): the quantizer twins, the nibble
+order, the two quantized linears, and the layout of stacked q4 parameters.
+
+- C against the reference, bit for bit, for `quantize`, `qlinear_w` and `qlinear_i` at
+  every site type (strategies/quant.py: blocks of zeros, one value, limits, ties, mixed
+  signs; subnormal and huge scales; K that is and is not a multiple of the block; q4
+  rows of an odd byte count, padding nibbles of garbage). These cases are the `quant`
+  line of `make verify`.
+- Pinned examples whose expected values are written here by hand, so that the twins
+  cannot agree on a wrong answer: ties away from zero, zeros of both signs, the
+  largest magnitude on ±127 and on -8, a subnormal scale that clamps, a scale that
+  underflows to zero, NaN and ±inf blocks, a short last block.
+- The exporter's side alone: ggml's Q4_0 byte order and sign rule, f16 scales, refusals.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from exactc.exporter import quant, reference, types
+from exactc.exporter.primitives import PrimitiveError, block_count
+from exactc.exporter.types import SITE_TYPES
+from exactc.strategies.cases import Case, cases
+from exactc.strategies.quant import ArraySpec, stacked_q4
+from exactc.verify.compare import assert_bits_equal
+from exactc.verify.kernels import QUANTIZED_PRIMITIVES, assert_all_equal, run_cases
+
+# Cases compiled together per example: in the campaign at least 6, so that its 40
+# examples per primitive and type give the quant line its 2,000 cases.
+BATCH = (6, 12) if os.environ.get("HYPOTHESIS_PROFILE") == "campaign" else (1, 4)
+TINY = 2.0**-149  # the smallest f32 subnormal
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _quantize_case(rows, site: str, block: int) -> Case:
+    return Case("quantize", site, (("block", block),), (("x", ArraySpec(tuple(map(tuple, rows)), site)),))
+
+
+def _c_equals_reference(case: Case) -> dict[str, np.ndarray]:
+    """Run `case` in C, require the reference's bits; give the reference's outputs."""
+    assert_all_equal(run_cases([case]))
+    return reference.run(case.primitive, case.site, case.inputs(), case.attr_dict)
+
+
+# ---- C against the reference ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("site", SITE_TYPES)
+@pytest.mark.parametrize("primitive", QUANTIZED_PRIMITIVES)
+def test_quantized_kernels_give_the_reference_bits(primitive, site):
+    @given(batch=st.lists(cases(primitive, site), min_size=BATCH[0], max_size=BATCH[1]))
+    def check(batch):
+        assert_all_equal(run_cases(batch))
+
+    check()
+
+
+# ---- the quantizer twins, on values chosen by hand ---------------------------------------------
+
+
+def test_ties_round_away_from_zero_and_the_largest_lands_on_127():
+    # amax 127 gives d = 1: every half is a tie
+    (out,) = [_c_equals_reference(_quantize_case([[0.5, -2.5, 2.5, 127.0, -0.5, 1.5, -126.5, 3.0]], site, 8))
+              for site in ("f32",)]
+    assert out["q"].tolist() == [[1, -3, 3, 127, -1, 2, -127, 3]]
+    assert out["d"].tolist() == [[1.0]]
+    for site in ("f64", "bf16"):
+        assert _c_equals_reference(_quantize_case([[0.5, -2.5, 2.5, 127.0]], site, 4))["q"].tolist() == [[1, -3, 3, 127]]
+
+
+def test_a_tie_against_the_rounded_scale_is_a_tie():
+    # amax = 1 gives d = RN(1/127), below 1/127: x = d/2 is an exact tie of x ⊘ d (so 1),
+    # but below one half of 1/127's quotient: a scale kept in f64 would give 0.
+    d = np.float32(1) / np.float32(127)
+    assert float(d) < 1 / 127
+    out = _c_equals_reference(_quantize_case([[1.0, float(d) / 2, -float(d) / 2, 3 * float(d) / 2]], "f32", 4))
+    assert out["q"].tolist() == [[127, 1, -1, 2]]
+
+
+def test_zeros_of_both_signs_give_scale_plus_zero_and_values_zero():
+    out = _c_equals_reference(_quantize_case([[0.0, -0.0, -0.0, 0.0], [-0.0, -0.0, -0.0, -0.0]], "f32", 4))
+    assert out["q"].tolist() == [[0, 0, 0, 0], [0, 0, 0, 0]]
+    assert types.bits(out["d"]).tolist() == [[0], [0]]  # +0, never -0
+
+
+def test_a_subnormal_scale_clamps_and_an_underflowing_one_is_zero():
+    # amax = 190 * 2^-149: d = RN(190/127 * 2^-149) = 2^-149, quotients 190 -> clamped
+    # amax = 63 * 2^-149: d = RN(0.496 * 2^-149) = +0: values 0, no division
+    rows = [[190 * TINY, -190 * TINY, TINY, 0.0], [63 * TINY, -63 * TINY, TINY, 0.0]]
+    out = _c_equals_reference(_quantize_case(rows, "f32", 4))
+    assert out["q"].tolist() == [[127, -127, 1, 0], [0, 0, 0, 0]]
+    assert out["d"].tolist() == [[TINY], [0.0]]
+
+
+def test_huge_values_and_non_finite_blocks():
+    rows = [[F32_MAX, -F32_MAX, 0.0, 1.0], [1.0, np.nan, 2.0, 3.0], [np.inf, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, -np.inf]]
+    out = _c_equals_reference(_quantize_case(rows, "f32", 4))
+    assert out["q"].tolist() == [[127, -127, 0, 0], [0] * 4, [0] * 4, [0] * 4]
+    assert out["d"][0, 0] == np.float32(F32_MAX) / np.float32(127)
+    assert np.isnan(out["d"][1:]).all()
+
+
+def test_a_short_last_block_is_a_block_of_its_own():
+    # K = 7, G = 4: blocks [0, 4) and [4, 7); each its own largest magnitude
+    out = _c_equals_reference(_quantize_case([[1.0, 2.0, 4.0, 127.0, 0.5, -1.0, 1.0]], "f32", 4))
+    assert out["q"].tolist() == [[1, 2, 4, 127, 64, -127, 127]]
+    assert out["d"].tolist() == [[1.0, float(np.float32(1) / np.float32(127))]]
+    assert out["q"].shape == (1, 7) and out["d"].shape == (1, block_count(7, 4))
+
+
+def test_the_numpy_quantizer_matches_the_rules_on_its_own():
+    """The exporter's side without the kernel: the same values as the pinned cases."""
+    q, d = quant.quantize_q8_blocks(np.array([[0.5, -2.5, 2.5, 127.0, 0.0, -0.0, 0.0, 0.0]], np.float32), 4)
+    assert q.tolist() == [[1, -3, 3, 127, 0, 0, 0, 0]] and d.tolist() == [[1.0, 0.0]]
+    r = np.array([0.49999997, 0.5, -0.5, 1.5, 2.5, -2.5, 8388607.5, -0.0], np.float32)
+    assert quant.round_half_away(r).tolist() == [0.0, 1.0, -1.0, 2.0, 3.0, -3.0, 8388608.0, 0.0]
+
+
+# ---- the two linears, by hand ----------------------------------------------------------------------
+
+
+def _linear_case(primitive: str, site: str, fmt: str, block: int, operands: dict) -> Case:
+    attrs = (("block", block), ("fmt", fmt), ("has_b", "b" in operands))
+    return Case(primitive, site, attrs, tuple(operands.items()))
+
+
+@pytest.mark.parametrize("site", SITE_TYPES)
+def test_integer_form_sums_each_block_then_scales(site):
+    """K = 7 in blocks of 4 (a short last block of 3): with every value 1, the block
+    sums are 4 and 3; xd = (1, 2), wd = (0.5, 1): y = 4·(1·0.5) + 3·(2·1) = 8."""
+    acc = "f64" if site == "f64" else "f32"
+    case = _linear_case("qlinear_i", site, "q8", 4, {
+        "xq": ArraySpec(((1,) * 7,), "int8"), "xd": ArraySpec(((1.0, 2.0),), acc),
+        "wq": ArraySpec(((1,) * 7,), "int8"), "wd": ArraySpec(((0.5, 1.0),), "f32"),
+    })
+    assert _c_equals_reference(case)["y"].tolist() == [[8.0]]
+
+
+def test_integer_form_sums_in_int32_at_the_limits():
+    """Blocks of 64 at -128 · -128 and 127 · 127 (sums 2^20 and 1032256, past int16):
+    y = (2^20 + 1032256) · 2^-20 exactly."""
+    case = _linear_case("qlinear_i", "f32", "q8", 64, {
+        "xq": ArraySpec(((-128,) * 64 + (127,) * 64,), "int8"), "xd": ArraySpec(((2.0**-10, 2.0**-10),), "f32"),
+        "wq": ArraySpec(((-128,) * 64 + (127,) * 64,), "int8"), "wd": ArraySpec(((2.0**-10, 2.0**-10),), "f32"),
+    })
+    assert _c_equals_reference(case)["y"].tolist() == [[(2**20 + 1032256) * 2.0**-20]]
+
+
+@pytest.mark.parametrize("primitive", ["qlinear_w", "qlinear_i"])
+def test_q4_values_come_from_both_nibbles_of_a_byte(primitive):
+    """One block of 4 (two bytes): byte 0 holds values 0 (low) and 2 (high), byte 1
+    values 1 and 3. Bytes 0x80, 0xF7 are nibbles 0, 7 | 8, 15: values -8, -1, 0, 7.
+    With x = (1, 10, 100, 1000) and scale 1: y = -8 - 10 + 0 + 7000 = 6982."""
+    weights = {"wq": ArraySpec(((0x80, 0xF7),), "uint8"), "wd": ArraySpec(((1.0,),), "f32")}
+    if primitive == "qlinear_w":
+        operands = {"x": ArraySpec(((1.0, 10.0, 100.0, 1000.0),), "f32"), **weights}
+    else:
+        operands = {"xq": ArraySpec(((1, 10, 100, 127),), "int8"), "xd": ArraySpec(((1.0,),), "f32"), **weights}
+    y = _c_equals_reference(_linear_case(primitive, "f32", "q4", 4, operands))["y"]
+    assert y.tolist() == [[6982.0 if primitive == "qlinear_w" else -8 - 10 + 0 + 7 * 127.0]]
+
+
+def test_weight_only_form_dequantizes_in_f32_then_sums_in_order():
+    """w = wd ⊗ value in f32 (1.5 · 3 = 4.5), then the ordinary linear, bias last."""
+    case = _linear_case("qlinear_w", "bf16", "q8", 2, {
+        "x": ArraySpec(((1.0, 2.0, 4.0),), "bf16"), "wq": ArraySpec(((3, -1, 2),), "int8"),
+        "wd": ArraySpec(((1.5, 0.25),), "f32"), "b": ArraySpec((0.5,), "bf16"),
+    })
+    assert _c_equals_reference(case)["y"].astype(np.float32).tolist() == [[1 * 4.5 - 2 * 1.5 + 4 * 0.5 + 0.5]]
+
+
+def test_shapes_that_break_the_block_rules_are_refused():
+    refuse = [
+        ({"x": (2, 7)}, {"block": 0}, "quantize", "block is 0; it must be an int in 1..65536"),
+        ({"x": (2, 7), "wq": (3, 4), "wd": (3, 2)}, {"fmt": "q4", "block": 3}, "qlinear_w",
+         "block is 3; a q4 block is an even number of values"),
+        ({"x": (2, 7), "wq": (3, 7), "wd": (3, 2)}, {"fmt": "q4", "block": 4}, "qlinear_w",
+         "wq has shape (3, 7); a q4 row of 7 values in blocks of 4 is 4 bytes (2 blocks of 2)"),
+        ({"x": (2, 7), "wq": (3, 7), "wd": (3, 7)}, {"fmt": "q8", "block": 4}, "qlinear_w",
+         "wd has shape (3, 7); it must be (3, 2): one scale per row and block of 4"),
+        ({"xq": (2, 7), "xd": (2, 1), "wq": (3, 7), "wd": (3, 2)}, {"block": 4}, "qlinear_i",
+         "xd has shape (2, 1); it must be (2, 2)"),
+        ({"x": (2, 7), "wq": (3, 7), "wd": (3, 2)}, {"fmt": "q2", "block": 4}, "qlinear_w",
+         "fmt is 'q2'; it must be one of q8, q4"),
+    ]
+    from exactc.exporter.kernels import lower
+
+    for shapes, attrs, primitive, message in refuse:
+        with pytest.raises(PrimitiveError, match=rf"^{primitive}: " + message.replace("(", r"\(").replace(")", r"\)")):
+            lower(primitive, "f32", shapes, attrs)
+
+
+# ---- the exporter's quantizer: ggml's Q4_0 order, f16 scales, refusals -------------------------------
+
+
+def test_q4_byte_order_is_ggml_q4_0():
+    """Block element j in the low nibble of byte j, element j + 16 in the high nibble;
+    value = nibble - 8 (nibble 8 is 0, nibble 0 is -8)."""
+    nibbles = np.arange(32, dtype=np.uint8).reshape(1, 1, 32) % 16
+    packed = quant.pack_q4(nibbles)
+    assert packed.shape == (1, 16)
+    assert packed[0, 0] == 0x00 | (16 % 16) << 4 and packed[0, 3] == 3 | (19 % 16) << 4
+    assert [int(b) for b in packed[0]] == [j | (((j + 16) % 16) << 4) for j in range(16)]
+    assert quant.unpack_q4(np.array([[0x80, 0xF7]], np.uint8), 4, 4).tolist() == [[-8, -1, 0, 7]]
+    assert quant.unpack_q4(np.array([[0x88]], np.uint8), 2, 2).tolist() == [[0, 0]]
+
+
+def test_q4_quantizer_puts_the_first_largest_magnitude_on_minus_8():
+    """m = 4 (the first of |4| and |-4|), d = 4 ⊘ -8 = -0.5; -4 ⊘ d = 8 clamps to 7."""
+    qt = quant.quantize_tensor("w", np.array([[1.0, -2.0, 4.0, -4.0]]), "q4", 4)
+    assert qt.scales.tolist() == [[-0.5]]
+    assert quant.unpack_q4(qt.values, 4, 4).tolist() == [[-2, 4, -8, 7]]
+    zeros = quant.quantize_tensor("w", np.zeros((1, 5)), "q4", 6)  # a short block of 5 in 6
+    assert zeros.values.tolist() == [[0x88, 0x88, 0x88]]
+    assert types.bits(zeros.scales).tolist() == [[0x80000000]]  # +0 ⊘ -8 = -0
+
+
+def test_q8_quantizer_refuses_nan_and_infinity_naming_the_tensor_and_index():
+    w = np.ones((2, 5))
+    w[1, 3] = np.nan
+    with pytest.raises(quant.QuantError, match=r"tensor layers\.0\.wq: element at index \(1, 3\) is nan"):
+        quant.quantize_tensor("layers.0.wq", w, "q8", 4)
+    big = np.ones((3,))
+    big[2] = 1e39  # finite as a real, infinite in f32
+    with pytest.raises(quant.QuantError, match=r"tensor wo: element at index \(2,\) is inf"):
+        quant.quantize_tensor("wo", big, "q4", 2)
+
+
+def test_f16_scales_widen_exactly_and_non_finite_ones_are_refused():
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    finite = every[np.isfinite(every)]
+    widened = quant.scales_from_f16("blk.0.attn_q", finite)
+    assert widened.dtype == np.float32
+    assert (widened.astype(np.float64) == finite.astype(np.float64)).all()  # exact, subnormals too
+    with pytest.raises(quant.QuantError, match=r"tensor blk\.0\.attn_q: scale at index \(1,\) is inf"):
+        quant.scales_from_f16("blk.0.attn_q", np.array([1.0, np.inf], np.float16))
+
+
+@given(k=st.integers(1, 70), block=st.sampled_from([1, 3, 4, 32, 64]), seed=st.integers(0, 2**32 - 1),
+       scale=st.sampled_from([1.0, 1e-3, 1e30, 1e-38]))
+def test_q8_dequantized_error_is_at_most_half_a_step(k, block, seed, scale):
+    """Normal scales: |w - d·q| <= d/2 (one rounding of the quotient, d ≈ amax/127),
+    and each block's largest magnitude lands on ±127."""
+    w = types.round_to_site(np.random.default_rng(seed).standard_normal((3, k)) * scale, "f32")
+    qt = quant.quantize_tensor("w", w, "q8", block)
+    d = np.repeat(qt.scales, block, axis=-1)[:, :k].astype(np.float64)
+    normal = d > 2.0**-126
+    error = np.abs(w.astype(np.float64) - qt.values.astype(np.float64) * d)
+    assert (error[normal] <= d[normal] * (0.5 + 2.0**-20)).all()
+    for b in range(block_count(k, block)):
+        largest = np.abs(qt.values[:, b * block : (b + 1) * block].astype(np.int16)).max(axis=-1)
+        assert ((largest == 127) | (qt.scales[:, b] == 0)).all()
+
+
+# ---- stacked q4 parameters: whole rows of whole blocks ---------------------------------------------
+
+
+@given(stacked=stacked_q4())
+@example(stacked=(3, 5, 5, 6, 1))  # 3 bytes a row (G/2 = 3, one block): odd rows, odd layers
+def test_a_layer_of_a_stacked_q4_parameter_starts_on_a_block_and_a_byte(stacked):
+    layers, rows, k, block, seed = stacked
+    w = np.random.default_rng(seed).standard_normal((layers, rows, k))
+    qt = quant.quantize_tensor("layers.w1", w, "q4", block)
+    row_bytes = block_count(k, block) * (block // 2)
+    flat = qt.values.reshape(-1)
+    for layer in range(layers):
+        alone = quant.quantize_tensor(f"layers.{layer}.w1", w[layer], "q4", block)
+        offset = qt.layer_byte_offset(layer)
+        assert offset == layer * rows * row_bytes and offset % (block // 2) == 0
+        assert_bits_equal(alone.values.reshape(-1), flat[offset : offset + rows * row_bytes], f"layer {layer}'s bytes")
+        sliced = qt.layer(layer)
+        for what, want, got in (("values", alone.values, sliced.values), ("scales", alone.scales, sliced.scales),
+                                ("dequantized", alone.dequantize(), sliced.dequantize())):
+            assert_bits_equal(want, got, f"layer {layer}'s {what}", every_bit=True)
+
+
+def test_a_slice_inside_a_byte_cannot_be_made():
+    """A QuantizedTensor is indexed by whole rows: values cut along the reduction axis
+    (a slice that would start inside a byte or a block) are refused, and a single row
+    has no layer to take."""
+    qt = quant.quantize_tensor("w", np.ones((2, 3, 10)), "q4", 4)
+    with pytest.raises(quant.QuantError, match=r"rows of 10 values in blocks of 4 are uint8 \(\.\.\., 6\)"):
+        quant.QuantizedTensor("q4", 4, 10, qt.values[..., 1:], qt.scales)
+    with pytest.raises(quant.QuantError, match="a row of blocks has no layer to take"):
+        quant.QuantizedTensor("q4", 4, 10, qt.values[0, 0], qt.scales[0, 0]).layer(0)
