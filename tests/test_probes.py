@@ -49,6 +49,14 @@ def test_growth_exporter_cost_is_linear_in_the_graph():
     assert growth.holds, _explain(growth)
 
 
+@needs_valgrind
+def test_exporter_cost_is_linear_in_one_functions_node_count():
+    """One function of N primitives (a chain, and diamonds with a skip): the exporter's
+    instructions grow linearly in N, so no pass over a function's nodes rescans them."""
+    for growth in probes.probe_nodes(QUICK["nodes"]):
+        assert growth.holds, _explain(growth)
+
+
 def test_growth_structured_text_is_constant_and_straight_line_text_linear_in_the_layers():
     for growth in probes.probe_text(QUICK["text"]):
         assert growth.holds, _explain(growth)
