@@ -34,7 +34,9 @@ function collected inside the entry (each kernel's nest functions, the libm
 functions) and the entry's inclusive count, stored in verify/probe_baselines.json under
 the toolchain key (compiler, flags, valgrind, architecture, C library). A count that
 rose more than the threshold (1 %) fails; every change is printed with its ratio; with
-another key the comparison is reported and passes; --update rewrites this key's entry.
+no baseline for this key the check fails, naming `make probes-baseline`; --update
+rewrites this key's entry (with --baseline-only, without running the growth probes:
+what `make probes-baseline` runs).
 
 The last line is `probes: <held>/<total> hold`; the exit status is 0 when all hold.
 """
@@ -446,6 +448,7 @@ def probe_text(sizes: Sequence[int]) -> list[Growth]:
 # ---- regression baselines ---------------------------------------------------------------------
 
 ENTRY_ROW = "(entry, inclusive)"
+RECORD_BASELINE = "make probes-baseline"  # python -m exactc.verify.probes --update --baseline-only
 
 
 def measure_baseline(workdir: Path) -> dict[str, dict[str, int]]:
@@ -545,11 +548,12 @@ def check_regression(current: dict[str, dict[str, int]], key: dict[str, str], th
                      path: Path = BASELINES) -> Regression:
     baseline = baseline_for(key, path)
     if baseline is None:
+        # No baseline is no check: it fails, so that a new toolchain cannot pass unchecked.
         known = [key_text(e["key"]) for e in load_baselines(path)]
-        lines = [f"regression: no baseline for this toolchain ({key_text(key)}); reported, passes.",
+        lines = [f"regression: FAILS: no baseline for this toolchain ({key_text(key)}).",
                  *(f"    baselines exist for: {k}" for k in known),
-                 "    `python -m exactc.verify.probes --update` records one."]
-        return Regression(True, lines, [])
+                 f"    `{RECORD_BASELINE}` records one (commit {BASELINES.name} with it)."]
+        return Regression(False, lines, [])
     changes, failures = compare(baseline, current, threshold)
     verdict = "holds" if not failures else f"FAILS: {len(failures)} count(s) rose more than {threshold:g} %"
     lines = [f"regression: against the baseline of this toolchain, threshold {threshold:g} %: {verdict}"]
