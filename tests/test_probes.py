@@ -55,6 +55,14 @@ def test_growth_quantized_linear_is_linear_in_k_and_n():
         assert growth.holds, _explain(growth)
 
 
+@needs_valgrind
+def test_exporter_cost_is_linear_in_one_functions_node_count():
+    """One function of N primitives (a chain, and diamonds with a skip): the exporter's
+    instructions grow linearly in N, so no pass over a function's nodes rescans them."""
+    for growth in probes.probe_nodes(QUICK["nodes"]):
+        assert growth.holds, _explain(growth)
+
+
 def test_growth_structured_text_is_constant_and_straight_line_text_linear_in_the_layers():
     for growth in probes.probe_text(QUICK["text"]):
         assert growth.holds, _explain(growth)
@@ -84,10 +92,20 @@ def test_a_count_2_percent_higher_fails_with_its_function_named(tmp_path):
     result = probes.check_regression(current, key, 1.0, path)
     failing = [line for line in result.lines if "linear_qkv" in line and "FAILS" in line]
     assert not result.holds and failing, "\n".join(result.lines)
-    # a looser threshold is a setting; another toolchain reports and passes
+    # a looser threshold is a setting
     assert probes.check_regression(current, key, 2.5, path).holds
-    other = probes.check_regression(current, dict(key, compiler="cc 2"), 1.0, path)
-    assert other.holds and "no baseline for this toolchain" in other.lines[0]
+
+
+def test_a_missing_baseline_fails_the_regression_check_naming_make_probes_baseline(tmp_path):
+    """Another toolchain, no baseline: not a pass, a failure that says how to record one."""
+    key = {"compiler": "cc 1", "flags": "-O2", "valgrind": "v", "arch": "a", "libc": "l"}
+    path = tmp_path / "baselines.json"
+    probes.write_baseline(key, {"gpt.forward.f32": {"forward (entry, inclusive)": 1000}}, path)
+    other = probes.check_regression({"gpt.forward.f32": {"forward (entry, inclusive)": 1000}},
+                                    dict(key, compiler="cc 2"), 1.0, path)
+    assert not other.holds, "\n".join(other.lines)
+    assert "no baseline for this toolchain" in other.lines[0]
+    assert any("`make probes-baseline` records one" in line for line in other.lines), other.lines
 
 
 @needs_valgrind

@@ -19,6 +19,7 @@ input, same frames.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from typing import Callable, Iterable, Sequence
 
 from exactc.exporter import types
@@ -77,19 +78,35 @@ class Buffer:
     offset: int = -1
 
 
+def by_node(buffers: list[Buffer], end: str) -> dict[int, list[Buffer]]:
+    """The buffers by the node at their `end` ("first": born, "last": released), each
+    node's in the given order."""
+    out: dict[int, list[Buffer]] = {}
+    for buf in buffers:
+        out.setdefault(getattr(buf, end), []).append(buf)
+    return out
+
+
 def place(buffers: list[Buffer]) -> None:
     """First fit: each buffer (in order of birth) at the lowest aligned offset that
-    overlaps no placed buffer alive at the same time."""
-    placed: list[Buffer] = []
+    overlaps no placed buffer alive at the same time.
+
+    Buffers come in order of birth, so a placed buffer is alive with this one exactly
+    when it is still alive at this one's birth; one that died before can meet no later
+    buffer either and leaves the live list for good. Each buffer is compared with the
+    buffers live at its birth only: linear in a function's nodes for a graph of bounded
+    width (the probes exporter/nodes-* of verify/probes.py)."""
+    live: list[Buffer] = []  # placed and alive at the current birth, in order of placement
     for buf in sorted(buffers, key=lambda b: (b.first, -b.nbytes)):
-        rivals = sorted((b for b in placed if not (b.last < buf.first or buf.last < b.first)), key=lambda b: b.offset)
+        live = [b for b in live if b.last >= buf.first]
+        rivals = sorted(live, key=lambda b: b.offset)
         offset = 0
         for other in rivals:
             if offset + buf.nbytes <= other.offset:
                 break
             offset = max(offset, align(other.offset + other.nbytes))
         buf.offset = offset
-        placed.append(buf)
+        live.append(buf)
 
 
 @dataclasses.dataclass
@@ -187,15 +204,32 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
             frame.carries[index] = per_carry
     place(frame.buffers)
 
+    ends = high_water(frame.buffers, len(fn.nodes))
     for index, node in enumerate(fn.nodes):
-        live = [b.offset + b.nbytes for b in frame.buffers if b.first <= index <= b.last]
-        high = max(live, default=0)
+        high = ends[index]
         frame.high.append(high)
         frame.peak = max(frame.peak, high)
         callee = callee_peak(node, frames)
         if callee:
             frame.peak = max(frame.peak, align(high) + callee)
     return frame
+
+
+def high_water(buffers: list[Buffer], nodes: int) -> list[int]:
+    """For each node, the end of the highest buffer live during it (0 when none is): one
+    sweep in node order, each buffer entering a heap at its birth and leaving it lazily
+    once dead, so the cost is linear in the nodes and buffers (up to a log), not their
+    product."""
+    born = by_node(buffers, "first")
+    heap: list[tuple[int, int]] = []  # (-end, last node alive) of the buffers born so far
+    ends = []
+    for index in range(nodes):
+        for buf in born.get(index, ()):
+            heapq.heappush(heap, (-(buf.offset + buf.nbytes), buf.last))
+        while heap and heap[0][1] < index:
+            heapq.heappop(heap)
+        ends.append(-heap[0][0] if heap else 0)
+    return ends
 
 
 def callee_peak(node, frames: dict[int, Frame]) -> int:

@@ -173,7 +173,9 @@ class _Trace:
     """The function being traced, and the cache of traced forms."""
 
     def __init__(self) -> None:
-        self.stack: list[tuple[Function, set[str]]] = []
+        # the functions being traced, innermost last: each with its taken names and, per
+        # base name, the last suffix `fresh` gave it
+        self.stack: list[tuple[Function, set[str], dict[str, int]]] = []
         self.forms: dict[tuple, Function] = {}
         self.names: dict[str, int] = {}
 
@@ -183,13 +185,18 @@ class _Trace:
         return self.stack[-1][0]
 
     def fresh(self, base: str) -> str:
-        """A name unique in the current function (the C host uses it as is)."""
-        _, taken = self.stack[-1]
+        """A name unique in the current function (the C host uses it as is): `base`, else
+        the first free of base2, base3, ... Names are never freed, so the search for a
+        base resumes where its last one stopped (N values of one primitive cost N, not
+        N squared)."""
+        _, taken, tried = self.stack[-1]
         base = _c_name(base)
-        name, k = base, 1
+        name, k = base, tried.get(base, 1)
         while name in taken:
             k += 1
             name = f"{base}{k}"
+        if name != base:
+            tried[base] = k
         taken.add(name)
         return name
 
@@ -400,7 +407,7 @@ def _trace_function(name: str, fn: Callable, formals: list[Value], build: Callab
     trace = _trace()
     doc = (fn.__doc__ or "").strip().split("\n\n")[0]
     function = Function(trace.function_name(name), tuple(formals), [], (), " ".join(doc.split()))
-    trace.stack.append((function, {v.name for v in formals}))
+    trace.stack.append((function, {v.name for v in formals}, {}))
     try:
         result = build()
         leaves, _ = _flatten(result)

@@ -131,10 +131,26 @@ def _runtime_headers_digest() -> str:
     return h.hexdigest()
 
 
+# `make coverage` (tools/coverage.py) sets this to a folder: the runtime sources gcc
+# compiles go there with --coverage, each object beside its source and its .gcda counts.
+GCOV_ENV = "EXACTC_GCOV_DIR"
+
+
+def gcov_dir(options: BuildOptions) -> Path | None:
+    """The coverage folder when this build is instrumented: under make coverage, gcc at
+    the default -O2 (one optimization level, so that gcov numbers a line's branches the
+    same way in every object whose counts are merged)."""
+    root = os.environ.get(GCOV_ENV)
+    plain = options.cc == "gcc" and options.opt == "-O2" and not options.march_native
+    return Path(root) if root and plain else None
+
+
 def build_key(sources: Mapping[str, str], options: BuildOptions) -> str:
     h = hashlib.sha256()
     h.update(compiler_version(options.cc).encode())
     h.update("\0".join(options.flags()).encode())
+    if gcov_dir(options):
+        h.update(b"\0--coverage")  # an instrumented build is never a cached plain one
     h.update(_runtime_headers_digest().encode())
     for name in sorted(sources):
         h.update(name.encode() + b"\0" + sources[name].encode() + b"\0")
@@ -164,6 +180,16 @@ def _run_compiler(cmd: list[str], work: Path, options: BuildOptions) -> None:
 def compile_object(name: str, text: str, options: BuildOptions) -> Path:
     """One source compiled to a cached position-independent object."""
     key = build_key({name: text}, options)
+    gcov = gcov_dir(options)
+    if gcov:  # kept where gcov finds it: the source, the object, and the counts it writes
+        source, target = gcov / f"src-{key}" / name, gcov / f"obj-{key}.o"
+        if not target.exists():
+            source.parent.mkdir(parents=True, exist_ok=True)
+            source.write_text(text)
+            flags = [f for f in options.flags() if f != "-shared"] + ["--coverage"]
+            _run_compiler([options.cc, *flags, f"-I{RUNTIME_DIR}", "-c", "-o", str(target), str(source)],
+                          source.parent, options)
+        return target
     target = cache_dir() / f"obj-{key}.o"
     if target.exists():
         return target
@@ -199,6 +225,8 @@ def compile_shared(sources: Mapping[str, str], options: BuildOptions = BuildOpti
     out = work / "lib.so"
     flags = [f for f in options.flags() if not (executable and f in ("-shared", "-fPIC"))]
     cmd = [options.cc, *flags, f"-I{RUNTIME_DIR}", "-o", str(out), *paths, *objects, "-lm"]
+    if gcov_dir(options):
+        cmd.append("--coverage")
     _run_compiler(cmd, work, options)
     os.replace(out, target)  # atomic: a concurrent builder of the same key is harmless
     shutil.rmtree(work, ignore_errors=True)

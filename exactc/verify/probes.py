@@ -1,6 +1,7 @@
 """Instruction-count probes: costs that must grow linearly do, and no count moved.
 
-    python -m exactc.verify.probes [--update] [--threshold 1.0] [--quick] [--json F] [--plot PNG]
+    python -m exactc.verify.probes [--update] [--baseline-only] [--only PROBE ...] [--threshold 1.0] [--quick]
+                                   [--json F] [--plot PNG]
 
 Some mistakes change no output: an exporter pass gone quadratic, a fold unrolled, a
 kernel that computes twice. Only a count of the work sees them. Every count here is
@@ -39,7 +40,9 @@ functions) and the entry's inclusive count; and the kernels of quantized operand
 verify/probe_baselines.json under
 the toolchain key (compiler, flags, valgrind, architecture, C library). A count that
 rose more than the threshold (1 %) fails; every change is printed with its ratio; with
-another key the comparison is reported and passes; --update rewrites this key's entry.
+no baseline for this key the check fails, naming `make probes-baseline`; --update
+rewrites this key's entry (with --baseline-only, without running the growth probes:
+what `make probes-baseline` runs).
 
 The last line is `probes: <held>/<total> hold`; the exit status is 0 when all hold.
 """
@@ -95,10 +98,14 @@ QUANT_SET = {"m": 4, "k": 80, "n": 16, "block": 32}
 # Sizes: full (make probes) and quick (tests/test_probes.py, the mutant runner).
 SIZES = {
     "full": {"layers": (2, 4, 8, 16), "tokens": (8, 16, 32, 64), "exporter": (4, 8, 16, 32), "text": (2, 4, 8, 16),
-             "quant_k": (512, 1024, 2048, 4096), "quant_n": (64, 128, 256, 512)},
+             "quant_k": (512, 1024, 2048, 4096), "quant_n": (64, 128, 256, 512), "nodes": (64, 128, 256, 512)},
     "quick": {"layers": (1, 2, 4), "tokens": (8, 16, 32), "exporter": (4, 8, 16), "text": (2, 4, 8),
-              "quant_k": (512, 1024, 2048), "quant_n": (64, 128, 256)},
+              "quant_k": (512, 1024, 2048), "quant_n": (64, 128, 256), "nodes": (64, 128, 256, 512)},
 }
+# The node-count probe's synthetic functions: one function of N primitives on a small
+# tensor, in two shapes (SHAPES), so that only the exporter's cost per node is counted.
+NODE_TENSOR = (4, 8)
+NODE_SHAPES = ("chain", "diamonds")
 
 
 class ProbeError(RuntimeError):
@@ -328,6 +335,106 @@ def probe_exporter(sizes: Sequence[int]) -> Growth:
                   first=2)
 
 
+# ---- the exporter against a function's size -----------------------------------------------
+
+
+def synthetic_program(shape: str, nodes: int):
+    """A program whose one function is `nodes` primitives on one small tensor x:
+    `chain`, each primitive reading the one before (scale, silu, add of x, in turn); or
+    `diamonds`, each four primitives a diamond with a skip (a = silu(y), b = scale(y),
+    c = a + b, y = c * y), so that three values are live at once and the placement has
+    rivals. Three (chain) or four (diamonds) kernels whatever `nodes` is: the cost that
+    grows is the host's and the tracer's, per node."""
+    from exactc.exporter import graph
+
+    if shape not in NODE_SHAPES or nodes % 4:
+        raise ValueError(f"synthetic_program({shape!r}, {nodes}): shape is one of {NODE_SHAPES}, nodes a multiple of 4")
+
+    def chain(params, x):
+        """A chain of primitives."""
+        y = x
+        for k in range(nodes):
+            y = graph.scale(y, 0.5) if k % 3 == 0 else graph.silu(y) if k % 3 == 1 else graph.add(y, x)
+        return {"y": y}
+
+    def diamonds(params, x):
+        """Diamonds with a skip, four primitives each."""
+        y = x
+        for _ in range(nodes // 4):
+            a = graph.silu(y)
+            b = graph.scale(y, 0.5)
+            c = graph.add(a, b)
+            y = graph.mul(c, y)
+        return {"y": y}
+
+    body = chain if shape == "chain" else diamonds
+    return graph.trace("synthetic", shape, body, [], [graph.InputSpec("x", NODE_TENSOR, "x")])
+
+
+def _nodes_worker(library: str, sizes: Sequence[int]) -> None:
+    """Run under callgrind: a warm-up, then per shape and size three regions: the trace,
+    the whole print (the structured host, the default export), and the frame planning
+    alone (the kernels' table built outside the region)."""
+    import ctypes
+    import gc
+
+    from exactc.exporter.printer.host import print_program, program_frames
+    from exactc.exporter.printer.kernel_table import KernelTable
+
+    lib = ctypes.CDLL(library)
+    lib.exactc_probe_stop.argtypes = [ctypes.c_char_p]
+
+    def region(label: str, work: Callable[[], Any]) -> Any:
+        gc.collect()
+        lib.exactc_probe_start()
+        out = work()
+        lib.exactc_probe_stop(label.encode())
+        return out
+
+    for shape in NODE_SHAPES:
+        print_program(synthetic_program(shape, 8), "f32")
+    for shape in NODE_SHAPES:
+        for n in sizes:
+            program = region(f"{shape} nodes={n} trace", lambda: synthetic_program(shape, n))
+            region(f"{shape} nodes={n} print", lambda: print_program(program, "f32"))
+            table = KernelTable(program, "f32")
+            region(f"{shape} nodes={n} frames", lambda: program_frames(program, "f32", table))
+
+
+NODE_REGIONS = ("trace", "print", "frames")
+
+
+def probe_nodes(sizes: Sequence[int]) -> list[Growth]:
+    """The exporter's cost against the node count of one function, per shape: trace and
+    print (the export), and the frame planning alone (a small part of the whole, so that
+    a pass of it gone quadratic shows at these sizes); the increments ratio per doubling
+    at most 2.3 (as for the layers)."""
+    library = region_library()
+    command = [sys.executable, "-m", "exactc.verify.probes", "--nodes-worker", str(library), *(str(n) for n in sizes)]
+    parts = run_callgrind_parts(command, env=dict(os.environ, PYTHONHASHSEED="0"))
+    counts: dict[tuple[str, str], list[int]] = {}
+    for label, profile in parts:
+        shape, _, stage = label.split()
+        counts.setdefault((shape, stage), []).append(profile.total)
+    if len(parts) != len(NODE_SHAPES) * len(sizes) * len(NODE_REGIONS):
+        raise ProbeError(f"the node-count probe dumped {len(parts)} regions for {len(NODE_SHAPES)} shapes x "
+                         f"{len(sizes)} sizes x {len(NODE_REGIONS)} stages")
+    out = []
+    worker = ("PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no python -m exactc.verify.probes "
+              "--nodes-worker LIB " + " ".join(map(str, sizes)))
+    for shape in NODE_SHAPES:
+        export = [t + p for t, p in zip(counts[(shape, "trace")], counts[(shape, "print")])]
+        frames = counts[(shape, "frames")]
+        for name, what, series in ((f"exporter/nodes-{shape}", "graph.trace + print_program", export),
+                                   (f"exporter/frames-{shape}", "program_frames (frames.plan_frames)", frames)):
+            ratios = increment_ratios(series)
+            out.append(Growth(name, "nodes", list(sizes), series, ratios,
+                              "increments d(2N)/d(N), fixed part cancelled; at most 2.3", all(r <= 2.3 for r in ratios),
+                              f"{worker} ({what}, one function of N primitives on x{list(NODE_TENSOR)}, {shape})",
+                              first=2))
+    return out
+
+
 def probe_text(sizes: Sequence[int]) -> list[Growth]:
     from exactc.exporter import models
     from exactc.exporter.printer.host import print_program
@@ -443,6 +550,7 @@ def measure_kernel_baseline() -> dict[str, int]:
 # ---- regression baselines ---------------------------------------------------------------------
 
 ENTRY_ROW = "(entry, inclusive)"
+RECORD_BASELINE = "make probes-baseline"  # python -m exactc.verify.probes --update --baseline-only
 
 
 def measure_baseline(workdir: Path) -> dict[str, dict[str, int]]:
@@ -543,11 +651,12 @@ def check_regression(current: dict[str, dict[str, int]], key: dict[str, str], th
                      path: Path = BASELINES) -> Regression:
     baseline = baseline_for(key, path)
     if baseline is None:
+        # No baseline is no check: it fails, so that a new toolchain cannot pass unchecked.
         known = [key_text(e["key"]) for e in load_baselines(path)]
-        lines = [f"regression: no baseline for this toolchain ({key_text(key)}); reported, passes.",
+        lines = [f"regression: FAILS: no baseline for this toolchain ({key_text(key)}).",
                  *(f"    baselines exist for: {k}" for k in known),
-                 "    `python -m exactc.verify.probes --update` records one."]
-        return Regression(True, lines, [])
+                 f"    `{RECORD_BASELINE}` records one (commit {BASELINES.name} with it)."]
+        return Regression(False, lines, [])
     changes, failures = compare(baseline, current, threshold)
     verdict = "holds" if not failures else f"FAILS: {len(failures)} count(s) rose more than {threshold:g} %"
     lines = [f"regression: against the baseline of this toolchain, threshold {threshold:g} %: {verdict}"]
@@ -558,14 +667,22 @@ def check_regression(current: dict[str, dict[str, int]], key: dict[str, str], th
 # ---- the command ------------------------------------------------------------------------------
 
 
-def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[str], None] = print) -> list[Growth]:
+GROWTH_PROBES = ("layers", "tokens", "exporter", "nodes", "text", "quant")  # what --only names
+
+
+def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[str], None] = print,
+               only: Sequence[str] = GROWTH_PROBES) -> list[Growth]:
     probes: list[Growth] = []
-    for step in (lambda: [probe_layers(workdir, sizes["layers"])],
-                 lambda: probe_tokens(workdir, sizes["tokens"]),
-                 lambda: [probe_exporter(sizes["exporter"])],
-                 lambda: probe_text(sizes["text"]),
-                 lambda: probe_quantized_linear(sizes["quant_k"], sizes["quant_n"])):
-        for g in step():
+    steps = {"layers": lambda: [probe_layers(workdir, sizes["layers"])],
+             "tokens": lambda: probe_tokens(workdir, sizes["tokens"]),
+             "exporter": lambda: [probe_exporter(sizes["exporter"])],
+             "nodes": lambda: probe_nodes(sizes["nodes"]),
+             "text": lambda: probe_text(sizes["text"]),
+             "quant": lambda: probe_quantized_linear(sizes["quant_k"], sizes["quant_n"])}
+    for name in GROWTH_PROBES:
+        if name not in only:
+            continue
+        for g in steps[name]():
             probes.append(g)
             for line in g.lines():
                 log(line)
@@ -574,7 +691,9 @@ def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[st
 
 # The growth each probe expects, as the exponent of the size (the dotted line of the plot).
 EXPECTED_SLOPE = {"program/layers": 1, "program/tokens-linear": 1, "program/tokens-attention": 2,
-                  "exporter/straight-line": 1, "text/structured": 0, "text/straight-line": 1,
+                  "exporter/straight-line": 1, "exporter/nodes-chain": 1, "exporter/nodes-diamonds": 1,
+                  "exporter/frames-chain": 1, "exporter/frames-diamonds": 1,
+                  "text/structured": 0, "text/straight-line": 1,
                   "kernel/qlinear_i-k": 1, "kernel/qlinear_i-n": 1}
 
 
@@ -596,7 +715,7 @@ def plot(probes: list[Growth], path: Path) -> None:
         ax.loglog(sizes, counts, "o-", base=2, label="count")
         shown = [counts]
         if g.name in ("program/layers", "exporter/straight-line", "text/straight-line", "kernel/qlinear_i-k",
-                      "kernel/qlinear_i-n"):
+                      "kernel/qlinear_i-n") or g.name.startswith(("exporter/nodes-", "exporter/frames-")):
             a, _ = fitted_ratios(g.sizes, g.counts)
             ax.loglog(sizes, counts - a, "s--", base=2, label="count - fixed part")
             shown.append(counts - a)
@@ -621,6 +740,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exactc.verify.probes", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--update", action="store_true", help="rewrite this toolchain's regression baseline")
+    parser.add_argument("--baseline-only", action="store_true",
+                        help="measure the regression set only, not the growth probes (with --update: make probes-baseline)")
+    parser.add_argument("--only", nargs="+", choices=GROWTH_PROBES, metavar="PROBE",
+                        help=f"these growth probes only ({', '.join(GROWTH_PROBES)}), without the regression set")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="percent a count may rise before the regression check fails (default 1.0)")
     parser.add_argument("--quick", action="store_true", help="the smaller sizes of tests/test_probes.py")
@@ -628,7 +751,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write the log-log plot (PNG; needs matplotlib)")
     parser.add_argument("--plot-from", type=Path, metavar="JSON", help="only plot the figures of a --json file")
     parser.add_argument("--exporter-worker", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--nodes-worker", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.only and (args.update or args.baseline_only):
+        parser.error("--only runs growth probes without the regression set: it cannot --update the baseline")
     if args.plot_from:
         figures = json.loads(args.plot_from.read_text())["growth"]
         plot([Growth(**g) for g in figures], args.plot or Path("probes.png"))
@@ -636,16 +762,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.exporter_worker:
         _exporter_worker(args.exporter_worker[0], [int(n) for n in args.exporter_worker[1:]])
         return 0
+    if args.nodes_worker:
+        _nodes_worker(args.nodes_worker[0], [int(n) for n in args.nodes_worker[1:]])
+        return 0
 
     key = probe_key()
     print(f"toolchain: {key_text(key)}")
     with tempfile.TemporaryDirectory(prefix="exactc-probes-") as tmp:
         workdir = Path(tmp)
-        probes = run_growth(workdir, SIZES["quick" if args.quick else "full"])
-        current = measure_baseline(workdir)
-    if args.update:
+        probes = [] if args.baseline_only else run_growth(workdir, SIZES["quick" if args.quick else "full"],
+                                                          only=args.only or GROWTH_PROBES)
+        current = {} if args.only else measure_baseline(workdir)
+    if args.only:
+        regression = None
+    elif args.update:
         write_baseline(key, current)
-        print(f"regression: baseline for this toolchain written to {BASELINES}")
+        print(f"regression: baseline for this toolchain written to {BASELINES}; commit it")
         regression = Regression(True, [], [])
     else:
         regression = check_regression(current, key, args.threshold)
@@ -656,8 +788,8 @@ def main(argv: list[str] | None = None) -> int:
                                          "regression": current}, indent=1) + "\n")
     if args.plot:
         plot(probes, args.plot)
-    held = sum(g.holds for g in probes) + regression.holds
-    total = len(probes) + 1
+    held = sum(g.holds for g in probes) + (regression is not None and regression.holds)
+    total = len(probes) + (regression is not None)
     print(f"probes: {held}/{total} hold")
     return 0 if held == total else 1
 

@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from exactc.exporter import types
-from exactc.exporter.frames import plan_frames
+from exactc.exporter.frames import Frame, plan_frames
 from exactc.exporter.graph import Program, Value
 from exactc.exporter.printer.ctext import INDENT, banner, shape_text
 from exactc.exporter.printer.kernel_table import HostError, KernelTable
@@ -52,8 +52,7 @@ def print_program(program: Program, site: str, plan: Any = None, straight: bool 
     """The C sources of `program` at `site`: kernels/*.c, kernels.h and model.c."""
     types.check_site(site)
     table = KernelTable(program, site, plan)
-    frames = plan_frames(program, site, lambda op: [b for b in table.get(op).kernel.buffers if b.role == "temp"],
-                         table.function_names())
+    frames = program_frames(program, site, table)
     structured = StructuredHost(program, site, table, frames)
     line = StraightLineHost(program, site, table)
     structured_peak = frames[id(program.function)].peak
@@ -77,6 +76,13 @@ def print_program(program: Program, site: str, plan: Any = None, straight: bool 
     for name, text in table.sources().items():
         files[f"kernels/{name}"] = text
     return PrintedProgram(files, peak, structured_peak, line.peak, table.nest_count(), line.launches, len(table.uses))
+
+
+def program_frames(program: Program, site: str, table: KernelTable) -> dict[int, Frame]:
+    """The frame of every function (exporter/frames.py): the kernels' temps placed with
+    the values, clear of the kernels' function names."""
+    return plan_frames(program, site, lambda op: [b for b in table.get(op).kernel.buffers if b.role == "temp"],
+                       table.function_names())
 
 
 def head(program: Program, site: str, straight: bool) -> list[str]:

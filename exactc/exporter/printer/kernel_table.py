@@ -114,11 +114,10 @@ def joined_labels(names: list[str]) -> str:
 def kernel_names(ops: list[Op], kernels: dict[tuple, Kernel], taken: Iterable[str]) -> dict[tuple, str]:
     """The name of each kernel (by kernel_key) of the launches `ops`: unique, and its
     functions clear of `taken` and of each other kernel's."""
-    labels: dict[tuple, list[str]] = {}
+    first_use: dict[tuple, dict[str, None]] = {}  # a dict for its order and its lookups
     for op in ops:
-        names = labels.setdefault(kernel_key(op), [])
-        if op.out.name not in names:
-            names.append(op.out.name)
+        first_use.setdefault(kernel_key(op), {})[op.out.name] = None
+    labels = {key: list(names) for key, names in first_use.items()}  # each once, in order of first use
     per_primitive: dict[str, int] = {}
     for kernel in kernels.values():
         per_primitive[kernel.primitive] = per_primitive.get(kernel.primitive, 0) + 1

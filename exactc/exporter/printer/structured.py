@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from exactc.exporter.frames import Frame, align, ctype, is_view
+from exactc.exporter.frames import Frame, align, by_node, ctype, is_view
 from exactc.exporter.graph import Call, Fold, Function, Op, Program
 from exactc.exporter.printer.ctext import INDENT, call_lines, shape_text, signature_lines, wrap_comment
 from exactc.exporter.printer.kernel_table import HostError, KernelTable
@@ -92,14 +92,18 @@ class StructuredHost:
             out.append(f"{INDENT}(void)arena;")
 
         outputs = {id(v) for v in fn.outputs}
+        # Each node's births and releases, looked up by index: one pass over the buffers
+        # instead of one per node (a function of N nodes costs N, not N squared).
+        born, released, named = by_node(frame.buffers, "first"), by_node(frame.buffers, "last"), {}
+        for v_id, buf in frame.by_value.items():
+            named.setdefault(buf.first, []).append((v_id, buf))
         for index, node in enumerate(fn.nodes):
             # allocate what this node makes
-            for buf in frame.buffers:
-                if buf.first == index:
-                    out.append(f"{INDENT}{buf.ctype} *{buf.name} = ARENA({buf.ctype}, arena + {buf.offset}, {buf.count});"
-                               f"  /* {shape_text(buf.shape)} */")
-            for v_id, buf in frame.by_value.items():
-                if buf.first == index and not isinstance(node, Fold):
+            for buf in born.get(index, ()):
+                out.append(f"{INDENT}{buf.ctype} *{buf.name} = ARENA({buf.ctype}, arena + {buf.offset}, {buf.count});"
+                           f"  /* {shape_text(buf.shape)} */")
+            for v_id, buf in named.get(index, ()):
+                if not isinstance(node, Fold):
                     expr[v_id] = buf.name
             if isinstance(node, Op):
                 if is_view(node) and id(node.out) not in outputs:
@@ -114,9 +118,8 @@ class StructuredHost:
             else:
                 out.extend(self.fold(node, index, frame, expr))
             # release what dies here
-            for buf in frame.buffers:
-                if buf.last == index:
-                    out.append(f"{INDENT}RELEASE({buf.name}, {buf.count});")
+            for buf in released.get(index, ()):
+                out.append(f"{INDENT}RELEASE({buf.name}, {buf.count});")
         out.append("}")
         return out
 

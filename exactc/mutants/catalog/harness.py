@@ -9,6 +9,7 @@ instead, a broken install step would turn checks into skips and CI would stay gr
 from exactc.mutants.model import Mutant
 
 INSTALLED = "tests/installed.py"
+PROBES = "exactc/verify/probes.py"
 
 MUTANTS = [
     Mutant(
@@ -19,6 +20,16 @@ MUTANTS = [
         "    if piece.step is not None and required():\n",
         "    if piece.step is not None and required() and False:\n",
         ("installed",),
+        family="harness",
+    ),
+    Mutant(
+        "missing-baseline-passes",
+        "the regression check passes when this toolchain has no baseline: a new machine kind "
+        "runs no regression check and says it held",
+        PROBES,
+        "        return Regression(False, lines, [])\n",
+        "        return Regression(True, lines, [])\n",
+        ("probes:baseline",),
         family="harness",
     ),
 ]

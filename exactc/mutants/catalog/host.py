@@ -25,8 +25,8 @@ MUTANTS = [
         "the arena places a launch's output over a buffer whose last read is that same "
         "launch: two live buffers share bytes",
         FRAMES,
-        "rivals = sorted((b for b in placed if not (b.last < buf.first or buf.last < b.first))",
-        "rivals = sorted((b for b in placed if not (b.last <= buf.first or buf.last < b.first))",
+        "live = [b for b in live if b.last >= buf.first]",
+        "live = [b for b in live if b.last > buf.first]",
         ("programs",),
         family="host",
         requires=(FRAMES,),

@@ -3,10 +3,11 @@
 Each leaves every exported program's bytes and results as they were (the programs check
 passes under each); what changes is a cost: the exporter's time grows quadratically with
 the graph, the structured host's text grows with the layers, a kernel does its work
-twice. `probes:growth` and `probes:baseline` (tests/test_probes.py) must catch them.
+twice, a pass over one function's nodes rescans them. `probes:growth`, `probes:nodes` and
+`probes:baseline` (tests/test_probes.py) must catch them.
 The baseline check compares against the counts recorded for this machine's toolchain:
-on another toolchain it skips, and the kernel mutant is not caught there until
-`python -m exactc.verify.probes --update` records a baseline.
+on another toolchain it fails (naming `make probes-baseline`) until a baseline is
+recorded, so the kernel mutant is never passed over by a skip.
 """
 
 from exactc.mutants.model import Mutant
@@ -14,6 +15,13 @@ from exactc.mutants.model import Mutant
 STRAIGHT = "exactc/exporter/printer/straight.py"
 STRUCTURED = "exactc/exporter/printer/structured.py"
 NESTS = "exactc/exporter/printer/nests.py"
+FRAMES = "exactc/exporter/frames.py"
+GRAPH = "exactc/exporter/graph.py"
+KERNEL_TABLE = "exactc/exporter/printer/kernel_table.py"
+# A pass over one function's nodes made quadratic: the same output, a cost that only the
+# node-count probe (exporter/nodes-*, N = 64 ... 512) sees; the layer probes do not,
+# since a layer adds no node to a function (a fold is one node).
+NODE_CHECKS = ("probes:nodes", "probes:growth", "programs")
 
 MUTANTS = [
     Mutant(
@@ -51,4 +59,47 @@ MUTANTS = [
         ("probes:baseline", "programs", "kernels:linear"),
         family="probes",
     ),
+    Mutant(
+        "structured-host-births-rescan",
+        "the structured host finds the buffers born at each node by rescanning every buffer "
+        "of the function: quadratic in its nodes, the same text",
+        STRUCTURED,
+        "            for buf in born.get(index, ()):\n",
+        "            for buf in [b for b in frame.buffers if b.first == index]:\n",
+        NODE_CHECKS,
+        family="probes",
+        requires=(STRUCTURED,),
+    ),
+    Mutant(
+        "frames-placement-rescan",
+        "first-fit placement compares each buffer with every buffer placed before it, dead "
+        "ones included (filtered by lifetime each time): quadratic, the same offsets",
+        FRAMES,
+        "        live = [b for b in live if b.last >= buf.first]\n"
+        "        rivals = sorted(live, key=lambda b: b.offset)\n",
+        "        rivals = sorted((b for b in live if b.last >= buf.first), key=lambda b: b.offset)\n",
+        NODE_CHECKS,
+        family="probes",
+    ),
+    Mutant(
+        "frames-high-water-rescan",
+        "the high-water mark of each node rescans every buffer of the function: quadratic, "
+        "the same marks and peak",
+        FRAMES,
+        "        high = ends[index]\n",
+        "        high = max((b.offset + b.nbytes for b in frame.buffers if b.first <= index <= b.last), default=0)\n",
+        NODE_CHECKS,
+        family="probes",
+    ),
+    Mutant(
+        "trace-name-rescan",
+        "the tracer's fresh name tries base2, base3, ... from the start for every value: "
+        "quadratic in the values of one primitive, the same names",
+        GRAPH,
+        "        name, k = base, tried.get(base, 1)\n",
+        "        name, k = base, 1\n",
+        NODE_CHECKS,
+        family="probes",
+    ),
 ]
+
