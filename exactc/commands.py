@@ -37,7 +37,7 @@ def export_arguments(p: argparse.ArgumentParser) -> None:
     _model_options(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the directory to write")
     p.add_argument("--straight-line", action="store_true", help="print the straight-line host (the oracle)")
-    p.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    p.add_argument("--force", action="store_true", help="replace DIR if an earlier export wrote it (nothing else)")
 
 
 def run_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,11 @@ the input left as it was).
 Each row is an input that once ended in a traceback, a silently wrong reading (a shape
 [16.0] read as 16, overlapping tensors, a name given twice whose last entry won) or a
 MemoryError. The C readers' refusals are in tests/test_safetensors.py and tests/test_npy.py.
+
+The second table, DOORS, is the command line's other doors: options, output paths, the
+environment, `--force`. Each row is run as a command in a working folder of its own, and
+must end in one line, its exit code (2: the user's input; 1: a build or a program that
+failed), and the working folder as it was: nothing written, nothing removed.
 """
 
 from __future__ import annotations
@@ -419,3 +424,77 @@ def test_the_table_covers_every_kind():
     kinds = {kind for kind, *_ in TABLE}
     assert kinds == {"config.json", "safetensors header", "index", "llama2.c header", "--set", "plan"}
     assert len(IDS) == len(set(IDS))
+
+
+# ------------------------------------------------------------------------------------
+# The command line's other doors: options, output paths, the environment, --force
+# ------------------------------------------------------------------------------------
+
+EXPORT = ("export", "gpt", "--entry", "forward", "--dtype", "f32", *(f"--set={k}={v}" for k, v in SMALL["gpt"].items()))
+
+
+def user_files(work: Path) -> None:
+    """A folder of the user's: the current directory with a file, and a directory of theirs."""
+    (work / "a.c").write_text("int main(void) { return 0; }\n")
+    (work / "mine").mkdir()
+    (work / "mine" / "notes.txt").write_text("not exactc's\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class Door:
+    kind: str
+    case: str
+    args: tuple  # after `exactc`, run in the working folder (str or bytes)
+    code: int  # 2: the user's input; 1: a build or a program that failed
+    words: str  # in the one line on stderr
+    setup: Callable[[Path], None] = user_files
+    env: tuple = ()  # (name, value) pairs added to the environment
+
+
+DOORS = [
+    Door("--force", "-o '' (the current directory)", (*EXPORT, "--force", "-o", ""), 2,
+         "-o '': give the name of the directory to write"),
+    Door("--force", "-o . (the current directory)", (*EXPORT, "--force", "-o", "."), 2,
+         "is the current directory or holds it"),
+    Door("--force", "-o .. (a directory that holds it)", (*EXPORT, "--force", "-o", ".."), 2,
+         "is the current directory or holds it"),
+    Door("--force", "-o DIR, a directory of the user's", (*EXPORT, "--force", "-o", "mine"), 2,
+         "was not written by exactc export (it has no .exactc-export file)"),
+    Door("--force", "-o FILE, a file", (*EXPORT, "--force", "-o", "a.c"), 2, "is not a directory; --force replaces only"),
+    Door("export -o", "an existing directory, no --force", (*EXPORT, "-o", "mine"), 2, "exists; choose another directory"),
+]
+
+DOOR_IDS = [f"{d.kind}: {d.case}" for d in DOORS]
+
+
+@pytest.mark.parametrize("door", DOORS, ids=DOOR_IDS)
+def test_door_refused_on_one_line_nothing_written_or_removed(tmp_path, door):
+    import os
+
+    work = tmp_path / "work"
+    work.mkdir()
+    door.setup(work)
+    before = tree_digest(work)
+    done = subprocess.run([sys.executable, "-m", "exactc.cli", *door.args], cwd=work, capture_output=True,
+                          env=dict(os.environ, **dict(door.env)), timeout=600)
+    stderr = done.stderr.decode(errors="replace")
+    lines = stderr.strip().splitlines()
+    assert done.returncode == door.code and len(lines) == 1 and door.words in lines[0], stderr[-3000:]
+    assert lines[0].startswith(f"exactc {door.args[0]}: error: "), lines[0]
+    assert tree_digest(work) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+
+
+def test_door_force_replaces_an_earlier_export(tmp_path):
+    target = tmp_path / "out"
+    for seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-m", "exactc.cli", *EXPORT, "--seed", seed, "--force", "-o", str(target)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert json.loads((target / "exactc.json").read_text())["seed"] == int(seed)
+    assert (target / export.MARKER).read_text() == export.MARKER_TEXT
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_the_doors_table_has_no_duplicate_ids():
+    assert len(DOOR_IDS) == len(set(DOOR_IDS))

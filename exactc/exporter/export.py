@@ -8,6 +8,7 @@
       exactc_rt.h, exactc_host.c, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
       weights.safetensors  the parameters at the site type (per-layer tensors, HF names)
       exactc.json          what was exported: model, entry, type, seed, config, figures
+      .exactc-export       the mark of an export: the only kind of directory --force replaces
       conformance/         inputs/*.npy, expected/*.npy (the numpy reference), check.sh
 
 The directory is written beside its destination and renamed into place: an export never
@@ -229,11 +230,38 @@ def check_inputs(program: graph.Program, site: str, inputs: Mapping[str, np.ndar
     return out
 
 
+# Every exported directory carries this file; `--force` replaces a directory only if it
+# has it, so that a mistyped -o never removes a directory exactc did not write.
+MARKER = ".exactc-export"
+MARKER_TEXT = "Written by `exactc export`: `exactc export --force` may replace this directory.\n"
+
+
+def check_target(target: str | os.PathLike, force: bool = False) -> Path:
+    """The absolute directory `target` names, if an export may be written there: a new
+    path, or with `force` a directory an export wrote (its MARKER file), never the
+    current directory or one that holds it; else an ExportError that says why."""
+    if not os.fspath(target).strip():
+        raise ExportError("-o '': give the name of the directory to write")
+    path = Path(target).resolve()
+    here = Path.cwd().resolve()
+    if path == here or path in here.parents:
+        raise ExportError(f"{path} is the current directory or holds it; an export is written to a directory of "
+                          "its own")
+    if path.exists() or path.is_symlink():
+        if not force:
+            raise ExportError(f"{path} exists; choose another directory or pass --force")
+        if not path.is_dir():
+            raise ExportError(f"{path} is not a directory; --force replaces only a directory exactc export wrote")
+        if not (path / MARKER).is_file():
+            raise ExportError(f"{path} was not written by exactc export (it has no {MARKER} file): --force replaces "
+                              "only such a directory; remove it yourself or choose another")
+    return path
+
+
 def write(export: Export, target: str | os.PathLike, force: bool = False) -> Path:
-    """Write the directory beside `target`, then rename it into place."""
-    target = Path(target).resolve()
-    if target.exists() and not force:
-        raise ExportError(f"{target} exists; choose another directory or pass --force")
+    """Write the directory beside `target`, then rename it into place. `force` replaces
+    a directory an earlier export wrote, and nothing else (check_target)."""
+    target = check_target(target, force)
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
     try:
@@ -274,6 +302,7 @@ def _fill(export: Export, root: Path) -> None:
     manifest = export.manifest()
     (root / "exactc.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (root / "README.md").write_text(readme(manifest))
+    (root / MARKER).write_text(MARKER_TEXT)
 
 
 CHECK_SH = """\

@@ -17,6 +17,7 @@ HF = "exactc/exporter/checkpoints/hf.py"
 JSONFILE = "exactc/exporter/jsonfile.py"
 MODELS = "exactc/exporter/models/__init__.py"
 PLANS = "exactc/exporter/kernels/plans.py"
+EXPORT = "exactc/exporter/export.py"
 
 MUTANTS = [
     Mutant(
@@ -198,6 +199,26 @@ MUTANTS = [
         "(more = exactc_read_past_end(f, path, err, errlen)) < 0",
         "(more = 0) < 0",
         ("fuzz:replay", "safetensors"),
+        family="hardening",
+    ),
+    Mutant(
+        "force-replaces-any-directory",
+        "`exactc export --force -o DIR` replaces DIR whoever wrote it: a mistyped -o removes "
+        "the user's files",
+        EXPORT,
+        "        if not (path / MARKER).is_file():\n",
+        "        if False:\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "force-replaces-the-current-directory",
+        "`-o ''` or `-o .` with --force names the current directory, and it is not refused by "
+        "name",
+        EXPORT,
+        "    if path == here or path in here.parents:\n",
+        "    if False:\n",
+        ("bad-inputs:doors",),
         family="hardening",
     ),
 ]
