@@ -4,13 +4,16 @@ Every subcommand is one row of COMMANDS: its name, its help, the function that a
 options to its parser and the handler that runs it. Every refusal goes through main's one
 error path: one line on stderr, `exactc COMMAND: error: ...`, and exit 2 when the input
 is the user's to fix (a model, a type, a plan, a checkpoint, a file), 1 when a build or
-a program run failed.
+a program run failed. SIGINT (Ctrl-C) and SIGTERM stop a command the same way: the
+clean-ups run (an export's half-written directory is removed), one line says so, and
+the exit status is 130 or 143 (128 + the signal's number), as a shell reports them.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
 from typing import Callable
 
@@ -96,12 +99,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt: so that the
+    same clean-ups run (a BaseException, for the same reason)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
+    signal.signal(signal.SIGTERM, _terminate)
+    command = "exactc"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        command = f"exactc {args.command}"
+        return _run(args)
+    except (KeyboardInterrupt, Terminated) as exc:
+        for number in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut this line
+            signal.signal(number, signal.SIG_IGN)
+        stop = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+        print(f"{command}: stopped by {stop.name}", file=sys.stderr)
+        return 128 + stop.value
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's handler behind the one error path."""
     try:
         return args.handler(args)
     except user_errors() as exc:

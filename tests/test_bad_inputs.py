@@ -19,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -469,8 +471,6 @@ DOOR_IDS = [f"{d.kind}: {d.case}" for d in DOORS]
 
 @pytest.mark.parametrize("door", DOORS, ids=DOOR_IDS)
 def test_door_refused_on_one_line_nothing_written_or_removed(tmp_path, door):
-    import os
-
     work = tmp_path / "work"
     work.mkdir()
     door.setup(work)
@@ -498,3 +498,45 @@ def test_door_force_replaces_an_earlier_export(tmp_path):
 
 def test_the_doors_table_has_no_duplicate_ids():
     assert len(DOOR_IDS) == len(set(DOOR_IDS))
+
+
+def _interrupted_export(tmp_path: Path, stop: signal.Signals, vocab: int) -> tuple[subprocess.Popen, bool, str]:
+    """`exactc export` sent `stop` as soon as its half-written directory appears (or at
+    its end, if it never shows): the process, whether the signal landed while the
+    directory was half-written, and stderr."""
+    target = tmp_path / "out"
+    args = [*EXPORT, f"--set=vocab={vocab}", "-o", str(target)]
+    # A shell's background job inherits SIGINT ignored, and then Python never raises
+    # KeyboardInterrupt: the program is started as a terminal would start it.
+    process = subprocess.Popen([sys.executable, "-m", "exactc.cli", *args], stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    during = False
+    while process.poll() is None:
+        if any(".partial-" in name for name in os.listdir(tmp_path)):
+            process.send_signal(stop)
+            during = True
+            break
+    _, stderr = process.communicate(timeout=600)
+    return process, during, stderr
+
+
+@pytest.mark.parametrize("stop,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_door_a_signal_during_an_export_leaves_one_line_and_nothing_half_written(tmp_path, stop, code):
+    landed = 0
+    for attempt in range(6):
+        work = tmp_path / str(attempt)
+        work.mkdir()
+        process, during, stderr = _interrupted_export(work, stop, 100_000 * 2**attempt)
+        names = sorted(os.listdir(work))
+        if not during:  # it finished before its directory was seen half-written: try a bigger one
+            assert process.returncode == 0 and names == ["out"], stderr
+            continue
+        assert process.returncode == code and stderr == f"exactc export: stopped by {stop.name}\n", stderr[-3000:]
+        # Nothing half-written: no directory, or (the signal held back while it was renamed) a whole one.
+        assert names in ([], ["out"]), names
+        if names == ["out"]:
+            assert (work / "out" / export.MARKER).is_file() and (work / "out" / "weights.safetensors").is_file()
+        else:
+            landed += 1
+            break
+    assert landed, "the signal never landed while the directory was being written"

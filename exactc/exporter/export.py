@@ -17,15 +17,17 @@ leaves a half-written directory.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
+import signal
 import struct
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -263,20 +265,49 @@ def write(export: Export, target: str | os.PathLike, force: bool = False) -> Pat
     a directory an earlier export wrote, and nothing else (check_target)."""
     target = check_target(target, force)
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    work = None
     try:
+        with signals_held():
+            work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
         _fill(export, work)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / "dir")
-            os.replace(work, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(work, target)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        with signals_held():  # the swap runs to its end; a signal lands after it
+            _swap(work, target)
+    except BaseException:  # an error, Ctrl-C or SIGTERM (cli.py raises it): no partial directory left
+        with signals_held():
+            if work is not None:
+                shutil.rmtree(work, ignore_errors=True)
         raise
     return target
+
+
+def _swap(work: Path, target: Path) -> None:
+    """Rename `work` to `target`, replacing an earlier export there (put back if the
+    rename fails)."""
+    if not target.exists():
+        os.replace(work, target)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+    try:
+        os.replace(target, old / "dir")
+        try:
+            os.replace(work, target)
+        except BaseException:
+            os.replace(old / "dir", target)
+            raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back until the block ends (then delivered): for renames
+    and clean-ups that must not stop halfway."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _fill(export: Export, root: Path) -> None:

@@ -18,6 +18,7 @@ JSONFILE = "exactc/exporter/jsonfile.py"
 MODELS = "exactc/exporter/models/__init__.py"
 PLANS = "exactc/exporter/kernels/plans.py"
 EXPORT = "exactc/exporter/export.py"
+CLI = "exactc/cli.py"
 
 MUTANTS = [
     Mutant(
@@ -218,6 +219,35 @@ MUTANTS = [
         EXPORT,
         "    if path == here or path in here.parents:\n",
         "    if False:\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "export-interrupt-leaves-partial",
+        "Ctrl-C or SIGTERM while an export is written skips its clean-up: a .DIR.partial-* "
+        "directory is left behind",
+        EXPORT,
+        "    except BaseException:  # an error, Ctrl-C or SIGTERM",
+        "    except Exception:  # an error, Ctrl-C or SIGTERM",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "sigterm-kills-without-clean-up",
+        "SIGTERM is left to its default action: the process dies where it stands, its "
+        "half-written directory with it",
+        CLI,
+        "    signal.signal(signal.SIGTERM, _terminate)\n",
+        "",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "ctrl-c-prints-a-traceback",
+        "Ctrl-C ends a command in a KeyboardInterrupt traceback of 35 lines",
+        CLI,
+        "    except (KeyboardInterrupt, Terminated) as exc:",
+        "    except Terminated as exc:",
         ("bad-inputs:doors",),
         family="hardening",
     ),
