@@ -67,10 +67,11 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from exactc.exporter.printer.host import HostError
     from exactc.exporter.types import SiteTypeError
     from exactc.mutants.runner import MutantsError
+    from exactc.verify.build import CacheError
     from exactc.verify.checkout import CheckoutError
 
     return (UsageError, ModelError, SiteTypeError, ExportError, GraphError, PrimitiveError, HostError,
-            CheckpointError, EmbedError, PlanError, CheckoutError, MutantsError)
+            CheckpointError, EmbedError, PlanError, CheckoutError, MutantsError, CacheError)
 
 
 def failures() -> tuple[type[BaseException], ...]:
@@ -109,6 +110,9 @@ def _terminate(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command `argv` (default: the process's own arguments): its exit status."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.getsignal(number) for number in stops}
     signal.signal(signal.SIGTERM, _terminate)
     command = "exactc"
     try:
@@ -120,11 +124,16 @@ def main(argv: list[str] | None = None) -> int:
         command = f"exactc {args.command}"
         return _run(args)
     except (KeyboardInterrupt, Terminated) as exc:
-        for number in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut this line
+        for number in stops:  # a second signal must not cut this line
             signal.signal(number, signal.SIG_IGN)
         stop = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
         print(f"{command}: stopped by {stop.name}", file=sys.stderr)
         return 128 + stop.value
+    finally:
+        for number in stops:
+            # The process's own command is done: a signal that comes now changes nothing (and
+            # must not end in a traceback on the way out). Called in-process: as it was.
+            signal.signal(number, signal.SIG_IGN if argv is None else previous[number])
 
 
 def _run(args: argparse.Namespace) -> int:

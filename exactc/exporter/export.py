@@ -96,6 +96,29 @@ def npy_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+def replace_file(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to a temporary name beside `path`, then rename it into place: a
+    reader never sees a half-written file, and a failed or interrupted write leaves
+    none (an OSError propagates, the temporary removed)."""
+    path = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.partial-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, path)
+    except BaseException:
+        with signals_held():
+            Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 # ---- the export -----------------------------------------------------------------------------
 
 
@@ -249,6 +272,11 @@ def check_target(target: str | os.PathLike, force: bool = False) -> Path:
     if path == here or path in here.parents:
         raise ExportError(f"{path} is the current directory or holds it; an export is written to a directory of "
                           "its own")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ExportError(f"cannot write {path}: {existing} is not a directory")
     if path.exists() or path.is_symlink():
         if not force:
             raise ExportError(f"{path} exists; choose another directory or pass --force")
@@ -264,18 +292,21 @@ def write(export: Export, target: str | os.PathLike, force: bool = False) -> Pat
     """Write the directory beside `target`, then rename it into place. `force` replaces
     a directory an earlier export wrote, and nothing else (check_target)."""
     target = check_target(target, force)
-    target.parent.mkdir(parents=True, exist_ok=True)
     work = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         with signals_held():
             work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
         _fill(export, work)
         with signals_held():  # the swap runs to its end; a signal lands after it
             _swap(work, target)
-    except BaseException:  # an error, Ctrl-C or SIGTERM (cli.py raises it): no partial directory left
+    except BaseException as exc:  # an error, Ctrl-C or SIGTERM (cli.py raises it): no partial directory left
         with signals_held():
             if work is not None:
                 shutil.rmtree(work, ignore_errors=True)
+        if isinstance(exc, OSError):  # a folder that cannot be made, a full disk: the user's to fix
+            where = f" ({exc.filename})" if exc.filename and ".partial-" not in str(exc.filename) else ""
+            raise ExportError(f"cannot write {target}: {exc.strerror or exc}{where}") from None
         raise
     return target
 

@@ -19,6 +19,8 @@ MODELS = "exactc/exporter/models/__init__.py"
 PLANS = "exactc/exporter/kernels/plans.py"
 EXPORT = "exactc/exporter/export.py"
 CLI = "exactc/cli.py"
+EMBED = "exactc/embed.py"
+BUILD = "exactc/verify/build.py"
 
 MUTANTS = [
     Mutant(
@@ -227,8 +229,8 @@ MUTANTS = [
         "Ctrl-C or SIGTERM while an export is written skips its clean-up: a .DIR.partial-* "
         "directory is left behind",
         EXPORT,
-        "    except BaseException:  # an error, Ctrl-C or SIGTERM",
-        "    except Exception:  # an error, Ctrl-C or SIGTERM",
+        "    except BaseException as exc:  # an error, Ctrl-C or SIGTERM",
+        "    except Exception as exc:  # an error, Ctrl-C or SIGTERM",
         ("bad-inputs:doors",),
         family="hardening",
     ),
@@ -248,6 +250,53 @@ MUTANTS = [
         CLI,
         "    except (KeyboardInterrupt, Terminated) as exc:",
         "    except Terminated as exc:",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "seed-not-checked",
+        "--seed -5 goes to numpy's generator, which raises a ValueError traceback",
+        MODELS,
+        "    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:",
+        "    if False:",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "export-write-error-traceback",
+        "-o /sys/out: the OSError of a folder that cannot be made ends in a traceback",
+        EXPORT,
+        "        if isinstance(exc, OSError):  # a folder",
+        "        if False:  # a folder",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "embed-sentences-not-checked",
+        "a sentence of bytes that are not UTF-8 reaches the tokenizer, whose TypeError is a "
+        "traceback",
+        EMBED,
+        "    check_sentences(args.sentences)\n",
+        "",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "embed-output-checked-after-the-work",
+        "-o in a folder that cannot be written is found out only when the embeddings are "
+        "computed",
+        EMBED,
+        "    output = check_output(args.output) if args.output else None\n",
+        "    output = Path(args.output) if args.output else None\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-folder-error-traceback",
+        "EXACTC_CACHE=/sys/cache: the cache folder's OSError ends in a traceback",
+        BUILD,
+        "    except OSError as exc:\n        origin = ",
+        "    except ZeroDivisionError as exc:\n        origin = ",
         ("bad-inputs:doors",),
         family="hardening",
     ),
