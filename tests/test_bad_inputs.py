@@ -471,6 +471,10 @@ DOORS = [
     Door("export --seed", "-5", (*EXPORT, "--seed", "-5", "-o", "out"), 2,
          "seed -5 must be an integer from 0 to 18,446,744,073,709,551,615"),
     Door("export --seed", "2^64", (*EXPORT, "--seed", str(2**64), "-o", "out"), 2, "must be an integer from 0 to"),
+    Door("run -o", "/sys/out (a folder that cannot be made)", ("run", *EXPORT[1:], "-o", "/sys/out"), 2,
+         "-o /sys/out: cannot make the folder"),
+    Door("run -o", "a build that fails leaves no folder", ("run", *EXPORT[1:], "--backend", "c", "--cc", "/bin/false",
+                                                           "-o", "out"), 1, "is it a C compiler?"),
     Door("embed", "a sentence that is not UTF-8", ("embed", "fine", b"\xff\xfe"), 2,
          "sentence 2 is not UTF-8 text (byte 0 is 0xff)"),
     Door("embed", "--cc /bin/false", ("embed", "--cc", "/bin/false", "x"), 1,
@@ -556,3 +560,18 @@ def test_door_a_signal_during_an_export_leaves_one_line_and_nothing_half_written
             landed += 1
             break
     assert landed, "the signal never landed while the directory was being written"
+
+
+def test_door_exports_are_made_with_the_umask_and_the_cache_folder_private(tmp_path, monkeypatch):
+    from exactc.verify.build import cache_dir
+
+    mask = os.umask(0o022)
+    try:
+        done = subprocess.run([sys.executable, "-m", "exactc.cli", *EXPORT, "-o", str(tmp_path / "out")],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755
+        monkeypatch.setenv("EXACTC_CACHE", str(tmp_path / "cache"))
+        assert cache_dir().stat().st_mode & 0o777 == 0o700
+    finally:
+        os.umask(mask)

@@ -26,6 +26,7 @@ import shutil
 import signal
 import struct
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -297,6 +298,7 @@ def write(export: Export, target: str | os.PathLike, force: bool = False) -> Pat
         target.parent.mkdir(parents=True, exist_ok=True)
         with signals_held():
             work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+        os.chmod(work, 0o777 & ~_umask())  # mkdtemp's 0700 is for a temporary, not for an export
         _fill(export, work)
         with signals_held():  # the swap runs to its end; a signal lands after it
             _swap(work, target)
@@ -331,14 +333,24 @@ def _swap(work: Path, target: Path) -> None:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back until the block ends (then delivered): for renames
-    and clean-ups that must not stop halfway."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    """SIGINT and SIGTERM held back until the block ends (then raised again): for renames
+    and clean-ups that must not stop halfway. Python handlers that only take note, not a
+    blocked signal mask: the kernel may hand a process's signal to any of its threads
+    (numpy's among them), and Python then runs the handler in the main thread at once.
+    Outside the main thread, where handlers cannot be set, nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {number: signal.signal(number, lambda number, frame: caught.append(number))
+                for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        for number in dict.fromkeys(caught):
+            signal.raise_signal(number)
 
 
 def _fill(export: Export, root: Path) -> None:

@@ -51,11 +51,12 @@ def user_cache_dir() -> Path:
 
 def cache_dir() -> Path:
     """Where compiled libraries, built programs and reproductions live: $EXACTC_CACHE,
-    else the user's cache folder (user_cache_dir). Never inside the installed package."""
+    else the user's cache folder (user_cache_dir). Never inside the installed package.
+    Made readable by its owner only (0700) when it is made here."""
     root = os.environ.get("EXACTC_CACHE")
     path = Path(root) if root else user_cache_dir()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's own: programs and their inputs
     except OSError as exc:
         origin = f"EXACTC_CACHE={root}" if root else "the cache folder"
         raise CacheError(f"{origin}: cannot make {path} ({exc.strerror or exc}); set EXACTC_CACHE to a folder "

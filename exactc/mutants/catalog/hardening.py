@@ -21,6 +21,8 @@ EXPORT = "exactc/exporter/export.py"
 CLI = "exactc/cli.py"
 EMBED = "exactc/embed.py"
 BUILD = "exactc/verify/build.py"
+HOST = "exactc/runtime/exactc_host.c"
+COMMANDS = "exactc/commands.py"
 
 MUTANTS = [
     Mutant(
@@ -297,6 +299,56 @@ MUTANTS = [
         BUILD,
         "    except OSError as exc:\n        origin = ",
         "    except ZeroDivisionError as exc:\n        origin = ",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "output-written-in-place",
+        "the program writes each output .npy under its own name, directly: a write that "
+        "fails midway leaves a truncated file, and a failed run the outputs of its earlier "
+        "pairs",
+        HOST,
+        "    int rc = exactc_npy_write(partial, &a, why, sizeof why);\n    free(wide);\n    if (rc != 0) {\n"
+        "        remove(partial);\n",
+        "    int rc = exactc_npy_write(path, &a, why, sizeof why);\n    snprintf(partial, sizeof partial, \"%s\", path);\n"
+        "    free(wide);\n    if (rc != 0) {\n",
+        ("host-runtime",),
+        family="hardening",
+    ),
+    Mutant(
+        "outputs-renamed-though-a-pair-failed",
+        "the staged outputs are renamed into place even when a later pair failed",
+        HOST,
+        "        if (rc == 0 && output_commit(staged[k], err, sizeof err) != 0) {",
+        "        if (output_commit(staged[k], err, sizeof err) != 0) {",
+        ("host-runtime",),
+        family="hardening",
+    ),
+    Mutant(
+        "run-output-folder-made-first",
+        "`exactc run` makes its output folder before the program is built: a failed build "
+        "leaves it behind, empty",
+        COMMANDS,
+        "    program = programs.exported(spec, programs.Build(cc=args.cc))\n",
+        "    outdir.mkdir(parents=True, exist_ok=True)\n    program = programs.exported(spec, programs.Build(cc=args.cc))\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "export-left-at-mode-0700",
+        "an export keeps the 0700 of its temporary directory: no one else can read it",
+        EXPORT,
+        "        os.chmod(work, 0o777 & ~_umask())",
+        "        pass",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-folder-made-world-readable",
+        "the cache folder (built programs, their inputs) is made with the umask's mode",
+        BUILD,
+        "        path.mkdir(mode=0o700, parents=True, exist_ok=True)",
+        "        path.mkdir(parents=True, exist_ok=True)",
         ("bad-inputs:doors",),
         family="hardening",
     ),
