@@ -575,3 +575,55 @@ def test_door_exports_are_made_with_the_umask_and_the_cache_folder_private(tmp_p
         assert cache_dir().stat().st_mode & 0o777 == 0o700
     finally:
         os.umask(mask)
+
+
+# ------------------------------------------------------------------------------------
+# The exported Makefile: STRICT last, value-changing flags refused
+# ------------------------------------------------------------------------------------
+
+VALUE_CHANGING = [
+    ("CFLAGS", "-O2 -ffp-contract=fast -march=native", "-ffp-contract=fast"),
+    ("CFLAGS", "-O2 -funsafe-math-optimizations", "-funsafe-math-optimizations"),
+    ("CFLAGS", "-fassociative-math -fno-signed-zeros -fno-trapping-math", "-fassociative-math -fno-signed-zeros"),
+    ("CFLAGS", "-O3 -ffast-math", "-ffast-math"),
+    ("CFLAGS", "-Ofast", "-Ofast"),
+    ("CFLAGS", "-O2 -freciprocal-math", "-freciprocal-math"),
+    ("CFLAGS", "-O2 -ffinite-math-only", "-ffinite-math-only"),
+    ("CFLAGS", "-O2 -ffp-contract=on", "-ffp-contract=on"),
+    ("CFLAGS", "-O2 -ffp-model=fast", "-ffp-model=fast"),
+    ("CC", "gcc -ffast-math", "-ffast-math"),
+    ("WARN", "-Wall -ffast-math", "-ffast-math"),
+]
+
+
+@pytest.fixture(scope="module")
+def exported_gpt(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("makefile") / "gpt"
+    done = subprocess.run([sys.executable, "-m", "exactc.cli", *EXPORT, "-o", str(root)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def make_dry_run(root: Path, *assignments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-n", "--no-print-directory", "-C", str(root), *assignments], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("variable,value,refused", VALUE_CHANGING, ids=[f"{v}={x}" for v, x, _ in VALUE_CHANGING])
+def test_door_the_makefile_refuses_value_changing_flags(exported_gpt, variable, value, refused):
+    done = make_dry_run(exported_gpt, f"{variable}={value}")
+    assert done.returncode != 0 and done.stdout == "", done.stdout + done.stderr
+    assert f"{refused} would change the program's bits" in done.stderr, done.stderr
+
+
+def test_door_the_makefile_puts_strict_last_and_keeps_it(exported_gpt):
+    from exactc.runtime import STRICT_FLAGS
+
+    strict = " ".join(STRICT_FLAGS)
+    done = make_dry_run(exported_gpt, "CFLAGS=-O3 -march=native -fno-strict-aliasing", "STRICT=-O0")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if " -o " in line]
+    assert len(lines) == 2, done.stdout  # the program and the comparer
+    for line in lines:
+        assert "-O3 -march=native -fno-strict-aliasing" in line and f"{strict} -I." in line, line
+        assert line.index("-march=native") < line.index(strict), line

@@ -421,9 +421,12 @@ MAKEFILE = """\
 #                        EXACTC_TRACE_DIR set, each layer's output written there
 #   make check           build, then conformance/check.sh
 #
-# STRICT holds the flags bit identity rests on: never change them. CFLAGS is yours
-# (-O3, -march=native, ...): any value gives the same bits.
-STRICT  := @STRICT@
+# STRICT holds the flags bit identity rests on: never change them (`make STRICT=...` is
+# ignored). CFLAGS is yours (-O3, -march=native, ...): any value gives the same bits.
+# STRICT comes last on every compiler line, so that no flag before it overrides it, and
+# a flag that lets the compiler change values (fast-math and its parts, contraction into
+# FMAs) is refused with a message, whichever variable brings it.
+override STRICT := @STRICT@
 CFLAGS  ?= -O2
 WARN    ?= -Wall -Wextra
 OPENMP  ?= 1
@@ -439,6 +442,15 @@ else
 PROGRAM := model
 endif
 
+UNSAFE  := -ffast-math -Ofast -funsafe-math-optimizations -fassociative-math -freciprocal-math \
+           -fno-signed-zeros -ffinite-math-only -fno-honor-nans -fno-honor-infinities -fapprox-func \
+           -ffp-contract=fast -ffp-contract=on -ffp-contract=fast-honor-pragmas -ffp-model=% -mdaz-ftz \
+           -fcx-limited-range
+REFUSED := $(filter $(UNSAFE),$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES))
+ifneq ($(REFUSED),)
+$(error $(REFUSED) would change the program's bits; exactc's outputs rest on STRICT ($(STRICT)): build without it)
+endif
+
 SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c $(sort $(wildcard kernels/*.c))
 HEADERS := exactc_rt.h kernels.h
 COMPARE := conformance/compare
@@ -447,11 +459,11 @@ COMPARE := conformance/compare
 all: $(PROGRAM) $(COMPARE)
 
 $(PROGRAM): $(SOURCES) $(HEADERS)
-\t$(CC) $(STRICT) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) -I. -o $@ $(SOURCES) -lm
+\t$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(STRICT) -I. -o $@ $(SOURCES) -lm
 
 # The conformance comparer: the spec's comparison, for check.sh (no Python needed).
 $(COMPARE): exactc_compare.c exactc_npy.c exactc_rt.h
-\t$(CC) $(STRICT) $(CFLAGS) $(WARN) -I. -o $@ exactc_compare.c exactc_npy.c
+\t$(CC) $(CFLAGS) $(WARN) $(STRICT) -I. -o $@ exactc_compare.c exactc_npy.c
 
 check: $(PROGRAM) $(COMPARE)
 \t./conformance/check.sh ./$(PROGRAM)
@@ -498,8 +510,11 @@ with or without OpenMP.
     make CFLAGS='-O3 -march=native'
 
 The Makefile keeps the flags bit identity rests on (`STRICT`: `{" ".join(STRICT_FLAGS)}`)
-apart from `CFLAGS`. Never add `-ffast-math`, and do
-not build for a target whose `FLT_EVAL_METHOD` is not 0 (the kernels refuse both).
+apart from `CFLAGS` and puts them last on every compiler line, so no other flag
+overrides them. It refuses, with a message, a flag that lets the compiler change values
+(`-ffast-math`, `-Ofast`, `-funsafe-math-optimizations`, `-fassociative-math`,
+`-ffp-contract=fast` and the like), and the kernels refuse a target whose
+`FLT_EVAL_METHOD` is not 0.
 
 ## Run
 
