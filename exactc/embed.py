@@ -116,9 +116,16 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
     return program
 
 
-def run_program(program: Program, batch: dict[str, np.ndarray]) -> np.ndarray:
-    """Run the built program on every row of `batch`, in one process (the weights load
-    once; each INPUT_DIR OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
+# Sentences per process: each is two paths on the program's command line, and 24,000 of
+# them overflowed the kernel's limit on it (E2BIG); 1,000 pairs stay far below.
+PAIRS_PER_RUN = 1000
+
+
+def run_program(program: Program, batch: dict[str, np.ndarray], pairs_per_run: int | None = None) -> np.ndarray:
+    """Run the built program on every row of `batch`, `pairs_per_run` rows (default
+    PAIRS_PER_RUN) per process (the weights load once per process; each INPUT_DIR
+    OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
+    pairs_per_run = pairs_per_run or PAIRS_PER_RUN
     with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
         pairs = []
         for i in range(len(batch["input_ids"])):
@@ -127,7 +134,8 @@ def run_program(program: Program, batch: dict[str, np.ndarray]) -> np.ndarray:
             for name, array in batch.items():
                 np.save(ins / f"{name}.npy", np.ascontiguousarray(array[i]))
             pairs.append((ins, outs))
-        program.run_or_fail(pairs)
+        for start in range(0, len(pairs), pairs_per_run):
+            program.run_or_fail(pairs[start:start + pairs_per_run])
         rows = [np.load(outs / "sentence_embedding.npy") for _, outs in pairs]
     return np.stack(rows).astype(np.float32)
 

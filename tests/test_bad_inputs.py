@@ -627,3 +627,25 @@ def test_door_the_makefile_puts_strict_last_and_keeps_it(exported_gpt):
     for line in lines:
         assert "-O3 -march=native -fno-strict-aliasing" in line and f"{strict} -I." in line, line
         assert line.index("-march=native") < line.index(strict), line
+
+
+def test_door_embed_runs_its_sentences_a_bounded_number_per_process(monkeypatch):
+    """24,000 sentences in one process overflowed the command line (E2BIG): the program
+    runs PAIRS_PER_RUN of them at a time, with the same bits."""
+    from exactc import embed
+    from exactc.verify import programs
+    from exactc.verify.compare import assert_bits_equal
+
+    runs = []
+    run_or_fail = programs.Program.run_or_fail
+
+    def counted(self, pairs, *args, **kwargs):
+        runs.append(len(pairs))
+        return run_or_fail(self, pairs, *args, **kwargs)
+
+    monkeypatch.setattr(programs.Program, "run_or_fail", counted)
+    monkeypatch.setattr(embed, "PAIRS_PER_RUN", 2)
+    sentences = ["one", "two", "three", "four", "five"]
+    vectors = embed.embed(sentences, progress=lambda message: None)
+    assert runs == [2, 2, 1]
+    assert_bits_equal(embed.embed(sentences, backend="reference"), vectors, "embeddings", labels=("reference", "C"))

@@ -379,4 +379,15 @@ MUTANTS = [
         ("bad-inputs:doors",),
         family="hardening",
     ),
+    Mutant(
+        "embed-every-sentence-in-one-process",
+        "exactc embed runs every sentence in one process: two paths each on its command line, "
+        "and 24,000 sentences fail with E2BIG",
+        EMBED,
+        "        for start in range(0, len(pairs), pairs_per_run):\n"
+        "            program.run_or_fail(pairs[start:start + pairs_per_run])\n",
+        "        program.run_or_fail(pairs)\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
 ]
