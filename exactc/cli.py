@@ -4,13 +4,16 @@ Every subcommand is one row of COMMANDS: its name, its help, the function that a
 options to its parser and the handler that runs it. Every refusal goes through main's one
 error path: one line on stderr, `exactc COMMAND: error: ...`, and exit 2 when the input
 is the user's to fix (a model, a type, a plan, a checkpoint, a file), 1 when a build or
-a program run failed.
+a program run failed. SIGINT (Ctrl-C) and SIGTERM stop a command the same way: the
+clean-ups run (an export's half-written directory is removed), one line says so, and
+the exit status is 130 or 143 (128 + the signal's number), as a shell reports them.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
 from typing import Callable
 
@@ -64,10 +67,11 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from exactc.exporter.printer.host import HostError
     from exactc.exporter.types import SiteTypeError
     from exactc.mutants.runner import MutantsError
+    from exactc.verify.build import CacheError
     from exactc.verify.checkout import CheckoutError
 
     return (UsageError, ModelError, SiteTypeError, ExportError, GraphError, PrimitiveError, HostError,
-            CheckpointError, EmbedError, PlanError, CheckoutError, MutantsError)
+            CheckpointError, EmbedError, PlanError, CheckoutError, MutantsError, CacheError)
 
 
 def failures() -> tuple[type[BaseException], ...]:
@@ -96,12 +100,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt: so that the
+    same clean-ups run (a BaseException, for the same reason)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
+    """Run the command `argv` (default: the process's own arguments): its exit status."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.getsignal(number) for number in stops}
+    signal.signal(signal.SIGTERM, _terminate)
+    command = "exactc"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        command = f"exactc {args.command}"
+        return _run(args)
+    except (KeyboardInterrupt, Terminated) as exc:
+        for number in stops:  # a second signal must not cut this line
+            signal.signal(number, signal.SIG_IGN)
+        stop = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+        print(f"{command}: stopped by {stop.name}", file=sys.stderr)
+        return 128 + stop.value
+    finally:
+        for number in stops:
+            # The process's own command is done: a signal that comes now changes nothing (and
+            # must not end in a traceback on the way out). Called in-process: as it was.
+            signal.signal(number, signal.SIG_IGN if argv is None else previous[number])
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command's handler behind the one error path."""
     try:
         return args.handler(args)
     except user_errors() as exc:

@@ -8,9 +8,11 @@ errors: exit 2; a failed build or run: exit 1).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -37,7 +39,7 @@ def export_arguments(p: argparse.ArgumentParser) -> None:
     _model_options(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the directory to write")
     p.add_argument("--straight-line", action="store_true", help="print the straight-line host (the oracle)")
-    p.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    p.add_argument("--force", action="store_true", help="replace DIR if an earlier export wrote it (nothing else)")
 
 
 def run_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,21 +121,45 @@ def _read_inputs(items: list[str]) -> dict[str, np.ndarray] | None:
     return out
 
 
+@contextlib.contextmanager
+def _output_folder(path: Path) -> Iterator[None]:
+    """`path` made for a command's outputs once they are ready to be written (a folder
+    that cannot be made is the user's to fix); if the writing fails, a folder made here
+    is removed again, so that a failed command leaves no empty folder behind."""
+    made = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {path}: cannot make the folder ({exc.strerror or exc})") from None
+    try:
+        yield
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only if empty: what the command wrote, it removed
+        raise
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from exactc.exporter import export
 
     spec = _spec(args, inputs=_read_inputs(args.input))
     outdir = Path(args.output)
-    outdir.mkdir(parents=True, exist_ok=True)
     if args.backend == "reference":
-        for name, array in spec.prepare().expected.items():
-            (outdir / f"{name}.npy").write_bytes(export.npy_bytes(array))
-            print(f"wrote {outdir / name}.npy")
+        expected = spec.prepare().expected
+        with _output_folder(outdir):
+            for name, array in expected.items():
+                try:
+                    export.replace_file(outdir / f"{name}.npy", export.npy_bytes(array))
+                except OSError as exc:
+                    raise UsageError(f"-o {outdir}: cannot write {name}.npy ({exc.strerror or exc})") from None
+                print(f"wrote {outdir / name}.npy")
         return 0
     from exactc.verify import programs
 
     program = programs.exported(spec, programs.Build(cc=args.cc))
-    program.run_or_fail([(program.root / "conformance" / "inputs", outdir.resolve())])
+    with _output_folder(outdir):  # the program writes every output, or none (exactc_host.c)
+        program.run_or_fail([(program.root / "conformance" / "inputs", outdir.resolve())])
     for name in sorted(p.stem for p in (program.root / "conformance" / "expected").glob("*.npy")):
         print(f"wrote {outdir / name}.npy")
     return 0

@@ -116,9 +116,16 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
     return program
 
 
-def run_program(program: Program, batch: dict[str, np.ndarray]) -> np.ndarray:
-    """Run the built program on every row of `batch`, in one process (the weights load
-    once; each INPUT_DIR OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
+# Sentences per process: each is two paths on the program's command line, and 24,000 of
+# them overflowed the kernel's limit on it (E2BIG); 1,000 pairs stay far below.
+PAIRS_PER_RUN = 1000
+
+
+def run_program(program: Program, batch: dict[str, np.ndarray], pairs_per_run: int | None = None) -> np.ndarray:
+    """Run the built program on every row of `batch`, `pairs_per_run` rows (default
+    PAIRS_PER_RUN) per process (the weights load once per process; each INPUT_DIR
+    OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
+    pairs_per_run = pairs_per_run or PAIRS_PER_RUN
     with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
         pairs = []
         for i in range(len(batch["input_ids"])):
@@ -127,7 +134,8 @@ def run_program(program: Program, batch: dict[str, np.ndarray]) -> np.ndarray:
             for name, array in batch.items():
                 np.save(ins / f"{name}.npy", np.ascontiguousarray(array[i]))
             pairs.append((ins, outs))
-        program.run_or_fail(pairs)
+        for start in range(0, len(pairs), pairs_per_run):
+            program.run_or_fail(pairs[start:start + pairs_per_run])
         rows = [np.load(outs / "sentence_embedding.npy") for _, outs in pairs]
     return np.stack(rows).astype(np.float32)
 
@@ -169,15 +177,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--full", action="store_true", help="print every value, not the first few and the norm")
 
 
+def check_sentences(sentences: list[str]) -> None:
+    """Refuse a sentence that is not text: bytes the shell passed that are not UTF-8
+    (Python holds them as lone surrogates, which no tokenizer takes)."""
+    for k, sentence in enumerate(sentences, 1):
+        try:
+            sentence.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raw = sentence.encode("utf-8", "surrogateescape")
+            raise EmbedError(f"sentence {k} is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); "
+                             "give sentences as UTF-8") from None
+
+
+def check_output(output: str) -> Path:
+    """The -o file, refused before any work if it is not a .npy in a folder that can be
+    written (tried with a temporary file there)."""
+    path = Path(output)
+    if not output.endswith(".npy"):
+        raise EmbedError(f"-o {output}: the output is a .npy file")
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise EmbedError(f"-o {output}: cannot write in {path.parent} ({exc.strerror or exc})") from None
+    return path
+
+
 def cmd_embed(args: argparse.Namespace) -> int:
     from exactc.exporter import types
 
     types.check_site(args.dtype)
-    if args.output and not args.output.endswith(".npy"):
-        raise EmbedError(f"-o {args.output}: the output is a .npy file")
+    check_sentences(args.sentences)
+    output = check_output(args.output) if args.output else None
     vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=args.plan)
-    if args.output:
-        np.save(args.output, vectors)
+    if output is not None:
+        try:
+            export.replace_file(output, export.npy_bytes(vectors))
+        except OSError as exc:
+            raise EmbedError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
         print(f"wrote {args.output}: {vectors.shape} float32, one row per sentence")
         return 0
     for sentence, v in zip(args.sentences, vectors):

@@ -7,6 +7,11 @@ the input left as it was).
 Each row is an input that once ended in a traceback, a silently wrong reading (a shape
 [16.0] read as 16, overlapping tensors, a name given twice whose last entry won) or a
 MemoryError. The C readers' refusals are in tests/test_safetensors.py and tests/test_npy.py.
+
+The second table, DOORS, is the command line's other doors: options, output paths, the
+environment, `--force`. Each row is run as a command in a working folder of its own, and
+must end in one line, its exit code (2: the user's input; 1: a build or a program that
+failed), and the working folder as it was: nothing written, nothing removed.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -419,3 +426,226 @@ def test_the_table_covers_every_kind():
     kinds = {kind for kind, *_ in TABLE}
     assert kinds == {"config.json", "safetensors header", "index", "llama2.c header", "--set", "plan"}
     assert len(IDS) == len(set(IDS))
+
+
+# ------------------------------------------------------------------------------------
+# The command line's other doors: options, output paths, the environment, --force
+# ------------------------------------------------------------------------------------
+
+EXPORT = ("export", "gpt", "--entry", "forward", "--dtype", "f32", *(f"--set={k}={v}" for k, v in SMALL["gpt"].items()))
+
+
+def user_files(work: Path) -> None:
+    """A folder of the user's: the current directory with a file, and a directory of theirs."""
+    (work / "a.c").write_text("int main(void) { return 0; }\n")
+    (work / "mine").mkdir()
+    (work / "mine" / "notes.txt").write_text("not exactc's\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class Door:
+    kind: str
+    case: str
+    args: tuple  # after `exactc`, run in the working folder (str or bytes)
+    code: int  # 2: the user's input; 1: a build or a program that failed
+    words: str  # in the one line on stderr
+    setup: Callable[[Path], None] = user_files
+    env: tuple = ()  # (name, value) pairs added to the environment
+
+
+DOORS = [
+    Door("--force", "-o '' (the current directory)", (*EXPORT, "--force", "-o", ""), 2,
+         "-o '': give the name of the directory to write"),
+    Door("--force", "-o . (the current directory)", (*EXPORT, "--force", "-o", "."), 2,
+         "is the current directory or holds it"),
+    Door("--force", "-o .. (a directory that holds it)", (*EXPORT, "--force", "-o", ".."), 2,
+         "is the current directory or holds it"),
+    Door("--force", "-o DIR, a directory of the user's", (*EXPORT, "--force", "-o", "mine"), 2,
+         "was not written by exactc export (it has no .exactc-export file)"),
+    Door("--force", "-o FILE, a file", (*EXPORT, "--force", "-o", "a.c"), 2, "is not a directory; --force replaces only"),
+    Door("export -o", "an existing directory, no --force", (*EXPORT, "-o", "mine"), 2, "exists; choose another directory"),
+    Door("export -o", "/sys/out (a folder that cannot be made)", (*EXPORT, "-o", "/sys/out"), 2,
+         "cannot write /sys/out: "),
+    Door("export -o", "/dev/null/x (under a file)", (*EXPORT, "-o", "/dev/null/x"), 2,
+         "cannot write /dev/null/x: /dev/null is not a directory"),
+    Door("export --seed", "-5", (*EXPORT, "--seed", "-5", "-o", "out"), 2,
+         "seed -5 must be an integer from 0 to 18,446,744,073,709,551,615"),
+    Door("export --seed", "2^64", (*EXPORT, "--seed", str(2**64), "-o", "out"), 2, "must be an integer from 0 to"),
+    Door("run -o", "/sys/out (a folder that cannot be made)", ("run", *EXPORT[1:], "-o", "/sys/out"), 2,
+         "-o /sys/out: cannot make the folder"),
+    Door("run -o", "a build that fails leaves no folder", ("run", *EXPORT[1:], "--backend", "c", "--cc", "/bin/false",
+                                                           "-o", "out"), 1, "is it a C compiler?"),
+    Door("embed", "a sentence that is not UTF-8", ("embed", "fine", b"\xff\xfe"), 2,
+         "sentence 2 is not UTF-8 text (byte 0 is 0xff)"),
+    Door("embed", "--cc /bin/false", ("embed", "--cc", "/bin/false", "x"), 1,
+         "CC=/bin/false: `/bin/false --version` exited with 1; is it a C compiler?"),
+    Door("embed", "EXACTC_CACHE=/sys/cache", ("embed", "x"), 2,
+         "EXACTC_CACHE=/sys/cache: cannot make /sys/cache", env=(("EXACTC_CACHE", "/sys/cache"),)),
+    Door("embed", "-o /sys/x.npy", ("embed", "-o", "/sys/x.npy", "x"), 2, "-o /sys/x.npy: cannot write in /sys"),
+    Door("embed", "-o under a folder that does not exist", ("embed", "-o", "no/x.npy", "x"), 2,
+         "-o no/x.npy: cannot write in no"),
+]
+
+DOOR_IDS = [f"{d.kind}: {d.case}" for d in DOORS]
+
+
+@pytest.mark.parametrize("door", DOORS, ids=DOOR_IDS)
+def test_door_refused_on_one_line_nothing_written_or_removed(tmp_path, door):
+    work = tmp_path / "work"
+    work.mkdir()
+    door.setup(work)
+    before = tree_digest(work)
+    done = subprocess.run([sys.executable, "-m", "exactc.cli", *door.args], cwd=work, capture_output=True,
+                          env=dict(os.environ, **dict(door.env)), timeout=600)
+    stderr = done.stderr.decode(errors="replace")
+    lines = stderr.strip().splitlines()
+    assert done.returncode == door.code and len(lines) == 1 and door.words in lines[0], stderr[-3000:]
+    assert lines[0].startswith(f"exactc {door.args[0]}: error: "), lines[0]
+    assert tree_digest(work) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+
+
+def test_door_force_replaces_an_earlier_export(tmp_path):
+    target = tmp_path / "out"
+    for seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-m", "exactc.cli", *EXPORT, "--seed", seed, "--force", "-o", str(target)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert json.loads((target / "exactc.json").read_text())["seed"] == int(seed)
+    assert (target / export.MARKER).read_text() == export.MARKER_TEXT
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_the_doors_table_has_no_duplicate_ids():
+    assert len(DOOR_IDS) == len(set(DOOR_IDS))
+
+
+def _interrupted_export(tmp_path: Path, stop: signal.Signals, vocab: int) -> tuple[subprocess.Popen, bool, str]:
+    """`exactc export` sent `stop` as soon as its half-written directory appears (or at
+    its end, if it never shows): the process, whether the signal landed while the
+    directory was half-written, and stderr."""
+    target = tmp_path / "out"
+    args = [*EXPORT, f"--set=vocab={vocab}", "-o", str(target)]
+    # A shell's background job inherits SIGINT ignored, and then Python never raises
+    # KeyboardInterrupt: the program is started as a terminal would start it.
+    process = subprocess.Popen([sys.executable, "-m", "exactc.cli", *args], stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    during = False
+    while process.poll() is None:
+        if any(".partial-" in name for name in os.listdir(tmp_path)):
+            process.send_signal(stop)
+            during = True
+            break
+    _, stderr = process.communicate(timeout=600)
+    return process, during, stderr
+
+
+@pytest.mark.parametrize("stop,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_door_a_signal_during_an_export_leaves_one_line_and_nothing_half_written(tmp_path, stop, code):
+    landed = 0
+    for attempt in range(6):
+        work = tmp_path / str(attempt)
+        work.mkdir()
+        process, during, stderr = _interrupted_export(work, stop, 100_000 * 2**attempt)
+        names = sorted(os.listdir(work))
+        if not during or process.returncode == 0:  # done before the signal came: try a bigger one
+            assert process.returncode == 0 and names == ["out"] and stderr == "", stderr[-3000:]
+            continue
+        assert process.returncode == code and stderr == f"exactc export: stopped by {stop.name}\n", stderr[-3000:]
+        # Nothing half-written: no directory, or (the signal held back while it was renamed) a whole one.
+        assert names in ([], ["out"]), names
+        if names == ["out"]:
+            assert (work / "out" / export.MARKER).is_file() and (work / "out" / "weights.safetensors").is_file()
+        else:
+            landed += 1
+            break
+    assert landed, "the signal never landed while the directory was being written"
+
+
+def test_door_exports_are_made_with_the_umask_and_the_cache_folder_private(tmp_path, monkeypatch):
+    from exactc.verify.build import cache_dir
+
+    mask = os.umask(0o022)
+    try:
+        done = subprocess.run([sys.executable, "-m", "exactc.cli", *EXPORT, "-o", str(tmp_path / "out")],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "out").stat().st_mode & 0o777 == 0o755
+        monkeypatch.setenv("EXACTC_CACHE", str(tmp_path / "cache"))
+        assert cache_dir().stat().st_mode & 0o777 == 0o700
+    finally:
+        os.umask(mask)
+
+
+# ------------------------------------------------------------------------------------
+# The exported Makefile: STRICT last, value-changing flags refused
+# ------------------------------------------------------------------------------------
+
+VALUE_CHANGING = [
+    ("CFLAGS", "-O2 -ffp-contract=fast -march=native", "-ffp-contract=fast"),
+    ("CFLAGS", "-O2 -funsafe-math-optimizations", "-funsafe-math-optimizations"),
+    ("CFLAGS", "-fassociative-math -fno-signed-zeros -fno-trapping-math", "-fassociative-math -fno-signed-zeros"),
+    ("CFLAGS", "-O3 -ffast-math", "-ffast-math"),
+    ("CFLAGS", "-Ofast", "-Ofast"),
+    ("CFLAGS", "-O2 -freciprocal-math", "-freciprocal-math"),
+    ("CFLAGS", "-O2 -ffinite-math-only", "-ffinite-math-only"),
+    ("CFLAGS", "-O2 -ffp-contract=on", "-ffp-contract=on"),
+    ("CFLAGS", "-O2 -ffp-model=fast", "-ffp-model=fast"),
+    ("CC", "gcc -ffast-math", "-ffast-math"),
+    ("WARN", "-Wall -ffast-math", "-ffast-math"),
+]
+
+
+@pytest.fixture(scope="module")
+def exported_gpt(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("makefile") / "gpt"
+    done = subprocess.run([sys.executable, "-m", "exactc.cli", *EXPORT, "-o", str(root)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def make_dry_run(root: Path, *assignments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-n", "--no-print-directory", "-C", str(root), *assignments], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("variable,value,refused", VALUE_CHANGING, ids=[f"{v}={x}" for v, x, _ in VALUE_CHANGING])
+def test_door_the_makefile_refuses_value_changing_flags(exported_gpt, variable, value, refused):
+    done = make_dry_run(exported_gpt, f"{variable}={value}")
+    assert done.returncode != 0 and done.stdout == "", done.stdout + done.stderr
+    assert f"{refused} would change the program's bits" in done.stderr, done.stderr
+
+
+def test_door_the_makefile_puts_strict_last_and_keeps_it(exported_gpt):
+    from exactc.runtime import STRICT_FLAGS
+
+    strict = " ".join(STRICT_FLAGS)
+    done = make_dry_run(exported_gpt, "CFLAGS=-O3 -march=native -fno-strict-aliasing", "STRICT=-O0")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if " -o " in line]
+    assert len(lines) == 2, done.stdout  # the program and the comparer
+    for line in lines:
+        assert "-O3 -march=native -fno-strict-aliasing" in line and f"{strict} -I." in line, line
+        assert line.index("-march=native") < line.index(strict), line
+
+
+def test_door_embed_runs_its_sentences_a_bounded_number_per_process(monkeypatch):
+    """24,000 sentences in one process overflowed the command line (E2BIG): the program
+    runs PAIRS_PER_RUN of them at a time, with the same bits."""
+    from exactc import embed
+    from exactc.verify import programs
+    from exactc.verify.compare import assert_bits_equal
+
+    runs = []
+    run_or_fail = programs.Program.run_or_fail
+
+    def counted(self, pairs, *args, **kwargs):
+        runs.append(len(pairs))
+        return run_or_fail(self, pairs, *args, **kwargs)
+
+    monkeypatch.setattr(programs.Program, "run_or_fail", counted)
+    monkeypatch.setattr(embed, "PAIRS_PER_RUN", 2)
+    sentences = ["one", "two", "three", "four", "five"]
+    vectors = embed.embed(sentences, progress=lambda message: None)
+    assert runs == [2, 2, 1]
+    assert_bits_equal(embed.embed(sentences, backend="reference"), vectors, "embeddings", labels=("reference", "C"))

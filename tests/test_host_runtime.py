@@ -180,6 +180,41 @@ def test_several_pairs_run_with_the_weights_loaded_once(lib, files, capfd):
     assert (files / "out" / "z.npy").read_bytes() == (files / "out2" / "z.npy").read_bytes()
 
 
+def test_a_later_pair_that_fails_leaves_no_output_of_the_earlier_ones(lib, files, capfd):
+    (files / "out2").mkdir()
+    rc = main(lib, str(files / "weights.safetensors"), str(files / "in"), str(files / "out"), str(files / "nothing"),
+              str(files / "out2"))
+    assert rc == 1 and "input x" in capfd.readouterr().err
+    assert list((files / "out").iterdir()) == [] and list((files / "out2").iterdir()) == []
+
+
+def test_a_write_that_fails_midway_leaves_no_truncated_output(lib, files):
+    """A file size limit of 100 bytes (the .npy is 152): the write fails midway, as on a
+    full disk. Run in a child process, which the limit cannot outlive."""
+    import os
+    import resource
+    import signal
+
+    said, stderr = os.pipe()  # the limit applies to every file the child writes, stderr too
+    pid = os.fork()
+    if pid == 0:  # the child: the limit, SIGXFSZ ignored so that the write fails with EFBIG
+        code = 99
+        try:
+            os.dup2(stderr, 2)
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+            code = main(lib, str(files / "weights.safetensors"), str(files / "in"), str(files / "out"))
+        finally:
+            os._exit(code)
+    os.close(stderr)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(said) as f:
+        err = f.read()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1, (status, err)
+    assert "output z: npy: writing" in err and "File too large" in err, err
+    assert list((files / "out").iterdir()) == []
+
+
 # ---- the readers and the writer, one by one ---------------------------------------------------
 
 

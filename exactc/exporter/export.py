@@ -8,6 +8,7 @@
       exactc_rt.h, exactc_host.c, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
       weights.safetensors  the parameters at the site type (per-layer tensors, HF names)
       exactc.json          what was exported: model, entry, type, seed, config, figures
+      .exactc-export       the mark of an export: the only kind of directory --force replaces
       conformance/         inputs/*.npy, expected/*.npy (the numpy reference), check.sh
 
 The directory is written beside its destination and renamed into place: an export never
@@ -16,15 +17,18 @@ leaves a half-written directory.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
+import signal
 import struct
 import tempfile
+import threading
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -91,6 +95,29 @@ def npy_bytes(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(npy_value(array)), allow_pickle=False)
     return buf.getvalue()
+
+
+def replace_file(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to a temporary name beside `path`, then rename it into place: a
+    reader never sees a half-written file, and a failed or interrupted write leaves
+    none (an OSError propagates, the temporary removed)."""
+    path = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.partial-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, path)
+    except BaseException:
+        with signals_held():
+            Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 # ---- the export -----------------------------------------------------------------------------
@@ -229,26 +256,101 @@ def check_inputs(program: graph.Program, site: str, inputs: Mapping[str, np.ndar
     return out
 
 
+# Every exported directory carries this file; `--force` replaces a directory only if it
+# has it, so that a mistyped -o never removes a directory exactc did not write.
+MARKER = ".exactc-export"
+MARKER_TEXT = "Written by `exactc export`: `exactc export --force` may replace this directory.\n"
+
+
+def check_target(target: str | os.PathLike, force: bool = False) -> Path:
+    """The absolute directory `target` names, if an export may be written there: a new
+    path, or with `force` a directory an export wrote (its MARKER file), never the
+    current directory or one that holds it; else an ExportError that says why."""
+    if not os.fspath(target).strip():
+        raise ExportError("-o '': give the name of the directory to write")
+    path = Path(target).resolve()
+    here = Path.cwd().resolve()
+    if path == here or path in here.parents:
+        raise ExportError(f"{path} is the current directory or holds it; an export is written to a directory of "
+                          "its own")
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ExportError(f"cannot write {path}: {existing} is not a directory")
+    if path.exists() or path.is_symlink():
+        if not force:
+            raise ExportError(f"{path} exists; choose another directory or pass --force")
+        if not path.is_dir():
+            raise ExportError(f"{path} is not a directory; --force replaces only a directory exactc export wrote")
+        if not (path / MARKER).is_file():
+            raise ExportError(f"{path} was not written by exactc export (it has no {MARKER} file): --force replaces "
+                              "only such a directory; remove it yourself or choose another")
+    return path
+
+
 def write(export: Export, target: str | os.PathLike, force: bool = False) -> Path:
-    """Write the directory beside `target`, then rename it into place."""
-    target = Path(target).resolve()
-    if target.exists() and not force:
-        raise ExportError(f"{target} exists; choose another directory or pass --force")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    """Write the directory beside `target`, then rename it into place. `force` replaces
+    a directory an earlier export wrote, and nothing else (check_target)."""
+    target = check_target(target, force)
+    work = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with signals_held():
+            work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+        os.chmod(work, 0o777 & ~_umask())  # mkdtemp's 0700 is for a temporary, not for an export
         _fill(export, work)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / "dir")
-            os.replace(work, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(work, target)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        with signals_held():  # the swap runs to its end; a signal lands after it
+            _swap(work, target)
+    except BaseException as exc:  # an error, Ctrl-C or SIGTERM (cli.py raises it): no partial directory left
+        with signals_held():
+            if work is not None:
+                shutil.rmtree(work, ignore_errors=True)
+        if isinstance(exc, OSError):  # a folder that cannot be made, a full disk: the user's to fix
+            where = f" ({exc.filename})" if exc.filename and ".partial-" not in str(exc.filename) else ""
+            raise ExportError(f"cannot write {target}: {exc.strerror or exc}{where}") from None
         raise
     return target
+
+
+def _swap(work: Path, target: Path) -> None:
+    """Rename `work` to `target`, replacing an earlier export there (put back if the
+    rename fails)."""
+    if not target.exists():
+        os.replace(work, target)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+    try:
+        os.replace(target, old / "dir")
+        try:
+            os.replace(work, target)
+        except BaseException:
+            os.replace(old / "dir", target)
+            raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back until the block ends (then raised again): for renames
+    and clean-ups that must not stop halfway. Python handlers that only take note, not a
+    blocked signal mask: the kernel may hand a process's signal to any of its threads
+    (numpy's among them), and Python then runs the handler in the main thread at once.
+    Outside the main thread, where handlers cannot be set, nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {number: signal.signal(number, lambda number, frame: caught.append(number))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        for number in dict.fromkeys(caught):
+            signal.raise_signal(number)
 
 
 def _fill(export: Export, root: Path) -> None:
@@ -274,6 +376,7 @@ def _fill(export: Export, root: Path) -> None:
     manifest = export.manifest()
     (root / "exactc.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (root / "README.md").write_text(readme(manifest))
+    (root / MARKER).write_text(MARKER_TEXT)
 
 
 CHECK_SH = """\
@@ -318,9 +421,12 @@ MAKEFILE = """\
 #                        EXACTC_TRACE_DIR set, each layer's output written there
 #   make check           build, then conformance/check.sh
 #
-# STRICT holds the flags bit identity rests on: never change them. CFLAGS is yours
-# (-O3, -march=native, ...): any value gives the same bits.
-STRICT  := @STRICT@
+# STRICT holds the flags bit identity rests on: never change them (`make STRICT=...` is
+# ignored). CFLAGS is yours (-O3, -march=native, ...): any value gives the same bits.
+# STRICT comes last on every compiler line, so that no flag before it overrides it, and
+# a flag that lets the compiler change values (fast-math and its parts, contraction into
+# FMAs) is refused with a message, whichever variable brings it.
+override STRICT := @STRICT@
 CFLAGS  ?= -O2
 WARN    ?= -Wall -Wextra
 OPENMP  ?= 1
@@ -336,6 +442,15 @@ else
 PROGRAM := model
 endif
 
+UNSAFE  := -ffast-math -Ofast -funsafe-math-optimizations -fassociative-math -freciprocal-math \
+           -fno-signed-zeros -ffinite-math-only -fno-honor-nans -fno-honor-infinities -fapprox-func \
+           -ffp-contract=fast -ffp-contract=on -ffp-contract=fast-honor-pragmas -ffp-model=% -mdaz-ftz \
+           -fcx-limited-range
+REFUSED := $(filter $(UNSAFE),$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES))
+ifneq ($(REFUSED),)
+$(error $(REFUSED) would change the program's bits; exactc's outputs rest on STRICT ($(STRICT)): build without it)
+endif
+
 SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c $(sort $(wildcard kernels/*.c))
 HEADERS := exactc_rt.h kernels.h
 COMPARE := conformance/compare
@@ -344,11 +459,11 @@ COMPARE := conformance/compare
 all: $(PROGRAM) $(COMPARE)
 
 $(PROGRAM): $(SOURCES) $(HEADERS)
-\t$(CC) $(STRICT) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) -I. -o $@ $(SOURCES) -lm
+\t$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(STRICT) -I. -o $@ $(SOURCES) -lm
 
 # The conformance comparer: the spec's comparison, for check.sh (no Python needed).
 $(COMPARE): exactc_compare.c exactc_npy.c exactc_rt.h
-\t$(CC) $(STRICT) $(CFLAGS) $(WARN) -I. -o $@ exactc_compare.c exactc_npy.c
+\t$(CC) $(CFLAGS) $(WARN) $(STRICT) -I. -o $@ exactc_compare.c exactc_npy.c
 
 check: $(PROGRAM) $(COMPARE)
 \t./conformance/check.sh ./$(PROGRAM)
@@ -395,8 +510,11 @@ with or without OpenMP.
     make CFLAGS='-O3 -march=native'
 
 The Makefile keeps the flags bit identity rests on (`STRICT`: `{" ".join(STRICT_FLAGS)}`)
-apart from `CFLAGS`. Never add `-ffast-math`, and do
-not build for a target whose `FLT_EVAL_METHOD` is not 0 (the kernels refuse both).
+apart from `CFLAGS` and puts them last on every compiler line, so no other flag
+overrides them. It refuses, with a message, a flag that lets the compiler change values
+(`-ffast-math`, `-Ofast`, `-funsafe-math-optimizations`, `-fassociative-math`,
+`-ffp-contract=fast` and the like), and the kernels refuse a target whose
+`FLT_EVAL_METHOD` is not 0.
 
 ## Run
 

@@ -123,13 +123,14 @@ def run_mutant(tree: Path, mutant: Mutant, timeout: float) -> Result:
     return Result(mutant.name, "NOT CAUGHT", [], seconds)
 
 
-def baseline(tree: Path, check_names: list[str], timeout: float, jobs: int) -> dict[str, str]:
-    """Every check on an unmutated copy: each must pass, or no verdict means anything."""
+def baseline(tree: Path, check_names: list[str], timeout: float, jobs: int) -> dict[str, tuple[str, str]]:
+    """Every check on an unmutated copy: each must pass, or no verdict means anything.
+    Each check's verdict and, if it did not pass, what failed."""
     with tempfile.TemporaryDirectory(prefix="exactc-baseline-") as tmp:
         root = make_copy(tree, Path(tmp))
         env = copy_env(root)
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            futures = {n: pool.submit(run_check, n, root, env, timeout) for n in check_names}
+            futures = {n: pool.submit(run_check_detail, n, root, env, timeout) for n in check_names}
             return {n: f.result() for n, f in futures.items()}
 
 
@@ -220,10 +221,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     checks = sorted({c for m in catalog for c in m.checks})
     print(f"baseline: {len(checks)} checks on the unmutated tree ...", file=sys.stderr, flush=True)
-    verdicts = baseline(tree, checks, args.timeout, args.jobs)
+    details = baseline(tree, checks, args.timeout, args.jobs)
+    verdicts = {n: verdict for n, (verdict, _) in details.items()}
     broken = {n: v for n, v in verdicts.items() if v != "pass"}
     if broken:
         print(f"baseline FAILED, so no mutant verdict means anything: {broken}", file=sys.stderr)
+        for name in broken:
+            print(f"  {details[name][1]}", file=sys.stderr)
         return 2
     print(f"baseline: all {len(checks)} checks pass", file=sys.stderr, flush=True)
 

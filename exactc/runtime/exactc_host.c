@@ -6,8 +6,9 @@
  *   one block, checked for its name, dtype and shape; every problem is listed.
  * - The inputs: one .npy file per input, checked for dtype and shape; bf16 inputs are
  *   given as f32 and rounded to bf16 (nearest even), as the reference rounds them.
- * - The outputs: one .npy file per output; bf16 outputs are written widened to f32,
- *   which is exact.
+ * - The outputs: one .npy file per output, written under a temporary name and renamed
+ *   into place when every pair has run (a failed run leaves none); bf16 outputs are
+ *   written widened to f32, which is exact.
  * - The arena's checks, in checking builds (-DEXACTC_CHECKING, exactc_rt.h's ARENA and
  *   RELEASE): every allocation bounds-checked and NaN-filled, the peak reached recorded.
  * - main: the weights loaded once, then one run of the network per INPUT_DIR OUTPUT_DIR
@@ -19,6 +20,7 @@
  */
 #include "exactc_rt.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,10 +201,16 @@ int exactc_input_read(const char *dir, const exactc_tensor_spec *spec, void *dst
     return 0;
 }
 
-int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const void *src, char *err,
-                        size_t errlen) {
-    char path[4096], why[512];
-    if (npy_path(path, sizeof path, dir, spec->name) != 0)
+/* The output `spec` written to its temporary name, DIR/<name>.npy.partial-<tag>, as
+ * `staged`: that name, a NUL, then the output's own, DIR/<name>.npy (a buffer of
+ * EXACTC_STAGED bytes). The file is complete, or removed: a write that fails midway (a
+ * full disk, a file size limit) leaves no truncated file behind. */
+#define EXACTC_STAGED 8192
+static int output_stage(const char *dir, const exactc_tensor_spec *spec, const void *src, int tag, char *staged,
+                        char *err, size_t errlen) {
+    char path[4096], partial[4096], why[512];
+    if (npy_path(path, sizeof path, dir, spec->name) != 0 ||
+        (size_t)snprintf(partial, sizeof partial, "%s.partial-%d", path, tag) >= sizeof partial)
         return exactc_fail(err, errlen, "output %s: the path %s/%s.npy is too long", spec->name, dir, spec->name);
     size_t count = exactc_spec_count(spec);
     exactc_array a;
@@ -221,10 +229,38 @@ int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const v
     } else {
         a.data = (void *)(uintptr_t)src;
     }
-    int rc = exactc_npy_write(path, &a, why, sizeof why);
+    int rc = exactc_npy_write(partial, &a, why, sizeof why);
     free(wide);
-    if (rc != 0) return exactc_fail(err, errlen, "output %s: %s", spec->name, why);
+    if (rc != 0) {
+        remove(partial);
+        return exactc_fail(err, errlen, "output %s: %s", spec->name, why);
+    }
+    memcpy(staged, partial, strlen(partial) + 1);
+    memcpy(staged + strlen(partial) + 1, path, strlen(path) + 1);
     return 0;
+}
+
+/* A staged output (output_stage) renamed to its own name. */
+static int output_commit(const char *staged, char *err, size_t errlen) {
+    const char *partial = staged, *path = staged + strlen(staged) + 1;
+    if (rename(partial, path) != 0) {
+        int e = errno;
+        remove(partial);
+        return exactc_fail(err, errlen, "cannot rename %s to %s: %s", partial, path, strerror(e));
+    }
+    return 0;
+}
+
+static size_t staged_size(const char *staged) {
+    size_t n = strlen(staged) + 1;
+    return n + strlen(staged + n) + 1;
+}
+
+int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const void *src, char *err,
+                        size_t errlen) {
+    char staged[EXACTC_STAGED];
+    if (output_stage(dir, spec, src, 0, staged, err, errlen) != 0) return -1;
+    return output_commit(staged, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------
@@ -368,6 +404,15 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
         fprintf(stderr, "exactc: out of memory\n");
         rc = 1;
     }
+    /* Every output of every pair is staged under a temporary name, and all are renamed
+     * into place only when every pair has run: a run that fails leaves no output at all,
+     * not the earlier pairs' (nor a truncated file). */
+    size_t staged_count = 0, staged_cap = (size_t)(argc / 2) * (program->output_count ? program->output_count : 1);
+    char **staged = calloc(staged_cap, sizeof *staged);
+    if (staged == NULL && rc == 0) {
+        fprintf(stderr, "exactc: out of memory\n");
+        rc = 1;
+    }
     /* Each INPUT_DIR OUTPUT_DIR pair is one run of the network; the weights load once. */
     for (int pair = 2; rc == 0 && pair + 1 < argc; pair += 2) {
         const char *in_dir = argv[pair], *out_dir = argv[pair + 1];
@@ -379,12 +424,29 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
         }
         if (rc == 0) run_timed(program, inputs, outputs, arena, argv[0]);
         for (size_t i = 0; rc == 0 && i < program->output_count; i++) {
-            if (exactc_output_write(out_dir, &program->outputs[i], outputs[i], err, sizeof err) != 0) {
+            char one[EXACTC_STAGED];
+            if (output_stage(out_dir, &program->outputs[i], outputs[i], pair / 2, one, err, sizeof err) != 0) {
                 fprintf(stderr, "exactc: %s\n", err);
                 rc = 1;
+            } else if ((staged[staged_count] = malloc(staged_size(one))) == NULL) {
+                remove(one);
+                fprintf(stderr, "exactc: out of memory\n");
+                rc = 1;
+            } else {
+                memcpy(staged[staged_count++], one, staged_size(one));
             }
         }
     }
+    for (size_t k = 0; k < staged_count; k++) {
+        if (rc == 0 && output_commit(staged[k], err, sizeof err) != 0) {
+            fprintf(stderr, "exactc: %s\n", err);
+            rc = 1;
+        } else if (rc != 0) {
+            remove(staged[k]);
+        }
+        free(staged[k]);
+    }
+    free(staged);
     free_buffers(inputs, program->input_count);
     free_buffers(outputs, program->output_count);
     free(arena);

@@ -26,6 +26,11 @@ from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS  # STRICT_FLAGS: never chan
 WARNING_FLAGS = ("-Wall", "-Wextra", "-Werror")
 
 
+class CacheError(ValueError):
+    """The cache folder ($EXACTC_CACHE, else the user's) cannot be made or written: the
+    user's to fix (exit code 2)."""
+
+
 class CompileError(RuntimeError):
     """The compiler refused a source; the message holds its diagnostics and the path of
     the kept source so that the failure can be reproduced by hand."""
@@ -46,10 +51,18 @@ def user_cache_dir() -> Path:
 
 def cache_dir() -> Path:
     """Where compiled libraries, built programs and reproductions live: $EXACTC_CACHE,
-    else the user's cache folder (user_cache_dir). Never inside the installed package."""
+    else the user's cache folder (user_cache_dir). Never inside the installed package.
+    Made readable by its owner only (0700) when it is made here."""
     root = os.environ.get("EXACTC_CACHE")
     path = Path(root) if root else user_cache_dir()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's own: programs and their inputs
+    except OSError as exc:
+        origin = f"EXACTC_CACHE={root}" if root else "the cache folder"
+        raise CacheError(f"{origin}: cannot make {path} ({exc.strerror or exc}); set EXACTC_CACHE to a folder "
+                         "you can write") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise CacheError(f"the cache folder {path} is not writable; set EXACTC_CACHE to a folder you can write")
     return path
 
 
@@ -59,8 +72,12 @@ def compiler_version(cc: str) -> str:
     path = shutil.which(cc)
     if path is None:
         raise CompileError(f"compiler {cc!r} not found on PATH (run `make install`)")
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True)
-    return out.stdout.splitlines()[0].strip()
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, errors="replace")
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        raise CompileError(f"`{cc} --version` " + (f"exited with {out.returncode}" if out.returncode else
+                                                   "printed nothing") + "; is it a C compiler?")
+    return lines[0].strip()
 
 
 def have_compiler(cc: str) -> bool:

@@ -176,10 +176,14 @@ def make(root: Path, build: Build = Build(), *, refuse_warnings: bool = False, c
         raise ProgramBuildError(f"{line} warned: {_last_line(done.stderr)}", done.stderr)
     store.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=store.parent))
-    for p in products:
-        (work / p).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / p, work / p)
-    _rename_or_drop(work, store)
+    try:
+        for p in products:
+            (work / p).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / p, work / p)
+        _rename_or_drop(work, store)
+    except BaseException:  # an error, Ctrl-C or SIGTERM: no half-copied entry left in the cache
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     return Program(root, build)
 
 

@@ -48,6 +48,9 @@ def architecture(model: str) -> pytypes.ModuleType:
 # at this bound (raise it on a machine where that fits).
 MAX_COUNT = 2**31 - 1
 MAX_PARAMETERS = 2**32
+# A seed of the drawn parameters and inputs: what numpy's generators take, bounded so
+# that it also fits the exported manifest's JSON as an unsigned 64-bit number.
+MAX_SEED = 2**64 - 1
 
 
 def config(model: str, overrides: Mapping[str, Any] | None = None) -> Any:
@@ -117,11 +120,18 @@ def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None) ->
     return program
 
 
+def check_seed(seed: Any) -> int:
+    """`seed` if it is an integer from 0 to MAX_SEED, else a ModelError that says so."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+        raise ModelError(f"seed {seed!r} must be an integer from 0 to {MAX_SEED:,} (2^64 - 1)")
+    return int(seed)
+
+
 def draw_parameters(program: graph.Program, seed: int, site: str) -> dict[str, np.ndarray]:
     """Every parameter of `program`, drawn from `seed` and rounded to `site`, keyed by
     its name (the `{l}` template for stacked ones), of its full (stacked) shape."""
     types.check_site(site)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     out = {}
     try:
         for spec in program.params:
@@ -139,5 +149,5 @@ def draw_parameters(program: graph.Program, seed: int, site: str) -> dict[str, n
 def draw_inputs(program: graph.Program, seed: int) -> dict[str, np.ndarray]:
     """The entry's inputs drawn from `seed` (a different stream from the parameters)."""
     arch = architecture(program.model)
-    rng = np.random.default_rng([seed, 1])
+    rng = np.random.default_rng([check_seed(seed), 1])
     return arch.draw_inputs(program.config, rng)

@@ -96,6 +96,9 @@ _FIXED_CHECKS = [
     # Python readers (their own error or a correct result, never another exception).
     Check("bad-inputs:api", ("tests/test_bad_inputs.py",), "api"),
     Check("bad-inputs:cli", ("tests/test_bad_inputs.py",), "exit_2"),
+    # The command line's other doors (options, output paths, the environment, --force): one
+    # line, the exit code, nothing written or removed.
+    Check("bad-inputs:doors", ("tests/test_bad_inputs.py",), "door"),
     Check("fuzz:readers", ("tests/test_fuzz_readers.py",)),
     # The libFuzzer harnesses of fuzz/, built with replay.c's main and libFuzzer's, over the
     # seed corpus under ASan and UBSan.

@@ -17,6 +17,12 @@ HF = "exactc/exporter/checkpoints/hf.py"
 JSONFILE = "exactc/exporter/jsonfile.py"
 MODELS = "exactc/exporter/models/__init__.py"
 PLANS = "exactc/exporter/kernels/plans.py"
+EXPORT = "exactc/exporter/export.py"
+CLI = "exactc/cli.py"
+EMBED = "exactc/embed.py"
+BUILD = "exactc/verify/build.py"
+HOST = "exactc/runtime/exactc_host.c"
+COMMANDS = "exactc/commands.py"
 
 MUTANTS = [
     Mutant(
@@ -198,6 +204,190 @@ MUTANTS = [
         "(more = exactc_read_past_end(f, path, err, errlen)) < 0",
         "(more = 0) < 0",
         ("fuzz:replay", "safetensors"),
+        family="hardening",
+    ),
+    Mutant(
+        "force-replaces-any-directory",
+        "`exactc export --force -o DIR` replaces DIR whoever wrote it: a mistyped -o removes "
+        "the user's files",
+        EXPORT,
+        "        if not (path / MARKER).is_file():\n",
+        "        if False:\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "force-replaces-the-current-directory",
+        "`-o ''` or `-o .` with --force names the current directory, and it is not refused by "
+        "name",
+        EXPORT,
+        "    if path == here or path in here.parents:\n",
+        "    if False:\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "export-interrupt-leaves-partial",
+        "Ctrl-C or SIGTERM while an export is written skips its clean-up: a .DIR.partial-* "
+        "directory is left behind",
+        EXPORT,
+        "    except BaseException as exc:  # an error, Ctrl-C or SIGTERM",
+        "    except Exception as exc:  # an error, Ctrl-C or SIGTERM",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "sigterm-kills-without-clean-up",
+        "SIGTERM is left to its default action: the process dies where it stands, its "
+        "half-written directory with it",
+        CLI,
+        "    signal.signal(signal.SIGTERM, _terminate)\n",
+        "",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "ctrl-c-prints-a-traceback",
+        "Ctrl-C ends a command in a KeyboardInterrupt traceback of 35 lines",
+        CLI,
+        "    except (KeyboardInterrupt, Terminated) as exc:",
+        "    except Terminated as exc:",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "seed-not-checked",
+        "--seed -5 goes to numpy's generator, which raises a ValueError traceback",
+        MODELS,
+        "    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:",
+        "    if False:",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "export-write-error-traceback",
+        "-o /sys/out: the OSError of a folder that cannot be made ends in a traceback",
+        EXPORT,
+        "        if isinstance(exc, OSError):  # a folder",
+        "        if False:  # a folder",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "embed-sentences-not-checked",
+        "a sentence of bytes that are not UTF-8 reaches the tokenizer, whose TypeError is a "
+        "traceback",
+        EMBED,
+        "    check_sentences(args.sentences)\n",
+        "",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "embed-output-checked-after-the-work",
+        "-o in a folder that cannot be written is found out only when the embeddings are "
+        "computed",
+        EMBED,
+        "    output = check_output(args.output) if args.output else None\n",
+        "    output = Path(args.output) if args.output else None\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-folder-error-traceback",
+        "EXACTC_CACHE=/sys/cache: the cache folder's OSError ends in a traceback",
+        BUILD,
+        "    except OSError as exc:\n        origin = ",
+        "    except ZeroDivisionError as exc:\n        origin = ",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "output-written-in-place",
+        "the program writes each output .npy under its own name, directly: a write that "
+        "fails midway leaves a truncated file, and a failed run the outputs of its earlier "
+        "pairs",
+        HOST,
+        "    int rc = exactc_npy_write(partial, &a, why, sizeof why);\n    free(wide);\n    if (rc != 0) {\n"
+        "        remove(partial);\n",
+        "    int rc = exactc_npy_write(path, &a, why, sizeof why);\n    snprintf(partial, sizeof partial, \"%s\", path);\n"
+        "    free(wide);\n    if (rc != 0) {\n",
+        ("host-runtime",),
+        family="hardening",
+    ),
+    Mutant(
+        "outputs-renamed-though-a-pair-failed",
+        "the staged outputs are renamed into place even when a later pair failed",
+        HOST,
+        "        if (rc == 0 && output_commit(staged[k], err, sizeof err) != 0) {",
+        "        if (output_commit(staged[k], err, sizeof err) != 0) {",
+        ("host-runtime",),
+        family="hardening",
+    ),
+    Mutant(
+        "run-output-folder-made-first",
+        "`exactc run` makes its output folder before the program is built: a failed build "
+        "leaves it behind, empty",
+        COMMANDS,
+        "    program = programs.exported(spec, programs.Build(cc=args.cc))\n",
+        "    outdir.mkdir(parents=True, exist_ok=True)\n    program = programs.exported(spec, programs.Build(cc=args.cc))\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "export-left-at-mode-0700",
+        "an export keeps the 0700 of its temporary directory: no one else can read it",
+        EXPORT,
+        "        os.chmod(work, 0o777 & ~_umask())",
+        "        pass",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-folder-made-world-readable",
+        "the cache folder (built programs, their inputs) is made with the umask's mode",
+        BUILD,
+        "        path.mkdir(mode=0o700, parents=True, exist_ok=True)",
+        "        path.mkdir(parents=True, exist_ok=True)",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "makefile-value-changing-flags-accepted",
+        "make CFLAGS='-O2 -ffp-contract=fast' builds without a word, and the bits change",
+        EXPORT,
+        "ifneq ($(REFUSED),)\n",
+        "ifneq ($(REFUSED),$(REFUSED))\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "makefile-strict-flags-first",
+        "STRICT comes first on the compiler line: a later CFLAGS flag overrides it",
+        EXPORT,
+        "\\t$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(STRICT) -I. -o $@ $(SOURCES) -lm",
+        "\\t$(CC) $(STRICT) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) -I. -o $@ $(SOURCES) -lm",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "makefile-strict-overridable",
+        "make STRICT=-O0 replaces the flags bit identity rests on",
+        EXPORT,
+        "override STRICT := @STRICT@",
+        "STRICT  := @STRICT@",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "embed-every-sentence-in-one-process",
+        "exactc embed runs every sentence in one process: two paths each on its command line, "
+        "and 24,000 sentences fail with E2BIG",
+        EMBED,
+        "        for start in range(0, len(pairs), pairs_per_run):\n"
+        "            program.run_or_fail(pairs[start:start + pairs_per_run])\n",
+        "        program.run_or_fail(pairs)\n",
+        ("bad-inputs:doors",),
         family="hardening",
     ),
 ]
