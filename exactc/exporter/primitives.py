@@ -192,8 +192,10 @@ def _softmax(shapes, attrs):
 
 def _rope(shapes, attrs):
     _rank("rope", shapes, "x", 3)
-    if dims.is_symbolic(shapes["x"][2]) or shapes["x"][2] % 2:
-        _fail("rope", f"x {shapes['x']}: the head dimension must be even (and not follow the run-time length)")
+    if dims.is_symbolic(shapes["x"][2]):
+        _fail("rope", f"x {shapes['x']}: the head dimension follows the run-time length; it must be static")
+    if shapes["x"][2] % 2:
+        _fail("rope", f"x {shapes['x']}: the head dimension must be even")
     if attrs["pairing"] not in ("half", "interleaved"):
         _fail("rope", f"pairing is {attrs['pairing']!r}; it must be 'half' or 'interleaved'")
     if not (isinstance(attrs["pos0"], int) and attrs["pos0"] >= 0):
