@@ -27,7 +27,8 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", required=True, help="the site type: f64, f32 or bf16")
     p.add_argument("--seed", type=int, default=0, help="seed of the drawn parameters and inputs (default 0)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a config field, e.g. --set layers=2 (repeatable)")
+                   help="override a config field, e.g. --set layers=2 (repeatable); tokens=N is T_max: the "
+                        "program reads its length T from input_ids' shape and takes any 1 <= T <= N")
     p.add_argument("--plan", metavar="P", help="a plan file (layouts and thread splits, docs/plans.md), `auto` (the "
                    "benchmark's layout for linear nests and an 8-piece thread split of every nest) or `none` (default)")
     p.add_argument("--checkpoint", metavar="PATH",

@@ -6,13 +6,15 @@ exported C program (or the numpy reference).
     exactc embed --backend reference "..."                        # the same bits, from numpy
 
 The sentences are tokenized with the `tokenizers` package from the folder's
-tokenizer.json, truncated to the folder's max length (sentence_bert_config.json's
-max_seq_length, as sentence-transformers does) and padded to the longest (the attention
-mask marks the padding). The program is the folder's `bert.embed` exported for that
-length: exported and built once into the cache folder (verify/programs.py's `exports/`,
-keyed by the checkpoint's content, the type, the length, the plan, the compiler and
-exactc's own sources), then run over every sentence in one process. Padding changes no bit of a sentence's embedding: padded columns
-are masked out of every softmax and the mean, and rows never mix.
+tokenizer.json and truncated to the folder's max length (sentence_bert_config.json's
+max_seq_length, as sentence-transformers does), never padded: the program is the
+folder's `bert.embed` exported for that length as its T_max, and it runs each sentence
+at its own length T (the sequence axis is bound at run time, docs/programs.md). It is
+exported and built once into the cache folder (verify/programs.py's `exports/`, keyed by
+the checkpoint's content, the type, T_max, the plan, the compiler and exactc's own
+sources), then run over every sentence in one process: a new sentence length needs no
+new export or build. A sentence's vector is the same bytes alone and in any batch: each
+sentence is one run of its own.
 """
 
 from __future__ import annotations
@@ -67,9 +69,8 @@ def max_length(folder: Path, positions: int) -> int:
     return min(length, positions)
 
 
-def tokenize(folder: Path, sentences: list[str], length: int) -> dict[str, np.ndarray]:
-    """input_ids, token_type_ids, attention_mask: (n, T) int32, T the longest sentence
-    after truncation to `length`."""
+def _tokenizer(folder: Path, length: int):
+    """The folder's tokenizer.json, truncating to `length` tokens."""
     from tokenizers import Tokenizer
 
     path = folder / "tokenizer.json"
@@ -79,16 +80,34 @@ def tokenize(folder: Path, sentences: list[str], length: int) -> dict[str, np.nd
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # the tokenizers package raises its own Exception type
         raise EmbedError(f"{path}: the tokenizers package cannot read it ({exc})") from None
-    pad = _json(path).get("padding") or {}
+    tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=length)
-    tokenizer.enable_padding(pad_id=int(pad.get("pad_id", 0)), pad_type_id=int(pad.get("pad_type_id", 0)),
-                             pad_token=str(pad.get("pad_token", "[PAD]")))  # to the longest of the batch
-    encodings = tokenizer.encode_batch(sentences)
+    return tokenizer
+
+
+def _arrays(encodings) -> dict[str, np.ndarray]:
     return {
         "input_ids": np.array([e.ids for e in encodings], dtype=np.int32),
         "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int32),
         "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int32),
     }
+
+
+def tokenize(folder: Path, sentences: list[str], length: int) -> list[dict[str, np.ndarray]]:
+    """Per sentence, input_ids, token_type_ids, attention_mask: (T,) int32, T its own
+    length after truncation to `length` (no padding: what `embed` runs)."""
+    return [{k: v[0] for k, v in _arrays([e]).items()} for e in _tokenizer(folder, length).encode_batch(sentences)]
+
+
+def tokenize_padded(folder: Path, sentences: list[str], length: int) -> dict[str, np.ndarray]:
+    """The batch as one (n, T) array per input, T the longest sentence after truncation
+    to `length`, the others padded (the attention mask marks the padding): what a
+    batched framework runs, and how `embed` ran before the length was bound at run time."""
+    tokenizer = _tokenizer(folder, length)
+    pad = _json(folder / "tokenizer.json").get("padding") or {}
+    tokenizer.enable_padding(pad_id=int(pad.get("pad_id", 0)), pad_type_id=int(pad.get("pad_type_id", 0)),
+                             pad_token=str(pad.get("pad_token", "[PAD]")))  # to the longest of the batch
+    return _arrays(tokenizer.encode_batch(sentences))
 
 
 def _note(message: str) -> None:
@@ -97,9 +116,10 @@ def _note(message: str) -> None:
 
 def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: str = "cc",
                    progress: Callable[[str], None] = _note, plan: str | None = None) -> Program:
-    """The built export of `ckpt`'s bert.embed at `dtype` for `tokens` tokens, with the
-    plan `plan` (a --plan option: layouts and splits change speed, never bits): from the
-    cache, or exported and built into it (verify/programs.py, the one way)."""
+    """The built export of `ckpt`'s bert.embed at `dtype` for 1 to `tokens` tokens (its
+    T_max), with the plan `plan` (a --plan option: layouts and splits change speed,
+    never bits): from the cache, or exported and built into it (verify/programs.py, the
+    one way)."""
     from exactc.verify import programs
 
     spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt)
@@ -107,8 +127,8 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
 
     def first_use(message: str) -> None:
         started.append(time.perf_counter())
-        progress(f"first use of {ckpt.name} at {dtype} for {tokens} tokens: exporting and building the C program "
-                 f"(a few seconds) ...")
+        progress(f"first use of {ckpt.name} at {dtype} for up to {tokens} tokens: exporting and building the C "
+                 f"program (a few seconds) ...")
 
     program = programs.exported(spec, programs.Build(cc=cc), first_use)
     if started:
@@ -121,18 +141,18 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
 PAIRS_PER_RUN = 1000
 
 
-def run_program(program: Program, batch: dict[str, np.ndarray], pairs_per_run: int | None = None) -> np.ndarray:
-    """Run the built program on every row of `batch`, `pairs_per_run` rows (default
-    PAIRS_PER_RUN) per process (the weights load once per process; each INPUT_DIR
-    OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
+def run_program(program: Program, batch: list[dict[str, np.ndarray]], pairs_per_run: int | None = None) -> np.ndarray:
+    """Run the built program on every sentence of `batch`, each at its own length,
+    `pairs_per_run` sentences (default PAIRS_PER_RUN) per process (the weights load once
+    per process; each INPUT_DIR OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
     pairs_per_run = pairs_per_run or PAIRS_PER_RUN
     with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
         pairs = []
-        for i in range(len(batch["input_ids"])):
+        for i, sentence in enumerate(batch):
             ins, outs = Path(tmp) / f"in{i}", Path(tmp) / f"out{i}"
             ins.mkdir()
-            for name, array in batch.items():
-                np.save(ins / f"{name}.npy", np.ascontiguousarray(array[i]))
+            for name, array in sentence.items():
+                np.save(ins / f"{name}.npy", np.ascontiguousarray(array))
             pairs.append((ins, outs))
         for start in range(0, len(pairs), pairs_per_run):
             program.run_or_fail(pairs[start:start + pairs_per_run])
@@ -148,13 +168,12 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
     folder = Path(folder) if folder is not None else default_checkpoint()
     ckpt = checkpoints.load(folder, "bert")
     ckpt.check_entry("embed")
-    batch = tokenize(folder, sentences, max_length(folder, ckpt.fields["positions"]))
-    tokens = batch["input_ids"].shape[1]
+    tokens = max_length(folder, ckpt.fields["positions"])  # T_max: every sentence runs at its own length
+    batch = tokenize(folder, sentences, tokens)
     if backend == "reference":
         program = models.build("bert", "embed", ckpt.overrides({"tokens": tokens}))
         params = ckpt.parameters(program, dtype)
-        rows = [graph.evaluate(program, dtype, params, {k: v[i] for k, v in batch.items()})["sentence_embedding"]
-                for i in range(len(sentences))]
+        rows = [graph.evaluate(program, dtype, params, sentence)["sentence_embedding"] for sentence in batch]
         return np.stack([export.npy_value(r) for r in rows]).astype(np.float32)
     return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan), batch)
 

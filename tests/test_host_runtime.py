@@ -27,11 +27,11 @@ static const exactc_param_spec PARAMS[] = {
     {"h.%d.b", 2, 1, {3}, 6},
 };
 static const exactc_tensor_spec INPUTS[] = {
-    {"x", EXACTC_KIND_I32, 1, {3}},
-    {"y", EXACTC_KIND_F32, 2, {2, 3}},
+    {"x", EXACTC_KIND_I32, 1, {3}, {0}},
+    {"y", EXACTC_KIND_F32, 2, {2, 3}, {0}},
 };
 static const exactc_tensor_spec OUTPUTS[] = {
-    {"z", EXACTC_KIND_F32, 2, {2, 3}},
+    {"z", EXACTC_KIND_F32, 2, {2, 3}, {0}},
 };
 static const float *params;
 
@@ -39,7 +39,8 @@ static void map_weights(void *block) {
     params = block;
 }
 
-static void run(void *const *in, void *const *out, unsigned char *arena) {
+static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
+    (void)length;
     const int32_t *x = in[0];
     const float *y = in[1];
     float *z = out[0];
@@ -60,6 +61,7 @@ int driver_main(int argc, char **argv) {
         .outputs = OUTPUTS,
         .output_count = 1,
         .arena_bytes = 24,
+        .max_length = 0,
         .map_weights = map_weights,
         .run = run,
     };
@@ -69,7 +71,7 @@ int driver_main(int argc, char **argv) {
 
 CDEF = """
 typedef enum { EXACTC_KIND_I32 = 0, EXACTC_KIND_F64 = 1, EXACTC_KIND_F32 = 2, EXACTC_KIND_BF16 = 3 } exactc_kind;
-typedef struct { const char *name; exactc_kind kind; int ndim; int64_t shape[8]; } exactc_tensor_spec;
+typedef struct { const char *name; exactc_kind kind; int ndim; int64_t shape[8]; int64_t per_length[8]; } exactc_tensor_spec;
 typedef struct { const char *name; int layers; int ndim; int64_t shape[8]; size_t offset; } exactc_param_spec;
 int driver_main(int argc, char **argv);
 int exactc_input_parse(const unsigned char *buf, size_t len, const exactc_tensor_spec *spec, void *dst,

@@ -25,7 +25,7 @@ from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_p
 from exactc.exporter.kernels.splits import Split
 from exactc.exporter.primitives import PRIMITIVES
 from exactc.exporter.printer.kernels import print_kernel
-from exactc.strategies.cases import cases
+from exactc.strategies.cases import cases, run_time_cases
 from exactc.strategies.layouts import planned_cases
 from exactc.strategies.tensors import TensorSpec
 from exactc.strategies.cases import Case
@@ -76,6 +76,26 @@ def test_every_layout_and_split_gives_the_reference_bits(primitive):
         assert_all_equal(_run(batch, build))
 
     check()
+
+
+def _run_time_softmax(length: int = 3, top: int = 5) -> Case:
+    """Causal attention's softmax over (2, T, T) at T = length, T_max = top."""
+    spec = TensorSpec((2, length, length), "f32", 4, "normal", 1.0)
+    return Case("softmax", "f32", (("causal", True), ("has_keep", False), ("offset", 0)), (("x", spec),),
+                length=length, top=top)
+
+
+@needs_compilers
+@given(batch=st.lists(planned_cases(run_time_cases()), min_size=1, max_size=BATCH), build=_builds())
+@example(batch=[(_run_time_softmax(), Plan(()))], build=("gcc", True, 2))
+@example(batch=[(_run_time_softmax(), Plan((("softmax", NestPlan(Layout(), Split(1, ((0, 1), (1, 3)), of=3))),)))],
+         build=("gcc", True, 2))
+def test_every_layout_and_split_gives_the_reference_bits_at_a_run_time_length(batch, build):
+    """The property with the length drawn too: a kernel whose shapes follow T (1 <= T <=
+    T_max), under a drawn layout and split (pieces in parts, scaled when it runs), run at
+    a drawn T with its outputs sized and red-zoned at T: the reference's bits at T, every
+    element written once (the coverage check sees the pieces computed at run time)."""
+    assert_all_equal(_run(batch, build))
 
 
 @needs_compilers

@@ -66,8 +66,8 @@ def test_minilm_reference_matches_transformers():
     ckpt = checkpoints.load(folder, "bert")
     length = embed.max_length(folder, ckpt.fields["positions"])
     assert length == 256  # sentence_bert_config.json's max_seq_length
-    short = embed.tokenize(folder, SENTENCES[:-1], length)  # padded to the longest of these
-    long = embed.tokenize(folder, SENTENCES[-1:], length)
+    short = embed.tokenize_padded(folder, SENTENCES[:-1], length)  # padded to the longest of these
+    long = embed.tokenize_padded(folder, SENTENCES[-1:], length)
     assert long["input_ids"].shape == (1, 256) and long["attention_mask"].all()  # truncated, fills the model
     assert (short["attention_mask"] == 0).any(axis=1).sum() >= 8  # most rows are padded
     for batch in (short, long):
@@ -148,7 +148,7 @@ def test_the_oracle_can_fail(monkeypatch):
     load; here: BERT's GELU read as the tanh form) is outside the tolerance."""
     folder = minilm_folder()
     ckpt = checkpoints.load(folder, "bert")
-    batch = embed.tokenize(folder, SENTENCES[:3], 256)
+    batch = embed.tokenize_padded(folder, SENTENCES[:3], 256)
     theirs = transformers_embeddings(folder, batch)
     from exactc.exporter.models import bert
 

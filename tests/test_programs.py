@@ -163,7 +163,8 @@ def test_fold_iteration_apart_runs_outside_the_loop(tmp_path):
                        apart={2: last_block})
         return {"logits": gpt.head(cfg, params, x)}
 
-    program = graph.trace("gpt", "apart", entry, gpt.parameters(cfg), gpt.inputs(cfg), cfg)
+    # traced at a static length (cfg.tokens): a program without a run-time length still prints
+    program = graph.trace("gpt", "apart", entry, gpt.parameters(cfg), gpt.inputs(cfg, cfg.tokens), cfg)
     program.config = cfg
     params = models.draw_parameters(program, 0, "f32")
     inputs = models.draw_inputs(program, 0)
@@ -237,6 +238,43 @@ def test_a_wrong_input_is_refused_by_name(tmp_path):
     done = program.run([(inputs, tmp_path / "out")])
     assert done.returncode != 0
     assert "input attention_mask must be int32" in done.stderr
+
+
+@pytest.mark.parametrize("length", [0, 7])
+def test_a_length_outside_1_to_t_max_is_refused_and_nothing_is_written(tmp_path, length):
+    """The program takes 1 to T_max positions: an empty input or one longer than T_max is
+    refused with the rule, exit 1, no output written; T_max itself runs."""
+    prepared, root = _export(tmp_path, "gpt", "forward", "f32")
+    assert prepared.program.max_length == SMALL["gpt"]["tokens"] == 6
+    program = build(root)
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    np.save(inputs / "input_ids.npy", np.zeros(length, dtype=np.int32))
+    done = program.run([(inputs, tmp_path / "out")])
+    assert done.returncode == 1, done.stderr
+    assert f"dimension 0 is {length}, which is no length T in [1, 6]" in done.stderr, done.stderr
+    assert not list((tmp_path / "out").iterdir())
+    np.save(inputs / "input_ids.npy", np.zeros(6, dtype=np.int32))
+    assert program.run([(inputs, tmp_path / "out6")]).returncode == 0
+
+
+@pytest.mark.parametrize("model", ["gpt", "bert", "llama"])
+def test_a_program_at_length_t_gives_the_bytes_of_the_program_exported_for_t(tmp_path, model):
+    """One program for every length: run at T, it writes the same bytes as the program
+    exported for exactly T (T_max = T), and the reference's at T (check.sh runs its
+    conformance inputs at 1, 2 and T_max, all of them equal)."""
+    long_prepared, long_root = _export(tmp_path, model, "forward", "f32", name="long")
+    short_prepared, short_root = _export(tmp_path, model, "forward", "f32", name="short", tokens=2)
+    assert sorted(long_prepared.lengths) == [1, 2] and long_prepared.manifest()["conformance_lengths"] == [1, 2, 6]
+    long_program, short_program = build(long_root), build(short_root)
+    done = long_program.check(2)
+    assert done.returncode == 0 and "T1/" in done.stdout and "T2/" in done.stdout, done.stdout + done.stderr
+    short_inputs = short_root / "conformance" / "inputs"
+    long_program.run_or_fail([(short_inputs, tmp_path / "at-long")])
+    short_program.run_or_fail([(short_inputs, tmp_path / "at-short")])
+    for name in short_prepared.expected:
+        assert (tmp_path / "at-long" / f"{name}.npy").read_bytes() == (tmp_path / "at-short" / f"{name}.npy").read_bytes()
+    assert_same_outputs(short_prepared.expected, outputs(tmp_path / "at-long"), "f32")
 
 
 def test_safetensors_parser_survives_mutated_headers(tmp_path):
@@ -558,7 +596,8 @@ def test_a_plan_is_passed_through_to_the_kernels(tmp_path):
     that does not fit is refused on one line, nothing written."""
     small = [f"--set={k}={v}" for k, v in SMALL["gpt"].items()]
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
+    # linear_qkv's rows follow the run-time length: its pieces are parts of 2, scaled to T
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 1], [1, 2]], "of": 2}}}}))
     target = tmp_path / "planned"
     done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", "--seed", "3", *small,
                   "--plan", str(plan), "-o", str(target))
@@ -568,7 +607,7 @@ def test_a_plan_is_passed_through_to_the_kernels(tmp_path):
     for threads in (1, 2):
         done = program.check(threads)
         assert done.returncode == 0, done.stdout + done.stderr
-    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 3], [3, 7]]}}}}))
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 1], [1, 3]], "of": 2}}}}))
     done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", *small, "--plan", str(plan),
                   "-o", str(tmp_path / "bad"))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "split.pieces" in done.stderr

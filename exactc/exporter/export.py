@@ -9,7 +9,9 @@
       weights.safetensors  the parameters at the site type (per-layer tensors, HF names)
       exactc.json          what was exported: model, entry, type, seed, config, figures
       .exactc-export       the mark of an export: the only kind of directory --force replaces
-      conformance/         inputs/*.npy, expected/*.npy (the numpy reference), check.sh
+      conformance/         inputs/*.npy, expected/*.npy (the numpy reference), check.sh;
+                           for a program that takes its length at run time, the same at
+                           more lengths in lengths/T<n>/ (check.sh runs them all)
 
 The directory is written beside its destination and renamed into place: an export never
 leaves a half-written directory.
@@ -32,7 +34,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from exactc.exporter import graph, models, types
+from exactc.exporter import dims, graph, models, types
 from exactc.exporter.printer.host import PrintedProgram, print_program
 
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
@@ -135,6 +137,8 @@ class Export:
     straight: bool
     planned: bool = False
     checkpoint: Any = None  # the checkpoints.Checkpoint the parameters come from (None: drawn from seed)
+    # more conformance cases: run-time length -> (inputs, expected), for lengths below T_max
+    lengths: dict[int, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = dataclasses.field(default_factory=dict)
 
     def manifest(self) -> dict[str, Any]:
         p = self.program
@@ -148,9 +152,12 @@ class Export:
             "host": "straight-line" if self.straight else "structured",
             "planned": self.planned,
             "config": dataclasses.asdict(p.config) if p.config is not None else None,
-            "inputs": {s.name: {"shape": list(s.shape), "kind": s.kind} for s in p.inputs},
-            "outputs": {n: {"shape": list(v.shape), "kind": v.kind} for n, v in zip(p.output_names, p.function.outputs)},
+            "inputs": {s.name: {"shape": json_shape(s.shape), "kind": s.kind} for s in p.inputs},
+            "outputs": {n: {"shape": json_shape(v.shape), "kind": v.kind}
+                        for n, v in zip(p.output_names, p.function.outputs)},
             "parameters": p.parameter_count(),
+            "max_length": p.max_length,
+            "conformance_lengths": sorted({*self.lengths, graph.run_length(p, self.inputs)} - {0}),
             "arena_peak": self.printed.arena_peak,
             "structured_arena_peak": self.printed.structured_peak,
             "straight_line_arena_peak": self.printed.straight_peak,
@@ -158,6 +165,12 @@ class Export:
             "nests": self.printed.nests,
             "launches": self.printed.launches,
         }
+
+
+def json_shape(shape) -> list:
+    """A shape for exactc.json: ints, and a dimension that follows the run-time length as
+    its text (`"T"`, `"T - 1"`)."""
+    return [d.text() if dims.is_symbolic(d) else d for d in shape]
 
 
 def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,
@@ -178,7 +191,24 @@ def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping
     ins = check_inputs(program, site, ins)
     printed = print_program(program, site, plan=plan, straight=straight)
     expected = graph.evaluate(program, site, params, ins)
-    return Export(program, site, seed, printed, params, ins, expected, straight, plan is not None, checkpoint)
+    lengths = {}
+    for length in conformance_lengths(program.max_length):
+        if length != graph.run_length(program, ins):
+            at = check_inputs(program, site, models.draw_inputs(program, seed, length))
+            lengths[length] = (at, graph.evaluate(program, site, params, at))
+    return Export(program, site, seed, printed, params, ins, expected, straight, plan is not None, checkpoint,
+                  lengths)
+
+
+CONFORMANCE_LENGTHS = (1, 2, 7)  # besides T_max: the shortest, an even and an odd one
+
+
+def conformance_lengths(top: int | None) -> list[int]:
+    """The run-time lengths conformance/ holds for a program of T_max `top`: 1, 2, 7 and
+    T_max (those that are at most T_max); none for a program without a run-time length."""
+    if not top:
+        return []
+    return sorted({n for n in CONFORMANCE_LENGTHS if n <= top} | {top})
 
 
 def sources_digest() -> str:
@@ -238,12 +268,19 @@ def check_inputs(program: graph.Program, site: str, inputs: Mapping[str, np.ndar
     """The entry's inputs at their types: int32 as given; floats rounded to the site
     (bf16 given as f32 is rounded as the program rounds it)."""
     out = {}
+    missing = [spec.name for spec in program.inputs if spec.name not in inputs]
+    if missing:
+        raise ExportError(f"{program.model}.{program.entry}: input {missing[0]} is missing")
+    try:
+        length = graph.run_length(program, inputs)
+    except graph.GraphError as e:
+        raise ExportError(str(e)) from None
     for spec in program.inputs:
-        if spec.name not in inputs:
-            raise ExportError(f"{program.model}.{program.entry}: input {spec.name} is missing")
         array = np.asarray(inputs[spec.name])
-        if tuple(array.shape) != tuple(spec.shape):
-            raise ExportError(f"input {spec.name} has shape {array.shape}; the program takes {tuple(spec.shape)}")
+        want = dims.shape_at(spec.shape, length)
+        if tuple(array.shape) != want:
+            raise ExportError(f"input {spec.name} has shape {array.shape}; the program takes {want}"
+                              + (f" at length {length}" if length else ""))
         if spec.kind == "i32":
             if array.dtype != np.int32:
                 raise ExportError(f"input {spec.name} is {array.dtype}; it must be int32")
@@ -369,6 +406,12 @@ def _fill(export: Export, root: Path) -> None:
         (conf / "inputs" / f"{name}.npy").write_bytes(npy_bytes(array))
     for name, array in export.expected.items():
         (conf / "expected" / f"{name}.npy").write_bytes(npy_bytes(array))
+    for length, (inputs, expected) in sorted(export.lengths.items()):
+        for part, arrays in (("inputs", inputs), ("expected", expected)):
+            folder = conf / "lengths" / f"T{length}" / part
+            folder.mkdir(parents=True)
+            for name, array in arrays.items():
+                (folder / f"{name}.npy").write_bytes(npy_bytes(array))
     check = conf / "check.sh"
     check.write_text(CHECK_SH.replace("@SITE@", export.site))
     check.chmod(0o755)
@@ -398,15 +441,31 @@ if [ ! -x "$compare" ]; then
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$program" "$here/../weights.safetensors" "$here/inputs" "$out"
+# The main case (conformance/inputs), then one per run-time length in lengths/T<n>/:
+# one process runs them all, the weights loaded once.
+set -- "$here/inputs" "$out/main"
+mkdir "$out/main"
+for case in "$here"/lengths/T*; do
+    [ -d "$case" ] || continue
+    mkdir "$out/$(basename "$case")"
+    set -- "$@" "$case/inputs" "$out/$(basename "$case")"
+done
+"$program" "$here/../weights.safetensors" "$@"
 status=0
-for expected in "$here"/expected/*.npy; do
-    name=$(basename "$expected")
-    if "$compare" --site "$site" "$expected" "$out/$name"; then
-        echo "ok       $name"
-    else
-        status=1
-    fi
+compare_case() {  # expected folder, output folder, label
+    for expected in "$1"/*.npy; do
+        name=$(basename "$expected")
+        if "$compare" --site "$site" "$expected" "$2/$name"; then
+            echo "ok       $3$name"
+        else
+            status=1
+        fi
+    done
+}
+compare_case "$here/expected" "$out/main" ""
+for case in "$here"/lengths/T*; do
+    [ -d "$case" ] || continue
+    compare_case "$case/expected" "$out/$(basename "$case")" "$(basename "$case")/"
 done
 exit $status
 """

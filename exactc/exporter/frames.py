@@ -22,7 +22,7 @@ import dataclasses
 import heapq
 from typing import Callable, Iterable, Sequence
 
-from exactc.exporter import types
+from exactc.exporter import dims, types
 from exactc.exporter.graph import Call, Fold, Function, Op, Program, Value
 from exactc.exporter.kernels import ir
 from exactc.exporter.kernels.layouts import fresh_name
@@ -41,6 +41,13 @@ def release_point(last_use: int) -> int:
 
 def align(offset: int) -> int:
     return (offset + ALIGN - 1) // ALIGN * ALIGN
+
+
+def slot_bytes(count: dims.Extent, size: int) -> int:
+    """The bytes a buffer of `count` elements of `size` bytes holds in the arena: its
+    count at T_max when it follows the run-time length, so that one placement serves
+    every length (a buffer at length T uses the first count(T) elements of its slot)."""
+    return dims.upper(count) * size
 
 
 # ---- values ---------------------------------------------------------------------------------
@@ -70,11 +77,11 @@ class Buffer:
 
     name: str
     ctype: str
-    count: int
-    nbytes: int
+    count: dims.Extent  # elements at the run-time length (an int, or a dims.Dim)
+    nbytes: int  # the slot's bytes: at T_max
     first: int
     last: int
-    shape: tuple[int, ...]
+    shape: tuple[dims.Extent, ...]
     offset: int = -1
 
 
@@ -173,14 +180,15 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
         if isinstance(fn.nodes[index], Fold):
             continue  # fold results live in the carry buffers below
         last = release_point(last_use.get(id(v), index))
-        buf = Buffer(v.name, ctype(v, site), v.size, v.size * itemsize(v, site), index, max(index, last), v.shape)
+        buf = Buffer(v.name, ctype(v, site), v.size, slot_bytes(v.size, itemsize(v, site)), index, max(index, last),
+                     v.shape)
         frame.buffers.append(buf)
         frame.by_value[id(v)] = buf
     for index, node in enumerate(fn.nodes):
         if isinstance(node, Op) and not is_view(node):
             for kb in kernel_temps(node):
                 name = frame.fresh(f"{node.out.name}_{kb.name}")
-                buf = Buffer(name, kb.ctype, kb.size, kb.size * ITEMSIZE[kb.type], index, index, kb.shape)
+                buf = Buffer(name, kb.ctype, kb.size, slot_bytes(kb.size, ITEMSIZE[kb.type]), index, index, kb.shape)
                 frame.buffers.append(buf)
                 frame.kernel_temps[(index, kb.name)] = buf
         if isinstance(node, Fold):
@@ -195,7 +203,7 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
                     else:
                         last = index
                     buf = Buffer(frame.fresh(f"{v.name}_{'ab'[b]}"), ctype(v, site), v.size,
-                                 v.size * itemsize(v, site), index, last, v.shape)
+                                 slot_bytes(v.size, itemsize(v, site)), index, last, v.shape)
                     bufs.append(buf)
                     frame.buffers.append(buf)
                 per_carry.append(bufs)

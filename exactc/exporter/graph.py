@@ -29,7 +29,11 @@ Tracing keeps the structure the C host mirrors:
 
 Values are symbolic: a shape and a kind ("x", the site type; "i32"). The site type is
 chosen when the graph is realized (exported or run), not while tracing, so one trace
-serves f64, f32 and bf16.
+serves f64, f32 and bf16. A dimension may follow the run-time sequence length (a
+dims.Dim: `T`, `T - 1`): an entry traced with input_ids of shape (T,) is one program
+for every length up to T_max, and the models read T from their values' shapes
+(`T = x.shape[0]`), never from the config. `evaluate` runs a program traced at a
+concrete length.
 """
 
 from __future__ import annotations
@@ -41,10 +45,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from exactc.exporter import types
-from exactc.exporter.primitives import PrimitiveError, get_primitive
-
-Shape = tuple[int, ...]
+from exactc.exporter import dims, types
+from exactc.exporter.primitives import PrimitiveError, Shape, get_primitive
 
 
 class GraphError(ValueError):
@@ -220,7 +222,7 @@ _C_IDENT = re.compile(r"[^A-Za-z0-9_]")
 _C_RESERVED = frozenset(
     """auto break case char const continue default do double else enum extern float for goto
     if inline int long register restrict return short signed sizeof static struct switch
-    typedef union unsigned void volatile while main arena w l lo hi""".split()
+    typedef union unsigned void volatile while main arena w l lo hi T""".split()
 )
 
 
@@ -241,7 +243,7 @@ def _normalize(value: Any) -> Any:
     if isinstance(value, (float, np.floating)):
         return float(value)
     if isinstance(value, (tuple, list)):
-        return tuple(int(v) for v in value)
+        return tuple(v if dims.is_symbolic(v) else int(v) for v in value)
     return value
 
 
@@ -589,6 +591,11 @@ class Program:
     def parameter_count(self) -> int:
         return sum(math.prod(p.full_shape) for p in self.params)
 
+    @property
+    def max_length(self) -> int | None:
+        """T_max when the program's inputs take a run-time length (dims.Dim), else None."""
+        return dims.top_of([spec.shape for spec in self.inputs])
+
 
 def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs: list[InputSpec],
           *static: Any) -> Program:
@@ -673,6 +680,33 @@ class LayerStep:
     stacked: list[np.ndarray]  # the whole stacked values, every layer's slice
     shared: list[np.ndarray]
     carry_out: list[np.ndarray]
+    length: int = 0  # the run-time length it ran at (0: the program has none)
+
+
+def run_length(program: Program, inputs: Mapping[str, np.ndarray]) -> int:
+    """The run-time length T the inputs give a program whose inputs follow it (1 <= T <=
+    T_max, the same in every input); 0 for a program without one. A GraphError names the
+    input and the rule otherwise."""
+    top = program.max_length
+    if top is None:
+        return 0
+    found: int | None = None
+    for spec in program.inputs:
+        array = np.asarray(inputs[spec.name])
+        if array.ndim != len(spec.shape):
+            raise GraphError(f"input {spec.name} has shape {array.shape}; the program takes {spec.shape}")
+        for want, got in zip(spec.shape, array.shape):
+            if not dims.is_symbolic(want):
+                continue
+            if want != dims.length(top):
+                raise GraphError(f"input {spec.name}: a dimension {want} is not the run-time length T itself")
+            if not 1 <= got <= top:
+                raise GraphError(f"input {spec.name} has shape {array.shape}: its length {got} is outside "
+                                 f"[1, {top}] (the program takes 1 to T_max = {top} positions)")
+            if found is not None and got != found:
+                raise GraphError(f"input {spec.name} has length {got}; another input has {found}: they must agree")
+            found = got
+    return found or 0
 
 
 def evaluate(program: Program, site: str, params: Mapping[str, np.ndarray],
@@ -681,15 +715,18 @@ def evaluate(program: Program, site: str, params: Mapping[str, np.ndarray],
     """Run the program with the numpy reference, primitive by primitive: the bits every
     exported program must reproduce. `params` maps ParamSpec.name to site-typed arrays
     of the full (stacked) shape; `inputs` maps input names to arrays (site dtype or int32).
+    A program with a run-time length runs at the length its inputs have: every attribute
+    that follows it (a reshape's shape, a slice's bounds) is taken at that length.
     `on_layer` sees every fold iteration (LayerStep), in the order a checking build's
     EXACTC_TRACE_CARRY writes the carried values."""
     types.check_site(site)
+    length = run_length(program, inputs)
     env: list[np.ndarray] = []
     for spec in program.params:
         env.append(params[spec.name])
     for spec in program.inputs:
         env.append(inputs[spec.name])
-    outs = _run(program.function, site, env, on_layer)
+    outs = _run(program.function, site, env, on_layer, length)
     return dict(zip(program.output_names, outs))
 
 
@@ -698,20 +735,21 @@ def rerun_layer(step: LayerStep, site: str, slice_of: int) -> list[np.ndarray]:
     stacked values instead of its own: what a fold whose slice points at another layer
     computes."""
     args = step.carry_in + [np.ascontiguousarray(s[slice_of]) for s in step.stacked] + step.shared
-    return _run(step.fold.body_of(step.layer), site, args, None)
+    return _run(step.fold.body_of(step.layer), site, args, None, step.length)
 
 
-def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[LayerStep], None] | None
-         ) -> list[np.ndarray]:
+def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[LayerStep], None] | None,
+         length: int) -> list[np.ndarray]:
     from exactc.exporter import reference
 
     values: dict[int, np.ndarray] = {id(v): a for v, a in zip(fn.inputs, args)}
     for node in fn.nodes:
         if isinstance(node, Op):
             operands = {k: values[id(v)] for k, v in node.operands().items()}
-            values[id(node.out)] = reference.run(node.primitive, site, operands, node.attrs)["y"]
+            attrs = dims.substitute(node.attrs, length) if length else node.attrs
+            values[id(node.out)] = reference.run(node.primitive, site, operands, attrs)["y"]
         elif isinstance(node, Call):
-            outs = _run(node.function, site, [values[id(v)] for v in node.args], on_layer)
+            outs = _run(node.function, site, [values[id(v)] for v in node.args], on_layer, length)
             values.update({id(v): a for v, a in zip(node.outs, outs)})
         else:
             carry = [values[id(v)] for v in node.carry]
@@ -720,8 +758,8 @@ def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[La
             for layer in range(node.count):
                 carry_in = carry
                 carry = _run(node.body_of(layer), site,
-                             carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer)
+                             carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer, length)
                 if on_layer is not None:
-                    on_layer(LayerStep(node, layer, carry_in, stacked, shared, carry))
+                    on_layer(LayerStep(node, layer, carry_in, stacked, shared, carry, length))
             values.update({id(v): a for v, a in zip(node.outs, carry)})
     return [values[id(v)] for v in fn.outputs]

@@ -17,7 +17,11 @@ import dataclasses
 import math
 from typing import Any, Callable, Mapping
 
-Shape = tuple[int, ...]
+from exactc.exporter import dims
+
+# A dimension is an int or a dims.Dim (it follows the run-time sequence length); every
+# rule below holds for every length the program may run at.
+Shape = tuple[dims.Extent, ...]
 
 
 class PrimitiveError(ValueError):
@@ -95,10 +99,10 @@ class Primitive:
                 f"takes {expected}"
             )
         for name, shape in shapes.items():
-            if any((not isinstance(d, int)) or d < 1 for d in shape):
+            if any(not dims.is_extent(d) or not dims.positive(d) for d in shape):
                 raise PrimitiveError(
                     f"{self.name}: operand {name} has shape {tuple(shape)}; every "
-                    "dimension must be a positive int"
+                    "dimension must be a positive int (or, at every run-time length, positive)"
                 )
         return self.infer({k: tuple(v) for k, v in shapes.items()}, full)
 
@@ -175,8 +179,15 @@ def _embedding(shapes, attrs):
 # ---- normalizations and activations -------------------------------------------------
 
 
+def _static_row(prim: str, shapes) -> None:
+    """A normalization divides by its row's length: that length is static."""
+    if dims.is_symbolic(shapes["x"][1]):
+        _fail(prim, f"x {shapes['x']}: the normalized dimension follows the run-time length; it must be static")
+
+
 def _layernorm(shapes, attrs):
     _rank("layernorm", shapes, "x", 2)
+    _static_row("layernorm", shapes)
     d = shapes["x"][1]
     for p in ("g", "b"):
         if shapes[p] != (d,):
@@ -186,6 +197,7 @@ def _layernorm(shapes, attrs):
 
 def _rmsnorm(shapes, attrs):
     _rank("rmsnorm", shapes, "x", 2)
+    _static_row("rmsnorm", shapes)
     d = shapes["x"][1]
     if shapes["g"] != (d,):
         _fail("rmsnorm", f"g has shape {shapes['g']}; it must be ({d},)")
@@ -203,6 +215,8 @@ def _softmax(shapes, attrs):
 
 def _rope(shapes, attrs):
     _rank("rope", shapes, "x", 3)
+    if dims.is_symbolic(shapes["x"][2]):
+        _fail("rope", f"x {shapes['x']}: the head dimension follows the run-time length; it must be static")
     if shapes["x"][2] % 2:
         _fail("rope", f"x {shapes['x']}: the head dimension must be even")
     if attrs["pairing"] not in ("half", "interleaved"):
@@ -292,7 +306,7 @@ def _qlinear_i(shapes, attrs):
 
 def _reshape(shapes, attrs):
     shape = tuple(attrs["shape"])
-    if math.prod(shape) != math.prod(shapes["x"]) or any(d < 1 for d in shape):
+    if math.prod(shape) != math.prod(shapes["x"]) or not all(dims.is_extent(d) and dims.positive(d) for d in shape):
         _fail("reshape", f"x {shapes['x']} cannot be viewed as {shape}")
     return {"y": (shape, "x")}
 
@@ -309,7 +323,8 @@ def _slice(shapes, attrs):
     x = shapes["x"]
     if not 0 <= axis < len(x):
         _fail("slice", f"axis {axis} is not an axis of x {x}")
-    if not 0 <= start < stop <= x[axis]:
+    if not (dims.is_extent(start) and dims.is_extent(stop)
+            and dims.le(0, start) and dims.lt(start, stop) and dims.le(stop, x[axis])):
         _fail("slice", f"[{start}, {stop}) is not a non-empty range inside axis {axis} of x {x}")
     return {"y": (x[:axis] + (stop - start,) + x[axis + 1 :], "x")}
 

@@ -69,10 +69,24 @@ static const char *kind_name(exactc_kind kind) {
     return kind == EXACTC_KIND_BF16 ? "f32 (<f4), rounded to bf16" : npy_dtype_name(npy_dtype(kind));
 }
 
+/* A run-time length the program takes: 1 <= length <= T_max. */
+static int length_in_range(int64_t length, int64_t max_length) {
+    return 1 <= length && length <= max_length;
+}
+
 size_t exactc_spec_count(const exactc_tensor_spec *spec) {
     size_t count = 1;
     for (int d = 0; d < spec->ndim; d++) count *= (size_t)spec->shape[d];
     return count;
+}
+
+exactc_tensor_spec exactc_spec_at(const exactc_tensor_spec *spec, int64_t length) {
+    exactc_tensor_spec out = *spec;
+    for (int d = 0; d < spec->ndim; d++) {
+        out.shape[d] = spec->shape[d] + spec->per_length[d] * length;
+        out.per_length[d] = 0;
+    }
+    return out;
 }
 
 /* "(6, 48)", "(6,)": a shape for a message, as Python writes it. */
@@ -169,6 +183,29 @@ int exactc_input_take(const exactc_array *a, const exactc_tensor_spec *spec, voi
         memcpy(dst, a->data, count * exactc_kind_size(spec->kind));
     }
     return 0;
+}
+
+int64_t exactc_input_length(const exactc_array *a, const exactc_tensor_spec *spec, int64_t max_length,
+                            int64_t known, char *err, size_t errlen) {
+    int64_t found = 0;
+    /* exactc_input_take names the dtype or rank it needs */
+    if (a->ndim != spec->ndim || a->dtype != npy_dtype(spec->kind)) return 0;
+    for (int d = 0; d < spec->ndim; d++) {
+        int64_t per = spec->per_length[d];
+        if (per == 0) continue;
+        int64_t rest = a->shape[d] - spec->shape[d];
+        int64_t length = rest % per == 0 ? rest / per : -1;
+        if (!length_in_range(length, max_length))
+            return exactc_fail(err, errlen,
+                               "input %s: dimension %d is %lld, which is no length T in [1, %lld] (the program "
+                               "takes 1 to T_max = %lld positions)",
+                               spec->name, d, (long long)a->shape[d], (long long)max_length, (long long)max_length);
+        if ((known > 0 && length != known) || (found > 0 && length != found))
+            return exactc_fail(err, errlen, "input %s: dimension %d gives the length %lld; another gives %lld",
+                               spec->name, d, (long long)length, (long long)(found > 0 ? found : known));
+        found = length;
+    }
+    return found;
 }
 
 int exactc_input_parse(const unsigned char *buf, size_t len, const exactc_tensor_spec *spec, void *dst,
@@ -278,7 +315,7 @@ void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind
     if (dir == NULL || *dir == '\0') return;
     char name[256], err[512];
     snprintf(name, sizeof name, "%06lu-%s-%d-%d", traced++, fold, layer, carry);
-    exactc_tensor_spec spec = {name, kind, 1, {(int64_t)count}};
+    exactc_tensor_spec spec = {name, kind, 1, {(int64_t)count}, {0}};
     if (exactc_output_write(dir, &spec, data, err, sizeof err) != 0) fprintf(stderr, "exactc: trace: %s\n", err);
 }
 
@@ -338,12 +375,13 @@ static void free_buffers(void **buffers, size_t count) {
     free(buffers);
 }
 
-/* One buffer per tensor of `specs`; NULL when memory runs out. */
-static void **alloc_buffers(const exactc_tensor_spec *specs, size_t count) {
+/* One buffer per tensor of `specs` (at T_max); NULL when memory runs out. */
+static void **alloc_buffers(const exactc_tensor_spec *specs, size_t count, int64_t max_length) {
     void **buffers = calloc(count ? count : 1, sizeof *buffers);
     if (buffers == NULL) return NULL;
     for (size_t i = 0; i < count; i++) {
-        size_t bytes = exactc_spec_count(&specs[i]) * exactc_kind_size(specs[i].kind);
+        exactc_tensor_spec at = exactc_spec_at(&specs[i], max_length);
+        size_t bytes = exactc_spec_count(&at) * exactc_kind_size(specs[i].kind);
         buffers[i] = malloc(bytes ? bytes : 1);
         if (buffers[i] == NULL) {
             free_buffers(buffers, i);
@@ -353,9 +391,52 @@ static void **alloc_buffers(const exactc_tensor_spec *specs, size_t count) {
     return buffers;
 }
 
+/* The inputs of one run from DIR: every file read, the run-time length taken from their
+ * shapes (0 for a program without one), then each checked and copied at that length. */
+static int read_inputs(const exactc_program *program, const char *dir, void **inputs, int64_t *length, char *err,
+                       size_t errlen) {
+    size_t count = program->input_count;
+    exactc_array *arrays = calloc(count ? count : 1, sizeof *arrays);
+    if (arrays == NULL) return exactc_fail(err, errlen, "out of memory");
+    size_t read = 0;
+    int rc = 0;
+    *length = 0;
+    char path[4096], why[512];
+    for (; rc == 0 && read < count; read++) {
+        const exactc_tensor_spec *spec = &program->inputs[read];
+        if (npy_path(path, sizeof path, dir, spec->name) != 0) {
+            rc = exactc_fail(err, errlen, "input %s: the path %s/%s.npy is too long", spec->name, dir, spec->name);
+            break;
+        }
+        if (exactc_npy_read(path, &arrays[read], why, sizeof why) != 0) {
+            rc = exactc_fail(err, errlen, "input %s: %s", spec->name, why);
+            break;
+        }
+        if (program->max_length > 0) {
+            int64_t found = exactc_input_length(&arrays[read], spec, program->max_length, *length, why, sizeof why);
+            if (found < 0) {
+                rc = exactc_fail(err, errlen, "%s: %s", path, why);
+                read++;
+                break;
+            }
+            if (found > 0) *length = found;
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        exactc_tensor_spec at = exactc_spec_at(&program->inputs[i], *length);
+        if (exactc_input_take(&arrays[i], &at, inputs[i], why, sizeof why) != 0) {
+            npy_path(path, sizeof path, dir, at.name);
+            rc = exactc_fail(err, errlen, "%s: %s", path, why);
+        }
+    }
+    for (size_t i = 0; i < read; i++) exactc_array_free(&arrays[i]);
+    free(arrays);
+    return rc;
+}
+
 /* Run the network `runs` times on the buffers; the time per run when EXACTC_REPEAT asks. */
-static void run_timed(const exactc_program *program, void **inputs, void **outputs, unsigned char *arena,
-                      const char *argv0) {
+static void run_timed(const exactc_program *program, int64_t length, void **inputs, void **outputs,
+                      unsigned char *arena, const char *argv0) {
     const char *repeat = getenv("EXACTC_REPEAT");
     long runs = repeat != NULL ? strtol(repeat, NULL, 10) : 1;
     if (runs < 1) runs = 1;
@@ -367,7 +448,7 @@ static void run_timed(const exactc_program *program, void **inputs, void **outpu
 #ifdef EXACTC_PROBE
     CALLGRIND_TOGGLE_COLLECT; /* callgrind counts the network only */
 #endif
-    for (long r = 0; r < runs; r++) program->run(inputs, outputs, arena);
+    for (long r = 0; r < runs; r++) program->run(length, inputs, outputs, arena);
 #ifdef EXACTC_PROBE
     CALLGRIND_TOGGLE_COLLECT;
 #endif
@@ -395,8 +476,8 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
         return 1;
     }
     program->map_weights(block);
-    void **inputs = alloc_buffers(program->inputs, program->input_count);
-    void **outputs = alloc_buffers(program->outputs, program->output_count);
+    void **inputs = alloc_buffers(program->inputs, program->input_count, program->max_length);
+    void **outputs = alloc_buffers(program->outputs, program->output_count, program->max_length);
     /* 64-byte aligned, a multiple of 64 bytes, never empty */
     unsigned char *arena = aligned_alloc(64, (program->arena_bytes + 63) / 64 * 64 + 64);
     int rc = 0;
@@ -416,16 +497,16 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
     /* Each INPUT_DIR OUTPUT_DIR pair is one run of the network; the weights load once. */
     for (int pair = 2; rc == 0 && pair + 1 < argc; pair += 2) {
         const char *in_dir = argv[pair], *out_dir = argv[pair + 1];
-        for (size_t i = 0; rc == 0 && i < program->input_count; i++) {
-            if (exactc_input_read(in_dir, &program->inputs[i], inputs[i], err, sizeof err) != 0) {
-                fprintf(stderr, "exactc: %s\n", err);
-                rc = 1;
-            }
+        int64_t length = 0;
+        if (read_inputs(program, in_dir, inputs, &length, err, sizeof err) != 0) {
+            fprintf(stderr, "exactc: %s\n", err);
+            rc = 1;
         }
-        if (rc == 0) run_timed(program, inputs, outputs, arena, argv[0]);
+        if (rc == 0) run_timed(program, length, inputs, outputs, arena, argv[0]);
         for (size_t i = 0; rc == 0 && i < program->output_count; i++) {
+            exactc_tensor_spec at = exactc_spec_at(&program->outputs[i], length);
             char one[EXACTC_STAGED];
-            if (output_stage(out_dir, &program->outputs[i], outputs[i], pair / 2, one, err, sizeof err) != 0) {
+            if (output_stage(out_dir, &at, outputs[i], pair / 2, one, err, sizeof err) != 0) {
                 fprintf(stderr, "exactc: %s\n", err);
                 rc = 1;
             } else if ((staged[staged_count] = malloc(staged_size(one))) == NULL) {

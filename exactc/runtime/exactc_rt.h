@@ -210,12 +210,15 @@ typedef enum {
     EXACTC_KIND_BF16 = 3
 } exactc_kind;
 
-/* An input or output: DIR/<name>.npy holds it. */
+/* An input or output: DIR/<name>.npy holds it. Dimension d is shape[d] + per_length[d] * T
+ * for a program that reads its run-time length T from its inputs' shapes (per_length all
+ * zero: a static shape). */
 typedef struct {
     const char *name;
     exactc_kind kind;
     int ndim;
     int64_t shape[EXACTC_NPY_MAX_DIMS];
+    int64_t per_length[EXACTC_NPY_MAX_DIMS];
 } exactc_tensor_spec;
 
 /* A parameter: the tensor `name` of the .safetensors file (a printf format, %d the layer,
@@ -238,13 +241,21 @@ typedef struct {
     size_t input_count;
     const exactc_tensor_spec *outputs;
     size_t output_count;
-    size_t arena_bytes;               /* the scratch one run needs */
+    size_t arena_bytes;               /* the scratch one run needs (at max_length) */
+    int64_t max_length;               /* T_max: inputs give 1 <= T <= T_max; 0: no run-time length */
     void (*map_weights)(void *block); /* point the model's Weights into the block */
-    void (*run)(void *const *inputs, void *const *outputs, unsigned char *arena);
+    void (*run)(int64_t length, void *const *inputs, void *const *outputs, unsigned char *arena);
 } exactc_program;
 
 size_t exactc_kind_size(exactc_kind kind);
 size_t exactc_spec_count(const exactc_tensor_spec *spec);
+/* `spec` at run-time length `length`: every dimension a number (per_length zero). */
+exactc_tensor_spec exactc_spec_at(const exactc_tensor_spec *spec, int64_t length);
+/* The run-time length an array gives for `spec` (0 when no dimension follows it); -1 with
+ * a message naming the input and the rule when its shape fits no length in [1, max_length]
+ * or disagrees with `known` (> 0: a length another input gave). */
+int64_t exactc_input_length(const exactc_array *a, const exactc_tensor_spec *spec, int64_t max_length,
+                            int64_t known, char *err, size_t errlen);
 
 /* Every tensor of `params` from a parsed file into `block` (param_values elements);
  * every problem is a line of `err`, the last one counting them. */

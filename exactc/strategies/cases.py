@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from exactc.exporter import dims as dimensions
 from exactc.exporter.primitives import PRIMITIVES, get_primitive
 from exactc.strategies.quant import (
     ArraySpec,
@@ -42,6 +43,10 @@ class Case:
     site: str
     attrs: tuple[tuple[str, Any], ...]
     specs: tuple[tuple[str, TensorSpec | IntSpec | ValueSpec | ScaleSpec | RealBlockSpec | ArraySpec], ...]
+    # A run-time length: the kernel is lowered with every dimension equal to `length`
+    # following T (1 <= T <= top) and run at T = length; 0: static shapes.
+    length: int = 0
+    top: int = 0
 
     @property
     def attr_dict(self) -> dict[str, Any]:
@@ -49,7 +54,17 @@ class Case:
 
     @property
     def shapes(self) -> dict[str, tuple[int, ...]]:
+        """The operands' shapes as the case runs them (at its length)."""
         return {name: spec.shape for name, spec in self.specs}
+
+    @property
+    def kernel_shapes(self) -> dict[str, tuple]:
+        """The shapes the kernel is lowered for: `shapes`, with every dimension equal to
+        the run-time length a dims.Dim (T, bounded by `top`) when the case has one."""
+        if not self.top:
+            return self.shapes
+        T = dimensions.length(self.top)
+        return {name: tuple(T if d == self.length else d for d in shape) for name, shape in self.shapes.items()}
 
     def inputs(self) -> dict[str, np.ndarray]:
         return {name: spec.make() for name, spec in self.specs}
@@ -271,3 +286,32 @@ def cases(draw, primitive: str | None = None, site: str | None = None) -> Case:
 def case_batches(primitive: str | None = None, site: str | None = None, max_size: int = 6):
     """Lists of cases compiled together in one compiler call."""
     return st.lists(cases(primitive, site), min_size=1, max_size=max_size)
+
+
+# Primitives the run-time length property draws: their attributes hold no length, so a
+# case at length L is the kernel over T run at T = L.
+RUN_TIME_PRIMITIVES = ("add", "embedding", "gelu_tanh", "layernorm", "linear", "matmul", "rmsnorm", "softmax",
+                       "transpose")
+
+
+@st.composite
+def run_time_cases(draw, primitive: str | None = None, max_extra: int = 6) -> Case:
+    """A case whose kernel follows a run-time length: a drawn case, its first operand's
+    first dimension taken as the length L, every dimension equal to L bound at run time
+    (T_max drawn in [L + 1, L + max_extra]: the run is shorter than the bound, so a loop
+    that runs to T_max shows), run at T = L. Cases whose kernel cannot follow
+    T (a rule that holds at L only) are filtered."""
+    from hypothesis import assume
+
+    from exactc.exporter.kernels import lower
+    from exactc.exporter.primitives import PrimitiveError
+
+    case = draw(cases(primitive or draw(st.sampled_from([p for p in RUN_TIME_PRIMITIVES if p in PRIMITIVES]))))
+    length = next(iter(case.shapes.values()))[0]
+    top = length + draw(st.integers(1, max_extra))
+    case = dataclasses.replace(case, length=length, top=top)
+    try:
+        lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict)
+    except (PrimitiveError, ValueError):
+        assume(False)
+    return case

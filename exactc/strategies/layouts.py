@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from exactc.exporter import dims
+
 from exactc.exporter.kernels.ir import Kernel, Nest
 from exactc.exporter.kernels.layouts import LANE_WIDTHS, MAX_LANE_AXES, Layout, integer_sum_rule, packable
 from exactc.exporter.kernels.plans import NestPlan, Plan
 from exactc.strategies.cases import Case
 
 
-def _size(extent: int) -> st.SearchStrategy[int]:
-    """A tile or block size: small ones, the extent's neighbours, or any up to past it."""
+def _size(extent) -> st.SearchStrategy[int]:
+    """A tile or block size: small ones, the extent's neighbours, or any up to past it
+    (an extent that follows the run-time length: its T_max's)."""
+    extent = dims.upper(extent)
     return st.one_of(st.integers(1, 4), st.sampled_from([extent - 1 or 1, extent, extent + 1]),
                      st.integers(1, extent + 2))
 
@@ -69,5 +73,5 @@ def planned_cases(draw, case_strategy) -> tuple[Case, Plan]:
     from exactc.exporter.kernels import lower
 
     case = draw(case_strategy)
-    kernel = lower(case.primitive, case.site, case.shapes, case.attr_dict)
+    kernel = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict)
     return case, draw(plans(kernel))

@@ -146,7 +146,7 @@ def first_differing_layer(program: Program, prepared: export.Export,
             mismatch = first_mismatch(value.name, export.npy_value(want).reshape(-1), values, prepared.site)
             if mismatch is None:
                 continue
-            mismatch.index = tuple(int(i) for i in np.unravel_index(mismatch.index[0], value.shape))
+            mismatch.index = tuple(int(i) for i in np.unravel_index(mismatch.index[0], want.shape))
             fold, layer = step.fold.body.name, step.layer
             earlier = ("it is the first layer" if layer == 0 else "layer 0 gives the reference's values"
                        if layer == 1 else f"layers 0 to {layer - 1} give the reference's values")
@@ -189,25 +189,33 @@ def report(program: Program, prepared: export.Export, problems: list[Mismatch | 
 def assert_conforms(program: Program, prepared: export.Export, out: Path | None = None, threads: int | None = 1,
                     inputs: Mapping[str, np.ndarray] | None = None,
                     expected: Mapping[str, np.ndarray] | None = None) -> subprocess.CompletedProcess:
-    """Run `program` on `inputs` (default: the export's conformance inputs) into `out`
-    (default: a temporary folder) and compare its outputs with `expected` (default: the
-    reference's for those inputs); raise a ProgramMismatch with the report if one
-    differs. Returns the run (its stderr holds what a checking build reports)."""
+    """Run `program` on `inputs` (default: the export's conformance inputs, and those of
+    every other run-time length conformance/lengths/ holds, all in one process) into
+    `out` (default: a temporary folder) and compare its outputs with `expected`
+    (default: the reference's for those inputs); raise a ProgramMismatch with the report
+    if one differs. Returns the run (its stderr holds what a checking build reports)."""
     with tempfile.TemporaryDirectory(prefix="exactc-conforms-") as tmp:
         folder = Path(tmp) / "out" if out is None else Path(out)
+        cases: list[tuple[Path, Path, Mapping[str, np.ndarray], Mapping[str, np.ndarray] | None]] = []
         if inputs is None:
             inputs_dir = program.root / "conformance" / "inputs"
-            want = prepared.expected if expected is None else expected
+            cases.append((inputs_dir, folder, prepared.expected if expected is None else expected, None))
+            if expected is None:
+                for length, (at, want) in sorted(prepared.lengths.items()):
+                    case = program.root / "conformance" / "lengths" / f"T{length}" / "inputs"
+                    cases.append((case, Path(tmp) / f"out-T{length}", want, at))
         else:
             inputs_dir = _write_inputs(Path(tmp) / "in", inputs)
-            want = expected if expected is not None else graph.evaluate(
-                prepared.program, prepared.site, prepared.params, inputs)
-        done = program.run([(inputs_dir, folder)], threads)
+            cases.append((inputs_dir, folder, expected if expected is not None else graph.evaluate(
+                prepared.program, prepared.site, prepared.params, inputs), inputs))
+        for _, target, _, _ in cases:
+            target.mkdir(parents=True, exist_ok=True)
+        done = program.run([(source, target) for source, target, _, _ in cases], threads)
         if done.returncode != 0:
             raise ProgramMismatch(f"{program.path} exited with {done.returncode}:\n{done.stderr}\n"
                                   f"  build: {program.make_line()}")
-        problems = output_mismatches(want, load_outputs(folder), prepared.site)
-        if problems:
-            raise ProgramMismatch(report(program, prepared, problems, inputs_dir, threads, inputs))
+        for source, target, want, given in cases:
+            problems = output_mismatches(want, load_outputs(target), prepared.site)
+            if problems:
+                raise ProgramMismatch(report(program, prepared, problems, source, threads, given))
         return done
-

@@ -6,6 +6,10 @@ A failing case comes back with a report that reproduces it: the case as Python, 
 differing element in hex, the inputs in hex, the kernel's IR and C text, the compiler
 call; and a folder with the same as files (inputs and outputs as .npy).
 
+A case may follow a run-time length (Case.top > 0): its kernel is lowered with the
+length as a dims.Dim and run at the case's length, the outputs sized (and red-zoned) at
+that length, so a loop that runs past it shows.
+
 A case may come with a plan (exporter/kernels/plans.py): its nests are printed under their
 layouts, and a launch with a split runs through its driver, whose coverage check (in a
 build with -DEXACTC_CHECK_SPLITS) is read back; `threads` sets the OpenMP team cap in the
@@ -26,11 +30,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from exactc.exporter import reference
+from exactc.exporter import dims, reference
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.plans import Plan, validate_plan
 from exactc.exporter.kernels.splits import coverage_problem, split_axis
 from exactc.exporter.printer.kernels import print_kernel
+from exactc.exporter.printer.nests import takes_length
 from exactc.exporter.printer.planned import SPLIT_STATUS
 from exactc.strategies.cases import Case
 from exactc.verify.build import BuildOptions, cache_dir, load_library, runtime_source
@@ -74,15 +79,16 @@ class GuardedBytes(GuardedBuffer):
         return np.flatnonzero(self.body.reshape(-1).view(np.uint8) == BYTE_POISON)
 
 
-def _guarded(buf, inputs: dict) -> GuardedBuffer:
-    """A kernel buffer in red zones: an input holding its array, else poisoned."""
+def _guarded(buf, inputs: dict, length: int) -> GuardedBuffer:
+    """A kernel buffer in red zones: an input holding its array, else poisoned, sized at
+    the run-time length (red zones right after: a loop bounded by T_max shows)."""
     if buf.ctype in BYTE_DTYPES:
         kind, dtype = GuardedBytes, BYTE_DTYPES[buf.ctype]
     else:
         kind, dtype = GuardedBuffer, numpy_dtype_of_ctype(buf.ctype)
     if buf.role == "input":
         return kind.holding(inputs[buf.name].astype(dtype))
-    return kind.poisoned(buf.shape, dtype)
+    return kind.poisoned(dims.shape_at(buf.shape, length), dtype)
 CHILD_TIMEOUT = 300.0  # seconds for one batch in the child
 CHECK_SPLITS = "EXACTC_CHECK_SPLITS"  # the define of the checking build of splits
 
@@ -114,7 +120,7 @@ def _prepare(cases: Sequence[Case], plans=None, validate: bool = True) -> list[_
     prepared = []
     plans = list(plans) if plans is not None else [None] * len(cases)
     for i, (case, plan) in enumerate(zip(cases, plans, strict=True)):
-        kernel = lower(case.primitive, case.site, case.shapes, case.attr_dict)
+        kernel = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict)
         if plan is not None and validate:
             validate_plan(kernel, plan)
         printed = print_kernel(kernel, f"c{i}", plan) if plan is not None else print_kernel(kernel, f"c{i}")
@@ -134,17 +140,19 @@ def build_batch(prepared: Sequence[_Prepared], options: BuildOptions):
 
 def _run_one(library, prep: _Prepared) -> dict:
     """Run one case's launches in guarded buffers; give outputs and damage."""
-    buffers = {buf.name: _guarded(buf, prep.inputs) for buf in prep.kernel.buffers}
+    length = prep.case.length  # the run-time length T (0: static shapes)
+    buffers = {buf.name: _guarded(buf, prep.inputs, length) for buf in prep.kernel.buffers}
     ffi = library.ffi
     statuses = {}
     ranges = prep.printed.ranges or tuple(item.extent for item in prep.kernel.launches)
     drivers = prep.printed.drivers or (None,) * len(prep.kernel.launches)
+    takes = [length] if takes_length({b.name: b for b in prep.kernel.buffers}) else []
     for launch, fn_name, extent, driver in zip(
         prep.kernel.launches, prep.printed.functions, ranges, drivers, strict=True
     ):
-        args = [ffi.cast("void *", buffers[name].address) for name in launch.args]
+        args = [ffi.cast("void *", buffers[name].address) for name in launch.args] + takes
         if driver is None:
-            getattr(library.lib, fn_name)(*args, 0, extent)
+            getattr(library.lib, fn_name)(*args, 0, dims.at(extent, length))
         else:
             statuses[fn_name] = int(getattr(library.lib, driver)(*args))
     result = {"outputs": {}, "damage": {}, "unwritten": {}, "split_status": statuses}
@@ -285,12 +293,16 @@ def _split_problems(prep: _Prepared, statuses: dict, checked: bool) -> list[str]
         if status == 0:
             continue
         axis = split_axis(item.nest, nest_plan.layout, nest_plan.split)
-        extent = {a.name: a.extent for a in item.nest.axes}[axis]
-        detail = coverage_problem(extent, nest_plan.split.pieces) or "no problem found in Python"
+        extent = dims.at({a.name: a.extent for a in item.nest.axes}[axis], prep.case.length)
+        split = nest_plan.split
+        pieces = [(extent * lo // split.of, extent * hi // split.of) for lo, hi in split.pieces] if split.of \
+            else split.pieces
+        detail = coverage_problem(extent, pieces) or "no problem found in Python"
         problems.append(
             f"split coverage check failed in launch {fn_name} (nest {item.nest.name}, axis {axis} in "
             f"[0, {extent})): {SPLIT_STATUS.get(status, status)} ({detail}); pieces "
-            + " ".join(f"[{lo},{hi})" for lo, hi in nest_plan.split.pieces)
+            + " ".join(f"[{lo},{hi})" for lo, hi in pieces)
+            + (f" (parts of {split.of} at the run-time length {prep.case.length})" if split.of else "")
         )
     return problems if checked else []
 

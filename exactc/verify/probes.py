@@ -13,8 +13,9 @@ Growth probes (each prints its ratio per doubling of the size):
 - program/layers: the exported gpt `forward` (f32), the instructions of its call in
   main (client requests around it under -DEXACTC_PROBE), for L = 2, 4, 8, 16 layers. The fixed part (embedding, head) is fitted from the data by
   least squares (a + b·L) and subtracted: (c(2L) - a) / (c(L) - a) = 2.00 within 0.05.
-- program/tokens-linear: the same program over tokens T = 8 ... 64; the linear and norm
-  kernels' counts summed: c(2T) / c(T) = 2.00 within 0.05.
+- program/tokens-linear: one program exported for T_max = 64 (one binary), run at
+  T = 8 ... 64 (the sequence axis is bound at run time); the linear and norm kernels'
+  counts summed: c(2T) / c(T) = 2.00 within 0.05.
 - program/tokens-attention: the QK and AV matmuls, the scale and the causal softmax
   (with the exp it calls): 4.00 for a full causal pass, within 0.15 at the largest
   doubling (the per-row and per-call work, linear in T, pulls smaller sizes below 4;
@@ -186,11 +187,13 @@ def kernel_primitives(root: Path) -> dict[str, str]:
     return out
 
 
-def count_program(root: Path, entry: str) -> Counted:
+def count_program(root: Path, entry: str, inputs: Path | None = None) -> Counted:
+    """The counts of one run of the exported program at `root` on `inputs` (default: its
+    conformance inputs)."""
     program = build_probe(root)
     with tempfile.TemporaryDirectory(prefix="exactc-probe-out-") as out:
         profile = run_callgrind([str(program), str(root / "weights.safetensors"),
-                                 str(root / "conformance" / "inputs"), out], collect_at_start=False)
+                                 str(inputs or root / "conformance" / "inputs"), out], collect_at_start=False)
     if profile.total == 0:
         raise ProbeError(f"{root}: nothing collected around {entry} (is EXACTC_PROBE in CFLAGS {CFLAGS}?)")
     return Counted(profile, entry, kernel_primitives(root))
@@ -255,10 +258,25 @@ def probe_layers(workdir: Path, sizes: Sequence[int]) -> Growth:
                   "valgrind --tool=callgrind --collect-atstart=no")
 
 
+def count_lengths(workdir: Path, sizes: Sequence[int]) -> list[Counted]:
+    """One gpt `forward` exported for T_max = max(sizes), built once, run at each length
+    T of `sizes` (the first T tokens of its conformance input)."""
+    root, fn = export_program(workdir, "gpt", "forward", "f32", dict(GROWTH, tokens=max(sizes)))
+    ids = np.load(root / "conformance" / "inputs" / "input_ids.npy")
+    counted = []
+    for n in sizes:
+        folder = workdir / f"input-T{n}"
+        folder.mkdir(exist_ok=True)
+        np.save(folder / "input_ids.npy", ids[:n])
+        counted.append(count_program(root, fn, folder))
+    return counted
+
+
 def probe_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
-    counted = [count_export(workdir, "gpt", "forward", "f32", dict(GROWTH, tokens=n)) for n in sizes]
-    command = (f"gpt forward f32 {_config_text(GROWTH, 'tokens')}, make {' '.join(MAKE_ARGS)}, "
-               "valgrind --tool=callgrind --collect-atstart=no; kernels' inclusive counts")
+    counted = count_lengths(workdir, sizes)
+    command = (f"gpt forward f32 {_config_text(GROWTH, 'tokens')}, one program for T_max = {max(sizes)} run at "
+               f"each T, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no; kernels' "
+               "inclusive counts")
     linear = [c.kernels(LINEAR_PRIMITIVES) for c in counted]
     attention = [c.kernels(ATTENTION_PRIMITIVES) for c in counted]
     lr, ar = plain_ratios(linear), plain_ratios(attention)

@@ -15,6 +15,7 @@ tests export with it and compare bytes with OMP_NUM_THREADS 1 and 2 and without 
 
 from __future__ import annotations
 
+from exactc.exporter import dims
 from exactc.exporter.kernels.ir import Kernel, Nest
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
@@ -32,9 +33,13 @@ _MATRIX_LAYOUTS = {
 }
 
 
-def even_split(extent: int, pieces: int = PIECES) -> Split | None:
+def even_split(extent: dims.Extent, pieces: int = PIECES) -> Split | None:
     """`extent` cut into min(pieces, extent) pieces differing by at most one; None when
-    there is nothing to share (an extent of 1)."""
+    there is nothing to share (an extent of 1). An extent that follows the run-time
+    length is cut in `pieces` equal parts, scaled to it when the program runs (a part
+    is empty where the extent is short)."""
+    if dims.is_symbolic(extent):
+        return Split(0, tuple((k, k + 1) for k in range(pieces)), of=pieces) if pieces >= 2 else None
     count = min(pieces, extent)
     if count < 2:
         return None

@@ -36,6 +36,16 @@ The shape of a nest
   `Binary` is one IEEE operation in its type, a `Convert` is one conversion, and the
   tree fixes the order. Nothing is implicit, so the text *is* the arithmetic.
 
+Run-time extents
+----------------
+
+An extent or a buffer dimension may follow the program's run-time sequence length
+(a dims.Dim: `m<T`, `x : f32[T, 16]`, the flat `i<16 * T`). T is then an i64 that every
+index may name (slice's `t + T - 1`) and that the kernel's C function takes as a
+parameter; the checker proves every access in bounds for every T in [1, T_max]. Only
+loop bounds change with T, never the order of a reduction: a reduction over positions
+runs from 0 to T in index order, whatever T_max is.
+
 Plans (layouts.py, splits.py, plans.py) do not rewrite this IR: a layout is data the
 printer reads (exporter/printer/planned.py) to arrange the loops of the parallel axes
 (order, tiles, lanes as local arrays, packs into local scratch) and to cut reductions
@@ -51,6 +61,9 @@ import re
 from typing import Iterator, Mapping, Union
 
 import numpy as np
+
+from exactc.exporter import dims
+from exactc.exporter.dims import SYMBOL
 
 
 class IRError(ValueError):
@@ -126,7 +139,7 @@ RESERVED_NAMES = frozenset(
     switch typedef union unsigned void volatile while _Bool _Complex _Imaginary
     lo hi memcpy sqrt sqrtf isnan exp log tanh erf sin cos
     int8_t uint8_t int32_t int64_t uint16_t uint32_t uint64_t""".split()
-)
+) | {SYMBOL}  # the run-time length
 
 
 def check_name(name: str, what: str) -> str:
@@ -142,16 +155,17 @@ def check_name(name: str, what: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Axis:
-    """A loop variable over [0, extent); parallel or a reduction."""
+    """A loop variable over [0, extent); parallel or a reduction. The extent is an int
+    or a dims.Dim (it follows the run-time length)."""
 
     name: str
-    extent: int
+    extent: dims.Extent
     kind: str = PARALLEL
 
     def __post_init__(self) -> None:
         check_name(self.name, "axis")
-        if not isinstance(self.extent, int) or self.extent < 1:
-            raise IRError(f"axis {self.name}: extent {self.extent!r} must be an int >= 1")
+        if not dims.is_extent(self.extent) or not dims.positive(self.extent):
+            raise IRError(f"axis {self.name}: extent {self.extent!r} must be an int >= 1 (at every run-time length)")
         if self.kind not in AXIS_KINDS:
             raise IRError(f"axis {self.name}: kind {self.kind!r} is not one of {AXIS_KINDS}")
 
@@ -167,7 +181,7 @@ class Buffer:
 
     name: str
     ctype: str  # 'double' | 'float' | 'exactc_bf16' | 'int32_t'
-    shape: tuple[int, ...]
+    shape: tuple[dims.Extent, ...]  # packed in C order at the run-time length
     role: str  # 'input' | 'output' | 'temp'
 
     def __post_init__(self) -> None:
@@ -183,16 +197,8 @@ class Buffer:
         return CTYPE_TO_TYPE[self.ctype]
 
     @property
-    def size(self) -> int:
+    def size(self) -> dims.Extent:
         return math.prod(self.shape)
-
-    def strides(self) -> tuple[int, ...]:
-        """Element strides in C order."""
-        strides, step = [], 1
-        for extent in reversed(self.shape):
-            strides.append(step)
-            step *= extent
-        return tuple(reversed(strides))
 
 
 # ---- expressions -------------------------------------------------------------------
@@ -237,6 +243,15 @@ class Affine(Expr):
     @staticmethod
     def constant(value: int) -> "Affine":
         return Affine((), value)
+
+    @staticmethod
+    def of(extent: dims.Extent) -> "Affine":
+        """An int, or a Dim of degree at most 1 (`T - 1`), as an affine form in T."""
+        if not dims.is_symbolic(extent):
+            return Affine((), extent)
+        if extent.degree > 1:
+            raise IRError(f"{extent} is not affine in {SYMBOL}; an index may name {SYMBOL} linearly only")
+        return Affine(((SYMBOL, extent.coefs[1]),), extent.coefs[0])
 
     def __add__(self, other: Union["Affine", int]) -> "Affine":
         if isinstance(other, int):
@@ -686,7 +701,7 @@ class Launch:
 
     nest: Nest
     args: tuple[str, ...]
-    extent: int
+    extent: dims.Extent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -705,6 +720,13 @@ class Kernel:
         object.__setattr__(self, "nests", tuple(self.nests))
         object.__setattr__(self, "launches", tuple(self.launches))
         check_kernel(self)
+
+    @property
+    def top(self) -> int | None:
+        """T_max when an extent of the kernel follows the run-time length, else None:
+        the kernel's functions then take T."""
+        return dims.top_of([b.shape for b in self.buffers], [[a.extent for a in n.axes + tuple(n.body_axes())]
+                                                              for n in self.nests])
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.buffers:
@@ -791,8 +813,9 @@ def check_kernel(kernel: Kernel) -> None:
     names = [n.name for n in kernel.nests]
     if len(set(names)) != len(names):
         raise IRError(f"kernel {kernel.primitive}: nest names {names} are not unique")
+    top = kernel.top
     for nest in kernel.nests:
-        _NestChecker(nest, buffers).run()
+        _NestChecker(nest, buffers, top).run()
     for item in kernel.launches:
         if item.nest not in kernel.nests:
             raise IRError(f"launch of nest {item.nest.name}, which the kernel does not hold")
@@ -810,9 +833,10 @@ def check_kernel(kernel: Kernel) -> None:
 class _NestChecker:
     """Scopes, types, bounds and use of every name in one nest."""
 
-    def __init__(self, nest: Nest, buffers: Mapping[str, Buffer]):
+    def __init__(self, nest: Nest, buffers: Mapping[str, Buffer], top: int | None = None):
         self.nest = nest
         self.buffers = buffers
+        self.top = top  # T_max when the kernel takes the run-time length T
         self.seen: set[str] = set()  # every name introduced in the nest: unique
         self.declared: list[str] = []
         self.read: set[str] = set()
@@ -877,6 +901,8 @@ class _NestChecker:
                 self.access(node.access, scope)
 
     def index_variable(self, name: str, scope: Mapping[str, object]) -> None:
+        if name == SYMBOL and self.top is not None:
+            return
         item = scope.get(name)
         if isinstance(item, Axis):
             return
@@ -900,8 +926,8 @@ class _NestChecker:
         for entry, limit in zip(access.index, limits):
             for name in entry.variables():
                 self.index_variable(name, scope)
-            bounds = _interval(entry, scope)
-            if bounds is not None and not (0 <= bounds[0] and bounds[1] < limit):
+            bounds = _interval(entry, scope, self.top)
+            if bounds is not None and not (dims.le(0, bounds[0]) and dims.lt(bounds[1], limit)):
                 self.fail(
                     f"{access.text()}: index {entry.text()} spans [{bounds[0]}, {bounds[1]}], "
                     f"outside [0, {limit})"
@@ -909,16 +935,25 @@ class _NestChecker:
         return buf
 
 
-def _interval(entry: Affine, scope: Mapping[str, object]) -> tuple[int, int] | None:
-    """The exact range of an affine index over its axes; None when a term is a scalar
-    (a gather index, guarded by an If the checker does not interpret)."""
+def _interval(entry: Affine, scope: Mapping[str, object], top: int | None = None
+              ) -> tuple[dims.Extent, dims.Extent] | None:
+    """The exact range of an affine index over its axes, as extents that may follow the
+    run-time length T (a term in T is T itself; an axis over [0, extent) spans
+    coef * (extent - 1) on the side of its sign); None when a term is a scalar (a gather
+    index, guarded by an If the checker does not interpret)."""
     lo = hi = entry.const
     for name, coef in entry.terms:
+        if name == SYMBOL and top is not None:
+            lo, hi = lo + coef * dims.length(top), hi + coef * dims.length(top)
+            continue
         axis = scope.get(name)
         if not isinstance(axis, Axis):
             return None
         span = coef * (axis.extent - 1)
-        lo, hi = lo + min(0, span), hi + max(0, span)
+        if coef < 0:
+            lo = lo + span
+        else:
+            hi = hi + span
     return lo, hi
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
+from exactc.exporter import dims
 from exactc.exporter.kernels.ir import (
     REDUCE,
     Access,
@@ -214,6 +215,9 @@ def packable(nest: Nest, layout: Layout, buffer: str, buffers: dict[str, Buffer]
     size = 1
     for _, extent in body + lanes:
         size *= extent
+    if dims.is_symbolic(size):
+        return (f"the panel of {buffer} has {size} elements, which follows the run-time length; "
+                "a pack has a static size")
     if size > MAX_PACK_ELEMENTS:
         return f"the panel of {buffer} has {size} elements; a pack holds at most {MAX_PACK_ELEMENTS}"
     return None

@@ -8,6 +8,11 @@ value to the site type, R_A rounds a real constant to A.
 `lower(primitive, site, shapes, attrs)` checks the call against the catalogue
 (exporter/primitives.py) and returns a Kernel. Every rounding is explicit in the IR, so
 the printer adds none.
+
+A shape may hold dims.Dim extents (the run-time length T): the lowering is the same
+text with those extents symbolic, so a loop over positions runs to T and every reduction
+over positions runs from 0 to T in index order (T_max appears nowhere in a kernel's
+loops; only the checker's bounds and a pack's scratch size use it).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from exactc.exporter import types
+from exactc.exporter import dims, types
 from exactc.exporter.kernels.ir import (
     PARALLEL,
     REDUCE,
@@ -118,7 +123,7 @@ def _ints(prim: str, attrs: Mapping[str, Any], name: str, many: bool) -> None:
     items = value if many else (value,)
     if many and not isinstance(value, (tuple, list)):
         raise PrimitiveError(f"{prim}: attribute {name} is {value!r}; it must be a tuple of ints")
-    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in items):
+    if any(isinstance(v, bool) or not (isinstance(v, (int, np.integer)) or dims.is_symbolic(v)) for v in items):
         raise PrimitiveError(f"{prim}: attribute {name} is {value!r}; it must be {'ints' if many else 'an int'}")
 
 
@@ -135,7 +140,7 @@ def _normalize_attrs(prim: str, attrs: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, (float, np.floating)):
             out[name] = float(value)
         elif isinstance(value, (tuple, list)):
-            out[name] = tuple(int(v) for v in value)
+            out[name] = tuple(v if dims.is_symbolic(v) else int(v) for v in value)
         else:
             out[name] = value
     return out
@@ -622,7 +627,7 @@ def lower_argmax(ctx: _Lowering) -> list[Nest]:
     m, j = ix("m"), ix("j")
     mx, v = ctx.var("mx"), ctx.var("v")
     best, first_nan = ctx.var("best", "i64"), ctx.var("first_nan", "i64")
-    none = Affine.constant(cols)  # no NaN seen yet
+    none = Affine.of(cols)  # no NaN seen yet
     body = (
         Declare(mx, ctx.W("x", m, 0)),
         Declare(best, Affine.constant(0)),
@@ -675,7 +680,7 @@ def lower_slice(ctx: _Lowering) -> list[Nest]:
     axis, start = ctx.attrs["axis"], ctx.attrs["start"]
     axes, out = _index_axes(ctx.shape("y"))
     src = list(out)
-    src[axis] = out[axis] + start
+    src[axis] = out[axis] + Affine.of(start)
     return [Nest("slice", tuple(axes), (CopyBits(ctx.at("y", *out), ctx.at("x", *src)),))]
 
 
@@ -686,7 +691,7 @@ def lower_concat(ctx: _Lowering) -> list[Nest]:
     for name, shift in (("a", 0), ("b", ctx.shape("a")[axis])):
         axes, src = _index_axes(ctx.shape(name))
         dst = list(src)
-        dst[axis] = src[axis] + shift
+        dst[axis] = src[axis] + Affine.of(shift)
         nests.append(Nest(f"concat_{name}", tuple(axes), (CopyBits(ctx.at("y", *dst), ctx.at(name, *src)),)))
     return nests
 

@@ -167,8 +167,9 @@ def parse_nest_plan(nest: str, value: Any) -> NestPlan:
     split = None
     if "split" in value:
         raw = value["split"]
-        if not isinstance(raw, Mapping) or sorted(raw) != sorted(_SPLIT_FIELDS):
-            raise PlanError(nest, "split", "give an object with exactly 'depth' and 'pieces'")
+        if not isinstance(raw, Mapping) or not set(_SPLIT_FIELDS) <= set(raw) <= {*_SPLIT_FIELDS, "of"}:
+            raise PlanError(nest, "split", "give an object with exactly 'depth' and 'pieces' (and 'of' for "
+                                           "an axis that follows the run-time length)")
         pieces = raw["pieces"]
         if not isinstance(pieces, list) or not all(isinstance(p, list) and len(p) == 2 for p in pieces):
             raise PlanError(nest, "split.pieces", "give a list of [lo, hi] pairs")
@@ -178,6 +179,7 @@ def parse_nest_plan(nest: str, value: Any) -> NestPlan:
                 (_int(lo, nest, f"split.pieces.{i}", "lo"), _int(hi, nest, f"split.pieces.{i}", "hi"))
                 for i, (lo, hi) in enumerate(pieces)
             ),
+            of=_int(raw["of"], nest, "split.of", "of") if "of" in raw else 0,
         )
     return NestPlan(layout, split)
 
@@ -279,6 +281,8 @@ def describe_choices(kernel: Kernel) -> str:
         depths = ", ".join(f"{d} ({a.text()} in the nest's order)" for d, a in enumerate(nest.axes))
         out.append(f"  split.depth: {depths}; the depth counts the loops of layout.order")
         out.append("  split.pieces: [[lo, hi], ...] covering [0, extent) exactly once (empty pieces allowed)")
+        out.append("  split.of: N > 0 when the axis follows the run-time length T: the pieces cover [0, N) and")
+        out.append("            run [E * lo / N, E * hi / N) of the extent E at the length the program runs")
     return "\n".join(out)
 
 

@@ -8,7 +8,10 @@ one thread), or one piece after another when built without OpenMP. Pieces write
 disjoint elements, so any legal split gives the same bits (design.md, principle 2).
 
 A legal split covers its axis exactly once: sorted, gapless, non-overlapping pieces
-from 0 to the extent (empty pieces allowed). `validate_split` refuses anything else
+from 0 to the extent (empty pieces allowed). An axis whose extent follows the run-time
+length (dims.Dim) is split in parts: with `of` = N the pieces cover [0, N) and piece
+[a, b) runs [E * a / N, E * b / N) of the run-time extent E, computed when the driver
+runs (floor division is monotone, so those pieces cover [0, E) exactly once too). `validate_split` refuses anything else
 before printing; the checking build (-DEXACTC_CHECK_SPLITS) verifies the same in C at
 every launch, which is what catches an overlap (it changes no output).
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from exactc.exporter import dims
 from exactc.exporter.kernels.ir import Nest
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 
@@ -29,15 +33,20 @@ class Split:
 
     depth: int
     pieces: tuple[tuple[int, int], ...]
+    of: int = 0  # > 0: the pieces are parts of `of`, scaled to the run-time extent
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pieces", tuple((int(lo), int(hi)) for lo, hi in self.pieces))
 
     def to_json(self) -> dict:
-        return {"depth": self.depth, "pieces": [list(p) for p in self.pieces]}
+        out = {"depth": self.depth, "pieces": [list(p) for p in self.pieces]}
+        if self.of:
+            out["of"] = self.of
+        return out
 
     def text(self) -> str:
-        return f"depth {self.depth}: " + " ".join(f"[{lo},{hi})" for lo, hi in self.pieces)
+        parts = f" (parts of {self.of}, scaled to the run-time extent)" if self.of else ""
+        return f"depth {self.depth}: " + " ".join(f"[{lo},{hi})" for lo, hi in self.pieces) + parts
 
 
 def split_pieces(extent: int, cuts: list[int]) -> tuple[tuple[int, int], ...]:
@@ -84,9 +93,19 @@ def validate_split(nest: Nest, layout: Layout, split: Split) -> None:
     if not 1 <= len(split.pieces) <= MAX_PIECES:
         raise LayoutError(nest.name, "split.pieces", f"{len(split.pieces)} pieces; give 1 to {MAX_PIECES}")
     extent = {a.name: a.extent for a in nest.axes}[axes[depth]]
-    problem = coverage_problem(extent, split.pieces)
+    if not isinstance(split.of, int) or isinstance(split.of, bool) or split.of < 0:
+        raise LayoutError(nest.name, "split.of", f"{split.of!r} must be an integer >= 1 (or absent)")
+    if dims.is_symbolic(extent) and not split.of:
+        raise LayoutError(
+            nest.name, "split.of",
+            f"{axes[depth]} runs over [0, {extent}), which follows the run-time length: give the pieces "
+            "as parts of `of` (they are scaled to the extent when the program runs)",
+        )
+    whole = split.of or extent
+    problem = coverage_problem(whole, split.pieces)
     if problem:
         raise LayoutError(
             nest.name, "split.pieces",
-            f"{problem}; the pieces must cover {axes[depth]} in [0,{extent}) exactly once",
+            f"{problem}; the pieces must cover {axes[depth]} in [0,{whole}) exactly once"
+            + (" (parts of `of`)" if split.of else ""),
         )

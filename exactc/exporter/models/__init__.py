@@ -3,11 +3,15 @@
     from exactc.exporter import models
     program = models.build("gpt", "forward", {"layers": 2})
     params = models.draw_parameters(program, seed=0, site="f32")
-    inputs = models.draw_inputs("gpt", program, seed=0)
+    inputs = models.draw_inputs(program, seed=0, length=5)
 
 Each architecture module (gpt, bert, llama) has a frozen `Config`, `parameters(cfg)`
-(ParamSpecs with Hugging Face names), `inputs(cfg)`, `draw_inputs(cfg, rng)` and
-`ENTRIES` (entry name -> function of (cfg, params, *inputs)).
+(ParamSpecs with Hugging Face names), `inputs(cfg, length)`, `draw_inputs(cfg, rng,
+length)` and `ENTRIES` (entry name -> function of (cfg, params, *inputs)).
+
+An entry is traced once for every length: its inputs are (T, ...) with T the run-time
+length (dims.length(cfg.tokens): 1 <= T <= tokens), and the network reads T from the
+shapes of its values. The config's `tokens` is T_max.
 
 Parameters are drawn from a seeded generator as f64 reals, then rounded to the site
 type (real -> f64 -> f32 -> bf16). Nothing is drawn as zero: biases and LayerNorm
@@ -24,7 +28,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from exactc.exporter import graph, types
+from exactc.exporter import dims, graph, types
 from exactc.exporter.models import bert, gpt, llama
 
 ARCHITECTURES: dict[str, pytypes.ModuleType] = {"gpt": gpt, "bert": bert, "llama": llama}
@@ -115,7 +119,8 @@ def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None) ->
     if entry not in arch.ENTRIES:
         raise ModelError(f"{model} has no entry {entry!r}; its entries are {', '.join(arch.ENTRIES)}")
     cfg = config(model, overrides)
-    program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), arch.inputs(cfg), cfg)
+    length = dims.length(cfg.tokens)  # the run-time length T, 1 <= T <= tokens
+    program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), arch.inputs(cfg, length), cfg)
     program.config = cfg
     return program
 
@@ -146,8 +151,13 @@ def draw_parameters(program: graph.Program, seed: int, site: str) -> dict[str, n
     return out
 
 
-def draw_inputs(program: graph.Program, seed: int) -> dict[str, np.ndarray]:
-    """The entry's inputs drawn from `seed` (a different stream from the parameters)."""
+def draw_inputs(program: graph.Program, seed: int, length: int | None = None) -> dict[str, np.ndarray]:
+    """The entry's inputs at run-time length `length` (default: T_max, the config's
+    tokens) drawn from `seed` (a different stream from the parameters)."""
     arch = architecture(program.model)
+    length = program.config.tokens if length is None else length
+    if not 1 <= length <= program.config.tokens:
+        raise ModelError(f"{program.model}: length {length} is outside [1, {program.config.tokens}] "
+                         f"(tokens={program.config.tokens} is the longest the program takes)")
     rng = np.random.default_rng([check_seed(seed), 1])
-    return arch.draw_inputs(program.config, rng)
+    return arch.draw_inputs(program.config, rng, length)

@@ -26,7 +26,7 @@ class Config:
     heads: int = 4
     layers: int = 4
     mlp: int = 256
-    tokens: int = 16
+    tokens: int = 16  # T_max: the program takes 1 to `tokens` positions at run time
     eps: float = 1e-12  # BERT's LayerNorm eps
 
     def check(self) -> None:
@@ -65,15 +65,17 @@ def parameters(cfg: Config) -> list[ParamSpec]:
     ]
 
 
-def inputs(cfg: Config) -> list[InputSpec]:
-    T = (cfg.tokens,)
+def inputs(cfg: Config, length) -> list[InputSpec]:
+    """input_ids, token_type_ids, attention_mask of `length` positions (the run-time
+    length T, at most cfg.tokens)."""
+    T = (length,)
     return [InputSpec("input_ids", T, "i32"), InputSpec("token_type_ids", T, "i32"),
             InputSpec("attention_mask", T, "i32")]
 
 
-def draw_inputs(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def draw_inputs(cfg: Config, rng: np.random.Generator, length: int) -> dict[str, np.ndarray]:
     """A padded pair of segments: the last quarter of the positions is padding."""
-    T = cfg.tokens
+    T = length
     ids = rng.integers(0, cfg.vocab, T).astype(np.int32)
     types_ = (np.arange(T) >= T // 2).astype(np.int32)
     mask = (np.arange(T) < T - max(1, T // 4)).astype(np.int32)
@@ -85,7 +87,7 @@ def draw_inputs(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 def attention(cfg: Config, x, p, mask):
     """Self-attention of x (T, D), padding columns masked: softmax(q kᵀ / √hd) v."""
-    T, D, H = cfg.tokens, cfg.dim, cfg.heads
+    (T, D), H = x.shape, cfg.heads
     hd = D // H
     heads = []
     for name in ("query", "key", "value"):
@@ -120,7 +122,7 @@ def layer(x, p, cfg: Config, mask):
 def encode(cfg: Config, params, input_ids, token_type_ids, attention_mask):
     e = "embeddings."
     x = g.embedding(params[e + "word_embeddings.weight"], input_ids, name="words")
-    pos = g.slice(params[e + "position_embeddings.weight"], 0, 0, cfg.tokens, name="pos")
+    pos = g.slice(params[e + "position_embeddings.weight"], 0, 0, input_ids.shape[0], name="pos")
     x = g.add(x, pos, name="x_pos")
     x = g.add(x, g.embedding(params[e + "token_type_embeddings.weight"], token_type_ids, name="segment"), name="x_seg")
     x = g.layernorm(x, params[e + "LayerNorm.weight"], params[e + "LayerNorm.bias"], eps=cfg.eps, name="emb")

@@ -25,7 +25,7 @@ class Config:
     heads: int = 4
     layers: int = 4
     mlp: int = 256
-    tokens: int = 16  # the sequence length the program is exported for
+    tokens: int = 16  # T_max: the program takes 1 to `tokens` positions at run time
     eps: float = 1e-5
     tied: bool = True  # the head is the token embedding (GPT-2) or its own lm_head.weight
 
@@ -62,12 +62,13 @@ def parameters(cfg: Config) -> list[ParamSpec]:
     return specs
 
 
-def inputs(cfg: Config) -> list[InputSpec]:
-    return [InputSpec("input_ids", (cfg.tokens,), "i32")]
+def inputs(cfg: Config, length) -> list[InputSpec]:
+    """input_ids of `length` positions (the run-time length T, at most cfg.tokens)."""
+    return [InputSpec("input_ids", (length,), "i32")]
 
 
-def draw_inputs(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {"input_ids": rng.integers(0, cfg.vocab, cfg.tokens).astype(np.int32)}
+def draw_inputs(cfg: Config, rng: np.random.Generator, length: int) -> dict[str, np.ndarray]:
+    return {"input_ids": rng.integers(0, cfg.vocab, length).astype(np.int32)}
 
 
 # ---- the network ------------------------------------------------------------------------
@@ -75,7 +76,7 @@ def draw_inputs(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 def attention(cfg: Config, x, p):
     """Causal self-attention of x (T, D): per head softmax(q kᵀ / √hd) v."""
-    T, D, H = cfg.tokens, cfg.dim, cfg.heads
+    (T, D), H = x.shape, cfg.heads
     hd = D // H
     qkv = g.linear(x, p["attn.c_attn.weight"], p["attn.c_attn.bias"], name="qkv")  # (T, 3D)
     heads = []
@@ -111,7 +112,7 @@ def block(x, p, cfg: Config):
 def trunk(cfg: Config, params, input_ids):
     """Token and position embeddings, then the blocks: the hidden states (T, D)."""
     tok = g.embedding(params["transformer.wte.weight"], input_ids, name="tok")  # (T, D)
-    pos = g.slice(params["transformer.wpe.weight"], 0, 0, cfg.tokens, name="pos")  # (T, D)
+    pos = g.slice(params["transformer.wpe.weight"], 0, 0, input_ids.shape[0], name="pos")  # (T, D)
     x = g.add(tok, pos, name="x")
     return g.fold(block, cfg.layers, x, g.group_layers(params, "transformer.h."), cfg)
 
@@ -131,7 +132,8 @@ def forward(cfg: Config, params, input_ids):
 def next_token(cfg: Config, params, input_ids):
     """The greedy next token: argmax of the last position's logits, (1,) int32."""
     x = trunk(cfg, params, input_ids)
-    last = g.slice(x, 0, cfg.tokens - 1, cfg.tokens, name="last")  # (1, D)
+    T = x.shape[0]
+    last = g.slice(x, 0, T - 1, T, name="last")  # (1, D)
     return {"next_token": g.argmax(head(cfg, params, last), name="next_token")}
 
 

@@ -24,7 +24,7 @@ class Config:
     kv_heads: int = 2
     layers: int = 4
     mlp: int = 172
-    tokens: int = 16
+    tokens: int = 16  # T_max: the program takes 1 to `tokens` positions at run time
     eps: float = 1e-5
     theta: float = 10000.0
 
@@ -56,12 +56,13 @@ def parameters(cfg: Config) -> list[ParamSpec]:
     ]
 
 
-def inputs(cfg: Config) -> list[InputSpec]:
-    return [InputSpec("input_ids", (cfg.tokens,), "i32")]
+def inputs(cfg: Config, length) -> list[InputSpec]:
+    """input_ids of `length` positions (the run-time length T, at most cfg.tokens)."""
+    return [InputSpec("input_ids", (length,), "i32")]
 
 
-def draw_inputs(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {"input_ids": rng.integers(0, cfg.vocab, cfg.tokens).astype(np.int32)}
+def draw_inputs(cfg: Config, rng: np.random.Generator, length: int) -> dict[str, np.ndarray]:
+    return {"input_ids": rng.integers(0, cfg.vocab, length).astype(np.int32)}
 
 
 # ---- the network ------------------------------------------------------------------------
@@ -70,7 +71,7 @@ def draw_inputs(cfg: Config, rng: np.random.Generator) -> dict[str, np.ndarray]:
 def attention(cfg: Config, x, p):
     """Causal grouped-query attention: `heads` query heads share `kv_heads` key/value
     heads, rotary positions on q and k."""
-    T, D, H, KV = cfg.tokens, cfg.dim, cfg.heads, cfg.kv_heads
+    (T, D), H, KV = x.shape, cfg.heads, cfg.kv_heads
     hd = D // H
     q = g.linear(x, p["self_attn.q_proj.weight"], name="q")  # (T, H*hd)
     k = g.linear(x, p["self_attn.k_proj.weight"], name="k")  # (T, KV*hd)
@@ -123,7 +124,8 @@ def forward(cfg: Config, params, input_ids):
 def next_token(cfg: Config, params, input_ids):
     """The greedy next token: argmax of the last position's logits, (1,) int32."""
     x = trunk(cfg, params, input_ids)
-    last = g.slice(x, 0, cfg.tokens - 1, cfg.tokens, name="last")
+    T = x.shape[0]
+    last = g.slice(x, 0, T - 1, T, name="last")
     return {"next_token": g.argmax(head(cfg, params, last), name="next_token")}
 
 

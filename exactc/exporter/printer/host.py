@@ -23,7 +23,8 @@ import dataclasses
 import math
 from typing import Any
 
-from exactc.exporter import types
+from exactc.exporter import dims, types
+from exactc.exporter.dims import SYMBOL
 from exactc.exporter.frames import Frame, plan_frames
 from exactc.exporter.graph import Program, Value
 from exactc.exporter.printer.ctext import INDENT, banner, shape_text
@@ -64,7 +65,12 @@ def print_program(program: Program, site: str, plan: Any = None, straight: bool 
                    "The network: one function per module form, callees first; a fold over layers is a loop.")
                   + "\nA kernel call runs its nest over [lo, hi) = [0, extent) of its outer loop; a split\n"
                   "driver (`_split`) runs the pieces of a plan's thread split.")
-    out.append(f"#define ARENA_BYTES ((size_t){peak}) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE) */")
+    out.append(f"#define ARENA_BYTES ((size_t){peak}) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE)"
+               + (f",\n * at T_max = {program.max_length}: buffers that follow T are placed for their largest size */"
+                  if program.max_length else " */"))
+    if program.max_length:
+        out.append(f"static int64_t {SYMBOL}; /* the run-time length of this run, 1 <= {SYMBOL} <= "
+                   f"{program.max_length}: `run` sets it from the inputs' shapes */")
     out.append("")
     if straight:
         out.extend(line.function())
@@ -146,6 +152,23 @@ def parameters(program: Program, site: str) -> list[str]:
     return out
 
 
+def spec_dims(name: str, shape) -> tuple[list[str], list[str]]:
+    """An input's or output's dimensions for exactc_tensor_spec: the static part and the
+    multiple of the run-time length T of each (a dimension is b + a * T)."""
+    static, per = [], []
+    for d in shape:
+        if not dims.is_symbolic(d):
+            static.append(str(d))
+            per.append("0")
+            continue
+        if d.degree != 1:
+            raise HostError(f"{name}: dimension {d} is not affine in {SYMBOL}; an input's or output's dimensions "
+                            f"are b + a * {SYMBOL}")
+        static.append(str(d.coefs[0]))
+        per.append(str(d.coefs[1]))
+    return static, per
+
+
 def main_section(program: Program, site: str) -> list[str]:
     """The inputs and outputs, `run`, and main."""
     out = banner("The program: its inputs and outputs (.npy files named after them), one run of the\n"
@@ -157,16 +180,20 @@ def main_section(program: Program, site: str) -> list[str]:
         lines = [f"static const exactc_tensor_spec {array}[] = {{"]
         for name, v in named:
             kind = KIND["i32" if v.kind == "i32" else site]
-            dims = ", ".join(str(d) for d in v.shape)
-            lines.append(f'{INDENT}{{"{name}", {kind}, {len(v.shape)}, {{{dims}}}}},')
+            static, per = spec_dims(name, v.shape)
+            per_text = f", {{{', '.join(per)}}}"
+            lines.append(f'{INDENT}{{"{name}", {kind}, {len(v.shape)}, {{{", ".join(static)}}}{per_text}}},')
         return lines + ["};"]
 
     inputs = [(spec.name, v) for spec, v in zip(program.inputs, program.input_values)]
     outputs = list(zip(program.output_names, program.function.outputs))
     out += specs("INPUTS", inputs) + specs("OUTPUTS", outputs)
     out.append("")
-    out.append("/* One run of the network, on buffers in the order INPUTS and OUTPUTS list them. */")
-    out.append("static void run(void *const *in, void *const *out, unsigned char *arena) {")
+    top = program.max_length
+    out.append("/* One run of the network, on buffers in the order INPUTS and OUTPUTS list them"
+               + (f", at the\n * run-time length the inputs give (1 <= T <= {top}). */" if top else ". */"))
+    out.append("static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {")
+    out.append(f"{INDENT}{SYMBOL} = length;" if top else f"{INDENT}(void)length;")
     if not inputs:
         out.append(f"{INDENT}(void)in;")
     args = ["&weights"] + [f"in[{k}]" for k in range(len(inputs))] + [f"out[{k}]" for k in range(len(outputs))]
@@ -182,6 +209,7 @@ def main_section(program: Program, site: str) -> list[str]:
         ("outputs", "OUTPUTS"),
         ("output_count", str(len(outputs))),
         ("arena_bytes", "ARENA_BYTES"),
+        ("max_length", str(top or 0)),
         ("map_weights", "map_weights"),
         ("run", "run"),
     ]

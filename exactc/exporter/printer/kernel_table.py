@@ -15,6 +15,8 @@ import dataclasses
 import os
 from typing import Any, Iterable
 
+from exactc.exporter import dims
+from exactc.exporter.dims import SYMBOL
 from exactc.exporter.frames import is_view
 from exactc.exporter.graph import Call, Function, Op, Program
 from exactc.exporter.kernels import lower
@@ -22,13 +24,14 @@ from exactc.exporter.kernels.ir import Kernel
 from exactc.exporter.kernels.plans import function_name
 from exactc.exporter.printer.ctext import call_lines
 from exactc.exporter.printer.kernels import PrintedKernel, print_kernel
+from exactc.exporter.printer.nests import takes_length
 
 # Names a kernel never takes: C keywords and what model.c, exactc_rt.h and the C library
 # already use.
 C_RESERVED = frozenset(
     """auto break case char const continue default do double else enum extern float for goto
     if inline int long register restrict return short signed sizeof static struct switch
-    typedef union unsigned void volatile while main arena w l lo hi run map_weights weights
+    typedef union unsigned void volatile while main arena w l lo hi T run map_weights weights
     Weights PARAMS INPUTS OUTPUTS ARENA_BYTES ARENA RELEASE abs exp log sqrt sin cos tanh
     erf memcpy memset free malloc""".split()
 )
@@ -51,13 +54,14 @@ class KernelUse:
         attrs = ", ".join(f"{k}={v!r}" for k, v in op.attrs.items() if not k.startswith("has_"))
         operands = ", ".join(f"{v.name}{list(v.shape)}" for v in op.args)
         lines = [f"/* {op.out.name}{list(op.out.shape)} = {op.primitive}({operands}{', ' + attrs if attrs else ''}) */"]
+        length = [SYMBOL] if takes_length({b.name: b for b in self.kernel.buffers}) else []
         for item, fn, extent, driver in zip(self.kernel.launches, self.printed.functions, self.printed.ranges,
                                             self.printed.drivers):
-            args = [names[a] for a in item.args]
+            args = [names[a] for a in item.args] + length
             if driver:
                 lines.extend(call_lines(driver, args, ""))
             else:
-                lines.extend(call_lines(fn, args + ["0", str(extent)], ""))
+                lines.extend(call_lines(fn, args + ["0", dims.c_text(extent)], ""))
         return lines
 
 

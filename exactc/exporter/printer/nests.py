@@ -5,13 +5,15 @@ same pieces.
 
 A nest function is
 
-    void <name>(const T *restrict in..., T *restrict out..., int64_t lo, int64_t hi)
+    void <name>(const float *restrict in..., float *restrict out..., [int64_t T,] int64_t lo, int64_t hi)
 
 whose outermost parallel loop runs over [lo, hi), so a caller may run a piece of the
-range (a thread split); every other bound is a constant, shapes being baked in. The
-extents are named after the axes that run over them (`enum { N = 48, K = 16 };`), and
-a buffer's strides are written as products of those names where its dimensions have
-one: `w[n * K + k]`. The nest's IR text is a comment block above its function. The
+range (a thread split); every other bound is a constant, shapes being baked in, except
+those that follow the run-time length: a kernel whose shapes do takes `T` and bounds
+those loops by it (`m < T`, `jm < T`), its buffers packed at T (`x[bi * (T * T) + i * T
++ jm]`). The static extents are named after the axes that run over them (`enum { N =
+48, K = 16 };`), and a buffer's strides are written as products of those names where
+its dimensions have one: `w[n * K + k]`. The nest's IR text is a comment block above its function. The
 printer adds no arithmetic: every operation, conversion and its order come from the IR,
 one C operator per IR node, fully parenthesized, so the compiler (with -std=c11
 -ffp-contract=off) rounds exactly where the IR says. The caller must not pass an output
@@ -25,6 +27,8 @@ import os
 import re
 from typing import Iterable, Mapping
 
+from exactc.exporter import dims
+from exactc.exporter.dims import SYMBOL
 from exactc.exporter.kernels.ir import (
     REDUCE,
     Access,
@@ -74,6 +78,12 @@ _MACROS = {"NULL", "NAN", "INFINITY", "EOF", "BUFSIZ", "EDOM", "ERANGE", "EILSEQ
 # ---- the names of the extents ------------------------------------------------------------
 
 
+def run_time_bound(extent: dims.Extent) -> str:
+    """The C text of a loop bound that follows the run-time length: its value at T (`T`,
+    `4 * T`), never at T_max."""
+    return dims.c_factor(extent)
+
+
 class Extents:
     """The named extents of one nest: each axis's extent, and each buffer dimension that
     an axis runs over whole, named after that axis in capitals (axes that run over the
@@ -88,7 +98,7 @@ class Extents:
                 name = group[name]
             return name
 
-        dims: dict[tuple[str, int], str] = {}  # (buffer, dimension) -> an axis over it
+        over: dict[tuple[str, int], str] = {}  # (buffer, dimension) -> an axis over it
         for buffer in sorted({b for b in buffers}):
             buf = buffers[buffer]
             for access in buffer_accesses(nest, buffer):
@@ -100,7 +110,7 @@ class Extents:
                     axis = axes.get(entry.terms[0][0])
                     if axis is None or axis.extent != buf.shape[d]:
                         continue
-                    other = dims.setdefault((buffer, d), axis.name)
+                    other = over.setdefault((buffer, d), axis.name)
                     group[root(axis.name)] = root(other)
         members: dict[str, list[Axis]] = {}
         for name, axis in axes.items():
@@ -110,6 +120,10 @@ class Extents:
         self.of_axis: dict[str, str] = {}
         for rooted in members.values():
             extent = rooted[0].extent
+            if dims.is_symbolic(extent):  # it follows the run-time length: T, 3 * T
+                for axis in rooted:
+                    self.of_axis[axis.name] = run_time_bound(extent)
+                continue
             if extent > INT_MAX:
                 continue
             prefix = os.path.commonprefix([a.name for a in rooted]).upper()
@@ -119,7 +133,7 @@ class Extents:
                     for axis in rooted:
                         self.of_axis[axis.name] = candidate
                     break
-        self.of_dim = {key: self.of_axis[axis] for key, axis in dims.items() if axis in self.of_axis}
+        self.of_dim = {key: self.of_axis[axis] for key, axis in over.items() if axis in self.of_axis}
         taken.update(self.value)
 
     def _usable(self, name: str, extent: int, taken: set[str]) -> bool:
@@ -127,17 +141,20 @@ class Extents:
             return False
         return self.value.get(name, extent) == extent
 
-    def axis(self, name: str, extent: int) -> str:
-        """The text of an axis's extent: its name, or the number."""
-        return self.of_axis.get(name, str(extent))
+    def axis(self, name: str, extent: dims.Extent) -> str:
+        """The text of an axis's extent: its name, the number, or (run-time) `T`."""
+        return self.of_axis.get(name, dims.c_factor(extent))
 
-    def stride(self, buffer: str, shape: tuple[int, ...], dim: int) -> list[str]:
-        """The stride of `dim` in C order as factors: the extents after it, each its name
-        or (runs of unnamed ones multiplied out) a number; [] for 1."""
+    def stride(self, buffer: str, shape: tuple[dims.Extent, ...], dim: int) -> list[str]:
+        """The stride of `dim` in C order as factors: the extents after it, each its name,
+        its run-time text (`T`), or (runs of unnamed static ones multiplied out) a
+        number; [] for 1."""
         factors: list[str] = []
         number = 1
         for d in range(dim + 1, len(shape)):
             name = self.of_dim.get((buffer, d))
+            if name is None and dims.is_symbolic(shape[d]):
+                name = dims.c_factor(shape[d])
             if name is None:
                 number *= shape[d]
                 continue
@@ -168,12 +185,15 @@ def affine_text(value: Affine, rename: Mapping[str, str] | None = None) -> str:
 
 
 def _terms_text(terms: list[tuple[str, int, list[str]]], const: int, rename: Mapping[str, str]) -> str:
-    """`var * coef * NAME ...` terms and a constant, with their signs."""
+    """`var * coef * NAME ...` terms and a constant, with their signs; a term without a
+    variable ("") is a constant times run-time factors (`2 * T`)."""
     parts: list[str] = []
     for name, coef, factors in terms:
-        shown = rename.get(name, name)
-        factor = [str(abs(coef))] if abs(coef) != 1 else []
-        parts.append(("- " if coef < 0 else "+ ") + " * ".join([shown, *factor, *factors]))
+        if coef == 0:
+            continue
+        shown = [rename.get(name, name)] if name else []
+        factor = [str(abs(coef))] if abs(coef) != 1 or not (shown or factors) else []
+        parts.append(("- " if coef < 0 else "+ ") + " * ".join([*shown, *factor, *factors]))
     if const or not parts:
         parts.append(("- " if const < 0 else "+ ") + str(abs(const)))
     text = " ".join(parts)
@@ -256,7 +276,11 @@ class BodyPrinter:
         for d, entry in enumerate(index):
             factors = self.extents.stride(access.buffer, buf.shape, d)
             terms.extend((name, coef, factors) for name, coef in entry.terms)
-            const += entry.const * math.prod(buf.shape[d + 1:])
+            stride = math.prod(buf.shape[d + 1:])
+            if dims.is_symbolic(stride):  # a constant index times a run-time stride
+                terms.append(("", entry.const, factors))
+            else:
+                const += entry.const * stride
         return f"{access.buffer}[{_terms_text(terms, const, self.rename)}]"
 
     def bare(self, expr: Expr) -> str:
@@ -316,6 +340,16 @@ class BodyPrinter:
 # ---- parameters and the plain function ---------------------------------------------------
 
 
+def takes_length(buffers: Mapping[str, Buffer]) -> bool:
+    """Whether a kernel's functions take the run-time length T (`int64_t T`, before the
+    range): a buffer's shape follows it. Every function of such a kernel takes it."""
+    return dims.top_of([b.shape for b in buffers.values()]) is not None
+
+
+def length_params(buffers: Mapping[str, Buffer]) -> list[str]:
+    return [f"int64_t {SYMBOL}"] if takes_length(buffers) else []
+
+
 def nest_params(item: Launch, buffers: Mapping[str, Buffer], c: bool = True) -> list[str]:
     """The buffers a launch passes, read-only ones const; `c=False` spells them for cffi."""
     writes = set(item.nest.writes())
@@ -331,21 +365,35 @@ def nest_params(item: Launch, buffers: Mapping[str, Buffer], c: bool = True) -> 
 
 
 def nest_declaration(name: str, item: Launch, buffers: Mapping[str, Buffer], c: bool = True) -> str:
-    return f"void {name}({', '.join(nest_params(item, buffers, c) + ['int64_t lo', 'int64_t hi'])});"
+    params = nest_params(item, buffers, c) + length_params(buffers) + ["int64_t lo", "int64_t hi"]
+    return f"void {name}({', '.join(params)});"
 
 
-def nest_head(name: str, item: Launch, buffers: Mapping[str, Buffer], range_axis: str, extent: int) -> list[str]:
-    """A nest function's head: one parameter a line with its role and shape, then the
-    [lo, hi) piece of `range_axis`, and the opening brace."""
+def nest_head(name: str, item: Launch, buffers: Mapping[str, Buffer], range_axis: str,
+              extent: dims.Extent) -> list[str]:
+    """A nest function's head: one parameter a line with its role and shape, the
+    run-time length when the kernel takes it, then the [lo, hi) piece of `range_axis`,
+    and the opening brace."""
     params = [(p, f"{buffers[a].role} {shape_text(buffers[a].shape)}")
               for p, a in zip(nest_params(item, buffers), item.args)]
+    top = dims.top_of([b.shape for b in buffers.values()])
+    if top is not None:
+        params.append((f"int64_t {SYMBOL}", f"the run-time length, 1 <= {SYMBOL} <= {top}"))
     params.append(("int64_t lo, int64_t hi", f"the piece of {range_axis} in [0, {extent})"))
     return signature_lines(f"void {name}", params)
 
 
+def unused_length(buffers: Mapping[str, Buffer], body: list[str]) -> list[str]:
+    """`(void)T;` for a function that takes T and whose body never names it (its only
+    run-time bound is the [lo, hi) range the caller passes)."""
+    if takes_length(buffers) and not any(re.search(rf"\b{SYMBOL}\b", line) for line in body):
+        return [f"{INDENT}(void){SYMBOL};"]
+    return []
+
+
 def nest_taken(nest: Nest, buffers: Mapping[str, Buffer]) -> set[str]:
-    """Every name the nest's function already uses (and `lo`, `hi`)."""
-    return nest_names(nest, buffers.values()) | {"lo", "hi"}
+    """Every name the nest's function already uses (and `lo`, `hi`, `T`)."""
+    return nest_names(nest, buffers.values()) | {"lo", "hi", SYMBOL}
 
 
 def plain_function(name: str, item: Launch, buffers: Mapping[str, Buffer]) -> list[str]:
@@ -366,4 +414,4 @@ def plain_function(name: str, item: Launch, buffers: Mapping[str, Buffer]) -> li
         body.extend(printer.statement(stmt, depth))
     for depth in range(len(nest.axes), 0, -1):
         body.append(f"{INDENT * depth}}}")
-    return out + extents.declaration(body) + body + ["}"]
+    return out + extents.declaration(body) + unused_length(buffers, body) + body + ["}"]

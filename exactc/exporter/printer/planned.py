@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from exactc.exporter import dims
 from exactc.exporter.kernels.ir import (
     REDUCE,
     Access,
@@ -38,9 +39,11 @@ from exactc.exporter.printer.nests import (
     BodyPrinter,
     Extents,
     affine_text,
+    length_params,
     nest_head,
     nest_params,
     nest_taken,
+    unused_length,
 )
 from exactc.exporter.printer.sums import print_integer_sum
 
@@ -277,7 +280,8 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
         lines.append(f"split of {range_axis}: {split.text()}")
     out = comment_block(lines)
     out.extend(nest_head(name, item, buffers, range_axis, extents[range_axis]))
-    return out + names.declaration(body) + body + ["}"], range_axis, extents[range_axis]
+    return (out + names.declaration(body) + unused_length(buffers, body) + body + ["}"], range_axis,
+            extents[range_axis])
 
 
 def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, pack_name: str,
@@ -314,20 +318,41 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, p
     return out
 
 
+def split_extent(extent: dims.Extent) -> str:
+    """The C text of the extent a run-time split scales its parts to: the run-time one
+    (the coverage check compares the pieces with the extent's own text)."""
+    return dims.c_factor(extent)
+
+
 def split_driver(name: str, item: Launch, buffers: Mapping[str, Buffer], split: Split, range_axis: str,
-                 extent: int) -> list[str]:
+                 extent: dims.Extent) -> list[str]:
     """`<name>_split`: runs `name` once per piece of the split (exactc_rt.h, "Thread
-    splits"); returns the coverage check's status, 0 unless built to check."""
-    args = ", ".join(item.args)
+    splits"); returns the coverage check's status, 0 unless built to check. A split in
+    parts of `of` computes its pieces from the run-time extent when it runs."""
+    args = ", ".join(list(item.args) + [a.split()[-1] for a in length_params(buffers)])
     count = len(split.pieces)
     table = ", ".join(f"{{{lo}, {hi}}}" for lo, hi in split.pieces)
+    if split.of:
+        whole = split_extent(extent)
+        pieces = [
+            f"{INDENT}static const int64_t parts[{count}][2] = {{{table}}};  /* in parts of {split.of} */",
+            f"{INDENT}int64_t pieces[{count}][2];",
+            f"{INDENT}for (int p = 0; p < {count}; p++) {{",
+            f"{INDENT * 2}pieces[p][0] = {whole} * parts[p][0] / {split.of};",
+            f"{INDENT * 2}pieces[p][1] = {whole} * parts[p][1] / {split.of};",
+            f"{INDENT}}}",
+        ]
+        checked = dims.c_factor(extent)
+    else:
+        pieces = [f"{INDENT}static const int64_t pieces[{count}][2] = {{{table}}};"]
+        checked = str(extent)
     return [
         f"/* Thread split of {name}: {count} piece(s) [lo, hi) of {range_axis} in [0, {extent}). */",
         f"{split_declaration(name, item, buffers)[:-1]} {{",
-        f"{INDENT}static const int64_t pieces[{count}][2] = {{{table}}};",
+        *pieces,
         f"{INDENT}int status = 0;",
         "#ifdef EXACTC_CHECK_SPLITS",
-        f"{INDENT}status = exactc_check_pieces({extent}, pieces, {count});",
+        f"{INDENT}status = exactc_check_pieces({checked}, (const int64_t (*)[2])pieces, {count});",
         "#endif",
         "#ifdef _OPENMP",
         f"{INDENT}int team = omp_get_max_threads() < {count} ? omp_get_max_threads() : {count};",
@@ -342,4 +367,4 @@ def split_driver(name: str, item: Launch, buffers: Mapping[str, Buffer], split: 
 
 
 def split_declaration(name: str, item: Launch, buffers: Mapping[str, Buffer], c: bool = True) -> str:
-    return f"int {name}_split({', '.join(nest_params(item, buffers, c))});"
+    return f"int {name}_split({', '.join(nest_params(item, buffers, c) + length_params(buffers))});"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from exactc.exporter.frames import ITEMSIZE, align, ctype, is_view, itemsize
+from exactc.exporter.frames import ITEMSIZE, align, ctype, is_view, itemsize, slot_bytes
 from exactc.exporter.graph import Call, Function, Op, Program
 from exactc.exporter.printer.ctext import INDENT, shape_text, signature_lines
 from exactc.exporter.printer.kernel_table import HostError, KernelTable
@@ -73,14 +73,15 @@ class StraightLineHost:
                     continue
                 if id(node.out) not in env:
                     v = node.out
-                    env[id(v)] = self.alloc(v.name + where, ctype(v, site), v.size, v.size * itemsize(v, site), v.shape)
+                    env[id(v)] = self.alloc(v.name + where, ctype(v, site), v.size, slot_bytes(v.size, itemsize(v, site)),
+                                            v.shape)
                 use = self.table.get(node)
                 names = {k: env[id(v)] for k, v in node.operands().items()}
                 names["y"] = env[id(node.out)]
                 for kb in use.kernel.buffers:
                     if kb.role == "temp":
                         names[kb.name] = self.alloc(f"{node.out.name}{where}_{kb.name}", kb.ctype, kb.size,
-                                                    kb.size * ITEMSIZE[kb.type], kb.shape)
+                                                    slot_bytes(kb.size, ITEMSIZE[kb.type]), kb.shape)
                 self.lines.extend(INDENT + line for line in use.calls(node, names))
                 self.launches += len(use.kernel.launches)
             elif isinstance(node, Call):

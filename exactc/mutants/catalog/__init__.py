@@ -17,6 +17,7 @@ from exactc.mutants.catalog import (
     host,
     keys,
     layouts,
+    lengths,
     loop_bounds,
     probes,
     quant,
@@ -53,7 +54,11 @@ _FIXED_CHECKS = [
           "test_every_layout_and_split_gives_the_reference_bits and (linear or layernorm or softmax or add or matmul)"),
     # Integer sums of quantized linears regrouped in every lanes x parts, remainders too.
     Check("layouts:integer-sums", ("tests/test_layouts.py",), "integer_sums"),
+    # The same at a run-time length: shapes that follow T, run at a drawn T, outputs sized at T.
+    Check("layouts:run-time", ("tests/test_layouts.py",), "run_time_length"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
+    # The run-time length: refused outside [1, T_max]; at T the bytes of the program for T.
+    Check("programs:lengths", ("tests/test_programs.py",), "length"),
     # Plans passed to whole programs: applied by kernel, and refused when they match nothing.
     Check("programs:plans", ("tests/test_programs.py",), "plan"),
     # A program that differs: the report's index, values and layer (a fold slice misread).
@@ -105,8 +110,8 @@ _FIXED_CHECKS = [
     Check("fuzz:replay", ("tests/test_fuzz_harnesses.py",)),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
-            hardening, comparison, building, quant]
+FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
+            keys, hardening, comparison, building, quant]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -16,8 +16,8 @@ MUTANTS = [
         "conformance/check.sh reports an output that differs but still exits 0: the exported "
         "check compares nothing",
         EXPORT,
-        "        status=1\n    fi\ndone\n",
-        "        :\n    fi\ndone\n",
+        "            status=1\n        fi\n    done\n",
+        "            :\n        fi\n    done\n",
         ("compare",),
         family="comparison",
     ),
