@@ -244,7 +244,7 @@ exit $status
 
 MAKEFILE = """\
 # Build the exported program.
-#   make                 with OpenMP (-fopenmp)
+#   make                 with OpenMP (-fopenmp), for this machine's CPU (-march=native)
 #   make OPENMP=0        without
 #   make CC=clang        any C11 compiler
 #   make CHECKING=1      the checking build (model-checking): NaN-filled arena, bounds
@@ -252,9 +252,13 @@ MAKEFILE = """\
 #   make check           build, then conformance/check.sh
 #
 # STRICT holds the flags bit identity rests on: never change them. CFLAGS is yours
-# (-O3, -march=native, ...): any value gives the same bits.
+# (-O3, -march=..., ...): any value gives the same bits. The default builds for this
+# machine's CPU (-march=native, where the compiler accepts it): the vector instructions
+# it has, the same bits (STRICT forbids contraction into FMA); `make CFLAGS=-O2` builds
+# a program for any CPU of the architecture.
 STRICT  := -std=c11 -ffp-contract=off -fno-fast-math
-CFLAGS  ?= -O2
+NATIVE  := $(shell $(CC) -march=native -x c -c -o /dev/null /dev/null 2>/dev/null && echo -march=native)
+CFLAGS  ?= -O2 $(NATIVE)
 WARN    ?= -Wall -Wextra
 OPENMP  ?= 1
 CHECKING ?= 0
@@ -317,14 +321,16 @@ with or without OpenMP.
 
 ## Build
 
-    make                # gcc or cc, with OpenMP
+    make                # gcc or cc, with OpenMP, for this machine's CPU (-O2 -march=native)
     make OPENMP=0       # without OpenMP
     make CC=clang
-    make CFLAGS='-O3 -march=native'
+    make CFLAGS=-O2     # for any CPU of the architecture (x86-64: SSE2 only, slower)
 
 The Makefile keeps the flags bit identity rests on (`STRICT`: `-std=c11
--ffp-contract=off -fno-fast-math`) apart from `CFLAGS`. Never add `-ffast-math`, and do
-not build for a target whose `FLT_EVAL_METHOD` is not 0 (the kernels refuse both).
+-ffp-contract=off -fno-fast-math`) apart from `CFLAGS`, whose default adds
+`-march=native` where the compiler accepts it: the same bits, the vector instructions of
+the CPU at hand. Never add `-ffast-math`, and do not build for a target whose
+`FLT_EVAL_METHOD` is not 0 (the kernels refuse both).
 
 ## Run
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
     checkpoints, constants, harness, host, keys, layouts, loop_bounds, probes, rounding, semantics,
-    slicing,
+    slicing, speed,
 )
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
@@ -38,6 +38,9 @@ _FIXED_CHECKS = [
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
     # Plans passed to whole programs: applied by kernel, and refused when they match nothing.
     Check("programs:plans", ("tests/test_programs.py",), "plan"),
+    # The exported Makefile's default build (-march=native) against the portable one, both
+    # conformant; the laned linear's accumulators in registers (gcc and clang).
+    Check("fast-build", ("tests/test_fast_build.py",)),
     # Instruction counts (verify/probes.py): linear growth where cost must be linear, and
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),
@@ -60,7 +63,8 @@ _FIXED_CHECKS = [
     Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
 ]
 
-FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys]
+FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
+            speed]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
