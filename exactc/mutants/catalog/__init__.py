@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
-    checkpoints, constants, harness, host, keys, layouts, loop_bounds, probes, rounding, semantics,
+    checkpoints, constants, harness, host, keys, lanes, layouts, loop_bounds, probes, rounding, semantics,
     slicing, speed,
 )
 
@@ -64,7 +64,7 @@ _FIXED_CHECKS = [
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
-            speed]
+            speed, lanes]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
