@@ -4,6 +4,7 @@ the scalar functions' bits element by element, and the printer's calls of them."
 from exactc.mutants.model import Mutant
 
 LIBM = "exactc/runtime/exactc_libm.c"
+PLANNED = "exactc/exporter/printer/planned.py"
 
 MUTANTS = [
     Mutant(
@@ -50,5 +51,16 @@ MUTANTS = [
         ("libm-twin",),
         family="lanes",
         requires=(LIBM,),
+    ),
+    Mutant(
+        "laned-call-misses-the-last-lane",
+        "the printed call of a laned form covers one lane fewer than the chunk: the last "
+        "lane's value is whatever its array held",
+        PLANNED,
+        '{form}({source}, {stmt.var.name}, {width});',
+        '{form}({source}, {stmt.var.name}, {width - 1});',
+        ("fast-build", "layouts:property"),
+        family="lanes",
+        requires=(PLANNED,),
     ),
 ]
