@@ -5,12 +5,14 @@ every nest of a program, chosen from its shapes alone.
   docs/performance.md): the output columns in lanes of 16 over rows in lanes of 8, the
   weight panel packed; each output's sum still runs in index order (principle 2). A
   layout the nest's shapes make illegal falls back to fewer lanes, then to the plain nest.
+- matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
+  outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
 - the nests whose transcendental has a laned form in the runtime (gelu_tanh, gelu_erf,
   silu, and softmax without a causal mask) get lanes of 16 on their elements or rows:
   the printer then calls exactc_<f>f_array once per 16 (printer/planned.py). A causal
   softmax keeps its plain loops: its visibility test depends on the row, so its exp
   stays a per-lane call in lanes and nothing would be gained.
-  Every other nest (matmul's included) keeps its plain loops.
+  Every other nest keeps its plain loops.
 - every nest whose outermost loop has at least two iterations is split into up to
   PIECES even pieces, which an OpenMP team of at most omp_get_max_threads() threads runs.
 
@@ -56,10 +58,19 @@ _TRANSCENDENTAL_LAYOUTS = {
 }
 
 
+def matmul_layouts(nest: Nest) -> list[Layout]:
+    """linear's candidates for a batched matmul: its batch axes (i, or ib and g) first."""
+    batch = tuple(a.name for a in nest.axes if a.name not in ("m", "n"))
+    return [Layout(order=batch + layout.order, lanes=layout.lanes,
+                   packs=tuple("b" for _ in layout.packs)) for layout in _MATRIX_LAYOUTS["linear"]]
+
+
 def candidate_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
     """The layouts to try for `nest`, fastest first (none: the plain nest)."""
     if nest.name == "softmax" and kernel.attrs.get("causal"):
         return []
+    if nest.name == "matmul":
+        return matmul_layouts(nest)
     return _MATRIX_LAYOUTS.get(nest.name, []) + _TRANSCENDENTAL_LAYOUTS.get(nest.name, [])
 
 
