@@ -370,7 +370,12 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, n
 def split_driver(name: str, item: Launch, buffers: Mapping[str, Buffer], split: Split, range_axis: str,
                  extent: int) -> list[str]:
     """`<name>_split`: runs `name` once per piece of the split (exactc_rt.h, "Thread
-    splits"); returns the coverage check's status, 0 unless built to check."""
+    splits"); returns the coverage check's status, 0 unless built to check.
+
+    The team takes the pieces one at a time as its threads come free (schedule
+    dynamic), not in fixed shares: on a machine shared with other work, a thread that
+    is descheduled no longer holds back the pieces it would have been given
+    (docs/performance.md, "Threads"). Which thread runs a piece never changes a bit."""
     args = ", ".join(item.args)
     count = len(split.pieces)
     table = ", ".join(f"{{{lo}, {hi}}}" for lo, hi in split.pieces)
@@ -384,7 +389,7 @@ def split_driver(name: str, item: Launch, buffers: Mapping[str, Buffer], split: 
         "#endif",
         "#ifdef _OPENMP",
         f"{INDENT}int team = omp_get_max_threads() < {count} ? omp_get_max_threads() : {count};",
-        "#pragma omp parallel for num_threads(team) schedule(static)",
+        "#pragma omp parallel for num_threads(team) schedule(dynamic)",
         "#endif",
         f"{INDENT}for (int p = 0; p < {count}; p++) {{",
         f"{INDENT * 2}{name}({args}, pieces[p][0], pieces[p][1]);",
