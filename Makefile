@@ -8,6 +8,8 @@
 #   make mutants   the mutant catalog: each mistake must be caught, the catcher named
 #   make mutmut    mutmut 3 over the Python stages, in a staging copy; a score and the survivors
 #   make probes    instruction-count probes: growth ratios, the regression baseline; a last `probes:` line
+#   make fuzz      libFuzzer over the runtime's .npy and .safetensors readers (fuzz/), FUZZ_SECONDS
+#                  each, two at a time; a last `fuzz: <executions> executions, <crashes> crashes` line
 
 PYTHON ?= python3
 VENV   := .venv
@@ -15,7 +17,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 JOBS   ?= 2
 
-.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut probes clean
+.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut probes fuzz clean
 
 install: system-deps $(VENV)/.installed
 
@@ -28,6 +30,10 @@ system-deps:
 	  echo "installing valgrind (instruction-count probes)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
 	@command -v gcc >/dev/null 2>&1 || { echo "gcc is required" >&2; exit 1; }
+	@echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }' | \
+	  clang -x c -fsanitize=fuzzer,address,undefined - -o /dev/null 2>/dev/null || { \
+	  echo "installing clang's libFuzzer runtime (make fuzz, the harness replays of make test)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-rt-14-dev >/dev/null; }
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +82,12 @@ mutmut: install
 THRESHOLD ?= 1.0
 probes: install
 	$(PY) -m exactc.verify.probes --threshold $(THRESHOLD)
+
+# libFuzzer (clang, ASan+UBSan) over the runtime's readers: the harnesses, seed corpora and
+# dictionaries are in fuzz/; the working corpus and crash inputs go to the cache folder.
+FUZZ_SECONDS ?= 90
+fuzz: install
+	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
 
 clean:
 	rm -rf .exactc-cache .pytest_cache .hypothesis

@@ -29,13 +29,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from exactc import embed  # noqa: E402
 from exactc.exporter import checkpoints, export  # noqa: E402
 from exactc.exporter.kernels.autoplan import AutoPlan  # noqa: E402
+from exactc.verify import programs  # noqa: E402
 from exactc.verify.build import compiler_version  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from minilm_sentences import MIXED_BATCH  # noqa: E402  (tests/minilm_sentences.py)
 
-# The GPT-2-like model of design.md's numbers.
+# The GPT-2-like model of design.md's numbers, and a Llama-like model of the same width
+# and depth (grouped-query attention, 2 key/value heads; SwiGLU's 1024 is 2/3 of 1536).
 GPT = dict(vocab=4096, dim=384, layers=6, heads=6, mlp=1536, tokens=256)
+LLAMA = dict(vocab=4096, dim=384, layers=6, heads=6, kv_heads=2, mlp=1024, tokens=256)
 
 
 # ---- the machine ------------------------------------------------------------------------------
@@ -124,11 +127,12 @@ def makefile_cflags(root: Path) -> str:
 
 
 def build_exported(root: Path, cc: str) -> Path:
-    """`make CC=cc` with the Makefile's defaults; then the conformance check (the bits)."""
-    subprocess.run(["make", "-s", "-C", str(root), f"CC={cc}"], check=True, capture_output=True, text=True)
-    check = subprocess.run([str(root / "conformance" / "check.sh")], capture_output=True, text=True)
+    """`make CC=cc` with the Makefile's defaults (verify/programs.py, the one build);
+    then the conformance check (the bits)."""
+    program = programs.make(root, programs.Build(cc=cc), refuse_warnings=True, cached=False)
+    check = program.check()
     assert check.returncode == 0, f"{root}: conformance failed\n{check.stdout}{check.stderr}"
-    return root / "model"
+    return program.path
 
 
 def program_seconds(program: Path, inputs: Path, out: Path, threads: int, repeat: int) -> float:
@@ -140,7 +144,23 @@ def program_seconds(program: Path, inputs: Path, out: Path, threads: int, repeat
     return float(re.search(r"([0-9.]+) s per run", done.stderr).group(1))
 
 
-# ---- the GPT-2-like forward -----------------------------------------------------------------------
+# ---- the decoders: the GPT-2-like and the Llama-like forward ------------------------------------
+
+
+def randomized(model, wte: str):
+    """`model` with every parameter drawn (seeded): gains near 1, biases near 0, matrices
+    scaled by their fan-in (the embedding `wte` by 2)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+            if p.ndim == 1:
+                p.copy_((1.0 if ("ln" in name or "norm" in name) else 0.0) + 0.1 * noise)
+            else:
+                p.copy_(noise / np.sqrt(p.shape[-1] if wte not in name else 4.0))
+    return model.eval()
 
 
 def gpt2_model():
@@ -153,44 +173,51 @@ def gpt2_model():
                                   activation_function="gelu_new", tie_word_embeddings=True,
                                   attn_implementation="eager")
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(cfg)
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
-            if p.ndim == 1:
-                p.copy_((1.0 if "ln" in name else 0.0) + 0.1 * noise)
-            else:
-                p.copy_(noise / np.sqrt(p.shape[-1] if "wte" not in name else 4.0))
-    return model.eval()
+    return randomized(transformers.GPT2LMHeadModel(cfg), "wte")
 
 
-class GptBench:
-    """The GPT-2-like forward: one checkpoint, exported with `--plan auto` and built with
-    the Makefile's defaults by each compiler, and the same weights in PyTorch."""
+def llama_model():
+    """transformers' LlamaForCausalLM at LLAMA's shapes, every parameter drawn (seeded)."""
+    import torch
+    import transformers
 
-    def __init__(self, work: Path, compilers: list[str]):
+    cfg = transformers.LlamaConfig(vocab_size=LLAMA["vocab"], hidden_size=LLAMA["dim"],
+                                   intermediate_size=LLAMA["mlp"], num_hidden_layers=LLAMA["layers"],
+                                   num_attention_heads=LLAMA["heads"], num_key_value_heads=LLAMA["kv_heads"],
+                                   max_position_embeddings=LLAMA["tokens"], tie_word_embeddings=False,
+                                   attn_implementation="eager")
+    torch.manual_seed(0)
+    return randomized(transformers.LlamaForCausalLM(cfg), "embed_tokens")
+
+
+class DecoderBench:
+    """A decoder's forward over `tokens` tokens: one checkpoint, exported with `--plan
+    auto` and built with the Makefile's defaults by each compiler, and the same weights in
+    PyTorch (eager)."""
+
+    def __init__(self, kind: str, work: Path, compilers: list[str]):
         import torch
 
-        self.model = gpt2_model()
-        folder = work / "gpt2-checkpoint"
+        shapes, make_model = {"gpt": (GPT, gpt2_model), "llama": (LLAMA, llama_model)}[kind]
+        self.model = make_model()
+        folder = work / f"{kind}-checkpoint"
         self.model.save_pretrained(folder, safe_serialization=True)
-        ckpt = checkpoints.load(folder, "gpt")
-        self.ids = np.random.default_rng(2).integers(0, GPT["vocab"], GPT["tokens"]).astype(np.int32)
-        prepared = export.prepare("gpt", "forward", "f32", overrides={"tokens": GPT["tokens"]}, checkpoint=ckpt,
+        ckpt = checkpoints.load(folder, kind)
+        self.ids = np.random.default_rng(2).integers(0, shapes["vocab"], shapes["tokens"]).astype(np.int32)
+        prepared = export.prepare(kind, "forward", "f32", overrides={"tokens": shapes["tokens"]}, checkpoint=ckpt,
                                   plan=AutoPlan(), inputs={"input_ids": self.ids})
-        root = export.write(prepared, work / "gpt-export")
+        root = export.write(prepared, work / f"{kind}-export")
         self.flags = makefile_cflags(root)
         self.programs = {}
         for cc in compilers:
-            copy = work / f"gpt-{cc}"
+            copy = work / f"{kind}-{cc}"
             shutil.copytree(root, copy)
             self.programs[cc] = build_exported(copy, cc)
-        self.out = work / "gpt-out"
+        self.out = work / f"{kind}-out"
         self.out.mkdir()
         self.torch_ids = torch.from_numpy(self.ids.astype(np.int64))[None]
         ours = prepared.expected["logits"]
-        assert np.abs(ours - self.torch_logits()).max() < 1e-3, "exactc's GPT is not transformers' GPT"
+        assert np.abs(ours - self.torch_logits()).max() < 1e-3, f"exactc's {kind} is not transformers'"
 
     def torch_logits(self) -> np.ndarray:
         import torch
@@ -223,8 +250,8 @@ class MiniLMBench:
         self.length = embed.max_length(self.folder, self.ckpt.fields["positions"])
         batch = embed.tokenize(self.folder, self.sentences, self.length)
         self.tokens = batch["input_ids"].shape[1]
-        self.root = embed.cached_program(self.ckpt, "f32", self.tokens, plan="auto", progress=lambda m: None)
-        self.flags = makefile_cflags(self.root)
+        program = embed.cached_program(self.ckpt, "f32", self.tokens, plan="auto", progress=lambda m: None)
+        self.flags = makefile_cflags(program.root)
         self.model = transformers.BertModel.from_pretrained(str(self.folder), attn_implementation="eager",
                                                             dtype=torch.float32).eval()
         ours, theirs = self.exactc(), self.transformers()

@@ -14,7 +14,7 @@ import os
 import pytest
 
 from exactc.verify.build import have_compiler
-from exactc.verify.compare import bit_equal_mask
+from exactc.verify.compare import assert_bits_equal
 
 from exactc.exporter.kernels.layouts import Layout
 from linear_speed import FLOPS, PEAK_GFLOPS, Built, gflops, lanes_layout
@@ -45,7 +45,7 @@ def test_linear(benchmark, capsys, plain_bits, variant, cc, threads):
     built = Built(BEST[cc] if variant == "best" else Layout(), cc)
     built.threads(threads)
     built.run()
-    assert bit_equal_mask(plain_bits, built.y).all(), "a layout or split changed the bits"
+    assert_bits_equal(plain_bits, built.y, "y (a layout or split changed the bits)", labels=("plain", "laid out"))
     rounds = 3 if variant == "plain" else 20
     benchmark.extra_info["gflops"] = None
     benchmark.pedantic(built.run, rounds=rounds, iterations=1, warmup_rounds=1)
@@ -54,7 +54,7 @@ def test_linear(benchmark, capsys, plain_bits, variant, cc, threads):
     benchmark.extra_info["share_of_peak"] = gflops(seconds) / PEAK_GFLOPS
     with capsys.disabled():
         print("\n" + _line(f"{variant} {cc} {threads} thread(s)", seconds))
-    assert bit_equal_mask(plain_bits, built.y).all()
+    assert_bits_equal(plain_bits, built.y, "y", labels=("plain", "laid out"))
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
@@ -67,7 +67,7 @@ def test_two_threads_against_one(benchmark, capsys, plain_bits, cc):
         one.append(built.seconds(repeats=10, inner=1))
         built.threads(2)
         two.append(built.seconds(repeats=10, inner=1))
-    assert bit_equal_mask(plain_bits, built.y).all()
+    assert_bits_equal(plain_bits, built.y, "y", labels=("plain", "laid out"))
     benchmark.pedantic(built.run, rounds=5, iterations=1)
     ratio = min(one) / min(two)
     benchmark.extra_info["speedup_2_threads"] = ratio

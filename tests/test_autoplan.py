@@ -1,5 +1,5 @@
 """`exactc export --plan auto`: every nest laned and split by the automatic plan, and the
-program still gives the reference's bytes, on 1 and 2 threads, with gcc, clang and
+program still gives the reference's bits, on 1 and 2 threads, with gcc, clang and
 without OpenMP (principle 2: a plan changes speed, never bits)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from exactc.exporter import export, models
-from exactc.exporter.kernels.autoplan import AutoPlan, auto_kernel_plan, even_split
+from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split
 from exactc.exporter.kernels.lower import lower
-from test_programs import build, check, needs_clang
+from test_programs import build, conforms, needs_clang
 
 # Dimensions where lanes of 8 rows and 16 columns are both full and partial.
 SIZES = {
@@ -23,15 +23,14 @@ CASES = [(m, e, s) for m in ("gpt", "bert", "llama") for e in models.entries(m) 
 @needs_clang
 @pytest.mark.parametrize("model,entry,site", CASES, ids=[f"{m}-{e}-{s}" for m, e, s in CASES])
 def test_auto_plan_keeps_the_reference_bytes(tmp_path, model, entry, site):
-    prepared = export.prepare(model, entry, site, seed=5, overrides=SIZES[model], plan=AutoPlan())
+    prepared = export.ExportSpec(model, entry, site, 5, SIZES[model], plan="auto").prepare()
     root = export.write(prepared, tmp_path / "program")
     source = (root / "model.c").read_text()
     assert "_split(" in source, "the automatic plan split no launch"
     for cc, openmp in (("gcc", True), ("clang", True), ("gcc", False)):
         program = build(root, cc=cc, openmp=openmp)
         for threads in (1, 2):
-            done = check(root, program, threads)
-            assert done.returncode == 0, f"{cc} openmp={openmp} threads={threads}:\n{done.stdout}{done.stderr}"
+            conforms(program, prepared, threads)
 
 
 def test_linear_gets_the_benchmark_layout_and_every_split_covers_its_axis():

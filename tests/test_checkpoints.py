@@ -21,6 +21,7 @@ import pytest
 
 from exactc.exporter import checkpoints, export, graph, models, reference, types
 from exactc.exporter.checkpoints import CheckpointError, llama2c
+from exactc.verify.compare import assert_bits_equal
 from installed import need_module  # tests/installed.py
 
 SMALL = {
@@ -99,11 +100,11 @@ def test_a_hugging_face_folder_reads_back_the_same_parameters(tmp_path, model):
     got = ckpt.parameters(program, "f32")
     assert set(got) == set(params)
     for name in params:
-        assert got[name].dtype == np.float32 and np.array_equal(types.bits(got[name]), types.bits(params[name])), name
+        assert_bits_equal(params[name], got[name], name, every_bit=True)
     # bf16 from f32 values: rounded as a drawn parameter is
     bf16 = ckpt.parameters(program, "bf16")
     for name in params:
-        assert np.array_equal(types.bits(bf16[name]), types.bits(types.round_to_site(params[name], "bf16"))), name
+        assert_bits_equal(types.round_to_site(params[name], "bf16"), bf16[name], name, every_bit=True)
 
 
 def test_bf16_and_f16_stored_tensors_are_read_exactly(tmp_path):
@@ -113,7 +114,7 @@ def test_bf16_and_f16_stored_tensors_are_read_exactly(tmp_path):
     folder = write_hf(tmp_path / "bf16", "llama", hf_config("llama", program.config), tensors)
     got = checkpoints.load(folder).parameters(program, "bf16")
     for name in params:
-        assert np.array_equal(types.bits(got[name]), types.bits(types.round_to_site(params[name], "bf16"))), name
+        assert_bits_equal(types.round_to_site(params[name], "bf16"), got[name], name, every_bit=True)
 
 
 # ---- llama2.c files --------------------------------------------------------------------------
@@ -146,8 +147,9 @@ def test_a_llama2c_file_gives_the_bits_of_the_hugging_face_route(tmp_path, versi
     for ckpt in (a, b):
         p = ckpt.parameters(program, "f32")
         outs.append(graph.evaluate(program, "f32", p, inputs)["logits"])
-        assert all(np.array_equal(types.bits(p[k]), types.bits(expected[k])) for k in params)
-    assert np.array_equal(types.bits(outs[0]), types.bits(outs[1]))
+        for k in params:
+            assert_bits_equal(expected[k], p[k], f"{ckpt.format}: {k}", every_bit=True)
+    assert_bits_equal(outs[0], outs[1], "logits", labels=("Hugging Face route", "llama2.c route"))
 
 
 def test_the_q_k_permutation_turns_interleaved_rope_into_half_rope():
@@ -160,7 +162,7 @@ def test_the_q_k_permutation_turns_interleaved_rope_into_half_rope():
     r_meta = reference.run("rope", "f32", {"x": meta.reshape(T, heads, hd)}, {"theta": 10000.0, "pos0": 0, "pairing": "interleaved"})["y"]
     r_half = reference.run("rope", "f32", {"x": np.ascontiguousarray(half).reshape(T, heads, hd)}, {"theta": 10000.0, "pos0": 0, "pairing": "half"})["y"]
     back = llama2c.interleaved_to_half(r_meta.reshape(T, heads * hd).T.astype(np.float64), heads).T.astype(np.float32)
-    assert np.array_equal(types.bits(back), types.bits(r_half.reshape(T, heads * hd)))
+    assert_bits_equal(r_half.reshape(T, heads * hd), back, "rope, rows permuted after", labels=("half", "interleaved"))
     assert not np.array_equal(types.bits(meta), types.bits(half))  # the permutation is not the identity
 
 
@@ -303,21 +305,22 @@ def test_embed_prints_a_unit_vector_from_the_c_program(tmp_path):
     assert abs(np.linalg.norm(c.astype(np.float64)) - 1) < 1e-6
     ref = tmp_path / "r.npy"
     assert exactc("embed", "--backend", "reference", "The quick brown fox", "-o", str(ref), env=env).returncode == 0
-    assert np.load(ref).tobytes() == c.tobytes()
+    assert_bits_equal(np.load(ref), c, "embedding", labels=("reference", "C"))
     full = exactc("embed", "--full", "The quick brown fox", env=env).stdout.split()
-    assert len(full) == 384 and np.array_equal(np.array(full, np.float32), c[0])
+    assert len(full) == 384
+    assert_bits_equal(c[0], np.array(full, np.float32), "embed --full", labels=("-o", "--full"))
     # a plan (tools/minilm_plan.json: laned linears) changes speed, not bits
     planned = tmp_path / "p.npy"
     plan = Path(__file__).resolve().parent.parent / "tools" / "minilm_plan.json"
     done = exactc("embed", "--plan", str(plan), "The quick brown fox", "-o", str(planned), env=env)
     assert done.returncode == 0, done.stderr
-    assert np.load(planned).tobytes() == c.tobytes()
+    assert_bits_equal(c, np.load(planned), "embedding", labels=("--plan auto", "--plan minilm_plan.json"))
     # the plain nests (--plan none) too: the default is the automatic plan
     plain = tmp_path / "n.npy"
     done = exactc("embed", "--plan", "none", "The quick brown fox", "-o", str(plain), env=env)
     assert done.returncode == 0, done.stderr
     assert "exporting" in done.stderr  # another program than the default's
-    assert np.load(plain).tobytes() == c.tobytes()
+    assert_bits_equal(c, np.load(plain), "embedding", labels=("--plan auto", "--plan none"))
 
 
 def test_embed_saves_one_row_per_sentence_and_padding_changes_no_bit(tmp_path):
@@ -332,8 +335,8 @@ def test_embed_saves_one_row_per_sentence_and_padding_changes_no_bit(tmp_path):
     for k, sentence in enumerate(sentences):  # each alone: no padding, another program length
         one = tmp_path / f"one{k}.npy"
         assert exactc("embed", sentence, "--dtype", "bf16", "-o", str(one), env=env).returncode == 0
-        assert np.load(one).tobytes() == batch[k].tobytes(), sentence
-    assert types.f32_to_bf16(batch).astype(np.float32).tobytes() == batch.tobytes()  # bf16 values
+        assert_bits_equal(batch[k], np.load(one)[0], f"{sentence!r}", site="bf16", labels=("in the batch", "alone"))
+    assert_bits_equal(batch, types.f32_to_bf16(batch).astype(np.float32), "bf16 values", every_bit=True)
 
 
 def test_embed_without_the_packaged_checkpoint_says_make_install(monkeypatch, capsys):
@@ -377,7 +380,8 @@ def test_a_sharded_folder_reads_as_one(tmp_path):
     index = {"metadata": {}, "weight_map": {k: file for file, part in shards.items() for k in part}}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     got = checkpoints.load(folder / "config.json").parameters(program, "f32")
-    assert all(np.array_equal(types.bits(got[k]), types.bits(params[k])) for k in params)
+    for k in params:
+        assert_bits_equal(params[k], got[k], k, every_bit=True)
     (folder / "model-00002-of-00002.safetensors").unlink()
     with pytest.raises(CheckpointError, match="not a readable .safetensors file"):
         checkpoints.load(folder)

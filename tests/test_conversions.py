@@ -7,6 +7,7 @@ import pytest
 
 from exactc.exporter.types import BF16, bits, f32_to_bf16, round_to_site
 from exactc.verify.build import load_library
+from exactc.verify.compare import assert_bits_equal, first_mismatch, hexval
 
 WRAPPER = r"""
 #include "exactc_rt.h"
@@ -48,7 +49,7 @@ def test_widening_every_bf16_pattern(conv):
     patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
     expected = patterns.view(BF16).astype(np.float32)
     actual = _call(conv, "widen_all", patterns, np.float32)
-    assert np.array_equal(bits(expected), bits(actual)), "bf16 -> f32 widening is not exact"
+    assert_bits_equal(expected, actual, "bf16 -> f32 widening", every_bit=True)
 
 
 def _ties_f32():
@@ -56,6 +57,12 @@ def _ties_f32():
     rng = np.random.default_rng(1)
     upper = rng.integers(0, 1 << 16, 200_000, dtype=np.uint32)
     return ((upper << 16) | 0x8000).view(np.float32)
+
+
+def assert_narrowed(inputs, expected, actual, what: str) -> None:
+    """The one comparison (bf16: every bit), with the input at the first difference."""
+    differ = first_mismatch(what, expected, actual)
+    assert differ is None, f"{differ}; its input {hexval(inputs[differ.index])}"
 
 
 def test_narrowing_f32_rounds_to_nearest_even(conv):
@@ -68,12 +75,7 @@ def test_narrowing_f32_rounds_to_nearest_even(conv):
     ])
     actual = _call(conv, "narrow_f32", inputs, np.uint16).view(BF16)
     expected = f32_to_bf16(inputs)
-    bad = np.flatnonzero(bits(expected) != bits(actual))
-    assert bad.size == 0, (
-        f"{bad.size} f32 -> bf16 narrowings differ; first input 0x{int(bits(inputs)[bad[0]]):08x}: "
-        f"reference 0x{int(bits(expected)[bad[0]]):04x}, C 0x{int(bits(actual)[bad[0]]):04x} "
-        "(round to nearest even, canonical NaN 0x7fc0)"
-    )
+    assert_narrowed(inputs, expected, actual, "f32 -> bf16 (round to nearest even, canonical NaN 0x7fc0)")
 
 
 def test_narrowing_f64_rounds_twice(conv):
@@ -90,10 +92,5 @@ def test_narrowing_f64_rounds_twice(conv):
     ])
     actual = _call(conv, "narrow_f64", inputs, np.uint16).view(BF16)
     expected = round_to_site(inputs, "bf16")
-    bad = np.flatnonzero(bits(expected) != bits(actual))
-    assert bad.size == 0, (
-        f"{bad.size} f64 -> bf16 conversions differ; first input {float(inputs[bad[0]]).hex()}: "
-        f"reference 0x{int(bits(expected)[bad[0]]):04x}, C 0x{int(bits(actual)[bad[0]]):04x} "
-        "(reals reach bf16 through f32: two roundings)"
-    )
+    assert_narrowed(inputs, expected, actual, "f64 -> bf16 (reals reach bf16 through f32: two roundings)")
     assert int(bits(actual)[-6]) == 0x3F80, "1 + 2^-8 + 2^-30 must reach bf16 as 1.0"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -25,9 +24,8 @@ from exactc.exporter.kernels.autoplan import AutoPlan
 from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.printer.kernels import print_kernel
-from exactc.runtime import RUNTIME_DIR
-from exactc.verify.build import STRICT_FLAGS
-from exactc.verify.programs import build_program
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
+from exactc.verify.programs import Build, make
 
 COMPILERS = ("gcc", "clang")
 # Large enough that the laned linear's full chunks (8 rows by 16 outputs) run.
@@ -57,16 +55,12 @@ def test_default_cflags_target_this_cpu(exports, cc):
     if not accepts_native(cc):
         pytest.skip(f"{cc} does not accept -march=native here")
     dry = subprocess.run(["make", "-n", "-C", str(exports[0]), f"CC={cc}"], capture_output=True, text=True, check=True)
-    (command,) = [line for line in dry.stdout.splitlines() if line.startswith(cc)]
-    assert "-march=native" in command.split(), command
-    for flag in STRICT_FLAGS:
-        assert flag in command.split(), command
-
-
-def conformance(root: Path, program: Path, threads: int) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    return subprocess.run([str(root / "conformance" / "check.sh"), str(program)], capture_output=True, text=True,
-                          env=env)
+    commands = [line for line in dry.stdout.splitlines() if line.startswith(cc)]
+    assert len(commands) == 2, dry.stdout  # the program and the conformance comparer
+    for command in commands:
+        assert "-march=native" in command.split(), command
+        for flag in STRICT_FLAGS:
+            assert flag in command.split(), command
 
 
 @pytest.mark.needs("clang", "libomp")
@@ -74,11 +68,10 @@ def conformance(root: Path, program: Path, threads: int) -> subprocess.Completed
 def test_native_and_portable_builds_give_the_reference_bytes(exports, cc):
     for root in exports:
         for cflags in (None, "-O2"):  # the default (-O2 -march=native), the portable build
-            args = [f"CC={cc}"] + ([f"CFLAGS={cflags}"] if cflags else [])
-            program = build_program(root, args, cc=cc, refuse_warnings=True)
+            program = make(root, Build(cc=cc, cflags=cflags), refuse_warnings=True)
             for threads in (1, 2):
-                done = conformance(root, program, threads)
-                assert done.returncode == 0, (f"{root.name}, make {' '.join(args)}, {threads} thread(s):\n"
+                done = program.check(threads)
+                assert done.returncode == 0, (f"{program.make_line()}, {threads} thread(s):\n"
                                               f"{done.stdout}{done.stderr}")
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from exactc.exporter import export, types
 from exactc.verify.build import load_library, runtime_source
+from exactc.verify.compare import assert_bits_equal
 
 RUNTIME = ("exactc_host.c", "exactc_npy.c", "exactc_safetensors.c")
 
@@ -128,7 +129,7 @@ def test_a_good_run_writes_the_output(lib, files, capfd):
     assert rc == 0, err
     z = np.load(files / "out" / "z.npy")
     assert z.dtype == np.float32 and z.shape == (2, 3)
-    assert np.array_equal(z, (Y + W + B[0] + B[1]) + X.astype(np.float32))
+    assert_bits_equal((Y + W + B[0] + B[1]) + X.astype(np.float32), z, "z")
 
 
 def test_a_missing_input_is_named(lib, files, capfd):

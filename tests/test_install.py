@@ -74,4 +74,4 @@ def test_an_installed_wheel_works_from_any_directory(wheel, tmp_path):
 
     after = {p: p.stat().st_mtime_ns for p in site.rglob("*") if "__pycache__" not in p.parts}
     assert after == before, sorted(set(after) ^ set(before)) or "a file in site-packages changed"
-    assert list((tmp_path / "user-cache" / "exactc" / "embed").iterdir()), "the program is cached in the user cache"
+    assert list((tmp_path / "user-cache" / "exactc" / "exports").iterdir()), "the program is cached in the user cache"

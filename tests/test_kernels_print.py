@@ -27,6 +27,7 @@ from exactc.exporter.kernels.lower import INV_SQRT_2, SQRT_2_OVER_PI
 from exactc.exporter.primitives import PRIMITIVES, PrimitiveError
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.verify.build import BuildOptions, load_library, pointer
+from exactc.verify.compare import assert_bits_equal
 from installed import need, need_module  # tests/installed.py
 
 SITES = ("f64", "f32", "bf16")
@@ -482,14 +483,14 @@ def test_views_copy_every_bit(smoke):
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     x[1, 2, 3] = signaling
     y = smoke("transpose_f32", x=x)
-    assert np.array_equal(types.bits(y), types.bits(np.ascontiguousarray(x.transpose(2, 0, 1))))
+    assert_bits_equal(np.ascontiguousarray(x.transpose(2, 0, 1)), y, "transpose", every_bit=True)
     x64 = np.arange(12, dtype=np.float64).reshape(3, 4)
     assert smoke("slice_f64", x=x64).tolist() == x64[:, 1:3].tolist()
     a, b = np.ones((2, 3), np.float32), np.full((2, 1), signaling, np.float32)
     y = smoke("concat_f32", a=a, b=b)
-    assert np.array_equal(types.bits(y), types.bits(np.concatenate([a, b], axis=1)))
+    assert_bits_equal(np.concatenate([a, b], axis=1), y, "concat", every_bit=True)
     x = np.array([[1, 2, 3], [4, 5, signaling]], np.float32)
-    assert np.array_equal(types.bits(smoke("reshape_f32", x=x)), types.bits(x.reshape(3, 2)))
+    assert_bits_equal(x.reshape(3, 2), smoke("reshape_f32", x=x), "reshape", every_bit=True)
 
 
 def test_softmax_masks_by_rule(smoke):

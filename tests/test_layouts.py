@@ -29,7 +29,7 @@ from exactc.strategies.cases import cases
 from exactc.strategies.layouts import planned_cases
 from exactc.strategies.tensors import TensorSpec
 from exactc.strategies.cases import Case
-from exactc.runtime import RUNTIME_DIR
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 from exactc.verify.build import BuildOptions
 from exactc.verify.kernels import CHECK_SPLITS, assert_all_equal, run_cases
 
@@ -285,7 +285,7 @@ def test_plan_show_and_check_commands(tmp_path):
     bad.write_text(json.dumps({"nests": {"linear": {"layout": {"order": ["k", "m"]}}}}))
     check = subprocess.run(exe + ["plan", "--check", str(bad), "linear", "--shape", "x=3,4", "--shape", "w=5,4"],
                            capture_output=True, text=True)
-    assert check.returncode == 1
+    assert check.returncode == 2 and len(check.stderr.strip().splitlines()) == 1, check.stderr
     assert "plan: nest linear, field layout.order.k: k is a reduction axis" in check.stderr
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"nests": {"linear": {"layout": {"lanes": {"n": 4}, "packs": ["w"]},
@@ -308,7 +308,7 @@ def test_lanes_are_vectorized_at_O2(cc, tmp_path):
     def assembly(source: str) -> str:
         path = tmp_path / "kernel.c"
         path.write_text(source)
-        proc = subprocess.run([cc, "-std=c11", "-ffp-contract=off", "-O2", "-S", f"-I{runtime}", str(path),
+        proc = subprocess.run([cc, *STRICT_FLAGS, "-O2", "-S", f"-I{runtime}", str(path),
                                "-o", "-"], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout

@@ -25,9 +25,10 @@ import numpy as np
 import pytest
 
 from exactc.runtime import libm_twin
-from exactc.runtime import RUNTIME_DIR
-from exactc.verify.build import STRICT_FLAGS, BuildOptions, runtime_source
-from exactc.verify.exhaustive import FUNCTIONS, LANED, LANED_BUILD, load_libm, mismatches
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
+from exactc.verify.build import BuildOptions, runtime_source
+from exactc.verify.compare import first_mismatch, hexval
+from exactc.verify.exhaustive import FUNCTIONS, LANED, LANED_BUILD, load_libm
 from installed import need  # tests/installed.py
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,19 +175,11 @@ def inputs_for(name: str) -> np.ndarray:
 # The one comparison
 # ------------------------------------------------------------------------------------
 def assert_same_bits(label: str, x: np.ndarray, c_out: np.ndarray, twin_out: np.ndarray):
-    bad = mismatches(c_out, twin_out)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        uint = np.uint64 if x.dtype == np.float64 else np.uint32
-        width = 16 if uint is np.uint64 else 8
-
-        def show(v):
-            return f"{float(v).hex()} (0x{int(np.asarray(v).view(uint)):0{width}x})"
-
-        pytest.fail(
-            f"{label}: C and twin differ on {int(bad.sum())} of {x.size} inputs; first: "
-            f"x = {show(x[i])}: C = {show(c_out[i])}, twin = {show(twin_out[i])}"
-        )
+    """The one comparison (verify/compare.py), with the input at the first difference."""
+    differ = first_mismatch(label, twin_out, c_out, labels=("twin", "C"))
+    if differ is not None:
+        pytest.fail(f"{label}: C and twin differ on {differ.count} of {x.size} inputs; first: "
+                    f"x = {hexval(x[differ.index])}: C = {differ.actual}, twin = {differ.expected}")
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -246,7 +239,7 @@ def test_f32_site_is_f64_rounded_once():
     x = np.array([0.1, -3.5, 1e-40, 80.0], dtype=np.float32)
     with np.errstate(all="ignore"):
         want = libm_twin.exp(x.astype(np.float64)).astype(np.float32)
-    assert libm_twin.expf(x).view(np.uint32).tolist() == want.view(np.uint32).tolist()
+    assert_same_bits("expf", x, libm_twin.expf(x), want)
 
 
 def test_special_values():
@@ -268,8 +261,7 @@ def test_special_values():
         x = f64(*[p[0] for p in pairs])
         want = f64(*[p[1] for p in pairs])
         got = t.FUNCTIONS[name](x)
-        same = (got.view(np.uint64) == want.view(np.uint64)) | (np.isnan(got) & np.isnan(want))
-        assert same.all(), f"{name}: {list(zip(x[~same], got[~same]))}"
+        assert_same_bits(name, x, got, want)
 
 
 # ------------------------------------------------------------------------------------

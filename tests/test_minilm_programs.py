@@ -10,18 +10,15 @@ program at 256 tokens takes 3 s a run: plain nests, no plan); builds are cached.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from exactc import embed
 from exactc.exporter import checkpoints, export, graph
 
 from minilm_sentences import SENTENCES  # tests/minilm_sentences.py
-from test_programs import build  # the cached build of tests/test_programs.py
+from test_programs import build, conforms  # the cached build and the reporting comparison of tests/test_programs.py
 
 BATCHES = {"short": SENTENCES[:-1], "long": SENTENCES[-1:]}
 
@@ -40,24 +37,12 @@ def test_minilm_embed_program_gives_the_reference_bits(tmp_path, site, batch):
     prepared = export.prepare("bert", "embed", site, overrides={"tokens": T}, checkpoint=ckpt, inputs=first)
     assert prepared.manifest()["host"] == "structured"
     root = export.write(prepared, tmp_path / "program")
-    expected = []
-    for i in range(n):
-        ins = {k: v[i] for k, v in tokens.items()}
-        out = graph.evaluate(prepared.program, site, prepared.params, ins)["sentence_embedding"]
-        expected.append(export.npy_bytes(out))
-        folder_i = tmp_path / f"in{i}"
-        folder_i.mkdir()
-        for name, array in ins.items():
-            np.save(folder_i / f"{name}.npy", array)
-    assert len(set(expected)) == n  # every sentence its own vector
+    sentences = [{k: v[i] for k, v in tokens.items()} for i in range(n)]
+    expected = [graph.evaluate(prepared.program, site, prepared.params, ins) for ins in sentences]
+    vectors = {export.npy_bytes(e["sentence_embedding"]) for e in expected}
+    assert len(vectors) == n  # every sentence its own vector
     for cc in ("gcc", "clang"):
         program = build(root, cc=cc)
         for threads in (1, 2):
-            for i in range(n):
-                out = tmp_path / f"out-{cc}-{threads}-{i}"
-                out.mkdir()
-                done = subprocess.run([str(program), str(root / "weights.safetensors"), str(tmp_path / f"in{i}"), str(out)],
-                                      capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
-                assert done.returncode == 0, done.stderr
-                got = (out / "sentence_embedding.npy").read_bytes()
-                assert got == expected[i], f"{cc}, {threads} thread(s), {site}: sentence {i} {BATCHES[batch][i][:40]!r} differs"
+            for ins, want in zip(sentences, expected):
+                conforms(program, prepared, threads, inputs=ins, expected=want)

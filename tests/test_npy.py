@@ -28,6 +28,7 @@ from hypothesis.extra import numpy as hnp
 
 from exactc.verify.build import (
     RUNTIME_DIR,
+    STRICT_FLAGS,
     BuildOptions,
     load_library,
     pointer,
@@ -672,7 +673,7 @@ def fuzz_driver(tmp_path_factory):
     work = tmp_path_factory.mktemp("npy_fuzz")
     (work / "driver.c").write_text(FUZZ_DRIVER)
     exe = work / "driver"
-    cmd = ["gcc", "-std=c11", "-ffp-contract=off", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
+    cmd = ["gcc", *STRICT_FLAGS, "-O1", "-g", "-Wall", "-Wextra", "-Werror",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
            f"-I{RUNTIME_DIR}", "-o", str(exe), str(work / "driver.c"),
            str(RUNTIME_DIR / "exactc_npy.c")]

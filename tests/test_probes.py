@@ -76,7 +76,8 @@ def test_a_count_2_percent_higher_fails_with_its_function_named(tmp_path):
     path = tmp_path / "baselines.json"
     probes.write_baseline(key, baseline, path)
     result = probes.check_regression(current, key, 1.0, path)
-    assert not result.holds and any("linear_qkv" in line and "FAILS" in line for line in result.lines)
+    failing = [line for line in result.lines if "linear_qkv" in line and "FAILS" in line]
+    assert not result.holds and failing, "\n".join(result.lines)
     # a looser threshold is a setting; another toolchain reports and passes
     assert probes.check_regression(current, key, 2.5, path).holds
     other = probes.check_regression(current, dict(key, compiler="cc 2"), 1.0, path)

@@ -33,6 +33,7 @@ from exactc.exporter import reference as ref
 from exactc.exporter import types
 from exactc.exporter.primitives import PRIMITIVES, get_primitive
 from exactc.runtime import libm_twin
+from exactc.verify.compare import assert_bits_equal
 
 SITES = types.SITE_TYPES
 NAN_BITS = {"f64": 0x7FF8000000000000, "f32": 0x7FC00000, "bf16": 0x7FC0}
@@ -63,14 +64,9 @@ def from_bits(pattern: int, site_type: str, shape=()) -> np.ndarray:
 
 
 def assert_same_bits(got: np.ndarray, want: np.ndarray) -> None:
-    """Equal bits, but any f64/f32 NaN equals any other (their payload is unspecified);
-    bf16 is compared on all 16 bits."""
-    assert (got.dtype, got.shape) == (want.dtype, want.shape)
-    gb, wb = types.bits(got), types.bits(want)
-    same = gb == wb
-    if got.dtype != types.BF16:
-        same |= np.isnan(got) & np.isnan(want)
-    assert same.all(), f"bits differ:\n got  {gb}\n want {wb}"
+    """Equal by the one comparison (verify/compare.py): every bit, but any f64/f32 NaN
+    equals any other (their payload is unspecified); bf16 on all 16 bits."""
+    assert_bits_equal(want, got, "reference", labels=("want", "got"))
 
 
 def is_positive_zero(values: np.ndarray) -> bool:
@@ -1042,7 +1038,7 @@ def test_every_primitive_gives_its_catalogue_dtype_and_shape(site_type, name, sh
     assert y.shape == shape
     assert y.dtype == (np.dtype(np.int32) if kind == "i32" else types.numpy_dtype(site_type))
     for k in inputs:  # inputs are never written
-        assert inputs[k].tobytes() == before[k].tobytes()
+        assert_bits_equal(before[k], inputs[k], f"input {k}", every_bit=True)
     # the plain function is the same computation
     full = get_primitive(name).full_attrs(attrs)
     operands = [inputs[o] for o in get_primitive(name).operand_names(full)]

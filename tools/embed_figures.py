@@ -16,10 +16,8 @@ f32, torch.set_num_threads(--threads)), with masked mean pooling and normalizati
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +27,7 @@ import numpy as np
 
 from exactc import embed
 from exactc.exporter import checkpoints, export, graph
+from exactc.verify import programs
 from exactc.verify.build import compiler_version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -50,33 +49,27 @@ def main() -> None:
     n, T = batch["input_ids"].shape
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        from exactc.exporter.kernels.plans import load_plan
-
         variants = [(site, None) for site in args.sites.split(",")]
         if args.plan:
             variants = [v for site in args.sites.split(",") for v in ((site, None), (site, args.plan))]
         for site, plan in variants:
             label = site + (" + plan" if plan else "")
             start = time.perf_counter()
-            prepared = export.prepare("bert", "embed", site, overrides={"tokens": T}, checkpoint=ckpt,
-                                      inputs={k: v[0] for k, v in batch.items()},
-                                      plan=load_plan(plan) if plan else None)
+            prepared = export.ExportSpec("bert", "embed", site, overrides={"tokens": T}, checkpoint=ckpt,
+                                         inputs={k: v[0] for k, v in batch.items()}, plan=plan).prepare()
             root = export.write(prepared, Path(tmp) / label.replace(" + ", "-"))
             export_s = time.perf_counter() - start
             start = time.perf_counter()
-            subprocess.run(["make", "-s", "-C", str(root), "CC=gcc"], check=True)
+            program = programs.make(root, programs.Build(cc="gcc"), cached=False)
             build_s = time.perf_counter() - start
-            env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), EXACTC_REPEAT="1")
             network = process = 0.0
             for i in range(n):
                 ins, out = Path(tmp) / f"in-{label}-{i}", Path(tmp) / f"out-{label}-{i}"
                 ins.mkdir()
-                out.mkdir()
                 for name, array in batch.items():
                     np.save(ins / f"{name}.npy", array[i])
                 start = time.perf_counter()
-                done = subprocess.run([str(root / "model"), str(root / "weights.safetensors"), str(ins), str(out)],
-                                      capture_output=True, text=True, env=env, check=True)
+                done = program.run_or_fail([(ins, out)], threads=args.threads, env={"EXACTC_REPEAT": "1"})
                 process += time.perf_counter() - start
                 network += float(re.search(r"([0-9.]+) s per run", done.stderr).group(1))
             start = time.perf_counter()

@@ -7,14 +7,13 @@ by side). Usage, from the repository root: .venv/bin/python tools/program_figure
 from __future__ import annotations
 
 import argparse
-import os
 import platform
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from exactc.exporter import export, graph
+from exactc.verify import programs
 from exactc.verify.build import compiler_version
 
 MODELS = (("gpt", "forward"), ("bert", "forward"), ("llama", "forward"))
@@ -41,13 +40,9 @@ def main() -> None:
                 prepared = export.prepare(model, entry, site, seed=0)
                 root = export.write(prepared, Path(tmp) / f"{model}-{site}")
                 export_s = time.perf_counter() - start
-                subprocess.run(["make", "-s", "-C", str(root), "CC=gcc"], check=True)
-                env = dict(os.environ, OMP_NUM_THREADS="1", EXACTC_REPEAT=str(args.repeat))
-                out = Path(tmp) / f"out-{model}-{site}"
-                out.mkdir()
-                done = subprocess.run([str(root / "model"), str(root / "weights.safetensors"),
-                                       str(root / "conformance" / "inputs"), str(out)],
-                                      capture_output=True, text=True, env=env, check=True)
+                program = programs.make(root, programs.Build(cc="gcc"), cached=False)
+                done = program.run_or_fail([(root / "conformance" / "inputs", Path(tmp) / f"out-{model}-{site}")],
+                                           threads=1, env={"EXACTC_REPEAT": str(args.repeat)})
                 c_s = float(done.stderr.split(": ")[-1].split(" s per run")[0])
                 start = time.perf_counter()
                 graph.evaluate(prepared.program, site, prepared.params, prepared.inputs)

@@ -17,6 +17,7 @@ leaves a half-written directory.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -30,10 +31,12 @@ import numpy as np
 from exactc.exporter import graph, models, types
 from exactc.exporter.printer.host import PrintedProgram, print_program
 
-from exactc.runtime import RUNTIME_DIR
-RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c")
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 
-_ST_DTYPE = {"f64": "F64", "f32": "F32", "bf16": "BF16", "i32": "I32"}
+# The runtime's files every exported directory carries; exactc_compare.c is the
+# conformance comparer (conformance/compare), the others build into the program.
+RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
+                 "exactc_compare.c")
 
 
 class ExportError(ValueError):
@@ -64,13 +67,14 @@ def safetensors_bytes(tensors: Mapping[str, tuple[str, np.ndarray]]) -> bytes:
 def weight_tensors(program: graph.Program, params: Mapping[str, np.ndarray], site: str) -> dict[str, tuple[str, np.ndarray]]:
     """Each parameter as the checkpoint names it: stacked ones one tensor per layer."""
     out = {}
+    tag = types.storage(site).safetensors
     for spec in program.params:
         array = params[spec.name]
         if spec.layers:
             for layer in range(spec.layers):
-                out[spec.layer_name(layer)] = (_ST_DTYPE[site], array[layer])
+                out[spec.layer_name(layer)] = (tag, array[layer])
         else:
-            out[spec.name] = (_ST_DTYPE[site], array)
+            out[spec.name] = (tag, array)
     return out
 
 
@@ -150,6 +154,59 @@ def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping
     return Export(program, site, seed, printed, params, ins, expected, straight, plan is not None, checkpoint)
 
 
+def sources_digest() -> str:
+    """exactc's own sources that shape an exported directory (the exporter and the
+    runtime): part of every cache key of exports."""
+    import exactc
+
+    root = Path(exactc.__file__).resolve().parent
+    h = hashlib.sha256(exactc.__version__.encode())
+    for path in sorted([*(root / "exporter").rglob("*.py"), *(root / "runtime").glob("*.[ch]")]):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclasses.dataclass
+class ExportSpec:
+    """What an export is made from: enough to make it again (prepare), and to name it in
+    a cache (digest). `plan` is a --plan option: None or `none`, `auto`, or a file."""
+
+    model: str
+    entry: str
+    site: str
+    seed: int = 0
+    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    plan: str | None = None
+    straight: bool = False
+    checkpoint: Any = None  # a checkpoints.Checkpoint
+    inputs: Mapping[str, np.ndarray] | None = None
+
+    def loaded_plan(self) -> Any:
+        from exactc.exporter.kernels.plans import load_plan_option
+
+        return load_plan_option(self.plan)
+
+    def prepare(self) -> Export:
+        return prepare(self.model, self.entry, self.site, self.seed, self.overrides, plan=self.loaded_plan(),
+                       straight=self.straight, inputs=self.inputs, checkpoint=self.checkpoint)
+
+    def digest(self) -> str:
+        """Everything the exported directory depends on: exactc's sources, the request,
+        the plan's content, the checkpoint's and the inputs' bytes."""
+        from exactc.exporter.kernels.plans import plan_text
+
+        h = hashlib.sha256(sources_digest().encode())
+        request = {"model": self.model, "entry": self.entry, "site": self.site, "seed": self.seed,
+                   "overrides": {str(k): str(v) for k, v in self.overrides.items()},
+                   "plan": plan_text(self.loaded_plan()), "straight": self.straight,
+                   "checkpoint": None if self.checkpoint is None else self.checkpoint.digest()}
+        h.update(json.dumps(request, sort_keys=True).encode())
+        for name in sorted(self.inputs or {}):
+            array = np.ascontiguousarray(self.inputs[name])
+            h.update(f"{name}\0{array.dtype.str}\0{array.shape}\0".encode() + array.tobytes())
+        return h.hexdigest()[:24]
+
+
 def check_inputs(program: graph.Program, site: str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The entry's inputs at their types: int32 as given; floats rounded to the site
     (bf16 given as f32 is rounded as the program rounds it)."""
@@ -211,7 +268,7 @@ def _fill(export: Export, root: Path) -> None:
     for name, array in export.expected.items():
         (conf / "expected" / f"{name}.npy").write_bytes(npy_bytes(array))
     check = conf / "check.sh"
-    check.write_text(CHECK_SH)
+    check.write_text(CHECK_SH.replace("@SITE@", export.site))
     check.chmod(0o755)
     (root / "Makefile").write_text(MAKEFILE)
     manifest = export.manifest()
@@ -221,21 +278,30 @@ def _fill(export: Export, root: Path) -> None:
 
 CHECK_SH = """\
 #!/bin/sh
-# Conformance: run the program on conformance/inputs and compare each output's bytes with
-# the numpy reference's (conformance/expected). Usage: conformance/check.sh [PROGRAM]
+# Conformance: run the program on conformance/inputs and compare each output with the
+# numpy reference's (conformance/expected) by exactc's rule (docs/semantics.md): every
+# bit, except that any f64 or f32 NaN equals any other; bf16 values on every bit.
+# conformance/compare (built by make) applies it and, for an output that differs, prints
+# the first differing index, both values in hex and how many elements differ.
+# Usage: conformance/check.sh [PROGRAM]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 program=${1:-$here/../model}
+compare=$here/compare
+site=@SITE@
+if [ ! -x "$compare" ]; then
+    echo "check.sh: $compare is not built: run make in $(dirname "$here")" >&2
+    exit 2
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$program" "$here/../weights.safetensors" "$here/inputs" "$out"
 status=0
 for expected in "$here"/expected/*.npy; do
     name=$(basename "$expected")
-    if [ -f "$out/$name" ] && cmp -s "$expected" "$out/$name"; then
+    if "$compare" --site "$site" "$expected" "$out/$name"; then
         echo "ok       $name"
     else
-        echo "DIFFERS  $name"
         status=1
     fi
 done
@@ -248,7 +314,8 @@ MAKEFILE = """\
 #   make OPENMP=0        without
 #   make CC=clang        any C11 compiler
 #   make CHECKING=1      the checking build (model-checking): NaN-filled arena, bounds
-#                        checked, the arena peak reached reported on stderr
+#                        checked, the arena peak reached reported on stderr, and with
+#                        EXACTC_TRACE_DIR set, each layer's output written there
 #   make check           build, then conformance/check.sh
 #
 # STRICT holds the flags bit identity rests on: never change them. CFLAGS is yours
@@ -256,7 +323,7 @@ MAKEFILE = """\
 # machine's CPU (-march=native, where the compiler accepts it): the vector instructions
 # it has, the same bits (STRICT forbids contraction into FMA); `make CFLAGS=-O2` builds
 # a program for any CPU of the architecture.
-STRICT  := -std=c11 -ffp-contract=off -fno-fast-math
+STRICT  := @STRICT@
 NATIVE  := $(shell $(CC) -march=native -x c -c -o /dev/null /dev/null 2>/dev/null && echo -march=native)
 CFLAGS  ?= -O2 $(NATIVE)
 WARN    ?= -Wall -Wextra
@@ -275,19 +342,24 @@ endif
 
 SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c $(sort $(wildcard kernels/*.c))
 HEADERS := exactc_rt.h kernels.h
+COMPARE := conformance/compare
 
 .PHONY: all check clean
-all: $(PROGRAM)
+all: $(PROGRAM) $(COMPARE)
 
 $(PROGRAM): $(SOURCES) $(HEADERS)
 \t$(CC) $(STRICT) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) -I. -o $@ $(SOURCES) -lm
 
-check: $(PROGRAM)
+# The conformance comparer: the spec's comparison, for check.sh (no Python needed).
+$(COMPARE): exactc_compare.c exactc_npy.c exactc_rt.h
+\t$(CC) $(STRICT) $(CFLAGS) $(WARN) -I. -o $@ exactc_compare.c exactc_npy.c
+
+check: $(PROGRAM) $(COMPARE)
 \t./conformance/check.sh ./$(PROGRAM)
 
 clean:
-\trm -f model model-checking
-"""
+\trm -f model model-checking $(COMPARE)
+""".replace("@STRICT@", " ".join(STRICT_FLAGS))
 
 
 def readme(m: Mapping[str, Any]) -> str:
@@ -326,11 +398,10 @@ with or without OpenMP.
     make CC=clang
     make CFLAGS=-O2     # for any CPU of the architecture (x86-64: SSE2 only, slower)
 
-The Makefile keeps the flags bit identity rests on (`STRICT`: `-std=c11
--ffp-contract=off -fno-fast-math`) apart from `CFLAGS`, whose default adds
-`-march=native` where the compiler accepts it: the same bits, the vector instructions of
-the CPU at hand. Never add `-ffast-math`, and do not build for a target whose
-`FLT_EVAL_METHOD` is not 0 (the kernels refuse both).
+The Makefile keeps the flags bit identity rests on (`STRICT`: `{" ".join(STRICT_FLAGS)}`)
+apart from `CFLAGS`, whose default adds `-march=native` where the compiler accepts it:
+the same bits, the vector instructions of the CPU at hand. Never add `-ffast-math`, and
+do not build for a target whose `FLT_EVAL_METHOD` is not 0 (the kernels refuse both).
 
 ## Run
 
@@ -362,8 +433,12 @@ index order in its accumulator type (docs/semantics.md in exactc). {threads}
 
     make check          # or: conformance/check.sh [PROGRAM]
 
-runs the program on `conformance/inputs` and compares every output file byte for byte
-(`cmp`) with `conformance/expected`, written by the numpy reference. `make CHECKING=1`
+runs the program on `conformance/inputs` and compares every output with
+`conformance/expected`, written by the numpy reference: every bit, except that any f64
+or f32 NaN equals any other (their payload and sign are not specified); bf16 values on
+every bit. `conformance/compare` (built by `make`) does the comparing and, for an output
+that differs, prints its first differing index, both values in hex and decimal, and how
+many elements differ. `make CHECKING=1`
 builds `model-checking`: its arena is filled with NaN before the run and every buffer
 again when it is released, allocations are bounds-checked, and it prints the arena peak
 it reaches, which equals the computed one.
@@ -379,6 +454,8 @@ That holds for any `CFLAGS`, compiler, thread count and OpenMP setting, given th
 
 def _dtype_doc(kind: str, site: str, is_input: bool) -> str:
     if kind == "i32":
-        return "int32 (`<i4`)"
-    return {"f64": "f64 (`<f8`)", "f32": "f32 (`<f4`)",
-            "bf16": "f32 (`<f4`), rounded to bf16" if is_input else "f32 (`<f4`), bf16 values widened"}[site]
+        return f"int32 (`{types.STORAGE['i32'].npy}`)"
+    text = f"{'f32' if site == 'bf16' else site} (`{types.storage(site).npy}`)"
+    if site == "bf16":
+        text += ", rounded to bf16" if is_input else ", bf16 values widened"
+    return text

@@ -27,7 +27,7 @@ from exactc.exporter.kernels import ir
 from exactc.exporter.kernels.layouts import fresh_name
 
 ALIGN = 64  # every buffer starts on a 64-byte boundary (a cache line, a zmm register)
-ITEMSIZE = {"f64": 8, "f32": 4, "bf16": 2, "i32": 4}  # bytes of an element of each type
+ITEMSIZE = {kind: s.itemsize for kind, s in types.STORAGE.items()}  # bytes of an element of each type
 
 
 # ---- the anchors: one place each for what the mutant catalog changes -----------------------

@@ -655,37 +655,66 @@ def group_layers(params: Mapping[str, Value], prefix: str) -> dict[str, Value]:
 # ---- the reference backend over a whole graph -------------------------------------------
 
 
+@dataclasses.dataclass
+class LayerStep:
+    """One fold iteration as the reference ran it: what the layer took and what it
+    carried out (evaluate's on_layer sees one per iteration, in execution order)."""
+
+    fold: Fold
+    layer: int
+    carry_in: list[np.ndarray]
+    stacked: list[np.ndarray]  # the whole stacked values, every layer's slice
+    shared: list[np.ndarray]
+    carry_out: list[np.ndarray]
+
+
 def evaluate(program: Program, site: str, params: Mapping[str, np.ndarray],
-             inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+             inputs: Mapping[str, np.ndarray],
+             on_layer: Callable[[LayerStep], None] | None = None) -> dict[str, np.ndarray]:
     """Run the program with the numpy reference, primitive by primitive: the bits every
     exported program must reproduce. `params` maps ParamSpec.name to site-typed arrays
-    of the full (stacked) shape; `inputs` maps input names to arrays (site dtype or int32)."""
-    from exactc.exporter import reference
-
+    of the full (stacked) shape; `inputs` maps input names to arrays (site dtype or int32).
+    `on_layer` sees every fold iteration (LayerStep), in the order a checking build's
+    EXACTC_TRACE_CARRY writes the carried values."""
     types.check_site(site)
     env: list[np.ndarray] = []
     for spec in program.params:
         env.append(params[spec.name])
     for spec in program.inputs:
         env.append(inputs[spec.name])
-
-    def run(fn: Function, args: list[np.ndarray]) -> list[np.ndarray]:
-        values: dict[int, np.ndarray] = {id(v): a for v, a in zip(fn.inputs, args)}
-        for node in fn.nodes:
-            if isinstance(node, Op):
-                operands = {k: values[id(v)] for k, v in node.operands().items()}
-                values[id(node.out)] = reference.run(node.primitive, site, operands, node.attrs)["y"]
-            elif isinstance(node, Call):
-                outs = run(node.function, [values[id(v)] for v in node.args])
-                values.update({id(v): a for v, a in zip(node.outs, outs)})
-            else:
-                carry = [values[id(v)] for v in node.carry]
-                stacked = [values[id(v)] for v in node.stacked]
-                shared = [values[id(v)] for v in node.shared]
-                for layer in range(node.count):
-                    carry = run(node.body_of(layer), carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared)
-                values.update({id(v): a for v, a in zip(node.outs, carry)})
-        return [values[id(v)] for v in fn.outputs]
-
-    outs = run(program.function, env)
+    outs = _run(program.function, site, env, on_layer)
     return dict(zip(program.output_names, outs))
+
+
+def rerun_layer(step: LayerStep, site: str, slice_of: int) -> list[np.ndarray]:
+    """The layer of `step` run again on its carry-in, reading slice `slice_of` of the
+    stacked values instead of its own: what a fold whose slice points at another layer
+    computes."""
+    args = step.carry_in + [np.ascontiguousarray(s[slice_of]) for s in step.stacked] + step.shared
+    return _run(step.fold.body_of(step.layer), site, args, None)
+
+
+def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[LayerStep], None] | None
+         ) -> list[np.ndarray]:
+    from exactc.exporter import reference
+
+    values: dict[int, np.ndarray] = {id(v): a for v, a in zip(fn.inputs, args)}
+    for node in fn.nodes:
+        if isinstance(node, Op):
+            operands = {k: values[id(v)] for k, v in node.operands().items()}
+            values[id(node.out)] = reference.run(node.primitive, site, operands, node.attrs)["y"]
+        elif isinstance(node, Call):
+            outs = _run(node.function, site, [values[id(v)] for v in node.args], on_layer)
+            values.update({id(v): a for v, a in zip(node.outs, outs)})
+        else:
+            carry = [values[id(v)] for v in node.carry]
+            stacked = [values[id(v)] for v in node.stacked]
+            shared = [values[id(v)] for v in node.shared]
+            for layer in range(node.count):
+                carry_in = carry
+                carry = _run(node.body_of(layer), site,
+                             carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer)
+                if on_layer is not None:
+                    on_layer(LayerStep(node, layer, carry_in, stacked, shared, carry))
+            values.update({id(v): a for v, a in zip(node.outs, carry)})
+    return [values[id(v)] for v in fn.outputs]

@@ -7,6 +7,8 @@ f32 and bf16 -> f32) and rounds to the site type when a value is stored.
 
 from __future__ import annotations
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 
@@ -15,10 +17,29 @@ SITE_TYPES = ("f64", "f32", "bf16")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF16_CANONICAL_NAN = 0x7FC0
 
-_NUMPY = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "bf16": BF16}
+
+@dataclasses.dataclass(frozen=True)
+class Storage:
+    """How values of one element type are held: in numpy, in C, in the files a program
+    reads and writes. The one table of these spellings (STORAGE)."""
+
+    name: str  # f64, f32, bf16 (the site types) or i32 (token ids, masks)
+    numpy: np.dtype  # in memory, the reference's arrays
+    c: str  # the C element type of buffers and parameters
+    itemsize: int  # bytes per element, in memory and in weights.safetensors
+    safetensors: str  # the dtype tag in weights.safetensors
+    npy: str  # the descr in a program's .npy inputs and outputs (bf16 travels widened to f32)
+
+
+STORAGE = {
+    "f64": Storage("f64", np.dtype(np.float64), "double", 8, "F64", "<f8"),
+    "f32": Storage("f32", np.dtype(np.float32), "float", 4, "F32", "<f4"),
+    "bf16": Storage("bf16", BF16, "exactc_bf16", 2, "BF16", "<f4"),
+    "i32": Storage("i32", np.dtype(np.int32), "int32_t", 4, "I32", "<i4"),
+}
+
 _ACC = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "bf16": np.dtype(np.float32)}
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
-_C_SITE = {"f64": "double", "f32": "float", "bf16": "exactc_bf16"}
 _C_ACC = {"f64": "double", "f32": "float", "bf16": "float"}
 
 
@@ -27,14 +48,21 @@ class SiteTypeError(ValueError):
 
 
 def check_site(site: str) -> str:
-    if site not in _NUMPY:
+    if site not in SITE_TYPES:
         raise SiteTypeError(f"unknown site type {site!r}; exactc knows {', '.join(SITE_TYPES)}")
     return site
 
 
+def storage(kind: str) -> Storage:
+    """The spellings of a site type or of i32 (STORAGE)."""
+    if kind == "i32":
+        return STORAGE[kind]
+    return STORAGE[check_site(kind)]
+
+
 def numpy_dtype(site: str) -> np.dtype:
     """The numpy dtype that holds values of `site`."""
-    return _NUMPY[check_site(site)]
+    return STORAGE[check_site(site)].numpy
 
 
 def acc_dtype(site: str) -> np.dtype:
@@ -43,7 +71,7 @@ def acc_dtype(site: str) -> np.dtype:
 
 
 def c_site_type(site: str) -> str:
-    return _C_SITE[check_site(site)]
+    return STORAGE[check_site(site)].c
 
 
 def c_acc_type(site: str) -> str:

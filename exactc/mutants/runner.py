@@ -27,7 +27,7 @@ from pathlib import Path
 from exactc.mutants.catalog import CATALOG, CHECKS
 from exactc.mutants.model import CatalogError, Mutant
 from exactc.verify.build import cache_dir
-from exactc.verify.checkout import CheckoutError, checkout_root
+from exactc.verify.checkout import checkout_root
 
 # What a copy leaves out: environments, caches and history, never source.
 COPY_IGNORED = (
@@ -173,9 +173,12 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="exactc mutants", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+class MutantsError(ValueError):
+    """A request the runner refuses (an unknown mutant name): exit code 2."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `exactc mutants` (cli.py's table registers it)."""
     parser.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--only", nargs="*", default=None, metavar="NAME", help="run these mutants only")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per check run")
@@ -187,23 +190,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, default=None,
                         help="also write the report as a markdown page (docs/mutants.md)")
     parser.add_argument("--list", action="store_true", help="list the catalog and exit")
-    args = parser.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m exactc.mutants.runner ...` is `exactc mutants ...`."""
+    from exactc.cli import main as cli_main
+
+    return cli_main(["mutants", *(sys.argv[1:] if argv is None else argv)])
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the catalog (or --only NAME ...): 0 when every applicable mutant is caught."""
     catalog = [m for m in CATALOG if args.only is None or m.name in args.only]
     if args.only:
         unknown = sorted(set(args.only) - {m.name for m in CATALOG})
         if unknown:
-            parser.error(f"unknown mutant(s): {', '.join(unknown)}; see --list")
+            raise MutantsError(f"unknown mutant(s): {', '.join(unknown)}; see --list")
     if args.list:
         for m in catalog:
             print(f"{m.name:<36} {m.family:<12} {m.description}  [{', '.join(m.checks)}]")
         return 0
 
-    try:
-        tree = checkout_root(args.tree)
-    except CheckoutError as exc:
-        print(f"exactc mutants: error: {exc}", file=sys.stderr)
-        return 2
+    tree = checkout_root(args.tree)
     args.json = args.json or cache_dir() / "mutants.json"
     start = time.monotonic()
     problem = self_test(tree)

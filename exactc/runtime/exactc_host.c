@@ -228,6 +228,25 @@ int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const v
 }
 
 /* ------------------------------------------------------------------------------------
+ * Layer traces (checking builds, EXACTC_TRACE_CARRY): with EXACTC_TRACE_DIR set, what a
+ * fold carries out of each layer, written as an output named <n>-<fold>-<layer>-<carry>
+ * (n counts the process's traces from 0), one dimension. The harness compares them with
+ * the reference's, in order, to name the first layer whose output differs
+ * (verify/conformance.py).
+ * ---------------------------------------------------------------------------------- */
+
+void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind, const void *data,
+                        size_t count) {
+    static unsigned long traced = 0;
+    const char *dir = getenv("EXACTC_TRACE_DIR");
+    if (dir == NULL || *dir == '\0') return;
+    char name[256], err[512];
+    snprintf(name, sizeof name, "%06lu-%s-%d-%d", traced++, fold, layer, carry);
+    exactc_tensor_spec spec = {name, kind, 1, {(int64_t)count}};
+    if (exactc_output_write(dir, &spec, data, err, sizeof err) != 0) fprintf(stderr, "exactc: trace: %s\n", err);
+}
+
+/* ------------------------------------------------------------------------------------
  * The arena's checks (checking builds): the arena is [base, base + bytes). Every
  * allocation must lie inside it and is filled with NaN bytes (0xFF, NaN in every float
  * type), as is every buffer at its release, so a buffer read before it is written or

@@ -27,6 +27,11 @@
  * the shape tuple, 21 - len(repr(shape[0])) spaces of growth room, then spaces and '\n'
  * up to a multiple of 64 bytes counting the magic and the length field).
  *
+ * A file is read in steps its own header bounds (exactc_read_more): the magic and version,
+ * the header length, the header, then the data the shape needs, and one byte more to
+ * refuse trailing bytes. So a pipe or /dev/zero never makes the reader grow past what
+ * the header declares.
+ *
  * Elements are decoded and encoded byte by byte as little-endian, so the same code runs
  * (and is tested) on every host whatever its own byte order.
  */
@@ -82,7 +87,7 @@ size_t exactc_dtype_size(exactc_dtype t) {
     return 0;
 }
 
-static const char *dtype_descr(exactc_dtype t) {
+const char *exactc_dtype_name(exactc_dtype t) {
     switch (t) {
     case EXACTC_F64: return "<f8";
     case EXACTC_F32: return "<f4";
@@ -502,12 +507,12 @@ static int parse_header(cursor *c, exactc_array *out, char *err, size_t errlen) 
 
 static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
-int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, char *err,
-                     size_t errlen) {
-    if (out == NULL) return exactc_fail(err, errlen, "npy: no output array given");
-    memset(out, 0, sizeof *out);
-    if (buf == NULL && len > 0) return exactc_fail(err, errlen, "npy: no input buffer given");
-
+/* Everything before the data: the magic, the version, the header length and the header
+ * itself; the array's dtype and shape go to `out` (its data stays NULL), where the data
+ * starts to *data_at and its byte count to *nbytes. A file cut anywhere in this prefix is
+ * refused with the message that names where. */
+static int parse_prefix(const unsigned char *buf, size_t len, exactc_array *out, size_t *data_at,
+                        size_t *nbytes, char *err, size_t errlen) {
     size_t head = len < 6 ? len : 6;
     if ((head > 0 && memcmp(buf, npy_magic, head) != 0) || len == 0)
         return exactc_fail(err, errlen, "npy: not a .npy file (magic)");
@@ -535,27 +540,34 @@ int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, ch
                         hlen, len - hstart);
 
     cursor c = {buf + hstart, 0, hlen, major};
-    if (parse_header(&c, out, err, errlen) != 0) {
+    if (parse_header(&c, out, err, errlen) != 0) return -1;
+    if (shape_nbytes(out->shape, out->ndim, exactc_dtype_size(out->dtype), nbytes) != 0) {
+        char shape_text[SHAPE_REPR_CAP];
+        format_shape(shape_text, out->shape, out->ndim);
+        return exactc_fail(err, errlen,
+                        "npy: shape %s of %s is too large: its byte count overflows",
+                        shape_text, exactc_dtype_name(out->dtype));
+    }
+    *data_at = hstart + hlen;
+    return 0;
+}
+
+int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, char *err,
+                     size_t errlen) {
+    if (out == NULL) return exactc_fail(err, errlen, "npy: no output array given");
+    memset(out, 0, sizeof *out);
+    if (buf == NULL && len > 0) return exactc_fail(err, errlen, "npy: no input buffer given");
+    size_t data_at, nbytes;
+    if (parse_prefix(buf, len, out, &data_at, &nbytes, err, errlen) != 0) {
         memset(out, 0, sizeof *out);
         return -1;
     }
-
-    size_t elem = exactc_dtype_size(out->dtype);
-    char shape_text[SHAPE_REPR_CAP];
-    format_shape(shape_text, out->shape, out->ndim);
-    size_t nbytes;
-    if (shape_nbytes(out->shape, out->ndim, elem, &nbytes) != 0) {
-        const char *descr = dtype_descr(out->dtype);
-        memset(out, 0, sizeof *out);
-        return exactc_fail(err, errlen,
-                        "npy: shape %s of %s is too large: its byte count overflows",
-                        shape_text, descr);
-    }
-    size_t have = len - hstart - hlen;
+    size_t have = len - data_at;
     if (have != nbytes) {
-        const char *descr = dtype_descr(out->dtype);
+        char shape_text[SHAPE_REPR_CAP];
+        format_shape(shape_text, out->shape, out->ndim);
         int rc = exactc_fail(err, errlen, "npy: data is %zu bytes; shape %s of %s needs %zu%s",
-                          have, shape_text, descr, nbytes,
+                          have, shape_text, exactc_dtype_name(out->dtype), nbytes,
                           have > nbytes ? " (trailing bytes after the data are refused)" : "");
         memset(out, 0, sizeof *out);
         return rc;
@@ -565,67 +577,102 @@ int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, ch
         memset(out, 0, sizeof *out);
         return exactc_fail(err, errlen, "npy: out of memory for %zu bytes of data", nbytes);
     }
-    decode_le(data, buf + hstart + hlen, nbytes / elem, elem);
+    size_t elem = exactc_dtype_size(out->dtype);
+    decode_le(data, buf + data_at, nbytes / elem, elem);
     out->data = data;
     out->nbytes = nbytes;
     return 0;
 }
 
-int exactc_read_file(const char *path, unsigned char **data, size_t *size, char *err,
-                     size_t errlen) {
-    *data = NULL;
-    *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return exactc_fail(err, errlen, "cannot open '%s' for reading: %s", path, strerror(errno));
-    /* A growing buffer: works for pipes too, and keeps one parser for files and memory
-     * images. */
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = malloc(cap);
-    if (buf == NULL) {
-        fclose(f);
-        return exactc_fail(err, errlen, "out of memory reading '%s'", path);
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap > SIZE_MAX / 2) {
-                free(buf);
-                fclose(f);
-                return exactc_fail(err, errlen, "'%s' is too large to read", path);
-            }
-            unsigned char *grown = realloc(buf, cap * 2);
-            if (grown == NULL) {
-                free(buf);
-                fclose(f);
-                return exactc_fail(err, errlen, "out of memory reading '%s'", path);
-            }
-            buf = grown;
-            cap *= 2;
+/* ------------------------------------------------------------------------------------
+ * Reading files: in steps, each as long as what came before says (a header gives the
+ * length of the rest). Memory grows with the bytes that arrive and never past what the
+ * header declares, so a pipe or /dev/zero cannot make a reader grow without bound, and a
+ * file that goes on after its declared end is refused without reading the rest.
+ * ---------------------------------------------------------------------------------- */
+
+enum { READ_FIRST_CHUNK = 1 << 16 };
+
+int exactc_read_more(FILE *f, const char *path, unsigned char **buf, size_t *len, size_t want,
+                     char *err, size_t errlen) {
+    if (want > SIZE_MAX - *len)
+        return exactc_fail(err, errlen, "'%s': %zu more bytes do not fit in memory", path, want);
+    size_t goal = *len + want;
+    while (*len < goal) {
+        size_t room = *len < READ_FIRST_CHUNK ? READ_FIRST_CHUNK : *len; /* doubling */
+        if (room > goal - *len) room = goal - *len;
+        unsigned char *grown = realloc(*buf, *len + room);
+        if (grown == NULL)
+            return exactc_fail(err, errlen, "out of memory reading '%s' (%zu bytes)", path,
+                            *len + room);
+        *buf = grown;
+        size_t got = fread(*buf + *len, 1, room, f);
+        *len += got;
+        if (got < room) {
+            if (ferror(f))
+                return exactc_fail(err, errlen, "error reading '%s': %s", path, strerror(errno));
+            break; /* the file ended: the caller says what was missing */
         }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
     }
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return exactc_fail(err, errlen, "error reading '%s'", path);
-    }
-    *data = buf;
-    *size = len;
+    return 0;
+}
+
+int exactc_read_past_end(FILE *f, const char *path, char *err, size_t errlen) {
+    if (getc(f) != EOF) return 1;
+    if (ferror(f)) return exactc_fail(err, errlen, "error reading '%s': %s", path, strerror(errno));
     return 0;
 }
 
 int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errlen) {
     if (out != NULL) memset(out, 0, sizeof *out);
+    if (out == NULL) return exactc_fail(err, errlen, "npy: no output array given");
     if (path == NULL) return exactc_fail(err, errlen, "npy: no path given");
-    unsigned char *buf;
-    size_t len;
-    char why[512];
-    if (exactc_read_file(path, &buf, &len, why, sizeof why) != 0)
-        return exactc_fail(err, errlen, "npy: %s", why);
-    int rc = exactc_npy_parse(buf, len, out, err, errlen);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return exactc_fail(err, errlen, "npy: cannot open '%s' for reading: %s", path,
+                        strerror(errno));
+    int rc = exactc_npy_read_stream(f, path, out, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int exactc_npy_read_stream(FILE *f, const char *path, exactc_array *out, char *err,
+                           size_t errlen) {
+    if (out == NULL) return exactc_fail(err, errlen, "npy: no output array given");
+    memset(out, 0, sizeof *out);
+    unsigned char *buf = NULL;
+    size_t len = 0, data_at = 0, nbytes = 0;
+    char why[512] = "";
+    int rc = -1, more = 0;
+    /* The magic and version (8 bytes), the header length (2 or 4), the header, the data:
+     * a file that ends early is parsed as it is, for the message that names where. */
+    if (exactc_read_more(f, path, &buf, &len, 8, why, sizeof why) != 0) goto failed_read;
+    size_t lenbytes = len < 8 || memcmp(buf, npy_magic, 6) != 0 || buf[7] != 0 ? 0
+                      : buf[6] == 1 ? 2 : buf[6] == 2 || buf[6] == 3 ? 4 : 0;
+    if (exactc_read_more(f, path, &buf, &len, lenbytes, why, sizeof why) != 0) goto failed_read;
+    if (lenbytes > 0 && len == 8 + lenbytes) {
+        size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+        if (lenbytes == 4) hlen |= (size_t)buf[10] << 16 | (size_t)((uint32_t)buf[11] << 24);
+        if (exactc_read_more(f, path, &buf, &len, hlen, why, sizeof why) != 0) goto failed_read;
+    }
+    if (parse_prefix(buf, len, out, &data_at, &nbytes, err, errlen) != 0) goto done;
+    if (exactc_read_more(f, path, &buf, &len, nbytes, why, sizeof why) != 0) goto failed_read;
+    if (len - data_at == nbytes && (more = exactc_read_past_end(f, path, why, sizeof why)) != 0) {
+        if (more < 0) goto failed_read;
+        char shape_text[SHAPE_REPR_CAP];
+        format_shape(shape_text, out->shape, out->ndim);
+        exactc_fail(err, errlen,
+                 "npy: '%s' goes on after the %zu data bytes of shape %s of %s (trailing bytes "
+                 "after the data are refused)",
+                 path, nbytes, shape_text, exactc_dtype_name(out->dtype));
+        goto done;
+    }
+    rc = exactc_npy_parse(buf, len, out, err, errlen);
+    goto done;
+failed_read:
+    exactc_fail(err, errlen, "npy: %s", why);
+done:
+    if (rc != 0) memset(out, 0, sizeof *out);
     free(buf);
     return rc;
 }
@@ -644,7 +691,9 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
     if (a == NULL) return exactc_fail(err, errlen, "npy: no array given");
     size_t elem = exactc_dtype_size(a->dtype);
     if (elem == 0)
-        return exactc_fail(err, errlen, "npy: dtype %d is not one of EXACTC_F64, F32, I32, I64",
+        return exactc_fail(err, errlen,
+                        "npy: dtype value %d is not an exactc_dtype: EXACTC_F64 ('<f8'), "
+                        "EXACTC_F32 ('<f4'), EXACTC_I32 ('<i4') or EXACTC_I64 ('<i8')",
                         (int)a->dtype);
     if (a->ndim < 0 || a->ndim > EXACTC_NPY_MAX_DIMS)
         return exactc_fail(err, errlen, "npy: ndim is %d; it must be 0 to %d", a->ndim,
@@ -660,10 +709,10 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
     if (shape_nbytes(a->shape, a->ndim, elem, &nbytes) != 0)
         return exactc_fail(err, errlen,
                         "npy: shape %s of %s is too large: its byte count overflows",
-                        shape_text, dtype_descr(a->dtype));
+                        shape_text, exactc_dtype_name(a->dtype));
     if (a->nbytes != nbytes)
         return exactc_fail(err, errlen, "npy: nbytes is %zu; shape %s of %s needs %zu", a->nbytes,
-                        shape_text, dtype_descr(a->dtype), nbytes);
+                        shape_text, exactc_dtype_name(a->dtype), nbytes);
     if (nbytes > 0 && a->data == NULL)
         return exactc_fail(err, errlen, "npy: data is NULL for %zu bytes", nbytes);
 
@@ -671,7 +720,7 @@ int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, c
     char header[320];
     int n = snprintf(header, sizeof header,
                      "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                     dtype_descr(a->dtype), shape_text);
+                     exactc_dtype_name(a->dtype), shape_text);
     if (n < 0 || (size_t)n >= sizeof header)
         return exactc_fail(err, errlen, "npy: header text does not fit"); /* cannot happen */
     size_t hlen = (size_t)n;

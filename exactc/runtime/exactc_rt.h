@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------
@@ -106,17 +107,29 @@ typedef struct {
 } exactc_array;
 
 size_t exactc_dtype_size(exactc_dtype t);
+/* The dtype as numpy spells it in a .npy header ("<f4"): how messages name it. */
+const char *exactc_dtype_name(exactc_dtype t);
 /* Parse a whole .npy image held in memory; 0 on success, -1 with `err` filled. */
 int exactc_npy_parse(const unsigned char *buf, size_t len, exactc_array *out, char *err,
                      size_t errlen);
+/* Read a file in steps its header bounds (magic, header, data); trailing bytes refused.
+ * The _stream form reads an open stream to its end (`path` names it in messages). */
 int exactc_npy_read(const char *path, exactc_array *out, char *err, size_t errlen);
+int exactc_npy_read_stream(FILE *f, const char *path, exactc_array *out, char *err,
+                           size_t errlen);
 /* Format a message into err (NULL or errlen 0 allowed) and return -1: how every runtime
  * reader reports a refusal. */
 int exactc_fail(char *err, size_t errlen, const char *fmt, ...);
-/* Read a whole file (pipes too) into a malloc'd buffer (*data, *size); 0 on success, -1
- * with `err` naming the path and the reason. The .safetensors reader uses it too. */
-int exactc_read_file(const char *path, unsigned char **data, size_t *size, char *err,
-                     size_t errlen);
+/* Read up to `want` more bytes of `f` onto the end of the malloc'd buffer (*buf, *len),
+ * growing it as the bytes arrive, never past *len + want: the readers read a file in
+ * steps whose lengths its header gives, so that neither a pipe nor /dev/zero makes them
+ * grow without bound. 0 when all arrived or the file ended first (*len says how many);
+ * -1 with `err` naming `path` on a read error or when memory runs out. */
+int exactc_read_more(FILE *f, const char *path, unsigned char **buf, size_t *len, size_t want,
+                     char *err, size_t errlen);
+/* After the last byte a header declares: 0 if `f` ends there, 1 if a byte follows,
+ * -1 with `err` on a read error. */
+int exactc_read_past_end(FILE *f, const char *path, char *err, size_t errlen);
 /* Serialize to a malloc'd buffer (*buf, *len); 0 on success. */
 int exactc_npy_format(const exactc_array *a, unsigned char **buf, size_t *len, char *err,
                       size_t errlen);
@@ -125,11 +138,14 @@ void exactc_array_free(exactc_array *a);
 
 /* ------------------------------------------------------------------------------------
  * .safetensors files (exactc_safetensors.c): an 8-byte little-endian header length, a
- * JSON header naming each tensor's dtype, shape and byte range, then the data. The
- * parser is fuzzed: it reads nothing outside the bytes it is given; a malformed header,
- * a tensor missing or of the wrong dtype or shape is refused with a message in `err`.
+ * JSON header naming each tensor's dtype, shape and byte range, then the data, which the
+ * tensors must tile exactly (no gap, no overlap, nothing after the last). The parser is
+ * fuzzed: it reads nothing outside the bytes it is given; a malformed header, a tensor
+ * missing or of the wrong dtype or shape is refused with a message in `err`. A file is
+ * read no further than its header declares.
  * ---------------------------------------------------------------------------------- */
 #define EXACTC_ST_MAX_DIMS 8
+#define EXACTC_ST_MAX_HEADER 100000000 /* bytes: the safetensors library's limit */
 
 typedef struct {
     char *name;         /* owned */
@@ -152,6 +168,10 @@ typedef struct {
 int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st, char *err,
                     size_t errlen);
 int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t errlen);
+/* The same from an open stream, read to its end (`path` names it in messages). */
+int exactc_st_open_stream(FILE *f, const char *path, exactc_safetensors *st, char *err,
+                          size_t errlen);
+/* A binary search: the tensors are kept sorted by name. */
 const exactc_st_tensor *exactc_st_find(const exactc_safetensors *st, const char *name);
 /* Copy tensor `name` to dst after checking its dtype and shape; 0 on success. */
 int exactc_st_read(const exactc_safetensors *st, const char *name, const char *dtype, int ndim,
@@ -270,6 +290,24 @@ size_t exactc_arena_reached(void);
 #else
 #define ARENA(type, at, count) ((type *)(void *)(at))
 #define RELEASE(p, count) ((void)(p), (void)(count))
+#endif
+
+/* Checking builds (-DEXACTC_CHECKING) trace the values a fold carries out of each layer:
+ * with EXACTC_TRACE_DIR set, EXACTC_TRACE_CARRY writes them there as
+ * <n>-<fold>-<layer>-<carry>.npy (exactc_host.c), so that a harness can name the first
+ * layer whose output differs from the reference's. Other builds compile it to nothing. */
+void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind, const void *data,
+                        size_t count);
+#define EXACTC_KIND_OF(p)                                                                 \
+    _Generic((p), const double *: EXACTC_KIND_F64, double *: EXACTC_KIND_F64,              \
+             const float *: EXACTC_KIND_F32, float *: EXACTC_KIND_F32,                     \
+             const exactc_bf16 *: EXACTC_KIND_BF16, exactc_bf16 *: EXACTC_KIND_BF16,       \
+             const int32_t *: EXACTC_KIND_I32, int32_t *: EXACTC_KIND_I32)
+#ifdef EXACTC_CHECKING
+#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count)                                  \
+    exactc_trace_carry((fold), (layer), (carry), EXACTC_KIND_OF(p), (p), (count))
+#else
+#define EXACTC_TRACE_CARRY(fold, layer, carry, p, count) ((void)0)
 #endif
 
 /* usage: PROGRAM WEIGHTS.safetensors INPUT_DIR OUTPUT_DIR [INPUT_DIR OUTPUT_DIR ...].

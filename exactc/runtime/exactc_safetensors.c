@@ -6,16 +6,26 @@
  * (offsets relative to the first byte after the header) and may hold "__metadata__",
  * an object of strings, which is skipped.
  *
- * What is checked, each failure a message in `err` naming the field and the rule: N fits
- * the file; the header is one JSON object (strings with their escapes, non-negative
- * integers, arrays, nested objects; nothing after it but spaces); each tensor has the
- * three fields, at most EXACTC_ST_MAX_DIMS dimensions, begin <= end <= the data's
- * length, and end - begin = the element size times the product of the shape (no
- * overflow); no name twice. This parser sees files from anywhere and is fuzzed: every
- * byte it reads is first checked against the length it was given.
+ * What is checked, each failure a message in `err` naming the field and the rule: N is
+ * at most EXACTC_ST_MAX_HEADER (the safetensors library's limit) and fits the file; the
+ * header is one JSON object (strings with their escapes, non-negative integers, arrays,
+ * nested objects; nothing after it but spaces); each tensor has the three fields, at most
+ * EXACTC_ST_MAX_DIMS dimensions, begin <= end, and end - begin = the element size times
+ * the product of the shape (no overflow); no name twice; and the tensors tile the data
+ * section exactly, as the safetensors library requires: sorted by offset, the first
+ * begins at 0, each begins where the one before ends, and the last ends at the file's
+ * end. So a gap, an overlap, a header length that does not land on the first tensor's
+ * byte, or trailing bytes are all refused: each is a file that another reader could read
+ * differently. This parser sees files from anywhere and is fuzzed: every byte it reads is
+ * first checked against the length it was given.
+ *
+ * exactc_st_open reads a file in three steps, each as long as the one before declares
+ * (the length, the header, the tensors' data), then checks that nothing follows: the
+ * memory it takes is bounded by the header, whatever the file is (a pipe, /dev/zero).
  */
 #include "exactc_rt.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,7 +259,7 @@ static size_t dtype_bytes(const char *dtype) {
     return 0;
 }
 
-static int read_tensor(st_json *j, exactc_st_tensor *t, size_t data_len) {
+static int read_tensor(st_json *j, exactc_st_tensor *t) {
     int have_dtype = 0, have_shape = 0, have_offsets = 0;
     unsigned char c = 0;
     if (expect(j, '{', "a tensor's object") != 0) return -1;
@@ -316,9 +326,9 @@ check:
     if (!have_dtype || !have_shape || !have_offsets)
         return exactc_fail(j->err, j->errlen, "tensor %s: missing %s", t->name,
                        !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
-    if (t->begin > t->end || t->end > data_len)
-        return exactc_fail(j->err, j->errlen, "tensor %s: data_offsets [%llu, %llu] outside the %zu data bytes", t->name,
-                       (unsigned long long)t->begin, (unsigned long long)t->end, data_len);
+    if (t->begin > t->end)
+        return exactc_fail(j->err, j->errlen, "tensor %s: data_offsets [%llu, %llu] end before they begin", t->name,
+                       (unsigned long long)t->begin, (unsigned long long)t->end);
     uint64_t bytes = dtype_bytes(t->dtype);
     for (int k = 0; k < t->ndim; k++) {
         uint64_t d = (uint64_t)t->shape[k];
@@ -340,44 +350,80 @@ void exactc_st_close(exactc_safetensors *st) {
     memset(st, 0, sizeof *st);
 }
 
-int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st, char *err, size_t errlen) {
-    memset(st, 0, sizeof *st);
-    if (buf == NULL || len < 8) return exactc_fail(err, errlen, "file of %zu bytes: shorter than the 8-byte header length", len);
-    uint64_t n = 0;
-    for (int k = 7; k >= 0; k--) n = (n << 8) | buf[k];
-    if (n > len - 8) return exactc_fail(err, errlen, "header length %llu runs past the file's %zu bytes",
-                                    (unsigned long long)n, len);
-    st->bytes = buf;
-    st->len = len;
-    st->data_start = 8 + (size_t)n;
-    size_t data_len = len - st->data_start;
-    st_json j = {buf + 8, (size_t)n, 0, 0, err, errlen};
+/* ------------------------------------------------------------------------------------
+ * The header as a whole: names once each (sorted, so that a lookup is a binary search
+ * and a file of 80,000 tensors is checked in n log n), the data section tiled exactly.
+ * ---------------------------------------------------------------------------------- */
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const exactc_st_tensor *)a)->name, ((const exactc_st_tensor *)b)->name);
+}
+
+static int by_offsets(const void *a, const void *b) {
+    const exactc_st_tensor *x = *(const exactc_st_tensor *const *)a;
+    const exactc_st_tensor *y = *(const exactc_st_tensor *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* Sorted by (begin, end), each tensor must begin where the one before ends, the first
+ * at 0. *last: the tensor that ends the tiling (NULL for a file without tensors). */
+static int check_tiling(const exactc_safetensors *st, const exactc_st_tensor **last, char *err, size_t errlen) {
+    *last = NULL;
+    if (st->count == 0) return 0;
+    const exactc_st_tensor **order = malloc(st->count * sizeof *order);
+    if (order == NULL) return exactc_fail(err, errlen, "out of memory");
+    for (size_t k = 0; k < st->count; k++) order[k] = &st->tensors[k];
+    qsort(order, st->count, sizeof *order, by_offsets);
+    uint64_t at = 0;
+    const exactc_st_tensor *before = NULL;
+    int rc = 0;
+    for (size_t k = 0; k < st->count && rc == 0; k++) {
+        const exactc_st_tensor *t = order[k];
+        if (t->begin > at)
+            rc = exactc_fail(err, errlen,
+                             "tensor %s: data_offsets [%llu, %llu] leave data bytes [%llu, %llu) to no tensor; a "
+                             "file's tensors must tile its data section exactly", t->name,
+                             (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)at,
+                             (unsigned long long)t->begin);
+        else if (t->begin < at)
+            rc = exactc_fail(err, errlen,
+                             "tensor %s: data_offsets [%llu, %llu] overlap tensor %s's [%llu, %llu]; a file's "
+                             "tensors must tile its data section exactly", t->name, (unsigned long long)t->begin,
+                             (unsigned long long)t->end, before->name, (unsigned long long)before->begin,
+                             (unsigned long long)before->end);
+        at = t->end;
+        before = t;
+    }
+    *last = before;
+    free(order);
+    return rc;
+}
+
+/* The header (n bytes at `header`) into st->tensors, checked as a whole; *data_end: the
+ * data bytes its tensors cover. */
+static int parse_header(const unsigned char *header, size_t n, exactc_safetensors *st, uint64_t *data_end,
+                        char *err, size_t errlen) {
+    st_json j = {header, n, 0, 0, err, errlen};
     unsigned char c = 0;
     size_t cap = 0;
-    if (expect(&j, '{', "the header's object") != 0) goto fail;
-    if (peek(&j, &c) != 0) goto fail;
+    if (expect(&j, '{', "the header's object") != 0) return -1;
+    if (peek(&j, &c) != 0) return -1;
     if (c == '}') j.pos++;
     else for (;;) {
         char *name;
-        if (read_string(&j, &name) != 0) goto fail;
-        if (expect(&j, ':', "a colon") != 0) { free(name); goto fail; }
+        if (read_string(&j, &name) != 0) return -1;
+        if (expect(&j, ':', "a colon") != 0) { free(name); return -1; }
         if (strcmp(name, "__metadata__") == 0) {
             free(name);
-            if (peek(&j, &c) != 0) goto fail;
-            if (c != '{') { exactc_fail(err, errlen, "__metadata__ must be an object"); goto fail; }
-            if (skip_value(&j) != 0) goto fail;
+            if (peek(&j, &c) != 0) return -1;
+            if (c != '{' && c != 'n') return exactc_fail(err, errlen, "__metadata__ must be an object (or null)");
+            if (skip_value(&j) != 0) return -1;
         } else {
-            for (size_t k = 0; k < st->count; k++) {
-                if (strcmp(st->tensors[k].name, name) == 0) {
-                    exactc_fail(err, errlen, "tensor %s appears twice in the header", name);
-                    free(name);
-                    goto fail;
-                }
-            }
             if (st->count == cap) {
                 size_t grown_cap = cap ? cap * 2 : 16;
                 exactc_st_tensor *grown = realloc(st->tensors, grown_cap * sizeof *grown);
-                if (grown == NULL) { free(name); exactc_fail(err, errlen, "out of memory"); goto fail; }
+                if (grown == NULL) { free(name); return exactc_fail(err, errlen, "out of memory"); }
                 st->tensors = grown;
                 cap = grown_cap;
             }
@@ -385,40 +431,124 @@ int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st
             memset(t, 0, sizeof *t);
             t->name = name;
             st->count++;
-            if (read_tensor(&j, t, data_len) != 0) goto fail;
+            if (read_tensor(&j, t) != 0) return -1;
         }
-        if (peek(&j, &c) != 0) goto fail;
+        if (peek(&j, &c) != 0) return -1;
         j.pos++;
         if (c == '}') break;
-        if (c != ',') { exactc_fail(err, errlen, "header byte %zu: expected ',' or '}'", j.pos - 1); goto fail; }
+        if (c != ',') return exactc_fail(err, errlen, "header byte %zu: expected ',' or '}'", j.pos - 1);
     }
     skip_space(&j);
-    if (j.pos != j.len) {
-        exactc_fail(err, errlen, "header byte %zu: bytes after the header's object", j.pos);
-        goto fail;
-    }
+    if (j.pos != j.len) return exactc_fail(err, errlen, "header byte %zu: bytes after the header's object", j.pos);
+    if (st->count > 0) qsort(st->tensors, st->count, sizeof *st->tensors, by_name);
+    for (size_t k = 1; k < st->count; k++)
+        if (strcmp(st->tensors[k - 1].name, st->tensors[k].name) == 0)
+            return exactc_fail(err, errlen, "tensor %s appears twice in the header", st->tensors[k].name);
+    const exactc_st_tensor *last;
+    if (check_tiling(st, &last, err, errlen) != 0) return -1;
+    *data_end = last != NULL ? last->end : 0;
     return 0;
-fail:
-    st->owned = 0; /* the caller's buffer stays the caller's */
-    exactc_st_close(st);
-    return -1;
+}
+
+/* The file's data section holds `have` bytes (`more`: and the file goes on); the tensors
+ * cover [0, data_end). Anything but equality is refused. */
+static int check_data_length(const exactc_safetensors *st, uint64_t data_end, uint64_t have, int more, char *err,
+                             size_t errlen) {
+    if (data_end > have) {
+        const exactc_st_tensor *last = NULL;
+        for (size_t k = 0; k < st->count; k++)
+            if (st->tensors[k].end == data_end && st->tensors[k].begin < data_end) last = &st->tensors[k];
+        return exactc_fail(err, errlen,
+                           "tensor %s: data_offsets [%llu, %llu] outside the %llu data bytes (a header length too "
+                           "large, or a truncated file)", last->name, (unsigned long long)last->begin,
+                           (unsigned long long)last->end, (unsigned long long)have);
+    }
+    if (data_end < have || more)
+        return exactc_fail(err, errlen,
+                           "the tensors end at data byte %llu and the file goes on (a header length too small, or "
+                           "trailing bytes); a file's tensors must tile its data section exactly",
+                           (unsigned long long)data_end);
+    return 0;
+}
+
+/* The header length N from the file's first `len` bytes, refused if they are fewer than
+ * 8 or if N is over the library's limit (whatever the file holds after them). */
+static int header_length(const unsigned char *buf, size_t len, uint64_t *n, char *err, size_t errlen) {
+    if (buf == NULL || len < 8) return exactc_fail(err, errlen, "file of %zu bytes: shorter than the 8-byte header length", len);
+    *n = 0;
+    for (int k = 7; k >= 0; k--) *n = (*n << 8) | buf[k];
+    if (*n > EXACTC_ST_MAX_HEADER)
+        return exactc_fail(err, errlen, "header length %llu is more than the %d bytes a header may have",
+                           (unsigned long long)*n, EXACTC_ST_MAX_HEADER);
+    return 0;
+}
+
+int exactc_st_parse(const unsigned char *buf, size_t len, exactc_safetensors *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    uint64_t n = 0, data_end = 0;
+    if (header_length(buf, len, &n, err, errlen) != 0) return -1;
+    if (n > len - 8) return exactc_fail(err, errlen, "header length %llu runs past the file's %zu bytes",
+                                    (unsigned long long)n, len);
+    if (parse_header(buf + 8, (size_t)n, st, &data_end, err, errlen) != 0 ||
+        check_data_length(st, data_end, len - 8 - n, 0, err, errlen) != 0) {
+        exactc_st_close(st); /* st does not own buf yet */
+        return -1;
+    }
+    st->bytes = buf;
+    st->len = len;
+    st->data_start = 8 + (size_t)n;
+    return 0;
 }
 
 int exactc_st_open(const char *path, exactc_safetensors *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
-    unsigned char *buf;
-    size_t len;
-    char why[512];
-    if (exactc_read_file(path, &buf, &len, why, sizeof why) != 0) return exactc_fail(err, errlen, "%s", why);
-    if (exactc_st_parse(buf, len, st, err, errlen) != 0) { free(buf); return -1; }
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return exactc_fail(err, errlen, "cannot open '%s' for reading: %s", path, strerror(errno));
+    int rc = exactc_st_open_stream(f, path, st, err, errlen);
+    fclose(f);
+    return rc;
+}
+
+int exactc_st_open_stream(FILE *f, const char *path, exactc_safetensors *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    uint64_t n = 0, data_end = 0;
+    int rc = -1, more = 0;
+    if (exactc_read_more(f, path, &buf, &len, 8, err, errlen) != 0) goto done;
+    if (header_length(buf, len, &n, err, errlen) != 0) goto done;
+    if (exactc_read_more(f, path, &buf, &len, (size_t)n, err, errlen) != 0) goto done;
+    if (len < 8 + n) {
+        exactc_fail(err, errlen, "header length %llu runs past the file's %zu bytes", (unsigned long long)n, len);
+        goto done;
+    }
+    if (parse_header(buf + 8, (size_t)n, st, &data_end, err, errlen) != 0) goto done;
+    if (data_end > SIZE_MAX - len) {
+        exactc_fail(err, errlen, "the tensors' %llu data bytes do not fit in memory", (unsigned long long)data_end);
+        goto done;
+    }
+    if (exactc_read_more(f, path, &buf, &len, (size_t)data_end, err, errlen) != 0) goto done;
+    if (len == 8 + n + data_end && (more = exactc_read_past_end(f, path, err, errlen)) < 0) goto done;
+    if (check_data_length(st, data_end, len - 8 - n, more, err, errlen) != 0) goto done;
+    st->bytes = buf;
+    st->len = len;
+    st->data_start = 8 + (size_t)n;
     st->owned = 1;
-    return 0;
+    rc = 0;
+done:
+    if (rc != 0) {
+        exactc_st_close(st);
+        free(buf);
+    }
+    return rc;
 }
 
 const exactc_st_tensor *exactc_st_find(const exactc_safetensors *st, const char *name) {
-    for (size_t k = 0; k < st->count; k++)
-        if (strcmp(st->tensors[k].name, name) == 0) return &st->tensors[k];
-    return NULL;
+    if (st->count == 0) return NULL;
+    exactc_st_tensor key;
+    memset(&key, 0, sizeof key);
+    key.name = (char *)name;
+    return bsearch(&key, st->tensors, st->count, sizeof *st->tensors, by_name);
 }
 
 int exactc_st_read(const exactc_safetensors *st, const char *name, const char *dtype, int ndim,

@@ -25,7 +25,8 @@ import numpy as np
 
 from exactc.runtime import libm_twin
 from exactc.verify.build import BuildOptions, compiler_version
-from exactc.verify.exhaustive import FUNCTIONS, load_libm, mismatches
+from exactc.verify.compare import first_mismatch
+from exactc.verify.exhaustive import FUNCTIONS, load_libm
 
 # name -> list of (share of the sample, kind, low, high). Kinds:
 #   uniform     x uniform in [low, high)
@@ -207,8 +208,9 @@ def run(n: int, seed: int) -> tuple[list[Stats], str]:
                 y, twin = libm.f64(name, x), libm_twin.FUNCTIONS[name](x)
             else:
                 y, twin = libm.f32(name, x), libm_twin.F32_FUNCTIONS[name](x)
-            if mismatches(y, twin).any():
-                raise AssertionError(f"{name} ({fmt.name}): C and twin differ on this sample")
+            differ = first_mismatch(name, twin, y, labels=("twin", "C"))
+            if differ is not None:
+                raise AssertionError(f"{name} ({fmt.name}): C and twin differ on this sample: {differ}")
             label = name if fmt is F64 else name + "f"
             stats = measure(name, x.astype(np.float64), y.astype(np.float64), fmt,
                             progress=f"[{label}]")

@@ -20,12 +20,10 @@ from typing import Mapping
 
 import cffi
 
-# Flags that bit identity rests on: never changed by a caller.
-STRICT_FLAGS = ("-std=c11", "-ffp-contract=off", "-fno-fast-math")
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS  # STRICT_FLAGS: never changed by a caller
+
 # Flags the tests add: a printed kernel must compile without a single warning.
 WARNING_FLAGS = ("-Wall", "-Wextra", "-Werror")
-
-from exactc.runtime import RUNTIME_DIR
 
 
 class CompileError(RuntimeError):

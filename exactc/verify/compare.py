@@ -2,7 +2,10 @@
 
 Two results are equal when their bit patterns are equal, with one exception fixed by
 docs/semantics.md: the payload and sign of an f64 or f32 NaN are not specified, so any
-NaN equals any NaN there. bf16 and int32 results are compared on every bit.
+NaN equals any NaN there. bf16 and int32 results are compared on every bit. Every bit
+comparison in exactc goes through bit_equal_mask (the kernel harness, the libm checks,
+the reference and program tests); exported programs compare with conformance/compare
+(runtime/exactc_compare.c), which applies the same rule and is tested against this one.
 
 Buffers handed to C sit between red zones and start filled with a *poison* pattern: a
 signalling NaN with a payload no computation produces (arithmetic quiets NaNs), so an
@@ -15,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from exactc.exporter.types import BF16, SITE_TYPES, bits, c_site_type, numpy_dtype
+from exactc.exporter.types import BF16, STORAGE, bits
 
 RED_ZONE = 64  # elements on each side of every buffer
 
@@ -26,7 +29,7 @@ POISON = {
     2: np.uint16(0x7FA5),
 }
 # A C buffer's element type -> its numpy dtype: the site types' own, and int32.
-_C_DTYPES = {c_site_type(site): numpy_dtype(site) for site in SITE_TYPES} | {"int32_t": np.dtype(np.int32)}
+_C_DTYPES = {s.c: s.numpy for s in STORAGE.values()}
 
 
 def numpy_dtype_of_ctype(ctype: str) -> np.dtype:
@@ -78,30 +81,43 @@ class GuardedBuffer:
         return np.flatnonzero(raw == POISON[self.storage.itemsize])
 
 
-def hexval(value) -> str:
-    """A value as its raw bits and, for floats, its float.hex: '0x3f800000 (0x1.0p+0)'."""
+def decimal(value) -> str:
+    """A value in decimal with the digits that name it exactly: 17 significant digits
+    for f64, 9 for f32 and bf16 (C's %.17g and %.9g, as conformance/compare prints)."""
     array = np.asarray(value)
-    if array.dtype.kind == "i":
-        return f"{int(array)} (0x{int(array) & 0xFFFFFFFF:08x})"
-    raw = int(bits(array.reshape(1))[0])
-    width = array.dtype.itemsize * 2
+    if array.dtype.kind in "iu":
+        return str(int(array))
     with np.errstate(invalid="ignore"):
         as_f64 = float(np.asarray(array, dtype=np.float64))
-    return f"0x{raw:0{width}x} ({as_f64.hex() if np.isfinite(as_f64) else as_f64})"
+    return format(as_f64, ".17g" if array.dtype == np.float64 else ".9g")
 
 
-def bit_equal_mask(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
-    """Elementwise equality by the semantics' rule (any NaN equals any NaN in f64/f32)."""
+def hexval(value) -> str:
+    """A value as its raw bits and in decimal: '0x3f8ccccd (1.10000002)'."""
+    array = np.asarray(value)
+    raw = int(bits(array.reshape(1))[0]) if array.dtype.kind == "f" or array.dtype == BF16 else int(array)
+    width = array.dtype.itemsize * 2
+    return f"0x{raw & ((1 << (4 * width)) - 1):0{width}x} ({decimal(array)})"
+
+
+def bit_equal_mask(expected: np.ndarray, actual: np.ndarray, site: str | None = None,
+                   every_bit: bool = False) -> np.ndarray:
+    """Elementwise equality by docs/semantics.md's rule: equal bit patterns, except that
+    any f64 or f32 NaN equals any other; bf16 and integers on every bit. `site` names
+    the site type when the arrays hold another's values: a bf16 site's values travel
+    widened to f32 in .npy files, and are still compared on every bit. `every_bit`
+    drops the NaN exception, for copies (views, gathers, readers and writers of files),
+    which must keep a NaN's payload."""
     if expected.dtype != actual.dtype or expected.shape != actual.shape:
         raise ValueError(
             f"cannot compare {expected.dtype}{expected.shape} with {actual.dtype}{actual.shape}"
         )
-    if expected.dtype.kind == "i":
+    if expected.dtype.kind in "iu":
         return expected == actual
-    if expected.dtype == BF16:
-        return bits(expected) == bits(actual)
-    both_nan = np.isnan(expected) & np.isnan(actual)
-    return (bits(expected) == bits(actual)) | both_nan
+    same = bits(expected) == bits(actual)
+    if every_bit or expected.dtype == BF16 or site == "bf16":
+        return same
+    return same | (np.isnan(expected) & np.isnan(actual))
 
 
 @dataclasses.dataclass
@@ -114,16 +130,21 @@ class Mismatch:
     actual: str
     count: int
     size: int
+    labels: tuple[str, str] = ("reference", "C")  # who computed `expected` and `actual`
 
     def __str__(self) -> str:
         return (
             f"output {self.output}: {self.count} of {self.size} elements differ; first at "
-            f"index {self.index}: reference {self.expected}, C {self.actual}"
+            f"index {self.index}: {self.labels[0]} {self.expected}, {self.labels[1]} {self.actual}"
         )
 
 
-def first_mismatch(name: str, expected: np.ndarray, actual: np.ndarray) -> Mismatch | None:
-    equal = bit_equal_mask(expected, actual)
+def first_mismatch(name: str, expected: np.ndarray, actual: np.ndarray, site: str | None = None,
+                   labels: tuple[str, str] = ("reference", "C"), every_bit: bool = False) -> Mismatch | None:
+    """The first element (in C order) where `actual` differs from `expected` by the rule
+    of bit_equal_mask, with the count of differing elements; None when none differs."""
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    equal = bit_equal_mask(expected, actual, site, every_bit)
     if equal.all():
         return None
     flat = int(np.flatnonzero(~equal.reshape(-1))[0])
@@ -135,7 +156,21 @@ def first_mismatch(name: str, expected: np.ndarray, actual: np.ndarray) -> Misma
         hexval(actual[index]),
         int((~equal).sum()),
         int(expected.size),
+        labels,
     )
+
+
+def assert_bits_equal(expected: np.ndarray, actual: np.ndarray, what: str = "values", site: str | None = None,
+                      labels: tuple[str, str] = ("expected", "got"), every_bit: bool = False) -> None:
+    """Fail, naming the first differing index, both values in hex and the count, unless
+    `actual` equals `expected` by the rule of bit_equal_mask (types and shapes first)."""
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    if (expected.dtype, expected.shape) != (actual.dtype, actual.shape):
+        raise AssertionError(f"{what}: {labels[0]} {expected.dtype}{expected.shape}, "
+                             f"{labels[1]} {actual.dtype}{actual.shape}")
+    mismatch = first_mismatch(what, expected, actual, site, labels, every_bit)
+    if mismatch is not None:
+        raise AssertionError(str(mismatch))
 
 
 def hex_dump(array: np.ndarray, limit: int = 64) -> str:

@@ -4,11 +4,11 @@
 
 For each function the f32-site form (float)exactc_f((double)x) in C and
 libm_twin.<f>f in numpy are run on all 2^32 float32 bit patterns (or every N-th one
-with --step N), in chunks spread over processes. Outputs must be the same bits; NaN
-outputs compare as "both NaN". With --laned, the C side is the runtime's laned form
-exactc_<f>f_array (exp, tanh, erf), built for this CPU with every form laned
-(LANED_BUILD). The last line is `exhaustive: <n> inputs, <m> mismatches` and the exit
-status is 1 when m > 0.
+with --step N), in chunks spread over processes. Outputs must be the same bits by the
+rule of verify/compare.py (two NaNs agree whatever their payloads). With --laned, the C
+side is the runtime's laned form exactc_<f>f_array (exp, tanh, erf), built for this CPU
+with every form laned (LANED_BUILD). The last line is `exhaustive: <n> inputs, <m>
+mismatches` and the exit status is 1 when m > 0.
 
 This module also holds the one C wrapper that runs the scalar libm over whole arrays
 (a cffi call per element would dominate every check); tests/test_libm.py and
@@ -27,6 +27,7 @@ import numpy as np
 
 from exactc.runtime import libm_twin
 from exactc.verify.build import BuildOptions, load_library, runtime_source
+from exactc.verify.compare import bit_equal_mask
 
 FUNCTIONS = ("exp", "log", "tanh", "erf", "sin", "cos")
 # The functions whose laned forms the runtime has: exactc_<f>_array, exactc_<f>f_array.
@@ -86,13 +87,6 @@ def load_libm(options: BuildOptions = BuildOptions()) -> LibmC:
     return LibmC(load_library(sources, LIBM_ARRAYS_CDEF, options))
 
 
-def mismatches(c_out: np.ndarray, twin_out: np.ndarray) -> np.ndarray:
-    """Mask of outputs whose bits differ; two NaNs agree whatever their payloads."""
-    uint = np.uint64 if c_out.dtype == np.float64 else np.uint32
-    both_nan = np.isnan(c_out) & np.isnan(twin_out)
-    return (c_out.view(uint) != twin_out.view(uint)) & ~both_nan
-
-
 # ------------------------------------------------------------------------------------
 # The exhaustive run
 # ------------------------------------------------------------------------------------
@@ -108,7 +102,7 @@ def _check_chunk(task):
     x = np.arange(start, stop, step, dtype=np.uint64).astype(np.uint32).view(np.float32)
     c_out = _LIBM.f32(name, x, laned)
     twin_out = libm_twin.F32_FUNCTIONS[name](x)
-    bad = mismatches(c_out, twin_out)
+    bad = ~bit_equal_mask(twin_out, c_out)
     examples = [
         (int(x.view(np.uint32)[i]), int(c_out.view(np.uint32)[i]), int(twin_out.view(np.uint32)[i]))
         for i in np.flatnonzero(bad)[:3]

@@ -54,6 +54,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from exactc.verify.callgrind import Profile, run_callgrind, run_callgrind_parts, toolchain_key
+from exactc.verify.programs import Build
 
 BASELINES = Path(__file__).resolve().with_name("probe_baselines.json")
 
@@ -62,7 +63,8 @@ CC = "gcc"
 # main (CALLGRIND_TOGGLE_COLLECT): callgrind, started with collection off, counts the
 # network only. The code is compiled as `make OPENMP=0` compiles it for a user.
 CFLAGS = "-O2 -DEXACTC_PROBE"
-MAKE_ARGS = (f"CC={CC}", "OPENMP=0", f"CFLAGS={CFLAGS}")
+BUILD = Build(cc=CC, openmp=False, cflags=CFLAGS)
+MAKE_ARGS = tuple(BUILD.make_args())
 DEFAULT_THRESHOLD = 1.0  # percent: a count that rose more fails the regression check
 
 # The growth probes' model: a gpt small enough to run under callgrind in a second.
@@ -129,20 +131,22 @@ class Counted:
 
 
 def export_program(workdir: Path, model: str, entry: str, site: str, overrides: dict, straight: bool = False):
+    """Export into `workdir` (a folder of its own: tests patch its sources); the root and
+    the entry's C function."""
     from exactc.exporter import export
 
-    prepared = export.prepare(model, entry, site, seed=0, overrides=overrides, straight=straight)
+    prepared = export.ExportSpec(model, entry, site, 0, overrides, straight=straight).prepare()
     name = f"{model}-{entry}-{site}-" + "-".join(f"{k}{v}" for k, v in sorted(overrides.items()))
     root = export.write(prepared, workdir / name, force=True)
     return root, prepared.program.function.name
 
 
 def build_probe(root: Path) -> Path:
-    """`make OPENMP=0 CFLAGS=...` in the exported directory, cached by its sources."""
-    from exactc.verify.programs import ProgramBuildError, build_program
+    """`make OPENMP=0 CFLAGS=...` in the exported directory (verify/programs.py, cached)."""
+    from exactc.verify.programs import ProgramBuildError, make
 
     try:
-        return build_program(root, MAKE_ARGS, cc=CC)
+        return make(root, BUILD).path
     except ProgramBuildError as error:
         raise ProbeError(str(error)) from None
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from exactc.exporter import graph, models, types
+from exactc.exporter import graph, jsonfile, models, types
 
 
 class CheckpointError(ValueError):
@@ -78,7 +78,10 @@ class Checkpoint:
                 "only tokens (the sequence length the program is exported for) can be set")
         out = dict(self.fields)
         default = models.architecture(self.model).Config().tokens
-        tokens = int(user.get("tokens", default if self.max_tokens is None else min(default, self.max_tokens)))
+        tokens = user.get("tokens", default if self.max_tokens is None else min(default, self.max_tokens))
+        if isinstance(tokens, str) and tokens.strip().isdigit():
+            tokens = int(tokens)
+        tokens = positive_int("--set", "tokens", tokens)
         if self.max_tokens is not None and tokens > self.max_tokens:
             raise CheckpointError(f"tokens {tokens} > {self.max_tokens}, the most positions {self.path.name} has")
         out["tokens"] = tokens
@@ -170,9 +173,46 @@ def load(path: str | Path, model: str | None = None) -> Checkpoint:
     return ckpt
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, for messages: 'an object', 'a list', 'a string', ..."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _top_level(value: Any, kind: type, where: str) -> Any:
+    if not isinstance(value, kind):
+        raise CheckpointError(f"{where}: the top level is {json_kind(value)}; {json_kind(kind())} is expected")
+    return value
+
+
+def read_json(path: Path, kind: type = dict) -> Any:
+    """A checkpoint's JSON file (config.json, an index, modules.json), read strictly
+    (exporter/jsonfile.py), its top level a `kind` (an object unless said)."""
+    try:
+        return _top_level(jsonfile.load(path), kind, str(path))
+    except jsonfile.JSONFileError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
+def json_object(data: bytes, where: str) -> dict[str, Any]:
+    """JSON text held in memory (a safetensors header), read as read_json reads a file."""
+    try:
+        return _top_level(jsonfile.parse(data, where), dict, where)
+    except jsonfile.JSONFileError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
+def boolean(where: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{where}: {key}={value!r} must be true or false")
+    return value
+
+
 def positive_int(where: str, key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(f"{where}: {key}={value!r} must be a positive integer")
+    """A count read from a checkpoint, within models.config's bounds, refused by its key."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= models.MAX_COUNT:
+        raise CheckpointError(f"{where}: {key}={value!r} must be a positive integer (at most {models.MAX_COUNT:,})")
     return value
 
 

@@ -20,7 +20,9 @@ attention, relative positions, ...) is refused with the config key that asks for
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import math
+import os
 import re
 import struct
 from pathlib import Path
@@ -28,7 +30,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from exactc.exporter.checkpoints import Checkpoint, CheckpointError, Tensor, finite_float, positive_int
+from exactc.exporter.checkpoints import (
+    Checkpoint,
+    CheckpointError,
+    Tensor,
+    boolean,
+    finite_float,
+    json_kind,
+    json_object,
+    positive_int,
+    read_json,
+)
 
 MODEL_TYPES = {"gpt2": "gpt", "bert": "bert", "llama": "llama"}
 ARCHITECTURES = {
@@ -44,49 +56,106 @@ _SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2,
 
 # ---- safetensors ---------------------------------------------------------------------------
 
+MAX_HEADER = 100_000_000  # bytes: the safetensors library's limit, as in exactc's C reader
 
-def read_header(path: Path) -> tuple[dict[str, dict[str, Any]], int]:
-    """The tensor index of a .safetensors file (name -> dtype, shape, offsets) and where
-    its data starts; every entry checked against the file's size."""
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """One entry of a safetensors header, checked: its name, dtype tag, shape and byte
+    range [begin, end) relative to the data's start."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+def read_header(path: Path) -> tuple[dict[str, Stored], int]:
+    """The tensor index of a .safetensors file (name -> Stored) and where its data starts.
+    Each entry is checked (dtype a string, shape and offsets non-negative integers, the
+    byte count of a known dtype), no name twice, and the entries tile the data section
+    exactly: sorted by offset, the first begins at 0, each where the one before ends, the
+    last at the file's end, as the safetensors library and exactc's C reader require."""
     try:
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
-                raise CheckpointError(f"{path}: too short for a .safetensors file")
+                raise CheckpointError(f"{path}: {len(head)} bytes, too short for a .safetensors file (its first 8 "
+                                      "bytes are the header length)")
             (n,) = struct.unpack("<Q", head)
-            size = path.stat().st_size
+            if n > MAX_HEADER:
+                raise CheckpointError(f"{path}: header length {n} is more than the {MAX_HEADER:,} bytes a "
+                                      "safetensors header may have")
             if n > size - 8:
                 raise CheckpointError(f"{path}: header length {n} runs past the end of the file ({size} bytes)")
-            header = json.loads(f.read(n))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: not a readable .safetensors file ({exc})") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{path}: the header is not a JSON object")
-    header.pop("__metadata__", None)
-    data = 8 + n
-    for name, entry in header.items():
-        try:
-            dtype, shape, (lo, hi) = entry["dtype"], tuple(int(d) for d in entry["shape"]), entry["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{path}: tensor {name} has no dtype, shape and data_offsets") from None
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if dtype in _SIZES and (hi - lo != count * _SIZES[dtype] or lo < 0 or data + hi > size):
-            raise CheckpointError(f"{path}: tensor {name} ({dtype} {shape}) has data_offsets [{lo}, {hi}] that do not fit")
-    return header, data
+            raw = f.read(n)
+    except OSError as exc:
+        raise CheckpointError(f"{path}: not a readable .safetensors file ({exc.strerror or exc})") from None
+    header = json_object(raw, f"{path}: the header")
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and (not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values())):
+        raise CheckpointError(f"{path}: __metadata__ must be an object of strings (or null)")
+    entries = {name: _stored(path, name, entry) for name, entry in header.items()}
+    _check_tiling(path, list(entries.values()), size - 8 - n)
+    return entries, 8 + n
 
 
-def tensor_reader(path: Path, entry: dict[str, Any], data: int, transform: Callable[[np.ndarray], np.ndarray] | None = None):
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _stored(path: Path, name: str, entry: Any) -> Stored:
+    where = f"{path}: tensor {name}"
+    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
+        raise CheckpointError(f"{where} has no dtype, shape and data_offsets")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str):
+        raise CheckpointError(f"{where}: dtype {dtype!r} must be a string such as \"F32\"")
+    if not isinstance(shape, list) or not all(_count(d) for d in shape):
+        raise CheckpointError(f"{where}: shape {shape!r} must be a list of non-negative integers")
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_count(o) for o in offsets)
+            or offsets[0] > offsets[1]):
+        raise CheckpointError(f"{where}: data_offsets {offsets!r} must be [begin, end], integers with "
+                              "0 <= begin <= end")
+    begin, end = offsets
+    if dtype in _SIZES and end - begin != math.prod(shape) * _SIZES[dtype]:
+        raise CheckpointError(f"{where}: data_offsets [{begin}, {end}] hold {end - begin} bytes; a {dtype} tensor "
+                              f"of shape {tuple(shape)} needs {math.prod(shape) * _SIZES[dtype]}")
+    return Stored(name, dtype, tuple(shape), begin, end)
+
+
+def _check_tiling(path: Path, entries: list[Stored], data_len: int) -> None:
+    at, before = 0, None
+    for t in sorted(entries, key=lambda t: (t.begin, t.end, t.name)):
+        if t.begin > at:
+            raise CheckpointError(f"{path}: tensor {t.name}: data_offsets [{t.begin}, {t.end}] leave data bytes "
+                                  f"[{at}, {t.begin}) to no tensor; a file's tensors must tile its data section "
+                                  "exactly")
+        if t.begin < at:
+            raise CheckpointError(f"{path}: tensor {t.name}: data_offsets [{t.begin}, {t.end}] overlap tensor "
+                                  f"{before.name}'s [{before.begin}, {before.end}]; a file's tensors must tile its "
+                                  "data section exactly")
+        at, before = t.end, t
+    if at > data_len:
+        raise CheckpointError(f"{path}: tensor {before.name}: data_offsets [{before.begin}, {before.end}] outside "
+                              f"the {data_len} data bytes (a header length too large, or a truncated file)")
+    if at < data_len:
+        raise CheckpointError(f"{path}: the tensors end at data byte {at} and the file goes on (a header length "
+                              "too small, or trailing bytes); a file's tensors must tile its data section exactly")
+
+
+def tensor_reader(path: Path, entry: Stored, data: int, transform: Callable[[np.ndarray], np.ndarray] | None = None):
     """A function reading one stored tensor as f64 (exact), in exactc's orientation."""
 
     def read() -> np.ndarray:
-        lo, hi = entry["data_offsets"]
-        shape = tuple(entry["shape"])
-        raw = np.fromfile(path, dtype=np.uint8, count=hi - lo, offset=data + lo)
-        if entry["dtype"] == "BF16":
+        raw = np.fromfile(path, dtype=np.uint8, count=entry.end - entry.begin, offset=data + entry.begin)
+        if entry.dtype == "BF16":
             values = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
         else:
-            values = raw.view(np.dtype(_NUMPY[entry["dtype"]]).newbyteorder("<"))
-        values = values.astype(np.float64).reshape(shape)
+            values = raw.view(np.dtype(_NUMPY[entry.dtype]).newbyteorder("<"))
+        values = values.astype(np.float64).reshape(entry.shape)
         return transform(values) if transform is not None else values
 
     return read
@@ -98,10 +167,14 @@ def safetensors_files(folder: Path) -> list[Path]:
         return [single]
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (OSError, ValueError, KeyError) as exc:
-            raise CheckpointError(f"{index}: not a safetensors index ({exc})") from None
+        weight_map = read_json(index).get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise CheckpointError(f"{index}: weight_map must be an object tensor name -> shard file name, not "
+                                  f"{json_kind(weight_map)}")
+        for name in sorted(set(weight_map.values())):
+            if name in ("", ".", "..") or "/" in name or "\\" in name:
+                raise CheckpointError(f"{index}: weight_map names the shard {name!r}; a shard is a file name in "
+                                      f"{folder}")
         return [folder / name for name in sorted(set(weight_map.values()))]
     if (folder / "pytorch_model.bin").is_file():
         raise CheckpointError(
@@ -117,18 +190,18 @@ def load(folder: Path) -> Checkpoint:
     modules = _sentence_transformers(folder)
     model_folder = folder / modules["transformer"] if modules else folder
     config_path = model_folder / "config.json"
-    try:
-        config = json.loads(config_path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{folder}: no config.json (a Hugging Face checkpoint folder has one)") from None
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{config_path}: not readable JSON ({exc})") from None
+    if not config_path.is_file():
+        raise CheckpointError(f"{folder}: no config.json (a Hugging Face checkpoint folder has one)")
+    config = read_json(config_path)
     model_type = config.get("model_type")
-    if model_type not in MODEL_TYPES:
+    if not isinstance(model_type, str) or model_type not in MODEL_TYPES:
         raise CheckpointError(f"{config_path}: model_type {model_type!r} is not one exactc reads "
                               f"({', '.join(MODEL_TYPES)})")
     model = MODEL_TYPES[model_type]
     archs = config.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise CheckpointError(f"{config_path}: architectures={archs!r} must be a list of class names, e.g. "
+                              f"[{ARCHITECTURES[model][0]!r}]")
     unknown = [a for a in archs if a not in ARCHITECTURES[model]]
     if unknown:
         raise CheckpointError(f"{config_path}: architectures {unknown} are not {model} models exactc reads "
@@ -137,10 +210,12 @@ def load(folder: Path) -> Checkpoint:
     fields, max_tokens = {"gpt": _gpt_fields, "bert": _bert_fields, "llama": _llama_fields}[model](where, config)
 
     files = safetensors_files(model_folder)
-    stored: dict[str, tuple[Path, dict[str, Any], int]] = {}
+    stored: dict[str, tuple[Path, Stored, int]] = {}
     for path in files:
         header, data = read_header(path)
         for name, entry in header.items():
+            if name in stored:
+                raise CheckpointError(f"{path}: tensor {name} is also in {stored[name][0]}; a tensor is stored once")
             stored[name] = (path, entry, data)
     rename = {"gpt": _gpt_name, "bert": _bert_name, "llama": _llama_name}[model]
     tensors: dict[str, Tensor] = {}
@@ -153,9 +228,9 @@ def load(folder: Path) -> Checkpoint:
         transform, expected = None, (lambda shape: shape)
         if model == "gpt" and _CONV1D.search(name):
             transform, expected = (lambda a: np.ascontiguousarray(a.T)), (lambda shape: (shape[1], shape[0]))
-        tensors[name] = Tensor(entry["dtype"], tuple(int(d) for d in entry["shape"]), source,
-                               tensor_reader(path, entry, data, transform), expected)
-    if model == "llama" and config.get("tie_word_embeddings", False) and "model.embed_tokens.weight" in tensors:
+        tensors[name] = Tensor(entry.dtype, entry.shape, source, tensor_reader(path, entry, data, transform), expected)
+    tied_llama = model == "llama" and boolean(where, "tie_word_embeddings", config.get("tie_word_embeddings", False))
+    if tied_llama and "model.embed_tokens.weight" in tensors:
         if "lm_head.weight" in tensors:
             ignored.append(tensors["lm_head.weight"].source)  # tied: the head is the embedding
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
@@ -173,11 +248,12 @@ def _sentence_transformers(folder: Path) -> dict[str, Any] | None:
     path = folder / "modules.json"
     if not path.is_file():
         return None
-    try:
-        mods = json.loads(path.read_text())
-        kinds = [(m["type"].rsplit(".", 1)[-1], m.get("path", "")) for m in mods]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CheckpointError(f"{path}: not a sentence-transformers module list ({exc})") from None
+    mods = read_json(path, kind=list)
+    if not all(isinstance(m, dict) and isinstance(m.get("type"), str) and isinstance(m.get("path", ""), str)
+               for m in mods):
+        raise CheckpointError(f"{path}: not a sentence-transformers module list (each module an object with a "
+                              "type and a path, both strings)")
+    kinds = [(m["type"].rsplit(".", 1)[-1], m.get("path", "")) for m in mods]
     if not kinds or kinds[0][0] != "Transformer":
         raise CheckpointError(f"{path}: the first module is {kinds[0][0] if kinds else 'missing'}; exactc reads "
                               "a Transformer module first")
@@ -185,10 +261,7 @@ def _sentence_transformers(folder: Path) -> dict[str, Any] | None:
     names = [k for k, _ in kinds[1:]]
     if names[:1] == ["Pooling"]:
         pool_path = folder / kinds[1][1] / "config.json"
-        try:
-            pooling = json.loads(pool_path.read_text())
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"{pool_path}: the pooling config is not readable ({exc})") from None
+        pooling = read_json(pool_path)
         modes = sorted(k for k, v in pooling.items() if k.startswith("pooling_mode_") and v)
         if modes != ["pooling_mode_mean_tokens"]:
             refusals["embed"] = (f"{pool_path}: pooling {', '.join(modes) or 'none'}; exactc's embed entry pools by "
@@ -200,6 +273,14 @@ def _sentence_transformers(folder: Path) -> dict[str, Any] | None:
         refusals["embed"] = (f"{path}: Pooling is followed by {rest}; exactc's embed entry is Pooling (mean) then "
                              "Normalize only")
     return {"transformer": kinds[0][1], "refusals": refusals}
+
+
+def _object_field(where: str, config: dict[str, Any], key: str) -> dict[str, Any]:
+    """An optional object-valued config key ({} when absent or null)."""
+    value = config.get(key) or {}
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where}: {key} must be an object, not {json_kind(value)}")
+    return value
 
 
 def _need(where: str, config: dict[str, Any], key: str, wanted: Any, default: Any = None) -> None:
@@ -229,7 +310,7 @@ def _gpt_fields(where: str, c: dict[str, Any]) -> tuple[dict[str, Any], int]:
         "layers": positive_int(where, "n_layer", _get(where, c, "n_layer")),
         "mlp": positive_int(where, "n_inner", c.get("n_inner") or 4 * dim),
         "eps": finite_float(where, "layer_norm_epsilon", c.get("layer_norm_epsilon", 1e-5)),
-        "tied": bool(c.get("tie_word_embeddings", True)),
+        "tied": boolean(where, "tie_word_embeddings", c.get("tie_word_embeddings", True)),
     }
     return fields, positions
 
@@ -263,8 +344,8 @@ def _llama_fields(where: str, c: dict[str, Any]) -> tuple[dict[str, Any], int | 
         raise CheckpointError(f"{where}: head_dim={c['head_dim']} is not hidden_size / num_attention_heads = "
                               f"{dim // heads}; exactc's llama derives it")
     # rope: transformers 5 keeps theta and type in rope_parameters, 4.x in rope_theta/rope_scaling
-    rope = c.get("rope_parameters") or {}
-    scaling = c.get("rope_scaling") or {}
+    rope = _object_field(where, c, "rope_parameters")
+    scaling = _object_field(where, c, "rope_scaling")
     kind = rope.get("rope_type", scaling.get("rope_type", scaling.get("type", "default")))
     if kind != "default":
         raise CheckpointError(f"{where}: rope_type={kind!r} (rope scaling) is not supported; exactc's rope is "

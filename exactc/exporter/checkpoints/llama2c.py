@@ -29,6 +29,7 @@ llama2.c fixes rope theta at 10000 and the rmsnorm eps at 1e-5.
 
 from __future__ import annotations
 
+import math
 import struct
 from pathlib import Path
 from typing import Mapping
@@ -107,7 +108,11 @@ def half_to_interleaved(w: np.ndarray, heads: int) -> np.ndarray:
 
 def read_header(path: Path) -> tuple[dict[str, int], int, bool, int]:
     """(params, version, shared classifier, where the weights start)."""
-    data = path.read_bytes()[:HEADER_V1]
+    try:
+        with open(path, "rb") as f:
+            data = f.read(HEADER_V1)
+    except OSError as exc:
+        raise CheckpointError(f"{path}: not readable ({exc.strerror or exc})") from None
     if len(data) >= 8 and struct.unpack("<I", data[:4])[0] == MAGIC:
         (version,) = struct.unpack("<i", data[4:8])
         if version != 1:
@@ -135,7 +140,7 @@ def read_header(path: Path) -> tuple[dict[str, int], int, bool, int]:
 def load(path: Path) -> Checkpoint:
     params, version, shared, start = read_header(path)
     layout = _layout(params, version, shared)
-    need = start + 4 * sum(int(np.prod(shape)) for _, shape in layout)
+    need = start + 4 * sum(math.prod(shape) for _, shape in layout)  # Python ints: no overflow
     size = path.stat().st_size
     if size != need:
         desc = ", ".join(f"{k}={params[k]}" for k in FIELDS)

@@ -9,7 +9,7 @@ names the nest, the field and the rule, e.g.
 
 `exactc plan --show PRIMITIVE --dtype T --shape x=3,4 ...` lists a kernel's nests with
 their axes and the legal choices; `exactc plan --check PLAN.json PRIMITIVE ...` validates
-a plan file against that kernel (show_command, add_plan_parser; cli.py registers them).
+a plan file against that kernel (show_command, add_arguments; cli.py registers them).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from exactc.exporter import jsonfile
 from exactc.exporter.kernels.ir import REDUCE, Kernel
 from exactc.exporter.kernels.layouts import (
     LANE_WIDTHS,
@@ -175,11 +175,34 @@ def parse_plan(value: Any) -> Plan:
 
 
 def load_plan(path: str | Path) -> Plan:
+    """The plan in a JSON file, read strictly (exporter/jsonfile.py: UTF-8, no key twice)."""
     try:
-        value = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as err:
-        raise PlanError("-", "(file)", f"{path} is not JSON: {err}") from None
+        value = jsonfile.load(path)
+    except jsonfile.JSONFileError as err:
+        raise PlanError("-", "(file)", str(err)) from None
     return parse_plan(value)
+
+
+def load_plan_option(option: str | None) -> Any:
+    """The plan a `--plan` option names: None for no option or `none` (the plain nests),
+    the automatic plan (autoplan.AutoPlan) for `auto`, else the plan file at that path.
+    Every command and test that takes a plan reads it here."""
+    if option is None or option == "none":
+        return None
+    if option == "auto":
+        from exactc.exporter.kernels.autoplan import AutoPlan  # autoplan builds on this module
+
+        return AutoPlan()
+    if not Path(option).is_file():
+        raise PlanError("-", "(file)", f"{option}: no such file; give a plan file, `auto` or `none`")
+    return load_plan(option)
+
+
+def plan_text(plan: Any) -> str:
+    """What identifies a loaded plan in a cache key: "" for none, "auto", or the plan's JSON."""
+    if plan is None:
+        return ""
+    return plan.dumps() if isinstance(plan, Plan) else "auto"
 
 
 def validate_plan(kernel: Kernel, plan: Plan) -> None:
@@ -253,45 +276,37 @@ def _attr_arg(text: str) -> tuple[str, Any]:
         return name, raw
 
 
-def add_plan_parser(subparsers) -> argparse.ArgumentParser:
-    """Register `exactc plan` on a subparsers object."""
-    parser = subparsers.add_parser(
-        "plan",
-        help="list a kernel's nests and legal layouts and splits, or check a plan file",
-        description="Show a kernel's nests, axes and the legal plan choices (--show), or validate "
-        "a plan JSON file against that kernel (--check). Schema: docs/plans.md.",
-    )
+SHOW_DESCRIPTION = ("Show a kernel's nests, axes and the legal plan choices (--show), or validate a plan JSON "
+                    "file against that kernel (--check). Schema: docs/plans.md.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `exactc plan` (cli.py's table registers it)."""
     parser.add_argument("primitive", nargs="?", help="the primitive, e.g. linear")
     parser.add_argument("--show", metavar="PRIMITIVE", help="show this primitive's nests and choices")
     parser.add_argument("--check", metavar="PLAN.json", help="validate this plan against the kernel")
     parser.add_argument("--dtype", default="f32", help="site type: f64, f32 or bf16 (default f32)")
     parser.add_argument("--shape", action="append", type=_shape_arg, default=[], help="operand shape: x=3,4")
     parser.add_argument("--attr", action="append", type=_attr_arg, default=[], help="attribute: has_b=true")
-    parser.set_defaults(handler=show_command)
-    return parser
 
 
 def show_command(args: argparse.Namespace) -> int:
-    """`exactc plan`: 0 on success; 1 with the error on stderr otherwise."""
+    """`exactc plan`: the choices, or the verdict on a plan file; a PlanError or a
+    PrimitiveError (exit 2 from the CLI) when the kernel or the plan is refused."""
     from exactc.exporter.kernels.lower import lower
     from exactc.exporter.primitives import PrimitiveError
 
     primitive = args.show or args.primitive
     if not primitive:
-        print("exactc plan: name a primitive (--show linear --shape x=3,4 --shape w=5,4)", file=sys.stderr)
-        return 1
+        raise PrimitiveError("name a primitive (--show linear --shape x=3,4 --shape w=5,4)")
     try:
         kernel = lower(primitive, args.dtype, dict(args.shape), dict(args.attr))
-    except (PrimitiveError, KeyError, ValueError) as err:
-        print(f"exactc plan: {err}", file=sys.stderr)
-        return 1
+    except (KeyError, ValueError) as err:
+        if isinstance(err, PrimitiveError):
+            raise
+        raise PrimitiveError(str(err)) from None
     if args.check:
-        try:
-            plan = load_plan(args.check)
-            validate_plan(kernel, plan)
-        except (PlanError, OSError) as err:
-            print(str(err), file=sys.stderr)
-            return 1
+        validate_plan(kernel, load_plan(args.check))
         print(f"plan {args.check}: valid for {primitive} at {args.dtype}")
         return 0
     print(describe_choices(kernel))

@@ -17,6 +17,8 @@ shifts that an initializer would zero are drawn too, so no output is trivially z
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 import types as pytypes
 from typing import Any, Mapping
 
@@ -39,9 +41,18 @@ def architecture(model: str) -> pytypes.ModuleType:
         raise ModelError(f"unknown model {model!r}; exactc knows {', '.join(sorted(ARCHITECTURES))}") from None
 
 
+# The bounds of every config: a count (vocab, dim, heads, layers, tokens, ...) is an
+# integer from 1 to MAX_COUNT (token ids and positions are int32 in the programs); a
+# real (eps, theta) is positive and finite; a flag is true or false. And the parameters
+# hold at most MAX_PARAMETERS elements in all: the reference keeps them as f64, 32 GiB
+# at this bound (raise it on a machine where that fits).
+MAX_COUNT = 2**31 - 1
+MAX_PARAMETERS = 2**32
+
+
 def config(model: str, overrides: Mapping[str, Any] | None = None) -> Any:
     """The model's Config with `overrides` (field -> value; strings are parsed as the
-    field's type)."""
+    field's type), every field within its bounds."""
     arch = architecture(model)
     fields = {f.name: f for f in dataclasses.fields(arch.Config)}
     values: dict[str, Any] = {}
@@ -49,12 +60,16 @@ def config(model: str, overrides: Mapping[str, Any] | None = None) -> Any:
         if key not in fields:
             raise ModelError(f"{model} config has no field {key!r}; its fields are {', '.join(fields)}")
         default = getattr(arch.Config(), key)
-        values[key] = _parse(model, key, value, type(default))
+        values[key] = _bounded(model, key, _parse(model, key, value, type(default)), type(default))
     cfg = arch.Config(**values)
     try:
         cfg.check()
     except ValueError as exc:
         raise ModelError(str(exc)) from None
+    count = sum(math.prod(spec.full_shape) for spec in arch.parameters(cfg))
+    if count > MAX_PARAMETERS:
+        raise ModelError(f"{model} config: the parameters have {count:,} elements; exactc exports at most "
+                         f"{MAX_PARAMETERS:,} (2^32)")
     return cfg
 
 
@@ -69,6 +84,22 @@ def _parse(model: str, key: str, value: Any, kind: type) -> Any:
         return kind(value)
     except ValueError:
         raise ModelError(f"{model} config field {key}={value!r} is not a {kind.__name__}") from None
+
+
+def _bounded(model: str, key: str, value: Any, kind: type) -> Any:
+    """`value` as a `kind` within the bounds above, else a ModelError that says them."""
+    where = f"{model} config field {key}={value!r}"
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ModelError(f"{where} must be true or false")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= MAX_COUNT:
+            raise ModelError(f"{where} must be an integer from 1 to {MAX_COUNT:,} (2^31 - 1)")
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise ModelError(f"{where} must be a positive finite number")
+    return float(value)
 
 
 def entries(model: str) -> tuple[str, ...]:
@@ -92,11 +123,16 @@ def draw_parameters(program: graph.Program, seed: int, site: str) -> dict[str, n
     types.check_site(site)
     rng = np.random.default_rng(seed)
     out = {}
-    for spec in program.params:
-        reals = rng.standard_normal(spec.full_shape) * spec.std
-        if spec.init == "gain":
-            reals = 1.0 + 0.1 * rng.standard_normal(spec.full_shape)
-        out[spec.name] = types.round_to_site(reals, site)
+    try:
+        for spec in program.params:
+            reals = rng.standard_normal(spec.full_shape) * spec.std
+            if spec.init == "gain":
+                reals = 1.0 + 0.1 * rng.standard_normal(spec.full_shape)
+            out[spec.name] = types.round_to_site(reals, site)
+    except MemoryError:
+        count = sum(math.prod(spec.full_shape) for spec in program.params)
+        raise ModelError(f"{program.model}: its {count:,} parameters, drawn as f64, do not fit in this machine's "
+                         "memory") from None
     return out
 
 

@@ -109,6 +109,8 @@ class StraightLineHost:
                     self.lines.append(f"{INDENT}/* {body.name}, layer {layer} */")
                     self.run(body, inner, f"{where}_l{layer}")
                     carry = [inner[id(f)] for f in body.outputs]
+                    for k, (c, v) in enumerate(zip(carry, node.outs)):
+                        self.lines.append(f'{INDENT}EXACTC_TRACE_CARRY("{node.body.name}", {layer}, {k}, {c}, {v.size});')
                 for v, c in zip(node.outs, carry):
                     env[id(v)] = c
                     if id(v) in outputs:

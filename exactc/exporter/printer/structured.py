@@ -173,8 +173,9 @@ class StructuredHost:
             if self.peak_of(body):
                 call_args.append(f"arena + {base}")
             body_lines.extend(call_lines(body.name, call_args, pad))
-            for k in range(len(node.outs)):
+            for k, v in enumerate(node.outs):
                 body_lines.append(f"{pad}{names[k]} = {nexts[k]};")
+                body_lines.append(f'{pad}EXACTC_TRACE_CARRY("{node.body.name}", {layer}, {k}, {names[k]}, {v.size});')
             if stop - start > 1:
                 out.append(f"{INDENT}for (int l = {start}; l < {stop}; l++) {{")
                 out.extend(body_lines)

@@ -8,8 +8,22 @@ from __future__ import annotations
 
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
-    checkpoints, constants, harness, host, keys, lanes, layouts, loop_bounds, probes, rounding, semantics,
-    slicing, speed,
+    building,
+    checkpoints,
+    comparison,
+    constants,
+    hardening,
+    harness,
+    host,
+    keys,
+    lanes,
+    layouts,
+    loop_bounds,
+    probes,
+    rounding,
+    semantics,
+    slicing,
+    speed,
 )
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
@@ -41,6 +55,14 @@ _FIXED_CHECKS = [
     # The exported Makefile's default build (-march=native) against the portable one, both
     # conformant; the laned linear's accumulators in registers (gcc and clang).
     Check("fast-build", ("tests/test_fast_build.py",)),
+    # A program that differs: the report's index, values and layer (a fold slice misread).
+    Check("programs:report", ("tests/test_programs.py",), "skips_a_layer"),
+    # The one build: each compiler really builds; the export cache keys on what matters.
+    Check("programs:build", ("tests/test_programs.py",), "rebuilds or cached_by or concurrent"),
+    # The command line: one-line refusals (exit 2) and failed builds (exit 1).
+    Check("cli", ("tests/test_programs.py",), "cli"),
+    # The one comparison: Python and C (conformance/compare) agree; check.sh applies it.
+    Check("compare", ("tests/test_compare.py",)),
     # Instruction counts (verify/probes.py): linear growth where cost must be linear, and
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),
@@ -61,10 +83,23 @@ _FIXED_CHECKS = [
     # reference over drawn logits and options.
     Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
     Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
+    # The runtime's safetensors reader against the safetensors library, and the bounds of
+    # both readers' file reads; the program tests' own safetensors refusals.
+    Check("safetensors", ("tests/test_safetensors.py",)),
+    Check("programs:safetensors", ("tests/test_programs.py",), "safetensors"),
+    # Bad input, one line: the table of malformed checkpoints, configs and plans through the
+    # Python API and through `exactc export` (exit 2, nothing written); Hypothesis on the
+    # Python readers (their own error or a correct result, never another exception).
+    Check("bad-inputs:api", ("tests/test_bad_inputs.py",), "api"),
+    Check("bad-inputs:cli", ("tests/test_bad_inputs.py",), "exit_2"),
+    Check("fuzz:readers", ("tests/test_fuzz_readers.py",)),
+    # The libFuzzer harnesses of fuzz/, built with replay.c's main and libFuzzer's, over the
+    # seed corpus under ASan and UBSan.
+    Check("fuzz:replay", ("tests/test_fuzz_harnesses.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, host, rounding, semantics, constants, probes, checkpoints, harness, keys,
-            speed, lanes]
+            hardening, comparison, building, speed, lanes]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

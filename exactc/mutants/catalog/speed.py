@@ -6,6 +6,7 @@ from exactc.mutants.model import Mutant
 
 EXPORT = "exactc/exporter/export.py"
 PLANNED = "exactc/exporter/printer/planned.py"
+RUNTIME = "exactc/runtime/__init__.py"
 
 MUTANTS = [
     Mutant(
@@ -21,14 +22,15 @@ MUTANTS = [
     ),
     Mutant(
         "makefile-strict-allows-contraction",
-        "the exported Makefile's STRICT flags lose -ffp-contract=off: clang contracts a*b+c "
-        "into an FMA wherever -march=native offers one",
-        EXPORT,
-        "STRICT  := -std=c11 -ffp-contract=off -fno-fast-math\n",
-        "STRICT  := -std=c11 -fno-fast-math\n",
+        "the STRICT flags (exactc/runtime, the one place the exported Makefile takes them "
+        "from) lose -ffp-contract=off: clang contracts a*b+c into an FMA wherever "
+        "-march=native offers one",
+        RUNTIME,
+        'STRICT_FLAGS = ("-std=c11", "-ffp-contract=off", "-fno-fast-math")\n',
+        'STRICT_FLAGS = ("-std=c11", "-fno-fast-math")\n',
         ("fast-build",),
         family="speed",
-        requires=(EXPORT,),
+        requires=(RUNTIME,),
     ),
     Mutant(
         "pack-read-by-its-array",

@@ -1,0 +1,40 @@
+"""Building programs (verify/programs.py, the one way) and the command line's exit codes."""
+
+from exactc.mutants.model import Mutant
+
+EXPORT = "exactc/exporter/export.py"
+PROGRAMS = "exactc/verify/programs.py"
+CLI = "exactc/cli.py"
+
+MUTANTS = [
+    Mutant(
+        "make-keeps-a-stale-program",
+        "the build runs make without removing its targets: make, which compares times and not "
+        "arguments, keeps a program built by another compiler or without OpenMP",
+        PROGRAMS,
+        "    for p in products:\n        (root / p).unlink(missing_ok=True)\n",
+        "",
+        ("programs:build",),
+        family="building",
+    ),
+    Mutant(
+        "export-cache-ignores-the-plan",
+        "the export cache's key leaves out the plan: `--plan auto` gets the plain program cached before it",
+        EXPORT,
+        '"plan": plan_text(self.loaded_plan()), ',
+        '"plan": "", ',
+        ("programs:build",),
+        family="building",
+    ),
+    Mutant(
+        "cli-failed-build-exits-2",
+        "a failed build exits with 2, the code of a refused input",
+        CLI,
+        "        print(f\"exactc {args.command}: error: {exc.summary}\", file=sys.stderr)\n"
+        "        return 1\n",
+        "        print(f\"exactc {args.command}: error: {exc.summary}\", file=sys.stderr)\n"
+        "        return 2\n",
+        ("cli",),
+        family="building",
+    ),
+]

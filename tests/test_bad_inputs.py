@@ -1,0 +1,421 @@
+"""Bad input, one line: every malformed checkpoint, config value and plan file in the
+table below is refused with a message that names the file, the field and the rule,
+through the Python API (a CheckpointError, ModelError or PlanError, never another
+exception) and through `exactc export` (exit code 2, one line on stderr, nothing written,
+the input left as it was).
+
+Each row is an input that once ended in a traceback, a silently wrong reading (a shape
+[16.0] read as 16, overlapping tensors, a name given twice whose last entry won) or a
+MemoryError. The C readers' refusals are in tests/test_safetensors.py and tests/test_npy.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from exactc.exporter import checkpoints, export, models
+from exactc.exporter.checkpoints import CheckpointError, llama2c
+from exactc.exporter.kernels import plans
+from exactc.exporter.kernels.plans import PlanError
+from exactc.exporter.models import ModelError
+
+SMALL = {
+    "gpt": {"vocab": 40, "positions": 10, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "llama": {"vocab": 40, "dim": 24, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
+}
+REFUSALS = (CheckpointError, ModelError, PlanError)
+
+
+# ------------------------------------------------------------------------------------
+# The good inputs every bad one starts from
+# ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Goods:
+    gpt: Path  # a GPT-2 Hugging Face folder
+    llama: Path  # a Llama Hugging Face folder
+    bin: Path  # the same Llama as a llama2.c file (legacy header)
+
+
+@pytest.fixture(scope="module")
+def goods(tmp_path_factory) -> Goods:
+    root = tmp_path_factory.mktemp("goods")
+    folders = {}
+    for model, config in (("gpt", _gpt_config), ("llama", _llama_config)):
+        program = models.build(model, "forward", SMALL[model])
+        params = models.draw_parameters(program, 5, "f32")
+        tensors = {name: array for name, (_, array) in export.weight_tensors(program, params, "f32").items()}
+        if model == "gpt":  # Conv1D weights as GPT-2 stores them, (in, out)
+            tensors = {k: np.ascontiguousarray(v.T) if k.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+                       else v for k, v in tensors.items()}
+        folder = root / model
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config(program.config)))
+        (folder / "model.safetensors").write_bytes(
+            export.safetensors_bytes({k: ("F32", v) for k, v in tensors.items()}))
+        folders[model] = (folder, tensors)
+    llama_folder, llama_tensors = folders["llama"]
+    fields = checkpoints.load(llama_folder).fields
+    binary = llama2c.write(root / "llama.bin", llama_tensors, fields, seq_len=16)
+    return Goods(folders["gpt"][0], llama_folder, binary)
+
+
+def _gpt_config(cfg) -> dict:
+    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": cfg.vocab,
+            "n_positions": cfg.positions, "n_embd": cfg.dim, "n_head": cfg.heads, "n_layer": cfg.layers,
+            "n_inner": cfg.mlp, "layer_norm_epsilon": cfg.eps, "activation_function": "gelu_new"}
+
+
+def _llama_config(cfg) -> dict:
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": cfg.vocab,
+            "hidden_size": cfg.dim, "num_attention_heads": cfg.heads, "num_key_value_heads": cfg.kv_heads,
+            "num_hidden_layers": cfg.layers, "intermediate_size": cfg.mlp, "rms_norm_eps": cfg.eps,
+            "rope_theta": cfg.theta, "hidden_act": "silu", "max_position_embeddings": 64}
+
+
+# ------------------------------------------------------------------------------------
+# Making a bad input: a copy of a good one, one thing changed
+# ------------------------------------------------------------------------------------
+
+
+def copy_folder(good: Path, work: Path) -> Path:
+    folder = work / "ckpt"
+    shutil.copytree(good, folder)
+    return folder
+
+
+def with_config(model: str, change: Callable[[dict], object] | bytes | str):
+    """A folder whose config.json is changed by `change` (a function of the dict, or
+    the file's whole new bytes or text)."""
+
+    def make(goods: Goods, work: Path) -> list[str]:
+        folder = copy_folder(getattr(goods, model), work)
+        path = folder / "config.json"
+        if isinstance(change, bytes):
+            path.write_bytes(change)
+        elif isinstance(change, str):
+            path.write_text(change)
+        else:
+            config = json.loads(path.read_text())
+            change(config)
+            path.write_text(json.dumps(config))
+        return ["--checkpoint", str(folder)]
+
+    return make
+
+
+def split_safetensors(data: bytes) -> tuple[dict, bytes]:
+    n = int.from_bytes(data[:8], "little")
+    return json.loads(data[8:8 + n]), data[8 + n:]
+
+
+def safetensors_image(header: dict | bytes, body: bytes, length_delta: int = 0) -> bytes:
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(text) + length_delta) + text + body
+
+
+def first_tensors(header: dict) -> list[str]:
+    """The tensor names in data order."""
+    return sorted((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"])
+
+
+def with_weights(change: Callable[[dict, bytes], bytes] | bytes):
+    """A GPT-2 folder whose model.safetensors is changed by `change` (a function of the
+    header dict and the data bytes giving the whole file, or the file's new bytes)."""
+
+    def make(goods: Goods, work: Path) -> list[str]:
+        folder = copy_folder(goods.gpt, work)
+        path = folder / "model.safetensors"
+        path.write_bytes(change if isinstance(change, bytes) else change(*split_safetensors(path.read_bytes())))
+        return ["--checkpoint", str(folder)]
+
+    return make
+
+
+def entry_changed(**fields):
+    """The first tensor's header entry with `fields` replaced."""
+
+    def change(header: dict, body: bytes) -> bytes:
+        header[first_tensors(header)[0]].update(fields)
+        return safetensors_image(header, body)
+
+    return change
+
+
+def second_moved(delta: int):
+    """The second tensor's data_offsets moved by `delta` bytes (an overlap or a gap)."""
+
+    def change(header: dict, body: bytes) -> bytes:
+        entry = header[first_tensors(header)[1]]
+        entry["data_offsets"] = [entry["data_offsets"][0] + delta, entry["data_offsets"][1] + delta]
+        return safetensors_image(header, body + bytes(max(delta, 0)))
+
+    return change
+
+
+def name_twice(header: dict, body: bytes) -> bytes:
+    """The first tensor named again for the second one's bytes (different data)."""
+    first, second = first_tensors(header)[:2]
+    again = dict(header[second], shape=header[first]["shape"])
+    again["data_offsets"] = [again["data_offsets"][0], again["data_offsets"][0] + 4 * int(np.prod(again["shape"]))]
+    text = json.dumps(header).encode()[:-1] + b", " + json.dumps(first).encode() + b": " + json.dumps(again).encode()
+    return safetensors_image(text + b"}", body)
+
+
+def sharded(index: dict | list | Callable[[dict], dict]):
+    """A GPT-2 folder in two shards with a model.safetensors.index.json given by `index`
+    (a dict, or a function of the true weight_map)."""
+
+    def make(goods: Goods, work: Path) -> list[str]:
+        folder = copy_folder(goods.gpt, work)
+        header, body = split_safetensors((folder / "model.safetensors").read_bytes())
+        (folder / "model.safetensors").unlink()
+        names = first_tensors(header)
+        halves = {"a.safetensors": names[: len(names) // 2], "b.safetensors": names[len(names) // 2 - 1:]}
+        for file, part in halves.items():
+            tensors = {}
+            for k in part:
+                lo, hi = header[k]["data_offsets"]
+                tensors[k] = ("F32", np.frombuffer(body[lo:hi], "<f4").reshape(header[k]["shape"]))
+            (folder / file).write_bytes(export.safetensors_bytes(tensors))
+        weight_map = {k: file for file, part in halves.items() for k in part}
+        (folder / "model.safetensors.index.json").write_text(
+            json.dumps(index(weight_map) if callable(index) else index))
+        return ["--checkpoint", str(folder)]
+
+    return make
+
+
+def with_bin(change: Callable[[bytes], bytes]):
+    def make(goods: Goods, work: Path) -> list[str]:
+        path = work / "model.bin"
+        path.write_bytes(change(goods.bin.read_bytes()))
+        return ["--checkpoint", str(path)]
+
+    return make
+
+
+def legacy_header(**fields) -> Callable[[bytes], bytes]:
+    """llama2.c's legacy header with some of its seven int32s replaced."""
+
+    def change(data: bytes) -> bytes:
+        values = dict(zip(llama2c.FIELDS, struct.unpack("<7i", data[:28])))
+        values.update(fields)
+        return struct.pack("<7i", *values.values()) + data[28:]
+
+    return change
+
+
+def setting(*items: str, model: str = "gpt"):
+    def make(goods: Goods, work: Path) -> list[str]:
+        return [model] + [f"--set={item}" for item in items]
+
+    return make
+
+
+def checkpoint_setting(*items: str):
+    def make(goods: Goods, work: Path) -> list[str]:
+        return ["--checkpoint", str(copy_folder(goods.gpt, work))] + [f"--set={item}" for item in items]
+
+    return make
+
+
+def with_plan(content: bytes):
+    def make(goods: Goods, work: Path) -> list[str]:
+        (work / "plan.json").write_bytes(content)
+        return ["gpt", "--plan", str(work / "plan.json")]
+
+    return make
+
+
+# ------------------------------------------------------------------------------------
+# The table: (kind, case, maker, words of the one-line message)
+# ------------------------------------------------------------------------------------
+
+NESTED = struct.pack("<Q", 200_000) + b"[" * 100_000 + b"]" * 100_000
+HEADER_ONLY = b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+
+TABLE = [
+    # config.json
+    ("config.json", "a JSON list", with_config("gpt", "[1, 2]"), "config.json: the top level is a list; an object"),
+    ("config.json", "model_type a list", with_config("gpt", lambda c: c.update(model_type=["gpt2"])),
+     "model_type ['gpt2'] is not one exactc reads"),
+    ("config.json", "architectures a string",
+     with_config("gpt", lambda c: c.update(architectures="GPT2LMHeadModel")),
+     "architectures='GPT2LMHeadModel' must be a list of class names"),
+    ("config.json", "not UTF-8", with_config("gpt", b'{"model_type": "gpt2\xff"}'), "config.json: not UTF-8 (byte 20"),
+    ("config.json", "a key twice", with_config("gpt", '{"model_type": "gpt2", "model_type": "bert"}'),
+     "key 'model_type' appears twice in one object"),
+    ("config.json", "nested 100,000 deep", with_config("gpt", "[" * 100_000 + "]" * 100_000),
+     "nested too deep for Python's JSON parser"),
+    ("config.json", "not JSON", with_config("gpt", "{model_type: gpt2}"), "config.json: not JSON"),
+    ("config.json", "n_embd a string", with_config("gpt", lambda c: c.update(n_embd="16")),
+     "n_embd='16' must be a positive integer"),
+    ("config.json", "n_layer 0", with_config("gpt", lambda c: c.update(n_layer=0)), "n_layer=0 must be a positive"),
+    ("config.json", "layer_norm_epsilon -1", with_config("gpt", lambda c: c.update(layer_norm_epsilon=-1)),
+     "layer_norm_epsilon=-1 must be a positive number"),
+    ("config.json", "tie_word_embeddings a string", with_config("gpt", lambda c: c.update(tie_word_embeddings="no")),
+     "tie_word_embeddings='no' must be true or false"),
+    ("config.json", "vocab_size 2^40", with_config("gpt", lambda c: c.update(vocab_size=2**40)),
+     "config.json: vocab_size=1099511627776 must be a positive integer (at most 2,147,483,647)"),
+    ("config.json", "rope_scaling a list", with_config("llama", lambda c: c.update(rope_scaling=["linear"])),
+     "rope_scaling must be an object, not a list"),
+    ("config.json", "num_key_value_heads not dividing", with_config("llama", lambda c: c.update(num_key_value_heads=3)),
+     "heads 4 is not a multiple of kv_heads 3"),
+    # the safetensors header (the Python checkpoint reader)
+    ("safetensors header", "nested 100,000 deep", with_weights(NESTED), "nested too deep for Python's JSON parser"),
+    ("safetensors header", "a dtype that is a list", with_weights(entry_changed(dtype=["F32"])),
+     "dtype ['F32'] must be a string"),
+    ("safetensors header", "offsets that are strings", with_weights(entry_changed(data_offsets=["0", "64"])),
+     "data_offsets ['0', '64'] must be [begin, end], integers"),
+    ("safetensors header", "offsets that end before they begin", with_weights(entry_changed(data_offsets=[64, 0])),
+     "data_offsets [64, 0] must be [begin, end], integers with 0 <= begin <= end"),
+    ("safetensors header", "a shape of [16.9]", with_weights(entry_changed(shape=[16.9])),
+     "shape [16.9] must be a list of non-negative integers"),
+    ("safetensors header", "a shape of [16.0]", with_weights(entry_changed(shape=[16.0])),
+     "shape [16.0] must be a list of non-negative integers"),
+    ("safetensors header", "a shape of [2**70]", with_weights(entry_changed(shape=[2**70])),
+     "a F32 tensor of shape (1180591620717411303424,) needs 4722366482869645213696"),
+    ("safetensors header", "a shape of ['16']", with_weights(entry_changed(shape=["16"])),
+     "shape ['16'] must be a list of non-negative integers"),
+    ("safetensors header", "overlapping data_offsets", with_weights(second_moved(-4)), "overlap tensor"),
+    ("safetensors header", "a gap between tensors", with_weights(second_moved(+4)), "to no tensor; a file's tensors must tile"),
+    ("safetensors header", "a name twice, other data", with_weights(name_twice), "appears twice in one object"),
+    ("safetensors header", "trailing bytes", with_weights(lambda h, b: safetensors_image(h, b + b"\0")),
+     "the file goes on (a header length too small, or trailing bytes)"),
+    ("safetensors header", "header length one too many, the next byte a space",
+     with_weights(lambda h, b: safetensors_image(h, b" " + b[1:], +1)), "outside the"),
+    ("safetensors header", "header length one too many", with_weights(lambda h, b: safetensors_image(h, b, +1)),
+     "the header: not UTF-8"),
+    ("safetensors header", "header length one too few", with_weights(lambda h, b: safetensors_image(h, b, -1)),
+     "the header: not JSON"),
+    ("safetensors header", "header length past the library's limit", with_weights(struct.pack("<Q", 100_000_001)),
+     "header length 100000001 is more than the 100,000,000 bytes"),
+    ("safetensors header", "a header that is a list", with_weights(safetensors_image(b"[]", b"")),
+     "the header: the top level is a list; an object is expected"),
+    ("safetensors header", "a tensor entry that is a string", with_weights(safetensors_image(b'{"a": "F32"}', b"")),
+     "tensor a has no dtype, shape and data_offsets"),
+    ("safetensors header", "__metadata__ of numbers",
+     with_weights(safetensors_image(b'{"__metadata__": {"k": 1}}', b"")), "__metadata__ must be an object of strings"),
+    ("safetensors header", "not UTF-8", with_weights(safetensors_image(b'{"\xff": 1}', b"")), "the header: not UTF-8"),
+    ("safetensors header", "four bytes long", with_weights(b"\0\0\0\0"), "4 bytes, too short for a .safetensors file"),
+    ("safetensors header", "a digit string Python will not convert",
+     with_weights(safetensors_image(b'{"a": ' + b"9" * 5000 + b"}", b"")), "a value JSON allows but Python cannot hold"),
+    # the sharded index
+    ("index", "weight_map a list", sharded({"weight_map": ["a.safetensors"]}), "weight_map must be an object"),
+    ("index", "no weight_map", sharded({"metadata": {}}), "weight_map must be an object tensor name -> shard file name, not null"),
+    ("index", "a shard outside the folder", sharded(lambda m: {"weight_map": dict(m, x="../model.safetensors")}),
+     "weight_map names the shard '../model.safetensors'"),
+    ("index", "a tensor in two shards", sharded(lambda m: {"weight_map": m}), "is also in"),
+    ("index", "the index a list", sharded([]), "model.safetensors.index.json: the top level is a list"),
+    # llama2.c's header
+    ("llama2.c header", "dim negative", with_bin(legacy_header(dim=-24)), "header field dim=-24 must be positive"),
+    ("llama2.c header", "dimensions whose product overflows int64",
+     with_bin(legacy_header(dim=2**30, hidden_dim=2**30, n_heads=2**29)), "needs"),
+    ("llama2.c header", "cut inside the header", with_bin(lambda d: d[:20]), "too short for llama2.c's header"),
+    ("llama2.c header", "version 2", with_bin(lambda d: struct.pack("<Ii", 0x616B3432, 2) + bytes(300)),
+     "llama2.c version 2 is not supported"),
+    ("llama2.c header", "heads that do not divide dim", with_bin(legacy_header(n_heads=5)),
+     "dim 24 / n_heads 5 must be an even integer"),
+    # --set
+    ("--set", "eps=-1", setting("eps=-1"), "gpt config field eps=-1.0 must be a positive finite number"),
+    ("--set", "eps=nan", setting("eps=nan"), "eps=nan must be a positive finite number"),
+    ("--set", "eps=inf", setting("eps=inf"), "eps=inf must be a positive finite number"),
+    ("--set", "dim=0", setting("dim=0"), "dim=0 must be an integer from 1 to 2,147,483,647"),
+    ("--set", "heads=0", setting("heads=0"), "heads=0 must be an integer from 1"),
+    ("--set", "tokens=-5", setting("tokens=-5"), "tokens=-5 must be an integer from 1"),
+    ("--set", "vocab=2000000000", setting("vocab=2000000000"),
+     "the parameters have 128,000,204,160 elements; exactc exports at most 4,294,967,296"),
+    ("--set", "layers=3000000000", setting("layers=3000000000"), "layers=3000000000 must be an integer from 1"),
+    ("--set", "theta=-1 (llama)", setting("theta=-1", model="llama"), "theta=-1.0 must be a positive finite number"),
+    ("--set", "tied=maybe", setting("tied=maybe"), "tied='maybe' is not a bool"),
+    ("--set", "dim=16.9", setting("dim=16.9"), "dim='16.9' is not a int"),
+    ("--set", "tokens=abc with a checkpoint", checkpoint_setting("tokens=abc"),
+     "tokens='abc' must be a positive integer"),
+    ("--set", "tokens=0 with a checkpoint", checkpoint_setting("tokens=0"), "tokens=0 must be a positive integer"),
+    # plan files
+    ("plan", "not UTF-8", with_plan(b'{"nests": {"\xff": {}}}'), "plan.json: not UTF-8 (byte 12 is 0xff)"),
+    ("plan", "nested 100,000 deep", with_plan(b"[" * 100_000 + b"]" * 100_000), "nested too deep"),
+    ("plan", "a key twice", with_plan(b'{"nests": {}, "nests": {}}'), "key 'nests' appears twice"),
+    ("plan", "not JSON", with_plan(b'{"nests": }'), "plan.json: not JSON"),
+    ("plan", "a list", with_plan(b"[]"), "a plan is an object"),
+    ("plan", "pieces of floats", with_plan(b'{"nests": {"x": {"split": {"depth": 0, "pieces": [[0.5, 2]]}}}}'),
+     "lo must be an integer, not 0.5"),
+]
+
+IDS = [f"{kind}: {case}" for kind, case, _, _ in TABLE]
+
+
+def through_api(args: list[str]) -> object:
+    """What `exactc export ARGS --entry forward --dtype f32` does before it writes, as
+    Python calls: load the plan and the checkpoint, build the program at the config,
+    read the parameters."""
+    model = args[0] if not args[0].startswith("-") else None
+    options = {"--checkpoint": None, "--plan": None}
+    sets: dict[str, str] = {}
+    rest = args[1:] if model else args
+    for k, arg in enumerate(rest):
+        if arg.startswith("--set="):
+            key, _, value = arg[len("--set="):].partition("=")
+            sets[key] = value
+        elif arg in options:
+            options[arg] = rest[k + 1]
+    if options["--plan"]:
+        plans.load_plan(options["--plan"])
+    if options["--checkpoint"] is None:
+        return models.build(model, "forward", sets)
+    ckpt = checkpoints.load(options["--checkpoint"], model)
+    program = models.build(ckpt.model, "forward", ckpt.overrides(sets))
+    return ckpt.parameters(program, "f32")
+
+
+def tree_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        h.update(str(p.relative_to(path)).encode())
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("kind,case,make,words", TABLE, ids=IDS)
+def test_refused_on_one_line_through_the_api(goods, tmp_path, kind, case, make, words):
+    args = make(goods, tmp_path)
+    with pytest.raises(REFUSALS) as info:
+        through_api(args)
+    message = str(info.value)
+    assert "\n" not in message and words in message, message
+
+
+@pytest.mark.parametrize("kind,case,make,words", TABLE, ids=IDS)
+def test_refused_on_one_line_by_exactc_export_with_exit_2(goods, tmp_path, kind, case, make, words):
+    work = tmp_path / "work"
+    work.mkdir()
+    args = make(goods, work)
+    before = tree_digest(work)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "exactc.cli", "export", *args, "--entry", "forward", "--dtype", "f32",
+                           "-o", str(out)], capture_output=True, text=True, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and words in lines[0], done.stderr[-2000:]
+    assert lines[0].startswith("exactc export: error: ")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+    assert tree_digest(work) == before
+
+
+def test_the_table_covers_every_kind():
+    kinds = {kind for kind, *_ in TABLE}
+    assert kinds == {"config.json", "safetensors header", "index", "llama2.c header", "--set", "plan"}
+    assert len(IDS) == len(set(IDS))
