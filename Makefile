@@ -1,7 +1,8 @@
 # exactc: the make targets are the product's interface.
 #   make install   a .venv with exactc and its test extra, and Debian's clang
 #   make test      the ci profile of every check (derandomized; about 4 minutes on 2 cores)
-#   make bench     the f32 linear benchmark: plain nest against the best layout, 1 and 2 threads
+#   make bench     the scoreboard: exactc against PyTorch side by side (GPT-2-like forward, MiniLM,
+#                  the linear), 1 and 2 threads; a last `bench:` line; and the linear's layouts
 #   make verify    the campaign: many random cases, a summary table, a last `verify:` line
 #   make verify-exhaustive   every f32 input of every transcendental's f32 path (hours)
 #   make mutants   the mutant catalog: each mistake must be caught, the catcher named
@@ -52,9 +53,11 @@ TESTS ?= tests
 test: install
 	EXACTC_REQUIRE_INSTALLED=1 HYPOTHESIS_PROFILE=ci $(PYTEST) -q -n $(JOBS) -m "not slow" $(TESTS)
 
-# the f32 linear benchmark (plain nest against the best layout, 1 and 2 threads); not a test
+# The scoreboard (bench/test_scoreboard.py: exactc against PyTorch, side by side, 1 and 2
+# threads) and the f32 linear's layouts (bench/test_bench_linear.py); not tests. The JSON
+# goes to .benchmarks/ (compare two runs with pytest-benchmark compare).
 bench: install
-	$(PYTEST) -q -p no:xdist bench
+	$(PYTEST) -q -p no:xdist --benchmark-autosave bench
 
 verify: install
 	$(PY) -m exactc.verify.campaign --jobs $(JOBS) --min-cases 10000

@@ -6,23 +6,29 @@ Correctness of the twin contract (C == twin bit for bit):
     ranges where each algorithm switches branch or loses precision;
   * the f32-site forms on random float32 patterns and their hard ranges;
   * the same bits from gcc and clang at -O0, -O2, -O3 and -march=native;
+  * the laned forms (exactc_<f>_array: exp, tanh, erf) on the same inputs, in every
+    build, below the rounding too, and vectorized by both compilers;
   * every constant has the same value in both files and is what the generator derives.
 Accuracy: a smoke test against mpmath (verify/accuracy.py has the full measurement).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from exactc.runtime import libm_twin
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 from exactc.verify.build import BuildOptions, runtime_source
 from exactc.verify.compare import first_mismatch, hexval
-from exactc.verify.exhaustive import FUNCTIONS, load_libm
+from exactc.verify.exhaustive import FUNCTIONS, LANED, LANED_BUILD, load_libm
 from installed import need  # tests/installed.py
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +38,12 @@ RANDOM_PATTERNS = 400_000  # per function, besides the hard ranges
 @pytest.fixture(scope="module")
 def libm():
     return load_libm()
+
+
+@pytest.fixture(scope="module")
+def laned():
+    """The library with every form laned, vectorized for this CPU."""
+    return load_libm(LANED_BUILD)
 
 
 # ------------------------------------------------------------------------------------
@@ -177,8 +189,8 @@ def test_c_equals_twin_f64(libm, name):
     assert_same_bits(name, x, libm.f64(name, x), libm_twin.FUNCTIONS[name](x))
 
 
-@pytest.mark.parametrize("name", FUNCTIONS)
-def test_c_equals_twin_f32_site(libm, name):
+def f32_inputs(name: str) -> np.ndarray:
+    """Random float32 patterns, the function's interesting range, the specials."""
     rng = np.random.default_rng(7 + sum(map(ord, name)))
     random_bits = rng.integers(0, 1 << 32, 300_000, dtype=np.uint64).astype(np.uint32)
     interesting = {
@@ -192,9 +204,35 @@ def test_c_equals_twin_f32_site(libm, name):
         rng.uniform(*interesting, 100_000).astype(np.float32),
         specials,
     ])
+    return x
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_c_equals_twin_f32_site(libm, name):
+    x = f32_inputs(name)
     out = libm_twin.F32_FUNCTIONS[name](x)
     assert out.dtype == np.float32
     assert_same_bits(name + "f", x, libm.f32(name, x), out)
+
+
+# ------------------------------------------------------------------------------------
+# The laned forms: the same inputs, the same bits, in blocks of lanes. Every input set
+# is run at an offset of 0 to 15 elements too, so that each input meets each lane.
+# ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", LANED)
+def test_laned_c_equals_twin_f64(laned, name):
+    x = inputs_for(name)
+    assert_same_bits(f"{name} (laned)", x, laned.f64(name, x, laned=True), libm_twin.FUNCTIONS[name](x))
+    for shift in (1, 7, 15):
+        part = x[shift: shift + 200_003]
+        assert_same_bits(f"{name} (laned, from element {shift})", part, laned.f64(name, part, laned=True),
+                         libm_twin.FUNCTIONS[name](part))
+
+
+@pytest.mark.parametrize("name", LANED)
+def test_laned_c_equals_twin_f32_site(laned, name):
+    x = f32_inputs(name)
+    assert_same_bits(f"{name}f (laned)", x, laned.f32(name, x, laned=True), libm_twin.F32_FUNCTIONS[name](x))
 
 
 def test_f32_site_is_f64_rounded_once():
@@ -249,6 +287,50 @@ def test_same_bits_every_build(options):
                             from_bits(rng.integers(0, 1 << 64, 20_000, dtype=np.uint64))])
         assert_same_bits(f"{name} [{options.describe()}]", x, libm.f64(name, x),
                          libm_twin.FUNCTIONS[name](x))
+
+
+@pytest.mark.parametrize(
+    "options", BUILDS, ids=lambda o: f"{o.cc}{o.opt}{'-native' if o.march_native else ''}"
+)
+def test_laned_forms_same_bits_every_build(options):
+    """The laned forms, every one forced to lanes (-DEXACTC_LANES=1, whatever the target
+    would choose), in each build: SSE2's 2 lanes, AVX's 4, unoptimized."""
+    need(options.cc)
+    libm = load_libm(dataclasses.replace(options, defines=("EXACTC_LANES=1",)))
+    for name in LANED:
+        rng = np.random.default_rng(5)
+        x = np.concatenate([SPECIALS, hard_inputs(name, rng)[::5],
+                            from_bits(rng.integers(0, 1 << 64, 20_000, dtype=np.uint64))])
+        assert_same_bits(f"{name} laned [{options.describe()}]", x, libm.f64(name, x, laned=True),
+                         libm_twin.FUNCTIONS[name](x))
+
+
+def native_avx() -> bool:
+    """Whether -march=native gives this CPU's AVX (4 doubles a vector), where the laned
+    forms are vectorized."""
+    done = subprocess.run(["gcc", "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
+                          text=True)
+    return "__AVX__" in done.stdout
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_laned_forms_are_vectorized(cc, tmp_path):
+    """gcc and clang at -O2 -march=native with the strict flags vectorize each laned
+    form: its body does packed double arithmetic on whole vector registers (a scalar
+    loop would add with addsd, never with addpd on a ymm or zmm register)."""
+    need(cc)
+    if not native_avx():
+        pytest.skip("this CPU has no AVX: the laned forms of tanh and erf are the scalar loop here")
+    source = tmp_path / "exactc_libm.c"
+    source.write_text(runtime_source("exactc_libm.c"))
+    done = subprocess.run([cc, *STRICT_FLAGS, "-O2", "-march=native", f"-I{RUNTIME_DIR}", "-S", "-o", "-",
+                           str(source)], capture_output=True, text=True, check=True)
+    for name in LANED:
+        for form in (f"exactc_{name}_array", f"exactc_{name}f_array"):
+            body = re.search(rf"^{form}:[^\n]*\n(.*?)^\s*\.size\s+{form},", done.stdout, re.S | re.M)
+            assert body, f"{cc}: no function {form} in the assembly"
+            packed = re.findall(r"\bv(?:add|mul|sub)pd\s+[^\n]*%[yz]mm", body.group(1))
+            assert len(packed) >= 8, f"{cc}: {form} does no packed double arithmetic: not vectorized"
 
 
 def test_c_source_uses_no_libm():
@@ -338,6 +420,15 @@ def test_c_equals_twin_below_the_rounding(name):
     assert_same_bits(f"{name} (lo probe)", x, libm.f64(name, x), twin_out)
 
 
+@pytest.mark.parametrize("name", LANED)
+def test_laned_c_equals_twin_below_the_rounding(name):
+    libm = load_libm(BuildOptions(march_native=True, defines=("EXACTC_LIBM_PROBE_LO", "EXACTC_LANES=1")))
+    x = inputs_for(name)[::3]
+    with libm_twin.probe_lo():
+        twin_out = libm_twin.FUNCTIONS[name](x)
+    assert_same_bits(f"{name} laned (lo probe)", x, libm.f64(name, x, laned=True), twin_out)
+
+
 # ------------------------------------------------------------------------------------
 # verify/exhaustive.py, with a big step (the full run is `make verify` material)
 # ------------------------------------------------------------------------------------
@@ -347,6 +438,15 @@ def test_exhaustive_with_a_big_step(capsys):
     assert exhaustive.main(["--step", "65521", "--jobs", "1"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     n = 6 * len(range(0, 1 << 32, 65521))
+    assert last == f"exhaustive: {n} inputs, 0 mismatches"
+
+
+def test_exhaustive_laned_with_a_big_step(capsys):
+    from exactc.verify import exhaustive
+
+    assert exhaustive.main(["--laned", "--step", "65521", "--jobs", "1"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    n = len(LANED) * len(range(0, 1 << 32, 65521))
     assert last == f"exhaustive: {n} inputs, 0 mismatches"
 
 

@@ -472,7 +472,7 @@ exit $status
 
 MAKEFILE = """\
 # Build the exported program.
-#   make                 with OpenMP (-fopenmp)
+#   make                 with OpenMP (-fopenmp), for this machine's CPU (-march=native)
 #   make OPENMP=0        without
 #   make CC=clang        any C11 compiler
 #   make CHECKING=1      the checking build (model-checking): NaN-filled arena, bounds
@@ -481,12 +481,16 @@ MAKEFILE = """\
 #   make check           build, then conformance/check.sh
 #
 # STRICT holds the flags bit identity rests on: never change them (`make STRICT=...` is
-# ignored). CFLAGS is yours (-O3, -march=native, ...): any value gives the same bits.
+# ignored). CFLAGS is yours (-O3, -march=..., ...): any value gives the same bits.
 # STRICT comes last on every compiler line, so that no flag before it overrides it, and
 # a flag that lets the compiler change values (fast-math and its parts, contraction into
-# FMAs) is refused with a message, whichever variable brings it.
+# FMAs) is refused with a message, whichever variable brings it. The default builds for
+# this machine's CPU (-march=native, where the compiler accepts it): the vector
+# instructions it has, the same bits; `make CFLAGS=-O2` builds a program for any CPU of
+# the architecture.
 override STRICT := @STRICT@
-CFLAGS  ?= -O2
+NATIVE  := $(shell $(CC) -march=native -x c -c -o /dev/null /dev/null 2>/dev/null && echo -march=native)
+CFLAGS  ?= -O2 $(NATIVE)
 WARN    ?= -Wall -Wextra
 OPENMP  ?= 1
 CHECKING ?= 0
@@ -563,17 +567,18 @@ with or without OpenMP.
 
 ## Build
 
-    make                # gcc or cc, with OpenMP
+    make                # gcc or cc, with OpenMP, for this machine's CPU (-O2 -march=native)
     make OPENMP=0       # without OpenMP
     make CC=clang
-    make CFLAGS='-O3 -march=native'
+    make CFLAGS=-O2     # for any CPU of the architecture (x86-64: SSE2 only, slower)
 
 The Makefile keeps the flags bit identity rests on (`STRICT`: `{" ".join(STRICT_FLAGS)}`)
 apart from `CFLAGS` and puts them last on every compiler line, so no other flag
-overrides them. It refuses, with a message, a flag that lets the compiler change values
-(`-ffast-math`, `-Ofast`, `-funsafe-math-optimizations`, `-fassociative-math`,
-`-ffp-contract=fast` and the like), and the kernels refuse a target whose
-`FLT_EVAL_METHOD` is not 0.
+overrides them; the default `CFLAGS` adds `-march=native` where the compiler accepts it:
+the same bits, the vector instructions of the CPU at hand. It refuses, with a message, a
+flag that lets the compiler change values (`-ffast-math`, `-Ofast`,
+`-funsafe-math-optimizations`, `-fassociative-math`, `-ffp-contract=fast` and the like),
+and the kernels refuse a target whose `FLT_EVAL_METHOD` is not 0.
 
 ## Run
 

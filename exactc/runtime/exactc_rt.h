@@ -73,6 +73,17 @@ static inline float exactc_erff(float x) { return (float)exactc_erf((double)x); 
 static inline float exactc_sinf(float x) { return (float)exactc_sin((double)x); }
 static inline float exactc_cosf(float x) { return (float)exactc_cos((double)x); }
 
+/* The laned forms: y[i] = exactc_f(x[i]) (exactc_ff for floats) for i < n, the same bits
+ * as the scalar functions, many elements at a time (vectorized by gcc and clang at -O2;
+ * exactc_libm.c says how). The kernels of gelu, silu and softmax call them on lanes of
+ * elements (exporter/printer/planned.py). x and y must not overlap. */
+void exactc_exp_array(const double *restrict x, double *restrict y, int64_t n);
+void exactc_tanh_array(const double *restrict x, double *restrict y, int64_t n);
+void exactc_erf_array(const double *restrict x, double *restrict y, int64_t n);
+void exactc_expf_array(const float *restrict x, float *restrict y, int64_t n);
+void exactc_tanhf_array(const float *restrict x, float *restrict y, int64_t n);
+void exactc_erff_array(const float *restrict x, float *restrict y, int64_t n);
+
 /* ------------------------------------------------------------------------------------
  * .npy files (exactc_npy.c): little-endian f64, f32, int32 and int64, C order, format
  * versions 1.0, 2.0 and 3.0 read; version 1.0 written. Anything else is refused with a

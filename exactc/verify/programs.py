@@ -61,7 +61,7 @@ class Build:
     cc: str = "cc"
     openmp: bool = True
     checking: bool = False  # model-checking: NaN-filled arena, bounds, layer traces
-    cflags: str | None = None  # None: the Makefile's -O2
+    cflags: str | None = None  # None: the Makefile's default, -O2 -march=native (this CPU)
 
     @property
     def program(self) -> str:
@@ -139,10 +139,25 @@ def _quoted(args: list[str]) -> list[str]:
 # ---- make ------------------------------------------------------------------------------------
 
 
+def this_cpu() -> str:
+    """The processor the default build targets (-march=native): /proc/cpuinfo's model
+    name and flags of the first processor, or the machine's architecture where there is
+    none. Part of every cache key, so a cache folder shared between machines never hands
+    one CPU a program built for another."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
+    except OSError:
+        return os.uname().machine
+    fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}
+    return " ".join(fields.get(k, "") for k in ("model name", "flags"))
+
+
 def build_digest(root: Path, build: Build) -> str:
-    """The cache key of `build` in `root`: the compiler, the make arguments, the sources."""
+    """The cache key of `build` in `root`: the compiler, the CPU, the make arguments, the
+    sources."""
     h = hashlib.sha256()
     h.update(build.compiler().encode())
+    h.update(this_cpu().encode())
     h.update("\0".join(build.make_args()).encode())
     for path in sorted(root.rglob("*")):
         if path.suffix in (".c", ".h") or path.name == "Makefile":
@@ -204,7 +219,8 @@ def exported(spec: export.ExportSpec, build: Build = Build(), progress: Callable
              refuse_warnings: bool = False) -> Program:
     """The built export of `spec`: from the cache folder's `exports/`, or exported, built
     (make) and renamed into it. `progress` hears what takes time on a first use."""
-    key = hashlib.sha256(f"{spec.digest()}\0{build.compiler()}\0{build.make_args()}".encode()).hexdigest()[:24]
+    request = f"{spec.digest()}\0{build.compiler()}\0{this_cpu()}\0{build.make_args()}"
+    key = hashlib.sha256(request.encode()).hexdigest()[:24]
     final = cache_dir() / "exports" / key
     if (final / build.program).is_file() and (final / COMPARER).is_file():
         return Program(final, build)

@@ -5,7 +5,14 @@ every nest of a program, chosen from its shapes alone.
   docs/performance.md): the output columns in lanes of 16 over rows in lanes of 8, the
   weight panel packed; each output's sum still runs in index order (principle 2). A
   layout the nest's shapes make illegal falls back to fewer lanes, then to the plain nest.
-  Every other nest (matmul's included) keeps its plain loops.
+- matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
+  outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
+- the nests whose transcendental has a laned form in the runtime (gelu_tanh, gelu_erf,
+  silu, and softmax without a causal mask) get lanes of 16 on their elements or rows:
+  the printer then calls exactc_<f>f_array once per 16 (printer/planned.py). A causal
+  softmax keeps its plain loops: its visibility test depends on the row, so its exp
+  stays a per-lane call in lanes and nothing would be gained.
+  Every other nest keeps its plain loops.
 - every nest whose outermost loop has at least two iterations is split into up to
   PIECES even pieces, which an OpenMP team of at most omp_get_max_threads() threads runs.
 
@@ -47,6 +54,31 @@ def even_split(extent: dims.Extent, pieces: int = PIECES) -> Split | None:
     return Split(0, split_pieces(extent, cuts))
 
 
+# Lanes that make the printer call a transcendental's laned form (printer/planned.py).
+_TRANSCENDENTAL_LAYOUTS = {
+    "gelu_tanh": [Layout(lanes=(("i", 16),))],
+    "gelu_erf": [Layout(lanes=(("i", 16),))],
+    "silu": [Layout(lanes=(("i", 16),))],
+    "softmax": [Layout(lanes=(("i", 16),))],
+}
+
+
+def matmul_layouts(nest: Nest) -> list[Layout]:
+    """linear's candidates for a batched matmul: its batch axes (i, or ib and g) first."""
+    batch = tuple(a.name for a in nest.axes if a.name not in ("m", "n"))
+    return [Layout(order=batch + layout.order, lanes=layout.lanes,
+                   packs=tuple("b" for _ in layout.packs)) for layout in _MATRIX_LAYOUTS["linear"]]
+
+
+def candidate_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
+    """The layouts to try for `nest`, fastest first (none: the plain nest)."""
+    if nest.name == "softmax" and kernel.attrs.get("causal"):
+        return []
+    if nest.name == "matmul":
+        return matmul_layouts(nest)
+    return _MATRIX_LAYOUTS.get(nest.name, []) + _TRANSCENDENTAL_LAYOUTS.get(nest.name, [])
+
+
 def _first_legal(kernel: Kernel, nest: Nest, layouts: list[Layout]) -> Layout:
     for layout in layouts:
         try:
@@ -59,7 +91,7 @@ def _first_legal(kernel: Kernel, nest: Nest, layouts: list[Layout]) -> Layout:
 
 def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES) -> NestPlan | None:
     """The layout and split chosen for one nest, or None to leave it plain."""
-    layout = _first_legal(kernel, nest, _MATRIX_LAYOUTS.get(nest.name, []))
+    layout = _first_legal(kernel, nest, candidate_layouts(kernel, nest))
     if not nest.axes:
         return None
     first = layout.loop_order(nest)[0]

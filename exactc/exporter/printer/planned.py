@@ -7,7 +7,11 @@ The function of a planned nest keeps the plain signature, `(args..., lo, hi)`, b
 nest has no split). The statements are the IR's, printed by the same body printer: a
 layout only decides where they sit in the loops. A laned statement runs in a short loop
 over the lanes, with every scalar of the body a local array, so each lane runs the plain
-body's operations in the plain body's order.
+body's operations in the plain body's order. A transcendental with a laned form in the
+runtime (exp, tanh, erf: exactc_rt.h) that initializes a scalar of a one-axis laned body
+is printed as one call of that form over the chunk's lanes, its argument first gathered
+into a lane array: the same value in each lane, the scalar function's bits, and the
+compilers vectorize the function (exactc_libm.c).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from exactc.exporter.kernels.ir import (
     Access,
     Affine,
     Buffer,
+    Call,
     Declare,
     Expr,
     If,
@@ -49,6 +54,9 @@ from exactc.exporter.printer.sums import print_integer_sum
 
 # What the C check's status means (exactc_rt.h, exactc_check_pieces), for the harness.
 SPLIT_STATUS = {1: "a piece out of range", 2: "pieces overlap", 3: "pieces leave a gap"}
+# The transcendentals the runtime evaluates lanes at a time: exactc_<f>_array (f64) and
+# exactc_<f>f_array (f32), the scalar function's bits (exactc_rt.h).
+ARRAY_FUNCTIONS = ("exp", "tanh", "erf")
 
 
 def pack_offset(dims: list[tuple[str, int]]) -> Affine:
@@ -120,12 +128,18 @@ def uses_lanes(expr: Expr, laned: set[str]) -> bool:
 
 class LanedBlock:
     """The laned path: statements grouped into loops over the lanes, inside the body's
-    own loops; a statement whose control depends on a lane runs whole in one lane."""
+    own loops; a statement whose control depends on a lane runs whole in one lane. With
+    one lane axis, a scalar initialized by a transcendental of ARRAY_FUNCTIONS is one
+    call of its laned form (`array_call`); `arguments` lists the lane arrays made for
+    their arguments, which the caller declares."""
 
-    def __init__(self, printer: PlannedBodyPrinter, lanes: list[tuple[str, int, str]], laned: set[str]):
+    def __init__(self, printer: PlannedBodyPrinter, lanes: list[tuple[str, int, str]], laned: set[str],
+                 taken: set[str]):
         self.printer = printer
         self.lanes = lanes  # (axis, width, lane variable), innermost last
         self.laned = laned  # names whose value differs between lanes
+        self.taken = taken  # the function's names (fresh ones for the argument arrays)
+        self.arguments: list[Var] = []
 
     def block(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
         out: list[str] = []
@@ -160,6 +174,39 @@ class LanedBlock:
         return out + [f"{pad}}}"]
 
     def per_lane(self, run: list[Stmt], depth: int) -> list[str]:
+        """A run of statements in lane loops, each laned-form call on its own."""
+        out: list[str] = []
+        pending: list[Stmt] = []
+        for stmt in run:
+            if self.is_array_call(stmt):
+                out.extend(self.lane_loop(pending, depth))
+                pending = []
+                out.extend(self.array_call(stmt, depth))
+            else:
+                pending.append(stmt)
+        return out + self.lane_loop(pending, depth)
+
+    def is_array_call(self, stmt: Stmt) -> bool:
+        return (len(self.lanes) == 1 and isinstance(stmt, Declare) and isinstance(stmt.init, Call)
+                and stmt.init.fn in ARRAY_FUNCTIONS and stmt.var.name in self.laned)
+
+    def array_call(self, stmt: Declare, depth: int) -> list[str]:
+        """`v = f(arg)` in every lane as exactc_<f>[f]_array(arg lanes, v, width)."""
+        call, ((_, width, lane),) = stmt.init, self.lanes
+        out = []
+        if isinstance(call.a, Var) and call.a.name in self.laned:
+            source = call.a.name
+        else:  # the argument, lane by lane, into an array of its own
+            source = fresh_name(f"{stmt.var.name}_x", self.taken)
+            self.arguments.append(Var(source, call.type))
+            self.printer.rename[source] = f"{source}[{lane}]"
+            out.extend(self.lane_loop([Declare(Var(source, call.type), call.a)], depth))
+        form = f"exactc_{call.fn}{'' if call.type == 'f64' else 'f'}_array"
+        text = " ".join(line.strip() for line in stmt.lines(0))
+        out.append(f"{INDENT * depth}{form}({source}, {stmt.var.name}, {width}); /* {text}, in each lane */")
+        return out
+
+    def lane_loop(self, run: list[Stmt], depth: int) -> list[str]:
         if not run:
             return []
         out = []
@@ -193,7 +240,8 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
     tile_end = {a: fresh_name(f"{a}_te", taken) for a in order if a in tiles}
     chunk_var = {a: fresh_name(f"{a}_c", taken) for a in lanes}
     lane_var = {a: fresh_name(f"{a}_l", taken) for a in lanes}
-    pack_var = {b: fresh_name(f"{b}_p", taken) for b in layout.packs}
+    # A pack: its storage, and the pointer every access goes through (pack() says why).
+    pack_var = {b: (fresh_name(f"{b}_pack", taken), fresh_name(f"{b}_p", taken)) for b in layout.packs}
 
     def start(a: str) -> str:
         return "lo" if a == range_axis else "0"
@@ -246,15 +294,17 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
         laned_scalars = [s.var for s in walk_statements(nest.body) if isinstance(s, Declare)]
         suffix = "".join(f"[{w}]" for _, w in layout.lanes)
         index = "".join(f"[{lane_var[a]}]" for a, _ in layout.lanes)
-        for var in laned_scalars:
-            body.append(f"{INDENT * (depth + 1)}{LOCAL_CTYPE[var.type]} {var.name}{suffix};")
         printer.substitute = {a: Affine.var(chunk_var[a]) + Affine.var(lane_var[a]) for a in lanes}
         printer.rename = {var.name: f"{var.name}{index}" for var in laned_scalars}
         for buffer in layout.packs:
             body_dims, lane_dims = pack_panel(nest, layout, buffer)
-            printer.packs[buffer] = (pack_var[buffer], body_dims + [(lane_var[a], w) for a, w in lane_dims])
+            printer.packs[buffer] = (pack_var[buffer][1], body_dims + [(lane_var[a], w) for a, w in lane_dims])
         laned = set(lanes) | {v.name for v in laned_scalars}
-        body.extend(LanedBlock(printer, lane_list, laned).block(nest.body, depth + 1))
+        block = LanedBlock(printer, lane_list, laned, taken)
+        laned_body = block.block(nest.body, depth + 1)
+        for var in laned_scalars + block.arguments:
+            body.append(f"{INDENT * (depth + 1)}{LOCAL_CTYPE[var.type]} {var.name}{suffix};")
+        body.extend(laned_body)
         printer.substitute, printer.rename, printer.packs = {}, {}, {}
         body.append(f"{INDENT * depth}}} else {{ /* the remainder: the plain body, point by point */")
         rdepth = depth + 1
@@ -284,9 +334,17 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
             extents[range_axis])
 
 
-def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, pack_name: str,
+def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, names: tuple[str, str],
          chunk_var: dict[str, str], lane_var: dict[str, str], inner_stop, depth: int) -> list[str]:
-    """Copy the panel of `buf` for the current chunk of its lane axes into the pack."""
+    """Copy the panel of `buf` for the current chunk of its lane axes into the pack.
+
+    The pack is a local array reached only through a (restrict) pointer to it. Read by
+    the array's own name, gcc walks it with an integer induction variable, forgets which
+    object the reads touch, and must assume they may read the lanes' accumulators: it
+    keeps every accumulator in memory, a load and a store per reduction step (41 against
+    clang's 87 GFLOP/s, docs/performance.md). Through a pointer it knows, and keeps them
+    in registers."""
+    storage, pack_name = names
     body_dims, lane_dims = pack_panel(nest, layout, buf.name)
     dims = body_dims + [(lane_var[a], w) for a, w in lane_dims]
     size = 1
@@ -295,7 +353,8 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, p
     pad = INDENT * depth
     full = " && ".join(f"{chunk_var[a]} + {w} <= {inner_stop(a)}" for a, w in lane_dims)
     out = [
-        f"{pad}{buf.ctype} {pack_name}[{size}]; /* pack: the panel of {buf.name} the lanes read, lane index innermost */",
+        f"{pad}{buf.ctype} {storage}[{size}]; /* pack: the panel of {buf.name} the lanes read, lane index innermost */",
+        f"{pad}{buf.ctype} *restrict {pack_name} = {storage}; /* only this pointer touches it: the lanes stay in registers */",
         f"{pad}if ({full}) {{",
     ]
     d = depth + 1
@@ -313,7 +372,7 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, p
     # A chunk that is not full never reads the pack (it runs the plain body); filling it
     # anyway keeps compilers from warning that it may be read uninitialized.
     out.append(f"{pad}}} else {{")
-    out.append(f"{pad}{INDENT}memset({pack_name}, 0, sizeof {pack_name});")
+    out.append(f"{pad}{INDENT}memset({pack_name}, 0, sizeof {storage});")
     out.append(f"{pad}}}")
     return out
 
@@ -328,7 +387,12 @@ def split_driver(name: str, item: Launch, buffers: Mapping[str, Buffer], split: 
                  extent: dims.Extent) -> list[str]:
     """`<name>_split`: runs `name` once per piece of the split (exactc_rt.h, "Thread
     splits"); returns the coverage check's status, 0 unless built to check. A split in
-    parts of `of` computes its pieces from the run-time extent when it runs."""
+    parts of `of` computes its pieces from the run-time extent when it runs.
+
+    The team takes the pieces one at a time as its threads come free (schedule
+    dynamic), not in fixed shares: on a machine shared with other work, a thread that
+    is descheduled no longer holds back the pieces it would have been given
+    (docs/performance.md, "Threads"). Which thread runs a piece never changes a bit."""
     args = ", ".join(list(item.args) + [a.split()[-1] for a in length_params(buffers)])
     count = len(split.pieces)
     table = ", ".join(f"{{{lo}, {hi}}}" for lo, hi in split.pieces)
@@ -356,7 +420,7 @@ def split_driver(name: str, item: Launch, buffers: Mapping[str, Buffer], split: 
         "#endif",
         "#ifdef _OPENMP",
         f"{INDENT}int team = omp_get_max_threads() < {count} ? omp_get_max_threads() : {count};",
-        "#pragma omp parallel for num_threads(team) schedule(static)",
+        "#pragma omp parallel for num_threads(team) schedule(dynamic)",
         "#endif",
         f"{INDENT}for (int p = 0; p < {count}; p++) {{",
         f"{INDENT * 2}{name}({args}, pieces[p][0], pieces[p][1]);",

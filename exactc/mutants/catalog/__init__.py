@@ -16,6 +16,7 @@ from exactc.mutants.catalog import (
     harness,
     host,
     keys,
+    lanes,
     layouts,
     lengths,
     loop_bounds,
@@ -24,6 +25,7 @@ from exactc.mutants.catalog import (
     rounding,
     semantics,
     slicing,
+    speed,
 )
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
@@ -61,6 +63,9 @@ _FIXED_CHECKS = [
     Check("programs:lengths", ("tests/test_programs.py",), "length"),
     # Plans passed to whole programs: applied by kernel, and refused when they match nothing.
     Check("programs:plans", ("tests/test_programs.py",), "plan"),
+    # The exported Makefile's default build (-march=native) against the portable one, both
+    # conformant; the laned linear's accumulators in registers (gcc and clang).
+    Check("fast-build", ("tests/test_fast_build.py",)),
     # A program that differs: the report's index, values and layer (a fold slice misread).
     Check("programs:report", ("tests/test_programs.py",), "skips_a_layer"),
     # The one build: each compiler really builds; the export cache keys on what matters.
@@ -111,7 +116,7 @@ _FIXED_CHECKS = [
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
-            keys, hardening, comparison, building, quant]
+            keys, hardening, comparison, building, quant, speed, lanes]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

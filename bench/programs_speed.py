@@ -1,0 +1,289 @@
+"""Whole programs against PyTorch, side by side (`make bench`, bench/test_scoreboard.py):
+the GPT-2-like forward (exported C against transformers' GPT2LMHeadModel with the same
+weights) and all-MiniLM-L6-v2 on a mixed-length batch (`exactc embed`'s path against
+transformers' BertModel with mean pooling and normalization).
+
+Every figure is the best of several rounds, each round timing exactc, then PyTorch, so
+both sides see the same machine load; the spread (the median beside the best) says how
+much the load moved them. Threads: OMP_NUM_THREADS for the C program,
+torch.set_num_threads for PyTorch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from exactc import embed  # noqa: E402
+from exactc.exporter import checkpoints, export  # noqa: E402
+from exactc.exporter.kernels.autoplan import AutoPlan  # noqa: E402
+from exactc.verify import programs  # noqa: E402
+from exactc.verify.build import compiler_version  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from minilm_sentences import MIXED_BATCH  # noqa: E402  (tests/minilm_sentences.py)
+
+# The GPT-2-like model of design.md's numbers, and a Llama-like model of the same width
+# and depth (grouped-query attention, 2 key/value heads; SwiGLU's 1024 is 2/3 of 1536).
+GPT = dict(vocab=4096, dim=384, layers=6, heads=6, mlp=1536, tokens=256)
+LLAMA = dict(vocab=4096, dim=384, layers=6, heads=6, kv_heads=2, mlp=1024, tokens=256)
+
+
+# ---- the machine ------------------------------------------------------------------------------
+
+
+def cpu_field(name: str) -> str:
+    """A field of the first processor in /proc/cpuinfo ('?' where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == name:
+                return value.strip()
+    except OSError:
+        pass
+    return "?"
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine_lines() -> list[str]:
+    """What every timing needs beside it: the CPU, the load, the toolchain."""
+    import torch
+
+    compilers = "; ".join(compiler_version(cc) for cc in ("gcc", "clang") if shutil.which(cc))
+    return [
+        f"cpu: {cpu_field('model name')}, cpu family {cpu_field('cpu family')}, model {cpu_field('model')}, "
+        f"{os.cpu_count()} cores",
+        f"load average at start: {load_average()}",
+        f"compilers: {compilers}",
+        f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})",
+    ]
+
+
+# ---- timing side by side ------------------------------------------------------------------------
+
+
+class SideBySide:
+    """Rounds that each time exactc, then PyTorch (`round`, which pytest-benchmark runs);
+    the best and the median of each side."""
+
+    def __init__(self, ours: Callable[[], float], theirs: Callable[[], float]):
+        self.timers = (ours, theirs)
+        self.ours: list[float] = []
+        self.theirs: list[float] = []
+
+    def round(self) -> None:
+        self.ours.append(self.timers[0]())
+        self.theirs.append(self.timers[1]())
+
+    @property
+    def ratio(self) -> float:
+        """exactc's best time over PyTorch's: above 1, exactc is slower."""
+        return min(self.ours) / min(self.theirs)
+
+    def spread(self, times: list[float]) -> str:
+        return f"best {min(times) * 1e3:.1f} ms, median {statistics.median(times) * 1e3:.1f} ms"
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    """The best wall time of `repeats` calls of fn."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def torch_threads(count: int) -> None:
+    import torch
+
+    torch.set_num_threads(count)
+
+
+# ---- exported programs ----------------------------------------------------------------------
+
+
+def makefile_cflags(root: Path) -> str:
+    """The CFLAGS default of an exported Makefile, as a user running `make` gets it."""
+    text = (root / "Makefile").read_text()
+    strict = re.search(r"^STRICT\s*:=\s*(.*)$", text, re.M).group(1)
+    cflags = re.search(r"^CFLAGS\s*\??=\s*(.*)$", text, re.M).group(1)
+    return f"{strict} {cflags}"
+
+
+def build_exported(root: Path, cc: str) -> Path:
+    """`make CC=cc` with the Makefile's defaults (verify/programs.py, the one build);
+    then the conformance check (the bits)."""
+    program = programs.make(root, programs.Build(cc=cc), refuse_warnings=True, cached=False)
+    check = program.check()
+    assert check.returncode == 0, f"{root}: conformance failed\n{check.stdout}{check.stderr}"
+    return program.path
+
+
+def program_seconds(program: Path, inputs: Path, out: Path, threads: int, repeat: int) -> float:
+    """One process running the network `repeat` times: its time per run (EXACTC_REPEAT,
+    timed around the runs only, the weights loaded before)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), EXACTC_REPEAT=str(repeat))
+    done = subprocess.run([str(program), str(program.parent / "weights.safetensors"), str(inputs), str(out)],
+                          env=env, capture_output=True, text=True, check=True)
+    return float(re.search(r"([0-9.]+) s per run", done.stderr).group(1))
+
+
+# ---- the decoders: the GPT-2-like and the Llama-like forward ------------------------------------
+
+
+def randomized(model, wte: str):
+    """`model` with every parameter drawn (seeded): gains near 1, biases near 0, matrices
+    scaled by their fan-in (the embedding `wte` by 2)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+            if p.ndim == 1:
+                p.copy_((1.0 if ("ln" in name or "norm" in name) else 0.0) + 0.1 * noise)
+            else:
+                p.copy_(noise / np.sqrt(p.shape[-1] if wte not in name else 4.0))
+    return model.eval()
+
+
+def gpt2_model():
+    """transformers' GPT2LMHeadModel at GPT's shapes, every parameter drawn (seeded)."""
+    import torch
+    import transformers
+
+    cfg = transformers.GPT2Config(vocab_size=GPT["vocab"], n_positions=GPT["tokens"], n_embd=GPT["dim"],
+                                  n_layer=GPT["layers"], n_head=GPT["heads"], n_inner=GPT["mlp"],
+                                  activation_function="gelu_new", tie_word_embeddings=True,
+                                  attn_implementation="eager")
+    torch.manual_seed(0)
+    return randomized(transformers.GPT2LMHeadModel(cfg), "wte")
+
+
+def llama_model():
+    """transformers' LlamaForCausalLM at LLAMA's shapes, every parameter drawn (seeded)."""
+    import torch
+    import transformers
+
+    cfg = transformers.LlamaConfig(vocab_size=LLAMA["vocab"], hidden_size=LLAMA["dim"],
+                                   intermediate_size=LLAMA["mlp"], num_hidden_layers=LLAMA["layers"],
+                                   num_attention_heads=LLAMA["heads"], num_key_value_heads=LLAMA["kv_heads"],
+                                   max_position_embeddings=LLAMA["tokens"], tie_word_embeddings=False,
+                                   attn_implementation="eager")
+    torch.manual_seed(0)
+    return randomized(transformers.LlamaForCausalLM(cfg), "embed_tokens")
+
+
+class DecoderBench:
+    """A decoder's forward over `tokens` tokens: one checkpoint, exported with `--plan
+    auto` and built with the Makefile's defaults by each compiler, and the same weights in
+    PyTorch (eager)."""
+
+    def __init__(self, kind: str, work: Path, compilers: list[str]):
+        import torch
+
+        shapes, make_model = {"gpt": (GPT, gpt2_model), "llama": (LLAMA, llama_model)}[kind]
+        self.model = make_model()
+        folder = work / f"{kind}-checkpoint"
+        self.model.save_pretrained(folder, safe_serialization=True)
+        ckpt = checkpoints.load(folder, kind)
+        self.ids = np.random.default_rng(2).integers(0, shapes["vocab"], shapes["tokens"]).astype(np.int32)
+        prepared = export.prepare(kind, "forward", "f32", overrides={"tokens": shapes["tokens"]}, checkpoint=ckpt,
+                                  plan=AutoPlan(), inputs={"input_ids": self.ids})
+        root = export.write(prepared, work / f"{kind}-export")
+        self.flags = makefile_cflags(root)
+        self.programs = {}
+        for cc in compilers:
+            copy = work / f"{kind}-{cc}"
+            shutil.copytree(root, copy)
+            self.programs[cc] = build_exported(copy, cc)
+        self.out = work / f"{kind}-out"
+        self.out.mkdir()
+        self.torch_ids = torch.from_numpy(self.ids.astype(np.int64))[None]
+        ours = prepared.expected["logits"]
+        assert np.abs(ours - self.torch_logits()).max() < 1e-3, f"exactc's {kind} is not transformers'"
+
+    def torch_logits(self) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            return self.model(input_ids=self.torch_ids).logits[0].numpy()
+
+    def side_by_side(self, cc: str, threads: int, repeat: int = 3) -> SideBySide:
+        torch_threads(threads)
+        inputs = self.programs[cc].parent / "conformance" / "inputs"
+        return SideBySide(lambda: program_seconds(self.programs[cc], inputs, self.out, threads, repeat),
+                          lambda: best_of(self.torch_logits, repeat))
+
+
+# ---- all-MiniLM-L6-v2 ------------------------------------------------------------------------------
+
+
+class MiniLMBench:
+    """`exactc embed`'s path (tokenize, the cached exported program run on each sentence
+    at its own length, read back) against transformers' BertModel on the same batch,
+    padded to its longest sentence as a batched framework runs it, pooled and normalized."""
+
+    sentences = MIXED_BATCH
+
+    def __init__(self):
+        import torch
+        import transformers
+
+        self.folder = embed.default_checkpoint()
+        self.ckpt = checkpoints.load(self.folder, "bert")
+        self.length = embed.max_length(self.folder, self.ckpt.fields["positions"])
+        program = embed.cached_program(self.ckpt, "f32", self.length, plan="auto", progress=lambda m: None)
+        self.flags = makefile_cflags(program.root)
+        self.model = transformers.BertModel.from_pretrained(str(self.folder), attn_implementation="eager",
+                                                            dtype=torch.float32).eval()
+        ours, theirs = self.exactc(), self.transformers()
+        assert np.abs(ours - theirs).max() < 1e-5, "exactc's MiniLM is not transformers' MiniLM"
+
+    def exactc(self) -> np.ndarray:
+        return embed.embed(self.sentences, self.folder, plan="auto", progress=lambda m: None)
+
+    def transformers(self) -> np.ndarray:
+        import torch
+
+        batch = embed.tokenize_padded(self.folder, self.sentences, self.length)
+        with torch.inference_mode():
+            ids = torch.from_numpy(batch["input_ids"].astype(np.int64))
+            mask = torch.from_numpy(batch["attention_mask"].astype(np.int64))
+            types_ = torch.from_numpy(batch["token_type_ids"].astype(np.int64))
+            hidden = self.model(input_ids=ids, attention_mask=mask, token_type_ids=types_).last_hidden_state
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
+
+    def side_by_side(self, threads: int) -> SideBySide:
+        torch_threads(threads)
+
+        def ours() -> float:
+            saved = os.environ.get("OMP_NUM_THREADS")
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+            try:
+                return best_of(self.exactc, 1)
+            finally:
+                if saved is None:
+                    del os.environ["OMP_NUM_THREADS"]
+                else:
+                    os.environ["OMP_NUM_THREADS"] = saved
+
+        return SideBySide(ours, lambda: best_of(self.transformers, 1))

@@ -1,0 +1,66 @@
+"""The transcendentals in lanes: the runtime's laned forms (exactc_libm.c), which must give
+the scalar functions' bits element by element, and the printer's calls of them."""
+
+from exactc.mutants.model import Mutant
+
+LIBM = "exactc/runtime/exactc_libm.c"
+PLANNED = "exactc/exporter/printer/planned.py"
+
+MUTANTS = [
+    Mutant(
+        "laned-forms-skip-the-fixup",
+        "the laned forms keep their lanes' result for every element of a whole block, also "
+        "outside the lane range (NaN, infinities, saturated arguments), where the scalar "
+        "function must compute it",
+        LIBM,
+        "|| !fn##_in_lanes(x[i])) y[i] = exactc_##fn(x[i]);",
+        "|| 0) y[i] = exactc_##fn(x[i]);               ",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
+        "laned-tanh-switches-branch-early",
+        "a lane of tanh takes the exp branch from a = 0.125 where the scalar function "
+        "takes it from 0.25: a lane that runs another branch than the scalar code",
+        LIBM,
+        "    double t = blend(a < TANH_SMALL, tanh_small(a), tanh_mid(a));",
+        "    double t = blend(a < 0.5 * TANH_SMALL, tanh_small(a), tanh_mid(a));",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
+        "laned-erf-select-inverted",
+        "erf's lanes blend the series where the scalar function takes the erfc tail, and "
+        "the other way round",
+        LIBM,
+        "    double y = blend(a < ERF_SERIES_END, erf_series(a), erf_tail(a));",
+        "    double y = blend(a >= ERF_SERIES_END, erf_series(a), erf_tail(a));",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
+        "laned-exp-range-into-subnormals",
+        "exp's lane range starts at -710, where 2^k (k < -1021) scales the result into the "
+        "subnormals in a second rounding; the scalar function rounds once there",
+        LIBM,
+        "#define EXP_LANES_LO (-0x1.618p+9) /* -707 */",
+        "#define EXP_LANES_LO (-0x1.63p+9) /* -710 */",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
+        "laned-call-misses-the-last-lane",
+        "the printed call of a laned form covers one lane fewer than the chunk: the last "
+        "lane's value is whatever its array held",
+        PLANNED,
+        '{form}({source}, {stmt.var.name}, {width});',
+        '{form}({source}, {stmt.var.name}, {width - 1});',
+        ("fast-build", "layouts:property"),
+        family="lanes",
+        requires=(PLANNED,),
+    ),
+]
