@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from exactc.exporter import export, graph, models
 from exactc.exporter import frames
@@ -275,6 +277,28 @@ def test_a_program_at_length_t_gives_the_bytes_of_the_program_exported_for_t(tmp
     for name in short_prepared.expected:
         assert (tmp_path / "at-long" / f"{name}.npy").read_bytes() == (tmp_path / "at-short" / f"{name}.npy").read_bytes()
     assert_same_outputs(short_prepared.expected, outputs(tmp_path / "at-long"), "f32")
+
+
+LENGTH_CASES = [(m, e, s) for m, e in ENTRIES for s in ("f32", "bf16")]
+
+
+@pytest.mark.parametrize("model,entry,site", LENGTH_CASES, ids=[f"{m}-{e}-{s}" for m, e, s in LENGTH_CASES])
+def test_c_at_a_drawn_length_equals_the_reference_at_that_length(tmp_path_factory, model, entry, site):
+    """One program (T_max = 6), Hypothesis draws the run-time length T in [1, T_max], the
+    inputs' seed and 1 or 2 threads: C at T gives the reference's bytes at T. The
+    conformance lengths (1, 2, T_max) are fixed; this reaches the others."""
+    prepared, root = _export(tmp_path_factory.mktemp("lengths"), model, entry, site)
+    program, top = build(root), prepared.program.max_length
+    assert top == SMALL[model]["tokens"]
+
+    @settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(length=st.integers(1, top), seed=st.integers(0, 2**32 - 1), threads=st.sampled_from((1, 2)))
+    def at_length(length, seed, threads):
+        inputs = export.check_inputs(prepared.program, site, models.draw_inputs(prepared.program, seed, length))
+        assert graph.run_length(prepared.program, inputs) == length
+        conforms(program, prepared, threads, inputs=inputs)
+
+    at_length()
 
 
 def test_safetensors_parser_survives_mutated_headers(tmp_path):

@@ -16,7 +16,7 @@ MUTANTS = [
         NESTS,
         "    return dims.c_factor(extent)\n\n\nclass Extents:",
         "    return str(dims.upper(extent))\n\n\nclass Extents:",
-        ("layouts:run-time",),
+        ("layouts:run-time", "programs:lengths"),
         family="lengths",
         requires=(NESTS,),
     ),
