@@ -4,8 +4,9 @@ summary a person reads at a glance.
 The checks record one line per case in EXACTC_STATS_DIR (verify/kernels.py); this
 module runs pytest over both cores, gathers those lines and prints a table of cases per
 primitive x type, a line per family of other checks (layouts, splits, keys, sampling:
-`keys: <n> checked, <m> mismatches`; quant: the cases of the quantized primitives),
-and the last line
+`keys: <n> checked, <m> mismatches`; quant: the cases of the quantized primitives), the
+sanitized and memchecked programs of verify/sanitizers.py (`sanitizers: <n> programs,
+<m> reports`, `memcheck: <n> programs, <m> errors`), and the last line
 
     verify: <cases> cases, <mismatches> mismatches, <rate> cases/s
 """
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from exactc.exporter.types import SITE_TYPES
+from exactc.verify import sanitizers
 
 CAMPAIGN_TESTS = [
     "tests/test_primitives.py",
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-cases", type=int, default=10_000,
                         help="fail unless at least this many kernel cases ran (default 10000)")
     parser.add_argument("--tests", nargs="*", default=CAMPAIGN_TESTS, help="test files to run")
+    parser.add_argument("--no-sanitizers", action="store_true",
+                        help="skip the sanitizer and memcheck runs of exported programs (verify/sanitizers.py)")
     args = parser.parse_args(argv)
 
     stats = Path(tempfile.mkdtemp(prefix="exactc-stats-"))
@@ -98,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.monotonic() - start
     rows = read_stats(stats)
     text, cases, mismatches = summary(rows, seconds)
+    clean = True
+    if not args.no_sanitizers:
+        lines, clean = sanitizers.verify(progress=lambda line: print(line, flush=True))
+        *table, last = text.splitlines()
+        text = "\n".join(table + lines + [last])
     print(text)
     if status != 0:
         print(f"verify: pytest exited {status}", file=sys.stderr)
@@ -111,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"verify: only {checked} {family} checked; at least {least} required", file=sys.stderr)
             return 1
     mismatches += sum(r["family"] != "kernels" and r["status"] != "equal" for r in rows)
-    return 1 if mismatches else 0
+    if not clean:
+        print("verify: a sanitized or memchecked program reported or failed (above)", file=sys.stderr)
+    return 1 if mismatches or not clean else 0
 
 
 if __name__ == "__main__":

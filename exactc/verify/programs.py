@@ -119,10 +119,10 @@ class Program:
                                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return self.run([(self.root / "conformance" / "inputs", out)], threads, env)
 
-    def check(self, threads: int | None = None) -> subprocess.CompletedProcess:
+    def check(self, threads: int | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """conformance/check.sh on this program: the spec's comparison, in C."""
         return subprocess.run([str(self.root / "conformance" / "check.sh"), str(self.path)],
-                              capture_output=True, text=True, env=_env(threads, None))
+                              capture_output=True, text=True, env=_env(threads, env))
 
 
 def _env(threads: int | None, extra: dict[str, str] | None) -> dict[str, str]:

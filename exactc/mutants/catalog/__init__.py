@@ -113,6 +113,9 @@ _FIXED_CHECKS = [
     # The libFuzzer harnesses of fuzz/, built with replay.c's main and libFuzzer's, over the
     # seed corpus under ASan and UBSan.
     Check("fuzz:replay", ("tests/test_fuzz_harnesses.py",)),
+    # Exported programs built with ASan and UBSan (gpt, f32, gcc, one thread): check.sh passes
+    # and no sanitizer reports (verify/sanitizers.py; make verify runs the whole sample).
+    Check("sanitizers", ("tests/test_sanitizers.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,

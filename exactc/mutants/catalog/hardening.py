@@ -6,7 +6,9 @@ here and another way elsewhere; a read not bounded by the header grows without l
 a pipe; a check over all pairs of names makes a large header slow without changing any
 result (only an instruction count sees it). The Python readers (checkpoints, configs,
 plans) must answer every malformed file with their own one-line error: a check dropped
-there is a traceback, a MemoryError or a silently wrong reading.
+there is a traceback, a MemoryError or a silently wrong reading. A read past a buffer
+that changes no output is invisible to every bit comparison: only the sanitized builds
+of exported programs (verify/sanitizers.py) see it.
 """
 
 from exactc.mutants.model import Mutant
@@ -388,6 +390,17 @@ MUTANTS = [
         "            program.run_or_fail(pairs[start:start + pairs_per_run])\n",
         "        program.run_or_fail(pairs)\n",
         ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "host-input-read-past-its-end",
+        "the host reads the byte after an input's data and ignores it: the same outputs, an "
+        "out-of-bounds read that only a sanitizer sees",
+        HOST,
+        "        memcpy(dst, a->data, count * exactc_kind_size(spec->kind));\n",
+        "        memcpy(dst, a->data, count * exactc_kind_size(spec->kind));\n"
+        "        { volatile unsigned char past = ((const unsigned char *)a->data)[a->nbytes]; (void)past; }\n",
+        ("host-runtime", "sanitizers"),
         family="hardening",
     ),
 ]
