@@ -121,7 +121,7 @@ def torch_threads(count: int) -> None:
 def makefile_cflags(root: Path) -> str:
     """The CFLAGS default of an exported Makefile, as a user running `make` gets it."""
     text = (root / "Makefile").read_text()
-    strict = re.search(r"^STRICT\s*:=\s*(.*)$", text, re.M).group(1)
+    strict = re.search(r"^(?:override\s+)?STRICT\s*:=\s*(.*)$", text, re.M).group(1)
     cflags = re.search(r"^CFLAGS\s*\??=\s*(.*)$", text, re.M).group(1)
     return f"{strict} {cflags}"
 
