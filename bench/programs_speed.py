@@ -29,6 +29,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from exactc import embed  # noqa: E402
 from exactc.exporter import checkpoints, export  # noqa: E402
 from exactc.exporter.kernels.autoplan import AutoPlan  # noqa: E402
+from exactc.runtime import STRICT_FLAGS  # noqa: E402
 from exactc.verify import programs  # noqa: E402
 from exactc.verify.build import compiler_version  # noqa: E402
 
@@ -121,9 +122,8 @@ def torch_threads(count: int) -> None:
 def makefile_cflags(root: Path) -> str:
     """The CFLAGS default of an exported Makefile, as a user running `make` gets it."""
     text = (root / "Makefile").read_text()
-    strict = re.search(r"^(?:override\s+)?STRICT\s*:=\s*(.*)$", text, re.M).group(1)
     cflags = re.search(r"^CFLAGS\s*\??=\s*(.*)$", text, re.M).group(1)
-    return f"{strict} {cflags}"
+    return f"{' '.join(STRICT_FLAGS)} {cflags}"  # the Makefile's STRICT line is filled from it
 
 
 def build_exported(root: Path, cc: str) -> Path:
