@@ -622,11 +622,16 @@ def test_door_the_makefile_puts_strict_last_and_keeps_it(exported_gpt):
     strict = " ".join(STRICT_FLAGS)
     done = make_dry_run(exported_gpt, "CFLAGS=-O3 -march=native -fno-strict-aliasing", "STRICT=-O0")
     assert done.returncode == 0, done.stderr
-    lines = [line for line in done.stdout.splitlines() if " -o " in line]
-    assert len(lines) == 2, done.stdout  # the program and the comparer
-    for line in lines:
-        assert "-O3 -march=native -fno-strict-aliasing" in line and f"{strict} -I." in line, line
+    compiles = [line for line in done.stdout.splitlines() if " -c -o " in line]
+    links = [line for line in done.stdout.splitlines() if " -o " in line and " -c " not in line]
+    sources = sorted(p.name for p in exported_gpt.rglob("*.c"))
+    assert sorted(line.split()[-1].rsplit("/", 1)[-1] for line in compiles) == sorted(sources + ["exactc_npy.c"])
+    assert len(links) == 2, done.stdout  # the program and the comparer
+    for line in compiles:
+        assert "-O3 -march=native -fno-strict-aliasing" in line and f"{strict} -I. -c" in line, line
         assert line.index("-march=native") < line.index(strict), line
+    for line in links:
+        assert "-O3 -march=native -fno-strict-aliasing" in line, line
 
 
 def test_door_embed_runs_its_sentences_a_bounded_number_per_process(monkeypatch):

@@ -423,6 +423,23 @@ def test_a_directory_rebuilds_with_each_compiler(tmp_path):
     assert b"clang version" in made["clang"], "the clang build kept gcc's program"
 
 
+def test_a_changed_runtime_source_rebuilds_instead_of_taking_the_cached_object(tmp_path, monkeypatch):
+    """The runtime's objects are shared between exports through the cache: a build of an
+    export whose runtime source differs must compile it, not link the cached object."""
+    monkeypatch.setenv("EXACTC_CACHE", str(tmp_path / "cache"))
+    _, first = _export(tmp_path, "gpt", "forward", "f32")
+    build(first)
+    assert len(list((tmp_path / "cache" / "objects").glob("*/*/exactc_libm.o"))) == 1
+    prepared, second = _export(tmp_path, "llama", "forward", "f32")
+    conforms(build(second), prepared)  # the same runtime: its objects from the cache
+    assert len(list((tmp_path / "cache" / "objects").iterdir())) == 1
+    _, third = _export(tmp_path, "llama", "forward", "f32", name="changed")
+    source = third / "exactc_libm.c"
+    source.write_text(source.read_text() + "\n#error a changed runtime source is compiled\n")
+    with pytest.raises(programs.ProgramBuildError, match="exactc_libm.c"):
+        programs.make(third, programs.Build(cc="gcc"))
+
+
 def test_an_export_is_cached_by_what_it_depends_on(tmp_path, monkeypatch):
     monkeypatch.setenv("EXACTC_CACHE", str(tmp_path / "cache"))
     spec = export.ExportSpec("gpt", "forward", "f32", 3, SMALL["gpt"])

@@ -479,7 +479,12 @@ MAKEFILE = """\
 #                        checked, the arena peak reached reported on stderr, and with
 #                        EXACTC_TRACE_DIR set, each layer's output written there
 #   make check           build, then conformance/check.sh
+#   make -j              compile the sources in parallel
 #
+# Each source compiles to an object in build/<n>/, n a checksum of the compile line: a
+# build with other flags, another compiler or OPENMP=0 gets its own folder, so an
+# object is never reused under flags it was not compiled with, and switching back and
+# forth compiles nothing twice.
 # STRICT holds the flags bit identity rests on: never change them (`make STRICT=...` is
 # ignored). CFLAGS is yours (-O3, -march=..., ...): any value gives the same bits.
 # STRICT comes last on every compiler line, so that no flag before it overrides it, and
@@ -517,22 +522,41 @@ endif
 SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c $(sort $(wildcard kernels/*.c))
 HEADERS := exactc_rt.h kernels.h
 COMPARE := conformance/compare
+COMPARE_SOURCES := exactc_compare.c exactc_npy.c
+
+# The compile lines, and the object folders named by their checksums.
+COMPILE := $(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(STRICT) -I.
+COMPARE_COMPILE := $(CC) $(CFLAGS) $(WARN) $(STRICT) -I.
+OBJ := build/$(firstword $(shell echo '$(COMPILE)' | cksum))
+COMPARE_OBJ := build/$(firstword $(shell echo '$(COMPARE_COMPILE)' | cksum))
+OBJECTS := $(SOURCES:%.c=$(OBJ)/%.o)
+COMPARE_OBJECTS := $(COMPARE_SOURCES:%.c=$(COMPARE_OBJ)/%.o)
 
 .PHONY: all check clean
 all: $(PROGRAM) $(COMPARE)
 
-$(PROGRAM): $(SOURCES) $(HEADERS)
-\t$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(STRICT) -I. -o $@ $(SOURCES) -lm
+$(PROGRAM): $(OBJECTS)
+\t$(CC) $(CFLAGS) $(OMPFLAGS) -o $@ $(OBJECTS) -lm
+
+$(OBJ)/%.o: %.c $(HEADERS)
+\t@mkdir -p $(@D)
+\t$(COMPILE) -c -o $@ $<
 
 # The conformance comparer: the spec's comparison, for check.sh (no Python needed).
-$(COMPARE): exactc_compare.c exactc_npy.c exactc_rt.h
-\t$(CC) $(CFLAGS) $(WARN) $(STRICT) -I. -o $@ exactc_compare.c exactc_npy.c
+$(COMPARE): $(COMPARE_OBJECTS)
+\t$(CC) $(CFLAGS) -o $@ $(COMPARE_OBJECTS) -lm
+
+ifneq ($(COMPARE_OBJ),$(OBJ))
+$(COMPARE_OBJ)/%.o: %.c exactc_rt.h
+\t@mkdir -p $(@D)
+\t$(COMPARE_COMPILE) -c -o $@ $<
+endif
 
 check: $(PROGRAM) $(COMPARE)
 \t./conformance/check.sh ./$(PROGRAM)
 
 clean:
-\trm -f model model-checking $(COMPARE)
+\trm -rf model model-checking $(COMPARE) build
 """.replace("@STRICT@", " ".join(STRICT_FLAGS))
 
 

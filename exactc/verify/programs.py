@@ -7,7 +7,10 @@ the tests, the probes and tools/ turn an export into a running program.
 `make` runs the directory's own Makefile. Its results (the program and the conformance
 comparer) are cached in the cache folder under `builds/`, keyed by the compiler, the make
 arguments and the directory's C sources and Makefile, so a second build of the same
-sources copies instead of compiling. `exported` keeps whole built directories under
+sources copies instead of compiling. The objects of the runtime's sources, the same in
+every export, are cached under `objects/` (keyed by the compiler, the CPU, the make
+arguments, the Makefile and the runtime's files): a build of a new export compiles only
+its model.c and kernels. `exported` keeps whole built directories under
 `exports/`, keyed by the export's request (ExportSpec.digest: exactc's sources, the
 model, the plan's and the checkpoint's content, the inputs) and the build: a cached one
 is used without tracing, printing or running the reference again. Both write beside
@@ -179,6 +182,8 @@ def make(root: Path, build: Build = Build(), *, refuse_warnings: bool = False, c
         return Program(root, build)
     for p in products:
         (root / p).unlink(missing_ok=True)
+    objects = cache_dir() / "objects" / runtime_objects_digest(root, build)
+    _copy_objects(objects, root / OBJECTS)
     command = ["make", "-s", "-C", str(root), *build.make_args()]
     try:
         done = subprocess.run(command, capture_output=True, text=True)
@@ -189,17 +194,66 @@ def make(root: Path, build: Build = Build(), *, refuse_warnings: bool = False, c
         raise ProgramBuildError(f"{line} failed (exit {done.returncode}): {_last_line(done.stderr)}", done.stderr)
     if refuse_warnings and "warning" in done.stderr:
         raise ProgramBuildError(f"{line} warned: {_last_line(done.stderr)}", done.stderr)
-    store.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=store.parent))
+    _store(store, {p: root / p for p in products})
+    if not objects.is_dir() and "warning" not in done.stderr:  # a cached object compiled without a word
+        _store(objects, {str(o.relative_to(root / OBJECTS)): o for o in _runtime_objects(root)})
+    return Program(root, build)
+
+
+def _store(final: Path, files: dict[str, Path]) -> None:
+    """Copy `files` (name in the entry -> file) into the cache entry `final`, whole or
+    not at all."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        for p in products:
-            (work / p).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / p, work / p)
-        _rename_or_drop(work, store)
+        for name, path in files.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, work / name)
+        _rename_or_drop(work, final)
     except BaseException:  # an error, Ctrl-C or SIGTERM: no half-copied entry left in the cache
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return Program(root, build)
+
+
+# ---- the runtime's objects, shared by every export -------------------------------------------
+
+OBJECTS = "build"  # the exported Makefile's object folders: build/<checksum of the compile line>/
+
+
+def _runtime_sources() -> list[str]:
+    return [name for name in export.RUNTIME_FILES if name.endswith(".c")]
+
+
+def runtime_objects_digest(root: Path, build: Build) -> str:
+    """The cache key of the runtime's objects of `build` in `root`: the compiler, the CPU,
+    the make arguments, the Makefile (its compile lines name the object folders) and
+    every runtime file (the sources and the headers they include)."""
+    h = hashlib.sha256()
+    h.update(build.compiler().encode())
+    h.update(this_cpu().encode())
+    h.update("\0".join(build.make_args()).encode())
+    for name in ("Makefile", *export.RUNTIME_FILES):
+        h.update(name.encode() + b"\0" + (root / name).read_bytes())
+    return h.hexdigest()[:24]
+
+
+def _runtime_objects(root: Path) -> list[Path]:
+    """The objects make compiled from the runtime's sources, in every object folder."""
+    stems = {Path(name).stem for name in _runtime_sources()}
+    return sorted(o for o in (root / OBJECTS).glob("*/*.o") if o.stem in stems)
+
+
+def _copy_objects(entry: Path, objects: Path) -> None:
+    """Put a cached entry's objects where make looks for them, newer than the sources
+    (copied, not linked: a build never writes into the cache). Objects already there
+    are left alone."""
+    if not entry.is_dir():
+        return
+    for cached in entry.glob("*/*.o"):
+        target = objects / cached.relative_to(entry)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(cached, target)
 
 
 def _rename_or_drop(work: Path, final: Path) -> None:

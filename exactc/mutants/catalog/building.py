@@ -18,6 +18,16 @@ MUTANTS = [
         family="building",
     ),
     Mutant(
+        "runtime-objects-keyed-without-their-sources",
+        "the runtime objects' cache key leaves out the runtime's files: an export whose runtime "
+        "source changed links the object compiled from the old one",
+        PROGRAMS,
+        'for name in ("Makefile", *export.RUNTIME_FILES):',
+        'for name in ("Makefile",):',
+        ("programs:build",),
+        family="building",
+    ),
+    Mutant(
         "export-cache-ignores-the-plan",
         "the export cache's key leaves out the plan: `--plan auto` gets the plain program cached before it",
         EXPORT,
