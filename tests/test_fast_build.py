@@ -56,9 +56,12 @@ def test_default_cflags_target_this_cpu(exports, cc):
         pytest.skip(f"{cc} does not accept -march=native here")
     dry = subprocess.run(["make", "-n", "-C", str(exports[0]), f"CC={cc}"], capture_output=True, text=True, check=True)
     commands = [line for line in dry.stdout.splitlines() if line.startswith(cc)]
-    assert len(commands) == 2, dry.stdout  # the program and the conformance comparer
+    compiles = [command for command in commands if " -c " in command]
+    assert len(commands) - len(compiles) == 2, dry.stdout  # links: the program and the conformance comparer
+    assert len(compiles) == len(list(exports[0].rglob("*.c"))) + 1, dry.stdout  # and the comparer's exactc_npy.c
     for command in commands:
         assert "-march=native" in command.split(), command
+    for command in compiles:
         for flag in STRICT_FLAGS:
             assert flag in command.split(), command
 
