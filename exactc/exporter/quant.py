@@ -242,3 +242,24 @@ def scales_from_f16(name: str, scales: np.ndarray) -> np.ndarray:
         raise QuantError(f"tensor {name}: scales of dtype {scales.dtype}; this reads f16 scales")
     _refuse_nonfinite(name, scales, "scale")
     return scales.astype(np.float32)
+
+
+# ---- a program's parameters ----------------------------------------------------------------
+
+
+def quantize_parameters(program, reals: dict[str, np.ndarray], site: str) -> dict[str, np.ndarray]:
+    """The parameters of `program`, traced with quantized weights (graph.trace's
+    `quantized`), from `reals`: the float program's parameters (ParamSpec name -> values
+    as f64). A float parameter is rounded to `site`; a quantized weight is rounded to f32
+    and quantized (quantize_tensor), held as its values and its scales."""
+    from exactc.exporter.graph import SCALE_SUFFIX
+
+    out = {}
+    for name, array in reals.items():
+        if name in program.quantized:
+            qt = quantize_tensor(name, array, *program.quantized[name])
+            out[name] = qt.values
+            out[name + SCALE_SUFFIX] = qt.scales
+        else:
+            out[name] = types.round_to_site(array, site)
+    return out

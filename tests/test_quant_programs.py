@@ -1,0 +1,137 @@
+"""Whole programs with quantized linear weights (`exactc export --weights q8|q4`): every
+architecture gives the numpy reference's bytes built by gcc and clang, with and without
+OpenMP, on 1 and 2 threads of a split plan; the weights file holds each linear weight as
+I8 or U8 values and F32 scales, and everything else at the site type; what is
+quantized is what reaches `linear` as its weight and nothing else (a tied head stays
+float). Small dimensions, so that a case builds and runs in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exactc.exporter import export, graph, models, quant
+from exactc.verify import conformance, programs
+from exactc.verify.compare import assert_bits_equal
+
+SMALL = {
+    "gpt": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "bert": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "llama": {"vocab": 48, "dim": 16, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
+}
+# (model, entry, site, fmt, block, compilers): each architecture, both formats; blocks
+# that divide K, that leave a short last block (mlp 20, 24 by 16) and that pass K (20 >
+# 16). One case goes through every compiler (gcc and clang with OpenMP, gcc without);
+# the others through gcc with OpenMP, to keep make test's time.
+EVERY = (("gcc", True), ("clang", True), ("gcc", False))
+CASES = [
+    ("llama", "forward", "f32", "q4", 32, EVERY),
+    ("gpt", "forward", "f32", "q8", 32, EVERY[:1]),
+    ("bert", "embed", "f32", "q4", 16, EVERY[:1]),
+    ("llama", "next_token", "bf16", "q8", 20, EVERY[:1]),
+]
+
+
+def _prepared(model: str, entry: str, site: str, fmt: str, block: int, plan=None, **overrides) -> export.Export:
+    return export.ExportSpec(model, entry, site, 5, dict(SMALL[model], **overrides), plan=plan,
+                             weights=(fmt, block)).prepare()
+
+
+@pytest.mark.needs("clang", "libomp")
+@pytest.mark.parametrize("model,entry,site,fmt,block,builds", CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3]}-g{c[4]}" for c in CASES])
+def test_quantized_program_matches_reference(tmp_path, model, entry, site, fmt, block, builds):
+    prepared = _prepared(model, entry, site, fmt, block, plan="auto")
+    root = export.write(prepared, tmp_path / "q")
+    for cc, openmp in builds:
+        program = programs.make(root, programs.Build(cc=cc, openmp=openmp), refuse_warnings=True)
+        for threads in (1, 2):
+            try:
+                conformance.assert_conforms(program, prepared, threads=threads)
+            except conformance.ProgramMismatch as mismatch:
+                pytest.fail(f"{cc} openmp={openmp} threads={threads}: {mismatch}", pytrace=False)
+    done = programs.make(root, programs.Build(cc="gcc")).check(2)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_weights_file_holds_values_and_scales_and_float_for_the_rest(tmp_path):
+    """Read back with the safetensors package: each linear weight is I8 (q8) or U8 (q4)
+    values with its F32 `_scale`, equal to exactc's quantizer of the float weight;
+    embeddings and norms are at the site type, as in the float export."""
+    from safetensors.numpy import load_file
+
+    prepared = _prepared("llama", "forward", "f32", "q4", 32)
+    root = export.write(prepared, tmp_path / "q")
+    loaded = load_file(str(root / "weights.safetensors"))
+    floats = export.ExportSpec("llama", "forward", "f32", 5, SMALL["llama"]).prepare().params
+    for name in ("model.layers.1.mlp.down_proj.weight", "lm_head.weight"):
+        layer = "model.layers.1." in name
+        want = quant.quantize_tensor(name, floats[name.replace("1.", "{l}.")][1] if layer else floats[name], "q4", 32)
+        assert loaded[name].dtype == np.uint8 and loaded[name + graph.SCALE_SUFFIX].dtype == np.float32
+        assert_bits_equal(want.values, loaded[name], name, every_bit=True)
+        assert_bits_equal(want.scales, loaded[name + graph.SCALE_SUFFIX], name + "_scale", every_bit=True)
+    for name in ("model.embed_tokens.weight", "model.layers.0.input_layernorm.weight", "model.norm.weight"):
+        key = name.replace("0.", "{l}.")
+        want = floats[key][0] if key != name else floats[name]
+        assert_bits_equal(want, loaded[name], name, every_bit=True)
+    manifest = json.loads((root / "exactc.json").read_text())
+    assert manifest["weights"]["format"] == "q4" and manifest["weights"]["block"] == 32
+    assert len(manifest["weights"]["tensors"]) == 8  # q, k, v, o, gate, up, down and the head
+
+
+def test_only_weights_that_reach_linear_alone_are_quantized():
+    tied = models.build("gpt", "forward", dict(SMALL["gpt"]))
+    untied = models.build("gpt", "forward", dict(SMALL["gpt"], tied=False))
+    assert "transformer.wte.weight" not in graph.linear_weights(tied)  # the embedding table too
+    assert "lm_head.weight" in graph.linear_weights(untied)
+    assert sorted(graph.linear_weights(models.build("bert", "embed", SMALL["bert"]))) == sorted(
+        f"encoder.layer.{{l}}.{n}.weight" for n in ("attention.self.query", "attention.self.key",
+                                                        "attention.self.value", "attention.output.dense",
+                                                        "intermediate.dense", "output.dense"))
+
+
+def exactc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "exactc.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--block", "16"], "--block G goes with --weights q8 or q4"),
+    (["--weights", "q4", "--block", "15"], "--weights q4 --block 15: block 15: a q4 block holds an even number"),
+    (["--weights", "q8", "--block", "0"], "block 0 must be an int in 1..65536"),
+])
+def test_weights_options_are_refused_on_one_line(tmp_path, args, message):
+    done = exactc("export", "llama", "--entry", "forward", "--dtype", "f32", *args, "-o", str(tmp_path / "out"))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_nonfinite_weight_is_refused_naming_the_tensor_and_index():
+    program = models.build("llama", "forward", SMALL["llama"])
+    reals = models.draw_parameters(program, 0, "f64")
+    reals["model.layers.{l}.mlp.up_proj.weight"][1, 3, 7] = np.inf
+    quantized = models.build("llama", "forward", SMALL["llama"],
+                             quantized={n: ("q8", 32) for n in graph.linear_weights(program)})
+    with pytest.raises(quant.QuantError, match=r"tensor model.layers.\{l\}.mlp.up_proj.weight: element at index "
+                                               r"\(1, 3, 7\) is inf"):
+        quant.quantize_parameters(quantized, reals, "f32")
+
+
+def test_a_q4_weights_file_of_the_wrong_dtype_is_refused_by_the_program(tmp_path):
+    """The program checks every tensor's dtype: q4 bytes given as I8 are named."""
+    prepared = _prepared("llama", "forward", "f32", "q4", 32)
+    root = export.write(prepared, tmp_path / "q")
+    tensors = export.weight_tensors(prepared.program, prepared.params, "f32")
+    tag, array = tensors["lm_head.weight"]
+    tensors["lm_head.weight"] = ("I8", array.view(np.int8))
+    (root / "weights.safetensors").write_bytes(export.safetensors_bytes(tensors))
+    program = programs.make(root, programs.Build(cc="gcc"))
+    done = program.run([(root / "conformance" / "inputs", Path(tmp_path / "out"))], 1)
+    assert done.returncode == 1
+    assert "tensor lm_head.weight is I8 (48, 16); it must be U8 (48, 16)" in done.stderr, done.stderr
