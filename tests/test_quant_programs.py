@@ -60,16 +60,19 @@ def test_quantized_program_matches_reference(tmp_path, model, entry, site, fmt, 
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_weights_file_holds_values_and_scales_and_float_for_the_rest(tmp_path):
-    """Read back with the safetensors package: each linear weight is I8 (q8) or U8 (q4)
-    values with its F32 `_scale`, equal to exactc's quantizer of the float weight;
-    embeddings and norms are at the site type, as in the float export."""
+@pytest.mark.parametrize("site", ["f32", "bf16"])
+def test_the_weights_file_holds_values_and_scales_and_float_for_the_rest(tmp_path, site):
+    """Read back with the safetensors package: each linear weight is U8 (q4) values with
+    its F32 `_scale`, exactc's quantizer of the weight rounded to f32 (whatever the site:
+    a bf16 export does not quantize bf16 values); embeddings and norms are at the site
+    type, as in the float export."""
     from safetensors.numpy import load_file
 
-    prepared = _prepared("llama", "forward", "f32", "q4", 32)
+    prepared = _prepared("llama", "forward", site, "q4", 32)
     root = export.write(prepared, tmp_path / "q")
     loaded = load_file(str(root / "weights.safetensors"))
     floats = export.ExportSpec("llama", "forward", "f32", 5, SMALL["llama"]).prepare().params
+    at_site = export.ExportSpec("llama", "forward", site, 5, SMALL["llama"]).prepare().params
     for name in ("model.layers.1.mlp.down_proj.weight", "lm_head.weight"):
         layer = "model.layers.1." in name
         want = quant.quantize_tensor(name, floats[name.replace("1.", "{l}.")][1] if layer else floats[name], "q4", 32)
@@ -78,7 +81,7 @@ def test_the_weights_file_holds_values_and_scales_and_float_for_the_rest(tmp_pat
         assert_bits_equal(want.scales, loaded[name + graph.SCALE_SUFFIX], name + "_scale", every_bit=True)
     for name in ("model.embed_tokens.weight", "model.layers.0.input_layernorm.weight", "model.norm.weight"):
         key = name.replace("0.", "{l}.")
-        want = floats[key][0] if key != name else floats[name]
+        want = at_site[key][0] if key != name else at_site[name]
         assert_bits_equal(want, loaded[name], name, every_bit=True)
     manifest = json.loads((root / "exactc.json").read_text())
     assert manifest["weights"]["format"] == "q4" and manifest["weights"]["block"] == 32
@@ -135,3 +138,59 @@ def test_a_q4_weights_file_of_the_wrong_dtype_is_refused_by_the_program(tmp_path
     done = program.run([(root / "conformance" / "inputs", Path(tmp_path / "out"))], 1)
     assert done.returncode == 1
     assert "tensor lm_head.weight is I8 (48, 16); it must be U8 (48, 16)" in done.stderr, done.stderr
+
+
+# ---- real quantized checkpoints: llama2.c version 2 ------------------------------------------
+
+
+def _llama2c_v2(tmp_path: Path, group: int, version: int = 2) -> Path:
+    """A llama2.c file of the small Llama's drawn f32 parameters (separate classifier)."""
+    from exactc.exporter.checkpoints import llama2c
+
+    program = models.build("llama", "forward", SMALL["llama"])
+    params = models.draw_parameters(program, 7, "f32")
+    tensors = {name: array for name, (_, array) in export.weight_tensors(program, params, "f32").items()}
+    fields = {k: SMALL["llama"][k] for k in ("vocab", "dim", "heads", "kv_heads", "layers", "mlp")}
+    return llama2c.write(tmp_path / f"v{version}-g{group}.bin", tensors, fields, seq_len=6, version=version,
+                         shared=False, group=group)
+
+
+@pytest.mark.parametrize("group", [2, 4])
+def test_a_llama2c_version_2_file_exports_its_own_blocks(tmp_path, group):
+    """The group size comes from the header; every linear weight reaches the program as the
+    file's int8 values and f32 scales (wq and wk rows permuted with their scales), which
+    are the blocks exactc's quantizer gives the same f32 weights from a version-1 file;
+    the embedding is dequantized; the program conforms."""
+    from exactc.exporter import checkpoints
+
+    v2 = checkpoints.load(_llama2c_v2(tmp_path, group))
+    assert v2.weights == ("q8", group)
+    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=v2).prepare()
+    v1 = checkpoints.load(_llama2c_v2(tmp_path, group, version=1))
+    requantized = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=v1,
+                                    weights=("q8", group)).prepare()
+    assert sorted(prepared.program.quantized) == sorted(requantized.program.quantized)
+    for name in prepared.program.quantized:
+        for key in (name, name + graph.SCALE_SUFFIX):
+            assert_bits_equal(requantized.params[key], prepared.params[key], key, every_bit=True)
+    embedding = "model.embed_tokens.weight"
+    blocks = v2.tensors[embedding].blocks()
+    assert_bits_equal(blocks.dequantize(), prepared.params[embedding], embedding, every_bit=True)
+    root = export.write(prepared, tmp_path / "q")
+    done = programs.make(root, programs.Build(cc="gcc")).check(2)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with pytest.raises(export.ExportError, match=r"holds its weights as q8 in blocks of"):
+        export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=v2, weights=("q4", 32)).prepare()
+
+
+def test_a_llama2c_version_2_file_whose_groups_straddle_rows_is_refused(tmp_path):
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError
+
+    path = _llama2c_v2(tmp_path, 4)
+    data = bytearray(path.read_bytes())
+    data[37:41] = (8).to_bytes(4, "little")  # mlp 20 is not a multiple of 8
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"group_size 8 does not divide the rows of w1 \(16 values\)|"
+                                              r"group_size 8 does not divide the rows of w2 \(20 values\)"):
+        checkpoints.load(path)

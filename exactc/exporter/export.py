@@ -193,6 +193,12 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
     if checkpoint is not None:
         checkpoint.check_entry(entry)
         overrides = checkpoint.overrides(overrides)
+        if checkpoint.weights is not None:  # a quantized file: its own blocks
+            if weights is not None and tuple(weights) != checkpoint.weights:
+                raise ExportError(f"--weights {weights[0]} --block {weights[1]}: {checkpoint.path.name} holds its "
+                                  f"weights as {checkpoint.weights[0]} in blocks of {checkpoint.weights[1]}; exactc "
+                                  "exports them as they are (leave --weights out)")
+            weights = checkpoint.weights
     program = models.build(model, entry, overrides)
     at = site if weights is None else "f64"  # quantized: the reals, each rounded where it goes
     params = checkpoint.parameters(program, at) if checkpoint is not None else models.draw_parameters(program, seed, at)
@@ -207,8 +213,9 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
         raise ExportError(f"--weights {fmt} --block {block}: {exc}") from None
     chosen = graph.linear_weights(program)
     program = models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen})
+    given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
     try:
-        return program, quant.quantize_parameters(program, params, site)
+        return program, quant.quantize_parameters(program, params, site, given)
     except quant.QuantError as exc:
         raise ExportError(str(exc)) from None
 

@@ -51,6 +51,9 @@ class Tensor:
     source: str  # the file's own name for it
     read: Callable[[], np.ndarray]
     expected: Callable[[tuple[int, ...]], tuple[int, ...]] = lambda shape: shape  # exactc shape -> stored shape
+    # A tensor the file holds quantized: its blocks as stored (a quant.QuantizedTensor in
+    # exactc's orientation); `read` gives their dequantized values (exact in f32).
+    blocks: Callable[[], Any] | None = None
 
 
 @dataclasses.dataclass
@@ -67,6 +70,7 @@ class Checkpoint:
     entries: dict[str, str] = dataclasses.field(default_factory=dict)  # entry -> why it is refused
     content: list[Path] = dataclasses.field(default_factory=list)  # the files the weights come from
     name: str = ""
+    weights: tuple[str, int] | None = None  # (fmt, block) of the tensors the file holds quantized
 
     def overrides(self, user: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The Config fields: the checkpoint's, plus `tokens` (the only field a user sets)."""
@@ -109,7 +113,7 @@ class Checkpoint:
             if t is None:
                 continue
             stored = t.expected(shape)
-            if tuple(t.shape) != tuple(stored) or t.dtype not in FLOAT_DTYPES:
+            if tuple(t.shape) != tuple(stored) or (t.dtype not in FLOAT_DTYPES and t.blocks is None):
                 want_type = t.dtype if t.dtype in FLOAT_DTYPES else "a float type (" + ", ".join(FLOAT_DTYPES) + ")"
                 wrong.append(f"{t.source} is {t.dtype} {tuple(t.shape)}, expected {want_type} {tuple(stored)}")
         if missing or extra or wrong:
@@ -135,6 +139,28 @@ class Checkpoint:
             else:
                 array = self.tensors[spec.name].read()
             out[spec.name] = types.round_to_site(array, site)
+        return out
+
+    def quantized_weights(self, program: graph.Program) -> dict[str, Any]:
+        """The weights `program` holds quantized that the file holds quantized: ParamSpec
+        name -> quant.QuantizedTensor (stacked over layers), its blocks as stored."""
+        from exactc.exporter import quant
+
+        out = {}
+        for spec in program.params:
+            if spec.name not in program.quantized:
+                continue
+            names = [spec.layer_name(layer) for layer in range(spec.layers)] if spec.layers else [spec.name]
+            if any(self.tensors[n].blocks is None for n in names):
+                continue
+            parts = [self.tensors[n].blocks() for n in names]
+            if not spec.layers:
+                out[spec.name] = parts[0]
+                continue
+            first = parts[0]
+            out[spec.name] = quant.QuantizedTensor(first.fmt, first.block, first.k,
+                                                   np.stack([p.values for p in parts]),
+                                                   np.stack([p.scales for p in parts]))
         return out
 
     def digest(self) -> str:
