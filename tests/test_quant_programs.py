@@ -194,3 +194,116 @@ def test_a_llama2c_version_2_file_whose_groups_straddle_rows_is_refused(tmp_path
     with pytest.raises(CheckpointError, match=r"group_size 8 does not divide the rows of w1 \(16 values\)|"
                                               r"group_size 8 does not divide the rows of w2 \(20 values\)"):
         checkpoints.load(path)
+
+
+# ---- real quantized checkpoints: GGUF (llama.cpp) ----------------------------------------------
+
+GGUF_LLAMA = {"vocab": 48, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 64}  # rows of whole blocks of 32
+
+
+def _lattice(shape: tuple[int, int], fmt: str, rng: np.random.Generator) -> np.ndarray:
+    """Weights on which exactc's quantizer and gguf-py's agree exactly: per block of 32, a
+    power-of-two scale d (exact in f16, 1/d exact) times integers, with one element at the
+    format's extreme (127 or -8 times d), so that every quotient is an exact integer."""
+    rows, k = shape
+    top, low, high = (127, -126, 126) if fmt == "q8" else (-8, -7, 7)
+    ints = rng.integers(low, high + 1, (rows, k // 32, 32))
+    ints[..., 0] = top * np.where(rng.random((rows, k // 32)) < 0.5, 1, -1) if fmt == "q8" else top
+    d = 2.0 ** rng.integers(-9, -3, (rows, k // 32, 1))
+    return (ints * d).reshape(rows, k).astype(np.float32)
+
+
+def _gguf(path: Path, qtype: str | None, fmt: str, seed: int = 3) -> tuple[Path, dict[str, np.ndarray]]:
+    """A GGUF Llama written with the gguf package as llama.cpp's converter writes one
+    (llama.cpp names, attn_q and attn_k rows permuted to the interleaved order), its linear
+    weights lattice values (_lattice) stored as `qtype` (None: F32), the rest F32; and
+    its tensors under Hugging Face's names, in Hugging Face's row order."""
+    import gguf
+
+    from exactc.exporter.checkpoints import gguf_file, llama2c
+
+    cfg = GGUF_LLAMA
+    program = models.build("llama", "forward", dict(cfg, tokens=6))
+    rng = np.random.default_rng(seed)
+    params = models.draw_parameters(program, seed, "f32")
+    linear = set(graph.linear_weights(program))
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(cfg["layers"])
+    writer.add_embedding_length(cfg["dim"])
+    writer.add_feed_forward_length(cfg["mlp"])
+    writer.add_head_count(cfg["heads"])
+    writer.add_head_count_kv(cfg["kv_heads"])
+    writer.add_context_length(6)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    to_gguf = {hf: name for name, hf in gguf_file.NAMES.items()}
+    hf_order = {}
+    for spec in program.params:
+        for layer in range(spec.layers or 1):
+            array = params[spec.name][layer] if spec.layers else params[spec.name]
+            if spec.name in linear:
+                array = _lattice(array.shape, fmt, rng)
+            hf_order[spec.layer_name(layer)] = array
+            if "q_proj" in spec.name or "k_proj" in spec.name:
+                array = llama2c.half_to_interleaved(array, cfg["heads"] if "q_proj" in spec.name else cfg["kv_heads"])
+            name = to_gguf[spec.name].replace("{l}", str(layer))
+            if spec.name in linear and qtype is not None:
+                kind = getattr(gguf.GGMLQuantizationType, qtype)
+                writer.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
+            else:
+                writer.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path, hf_order
+
+
+@pytest.mark.parametrize("qtype,fmt", [("Q8_0", "q8"), ("Q4_0", "q4")])
+def test_a_gguf_file_holds_the_blocks_exactc_makes_of_its_f32_twin(tmp_path, qtype, fmt):
+    """Where the rules match (_lattice), exactc's quantizer of the f32 GGUF model gives the
+    very blocks llama.cpp's format holds (values, nibble order, scales); the quantized
+    file's program conforms; attn_q and attn_k come back in Hugging Face's row order."""
+    from exactc.exporter import checkpoints
+
+    path, _ = _gguf(tmp_path / "f32.gguf", None, fmt)
+    floats = checkpoints.load(path)
+    path, hf_order = _gguf(tmp_path / f"{qtype}.gguf", qtype, fmt)
+    blocks = checkpoints.load(path)
+    assert floats.weights is None and blocks.weights == (fmt, 32) and blocks.format == "gguf"
+    ours = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=floats, weights=(fmt, 32)).prepare()
+    theirs = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=blocks).prepare()
+    assert sorted(ours.program.quantized) == sorted(theirs.program.quantized) and len(ours.program.quantized) == 8
+    for name in theirs.program.quantized:
+        for key in (name, name + graph.SCALE_SUFFIX):
+            assert_bits_equal(ours.params[key], theirs.params[key], key, every_bit=True,
+                              labels=("exactc's quantizer", f"the {qtype} file"))
+    for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight"):
+        read = blocks.tensors[name].read().astype(np.float32)  # the lattice: exact in f32
+        assert_bits_equal(hf_order[name], read, name, every_bit=True)
+    if fmt == "q4":
+        root = export.write(theirs, tmp_path / "q")
+        done = programs.make(root, programs.Build(cc="gcc")).check(2)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_gguf_tensor_of_another_type_is_refused_by_name(tmp_path):
+    import gguf
+
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError
+
+    path = tmp_path / "q5.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for add, value in (("add_block_count", 1), ("add_embedding_length", 32), ("add_feed_forward_length", 64),
+                       ("add_head_count", 4), ("add_context_length", 6), ("add_layer_norm_rms_eps", 1e-5)):
+        getattr(writer, add)(value)
+    kind = gguf.GGMLQuantizationType.Q5_0
+    writer.add_tensor("blk.0.attn_q.weight", gguf.quants.quantize(np.ones((32, 32), np.float32), kind),
+                      raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(CheckpointError, match=r"tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"):
+        checkpoints.load(path)

@@ -213,8 +213,8 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
         raise ExportError(f"--weights {fmt} --block {block}: {exc}") from None
     chosen = graph.linear_weights(program)
     program = models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen})
-    given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
     try:
+        given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
         return program, quant.quantize_parameters(program, params, site, given)
     except quant.QuantError as exc:
         raise ExportError(str(exc)) from None

@@ -175,9 +175,9 @@ class Checkpoint:
 
 def load(path: str | Path, model: str | None = None) -> Checkpoint:
     """Read a checkpoint's config and tensor index (not yet its values): a Hugging Face
-    folder (or its config.json), or a llama2.c .bin file. `model`, when given, must be
+    folder (or its config.json), a GGUF file or a llama2.c .bin file. `model`, when given, must be
     the checkpoint's architecture."""
-    from exactc.exporter.checkpoints import hf, llama2c
+    from exactc.exporter.checkpoints import gguf_file, hf, llama2c
 
     path = Path(path)
     if not path.exists():
@@ -187,12 +187,14 @@ def load(path: str | Path, model: str | None = None) -> Checkpoint:
         path = path.parent  # a file of a Hugging Face folder: the folder
     if path.is_dir():
         ckpt = hf.load(path)
+    elif gguf_file.looks_like(path):
+        ckpt = gguf_file.load(path)
     elif llama2c.looks_like(path):
         ckpt = llama2c.load(path)
     else:
         raise CheckpointError(
-            f"checkpoint {path}: not a Hugging Face folder (config.json + model.safetensors) or a llama2.c "
-            ".bin file (a header of seven int32s, or the version-1 magic 0x616b3432)")
+            f"checkpoint {path}: not a Hugging Face folder (config.json + model.safetensors), a GGUF file or a "
+            "llama2.c .bin file (a header of seven int32s, or the version-1 magic 0x616b3432)")
     if model is not None and model != ckpt.model:
         models.architecture(model)
         raise CheckpointError(f"checkpoint {path} holds a {ckpt.model} model ({ckpt.name}); not {model}")

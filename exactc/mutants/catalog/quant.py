@@ -17,6 +17,7 @@ HOST = "exactc/runtime/exactc_host.c"
 GRAPH = "exactc/exporter/graph.py"
 EXPORT = "exactc/exporter/export.py"
 LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
+GGUF = "exactc/exporter/checkpoints/gguf_file.py"
 LAYOUTS = "exactc/exporter/kernels/layouts.py"
 REQUIRES = (QUANT,)
 
@@ -239,5 +240,27 @@ MUTANTS = [
         ("quant:programs",),
         family="quant",
         requires=(LLAMA2C,),
+    ),
+    Mutant(
+        "gguf-q4-nibbles-swapped",
+        "the GGUF reader takes Q4_0's high nibble for block element j and the low one for "
+        "j + 16 (each byte's nibbles exchanged)",
+        GGUF,
+        'values = payload.view(np.int8) if fmt == "q8" else payload',
+        'values = payload.view(np.int8) if fmt == "q8" else (payload >> 4) | (payload << 4)',
+        ("quant:programs",),
+        family="quant",
+        requires=(GGUF,),
+    ),
+    Mutant(
+        "gguf-qk-rows-not-permuted",
+        "the GGUF reader keeps attn_q's and attn_k's rows in the converter's interleaved "
+        "order instead of putting them back in Hugging Face's",
+        GGUF,
+        'heads = H if ".self_attn.q_proj." in name else KV if ".self_attn.k_proj." in name else None',
+        "heads = None",
+        ("quant:programs",),
+        family="quant",
+        requires=(GGUF,),
     ),
 ]
