@@ -6,10 +6,12 @@ Rows (one thread, then two):
 - `f32`: exactc's linear under the automatic plan (`--plan auto`: n in lanes of 16 over
   m in lanes of 8 where M allows, the weight panel packed, an 8-piece split).
 - `q8 w` / `q4 w`: qlinear_w (weights dequantized in f32, then the f32 sum in index
+  order) under LANED: n in lanes of 16 over m in lanes of 8 (each output's sum in
   order), n outermost and split in 8 pieces.
 - `q8 i` / `q4 i`: quantize (the activations to q8, its own kernel, timed with it) then
-  qlinear_i (exact int32 block sums in 16 interleaved partial sums, combined in f32 block
-  by block), n outermost and split in 8 pieces.
+  qlinear_i (exact int32 block sums, combined in f32 block by block) under LANED. (An
+  integer sum in interleaved partial sums, `layout.sums`, does not combine with lanes on
+  n and m, and was slower than them here.)
 - `torch f32`: torch.nn.functional.linear; `torch dyn int8`:
   torch.ao.nn.quantized.dynamic.Linear (its own per-tensor int8 weights, activations
   quantized per call), torch.set_num_threads(threads).
@@ -39,7 +41,9 @@ from exactc.verify.kernels import CDEF_PRELUDE
 
 SHAPES = {"prefill": (256, 384, 1536), "decode": (1, 768, 2048)}  # (M, K, N)
 BLOCK = 32
-LANES = 16  # interleaved partial sums of an integer block sum
+# The quantized nests' layout: linear's first candidate of the automatic plan, without the
+# pack (kernels/autoplan.py), with n outermost for the split.
+LANED = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
 
 
 class Kernel:
@@ -81,32 +85,13 @@ class Kernel:
                 getattr(lib, function)(*self.args, 0, extent)
 
 
-def split_n(kernel, layout: Layout = Layout(order=("n", "m"))) -> Plan:
-    """n outermost, split in 8 pieces; `layout` for every nest."""
+def laned(kernel) -> Plan:
+    """LANED for every nest, its outer loop (n) split in 8 pieces."""
     nests = []
     for nest in kernel.nests:
-        extent = next(a.extent for a in nest.axes if a.name == layout.loop_order(nest)[0])
-        nests.append((nest.name, NestPlan(layout, even_split(extent))))
+        extent = next(a.extent for a in nest.axes if a.name == LANED.loop_order(nest)[0])
+        nests.append((nest.name, NestPlan(LANED, even_split(extent))))
     return Plan(tuple(nests))
-
-
-def integer_sums(kernel) -> Plan:
-    """split_n with every integer block-sum loop in LANES interleaved partial sums."""
-    loops = sorted({axis.name for nest in kernel.nests for axis in _integer_loops(nest)})
-    return split_n(kernel, Layout(order=("n", "m"), sums=tuple((name, LANES, 1) for name in loops)))
-
-
-def _integer_loops(nest):
-    from exactc.exporter.kernels.ir import Loop
-
-    def walk(stmts):
-        for stmt in stmts:
-            if isinstance(stmt, Loop):
-                if stmt.axis.name in ("k", "kh", "t", "th"):
-                    yield stmt.axis
-                yield from walk(stmt.body)
-
-    return walk(nest.body)
 
 
 def best_seconds(run, repeats: int = 7, inner: int = 3) -> float:
@@ -136,7 +121,7 @@ def exactc_rows(m: int, k: int, n: int) -> dict[str, tuple[list[Kernel], np.ndar
     for fmt in ("q8", "q4"):
         qt = quant.quantize_tensor("w", w, fmt, BLOCK)
         attrs = {"fmt": fmt, "block": BLOCK, "has_b": False}
-        weight = Kernel("qlinear_w", {"x": x, "wq": qt.values, "wd": qt.scales}, attrs, split_n)
+        weight = Kernel("qlinear_w", {"x": x, "wq": qt.values, "wd": qt.scales}, attrs, laned)
         weight.run()
         want = reference.run("qlinear_w", "f32", {"x": x, "wq": qt.values, "wd": qt.scales}, attrs)["y"]
         assert_bits_equal(want, weight.buffers["y"], f"{fmt} w")
@@ -144,7 +129,7 @@ def exactc_rows(m: int, k: int, n: int) -> dict[str, tuple[list[Kernel], np.ndar
         quantize = Kernel("quantize", {"x": x}, {"block": BLOCK}, lambda kernel: None)
         quantize.run()
         xq, xd = quantize.buffers["q"], quantize.buffers["d"]
-        integer = Kernel("qlinear_i", {"xq": xq, "xd": xd, "wq": qt.values, "wd": qt.scales}, attrs, integer_sums)
+        integer = Kernel("qlinear_i", {"xq": xq, "xd": xd, "wq": qt.values, "wd": qt.scales}, attrs, laned)
         # qlinear_i reads the quantize kernel's outputs in place: the two run as one
         integer.buffers["xq"], integer.buffers["xd"] = xq, xd
         ffi = integer.library.ffi
