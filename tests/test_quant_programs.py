@@ -126,20 +126,6 @@ def test_a_nonfinite_weight_is_refused_naming_the_tensor_and_index():
         quant.quantize_parameters(quantized, reals, "f32")
 
 
-def test_a_q4_weights_file_of_the_wrong_dtype_is_refused_by_the_program(tmp_path):
-    """The program checks every tensor's dtype: q4 bytes given as I8 are named."""
-    prepared = _prepared("llama", "forward", "f32", "q4", 32)
-    root = export.write(prepared, tmp_path / "q")
-    tensors = export.weight_tensors(prepared.program, prepared.params, "f32")
-    tag, array = tensors["lm_head.weight"]
-    tensors["lm_head.weight"] = ("I8", array.view(np.int8))
-    (root / "weights.safetensors").write_bytes(export.safetensors_bytes(tensors))
-    program = programs.make(root, programs.Build(cc="gcc"))
-    done = program.run([(root / "conformance" / "inputs", Path(tmp_path / "out"))], 1)
-    assert done.returncode == 1
-    assert "tensor lm_head.weight is I8 (48, 16); it must be U8 (48, 16)" in done.stderr, done.stderr
-
-
 # ---- real quantized checkpoints: llama2.c version 2 ------------------------------------------
 
 
@@ -176,9 +162,10 @@ def test_a_llama2c_version_2_file_exports_its_own_blocks(tmp_path, group):
     embedding = "model.embed_tokens.weight"
     blocks = v2.tensors[embedding].blocks()
     assert_bits_equal(blocks.dequantize(), prepared.params[embedding], embedding, every_bit=True)
-    root = export.write(prepared, tmp_path / "q")
-    done = programs.make(root, programs.Build(cc="gcc")).check(2)
-    assert done.returncode == 0, done.stdout + done.stderr
+    if group == 4:  # one build is enough to show the file's program conforms
+        root = export.write(prepared, tmp_path / "q")
+        done = programs.make(root, programs.Build(cc="gcc")).check(2)
+        assert done.returncode == 0, done.stdout + done.stderr
     with pytest.raises(export.ExportError, match=r"holds its weights as q8 in blocks of"):
         export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=v2, weights=("q4", 32)).prepare()
 
