@@ -129,19 +129,16 @@ def load(path: Path) -> Checkpoint:
                                blocks=blocks)
         if name != "model.embed_tokens.weight":
             formats.add((QUANT_TYPES[kind], BLOCK))
-    if len(formats) > 1:
-        raise CheckpointError(f"{path}: its linear weights mix {' and '.join(sorted(f for f, _ in formats))}; "
-                              "exactc exports one format per program")
     if "model.embed_tokens.weight" not in tensors:
         raise CheckpointError(f"{path}: tensor token_embd.weight is missing")
     fields["vocab"] = tensors["model.embed_tokens.weight"].shape[0]
-    if "lm_head.weight" not in tensors:
+    if "lm_head.weight" not in tensors:  # a tied head: the embedding table, a linear weight too
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
         if tensors["lm_head.weight"].blocks is not None:
             formats.add((QUANT_TYPES[tensors["lm_head.weight"].dtype], BLOCK))
-            if len(formats) > 1:
-                raise CheckpointError(f"{path}: its linear weights mix {' and '.join(sorted(f for f, _ in formats))}"
-                                      "; exactc exports one format per program")
+    if len(formats) > 1:
+        raise CheckpointError(f"{path}: its linear weights mix {' and '.join(sorted(f for f, _ in formats))}; "
+                              "exactc exports one format per program")
     weights = formats.pop() if formats else None
     return Checkpoint(path, "gguf", "llama", fields, tensors, ignored, max_tokens, {}, [path], path.name,
                       weights=weights)
