@@ -34,6 +34,25 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="PATH",
                    help="the parameters: a Hugging Face folder (GPT-2, BERT, sentence-transformers, Llama) or a "
                         "llama2.c .bin; the config comes from it (--set tokens=N only)")
+    weights_options(p)
+
+
+def weights_options(p: argparse.ArgumentParser) -> None:
+    """--weights and --block: the linear weights quantized (docs/semantics.md, section 15)."""
+    p.add_argument("--weights", choices=("float", "q8", "q4"), default="float",
+                   help="the linear weights: at the site type (float, the default), or quantized to q8 (int8) or "
+                        "q4 (4 bits) with an f32 scale per block; embeddings, norms and biases stay float")
+    p.add_argument("--block", type=int, default=None, metavar="G",
+                   help="values per scale of --weights q8|q4 (default 32, ggml's Q8_0 and Q4_0; q4: even)")
+
+
+def weights_choice(args: argparse.Namespace) -> tuple[str, int] | None:
+    """(fmt, block) of --weights and --block, or None for float weights."""
+    if args.weights == "float":
+        if args.block is not None:
+            raise UsageError("--block G goes with --weights q8 or q4")
+        return None
+    return args.weights, 32 if args.block is None else args.block
 
 
 def export_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,7 +107,7 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None):
         raise UsageError("give the MODEL (gpt, bert or llama), or a --checkpoint to read it from")
     models.architecture(args.model)
     return export.ExportSpec(args.model, args.entry, args.dtype, args.seed, _overrides(args.set), plan=args.plan,
-                             straight=straight, checkpoint=checkpoint, inputs=inputs)
+                             straight=straight, checkpoint=checkpoint, inputs=inputs, weights=weights_choice(args))
 
 
 def cmd_export(args: argparse.Namespace) -> int:

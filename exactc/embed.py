@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from exactc.exporter import checkpoints, export, graph, models
+from exactc import commands
+from exactc.exporter import checkpoints, export, graph
 
 if TYPE_CHECKING:
     from exactc.verify.programs import Program
@@ -115,14 +116,17 @@ def _note(message: str) -> None:
 
 
 def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: str = "cc",
-                   progress: Callable[[str], None] = _note, plan: str | None = None) -> Program:
+                   progress: Callable[[str], None] = _note, plan: str | None = None,
+                   weights: tuple[str, int] | None = None) -> Program:
     """The built export of `ckpt`'s bert.embed at `dtype` for 1 to `tokens` tokens (its
     T_max), with the plan `plan` (a --plan option: layouts and splits change speed,
-    never bits): from the cache, or exported and built into it (verify/programs.py, the
-    one way)."""
+    never bits) and the linear weights quantized as `weights` says ((fmt, block), or
+    None): from the cache, or exported and built into it (verify/programs.py, the one
+    way)."""
     from exactc.verify import programs
 
-    spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt)
+    spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt,
+                             weights=weights)
     started: list[float] = []
 
     def first_use(message: str) -> None:
@@ -161,8 +165,10 @@ def run_program(program: Program, batch: list[dict[str, np.ndarray]], pairs_per_
 
 
 def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "f32", backend: str = "c",
-          cc: str = "cc", progress: Callable[[str], None] = _note, plan: str | None = None) -> np.ndarray:
-    """The (n, D) float32 embeddings of `sentences` (bf16 values widened, exact)."""
+          cc: str = "cc", progress: Callable[[str], None] = _note, plan: str | None = None,
+          weights: tuple[str, int] | None = None) -> np.ndarray:
+    """The (n, D) float32 embeddings of `sentences` (bf16 values widened, exact), the
+    linear weights quantized as `weights` = (fmt, block) says (None: float)."""
     if not sentences:
         raise EmbedError("give at least one sentence")
     folder = Path(folder) if folder is not None else default_checkpoint()
@@ -171,11 +177,10 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
     tokens = max_length(folder, ckpt.fields["positions"])  # T_max: every sentence runs at its own length
     batch = tokenize(folder, sentences, tokens)
     if backend == "reference":
-        program = models.build("bert", "embed", ckpt.overrides({"tokens": tokens}))
-        params = ckpt.parameters(program, dtype)
+        program, params = export.build_program("bert", "embed", dtype, 0, {"tokens": tokens}, ckpt, weights)
         rows = [graph.evaluate(program, dtype, params, sentence)["sentence_embedding"] for sentence in batch]
         return np.stack([export.npy_value(r) for r in rows]).astype(np.float32)
-    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan), batch)
+    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights), batch)
 
 
 # ---- the command ---------------------------------------------------------------------------
@@ -194,6 +199,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "`none` (the plain nests) or a plan file (docs/plans.md); speed only, the same bits")
     p.add_argument("-o", "--output", metavar="FILE.npy", help="save the (n, D) float32 embeddings")
     p.add_argument("--full", action="store_true", help="print every value, not the first few and the norm")
+    commands.weights_options(p)
 
 
 def check_sentences(sentences: list[str]) -> None:
@@ -228,7 +234,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     types.check_site(args.dtype)
     check_sentences(args.sentences)
     output = check_output(args.output) if args.output else None
-    vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=args.plan)
+    vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=args.plan,
+                    weights=commands.weights_choice(args))
     if output is not None:
         try:
             export.replace_file(output, export.npy_bytes(vectors))

@@ -332,8 +332,10 @@ TABLE = [
     ("llama2.c header", "dimensions whose product overflows int64",
      with_bin(legacy_header(dim=2**30, hidden_dim=2**30, n_heads=2**29)), "needs"),
     ("llama2.c header", "cut inside the header", with_bin(lambda d: d[:20]), "too short for llama2.c's header"),
-    ("llama2.c header", "version 2", with_bin(lambda d: struct.pack("<Ii", 0x616B3432, 2) + bytes(300)),
-     "llama2.c version 2 is not supported"),
+    ("llama2.c header", "version 3", with_bin(lambda d: struct.pack("<Ii", 0x616B3432, 3) + bytes(300)),
+     "llama2.c version 3 is not supported"),
+    ("llama2.c header", "version 2 of zero dimensions", with_bin(lambda d: struct.pack("<Ii", 0x616B3432, 2) + bytes(300)),
+     "header field dim=0 must be positive"),
     ("llama2.c header", "heads that do not divide dim", with_bin(legacy_header(n_heads=5)),
      "dim 24 / n_heads 5 must be an even integer"),
     # --set

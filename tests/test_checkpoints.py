@@ -175,9 +175,9 @@ def test_llama2c_refusals(tmp_path):
     (tmp_path / "short.bin").write_bytes(data[:-4])
     with pytest.raises(CheckpointError, match=r"needs \d+ bytes of header and f32 weights; the file has \d+"):
         checkpoints.load(tmp_path / "short.bin")
-    (tmp_path / "v2.bin").write_bytes(np.array([0x616B3432, 2], "<u4").tobytes() + b"\0" * 300)
-    with pytest.raises(CheckpointError, match="version 2 is not supported"):
-        checkpoints.load(tmp_path / "v2.bin")
+    (tmp_path / "v3.bin").write_bytes(np.array([0x616B3432, 3], "<u4").tobytes() + b"\0" * 300)
+    with pytest.raises(CheckpointError, match="version 3 is not supported"):
+        checkpoints.load(tmp_path / "v3.bin")
     with pytest.raises(CheckpointError, match="holds a llama model"):
         checkpoints.load(path, "gpt")
 

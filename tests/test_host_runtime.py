@@ -1,6 +1,6 @@
 """The runtime's host (runtime/exactc_host.c): what every exported program runs around its
-network. A small program described in C (two parameters, one stacked; an int32 and an
-f32 input; one output) goes through exactc_main, called in this process; the readers
+network. A small program described in C (four parameters: f32, f32 stacked, and the
+int8 and uint8 of quantized weights; an int32 and an f32 input; one output) goes through exactc_main, called in this process; the readers
 and the writer are called one by one through cffi. Each refusal (a missing input, a
 mis-shaped input, a wrong dtype, a missing or mis-typed tensor, a usage error) returns
 non-zero with a message that names what is wrong; a good run writes the output; bf16
@@ -18,13 +18,16 @@ from exactc.verify.compare import assert_bits_equal
 
 RUNTIME = ("exactc_host.c", "exactc_npy.c", "exactc_safetensors.c")
 
-# z = y + w + b[layer 0] + b[layer 1] + x (per column); exactc_main runs it.
+# z = y + w + b[layer 0] + b[layer 1] + q + u + x (per column); exactc_main runs it. The
+# parameters sit at 64-byte offsets of the block, each at its own dtype.
 DRIVER = r"""
 #include "exactc_rt.h"
 
 static const exactc_param_spec PARAMS[] = {
-    {"w", 0, 2, {2, 3}, 0},
-    {"h.%d.b", 2, 1, {3}, 6},
+    {"w", EXACTC_KIND_F32, 0, 2, {2, 3}, 0},
+    {"h.%d.b", EXACTC_KIND_F32, 2, 1, {3}, 64},
+    {"q", EXACTC_KIND_I8, 0, 1, {3}, 128},
+    {"u", EXACTC_KIND_U8, 0, 1, {3}, 192},
 };
 static const exactc_tensor_spec INPUTS[] = {
     {"x", EXACTC_KIND_I32, 1, {3}, {0}},
@@ -34,9 +37,13 @@ static const exactc_tensor_spec OUTPUTS[] = {
     {"z", EXACTC_KIND_F32, 2, {2, 3}, {0}},
 };
 static const float *params;
+static const int8_t *q;
+static const uint8_t *u;
 
 static void map_weights(void *block) {
     params = block;
+    q = (const int8_t *)((unsigned char *)block + 128);
+    u = (const uint8_t *)((unsigned char *)block + 192);
 }
 
 static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
@@ -45,7 +52,7 @@ static void run(int64_t length, void *const *in, void *const *out, unsigned char
     const float *y = in[1];
     float *z = out[0];
     float *tmp = ARENA(float, arena, 6);
-    for (int i = 0; i < 6; i++) tmp[i] = y[i] + params[i] + params[6 + i % 3] + params[9 + i % 3];
+    for (int i = 0; i < 6; i++) tmp[i] = y[i] + params[i] + params[16 + i % 3] + params[19 + i % 3] + (float)q[i % 3] + (float)u[i % 3];
     for (int i = 0; i < 6; i++) z[i] = tmp[i] + (float)x[i % 3];
     RELEASE(tmp, 6);
 }
@@ -54,8 +61,8 @@ int driver_main(int argc, char **argv) {
     static const exactc_program program = {
         .site = EXACTC_KIND_F32,
         .params = PARAMS,
-        .param_count = 2,
-        .param_values = 12,
+        .param_count = 4,
+        .param_bytes = 256,
         .inputs = INPUTS,
         .input_count = 2,
         .outputs = OUTPUTS,
@@ -70,23 +77,26 @@ int driver_main(int argc, char **argv) {
 """
 
 CDEF = """
-typedef enum { EXACTC_KIND_I32 = 0, EXACTC_KIND_F64 = 1, EXACTC_KIND_F32 = 2, EXACTC_KIND_BF16 = 3 } exactc_kind;
+typedef enum { EXACTC_KIND_I32 = 0, EXACTC_KIND_F64 = 1, EXACTC_KIND_F32 = 2, EXACTC_KIND_BF16 = 3,
+               EXACTC_KIND_I8 = 4, EXACTC_KIND_U8 = 5 } exactc_kind;
 typedef struct { const char *name; exactc_kind kind; int ndim; int64_t shape[8]; int64_t per_length[8]; } exactc_tensor_spec;
-typedef struct { const char *name; int layers; int ndim; int64_t shape[8]; size_t offset; } exactc_param_spec;
+typedef struct { const char *name; exactc_kind kind; int layers; int ndim; int64_t shape[8]; size_t offset; } exactc_param_spec;
 int driver_main(int argc, char **argv);
 int exactc_input_parse(const unsigned char *buf, size_t len, const exactc_tensor_spec *spec, void *dst,
                        char *err, size_t errlen);
 int exactc_input_read(const char *dir, const exactc_tensor_spec *spec, void *dst, char *err, size_t errlen);
 int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const void *src, char *err,
                         size_t errlen);
-int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, exactc_kind kind,
-                        size_t values, void **block, char *err, size_t errlen);
+int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, size_t bytes,
+                        void **block, char *err, size_t errlen);
 """
 
 W = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
 B = [np.array([1, 2, 3], dtype=np.float32), np.array([10, 20, 30], dtype=np.float32)]
 X = np.array([100, 200, 300], dtype=np.int32)
 Y = np.full((2, 3), 0.5, dtype=np.float32)
+Q = np.array([-127, 5, 127], dtype=np.int8)  # q8 values
+U = np.array([0x0F, 0x80, 0xFF], dtype=np.uint8)  # q4 bytes
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +107,12 @@ def lib():
 
 
 def weights(tensors: dict[str, np.ndarray]) -> bytes:
-    tags = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64"}
+    tags = {s.numpy: s.safetensors for s in types.STORAGE.values()}
     return export.safetensors_bytes({name: (tags[a.dtype], a) for name, a in tensors.items()})
 
 
 def good_tensors() -> dict[str, np.ndarray]:
-    return {"w": W, "h.0.b": B[0], "h.1.b": B[1]}
+    return {"w": W, "h.0.b": B[0], "h.1.b": B[1], "q": Q, "u": U}
 
 
 @pytest.fixture
@@ -131,7 +141,8 @@ def test_a_good_run_writes_the_output(lib, files, capfd):
     assert rc == 0, err
     z = np.load(files / "out" / "z.npy")
     assert z.dtype == np.float32 and z.shape == (2, 3)
-    assert_bits_equal((Y + W + B[0] + B[1]) + X.astype(np.float32), z, "z")
+    want = (Y + W + B[0] + B[1] + Q.astype(np.float32) + U.astype(np.float32)) + X.astype(np.float32)
+    assert_bits_equal(want, z, "z")
 
 
 def test_a_missing_input_is_named(lib, files, capfd):
@@ -160,13 +171,17 @@ def test_missing_and_mistyped_tensors_are_all_named(lib, files, capfd):
     tensors = good_tensors()
     del tensors["h.1.b"]
     tensors["w"] = W.astype(np.float64)
+    tensors["q"] = Q.view(np.uint8)  # the bytes of the int8 values, as U8
+    tensors["u"] = U.view(np.int8)
     (files / "weights.safetensors").write_bytes(weights(tensors))
     rc, err = run(lib, files, capfd)
     assert rc == 1
     path = files / "weights.safetensors"
     assert f"exactc: {path}: tensor w is F64 (2, 3); it must be F32 (2, 3)" in err, err
     assert f"exactc: {path}: tensor h.1.b is missing" in err, err
-    assert f"exactc: {path}: 2 tensor(s) missing or wrong" in err, err
+    assert f"exactc: {path}: tensor q is U8 (3); it must be I8 (3)" in err, err
+    assert f"exactc: {path}: tensor u is I8 (3); it must be U8 (3)" in err, err
+    assert f"exactc: {path}: 4 tensor(s) missing or wrong" in err, err
 
 
 def test_a_usage_error_exits_2(lib, files, capfd):
@@ -264,10 +279,10 @@ def test_input_images_are_refused_by_name(lib, data, message):
 def test_a_weights_file_that_is_not_there_is_named(lib, tmp_path):
     params = lib.ffi.new("exactc_param_spec[1]")
     name = lib.ffi.new("char[]", b"w")
-    params[0].name, params[0].ndim, params[0].shape[0] = name, 1, 3
+    params[0].name, params[0].kind, params[0].ndim, params[0].shape[0] = name, lib.lib.EXACTC_KIND_F32, 1, 3
     block = lib.ffi.new("void **")
     err = lib.ffi.new("char[512]")
     path = str(tmp_path / "nothing.safetensors")
-    assert lib.lib.exactc_weights_load(path.encode(), params, 1, lib.lib.EXACTC_KIND_F32, 3, block, err, 512) == -1
+    assert lib.lib.exactc_weights_load(path.encode(), params, 1, 12, block, err, 512) == -1
     assert path in lib.ffi.string(err).decode()
     assert block[0] == lib.ffi.NULL

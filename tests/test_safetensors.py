@@ -50,7 +50,7 @@ const char *exactc_dtype_name(exactc_dtype t);
 """
 
 ST_DTYPE = {np.dtype("<f8"): "F64", np.dtype("<f4"): "F32", np.dtype("<i4"): "I32", np.dtype("<i8"): "I64",
-            np.dtype("<f2"): "F16", np.dtype("u1"): "U8"}
+            np.dtype("<f2"): "F16", np.dtype("u1"): "U8", np.dtype("i1"): "I8"}
 
 
 @functools.lru_cache(maxsize=None)

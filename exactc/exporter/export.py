@@ -71,10 +71,11 @@ def safetensors_bytes(tensors: Mapping[str, tuple[str, np.ndarray]]) -> bytes:
 
 
 def weight_tensors(program: graph.Program, params: Mapping[str, np.ndarray], site: str) -> dict[str, tuple[str, np.ndarray]]:
-    """Each parameter as the checkpoint names it: stacked ones one tensor per layer."""
+    """Each parameter as the checkpoint names it: stacked ones one tensor per layer; a
+    quantized weight as its I8 or U8 values and its F32 scales (`<name>_scale`)."""
     out = {}
-    tag = types.storage(site).safetensors
     for spec in program.params:
+        tag = types.kind_storage(spec.kind, site).safetensors
         array = params[spec.name]
         if spec.layers:
             for layer in range(spec.layers):
@@ -152,6 +153,7 @@ class Export:
             "host": "straight-line" if self.straight else "structured",
             "planned": self.planned,
             "config": dataclasses.asdict(p.config) if p.config is not None else None,
+            "weights": quantized_weights(p),
             "inputs": {s.name: {"shape": json_shape(s.shape), "kind": s.kind} for s in p.inputs},
             "outputs": {n: {"shape": json_shape(v.shape), "kind": v.kind}
                         for n, v in zip(p.output_names, p.function.outputs)},
@@ -173,20 +175,60 @@ def json_shape(shape) -> list:
     return [d.text() if dims.is_symbolic(d) else d for d in shape]
 
 
-def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,
-            plan: Any = None, straight: bool = False, inputs: Mapping[str, np.ndarray] | None = None,
-            checkpoint: Any = None) -> Export:
-    """Trace, draw (or read `checkpoint`'s parameters: a checkpoints.Checkpoint, checked
-    against the config before anything runs), print and run the reference: everything
-    an export writes. With a checkpoint, `overrides` may set `tokens` only."""
-    types.check_site(site)
+def quantized_weights(program: graph.Program) -> dict[str, Any] | None:
+    """What `--weights` made of the program's linear weights, for exactc.json: None, or
+    their format, block and count."""
+    if not program.quantized:
+        return None
+    ((fmt, block),) = set(program.quantized.values())
+    return {"format": fmt, "block": block, "tensors": sorted(program.quantized)}
+
+
+def build_program(model: str, entry: str, site: str, seed: int, overrides: Mapping[str, Any] | None,
+                  checkpoint: Any, weights: tuple[str, int] | None) -> tuple[graph.Program, dict[str, np.ndarray]]:
+    """The traced program and its parameters, drawn from `seed` or read from `checkpoint`
+    (checked against the config before anything runs). `weights` = (fmt, block) holds
+    every linear weight quantized (graph.linear_weights): the program is traced again
+    with them quantized, and their reals quantized by exactc.exporter.quant."""
     if checkpoint is not None:
         checkpoint.check_entry(entry)
-        program = models.build(model, entry, checkpoint.overrides(overrides))
-        params = checkpoint.parameters(program, site)
-    else:
-        program = models.build(model, entry, overrides)
-        params = models.draw_parameters(program, seed, site)
+        overrides = checkpoint.overrides(overrides)
+        if checkpoint.weights is not None:  # a quantized file: its own blocks
+            if weights is not None and tuple(weights) != checkpoint.weights:
+                raise ExportError(f"--weights {weights[0]} --block {weights[1]}: {checkpoint.path.name} holds its "
+                                  f"weights as {checkpoint.weights[0]} in blocks of {checkpoint.weights[1]}; exactc "
+                                  "exports them as they are (leave --weights out)")
+            weights = checkpoint.weights
+    program = models.build(model, entry, overrides)
+    at = site if weights is None else "f64"  # quantized: the reals, each rounded where it goes
+    params = checkpoint.parameters(program, at) if checkpoint is not None else models.draw_parameters(program, seed, at)
+    if weights is None:
+        return program, params
+    from exactc.exporter import quant
+
+    fmt, block = weights
+    try:
+        quant.check_block(fmt, block)
+    except quant.QuantError as exc:
+        raise ExportError(f"--weights {fmt} --block {block}: {exc}") from None
+    chosen = graph.linear_weights(program)
+    program = models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen})
+    try:
+        given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
+        return program, quant.quantize_parameters(program, params, site, given)
+    except quant.QuantError as exc:
+        raise ExportError(str(exc)) from None
+
+
+def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,
+            plan: Any = None, straight: bool = False, inputs: Mapping[str, np.ndarray] | None = None,
+            checkpoint: Any = None, weights: tuple[str, int] | None = None) -> Export:
+    """Trace, draw (or read `checkpoint`'s parameters: a checkpoints.Checkpoint, checked
+    against the config before anything runs), print and run the reference: everything
+    an export writes. With a checkpoint, `overrides` may set `tokens` only. `weights`
+    (fmt, block) quantizes the linear weights (build_program)."""
+    types.check_site(site)
+    program, params = build_program(model, entry, site, seed, overrides, checkpoint, weights)
     ins = dict(inputs) if inputs is not None else models.draw_inputs(program, seed)
     ins = check_inputs(program, site, ins)
     printed = print_program(program, site, plan=plan, straight=straight)
@@ -237,6 +279,7 @@ class ExportSpec:
     straight: bool = False
     checkpoint: Any = None  # a checkpoints.Checkpoint
     inputs: Mapping[str, np.ndarray] | None = None
+    weights: tuple[str, int] | None = None  # (fmt, block): the linear weights quantized
 
     def loaded_plan(self) -> Any:
         from exactc.exporter.kernels.plans import load_plan_option
@@ -245,7 +288,7 @@ class ExportSpec:
 
     def prepare(self) -> Export:
         return prepare(self.model, self.entry, self.site, self.seed, self.overrides, plan=self.loaded_plan(),
-                       straight=self.straight, inputs=self.inputs, checkpoint=self.checkpoint)
+                       straight=self.straight, inputs=self.inputs, checkpoint=self.checkpoint, weights=self.weights)
 
     def digest(self) -> str:
         """Everything the exported directory depends on: exactc's sources, the request,
@@ -257,6 +300,8 @@ class ExportSpec:
                    "overrides": {str(k): str(v) for k, v in self.overrides.items()},
                    "plan": plan_text(self.loaded_plan()), "straight": self.straight,
                    "checkpoint": None if self.checkpoint is None else self.checkpoint.digest()}
+        if self.weights is not None:
+            request["weights"] = list(self.weights)
         h.update(json.dumps(request, sort_keys=True).encode())
         for name in sorted(self.inputs or {}):
             array = np.ascontiguousarray(self.inputs[name])

@@ -60,11 +60,11 @@ def is_view(op: Op) -> bool:
 
 def ctype(value: Value, site: str) -> str:
     """The C type of a value's elements."""
-    return "int32_t" if value.kind == "i32" else types.c_site_type(site)
+    return types.kind_ctype(value.kind, site)
 
 
 def itemsize(value: Value, site: str) -> int:
-    return ITEMSIZE["i32" if value.kind == "i32" else site]
+    return types.kind_storage(value.kind, site).itemsize
 
 
 # ---- frames ---------------------------------------------------------------------------------

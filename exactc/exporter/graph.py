@@ -258,10 +258,10 @@ def apply(primitive: str, operands: Mapping[str, Value | None], attrs: Mapping[s
     for key, value in present.items():
         if not isinstance(value, Value):
             raise GraphError(f"{primitive}: operand {key} is a {type(value).__name__}; give a traced Value")
-        if value.kind != prim.operand_kind(key):
+        if value.kind != prim.operand_kind(key, full):
             raise GraphError(
                 f"{primitive}: operand {key} ({value.name}) holds {value.kind}; it must hold "
-                f"{prim.operand_kind(key)}"
+                f"{prim.operand_kind(key, full)}"
             )
     try:
         outputs = prim.outputs({k: v.shape for k, v in present.items()}, full)
@@ -295,6 +295,11 @@ def scale(x, s, name=None):
 
 
 def linear(x, w, b=None, name=None):
+    """x @ w.T (+ b); a quantized weight (QuantizedWeight) makes it the weight-only
+    quantized linear, qlinear_w (docs/semantics.md, section 15)."""
+    if isinstance(w, QuantizedWeight):
+        return apply("qlinear_w", {"x": x, "wq": w.values, "wd": w.scales, "b": b},
+                     {"fmt": w.fmt, "block": w.block, "has_b": b is not None}, name=name)
     return apply("linear", {"x": x, "w": w, "b": b}, {"has_b": b is not None}, name=name)
 
 
@@ -362,6 +367,61 @@ def concat(a, b, axis=0, name=None):
     return apply("concat", {"a": a, "b": b}, {"axis": axis}, name=name)
 
 
+# ---- quantized weights ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizedWeight:
+    """A linear's weight held quantized: what an entry finds under the weight's key when
+    the program is traced with it quantized. `values` (..., N, row) holds q8 values (i8)
+    or q4 bytes (u8), `scales` (..., N, nb) f32, for rows of `k` values in blocks of
+    `block`. `linear` takes it as it takes a float weight; it travels through calls and
+    folds as the pair of its values (a fold slices both by layer)."""
+
+    values: Any  # a Value (a slot in a skeleton)
+    scales: Any
+    fmt: str
+    block: int
+    k: int
+
+
+SCALE_SUFFIX = "_scale"  # the scales of a quantized weight `w` are the tensor `w_scale`
+
+
+def quantized_specs(spec: "ParamSpec", fmt: str, block: int) -> tuple["ParamSpec", "ParamSpec"]:
+    """The ParamSpecs of a (N, K) weight held quantized: its values and its scales."""
+    from exactc.exporter.primitives import block_count, quantized_row_length
+
+    n, k = spec.shape
+    kind = "i8" if fmt == "q8" else "u8"
+    values = dataclasses.replace(spec, shape=(n, quantized_row_length(fmt, k, block)), kind=kind)
+    scales = dataclasses.replace(spec, name=spec.name + SCALE_SUFFIX, shape=(n, block_count(k, block)), kind="f32")
+    return values, scales
+
+
+def linear_weights(program: "Program") -> list[str]:
+    """The parameters (ParamSpec names) that only ever reach `linear` as its weight `w`:
+    the ones `--weights q8|q4` quantizes. A weight also read otherwise (a tied head's
+    embedding table) stays float."""
+    uses: dict[str, set[tuple[str, str]]] = {spec.name: set() for spec in program.params}
+
+    def visit(fn: Function, names: dict[int, str]) -> None:
+        for node in fn.nodes:
+            if isinstance(node, Op):
+                for key, v in node.operands().items():
+                    if id(v) in names:
+                        uses[names[id(v)]].add((node.primitive, key))
+            elif isinstance(node, Call):
+                visit(node.function, {id(f): names[id(a)] for f, a in zip(node.function.inputs, node.args)
+                                      if id(a) in names})
+            else:
+                for body in {id(b): b for b in [node.body, *node.apart.values()]}.values():
+                    visit(body, {id(f): names[id(a)] for f, a in zip(body.inputs, node.args) if id(a) in names})
+
+    visit(program.function, {id(v): spec.name for spec, v in zip(program.params, program.param_values)})
+    return [name for name, used in uses.items() if used == {("linear", "w")}]
+
+
 # ---- pytrees of values: the arguments of calls and folds ---------------------------------
 
 
@@ -374,6 +434,9 @@ def _flatten(tree: Any, path: str = "") -> tuple[list[tuple[str, Value]], Any]:
         if isinstance(node, Value):
             leaves.append((where or node.name, node))
             return _Slot(len(leaves) - 1)
+        if isinstance(node, QuantizedWeight):
+            return dataclasses.replace(node, values=walk(node.values, where),
+                                       scales=walk(node.scales, where + SCALE_SUFFIX if where else ""))
         if isinstance(node, dict):
             return {k: walk(v, str(k)) for k, v in node.items()}
         if isinstance(node, (list, tuple)):
@@ -391,6 +454,9 @@ class _Slot:
 def _rebuild(skeleton: Any, values: list[Value]) -> Any:
     if isinstance(skeleton, _Slot):
         return values[skeleton.index]
+    if isinstance(skeleton, QuantizedWeight):
+        return dataclasses.replace(skeleton, values=_rebuild(skeleton.values, values),
+                                   scales=_rebuild(skeleton.scales, values))
     if isinstance(skeleton, dict):
         return {k: _rebuild(v, values) for k, v in skeleton.items()}
     if isinstance(skeleton, (list, tuple)):
@@ -539,13 +605,15 @@ def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *s
 class ParamSpec:
     """A parameter: its checkpoint name (with `{l}` where the layer index goes, for
     stacked parameters), its shape per layer, the number of layers it is stacked over
-    (0: not stacked), and how it is drawn ("normal", "gain": around 1)."""
+    (0: not stacked), how it is drawn ("normal", "gain": around 1), and its kind: "x"
+    (the site type), or "i8"/"u8" and "f32" for a quantized weight's values and scales."""
 
     name: str
     shape: Shape
     layers: int = 0
     init: str = "normal"
     std: float = 0.02
+    kind: str = "x"
 
     @property
     def full_shape(self) -> Shape:
@@ -579,6 +647,7 @@ class Program:
     inputs: tuple[InputSpec, ...]
     output_names: tuple[str, ...]
     config: Any = None  # the architecture's Config, when built from one
+    quantized: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)  # weight -> (fmt, block)
 
     @property
     def param_values(self) -> tuple[Value, ...]:
@@ -598,16 +667,36 @@ class Program:
 
 
 def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs: list[InputSpec],
-          *static: Any) -> Program:
+          *static: Any, quantized: Mapping[str, tuple[str, int]] | None = None) -> Program:
     """Trace `fn(*static, params, *inputs)` where `params` maps each ParamSpec.key (the
-    stacked ones grouped: see `group_layers`) to a Value. Returns the Program."""
+    stacked ones grouped: see `group_layers`) to a Value. `quantized` maps weights (by
+    ParamSpec name) to (fmt, block): each is held as its values and scales (two
+    parameters, quantized_specs) and the entry finds a QuantizedWeight under its key.
+    Returns the Program."""
+    quantized = dict(quantized or {})
+    wanted = dict(quantized)
+    held: list[tuple[ParamSpec, ...]] = []  # per given spec, the parameters that hold it
+    for p in params:
+        held.append(quantized_specs(p, *wanted.pop(p.name)) if p.name in wanted else (p,))
+    if wanted:
+        raise GraphError(f"{model}.{entry}: no parameter {', '.join(wanted)} to quantize")
+    flat = [spec for specs in held for spec in specs]
     state = _Trace()
     _TRACE.append(state)
     try:
-        param_values = [Value(p.full_shape, "x", _c_name(p.key)) for p in params]
+        param_values = [Value(p.full_shape, p.kind, _c_name(p.key)) for p in flat]
         input_values = [Value(tuple(i.shape), i.kind, _c_name(i.name)) for i in inputs]
         formals = _unique_names(param_values + input_values)
-        by_key = {p.key: v for p, v in zip(params, formals)}
+        by_key: dict[str, Any] = {}
+        at = 0
+        for p, specs in zip(params, held):
+            if len(specs) == 1:
+                by_key[p.key] = formals[at]
+            else:
+                fmt, block = quantized[p.name]
+                by_key[p.key] = QuantizedWeight(formals[at], formals[at + 1], fmt, block, p.shape[-1])
+            at += len(specs)
+        params = flat
 
         def build() -> Any:
             result = fn(*static, by_key, *formals[len(params):])
@@ -626,7 +715,7 @@ def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs:
         unused = [p.name for p, v in zip(params, formals) if id(v) not in used]
         if unused:
             raise GraphError(f"{model}.{entry}: parameter(s) {', '.join(unused)} are never used; drop them")
-        return Program(model, entry, function, tuple(params), tuple(inputs), tuple(names))
+        return Program(model, entry, function, tuple(params), tuple(inputs), tuple(names), quantized=quantized)
     finally:
         _TRACE.pop()
 

@@ -242,3 +242,31 @@ def scales_from_f16(name: str, scales: np.ndarray) -> np.ndarray:
         raise QuantError(f"tensor {name}: scales of dtype {scales.dtype}; this reads f16 scales")
     _refuse_nonfinite(name, scales, "scale")
     return scales.astype(np.float32)
+
+
+# ---- a program's parameters ----------------------------------------------------------------
+
+
+def quantize_parameters(program, reals: dict[str, np.ndarray], site: str,
+                        given: dict[str, QuantizedTensor] | None = None) -> dict[str, np.ndarray]:
+    """The parameters of `program`, traced with quantized weights (graph.trace's
+    `quantized`), from `reals`: the float program's parameters (ParamSpec name -> values
+    as f64). A float parameter is rounded to `site`; a quantized weight is held as its
+    values and its scales: the blocks `given` for it (a checkpoint's own), else its reals
+    rounded to f32 and quantized (quantize_tensor)."""
+    from exactc.exporter.graph import SCALE_SUFFIX
+
+    given = given or {}
+    out = {}
+    for name, array in reals.items():
+        if name in program.quantized:
+            fmt, block = program.quantized[name]
+            qt = given.get(name) or quantize_tensor(name, array, fmt, block)
+            if (qt.fmt, qt.block, qt.shape) != (fmt, block, np.shape(array)):
+                raise QuantError(f"tensor {name}: {qt.fmt} in blocks of {qt.block}, shape {qt.shape}; the program "
+                                 f"holds it as {fmt} in blocks of {block}, shape {np.shape(array)}")
+            out[name] = qt.values
+            out[name + SCALE_SUFFIX] = qt.scales
+        else:
+            out[name] = types.round_to_site(array, site)
+    return out

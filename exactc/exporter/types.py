@@ -23,7 +23,7 @@ class Storage:
     """How values of one element type are held: in numpy, in C, in the files a program
     reads and writes. The one table of these spellings (STORAGE)."""
 
-    name: str  # f64, f32, bf16 (the site types) or i32 (token ids, masks)
+    name: str  # f64, f32, bf16 (the site types), i32 (token ids, masks), i8 and u8 (quantized weights)
     numpy: np.dtype  # in memory, the reference's arrays
     c: str  # the C element type of buffers and parameters
     itemsize: int  # bytes per element, in memory and in weights.safetensors
@@ -36,7 +36,11 @@ STORAGE = {
     "f32": Storage("f32", np.dtype(np.float32), "float", 4, "F32", "<f4"),
     "bf16": Storage("bf16", BF16, "exactc_bf16", 2, "BF16", "<f4"),
     "i32": Storage("i32", np.dtype(np.int32), "int32_t", 4, "I32", "<i4"),
+    "i8": Storage("i8", np.dtype(np.int8), "int8_t", 1, "I8", "|i1"),  # q8 values
+    "u8": Storage("u8", np.dtype(np.uint8), "uint8_t", 1, "U8", "|u1"),  # q4 bytes, two values each
 }
+# The kinds of values whatever the site type: "f32" among them is a weight scale's.
+FIXED_KINDS = ("i32", "i8", "u8", "f32")
 
 _ACC = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "bf16": np.dtype(np.float32)}
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -54,8 +58,8 @@ def check_site(site: str) -> str:
 
 
 def storage(kind: str) -> Storage:
-    """The spellings of a site type or of i32 (STORAGE)."""
-    if kind == "i32":
+    """The spellings of a site type or of a fixed kind (STORAGE)."""
+    if kind in FIXED_KINDS:
         return STORAGE[kind]
     return STORAGE[check_site(kind)]
 
@@ -78,32 +82,27 @@ def c_acc_type(site: str) -> str:
     return _C_ACC[check_site(site)]
 
 
-# Operand kinds of the primitive catalogue (exporter/primitives.py) besides "x" (the site
-# type) and "acc" (the accumulator type): fixed dtypes whatever the site.
-_FIXED_KINDS = {
-    "i32": (np.dtype(np.int32), "int32_t"),
-    "i8": (np.dtype(np.int8), "int8_t"),  # q8 values
-    "u8": (np.dtype(np.uint8), "uint8_t"),  # q4 bytes, two values each
-    "f32": (np.dtype(np.float32), "float"),  # weight scales
-}
+# Operand kinds of the primitive catalogue (exporter/primitives.py) and of values: "x" (the
+# site type), "acc" (the accumulator type), or one of FIXED_KINDS (STORAGE's spellings).
+
+
+def kind_storage(kind: str, site: str) -> Storage:
+    """The spellings of a value or operand of `kind` at `site`."""
+    if kind == "x":
+        return STORAGE[check_site(site)]
+    if kind == "acc":
+        return STORAGE["f64" if check_site(site) == "f64" else "f32"]
+    return STORAGE[kind]
 
 
 def kind_dtype(kind: str, site: str) -> np.dtype:
     """The numpy dtype of an operand of `kind` at `site`."""
-    if kind == "x":
-        return numpy_dtype(site)
-    if kind == "acc":
-        return acc_dtype(site)
-    return _FIXED_KINDS[kind][0]
+    return kind_storage(kind, site).numpy
 
 
 def kind_ctype(kind: str, site: str) -> str:
     """The C element type of an operand of `kind` at `site`."""
-    if kind == "x":
-        return c_site_type(site)
-    if kind == "acc":
-        return c_acc_type(site)
-    return _FIXED_KINDS[kind][1]
+    return kind_storage(kind, site).c
 
 
 def bits(array: np.ndarray) -> np.ndarray:

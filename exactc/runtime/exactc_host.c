@@ -35,7 +35,8 @@
  * ---------------------------------------------------------------------------------- */
 
 /* Per kind (exactc_kind's order): the bytes of an element in memory, the .npy dtype it
- * travels as (bf16 as f32), the .safetensors dtype of parameters at that kind. */
+ * travels as (bf16 as f32; int8 and uint8 are parameters only, never in an .npy file),
+ * the .safetensors dtype of parameters at that kind. */
 static const struct {
     size_t size;
     exactc_dtype npy;
@@ -45,6 +46,8 @@ static const struct {
     [EXACTC_KIND_F64] = {8, EXACTC_F64, "F64"},
     [EXACTC_KIND_F32] = {4, EXACTC_F32, "F32"},
     [EXACTC_KIND_BF16] = {2, EXACTC_F32, "BF16"},
+    [EXACTC_KIND_I8] = {1, EXACTC_I32, "I8"},
+    [EXACTC_KIND_U8] = {1, EXACTC_I32, "U8"},
 };
 
 size_t exactc_kind_size(exactc_kind kind) {
@@ -112,20 +115,20 @@ static void append_line(char *err, size_t errlen, const char *line) {
  * ---------------------------------------------------------------------------------- */
 
 int exactc_weights_read(const exactc_safetensors *st, const exactc_param_spec *params, size_t count,
-                        exactc_kind kind, void *block, char *err, size_t errlen) {
+                        void *block, char *err, size_t errlen) {
     if (err != NULL && errlen > 0) err[0] = '\0';
-    const char *dtype = KINDS[kind].st;
-    size_t size = exactc_kind_size(kind);
     int bad = 0;
     for (size_t i = 0; i < count; i++) {
         const exactc_param_spec *p = &params[i];
+        const char *dtype = KINDS[p->kind].st;
+        size_t size = exactc_kind_size(p->kind);
         size_t chunk = 1;
         for (int d = 0; d < p->ndim; d++) chunk *= (size_t)p->shape[d];
         int layers = p->layers > 0 ? p->layers : 1;
         for (int l = 0; l < layers; l++) {
             char name[512], why[512];
             snprintf(name, sizeof name, p->name, l);
-            unsigned char *dst = (unsigned char *)block + (p->offset + (size_t)l * chunk) * size;
+            unsigned char *dst = (unsigned char *)block + p->offset + (size_t)l * chunk * size;
             if (exactc_st_read(st, name, dtype, p->ndim, p->shape, dst, why, sizeof why) != 0) {
                 append_line(err, errlen, why);
                 bad++;
@@ -139,17 +142,17 @@ int exactc_weights_read(const exactc_safetensors *st, const exactc_param_spec *p
     return -1;
 }
 
-int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, exactc_kind kind,
-                        size_t values, void **block, char *err, size_t errlen) {
+int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, size_t bytes,
+                        void **block, char *err, size_t errlen) {
     *block = NULL;
     exactc_safetensors st;
     if (exactc_st_open(path, &st, err, errlen) != 0) return -1;
-    void *data = malloc(values ? values * exactc_kind_size(kind) : 1);
+    void *data = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); /* a multiple of 64, never empty */
     if (data == NULL) {
         exactc_st_close(&st);
-        return exactc_fail(err, errlen, "out of memory for %zu parameters", values);
+        return exactc_fail(err, errlen, "out of memory for %zu bytes of parameters", bytes);
     }
-    int rc = exactc_weights_read(&st, params, count, kind, data, err, errlen);
+    int rc = exactc_weights_read(&st, params, count, data, err, errlen);
     exactc_st_close(&st);
     if (rc != 0) {
         free(data);
@@ -470,8 +473,8 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
     }
     char err[4096];
     void *block;
-    if (exactc_weights_load(argv[1], program->params, program->param_count, program->site, program->param_values,
-                            &block, err, sizeof err) != 0) {
+    if (exactc_weights_load(argv[1], program->params, program->param_count, program->param_bytes, &block, err,
+                            sizeof err) != 0) {
         report(argv[1], err);
         return 1;
     }

@@ -213,12 +213,16 @@ static inline int exactc_check_pieces(int64_t extent, const int64_t (*pieces)[2]
  * ---------------------------------------------------------------------------------- */
 
 /* How a value is held: int32, or a float at the site type. bf16 travels through .npy
- * files as f32: inputs are rounded to bf16 on reading, outputs widened on writing. */
+ * files as f32: inputs are rounded to bf16 on reading, outputs widened on writing.
+ * int8 and uint8 hold a quantized weight's values (q8) and bytes (q4): parameters only,
+ * never an input or output. */
 typedef enum {
     EXACTC_KIND_I32 = 0,
     EXACTC_KIND_F64 = 1,
     EXACTC_KIND_F32 = 2,
-    EXACTC_KIND_BF16 = 3
+    EXACTC_KIND_BF16 = 3,
+    EXACTC_KIND_I8 = 4,
+    EXACTC_KIND_U8 = 5
 } exactc_kind;
 
 /* An input or output: DIR/<name>.npy holds it. Dimension d is shape[d] + per_length[d] * T
@@ -233,10 +237,12 @@ typedef struct {
 } exactc_tensor_spec;
 
 /* A parameter: the tensor `name` of the .safetensors file (a printf format, %d the layer,
- * for a parameter stacked over `layers` > 0 layers), of this shape, at `offset` elements
- * from the start of the parameter block; layer l follows at offset + l * its size. */
+ * for a parameter stacked over `layers` > 0 layers), of this kind (its dtype in the file)
+ * and shape, at `offset` bytes from the start of the parameter block; layer l follows
+ * at offset + l * its size in bytes. */
 typedef struct {
     const char *name;
+    exactc_kind kind;
     int layers;
     int ndim;
     int64_t shape[EXACTC_ST_MAX_DIMS];
@@ -244,10 +250,10 @@ typedef struct {
 } exactc_param_spec;
 
 typedef struct {
-    exactc_kind site;                 /* the parameters' type */
+    exactc_kind site;                 /* the site type */
     const exactc_param_spec *params;  /* every tensor of the weights file */
     size_t param_count;
-    size_t param_values;              /* the parameter block's length, in elements */
+    size_t param_bytes;               /* the parameter block's length */
     const exactc_tensor_spec *inputs; /* in the order `run` takes them */
     size_t input_count;
     const exactc_tensor_spec *outputs;
@@ -268,13 +274,14 @@ exactc_tensor_spec exactc_spec_at(const exactc_tensor_spec *spec, int64_t length
 int64_t exactc_input_length(const exactc_array *a, const exactc_tensor_spec *spec, int64_t max_length,
                             int64_t known, char *err, size_t errlen);
 
-/* Every tensor of `params` from a parsed file into `block` (param_values elements);
- * every problem is a line of `err`, the last one counting them. */
+/* Every tensor of `params` from a parsed file into `block` (param_bytes long), each
+ * at its kind's dtype; every problem is a line of `err`, the last one counting them. */
 int exactc_weights_read(const exactc_safetensors *st, const exactc_param_spec *params, size_t count,
-                        exactc_kind kind, void *block, char *err, size_t errlen);
-/* The same from the file at `path`, into a malloc'd block of `values` elements. */
-int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, exactc_kind kind,
-                        size_t values, void **block, char *err, size_t errlen);
+                        void *block, char *err, size_t errlen);
+/* The same from the file at `path`, into a block of `bytes` bytes, 64-byte aligned
+ * (free it with free). */
+int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, size_t bytes,
+                        void **block, char *err, size_t errlen);
 
 /* An input from a parsed .npy array, an .npy image in memory, or DIR/<name>.npy, into
  * `dst` (exactc_spec_count(spec) values of its kind): its dtype and shape checked. */

@@ -28,7 +28,7 @@ POISON = {
     4: np.uint32(0x7FA5A5A5),
     2: np.uint16(0x7FA5),
 }
-# A C buffer's element type -> its numpy dtype: the site types' own, and int32.
+# A C buffer's element type -> its numpy dtype: the site types' own, int32, int8 and uint8.
 _C_DTYPES = {s.c: s.numpy for s in STORAGE.values()}
 
 

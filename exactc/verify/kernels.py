@@ -31,6 +31,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from exactc.exporter import dims, reference
+from exactc.exporter.types import STORAGE
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.plans import Plan, validate_plan
 from exactc.exporter.kernels.splits import coverage_problem, split_axis
@@ -55,7 +56,7 @@ QUANTIZED_PRIMITIVES = ("quantize", "qlinear_w", "qlinear_i")
 # compare.py's buffers hold floats and int32; quantized operands add int8 and uint8. A
 # byte has no spare NaN to poison with, so the poison is 0x80: as int8 it is -128, a value
 # no quantizer writes, so an int8 output element left unwritten shows.
-BYTE_DTYPES = {"int8_t": np.dtype(np.int8), "uint8_t": np.dtype(np.uint8)}
+BYTE_DTYPES = {s.c: s.numpy for s in STORAGE.values() if s.itemsize == 1}
 BYTE_POISON = 0x80
 
 

@@ -51,6 +51,9 @@ class Tensor:
     source: str  # the file's own name for it
     read: Callable[[], np.ndarray]
     expected: Callable[[tuple[int, ...]], tuple[int, ...]] = lambda shape: shape  # exactc shape -> stored shape
+    # A tensor the file holds quantized: its blocks as stored (a quant.QuantizedTensor in
+    # exactc's orientation); `read` gives their dequantized values (exact in f32).
+    blocks: Callable[[], Any] | None = None
 
 
 @dataclasses.dataclass
@@ -67,6 +70,7 @@ class Checkpoint:
     entries: dict[str, str] = dataclasses.field(default_factory=dict)  # entry -> why it is refused
     content: list[Path] = dataclasses.field(default_factory=list)  # the files the weights come from
     name: str = ""
+    weights: tuple[str, int] | None = None  # (fmt, block) of the tensors the file holds quantized
 
     def overrides(self, user: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The Config fields: the checkpoint's, plus `tokens` (the only field a user sets)."""
@@ -109,7 +113,7 @@ class Checkpoint:
             if t is None:
                 continue
             stored = t.expected(shape)
-            if tuple(t.shape) != tuple(stored) or t.dtype not in FLOAT_DTYPES:
+            if tuple(t.shape) != tuple(stored) or (t.dtype not in FLOAT_DTYPES and t.blocks is None):
                 want_type = t.dtype if t.dtype in FLOAT_DTYPES else "a float type (" + ", ".join(FLOAT_DTYPES) + ")"
                 wrong.append(f"{t.source} is {t.dtype} {tuple(t.shape)}, expected {want_type} {tuple(stored)}")
         if missing or extra or wrong:
@@ -137,6 +141,28 @@ class Checkpoint:
             out[spec.name] = types.round_to_site(array, site)
         return out
 
+    def quantized_weights(self, program: graph.Program) -> dict[str, Any]:
+        """The weights `program` holds quantized that the file holds quantized: ParamSpec
+        name -> quant.QuantizedTensor (stacked over layers), its blocks as stored."""
+        from exactc.exporter import quant
+
+        out = {}
+        for spec in program.params:
+            if spec.name not in program.quantized:
+                continue
+            names = [spec.layer_name(layer) for layer in range(spec.layers)] if spec.layers else [spec.name]
+            if any(self.tensors[n].blocks is None for n in names):
+                continue
+            parts = [self.tensors[n].blocks() for n in names]
+            if not spec.layers:
+                out[spec.name] = parts[0]
+                continue
+            first = parts[0]
+            out[spec.name] = quant.QuantizedTensor(first.fmt, first.block, first.k,
+                                                   np.stack([p.values for p in parts]),
+                                                   np.stack([p.scales for p in parts]))
+        return out
+
     def digest(self) -> str:
         """A content hash of the weight files and the config: the key of cached exports."""
         h = hashlib.sha256(self.format.encode() + repr(sorted(self.fields.items())).encode())
@@ -149,9 +175,9 @@ class Checkpoint:
 
 def load(path: str | Path, model: str | None = None) -> Checkpoint:
     """Read a checkpoint's config and tensor index (not yet its values): a Hugging Face
-    folder (or its config.json), or a llama2.c .bin file. `model`, when given, must be
+    folder (or its config.json), a GGUF file or a llama2.c .bin file. `model`, when given, must be
     the checkpoint's architecture."""
-    from exactc.exporter.checkpoints import hf, llama2c
+    from exactc.exporter.checkpoints import gguf_file, hf, llama2c
 
     path = Path(path)
     if not path.exists():
@@ -161,12 +187,14 @@ def load(path: str | Path, model: str | None = None) -> Checkpoint:
         path = path.parent  # a file of a Hugging Face folder: the folder
     if path.is_dir():
         ckpt = hf.load(path)
+    elif gguf_file.looks_like(path):
+        ckpt = gguf_file.load(path)
     elif llama2c.looks_like(path):
         ckpt = llama2c.load(path)
     else:
         raise CheckpointError(
-            f"checkpoint {path}: not a Hugging Face folder (config.json + model.safetensors) or a llama2.c "
-            ".bin file (a header of seven int32s, or the version-1 magic 0x616b3432)")
+            f"checkpoint {path}: not a Hugging Face folder (config.json + model.safetensors), a GGUF file or a "
+            "llama2.c .bin file (a header of seven int32s, or the version-1 magic 0x616b3432)")
     if model is not None and model != ckpt.model:
         models.architecture(model)
         raise CheckpointError(f"checkpoint {path} holds a {ckpt.model} model ({ckpt.name}); not {model}")

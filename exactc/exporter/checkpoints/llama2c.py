@@ -12,8 +12,17 @@ Two headers (github.com/karpathy/llama2.c, export.py and run.c):
 - version 1: uint32 magic 0x616b3432 ("ak42"), int32 version 1, the same seven int32s
   (vocab_size positive), a uint8 shared_classifier, zeros to 256 bytes. Then f32: final
   rmsnorm; attention rmsnorms; ffn rmsnorms; token embedding; wq; wk; wv; wo; w1; w2;
-  w3 (each over all layers); the classifier when not shared. Version 2 (int8 groups)
-  is refused by name.
+  w3 (each over all layers); the classifier when not shared.
+- version 2 (runq.c's int8 groups): the version-1 header with an int32 group_size G
+  after shared_classifier (bytes 37-40). Then f32: attention rmsnorms, ffn rmsnorms,
+  final rmsnorm. Then each quantized tensor as runq.c's init_quantized_tensors maps it:
+  its int8 values, then its f32 scales (one per G consecutive values), for the token
+  embedding, then wq of layer 0, 1, ..., then wk, wv, wo, w1, w2, w3 the same way, then
+  the classifier when not shared (else the classifier is the quantized embedding).
+  exactc holds these blocks as they are (q8, block G): every linear weight's values and
+  scales go to the program unchanged, the embedding table is dequantized (scale x value,
+  exact in f32). A group of runq.c runs over the flattened tensor; exactc's blocks are
+  per row, the same when G divides every row, and a file where it does not is refused.
 
 Rope pairing. llama2.c (like Meta's original) rotates interleaved pairs (2i, 2i+1) of
 each head; Hugging Face's checkpoints rotate (i, i + hd/2) (rotate_half), with q and k
@@ -39,7 +48,7 @@ import numpy as np
 from exactc.exporter.checkpoints import Checkpoint, CheckpointError, Tensor
 
 MAGIC = 0x616B3432
-HEADER_V1 = 256
+HEADER_V1 = 256  # the header of versions 1 and 2, in bytes
 FIELDS = ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len")
 
 
@@ -62,6 +71,8 @@ def _layout(p: dict[str, int], version: int, shared: bool) -> list[tuple[str, tu
         "wq": (L, H * hd, D), "wk": (L, kv, D), "wv": (L, kv, D), "wo": (L, D, H * hd),
         "w1": (L, F, D), "w2": (L, D, F), "w3": (L, F, D),
     }
+    if version == 2:  # f32 first; the quantized tensors are _quantized_layout's
+        return [("rms_att_weight", (L, D)), ("rms_ffn_weight", (L, D)), ("rms_final_weight", (D,))]
     if version == 0:
         order = [("token_embedding_table", (V, D)), ("rms_att_weight", (L, D))]
         order += [(k, layers[k]) for k in ("wq", "wk", "wv", "wo")]
@@ -73,6 +84,18 @@ def _layout(p: dict[str, int], version: int, shared: bool) -> list[tuple[str, tu
         order += [(k, layers[k]) for k in ("wq", "wk", "wv", "wo", "w1", "w2", "w3")]
     if not shared:
         order.append(("wcls", (V, D)))
+    return order
+
+
+def _quantized_layout(p: dict[str, int], shared: bool) -> list[tuple[str, int, tuple[int, int]]]:
+    """Version 2's quantized tensors in file order: (llama2.c name, how many (one per
+    layer), shape of each)."""
+    D, F, L, H, KV, V, S = (p[k] for k in FIELDS)
+    hd = D // H
+    order = [("token_embedding_table", 1, (V, D)), ("wq", L, (H * hd, D)), ("wk", L, (KV * hd, D)),
+             ("wv", L, (KV * hd, D)), ("wo", L, (D, H * hd)), ("w1", L, (F, D)), ("w2", L, (D, F)), ("w3", L, (F, D))]
+    if not shared:
+        order.append(("wcls", 1, (V, D)))
     return order
 
 
@@ -115,13 +138,15 @@ def read_header(path: Path) -> tuple[dict[str, int], int, bool, int]:
         raise CheckpointError(f"{path}: not readable ({exc.strerror or exc})") from None
     if len(data) >= 8 and struct.unpack("<I", data[:4])[0] == MAGIC:
         (version,) = struct.unpack("<i", data[4:8])
-        if version != 1:
+        if version not in (1, 2):
             raise CheckpointError(f"{path}: llama2.c version {version} is not supported (exactc reads the legacy "
-                                  "header and version 1, f32; version 2 is int8-quantized)")
+                                  "header, version 1 (f32) and version 2 (int8 groups))")
         if len(data) < HEADER_V1:
-            raise CheckpointError(f"{path}: a version-1 header is {HEADER_V1} bytes; the file has {len(data)}")
+            raise CheckpointError(f"{path}: a version-{version} header is {HEADER_V1} bytes; the file has {len(data)}")
         params = dict(zip(FIELDS, struct.unpack("<7i", data[8:36])))
         shared = bool(data[36])
+        if version == 2:
+            (params["group_size"],) = struct.unpack("<i", data[37:41])
         start = HEADER_V1
     else:
         if len(data) < 28:
@@ -140,13 +165,21 @@ def read_header(path: Path) -> tuple[dict[str, int], int, bool, int]:
 def load(path: Path) -> Checkpoint:
     params, version, shared, start = read_header(path)
     layout = _layout(params, version, shared)
+    group = params.get("group_size", 0)
+    quantized = _quantized_layout(params, shared) if version == 2 else []
+    for name, _, (rows, k) in quantized:
+        if k % group:
+            raise CheckpointError(f"{path}: group_size {group} does not divide the rows of {name} ({k} values): "
+                                  "runq.c's groups would straddle rows, and exactc's q8 blocks are per row")
     need = start + 4 * sum(math.prod(shape) for _, shape in layout)  # Python ints: no overflow
+    need += sum(n * (rows * k + 4 * rows * (k // group)) for _, n, (rows, k) in quantized)
     size = path.stat().st_size
     if size != need:
-        desc = ", ".join(f"{k}={params[k]}" for k in FIELDS)
+        desc = ", ".join(f"{k}={params[k]}" for k in FIELDS) + (f", group_size={group}" if version == 2 else "")
+        kind = "f32 weights" if version != 2 else f"f32 norms and int8 groups of {group}"
         raise CheckpointError(
-            f"{path}: the header ({'version 1' if version else 'legacy'}; {desc}; "
-            f"{'shared' if shared else 'separate'} classifier) needs {need} bytes of header and f32 weights; "
+            f"{path}: the header ({f'version {version}' if version else 'legacy'}; {desc}; "
+            f"{'shared' if shared else 'separate'} classifier) needs {need} bytes of header and {kind}; "
             f"the file has {size}")
     H, KV, L = params["n_heads"], params["n_kv_heads"], params["n_layers"]
     tensors: dict[str, Tensor] = {}
@@ -167,11 +200,20 @@ def load(path: Path) -> Checkpoint:
         else:
             ignored.append(name)
         offset += 4 * count
+    for name, n, shape in quantized:
+        heads = {"wq": H, "wk": KV}.get(name)
+        for layer in range(n):
+            source = f"{name}[{layer}]" if n > 1 else name
+            blocks = _blocks_reader(path, offset, shape, group, heads)
+            tensors[_NAMES[name].replace("{l}", str(layer))] = Tensor(
+                "Q8", shape, source, lambda blocks=blocks: blocks().dequantize().astype(np.float64), blocks=blocks)
+            offset += shape[0] * shape[1] + 4 * shape[0] * (shape[1] // group)
     if shared:
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
     fields = {"vocab": params["vocab_size"], "dim": params["dim"], "heads": H, "kv_heads": KV, "layers": L,
               "mlp": params["hidden_dim"], "eps": 1e-5, "theta": 10000.0}
-    return Checkpoint(path, "llama2c", "llama", fields, tensors, ignored, params["seq_len"], {}, [path], path.name)
+    return Checkpoint(path, "llama2c", "llama", fields, tensors, ignored, params["seq_len"], {}, [path], path.name,
+                      weights=("q8", group) if version == 2 else None)
 
 
 def _reader(path: Path, offset: int, shape: tuple[int, ...], heads: int | None):
@@ -183,14 +225,34 @@ def _reader(path: Path, offset: int, shape: tuple[int, ...], heads: int | None):
     return read
 
 
+def _blocks_reader(path: Path, offset: int, shape: tuple[int, int], group: int, heads: int | None):
+    """The reader of one version-2 tensor: a q8 QuantizedTensor (rows permuted to
+    Hugging Face's order for wq and wk: values and scales together, whole rows)."""
+
+    def read():
+        from exactc.exporter import quant
+
+        rows, k = shape
+        values = np.fromfile(path, dtype=np.int8, count=rows * k, offset=offset).reshape(rows, k)
+        scales = np.fromfile(path, dtype="<f4", count=rows * (k // group), offset=offset + rows * k)
+        scales = scales.astype(np.float32).reshape(rows, k // group)
+        if heads is not None:
+            values, scales = interleaved_to_half(values, heads), interleaved_to_half(scales, heads)
+        return quant.QuantizedTensor("q8", group, k, values, scales)
+
+    return read
+
+
 def write(path: str | Path, tensors: Mapping[str, np.ndarray], fields: Mapping[str, int], seq_len: int,
-          version: int = 0, shared: bool | None = None) -> Path:
+          version: int = 0, shared: bool | None = None, group: int = 64) -> Path:
     """A llama2.c .bin file of a Llama given under Hugging Face names (f32 values; q/k
     rows in Hugging Face's order, permuted back to llama2.c's). `fields`: exactc's
     llama Config fields (vocab, dim, heads, kv_heads, layers, mlp). `shared`: the
-    classifier is the token embedding (default: when lm_head.weight equals it)."""
-    if version not in (0, 1):
-        raise ValueError(f"llama2.c version {version}: write 0 (legacy) or 1")
+    classifier is the token embedding (default: when lm_head.weight equals it).
+    Version 2 quantizes in groups of `group` with exactc's q8 quantizer (export.py's
+    rounds ties to even, exactc's away from zero: they differ on exact ties only)."""
+    if version not in (0, 1, 2):
+        raise ValueError(f"llama2.c version {version}: write 0 (legacy), 1 or 2")
     D, H, KV, L = fields["dim"], fields["heads"], fields["kv_heads"], fields["layers"]
     params = {"dim": D, "hidden_dim": fields["mlp"], "n_layers": L, "n_heads": H, "n_kv_heads": KV,
               "vocab_size": fields["vocab"], "seq_len": seq_len}
@@ -220,7 +282,21 @@ def write(path: str | Path, tensors: Mapping[str, np.ndarray], fields: Mapping[s
         if array.shape != tuple(shape):
             raise ValueError(f"{hf} is {array.shape}; llama2.c's {name} is {shape}")
         chunks.append(array)
-    if version == 0:
+    if version == 2:
+        from exactc.exporter import quant
+
+        for name, n, shape in _quantized_layout(params, shared):
+            hf = _NAMES[name]
+            heads = {"wq": H, "wk": KV}.get(name)
+            for layer in range(n):
+                w = f32[hf.replace("{l}", str(layer))]
+                w = half_to_interleaved(w, heads) if heads is not None else w
+                qt = quant.quantize_tensor(f"{name}[{layer}]", w, "q8", group)
+                chunks += [qt.values, qt.scales]
+        header = struct.pack("<Ii7iBi", MAGIC, 2, D, fields["mlp"], L, H, KV, fields["vocab"], seq_len, int(shared),
+                             group)
+        header += b"\0" * (HEADER_V1 - len(header))
+    elif version == 0:
         header = struct.pack("<7i", D, fields["mlp"], L, H, KV, fields["vocab"] if shared else -fields["vocab"], seq_len)
     else:
         header = struct.pack("<Ii7iB", MAGIC, 1, D, fields["mlp"], L, H, KV, fields["vocab"], seq_len, int(shared))
@@ -228,6 +304,6 @@ def write(path: str | Path, tensors: Mapping[str, np.ndarray], fields: Mapping[s
     path = Path(path)
     with open(path, "wb") as f:
         f.write(header)
-        for array in chunks:
-            f.write(np.ascontiguousarray(array, dtype="<f4").tobytes())
+        for array in chunks:  # int8 values as they are, everything else f32
+            f.write(np.ascontiguousarray(array, dtype=np.int8 if array.dtype == np.int8 else "<f4").tobytes())
     return path

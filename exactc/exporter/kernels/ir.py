@@ -62,7 +62,7 @@ from typing import Iterator, Mapping, Union
 
 import numpy as np
 
-from exactc.exporter import dims
+from exactc.exporter import dims, types
 from exactc.exporter.dims import SYMBOL
 
 
@@ -78,9 +78,7 @@ STORAGE_TYPES = ("f64", "f32", "bf16", "i32", "i8", "u8")  # element types of bu
 TYPES = ("f64", "f32", "bf16", "i32", "i8", "u8", "i64", "bool")
 
 # Buffer.ctype (the C spelling the interface uses) <-> IR element type.
-CTYPE_TO_TYPE = {
-    "double": "f64", "float": "f32", "exactc_bf16": "bf16", "int32_t": "i32", "int8_t": "i8", "uint8_t": "u8",
-}
+CTYPE_TO_TYPE = {s.c: s.name for s in types.STORAGE.values()}
 TYPE_TO_CTYPE = {v: k for k, v in CTYPE_TO_TYPE.items()}
 
 PARALLEL = "parallel"

@@ -113,14 +113,17 @@ def entries(model: str) -> tuple[str, ...]:
     return tuple(architecture(model).ENTRIES)
 
 
-def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None) -> graph.Program:
-    """Trace `entry` of `model` at its config (defaults with `overrides`)."""
+def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None,
+          quantized: Mapping[str, tuple[str, int]] | None = None) -> graph.Program:
+    """Trace `entry` of `model` at its config (defaults with `overrides`), the weights
+    in `quantized` (name -> (fmt, block)) held quantized (graph.trace)."""
     arch = architecture(model)
     if entry not in arch.ENTRIES:
         raise ModelError(f"{model} has no entry {entry!r}; its entries are {', '.join(arch.ENTRIES)}")
     cfg = config(model, overrides)
     length = dims.length(cfg.tokens)  # the run-time length T, 1 <= T <= tokens
-    program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), arch.inputs(cfg, length), cfg)
+    program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), arch.inputs(cfg, length), cfg,
+                          quantized=quantized)
     program.config = cfg
     return program
 

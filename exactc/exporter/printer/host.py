@@ -35,7 +35,9 @@ from exactc.exporter.printer.structured import StructuredHost
 __all__ = ["HostError", "PrintedProgram", "print_program"]
 
 # A value's kind in the runtime's terms (exactc_rt.h, exactc_kind).
-KIND = {"i32": "EXACTC_KIND_I32", "f64": "EXACTC_KIND_F64", "f32": "EXACTC_KIND_F32", "bf16": "EXACTC_KIND_BF16"}
+KIND = {"i32": "EXACTC_KIND_I32", "f64": "EXACTC_KIND_F64", "f32": "EXACTC_KIND_F32", "bf16": "EXACTC_KIND_BF16",
+        "i8": "EXACTC_KIND_I8", "u8": "EXACTC_KIND_U8"}
+PARAM_ALIGN = 64  # every parameter starts on a 64-byte boundary of the block
 
 
 @dataclasses.dataclass
@@ -117,37 +119,39 @@ def head(program: Program, site: str, straight: bool) -> list[str]:
 
 def parameters(program: Program, site: str) -> list[str]:
     """The Weights struct, the table of the file's tensors, and map_weights."""
-    site_c = types.c_site_type(site)
     out = banner("The parameters: one block read from the .safetensors file; a stacked parameter holds\n"
                  "every layer's tensor one after the other (layer l at l * chunk).")
     out.append("typedef struct {")
-    fields = [(f"{site_c} *{v.name};", spec) for spec, v in zip(program.params, program.param_values)]
+    fields = [(f"{types.kind_ctype(spec.kind, site)} *{v.name};", spec)
+              for spec, v in zip(program.params, program.param_values)]
     width = max((len(f) for f, _ in fields), default=0)
     for field, spec in fields:
         where = f"{spec.name}, stacked over {spec.layers} layers" if spec.layers else spec.name
         out.append(f"{INDENT}{field:<{width}} /* {shape_text(spec.full_shape)}: {where} */")
     out += ["} Weights;", ""]
     if program.params:
-        out += ["/* Each tensor of the file: its name (%d: the layer), layers (0: not stacked), shape,",
-                " * and where it goes in the block, in elements. */",
+        out += ["/* Each tensor of the file: its name (%d: the layer), kind (its dtype), layers (0: not",
+                " * stacked), shape, and where it goes in the block, in bytes. */",
                 "static const exactc_param_spec PARAMS[] = {"]
     offset = 0
     for spec in program.params:
         shape = ", ".join(str(d) for d in spec.shape)
         name = spec.name.replace("%", "%%").replace("{l}", "%d")
-        out.append(f'{INDENT}{{"{name}", {spec.layers}, {len(spec.shape)}, {{{shape}}}, {offset}}},')
-        offset += math.prod(spec.full_shape)
+        kind = KIND[site if spec.kind == "x" else spec.kind]
+        out.append(f'{INDENT}{{"{name}", {kind}, {spec.layers}, {len(spec.shape)}, {{{shape}}}, {offset}}},')
+        size = math.prod(spec.full_shape) * types.kind_storage(spec.kind, site).itemsize
+        offset += -(-size // PARAM_ALIGN) * PARAM_ALIGN
     if program.params:
         out.append("};")
-    out += [f"#define PARAM_VALUES ((size_t){offset})", "", "static Weights weights;", "",
+    out += [f"#define PARAM_BYTES ((size_t){offset})", "", "static Weights weights;", "",
             "/* Point each field of `weights` at its tensor in the block read from the file. */",
             "static void map_weights(void *block) {"]
     if program.params:
-        out.append(f"{INDENT}{site_c} *data = block;")
+        out.append(f"{INDENT}unsigned char *data = block;")
     else:
         out.append(f"{INDENT}(void)block;")
-    for k, v in enumerate(program.param_values):
-        out.append(f"{INDENT}weights.{v.name} = data + PARAMS[{k}].offset;")
+    for k, (spec, v) in enumerate(zip(program.params, program.param_values)):
+        out.append(f"{INDENT}weights.{v.name} = ({types.kind_ctype(spec.kind, site)} *)(data + PARAMS[{k}].offset);")
     out += ["}", ""]
     return out
 
@@ -203,7 +207,7 @@ def main_section(program: Program, site: str) -> list[str]:
         ("site", KIND[site]),
         ("params", "PARAMS" if program.params else "NULL"),
         ("param_count", "sizeof PARAMS / sizeof PARAMS[0]" if program.params else "0"),
-        ("param_values", "PARAM_VALUES"),
+        ("param_bytes", "PARAM_BYTES"),
         ("inputs", "INPUTS" if inputs else "NULL"),
         ("input_count", str(len(inputs))),
         ("outputs", "OUTPUTS"),

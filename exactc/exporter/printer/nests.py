@@ -27,7 +27,7 @@ import os
 import re
 from typing import Iterable, Mapping
 
-from exactc.exporter import dims
+from exactc.exporter import dims, types
 from exactc.exporter.dims import SYMBOL
 from exactc.exporter.kernels.ir import (
     REDUCE,
@@ -62,8 +62,7 @@ from exactc.exporter.printer.ctext import INDENT, comment_block, constant, shape
 # IR scalar type -> C type of a local.
 LOCAL_CTYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "bool": "int", "i32": "int32_t"}
 # Buffer ctype -> the spelling cffi is given (exactc_bf16 is a uint16_t).
-CDEF_CTYPE = {"double": "double", "float": "float", "exactc_bf16": "uint16_t", "int32_t": "int32_t",
-              "int8_t": "int8_t", "uint8_t": "uint8_t"}
+CDEF_CTYPE = {s.c: "uint16_t" if s.name == "bf16" else s.c for s in types.STORAGE.values()}
 # Bit patterns of FillBits: the unsigned type holding them and its literal suffix.
 BITS_CTYPE = {"f64": ("uint64_t", "UINT64_C"), "f32": ("uint32_t", "UINT32_C"), "i32": ("uint32_t", "UINT32_C")}
 

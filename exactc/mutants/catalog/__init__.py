@@ -48,6 +48,9 @@ _FIXED_CHECKS = [
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).
     Check("quant", ("tests/test_quant.py",)),
+    # Programs with quantized linear weights: conformance, the weights file's tensors, what
+    # is quantized, the refusals (tests/test_quant_programs.py).
+    Check("quant:programs", ("tests/test_quant_programs.py",)),
     # Every architecture's entries exported in f32: built by gcc, clang and without
     # OpenMP, the checking build (NaN arena, reached peak), the straight-line oracle.
     # Every layout and split of the reductions-heavy primitives, C against the reference,

@@ -13,6 +13,11 @@ QUANT = "exactc/exporter/quant.py"
 OPS = "exactc/exporter/reference/ops.py"
 NESTS = "exactc/exporter/printer/nests.py"
 SUMS = "exactc/exporter/printer/sums.py"
+HOST = "exactc/runtime/exactc_host.c"
+GRAPH = "exactc/exporter/graph.py"
+EXPORT = "exactc/exporter/export.py"
+LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
+GGUF = "exactc/exporter/checkpoints/gguf_file.py"
 LAYOUTS = "exactc/exporter/kernels/layouts.py"
 REQUIRES = (QUANT,)
 
@@ -169,5 +174,93 @@ MUTANTS = [
         ("layouts:property",),
         family="quant",
         requires=(SUMS,),
+    ),
+    Mutant(
+        "st-i8-weights-read-as-u8",
+        "the program's weights reader asks the file for U8 where a parameter is int8 (q8 "
+        "values), so it refuses the file exactc wrote",
+        HOST,
+        '[EXACTC_KIND_I8] = {1, EXACTC_I32, "I8"},',
+        '[EXACTC_KIND_I8] = {1, EXACTC_I32, "U8"},',
+        ("host-runtime", "quant:programs"),
+        family="quant",
+        requires=(HOST,),
+    ),
+    Mutant(
+        "param-layer-stride-in-elements",
+        "the weights reader places layer l of a stacked parameter l * chunk bytes after the "
+        "first instead of l * chunk elements (the block is addressed in bytes)",
+        HOST,
+        "p->offset + (size_t)l * chunk * size;",
+        "p->offset + (size_t)l * chunk;",
+        ("host-runtime", "quant:programs"),
+        family="quant",
+        requires=(HOST,),
+    ),
+    Mutant(
+        "tied-head-quantized",
+        "--weights quantizes every weight that reaches linear, also one read otherwise (GPT's "
+        "tied head is its embedding table)",
+        GRAPH,
+        'if used == {("linear", "w")}]',
+        'if ("linear", "w") in used]',
+        ("quant:programs",),
+        family="quant",
+        requires=(GRAPH,),
+    ),
+    Mutant(
+        "q-weights-quantized-from-site-values",
+        "--weights quantizes the parameters rounded to the site type (bf16) instead of the "
+        "reals rounded to f32",
+        EXPORT,
+        'at = site if weights is None else "f64"',
+        "at = site",
+        ("quant:programs",),
+        family="quant",
+        requires=(EXPORT,),
+    ),
+    Mutant(
+        "llama2c-v2-group-size-fixed",
+        "the llama2.c version-2 reader takes runq.c's usual group size, 64, instead of the "
+        "header's group_size",
+        LLAMA2C,
+        'group = params.get("group_size", 0)',
+        'group = 64 if version == 2 else 0',
+        ("quant:programs",),
+        family="quant",
+        requires=(LLAMA2C,),
+    ),
+    Mutant(
+        "llama2c-v2-scales-not-permuted",
+        "the llama2.c version-2 reader permutes wq's and wk's int8 rows to Hugging Face's "
+        "order but leaves their scales in llama2.c's",
+        LLAMA2C,
+        "values, scales = interleaved_to_half(values, heads), interleaved_to_half(scales, heads)",
+        "values = interleaved_to_half(values, heads)",
+        ("quant:programs",),
+        family="quant",
+        requires=(LLAMA2C,),
+    ),
+    Mutant(
+        "gguf-q4-nibbles-swapped",
+        "the GGUF reader takes Q4_0's high nibble for block element j and the low one for "
+        "j + 16 (each byte's nibbles exchanged)",
+        GGUF,
+        'values = payload.view(np.int8) if fmt == "q8" else payload',
+        'values = payload.view(np.int8) if fmt == "q8" else (payload >> 4) | (payload << 4)',
+        ("quant:programs",),
+        family="quant",
+        requires=(GGUF,),
+    ),
+    Mutant(
+        "gguf-qk-rows-not-permuted",
+        "the GGUF reader keeps attn_q's and attn_k's rows in the converter's interleaved "
+        "order instead of putting them back in Hugging Face's",
+        GGUF,
+        'heads = H if ".self_attn.q_proj." in name else KV if ".self_attn.k_proj." in name else None',
+        "heads = None",
+        ("quant:programs",),
+        family="quant",
+        requires=(GGUF,),
     ),
 ]

@@ -1,0 +1,186 @@
+"""Quantized linears against the f32 one and PyTorch's dynamic int8 linear, side by side:
+y = x wᵀ for x (M, K), w (N, K), at the benchmark's shape (256x384 by 384x1536) and a
+decode-shaped matrix-vector product (1x768 by 768x2048).
+
+Rows (one thread, then two):
+- `f32`: exactc's linear under the automatic plan (`--plan auto`: n in lanes of 16 over
+  m in lanes of 8 where M allows, the weight panel packed, an 8-piece split).
+- `q8 w` / `q4 w`: qlinear_w (weights dequantized in f32, then the f32 sum in index
+  order) under LANED: n in lanes of 16 over m in lanes of 8 (each output's sum in
+  order), n outermost and split in 8 pieces.
+- `q8 i` / `q4 i`: quantize (the activations to q8, its own kernel, timed with it) then
+  qlinear_i (exact int32 block sums, combined in f32 block by block) under LANED. (An
+  integer sum in interleaved partial sums, `layout.sums`, does not combine with lanes on
+  n and m, and was slower than them here.)
+- `torch f32`: torch.nn.functional.linear; `torch dyn int8`:
+  torch.ao.nn.quantized.dynamic.Linear (its own per-tensor int8 weights, activations
+  quantized per call), torch.set_num_threads(threads).
+
+Every exactc row is checked against the numpy reference's bits before it is timed.
+Build: STRICT_FLAGS + -O2 -march=native -fopenmp, gcc. Times are the best of several
+runs (perf_counter), in one process, one after another.
+
+Usage: .venv/bin/python bench/quant_speed.py   (bench/test_bench_quant.py runs it in make bench)
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from exactc.exporter import quant, reference
+from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split
+from exactc.exporter.kernels.layouts import Layout
+from exactc.exporter.kernels.lower import lower
+from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
+from exactc.exporter.printer.kernels import print_kernel
+from exactc.verify.build import BuildOptions, load_library, runtime_source
+from exactc.verify.compare import assert_bits_equal
+from exactc.verify.kernels import CDEF_PRELUDE
+
+SHAPES = {"prefill": (256, 384, 1536), "decode": (1, 768, 2048)}  # (M, K, N)
+BLOCK = 32
+# The quantized nests' layout: linear's first candidate of the automatic plan, without the
+# pack (kernels/autoplan.py), with n outermost for the split.
+LANED = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
+
+
+class Kernel:
+    """One compiled kernel (its plan applied) and the arrays it runs on."""
+
+    def __init__(self, primitive: str, arrays: dict[str, np.ndarray], attrs: dict, plan_of):
+        self.kernel = lower(primitive, "f32", {k: v.shape for k, v in arrays.items()}, attrs)
+        plan = plan_of(self.kernel)
+        if plan is not None:
+            validate_plan(self.kernel, plan)
+        printed = print_kernel(self.kernel, primitive, plan) if plan else print_kernel(self.kernel, primitive)
+        options = BuildOptions(cc="gcc", opt="-O2", march_native=True, openmp=True)
+        cdef = CDEF_PRELUDE + printed.cdef + "void omp_set_num_threads(int);\n"
+        self.library = load_library({"kernels.c": printed.source, "exactc_libm.c": runtime_source("exactc_libm.c")},
+                                    cdef, options)
+        self.buffers = {}
+        for buf in self.kernel.buffers:
+            if buf.role == "input":
+                self.buffers[buf.name] = np.ascontiguousarray(arrays[buf.name])
+            else:
+                dtype = np.int8 if buf.ctype == "int8_t" else np.float32
+                self.buffers[buf.name] = np.zeros(buf.shape, dtype=dtype)
+        ffi = self.library.ffi
+        self.args = [ffi.cast("void *", self.buffers[b.name].ctypes.data) for b in self.kernel.buffers]
+        self.launches = list(zip(printed.functions, printed.ranges, printed.drivers))
+
+    def threads(self, count: int) -> None:
+        try:
+            self.library.lib.omp_set_num_threads(count)
+        except AttributeError:
+            pass
+
+    def run(self) -> None:
+        lib = self.library.lib
+        for function, extent, driver in self.launches:
+            if driver:
+                getattr(lib, driver)(*self.args)
+            else:
+                getattr(lib, function)(*self.args, 0, extent)
+
+
+def laned(kernel) -> Plan:
+    """LANED for every nest, its outer loop (n) split in 8 pieces."""
+    nests = []
+    for nest in kernel.nests:
+        extent = next(a.extent for a in nest.axes if a.name == LANED.loop_order(nest)[0])
+        nests.append((nest.name, NestPlan(LANED, even_split(extent))))
+    return Plan(tuple(nests))
+
+
+def best_seconds(run, repeats: int = 7, inner: int = 3) -> float:
+    run()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            run()
+        best = min(best, (time.perf_counter() - start) / inner)
+    return best
+
+
+def operands(m: int, k: int, n: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k)).astype(np.float32), (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float32)
+
+
+def exactc_rows(m: int, k: int, n: int) -> dict[str, tuple[list[Kernel], np.ndarray]]:
+    """name -> (the kernels run in order, the output array), each checked against the reference."""
+    x, w = operands(m, k, n)
+    rows = {}
+    f32 = Kernel("linear", {"x": x, "w": w}, {"has_b": False}, auto_kernel_plan)
+    f32.run()
+    assert_bits_equal(reference.run("linear", "f32", {"x": x, "w": w}, {"has_b": False})["y"], f32.buffers["y"], "f32")
+    rows["f32"] = ([f32], f32.buffers["y"])
+    for fmt in ("q8", "q4"):
+        qt = quant.quantize_tensor("w", w, fmt, BLOCK)
+        attrs = {"fmt": fmt, "block": BLOCK, "has_b": False}
+        weight = Kernel("qlinear_w", {"x": x, "wq": qt.values, "wd": qt.scales}, attrs, laned)
+        weight.run()
+        want = reference.run("qlinear_w", "f32", {"x": x, "wq": qt.values, "wd": qt.scales}, attrs)["y"]
+        assert_bits_equal(want, weight.buffers["y"], f"{fmt} w")
+        rows[f"{fmt} w"] = ([weight], weight.buffers["y"])
+        quantize = Kernel("quantize", {"x": x}, {"block": BLOCK}, lambda kernel: None)
+        quantize.run()
+        xq, xd = quantize.buffers["q"], quantize.buffers["d"]
+        integer = Kernel("qlinear_i", {"xq": xq, "xd": xd, "wq": qt.values, "wd": qt.scales}, attrs, laned)
+        # qlinear_i reads the quantize kernel's outputs in place: the two run as one
+        integer.buffers["xq"], integer.buffers["xd"] = xq, xd
+        ffi = integer.library.ffi
+        integer.args = [ffi.cast("void *", integer.buffers[b.name].ctypes.data) for b in integer.kernel.buffers]
+        integer.run()
+        refq = reference.run("quantize", "f32", {"x": x}, {"block": BLOCK})
+        want = reference.run("qlinear_i", "f32", {"xq": refq["q"], "xd": refq["d"], "wq": qt.values,
+                                                   "wd": qt.scales}, attrs)["y"]
+        assert_bits_equal(want, integer.buffers["y"], f"{fmt} i")
+        rows[f"{fmt} i"] = ([quantize, integer], integer.buffers["y"])
+    return rows
+
+
+def torch_rows(m: int, k: int, n: int):
+    import torch
+    import torch.ao.nn.quantized.dynamic as dynamic
+
+    x, w = operands(m, k, n)
+    tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+    layer = dynamic.Linear(k, n, bias_=False, dtype=torch.qint8)
+    scale = float(np.abs(w).max()) / 127
+    layer.set_weight_bias(torch.quantize_per_tensor(tw, scale, 0, torch.qint8), None)
+    return {"torch f32": lambda: torch.nn.functional.linear(tx, tw), "torch dyn int8": lambda: layer(tx)}
+
+
+def measure(threads: int) -> list[tuple[str, str, float]]:
+    """(shape, row, seconds) for every shape and row at `threads` threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    out = []
+    for shape, (m, k, n) in SHAPES.items():
+        for name, (kernels, _) in exactc_rows(m, k, n).items():
+            for kernel in kernels:
+                kernel.threads(threads)
+            out.append((shape, name, best_seconds(lambda: [kernel.run() for kernel in kernels])))
+        with torch.inference_mode():
+            for name, run in torch_rows(m, k, n).items():
+                out.append((shape, name, best_seconds(run)))
+    return out
+
+
+def table(rows: list[tuple[int, str, str, float]]) -> list[str]:
+    lines = ["| threads | shape | row | time (us) | f32 / row |", "|---|---|---|---|---|"]
+    base = {(t, s): sec for t, s, name, sec in rows if name == "f32"}
+    for t, s, name, sec in rows:
+        m, k, n = SHAPES[s]
+        lines.append(f"| {t} | {m}x{k} by {k}x{n} | {name} | {sec * 1e6:.1f} | {base[(t, s)] / sec:.2f} |")
+    return lines
+
+
+if __name__ == "__main__":
+    measured = [(t, s, name, sec) for t in (1, 2) for s, name, sec in measure(t)]
+    print("\n".join(table(measured)))

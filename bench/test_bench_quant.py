@@ -1,0 +1,22 @@
+"""`make bench`: q8 and q4 linears (the weight-only and the integer form) against exactc's
+f32 linear and PyTorch's f32 and dynamic int8 linears, at the benchmark's shape and a
+decode-shaped matrix-vector product, on 1 and 2 threads (bench/quant_speed.py). A
+benchmark, not a test of speed: every exactc row's output is checked against the numpy
+reference's bits before it is timed; the table is printed, nothing asserts a time.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from exactc.verify.build import have_compiler
+from quant_speed import measure, table
+
+
+@pytest.mark.skipif(not have_compiler("gcc"), reason="gcc builds the kernels")
+def test_quantized_linears(capsys):
+    pytest.importorskip("torch")
+    rows = [(threads, shape, name, seconds) for threads in (1, 2) for shape, name, seconds in measure(threads)]
+    with capsys.disabled():
+        print("\n" + "\n".join(table(rows)))
+    assert len(rows) == 2 * 2 * 7

@@ -1,0 +1,171 @@
+"""llama.cpp's GGUF files of the Llama architecture, read with the `gguf` package.
+
+The config comes from the metadata (`llama.embedding_length`, `llama.feed_forward_length`,
+`llama.block_count`, `llama.attention.head_count`, `llama.attention.head_count_kv`,
+`llama.context_length`, `llama.attention.layer_norm_rms_epsilon`, `llama.rope.freq_base`);
+the vocabulary from `token_embd.weight`'s rows. Tensor names are llama.cpp's, mapped to
+Hugging Face's (NAMES); `output.weight` missing means the head is the token embedding.
+
+Tensor types: F32 and F16 are floats (exact in f64); Q8_0 and Q4_0 are blocks of 32
+along a row with an f16 scale each, read as exactc's q8 and q4 (docs/semantics.md
+section 15: Q4_0's nibble order is exactc's, element j in the low nibble of byte j and
+j + 16 in the high one, value nibble - 8; f16 scales widen exactly to f32, and an
+infinite or NaN scale is refused). Any other type is refused by its name. Quantized
+linear weights reach the program as the file's blocks; a quantized embedding table is
+dequantized (scale x value, exact in f32).
+
+llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute) reorders the rows of
+attn_q and attn_k from Hugging Face's rotate_half order to the interleaved pairs of
+Meta's layout; exactc puts them back (llama2c.interleaved_to_half, the same permutation
+as for llama2.c files), the rows of a quantized tensor with their blocks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exactc.exporter.checkpoints import Checkpoint, CheckpointError, Tensor, finite_float, positive_int
+from exactc.exporter.checkpoints.llama2c import interleaved_to_half
+
+MAGIC = b"GGUF"
+BLOCK = 32  # Q8_0 and Q4_0 hold 32 values per block
+FLOAT_TYPES = ("F32", "F16")
+QUANT_TYPES = {"Q8_0": "q8", "Q4_0": "q4"}  # GGUF type -> exactc format
+
+# llama.cpp's name -> Hugging Face's ({l}: the layer)
+NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "blk.{l}.attn_norm.weight": "model.layers.{l}.input_layernorm.weight",
+    "blk.{l}.attn_q.weight": "model.layers.{l}.self_attn.q_proj.weight",
+    "blk.{l}.attn_k.weight": "model.layers.{l}.self_attn.k_proj.weight",
+    "blk.{l}.attn_v.weight": "model.layers.{l}.self_attn.v_proj.weight",
+    "blk.{l}.attn_output.weight": "model.layers.{l}.self_attn.o_proj.weight",
+    "blk.{l}.ffn_norm.weight": "model.layers.{l}.post_attention_layernorm.weight",
+    "blk.{l}.ffn_gate.weight": "model.layers.{l}.mlp.gate_proj.weight",
+    "blk.{l}.ffn_up.weight": "model.layers.{l}.mlp.up_proj.weight",
+    "blk.{l}.ffn_down.weight": "model.layers.{l}.mlp.down_proj.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+
+
+def looks_like(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == MAGIC
+    except OSError:
+        return False
+
+
+def _field(reader: Any, key: str, default: Any = None) -> Any:
+    field = reader.fields.get(key)
+    if field is None:
+        if default is None:
+            raise CheckpointError(f"{reader.path}: metadata {key} is missing")
+        return default
+    value = field.contents()
+    return int(value) if isinstance(value, np.integer) else float(value) if isinstance(value, np.floating) else value
+
+
+def _hf_name(name: str) -> tuple[str, int | None] | None:
+    """Hugging Face's name of a llama.cpp tensor name, and its layer; None if unknown."""
+    parts = name.split(".")
+    if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit():
+        template = ".".join(["blk", "{l}", *parts[2:]])
+        return (NAMES[template].replace("{l}", parts[1]), int(parts[1])) if template in NAMES else None
+    return (NAMES[name], None) if name in NAMES else None
+
+
+def load(path: Path) -> Checkpoint:
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(path)
+    except (ValueError, OSError, IndexError) as exc:
+        raise CheckpointError(f"{path}: not a GGUF file the gguf package reads ({exc})") from None
+    arch = _field(reader, "general.architecture")
+    if arch != "llama":
+        raise CheckpointError(f"{path}: general.architecture is {arch!r}; exactc reads GGUF files of 'llama'")
+    where = str(path)
+    H = positive_int(where, "llama.attention.head_count", _field(reader, "llama.attention.head_count"))
+    KV = positive_int(where, "llama.attention.head_count_kv", _field(reader, "llama.attention.head_count_kv", H))
+    fields = {
+        "dim": positive_int(where, "llama.embedding_length", _field(reader, "llama.embedding_length")),
+        "heads": H,
+        "kv_heads": KV,
+        "layers": positive_int(where, "llama.block_count", _field(reader, "llama.block_count")),
+        "mlp": positive_int(where, "llama.feed_forward_length", _field(reader, "llama.feed_forward_length")),
+        "eps": finite_float(where, "llama.attention.layer_norm_rms_epsilon",
+                            _field(reader, "llama.attention.layer_norm_rms_epsilon")),
+        "theta": finite_float(where, "llama.rope.freq_base", _field(reader, "llama.rope.freq_base", 10000.0)),
+    }
+    max_tokens = positive_int(where, "llama.context_length", _field(reader, "llama.context_length"))
+    tensors: dict[str, Tensor] = {}
+    ignored: list[str] = []
+    formats: set[tuple[str, int]] = set()
+    for t in reader.tensors:
+        kind = t.tensor_type.name
+        mapped = _hf_name(t.name)
+        if mapped is None:
+            ignored.append(t.name)
+            continue
+        if kind not in FLOAT_TYPES and kind not in QUANT_TYPES:
+            raise CheckpointError(f"{path}: tensor {t.name} is {kind}; exactc reads "
+                                  f"{', '.join(FLOAT_TYPES + tuple(QUANT_TYPES))}")
+        name, _ = mapped
+        shape = tuple(int(d) for d in reversed(t.shape))  # GGUF lists the innermost dimension first
+        heads = H if ".self_attn.q_proj." in name else KV if ".self_attn.k_proj." in name else None
+        if kind in FLOAT_TYPES:
+            tensors[name] = Tensor(kind, shape, t.name, _float_reader(t, shape, heads))
+            continue
+        if len(shape) != 2 or shape[1] % BLOCK:
+            raise CheckpointError(f"{path}: tensor {t.name} is {kind} of shape {shape}; rows of whole blocks of "
+                                  f"{BLOCK} are expected")
+        blocks = _blocks_reader(t, QUANT_TYPES[kind], shape, heads)
+        tensors[name] = Tensor(kind, shape, t.name, lambda blocks=blocks: blocks().dequantize().astype(np.float64),
+                               blocks=blocks)
+        if name != "model.embed_tokens.weight":
+            formats.add((QUANT_TYPES[kind], BLOCK))
+    if "model.embed_tokens.weight" not in tensors:
+        raise CheckpointError(f"{path}: tensor token_embd.weight is missing")
+    fields["vocab"] = tensors["model.embed_tokens.weight"].shape[0]
+    if "lm_head.weight" not in tensors:  # a tied head: the embedding table, a linear weight too
+        tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
+        if tensors["lm_head.weight"].blocks is not None:
+            formats.add((QUANT_TYPES[tensors["lm_head.weight"].dtype], BLOCK))
+    if len(formats) > 1:
+        raise CheckpointError(f"{path}: its linear weights mix {' and '.join(sorted(f for f, _ in formats))}; "
+                              "exactc exports one format per program")
+    weights = formats.pop() if formats else None
+    return Checkpoint(path, "gguf", "llama", fields, tensors, ignored, max_tokens, {}, [path], path.name,
+                      weights=weights)
+
+
+def _float_reader(t: Any, shape: tuple[int, ...], heads: int | None):
+    def read() -> np.ndarray:
+        values = np.asarray(t.data).astype(np.float64).reshape(shape)
+        return interleaved_to_half(values, heads) if heads is not None else values
+
+    return read
+
+
+def _blocks_reader(t: Any, fmt: str, shape: tuple[int, int], heads: int | None):
+    """The reader of a Q8_0 or Q4_0 tensor: a QuantizedTensor, rows in Hugging Face's order."""
+
+    def read():
+        from exactc.exporter import quant
+
+        rows, k = shape
+        nb = k // BLOCK
+        raw = np.asarray(t.data, dtype=np.uint8).reshape(rows, nb, -1)  # per block: f16 scale, then its values
+        scales = quant.scales_from_f16(t.name, np.ascontiguousarray(raw[..., :2]).view("<f2")[..., 0])
+        payload = np.ascontiguousarray(raw[..., 2:]).reshape(rows, -1)
+        values = payload.view(np.int8) if fmt == "q8" else payload
+        if heads is not None:
+            values, scales = interleaved_to_half(values, heads), interleaved_to_half(scales, heads)
+        return quant.QuantizedTensor(fmt, BLOCK, k, np.ascontiguousarray(values), np.ascontiguousarray(scales))
+
+    return read

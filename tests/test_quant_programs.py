@@ -1,0 +1,296 @@
+"""Whole programs with quantized linear weights (`exactc export --weights q8|q4`): every
+architecture gives the numpy reference's bytes built by gcc and clang, with and without
+OpenMP, on 1 and 2 threads of a split plan; the weights file holds each linear weight as
+I8 or U8 values and F32 scales, and everything else at the site type; what is
+quantized is what reaches `linear` as its weight and nothing else (a tied head stays
+float). Small dimensions, so that a case builds and runs in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exactc.exporter import export, graph, models, quant
+from exactc.verify import conformance, programs
+from exactc.verify.compare import assert_bits_equal
+
+SMALL = {
+    "gpt": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "bert": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
+    "llama": {"vocab": 48, "dim": 16, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
+}
+# (model, entry, site, fmt, block, compilers): each architecture, both formats; blocks
+# that divide K, that leave a short last block (mlp 20, 24 by 16) and that pass K (20 >
+# 16). One case goes through every compiler (gcc and clang with OpenMP, gcc without);
+# the others through gcc with OpenMP, to keep make test's time.
+EVERY = (("gcc", True), ("clang", True), ("gcc", False))
+CASES = [
+    ("llama", "forward", "f32", "q4", 32, EVERY),
+    ("gpt", "forward", "f32", "q8", 32, EVERY[:1]),
+    ("bert", "embed", "f32", "q4", 16, EVERY[:1]),
+    ("llama", "next_token", "bf16", "q8", 20, EVERY[:1]),
+]
+
+
+def _prepared(model: str, entry: str, site: str, fmt: str, block: int, plan=None, **overrides) -> export.Export:
+    return export.ExportSpec(model, entry, site, 5, dict(SMALL[model], **overrides), plan=plan,
+                             weights=(fmt, block)).prepare()
+
+
+@pytest.mark.needs("clang", "libomp")
+@pytest.mark.parametrize("model,entry,site,fmt,block,builds", CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3]}-g{c[4]}" for c in CASES])
+def test_quantized_program_matches_reference(tmp_path, model, entry, site, fmt, block, builds):
+    prepared = _prepared(model, entry, site, fmt, block, plan="auto")
+    root = export.write(prepared, tmp_path / "q")
+    for cc, openmp in builds:
+        program = programs.make(root, programs.Build(cc=cc, openmp=openmp), refuse_warnings=True)
+        for threads in (1, 2):
+            try:
+                conformance.assert_conforms(program, prepared, threads=threads)
+            except conformance.ProgramMismatch as mismatch:
+                pytest.fail(f"{cc} openmp={openmp} threads={threads}: {mismatch}", pytrace=False)
+    done = programs.make(root, programs.Build(cc="gcc")).check(2)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("site", ["f32", "bf16"])
+def test_the_weights_file_holds_values_and_scales_and_float_for_the_rest(tmp_path, site):
+    """Read back with the safetensors package: each linear weight is U8 (q4) values with
+    its F32 `_scale`, exactc's quantizer of the weight rounded to f32 (whatever the site:
+    a bf16 export does not quantize bf16 values); embeddings and norms are at the site
+    type, as in the float export."""
+    from safetensors.numpy import load_file
+
+    prepared = _prepared("llama", "forward", site, "q4", 32)
+    root = export.write(prepared, tmp_path / "q")
+    loaded = load_file(str(root / "weights.safetensors"))
+    floats = export.ExportSpec("llama", "forward", "f32", 5, SMALL["llama"]).prepare().params
+    at_site = export.ExportSpec("llama", "forward", site, 5, SMALL["llama"]).prepare().params
+    for name in ("model.layers.1.mlp.down_proj.weight", "lm_head.weight"):
+        layer = "model.layers.1." in name
+        want = quant.quantize_tensor(name, floats[name.replace("1.", "{l}.")][1] if layer else floats[name], "q4", 32)
+        assert loaded[name].dtype == np.uint8 and loaded[name + graph.SCALE_SUFFIX].dtype == np.float32
+        assert_bits_equal(want.values, loaded[name], name, every_bit=True)
+        assert_bits_equal(want.scales, loaded[name + graph.SCALE_SUFFIX], name + "_scale", every_bit=True)
+    for name in ("model.embed_tokens.weight", "model.layers.0.input_layernorm.weight", "model.norm.weight"):
+        key = name.replace("0.", "{l}.")
+        want = at_site[key][0] if key != name else at_site[name]
+        assert_bits_equal(want, loaded[name], name, every_bit=True)
+    manifest = json.loads((root / "exactc.json").read_text())
+    assert manifest["weights"]["format"] == "q4" and manifest["weights"]["block"] == 32
+    assert len(manifest["weights"]["tensors"]) == 8  # q, k, v, o, gate, up, down and the head
+
+
+def test_only_weights_that_reach_linear_alone_are_quantized():
+    tied = models.build("gpt", "forward", dict(SMALL["gpt"]))
+    untied = models.build("gpt", "forward", dict(SMALL["gpt"], tied=False))
+    assert "transformer.wte.weight" not in graph.linear_weights(tied)  # the embedding table too
+    assert "lm_head.weight" in graph.linear_weights(untied)
+    assert sorted(graph.linear_weights(models.build("bert", "embed", SMALL["bert"]))) == sorted(
+        f"encoder.layer.{{l}}.{n}.weight" for n in ("attention.self.query", "attention.self.key",
+                                                        "attention.self.value", "attention.output.dense",
+                                                        "intermediate.dense", "output.dense"))
+
+
+def exactc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "exactc.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--block", "16"], "--block G goes with --weights q8 or q4"),
+    (["--weights", "q4", "--block", "15"], "--weights q4 --block 15: block 15: a q4 block holds an even number"),
+    (["--weights", "q8", "--block", "0"], "block 0 must be an int in 1..65536"),
+])
+def test_weights_options_are_refused_on_one_line(tmp_path, args, message):
+    done = exactc("export", "llama", "--entry", "forward", "--dtype", "f32", *args, "-o", str(tmp_path / "out"))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_nonfinite_weight_is_refused_naming_the_tensor_and_index():
+    program = models.build("llama", "forward", SMALL["llama"])
+    reals = models.draw_parameters(program, 0, "f64")
+    reals["model.layers.{l}.mlp.up_proj.weight"][1, 3, 7] = np.inf
+    quantized = models.build("llama", "forward", SMALL["llama"],
+                             quantized={n: ("q8", 32) for n in graph.linear_weights(program)})
+    with pytest.raises(quant.QuantError, match=r"tensor model.layers.\{l\}.mlp.up_proj.weight: element at index "
+                                               r"\(1, 3, 7\) is inf"):
+        quant.quantize_parameters(quantized, reals, "f32")
+
+
+# ---- real quantized checkpoints: llama2.c version 2 ------------------------------------------
+
+
+def _llama2c_v2(tmp_path: Path, group: int, version: int = 2) -> Path:
+    """A llama2.c file of the small Llama's drawn f32 parameters (separate classifier)."""
+    from exactc.exporter.checkpoints import llama2c
+
+    program = models.build("llama", "forward", SMALL["llama"])
+    params = models.draw_parameters(program, 7, "f32")
+    tensors = {name: array for name, (_, array) in export.weight_tensors(program, params, "f32").items()}
+    fields = {k: SMALL["llama"][k] for k in ("vocab", "dim", "heads", "kv_heads", "layers", "mlp")}
+    return llama2c.write(tmp_path / f"v{version}-g{group}.bin", tensors, fields, seq_len=6, version=version,
+                         shared=False, group=group)
+
+
+@pytest.mark.parametrize("group", [2, 4])
+def test_a_llama2c_version_2_file_exports_its_own_blocks(tmp_path, group):
+    """The group size comes from the header; every linear weight reaches the program as the
+    file's int8 values and f32 scales (wq and wk rows permuted with their scales), which
+    are the blocks exactc's quantizer gives the same f32 weights from a version-1 file;
+    the embedding is dequantized; the program conforms."""
+    from exactc.exporter import checkpoints
+
+    v2 = checkpoints.load(_llama2c_v2(tmp_path, group))
+    assert v2.weights == ("q8", group)
+    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=v2).prepare()
+    v1 = checkpoints.load(_llama2c_v2(tmp_path, group, version=1))
+    requantized = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=v1,
+                                    weights=("q8", group)).prepare()
+    assert sorted(prepared.program.quantized) == sorted(requantized.program.quantized)
+    for name in prepared.program.quantized:
+        for key in (name, name + graph.SCALE_SUFFIX):
+            assert_bits_equal(requantized.params[key], prepared.params[key], key, every_bit=True)
+    embedding = "model.embed_tokens.weight"
+    blocks = v2.tensors[embedding].blocks()
+    assert_bits_equal(blocks.dequantize(), prepared.params[embedding], embedding, every_bit=True)
+    if group == 4:  # one build is enough to show the file's program conforms
+        root = export.write(prepared, tmp_path / "q")
+        done = programs.make(root, programs.Build(cc="gcc")).check(2)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with pytest.raises(export.ExportError, match=r"holds its weights as q8 in blocks of"):
+        export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=v2, weights=("q4", 32)).prepare()
+
+
+def test_a_llama2c_version_2_file_whose_groups_straddle_rows_is_refused(tmp_path):
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError
+
+    path = _llama2c_v2(tmp_path, 4)
+    data = bytearray(path.read_bytes())
+    data[37:41] = (8).to_bytes(4, "little")  # mlp 20 is not a multiple of 8
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"group_size 8 does not divide the rows of w1 \(16 values\)|"
+                                              r"group_size 8 does not divide the rows of w2 \(20 values\)"):
+        checkpoints.load(path)
+
+
+# ---- real quantized checkpoints: GGUF (llama.cpp) ----------------------------------------------
+
+GGUF_LLAMA = {"vocab": 48, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 64}  # rows of whole blocks of 32
+
+
+def _lattice(shape: tuple[int, int], fmt: str, rng: np.random.Generator) -> np.ndarray:
+    """Weights on which exactc's quantizer and gguf-py's agree exactly: per block of 32, a
+    power-of-two scale d (exact in f16, 1/d exact) times integers, with one element at the
+    format's extreme (127 or -8 times d), so that every quotient is an exact integer."""
+    rows, k = shape
+    top, low, high = (127, -126, 126) if fmt == "q8" else (-8, -7, 7)
+    ints = rng.integers(low, high + 1, (rows, k // 32, 32))
+    ints[..., 0] = top * np.where(rng.random((rows, k // 32)) < 0.5, 1, -1) if fmt == "q8" else top
+    d = 2.0 ** rng.integers(-9, -3, (rows, k // 32, 1))
+    return (ints * d).reshape(rows, k).astype(np.float32)
+
+
+def _gguf(path: Path, qtype: str | None, fmt: str, seed: int = 3) -> tuple[Path, dict[str, np.ndarray]]:
+    """A GGUF Llama written with the gguf package as llama.cpp's converter writes one
+    (llama.cpp names, attn_q and attn_k rows permuted to the interleaved order), its linear
+    weights lattice values (_lattice) stored as `qtype` (None: F32), the rest F32; and
+    its tensors under Hugging Face's names, in Hugging Face's row order."""
+    import gguf
+
+    from exactc.exporter.checkpoints import gguf_file, llama2c
+
+    cfg = GGUF_LLAMA
+    program = models.build("llama", "forward", dict(cfg, tokens=6))
+    rng = np.random.default_rng(seed)
+    params = models.draw_parameters(program, seed, "f32")
+    linear = set(graph.linear_weights(program))
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(cfg["layers"])
+    writer.add_embedding_length(cfg["dim"])
+    writer.add_feed_forward_length(cfg["mlp"])
+    writer.add_head_count(cfg["heads"])
+    writer.add_head_count_kv(cfg["kv_heads"])
+    writer.add_context_length(6)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    to_gguf = {hf: name for name, hf in gguf_file.NAMES.items()}
+    hf_order = {}
+    for spec in program.params:
+        for layer in range(spec.layers or 1):
+            array = params[spec.name][layer] if spec.layers else params[spec.name]
+            if spec.name in linear:
+                array = _lattice(array.shape, fmt, rng)
+            hf_order[spec.layer_name(layer)] = array
+            if "q_proj" in spec.name or "k_proj" in spec.name:
+                array = llama2c.half_to_interleaved(array, cfg["heads"] if "q_proj" in spec.name else cfg["kv_heads"])
+            name = to_gguf[spec.name].replace("{l}", str(layer))
+            if spec.name in linear and qtype is not None:
+                kind = getattr(gguf.GGMLQuantizationType, qtype)
+                writer.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
+            else:
+                writer.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path, hf_order
+
+
+@pytest.mark.parametrize("qtype,fmt", [("Q8_0", "q8"), ("Q4_0", "q4")])
+def test_a_gguf_file_holds_the_blocks_exactc_makes_of_its_f32_twin(tmp_path, qtype, fmt):
+    """Where the rules match (_lattice), exactc's quantizer of the f32 GGUF model gives the
+    very blocks llama.cpp's format holds (values, nibble order, scales); the quantized
+    file's program conforms; attn_q and attn_k come back in Hugging Face's row order."""
+    from exactc.exporter import checkpoints
+
+    path, _ = _gguf(tmp_path / "f32.gguf", None, fmt)
+    floats = checkpoints.load(path)
+    path, hf_order = _gguf(tmp_path / f"{qtype}.gguf", qtype, fmt)
+    blocks = checkpoints.load(path)
+    assert floats.weights is None and blocks.weights == (fmt, 32) and blocks.format == "gguf"
+    ours = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=floats, weights=(fmt, 32)).prepare()
+    theirs = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=blocks).prepare()
+    assert sorted(ours.program.quantized) == sorted(theirs.program.quantized) and len(ours.program.quantized) == 8
+    for name in theirs.program.quantized:
+        for key in (name, name + graph.SCALE_SUFFIX):
+            assert_bits_equal(ours.params[key], theirs.params[key], key, every_bit=True,
+                              labels=("exactc's quantizer", f"the {qtype} file"))
+    for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight"):
+        read = blocks.tensors[name].read().astype(np.float32)  # the lattice: exact in f32
+        assert_bits_equal(hf_order[name], read, name, every_bit=True)
+    if fmt == "q4":
+        root = export.write(theirs, tmp_path / "q")
+        done = programs.make(root, programs.Build(cc="gcc")).check(2)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_gguf_tensor_of_another_type_is_refused_by_name(tmp_path):
+    import gguf
+
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError
+
+    path = tmp_path / "q5.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for add, value in (("add_block_count", 1), ("add_embedding_length", 32), ("add_feed_forward_length", 64),
+                       ("add_head_count", 4), ("add_context_length", 6), ("add_layer_norm_rms_eps", 1e-5)):
+        getattr(writer, add)(value)
+    kind = gguf.GGMLQuantizationType.Q5_0
+    writer.add_tensor("blk.0.attn_q.weight", gguf.quants.quantize(np.ones((32, 32), np.float32), kind),
+                      raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(CheckpointError, match=r"tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"):
+        checkpoints.load(path)
