@@ -666,6 +666,17 @@ def group_layers(params: Mapping[str, Value], prefix: str) -> dict[str, Value]:
     return {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
 
 
+def layer_of(layers: Mapping[str, Value], index: int) -> dict[str, Value]:
+    """Slice `index` of each stacked value in `layers` (each (count, ...) -> (...)): one
+    layer's parameters, for a model that runs its layers as calls rather than a fold
+    (a decode step, whose layers each give a key/value row of their own)."""
+    out = {}
+    for key, v in layers.items():
+        piece = slice(v, 0, index, index + 1, name=f"{_c_name(key)}_{index}")
+        out[key] = reshape(piece, v.shape[1:], name=f"{_c_name(key)}_{index}_row")
+    return out
+
+
 # ---- the reference backend over a whole graph -------------------------------------------
 
 
