@@ -11,16 +11,21 @@ verify's `generate:` campaign (exactc/verify/generation.py).
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactc.exporter import graph, models
+from exactc.exporter import export, graph, models
 from exactc.exporter.reference.generation import GenerationError, generate
 from exactc.exporter.reference.sampling import SamplingOptions
 from exactc.runtime import keys_twin
+from exactc.verify import conformance, programs as built
+from exactc.verify.kernels import record_checks
+
+CAMPAIGN = os.environ.get("HYPOTHESIS_PROFILE") == "campaign"
 
 TINY = {
     "gpt": {"vocab": 40, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 7},
@@ -55,7 +60,7 @@ def requests(draw):
     return model, site, prompt, count, draw(st.integers(0, 2**64 - 1)), options
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=60 if CAMPAIGN else 8, deadline=None)
 @given(requests())
 def test_cache_gives_the_bits_of_recompute(request):
     """Every step's logits from prefill and decode equal the last row of forward run on
@@ -63,10 +68,12 @@ def test_cache_gives_the_bits_of_recompute(request):
     model, site, prompt, count, seed, options = request
     cached = run(model, site, prompt, count, seed, options)
     full = run(model, site, prompt, count, seed, options, recompute=programs(model)["forward"])
+    same = [a.tobytes() == b.tobytes() for a, b in zip(cached.logits, full.logits)]
+    record_checks("generate", f"{model} cache", ["equal" if s else "mismatch" for s in same])
     assert cached.tokens == full.tokens
     assert cached.probabilities == full.probabilities
-    for step, (a, b) in enumerate(zip(cached.logits, full.logits)):
-        assert a.tobytes() == b.tobytes(), f"{model} {site}: step {step}'s logits differ ({request})"
+    for step, equal in enumerate(same):
+        assert equal, f"{model} {site}: step {step}'s logits differ ({request})"
 
 
 def test_each_step_draws_from_its_own_child_key():
@@ -116,3 +123,22 @@ def test_a_decode_step_is_the_last_row_of_forward_at_every_position():
 def test_decode_needs_room_for_one_cached_position():
     with pytest.raises(models.ModelError, match="tokens >= 2"):
         models.build("gpt", "decode", dict(TINY["gpt"], tokens=1))
+
+
+@pytest.mark.skipif(not CAMPAIGN, reason="make verify's generate campaign (each program builds in about a minute)")
+@pytest.mark.parametrize("model,site", [(m, s) for m in sorted(TINY) for s in ("f32", "bf16")])
+def test_exported_prefill_and_decode_match_the_reference(tmp_path, model, site):
+    """The exported prefill and decode programs at every run-time length the export's
+    conformance/ holds, on 1 and 2 threads, against the reference."""
+    for entry in ("prefill", "decode"):
+        prepared = export.ExportSpec(model, entry, site, 3, TINY[model]).prepare()
+        program = built.make(export.write(prepared, tmp_path / entry), built.Build())
+        for threads in (1, 2):
+            try:
+                conformance.assert_conforms(program, prepared, threads=threads)
+                status = "equal"
+            except conformance.ProgramMismatch as mismatch:
+                status = "mismatch"
+                report = str(mismatch)
+            record_checks("generate", f"{model} {entry} program", [status] * (1 + len(prepared.lengths)))
+            assert status == "equal", report
