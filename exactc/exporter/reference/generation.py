@@ -17,7 +17,7 @@ the same bits (tests/test_generation.py).
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -64,26 +64,46 @@ def check_request(tokens: int, vocab: int, prompt, count: int, stop: int | None)
     return ids
 
 
+Runner = Callable[[str, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
+
+
+def reference_runner(programs: Mapping[str, graph.Program], site: str, params: Mapping[str, np.ndarray]) -> Runner:
+    """run(entry, inputs) -> outputs of the reference backend for the programs by entry."""
+    return lambda entry, inputs: graph.evaluate(programs[entry], site, params, inputs)
+
+
 def generate(prefill: graph.Program, decode: graph.Program, site: str, params: Mapping[str, np.ndarray],
              prompt, count: int, key: np.ndarray, options: SamplingOptions = SamplingOptions(),
              stop: int | None = None, recompute: graph.Program | None = None) -> Generation:
-    """Up to `count` new tokens after `prompt`, stopping after `stop` when it is drawn."""
-    cfg = prefill.config
+    """Up to `count` new tokens after `prompt`, stopping after `stop` when it is drawn;
+    with `recompute` (the forward program), every step runs the whole sequence instead."""
+    programs = {"prefill": prefill, "decode": decode}
+    if recompute is not None:
+        programs["forward"] = recompute
+    return run_loop(reference_runner(programs, site, params), prefill.config, prompt, count, key, options, stop,
+                    recompute is not None)
+
+
+def run_loop(run: Runner, cfg, prompt, count: int, key: np.ndarray, options: SamplingOptions = SamplingOptions(),
+             stop: int | None = None, recompute: bool = False,
+             on_token: Callable[[int, float], None] | None = None) -> Generation:
+    """The loop of section 16 over `run(entry, inputs)` (the reference's evaluate, or an
+    exported program's run: the same bits); `on_token` hears each token as it is drawn."""
     ids = check_request(cfg.tokens, cfg.vocab, prompt, count, stop)
     sequence = list(ids)
     out = Generation(list(ids), [], [], [], [])
     past: dict[str, np.ndarray] = {}
     for step in range(count):
-        if recompute is not None:
-            logits = graph.evaluate(recompute, site, params, {"input_ids": np.array(sequence, np.int32)})["logits"][-1]
+        if recompute:
+            logits = run("forward", {"input_ids": np.array(sequence, np.int32)})["logits"][-1]
         elif step == 0:
-            run = graph.evaluate(prefill, site, params, {"input_ids": np.array(sequence, np.int32)})
-            logits, past = run["logits"][0], {"past_k": run["k"], "past_v": run["v"]}
+            got = run("prefill", {"input_ids": np.array(sequence, np.int32)})
+            logits, past = got["logits"][0], {"past_k": got["k"], "past_v": got["v"]}
         else:
-            run = graph.evaluate(decode, site, params, {"token": np.array(sequence[-1:], np.int32), **past})
-            logits = run["logits"][0]
-            past = {"past_k": np.concatenate([past["past_k"], run["k"]], axis=2),
-                    "past_v": np.concatenate([past["past_v"], run["v"]], axis=2)}
+            got = run("decode", {"token": np.array(sequence[-1:], np.int32), **past})
+            logits = got["logits"][0]
+            past = {"past_k": np.concatenate([past["past_k"], got["k"]], axis=2),
+                    "past_v": np.concatenate([past["past_v"], got["v"]], axis=2)}
         u = step_uniform(key, step)
         token, probability = sample(logits, options, u)
         out.uniforms.append(u)
@@ -91,6 +111,8 @@ def generate(prefill: graph.Program, decode: graph.Program, site: str, params: M
         out.probabilities.append(probability)
         out.logits.append(logits)
         sequence.append(token)
+        if on_token is not None:
+            on_token(token, probability)
         if token == stop:
             break
     return out

@@ -12,6 +12,7 @@ from exactc.mutants.catalog import (
     checkpoints,
     comparison,
     constants,
+    generation,
     hardening,
     harness,
     host,
@@ -93,6 +94,11 @@ _FIXED_CHECKS = [
     # (C and twin alike), and the C runtime against its twin over drawn keys.
     Check("keys:oracle", ("tests/test_keys.py",), "known or oracle"),
     Check("keys:twin", ("tests/test_keys.py",), "twin"),
+    # Generation (tests/test_generation.py): the cache against recompute and a decode step
+    # against forward at every position; each step's child key; the stop token.
+    Check("generate:cache", ("tests/test_generation.py",), "recompute or last_row"),
+    Check("generate:keys", ("tests/test_generation.py",), "child_key"),
+    Check("generate:stop", ("tests/test_generation.py",), "stop_token"),
     # Sampling: the spec's worked examples on both implementations, and C against the
     # reference over drawn logits and options.
     Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
@@ -119,7 +125,7 @@ _FIXED_CHECKS = [
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
-            keys, hardening, comparison, building, quant, speed, lanes]
+            keys, generation, hardening, comparison, building, quant, speed, lanes]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
