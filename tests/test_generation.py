@@ -5,12 +5,13 @@ position reaches the positions it must (rope's pos0, GPT's position row).
 
 Everything here runs in the reference backend on tiny configs (a fraction of a second an
 example); the exported prefill and decode programs against the reference are make
-verify's `generate:` campaign (exactc/verify/generation.py).
+verify's `generate:` campaign (tests/campaign_generation.py).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 
 import numpy as np
@@ -18,11 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactc.exporter import export, graph, models
+from exactc.exporter import graph, models
 from exactc.exporter.reference.generation import GenerationError, generate
 from exactc.exporter.reference.sampling import SamplingOptions
 from exactc.runtime import keys_twin
-from exactc.verify import conformance, programs as built
 from exactc.verify.kernels import record_checks
 
 CAMPAIGN = os.environ.get("HYPOTHESIS_PROFILE") == "campaign"
@@ -125,20 +125,43 @@ def test_decode_needs_room_for_one_cached_position():
         models.build("gpt", "decode", dict(TINY["gpt"], tokens=1))
 
 
-@pytest.mark.skipif(not CAMPAIGN, reason="make verify's generate campaign (each program builds in about a minute)")
-@pytest.mark.parametrize("model,site", [(m, s) for m in sorted(TINY) for s in ("f32", "bf16")])
-def test_exported_prefill_and_decode_match_the_reference(tmp_path, model, site):
-    """The exported prefill and decode programs at every run-time length the export's
-    conformance/ holds, on 1 and 2 threads, against the reference."""
-    for entry in ("prefill", "decode"):
-        prepared = export.ExportSpec(model, entry, site, 3, TINY[model]).prepare()
-        program = built.make(export.write(prepared, tmp_path / entry), built.Build())
-        for threads in (1, 2):
-            try:
-                conformance.assert_conforms(program, prepared, threads=threads)
-                status = "equal"
-            except conformance.ProgramMismatch as mismatch:
-                status = "mismatch"
-                report = str(mismatch)
-            record_checks("generate", f"{model} {entry} program", [status] * (1 + len(prepared.lengths)))
-            assert status == "equal", report
+# ---- exactc generate ------------------------------------------------------------------------
+
+SMALL_LLAMA = ["llama", "--set", "layers=2", "--set", "dim=16", "--set", "heads=4", "--set", "kv_heads=2",
+               "--set", "vocab=40", "--set", "mlp=20"]
+
+
+def test_generate_command_writes_the_document(tmp_path, capsys):
+    from exactc import cli
+
+    doc = tmp_path / "run.json"
+    assert cli.main(["generate", *SMALL_LLAMA, "--prompt-ids", "1,2,3", "-n", "4", "--temperature", "0.7",
+                     "--seed", "9", "--json", str(doc)]) == 0
+    got = json.loads(doc.read_text())
+    assert got["prompt_ids"] == [1, 2, 3] and len(got["new_tokens"]) == 4
+    assert [s["token"] for s in got["steps"]] == got["new_tokens"]
+    assert capsys.readouterr().out.split() == [str(t) for t in got["new_tokens"]]  # streamed as drawn
+    p = programs_for(SMALL_LLAMA)
+    want = generate(p["prefill"], p["decode"], "f32", models.draw_parameters(p["prefill"], 0, "f32"), [1, 2, 3], 4,
+                    keys_twin.key_from_seed(9), SamplingOptions(temperature=0.7))
+    assert got["new_tokens"] == want.tokens and [s["probability"] for s in got["steps"]] == want.probabilities
+
+
+def programs_for(argv: list[str]) -> dict[str, graph.Program]:
+    overrides = dict(item.split("=") for item in argv[2::2])
+    overrides["tokens"] = "7"
+    return {e: models.build(argv[0], e, overrides) for e in ("prefill", "decode")}
+
+
+@pytest.mark.parametrize("extra,rule", [
+    ([], "give the prompt once"),
+    (["--prompt", "hello"], "needs a checkpoint with a tokenizer.json"),
+    (["--prompt-ids", "1,x"], "integers separated by commas"),
+    (["--prompt-ids", "1", "--top-p", "2"], "top_p"),
+])
+def test_generate_command_refuses_with_one_line(capsys, extra, rule):
+    from exactc import cli
+
+    assert cli.main(["generate", *SMALL_LLAMA, "-n", "2", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and rule in err[0], err

@@ -37,6 +37,7 @@ CAMPAIGN_TESTS = [
     "tests/test_sampling.py",
     "tests/test_quant.py",
     "tests/test_generation.py",
+    "tests/campaign_generation.py",
 ]
 
 # Families a run must check at least this often when the test file that feeds them runs.
