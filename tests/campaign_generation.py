@@ -16,11 +16,13 @@ from test_generation import TINY
 
 @pytest.mark.parametrize("model,site", [(m, s) for m in sorted(TINY) for s in ("f32", "bf16")])
 def test_exported_prefill_and_decode_match_the_reference(tmp_path, model, site):
-    """The exported prefill and decode programs at every run-time length the export's
-    conformance/ holds, on 1 and 2 threads, against the reference."""
-    for entry in ("prefill", "decode"):
-        prepared = export.ExportSpec(model, entry, site, 3, TINY[model]).prepare()
-        program = built.make(export.write(prepared, tmp_path / entry), built.Build())
+    """The exported prefill and decode programs, structured and straight-line hosts, at
+    every run-time length the export's conformance/ holds, on 1 and 2 threads, against
+    the reference."""
+    for entry, straight in (("prefill", False), ("decode", False), ("prefill", True), ("decode", True)):
+        prepared = export.ExportSpec(model, entry, site, 3, TINY[model], straight=straight).prepare()
+        program = built.make(export.write(prepared, tmp_path / f"{entry}{'-straight' if straight else ''}"),
+                             built.Build())
         for threads in (1, 2):
             try:
                 conformance.assert_conforms(program, prepared, threads=threads)
@@ -28,7 +30,8 @@ def test_exported_prefill_and_decode_match_the_reference(tmp_path, model, site):
             except conformance.ProgramMismatch as mismatch:
                 status = "mismatch"
                 report = str(mismatch)
-            record_checks("generate", f"{model} {entry} program", [status] * (1 + len(prepared.lengths)))
+            host = "straight-line" if straight else "structured"
+            record_checks("generate", f"{model} {entry} {host}", [status] * (1 + len(prepared.lengths)))
             assert status == "equal", report
 
 

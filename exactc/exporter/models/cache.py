@@ -12,8 +12,9 @@ A decode step's attention concatenates the cached keys with its own and sums ove
 T + 1 positions in index order, as the last row of the full sequence's causal attention
 does: the step's logits are the bits of `forward` at length T + 1, last row.
 
-The layers run as one call each (layer l's parameters sliced from the stacked ones): a
-fold's carry has one shape for every layer, so it cannot hand out each layer's rows.
+The layers are a fold whose body also gives rows (graph.fold's `rows`): layer l reads
+slice l of the stacked parameters and of the cache, and writes slice l of the stacked
+keys and values.
 """
 
 from __future__ import annotations
@@ -52,25 +53,10 @@ def draw_decode_inputs(vocab: int, layers: int, kv_heads: int, length: int, head
 
 
 def run_layers(block: Callable, cfg, x, layers, past_k, past_v):
-    """x through `block(cfg, x, p, past_k, past_v) -> (x, k, v)` for each of the
-    cfg.layers layers, as one call each; the layers' k and v stacked: (L, KV, S, hd)."""
-    keys, values = [], []
-    for index in range(cfg.layers):
-        p = g.layer_of(layers, index)
-        if past_k is None:
-            x, k, v = g.call(block, cfg, x, p)
-        else:
-            past = g.layer_of({"past_k": past_k, "past_v": past_v}, index)
-            x, k, v = g.call(block, cfg, x, p, past["past_k"], past["past_v"])
-        keys.append(k)
-        values.append(v)
-    return x, stack(keys, "k"), stack(values, "v")
-
-
-def stack(parts: list, name: str):
-    """(count, ...) from `count` values of one shape, in order."""
-    rows = [g.reshape(part, (1,) + tuple(part.shape), name=f"{name}_{index}") for index, part in enumerate(parts)]
-    out = rows[0]
-    for row in rows[1:]:
-        out = g.concat(out, row, axis=0, name=name)
-    return out
+    """x through the fold of `block(x, p, cfg) -> (x, (k, v))` over cfg.layers layers,
+    layer l seeing slice l of `layers` and of the cache (under p["past_k"], p["past_v"],
+    when there is one); each layer's k and v stacked by the fold: (L, KV, S, hd)."""
+    if past_k is not None:
+        layers = dict(layers, past_k=past_k, past_v=past_v)
+    x, (keys, values) = g.fold(block, cfg.layers, x, layers, cfg, rows=True)
+    return x, keys, values

@@ -129,13 +129,14 @@ def mlp(cfg: Config, x, p):
     return g.linear(h, p["mlp.c_proj.weight"], p["mlp.c_proj.bias"], name="mlp_out")
 
 
-def block_cached(cfg: Config, x, p, past_k=None, past_v=None):
-    """`block` that also gives this layer's keys and values (attention_cached)."""
+def block_cached(x, p, cfg: Config):
+    """`block` that also gives this layer's keys and values (attention_cached), reading
+    this layer's cache from p["past_k"], p["past_v"] when there is one."""
     h = g.layernorm(x, p["ln_1.weight"], p["ln_1.bias"], eps=cfg.eps, name="ln_1")
-    a, k, v = attention_cached(cfg, h, p, past_k, past_v)
+    a, k, v = attention_cached(cfg, h, p, p.get("past_k"), p.get("past_v"))
     x = g.add(x, a, name="x_attn")
     h = g.layernorm(x, p["ln_2.weight"], p["ln_2.bias"], eps=cfg.eps, name="ln_2")
-    return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp"), k, v
+    return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp"), (k, v)
 
 
 def block(x, p, cfg: Config):

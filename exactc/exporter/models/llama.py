@@ -128,13 +128,14 @@ def mlp(cfg: Config, x, p):
     return g.linear(g.mul(gate, up, name="swiglu"), p["mlp.down_proj.weight"], name="mlp_out")
 
 
-def layer_cached(cfg: Config, x, p, past_k=None, past_v=None):
-    """`decoder_layer` that also gives this layer's keys and values (attention_cached)."""
+def layer_cached(x, p, cfg: Config):
+    """`decoder_layer` that also gives this layer's keys and values (attention_cached),
+    reading this layer's cache from p["past_k"], p["past_v"] when there is one."""
     h = g.rmsnorm(x, p["input_layernorm.weight"], eps=cfg.eps, name="attn_norm")
-    a, k, v = attention_cached(cfg, h, p, past_k, past_v)
+    a, k, v = attention_cached(cfg, h, p, p.get("past_k"), p.get("past_v"))
     x = g.add(x, a, name="x_attn")
     h = g.rmsnorm(x, p["post_attention_layernorm.weight"], eps=cfg.eps, name="mlp_norm")
-    return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp"), k, v
+    return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp"), (k, v)
 
 
 def decoder_layer(x, p, cfg: Config):

@@ -12,6 +12,9 @@ from exactc.mutants.model import Mutant
 GENERATION = "exactc/exporter/reference/generation.py"
 LLAMA = "exactc/exporter/models/llama.py"
 GPT = "exactc/exporter/models/gpt.py"
+GRAPH = "exactc/exporter/graph.py"
+STRUCTURED = "exactc/exporter/printer/structured.py"
+LOWER = "exactc/exporter/kernels/lower.py"
 
 MUTANTS = [
     Mutant(
@@ -57,6 +60,42 @@ MUTANTS = [
         "        if token == stop:\n            break",
         "        if token == stop and False:\n            break",
         ("generate:stop",),
+        family="generate",
+    ),
+    Mutant(
+        "fold-rows-stacked-in-reverse",
+        "the reference stacks a fold's per-layer rows last layer first (the cache's layers swapped)",
+        GRAPH,
+        "            values.update({id(v): np.stack(r) for v, r in zip(node.row_outs, rows)})",
+        "            values.update({id(v): np.stack(r[::-1]) for v, r in zip(node.row_outs, rows)})",
+        ("generate:cache",),
+        family="generate",
+    ),
+    Mutant(
+        "fold-rows-all-in-slice-0",
+        "the structured host has every layer of a fold write its rows into slice 0",
+        STRUCTURED,
+        "            call_args = args + nexts + [fold_slice(b, layer, chunk) for b, chunk in rows]",
+        "            call_args = args + nexts + [fold_slice(b, \"0\", chunk) for b, chunk in rows]",
+        ("generate:programs",),
+        family="generate",
+    ),
+    Mutant(
+        "decode-rope-table-every-position",
+        "a decode step's rope kernel computes its cos and sin tables for every position up to "
+        "T instead of its own: the same bits, a cost that grows with the position (probe only)",
+        LOWER,
+        '        Declare(angle, mul(Convert(t + Affine.of(pos0), "f64"), freq)),\n'
+        '        Write(ctx.at("cos_table", t + row, i), rounded(Call("cos", angle))),\n'
+        '        Write(ctx.at("sin_table", t + row, i), rounded(Call("sin", angle))),\n'
+        '    )\n'
+        '    table = Nest("rope_table", (Axis("t", positions), Axis("i", half)), table_body)',
+        '        Declare(angle, mul(Convert(t, "f64"), freq)),\n'
+        '        Write(ctx.at("cos_table", t, i), rounded(Call("cos", angle))),\n'
+        '        Write(ctx.at("sin_table", t, i), rounded(Call("sin", angle))),\n'
+        '    )\n'
+        '    table = Nest("rope_table", (Axis("t", rows), Axis("i", half)), table_body)',
+        ("probes:decode",),
         family="generate",
     ),
 ]
