@@ -176,15 +176,16 @@ def gpt2_model():
     return randomized(transformers.GPT2LMHeadModel(cfg), "wte")
 
 
-def llama_model():
-    """transformers' LlamaForCausalLM at LLAMA's shapes, every parameter drawn (seeded)."""
+def llama_model(shape: dict = LLAMA):
+    """transformers' LlamaForCausalLM at `shape` (LLAMA's, or a STORIES one), every
+    parameter drawn (seeded)."""
     import torch
     import transformers
 
-    cfg = transformers.LlamaConfig(vocab_size=LLAMA["vocab"], hidden_size=LLAMA["dim"],
-                                   intermediate_size=LLAMA["mlp"], num_hidden_layers=LLAMA["layers"],
-                                   num_attention_heads=LLAMA["heads"], num_key_value_heads=LLAMA["kv_heads"],
-                                   max_position_embeddings=LLAMA["tokens"], tie_word_embeddings=False,
+    cfg = transformers.LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["dim"],
+                                   intermediate_size=shape["mlp"], num_hidden_layers=shape["layers"],
+                                   num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"],
+                                   max_position_embeddings=shape["tokens"], tie_word_embeddings=False,
                                    attn_implementation="eager")
     torch.manual_seed(0)
     return randomized(transformers.LlamaForCausalLM(cfg), "embed_tokens")
@@ -301,20 +302,6 @@ STORIES = {
 POSITION = 128
 
 
-def stories_model(shape: dict):
-    """transformers' LlamaForCausalLM at a stories shape, every parameter drawn (seeded)."""
-    import torch
-    import transformers
-
-    cfg = transformers.LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["dim"],
-                                   intermediate_size=shape["mlp"], num_hidden_layers=shape["layers"],
-                                   num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"],
-                                   max_position_embeddings=shape["tokens"], tie_word_embeddings=False,
-                                   attn_implementation="eager")
-    torch.manual_seed(0)
-    return randomized(transformers.LlamaForCausalLM(cfg), "embed_tokens")
-
-
 class DecodeBench:
     """One decode step at POSITION cached positions: exactc's exported `decode` (f32,
     `--plan auto`, the Makefile's defaults) against transformers' LlamaForCausalLM with
@@ -327,7 +314,7 @@ class DecodeBench:
         import transformers
 
         shape = STORIES[name]
-        self.model = stories_model(shape)
+        self.model = llama_model(shape)
         folder = work / f"{name}-checkpoint"
         self.model.save_pretrained(folder, safe_serialization=True)
         ckpt = checkpoints.load(folder, "llama")

@@ -9,6 +9,10 @@ Each architecture module (gpt, bert, llama) has a frozen `Config`, `parameters(c
 (ParamSpecs with Hugging Face names), `inputs(cfg, length)`, `draw_inputs(cfg, rng,
 length)` and `ENTRIES` (entry name -> function of (cfg, params, *inputs)).
 
+The generation entries `prefill` and `decode` of gpt and llama (models/cache.py) take
+the same parameters; decode's inputs are a token and a key/value cache of T positions
+(cache.decode_inputs), T <= tokens - 1.
+
 An entry is traced once for every length: its inputs are (T, ...) with T the run-time
 length (dims.length(cfg.tokens): 1 <= T <= tokens), and the network reads T from the
 shapes of its values. The config's `tokens` is T_max.
@@ -124,7 +128,7 @@ def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None) ->
         raise ModelError(f"{model}.{entry}: tokens={cfg.tokens} leaves no room for a cached position; "
                          "a decode step needs tokens >= 2")
     length = dims.length(top)  # the run-time length T, 1 <= T <= top
-    specs = arch.entry_inputs(cfg, entry, length) if entry in cache.CACHED_ENTRIES else arch.inputs(cfg, length)
+    specs = cache.decode_inputs(cfg, length) if entry == "decode" else arch.inputs(cfg, length)
     program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), specs, cfg)
     program.config = cfg
     return program
@@ -168,5 +172,5 @@ def draw_inputs(program: graph.Program, seed: int, length: int | None = None) ->
                          f"({top} is the longest the program takes at tokens={program.config.tokens})")
     rng = np.random.default_rng([check_seed(seed), 1])
     if program.entry == "decode":
-        return arch.draw_inputs(program.config, rng, length, "decode")
+        return cache.draw_decode_inputs(program.config, rng, length)
     return arch.draw_inputs(program.config, rng, length)

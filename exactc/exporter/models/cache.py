@@ -35,20 +35,21 @@ def longest(tokens: int, entry: str) -> int:
     return tokens - 1 if entry == "decode" else tokens
 
 
-def decode_inputs(layers: int, kv_heads: int, length, head_dim: int) -> list[InputSpec]:
+def cache_shape(cfg, length) -> tuple:
+    """(L, KV, T, hd): KV the key/value heads (GPT: all heads; Llama: kv_heads)."""
+    return (cfg.layers, getattr(cfg, "kv_heads", cfg.heads), length, cfg.dim // cfg.heads)
+
+
+def decode_inputs(cfg, length) -> list[InputSpec]:
     """The token (1,) and the cache of `length` positions, (L, KV, T, hd) each."""
-    return [
-        InputSpec("token", (1,), "i32"),
-        InputSpec("past_k", (layers, kv_heads, length, head_dim), "x"),
-        InputSpec("past_v", (layers, kv_heads, length, head_dim), "x"),
-    ]
+    shape = cache_shape(cfg, length)
+    return [InputSpec("token", (1,), "i32"), InputSpec("past_k", shape, "x"), InputSpec("past_v", shape, "x")]
 
 
-def draw_decode_inputs(vocab: int, layers: int, kv_heads: int, length: int, head_dim: int,
-                       rng: np.random.Generator) -> dict[str, np.ndarray]:
+def draw_decode_inputs(cfg, rng: np.random.Generator, length: int) -> dict[str, np.ndarray]:
     """A token and a cache of normal reals (the site rounds them)."""
-    shape = (layers, kv_heads, length, head_dim)
-    return {"token": rng.integers(0, vocab, 1).astype(np.int32),
+    shape = cache_shape(cfg, length)
+    return {"token": rng.integers(0, cfg.vocab, 1).astype(np.int32),
             "past_k": rng.standard_normal(shape), "past_v": rng.standard_normal(shape)}
 
 

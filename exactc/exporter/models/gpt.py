@@ -69,9 +69,7 @@ def inputs(cfg: Config, length) -> list[InputSpec]:
     return [InputSpec("input_ids", (length,), "i32")]
 
 
-def draw_inputs(cfg: Config, rng: np.random.Generator, length: int, entry: str = "forward") -> dict[str, np.ndarray]:
-    if entry == "decode":
-        return cache.draw_decode_inputs(cfg.vocab, cfg.layers, cfg.heads, length, cfg.dim // cfg.heads, rng)
+def draw_inputs(cfg: Config, rng: np.random.Generator, length: int) -> dict[str, np.ndarray]:
     return {"input_ids": rng.integers(0, cfg.vocab, length).astype(np.int32)}
 
 
@@ -204,12 +202,3 @@ def decode(cfg: Config, params, token, past_k, past_v):
 
 
 ENTRIES = {"forward": forward, "next_token": next_token, "prefill": prefill, "decode": decode}
-
-
-def entry_inputs(cfg: Config, entry: str, length):
-    """The inputs of `entry` at the run-time length `length`: input_ids (T,) for the
-    whole-sequence entries; for decode, the token (1,) and the cache of T positions."""
-    if entry != "decode":
-        return inputs(cfg, length)
-    hd = cfg.dim // cfg.heads
-    return cache.decode_inputs(cfg.layers, cfg.heads, length, hd)
