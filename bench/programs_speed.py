@@ -176,15 +176,16 @@ def gpt2_model():
     return randomized(transformers.GPT2LMHeadModel(cfg), "wte")
 
 
-def llama_model():
-    """transformers' LlamaForCausalLM at LLAMA's shapes, every parameter drawn (seeded)."""
+def llama_model(shape: dict = LLAMA):
+    """transformers' LlamaForCausalLM at `shape` (LLAMA's, or a STORIES one), every
+    parameter drawn (seeded)."""
     import torch
     import transformers
 
-    cfg = transformers.LlamaConfig(vocab_size=LLAMA["vocab"], hidden_size=LLAMA["dim"],
-                                   intermediate_size=LLAMA["mlp"], num_hidden_layers=LLAMA["layers"],
-                                   num_attention_heads=LLAMA["heads"], num_key_value_heads=LLAMA["kv_heads"],
-                                   max_position_embeddings=LLAMA["tokens"], tie_word_embeddings=False,
+    cfg = transformers.LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["dim"],
+                                   intermediate_size=shape["mlp"], num_hidden_layers=shape["layers"],
+                                   num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"],
+                                   max_position_embeddings=shape["tokens"], tie_word_embeddings=False,
                                    attn_implementation="eager")
     torch.manual_seed(0)
     return randomized(transformers.LlamaForCausalLM(cfg), "embed_tokens")
@@ -287,3 +288,66 @@ class MiniLMBench:
                     os.environ["OMP_NUM_THREADS"] = saved
 
         return SideBySide(ours, lambda: best_of(self.transformers, 1))
+
+
+# ---- a generation step: llama `decode` at llama2.c's stories shapes ------------------------------
+
+# The stories15M and stories110M shapes (llama2.c's TinyStories models), the context 256;
+# a decode step is timed at POSITION cached positions, the middle of a 256-token run (its
+# attention is linear in the position, so this is a whole run's mean step).
+STORIES = {
+    "stories15M": dict(vocab=32000, dim=288, layers=6, heads=6, kv_heads=6, mlp=768, tokens=256),
+    "stories110M": dict(vocab=32000, dim=768, layers=12, heads=12, kv_heads=12, mlp=2048, tokens=256),
+}
+POSITION = 128
+
+
+class DecodeBench:
+    """One decode step at POSITION cached positions: exactc's exported `decode` (f32,
+    `--plan auto`, the Makefile's defaults) against transformers' LlamaForCausalLM with
+    its DynamicCache at the same position (cropped back after each step), the same
+    weights and the same cache (exactc's past_k, past_v are transformers' cached keys
+    and values after a prefix of POSITION tokens)."""
+
+    def __init__(self, name: str, work: Path, cc: str):
+        import torch
+        import transformers
+
+        shape = STORIES[name]
+        self.model = llama_model(shape)
+        folder = work / f"{name}-checkpoint"
+        self.model.save_pretrained(folder, safe_serialization=True)
+        ckpt = checkpoints.load(folder, "llama")
+        rng = np.random.default_rng(3)
+        prefix = torch.from_numpy(rng.integers(0, shape["vocab"], POSITION))[None]
+        self.token = torch.from_numpy(rng.integers(0, shape["vocab"], 1))[None]
+        self.cache = transformers.DynamicCache(config=self.model.config)
+        with torch.inference_mode():
+            self.model(input_ids=prefix, past_key_values=self.cache, use_cache=True)
+        layers = self.cache.layers
+        inputs = {"token": self.token[0].numpy().astype(np.int32),
+                  "past_k": np.stack([layer.keys[0].numpy() for layer in layers]),
+                  "past_v": np.stack([layer.values[0].numpy() for layer in layers])}
+        prepared = export.prepare("llama", "decode", "f32", overrides={"tokens": shape["tokens"]}, checkpoint=ckpt,
+                                  plan=AutoPlan(), inputs=inputs)
+        root = export.write(prepared, work / f"{name}-decode")
+        self.flags = makefile_cflags(root)
+        self.program = build_exported(root, cc)
+        self.out = work / f"{name}-out"
+        self.out.mkdir()
+        ours = prepared.expected["logits"]
+        assert np.abs(ours - self.torch_step()).max() < 1e-3, f"exactc's {name} decode step is not transformers'"
+
+    def torch_step(self) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            logits = self.model(input_ids=self.token, past_key_values=self.cache, use_cache=True).logits[0]
+        self.cache.crop(-1)  # back to POSITION cached positions
+        return logits.numpy()
+
+    def side_by_side(self, threads: int, repeat: int = 20) -> SideBySide:
+        torch_threads(threads)
+        inputs = self.program.parent / "conformance" / "inputs"
+        return SideBySide(lambda: program_seconds(self.program, inputs, self.out, threads, repeat),
+                          lambda: best_of(self.torch_step, repeat))

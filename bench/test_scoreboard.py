@@ -10,7 +10,10 @@ Rows (each: exactc's best time over PyTorch's; above 1, exactc is slower):
   `exactc embed`'s path against BertModel with mean pooling and normalization, in
   sentences per second;
 - the f32 linear 256x384 @ 384x1536 (the benchmark's layout, bench/linear_speed.py)
-  against torch.matmul.
+  against torch.matmul;
+- a generation step: llama `decode` at the stories15M and stories110M shapes, f32, at
+  128 cached positions, in tokens per second, against LlamaForCausalLM's step with its
+  DynamicCache at the same position (bench/programs_speed.py, DecodeBench).
 
 A benchmark, not a test of speed: it asserts bits (and agreement with PyTorch), never
 times. bench/conftest.py prints the machine first and `bench: <rows> rows, worst ratio
@@ -26,7 +29,8 @@ from exactc.verify.build import have_compiler
 from exactc.verify.compare import bit_equal_mask
 
 from linear_speed import Built, gflops, lanes_layout
-from programs_speed import DecoderBench, MiniLMBench, SideBySide, best_of, load_average, torch_threads
+from programs_speed import (STORIES, DecodeBench, DecoderBench, MiniLMBench, SideBySide, best_of, load_average,
+                            torch_threads)
 
 COMPILERS = [cc for cc in ("gcc", "clang") if have_compiler(cc)]
 THREADS = [1, 2]
@@ -114,3 +118,20 @@ def test_linear(benchmark, scoreboard, torch_operands, cc, threads):
     assert bit_equal_mask(first, built.y).all(), "two runs gave different bits"
     record(benchmark, scoreboard, f"linear {cc} {threads}t", result, built.options.describe(), "GFLOP/s",
            rate=gflops)
+
+
+# ---- generation: one decode step with a key/value cache ------------------------------------------
+
+
+@pytest.fixture(scope="module", params=sorted(STORIES))
+def stories(request, tmp_path_factory):
+    return request.param, DecodeBench(request.param, tmp_path_factory.mktemp(request.param), "gcc")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_llama_decode_step(benchmark, scoreboard, stories, threads):
+    """Tokens per second of a decode step at 128 cached positions (programs_speed.DecodeBench)."""
+    name, bench = stories
+    result = run_rounds(benchmark, bench.side_by_side(threads))
+    record(benchmark, scoreboard, f"{name} decode gcc {threads}t", result, f"gcc {bench.flags}", "tokens/s",
+           rate=lambda s: 1.0 / s)

@@ -32,7 +32,7 @@ class Command:
 def commands() -> list[Command]:
     """The subcommands, in the order `exactc --help` lists them."""
     from exactc import commands as program_commands
-    from exactc import embed
+    from exactc import embed, generate
     from exactc.exporter.kernels import plans
     from exactc.mutants import runner
 
@@ -47,6 +47,8 @@ def commands() -> list[Command]:
                 program_commands.info_arguments, program_commands.cmd_info),
         Command("embed", "embed sentences with a sentence-transformers checkpoint, in C",
                 embed.add_arguments, embed.cmd_embed),
+        Command("generate", "generate tokens with a GPT or Llama (key/value cache), by the reference or in C",
+                generate.add_arguments, generate.cmd_generate, generate.__doc__),
         Command("plan", "list a kernel's nests and legal layouts and splits, or check a plan file",
                 plans.add_arguments, plans.show_command, plans.SHOW_DESCRIPTION),
         Command("mutants", "run the mutant catalog: every check must catch its mutants",
@@ -58,6 +60,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """Refusals of the user's input: exit code 2."""
     from exactc.commands import UsageError
     from exactc.embed import EmbedError
+    from exactc.generate import GenerateError
     from exactc.exporter.checkpoints import CheckpointError
     from exactc.exporter.export import ExportError
     from exactc.exporter.graph import GraphError
@@ -71,7 +74,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from exactc.verify.checkout import CheckoutError
 
     return (UsageError, ModelError, SiteTypeError, ExportError, GraphError, PrimitiveError, HostError,
-            CheckpointError, EmbedError, PlanError, CheckoutError, MutantsError, CacheError)
+            CheckpointError, EmbedError, GenerateError, PlanError, CheckoutError, MutantsError, CacheError)
 
 
 def failures() -> tuple[type[BaseException], ...]:

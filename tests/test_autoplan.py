@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from exactc.exporter import export, models
+from exactc.exporter.models import cache
 from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split
 from exactc.exporter.kernels.lower import lower
 from test_programs import build, conforms, needs_clang
@@ -17,7 +18,8 @@ SIZES = {
     "bert": {"vocab": 40, "positions": 12, "dim": 32, "heads": 2, "layers": 2, "mlp": 40, "tokens": 10},
     "llama": {"vocab": 40, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 40, "tokens": 10},
 }
-CASES = [(m, e, s) for m in ("gpt", "bert", "llama") for e in models.entries(m) for s in ("f32", "bf16")]
+CASES = [(m, e, s) for m in ("gpt", "bert", "llama") for e in models.entries(m) if e not in cache.CACHED_ENTRIES
+         for s in ("f32", "bf16")]
 
 
 @needs_clang

@@ -161,3 +161,51 @@ def test_the_oracle_can_fail(monkeypatch):
     monkeypatch.setattr(bert, "mlp", tanh_mlp)
     ours = reference_embeddings(ckpt, batch)
     assert np.abs(ours.astype(np.float64) - theirs).max() > 1e-5
+
+
+# ---- greedy generation against transformers' generate(do_sample=False) ---------------------
+
+
+def greedy_against_transformers(folder, model_name: str, hf_model, prompt: np.ndarray, count: int):
+    """exactc's greedy generation (the reference's prefill and decode, docs/semantics.md
+    section 16) and transformers' generate(do_sample=False): the same tokens, where every
+    step's top two logits are far apart (1e-3, against f32 differences near 1e-5)."""
+    from exactc.exporter.reference.generation import generate
+    from exactc.exporter.reference.sampling import SamplingOptions
+    from exactc.runtime import keys_twin
+
+    ckpt = checkpoints.load(folder, model_name)
+    overrides = ckpt.overrides({"tokens": len(prompt) + count})
+    prefill, decode = (models.build(model_name, e, overrides) for e in ("prefill", "decode"))
+    out = generate(prefill, decode, "f32", ckpt.parameters(prefill, "f32"), prompt, count,
+                   keys_twin.key_from_seed(0), SamplingOptions(temperature=0.0))
+    gaps = [float(np.diff(np.sort(logits.astype(np.float64))[-2:])[0]) for logits in out.logits]
+    assert min(gaps) > 1e-3, f"top-two gap {min(gaps):.3g}: too close to call against f32 error"
+    hf_model.eval()
+    hf_model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        theirs = hf_model.generate(torch.from_numpy(prompt.astype(np.int64))[None], do_sample=False,
+                                   max_new_tokens=count, min_new_tokens=count, pad_token_id=0)
+    assert out.tokens == theirs[0, len(prompt):].tolist()
+
+
+def test_gpt2_greedy_generation_matches_transformers(tmp_path):
+    cfg = transformers.GPT2Config(vocab_size=97, n_positions=24, n_embd=48, n_layer=2, n_head=4,
+                                  activation_function="gelu_new", tie_word_embeddings=True,
+                                  attn_implementation="eager")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    randomize(model, 5)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    greedy_against_transformers(tmp_path, "gpt", model, np.array([5, 17, 3], np.int32), 10)
+
+
+def test_llama_greedy_generation_matches_transformers(tmp_path):
+    cfg = transformers.LlamaConfig(vocab_size=101, hidden_size=48, intermediate_size=72, num_hidden_layers=2,
+                                   num_attention_heads=6, num_key_value_heads=2, rope_theta=500.0,
+                                   max_position_embeddings=32, attn_implementation="eager")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    randomize(model, 6)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    greedy_against_transformers(tmp_path, "llama", model, np.array([1, 40, 7, 99], np.int32), 10)

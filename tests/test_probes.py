@@ -128,3 +128,9 @@ def test_a_kernel_made_2_percent_slower_fails_the_regression_check(workdir):
     changes, failures = probes.compare({"gpt": rows(before)}, {"gpt": rows(after)}, 1.0)
     assert name in [c.row for c in failures], probes.change_table(changes, 1.0)
     assert 1.02 <= next(c.ratio for c in failures if c.row == name) < 1.1
+
+
+@needs_valgrind
+def test_growth_decode_step_attention_is_linear_and_the_rest_constant_in_the_position(workdir):
+    for growth in probes.probe_decode(workdir, QUICK["decode"]):
+        assert growth.holds, _explain(growth)

@@ -177,8 +177,9 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
                 temps.append((v, index))
 
     for v, index in temps:
-        if isinstance(fn.nodes[index], Fold):
-            continue  # fold results live in the carry buffers below
+        node = fn.nodes[index]
+        if isinstance(node, Fold) and v not in node.row_outs:
+            continue  # fold results live in the carry buffers below (its stacked rows in their own)
         last = release_point(last_use.get(id(v), index))
         buf = Buffer(v.name, ctype(v, site), v.size, slot_bytes(v.size, itemsize(v, site)), index, max(index, last),
                      v.shape)
@@ -193,7 +194,7 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
                 frame.kernel_temps[(index, kb.name)] = buf
         if isinstance(node, Fold):
             per_carry = []
-            for v in node.outs:
+            for v in node.carry_outs:
                 count = min(node.count, 2)
                 final = (node.count - 1) % 2
                 bufs = []

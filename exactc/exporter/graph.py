@@ -24,7 +24,9 @@ Tracing keeps the structure the C host mirrors:
 - `fold(body, count, carry, layers, *shared)` runs `body` once per layer with that
   layer's slice of the stacked parameters `layers` (each of shape (count, ...)); the
   body is traced once, not once per layer. `apart={i: other_body}` gives iterations
-  that differ from the others; the host runs them apart from the loop.
+  that differ from the others; the host runs them apart from the loop. With
+  `rows=True` the body returns (carry, rows) and the fold also gives each row stacked
+  over the layers (a decode step's keys and values, as lax.scan's ys).
 - every primitive applied is an `Op` (a launch of that primitive's kernel).
 
 Values are symbolic: a shape and a kind ("x", the site type; "i32"). The site type is
@@ -108,10 +110,21 @@ class Fold:
     shared: tuple[Value, ...]
     outs: tuple[Value, ...]
     apart: dict[int, "Function"] = dataclasses.field(default_factory=dict)
+    # `rows` trailing outs are stacked per-layer results (count, ...): iteration l writes
+    # slice l of each (the body's outputs after the carry), as lax.scan's ys.
+    rows: int = 0
 
     @property
     def args(self) -> tuple[Value, ...]:
         return self.carry + self.stacked + self.shared
+
+    @property
+    def carry_outs(self) -> tuple[Value, ...]:
+        return self.outs[: len(self.outs) - self.rows]
+
+    @property
+    def row_outs(self) -> tuple[Value, ...]:
+        return self.outs[len(self.outs) - self.rows:]
 
     def body_of(self, index: int) -> "Function":
         return self.apart.get(index, self.body)
@@ -540,9 +553,11 @@ def _unique_names(formals: list[Value]) -> list[Value]:
 
 
 def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *shared: Any,
-         apart: Mapping[int, Callable] | None = None, name: str | None = None) -> Any:
+         apart: Mapping[int, Callable] | None = None, name: str | None = None, rows: bool = False) -> Any:
     """Run `body(carry, layer, *shared) -> carry` for layers 0 … count-1, layer l seeing
-    slice l of each stacked value in `layers`. Traced once; a loop in the host."""
+    slice l of each stacked value in `layers`. Traced once; a loop in the host. With
+    `rows`, the body returns (carry, rows), a tree of values per layer, and the fold
+    returns (carry, the rows stacked: (count, ...) each)."""
     trace = _trace()
     caller = trace.current()
     if not isinstance(count, int) or count < 1:
@@ -573,7 +588,9 @@ def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *s
 
         def build() -> Any:
             result = fn(_rebuild(carry_skel, c), _rebuild(layer_skel, lay), *_rebuild(shared_skel, sh))
-            got, _ = _flatten(result)
+            if rows and not (isinstance(result, tuple) and len(result) == 2):
+                raise GraphError(f"fold body {fn.__qualname__} with rows must return (carry, rows)")
+            got, _ = _flatten(result[0] if rows else result)
             if [(v.shape, v.kind) for _, v in got] != [(v.shape, v.kind) for _, v in carry_leaves]:
                 raise GraphError(
                     f"fold body {fn.__qualname__} returned {[v for _, v in got]}; it must return "
@@ -591,11 +608,17 @@ def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *s
             raise GraphError(f"fold of {body.__qualname__}: apart iteration {index} is not in [0, {count})")
         others[index] = trace_body(fn)
     outs = tuple(Value(v.shape, v.kind, trace.fresh(v.name + "_out")) for _, v in carry_leaves)
+    row_values = function.outputs[len(carry_leaves):]  # the body's outputs after the carry
+    shapes = [(v.shape, v.kind) for v in function.outputs]
+    if any([(v.shape, v.kind) for v in other.outputs] != shapes for other in others.values()):
+        raise GraphError(f"fold of {body.__qualname__}: an apart body's outputs differ from the body's")
+    stacked_rows = tuple(Value((count,) + tuple(v.shape), v.kind, trace.fresh(v.name + "_rows")) for v in row_values)
     caller.nodes.append(
         Fold(function, count, tuple(v for _, v in carry_leaves), tuple(v for _, v in layer_leaves),
-             tuple(v for _, v in shared_leaves), outs, others)
+             tuple(v for _, v in shared_leaves), outs + stacked_rows, others, len(stacked_rows))
     )
-    return _rebuild(carry_skel, list(outs))
+    carried = _rebuild(carry_skel, list(outs))
+    return (carried, list(stacked_rows)) if rows else carried
 
 
 # ---- entries ----------------------------------------------------------------------------
@@ -824,7 +847,7 @@ def rerun_layer(step: LayerStep, site: str, slice_of: int) -> list[np.ndarray]:
     stacked values instead of its own: what a fold whose slice points at another layer
     computes."""
     args = step.carry_in + [np.ascontiguousarray(s[slice_of]) for s in step.stacked] + step.shared
-    return _run(step.fold.body_of(step.layer), site, args, None, step.length)
+    return _run(step.fold.body_of(step.layer), site, args, None, step.length)[: len(step.fold.carry)]
 
 
 def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[LayerStep], None] | None,
@@ -844,11 +867,16 @@ def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[La
             carry = [values[id(v)] for v in node.carry]
             stacked = [values[id(v)] for v in node.stacked]
             shared = [values[id(v)] for v in node.shared]
+            rows: list[list[np.ndarray]] = [[] for _ in node.row_outs]
             for layer in range(node.count):
                 carry_in = carry
-                carry = _run(node.body_of(layer), site,
-                             carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer, length)
+                outs = _run(node.body_of(layer), site,
+                            carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer, length)
+                carry = outs[: len(node.carry)]
+                for k, row in enumerate(outs[len(node.carry):]):
+                    rows[k].append(row)
                 if on_layer is not None:
                     on_layer(LayerStep(node, layer, carry_in, stacked, shared, carry, length))
-            values.update({id(v): a for v, a in zip(node.outs, carry)})
+            values.update({id(v): a for v, a in zip(node.carry_outs, carry)})
+            values.update({id(v): np.stack(r) for v, r in zip(node.row_outs, rows)})
     return [values[id(v)] for v in fn.outputs]

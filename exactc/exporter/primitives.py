@@ -221,8 +221,10 @@ def _rope(shapes, attrs):
         _fail("rope", f"x {shapes['x']}: the head dimension must be even")
     if attrs["pairing"] not in ("half", "interleaved"):
         _fail("rope", f"pairing is {attrs['pairing']!r}; it must be 'half' or 'interleaved'")
-    if not (isinstance(attrs["pos0"], int) and attrs["pos0"] >= 0):
-        _fail("rope", f"pos0 is {attrs['pos0']!r}; it must be an int >= 0")
+    pos0 = attrs["pos0"]
+    if not ((isinstance(pos0, int) and not isinstance(pos0, bool) and pos0 >= 0)
+            or (dims.is_symbolic(pos0) and pos0.degree == 1 and dims.le(0, pos0))):
+        _fail("rope", f"pos0 is {pos0!r}; it must be an int >= 0, or >= 0 and affine in the run-time length")
     if not attrs["theta"] > 1:
         _fail("rope", f"theta is {attrs['theta']!r}; it must be > 1")
     return {"y": (shapes["x"], "x")}

@@ -4,7 +4,8 @@ summary a person reads at a glance.
 The checks record one line per case in EXACTC_STATS_DIR (verify/kernels.py); this
 module runs pytest over both cores, gathers those lines and prints a table of cases per
 primitive x type, a line per family of other checks (layouts, splits, keys, sampling:
-`keys: <n> checked, <m> mismatches`; quant: the cases of the quantized primitives), the
+`keys: <n> checked, <m> mismatches`; generate: cache against recompute and the
+exported prefill and decode programs; quant: the cases of the quantized primitives), the
 sanitized and memchecked programs of verify/sanitizers.py (`sanitizers: <n> programs,
 <m> reports`, `memcheck: <n> programs, <m> errors`), and the last line
 
@@ -35,6 +36,8 @@ CAMPAIGN_TESTS = [
     "tests/test_keys.py",
     "tests/test_sampling.py",
     "tests/test_quant.py",
+    "tests/test_generation.py",
+    "tests/campaign_generation.py",
 ]
 
 # Families a run must check at least this often when the test file that feeds them runs.
@@ -44,6 +47,8 @@ MIN_FAMILY_CHECKS = {
     "keys": ("tests/test_keys.py", 10000),  # blocks, draws, uniforms, keys: C, twin, oracle
     "sampling": ("tests/test_sampling.py", 2000),  # sampler calls, C against the reference
     "quant": ("tests/test_quant.py", 2000),  # cases of the quantized primitives, C against the reference
+    # steps of cache against recompute, and exported prefill / decode runs against the reference
+    "generate": ("tests/test_generation.py", 100),
 }
 
 

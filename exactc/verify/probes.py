@@ -20,6 +20,11 @@ Growth probes (each prints its ratio per doubling of the size):
   (with the exp it calls): 4.00 for a full causal pass, within 0.15 at the largest
   doubling (the per-row and per-call work, linear in T, pulls smaller sizes below 4;
   at 32 -> 64 it is under 3 % of the count).
+- program/decode-attention and program/decode-rest: one llama `decode` (a generation
+  step with a key/value cache) exported for T_max = 64 cached positions, run at T = 8
+  ... 64: its attention kernels (the scores and weighted values, the scale, the softmax,
+  the cache copied ahead of the step's row) grow linearly with T (fixed part fitted and
+  subtracted, 2.00 within 0.05), the rest of the step does not (1.00 within 0.01).
 - exporter/straight-line: the exporter's own cost (trace and print, straight-line host)
   for L = 4 ... 32, the Python process under callgrind with instrumentation on only
   around the call. The fixed part (the structured host, the kernels' lowering, both
@@ -98,9 +103,9 @@ QUANT_SET = {"m": 4, "k": 80, "n": 16, "block": 32}
 
 # Sizes: full (make probes) and quick (tests/test_probes.py, the mutant runner).
 SIZES = {
-    "full": {"layers": (2, 4, 8, 16), "tokens": (8, 16, 32, 64), "exporter": (4, 8, 16, 32), "text": (2, 4, 8, 16),
+    "full": {"layers": (2, 4, 8, 16), "tokens": (8, 16, 32, 64), "decode": (8, 16, 32, 64), "exporter": (4, 8, 16, 32), "text": (2, 4, 8, 16),
              "quant_k": (512, 1024, 2048, 4096), "quant_n": (64, 128, 256, 512), "nodes": (64, 128, 256, 512)},
-    "quick": {"layers": (1, 2, 4), "tokens": (8, 16, 32), "exporter": (4, 8, 16), "text": (2, 4, 8),
+    "quick": {"layers": (1, 2, 4), "tokens": (8, 16, 32), "decode": (8, 16, 32), "exporter": (4, 8, 16), "text": (2, 4, 8),
               "quant_k": (512, 1024, 2048), "quant_n": (64, 128, 256), "nodes": (64, 128, 256, 512)},
 }
 # The node-count probe's synthetic functions: one function of N primitives on a small
@@ -286,6 +291,45 @@ def probe_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
         Growth("program/tokens-attention", "tokens", list(sizes), attention, ar,
                "QK and AV matmuls, scale, causal softmax; 4.00 within 0.15 at the largest doubling",
                abs(ar[-1] - 4.0) <= 0.15 and all(r > 2.0 for r in ar), command),
+    ]
+
+
+# A decode step (docs/semantics.md section 16): its attention over the cache (the scores,
+# the scale, the softmax, the weighted values, the cache copied ahead of the step's own
+# row) grows with the position T; nothing else may.
+DECODE = {"vocab": 64, "dim": 32, "heads": 4, "kv_heads": 2, "mlp": 64, "layers": 2}
+DECODE_ATTENTION = ("matmul", "scale", "softmax", "concat")
+
+
+def probe_decode(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    """One llama `decode` exported for up to max(sizes) cached positions, run at each T of
+    `sizes` (a drawn token and cache): the attention kernels' counts, fixed part fitted
+    and subtracted, double with T; the rest of the step's count is the same at every T."""
+    from exactc.exporter import export, models
+
+    overrides = dict(DECODE, tokens=max(sizes) + 1)
+    root, fn = export_program(workdir, "llama", "decode", "f32", overrides)
+    program = models.build("llama", "decode", overrides)
+
+    counted = []
+    for n in sizes:
+        folder = workdir / f"decode-T{n}"
+        folder.mkdir(exist_ok=True)
+        for name, array in export.check_inputs(program, "f32", models.draw_inputs(program, 0, n)).items():
+            np.save(folder / f"{name}.npy", array)
+        counted.append(count_program(root, fn, folder))
+    attention = [c.kernels(DECODE_ATTENTION) for c in counted]
+    rest = [c.entry_count - a for c, a in zip(counted, attention)]
+    _, ar = fitted_ratios(sizes, attention)
+    rr = plain_ratios(rest)
+    command = (f"llama decode f32 {_config_text(overrides, 'tokens')}, one program run at each cached length T, "
+               f"make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no")
+    return [
+        Growth("program/decode-attention", "position", list(sizes), attention, ar,
+               "attention over the cache; fixed part fitted and subtracted; 2.00 within 0.05",
+               all(abs(r - 2.0) <= 0.05 for r in ar), command),
+        Growth("program/decode-rest", "position", list(sizes), rest, rr,
+               "the rest of the step; 1.00 within 0.01", all(abs(r - 1.0) <= 0.01 for r in rr), command),
     ]
 
 
@@ -685,7 +729,7 @@ def check_regression(current: dict[str, dict[str, int]], key: dict[str, str], th
 # ---- the command ------------------------------------------------------------------------------
 
 
-GROWTH_PROBES = ("layers", "tokens", "exporter", "nodes", "text", "quant")  # what --only names
+GROWTH_PROBES = ("layers", "tokens", "decode", "exporter", "nodes", "text", "quant")  # what --only names
 
 
 def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[str], None] = print,
@@ -693,6 +737,7 @@ def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[st
     probes: list[Growth] = []
     steps = {"layers": lambda: [probe_layers(workdir, sizes["layers"])],
              "tokens": lambda: probe_tokens(workdir, sizes["tokens"]),
+             "decode": lambda: probe_decode(workdir, sizes["decode"]),
              "exporter": lambda: [probe_exporter(sizes["exporter"])],
              "nodes": lambda: probe_nodes(sizes["nodes"]),
              "text": lambda: probe_text(sizes["text"]),
@@ -709,6 +754,7 @@ def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[st
 
 # The growth each probe expects, as the exponent of the size (the dotted line of the plot).
 EXPECTED_SLOPE = {"program/layers": 1, "program/tokens-linear": 1, "program/tokens-attention": 2,
+                  "program/decode-attention": 1, "program/decode-rest": 0,
                   "exporter/straight-line": 1, "exporter/nodes-chain": 1, "exporter/nodes-diamonds": 1,
                   "exporter/frames-chain": 1, "exporter/frames-diamonds": 1,
                   "text/structured": 0, "text/straight-line": 1,
@@ -732,7 +778,7 @@ def plot(probes: list[Growth], path: Path) -> None:
         counts = np.asarray(g.counts, float)
         ax.loglog(sizes, counts, "o-", base=2, label="count")
         shown = [counts]
-        if g.name in ("program/layers", "exporter/straight-line", "text/straight-line", "kernel/qlinear_i-k",
+        if g.name in ("program/layers", "program/decode-attention", "exporter/straight-line", "text/straight-line", "kernel/qlinear_i-k",
                       "kernel/qlinear_i-n") or g.name.startswith(("exporter/nodes-", "exporter/frames-")):
             a, _ = fitted_ratios(g.sizes, g.counts)
             ax.loglog(sizes, counts - a, "s--", base=2, label="count - fixed part")

@@ -4,7 +4,8 @@ every nest of a program, chosen from its shapes alone.
 - linear nests get the layout the benchmark found fastest (bench/,
   docs/performance.md): the output columns in lanes of 16 over rows in lanes of 8, the
   weight panel packed; each output's sum still runs in index order (principle 2). A
-  layout the nest's shapes make illegal falls back to fewer lanes, then to the plain nest.
+  layout the nest's shapes make illegal falls back to fewer lanes, then to the plain nest;
+  so does one whose lanes an axis cannot fill (rows in lanes of 8 for one row).
 - matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
   outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
 - the nests whose transcendental has a laned form in the runtime (gelu_tanh, gelu_erf,
@@ -75,8 +76,18 @@ def candidate_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
     if nest.name == "softmax" and kernel.attrs.get("causal"):
         return []
     if nest.name == "matmul":
-        return matmul_layouts(nest)
-    return _MATRIX_LAYOUTS.get(nest.name, []) + _TRANSCENDENTAL_LAYOUTS.get(nest.name, [])
+        return [layout for layout in matmul_layouts(nest) if lanes_fill(nest, layout)]
+    return [layout for layout in _MATRIX_LAYOUTS.get(nest.name, []) + _TRANSCENDENTAL_LAYOUTS.get(nest.name, [])
+            if lanes_fill(nest, layout)]
+
+
+def lanes_fill(nest: Nest, layout: Layout) -> bool:
+    """No axis of a static extent smaller than its lane count: such lanes are never
+    filled, and every element runs in the remainder's scalar loops (a decode step's
+    one-row linear with rows in lanes of 8)."""
+    extents = {a.name: a.extent for a in nest.axes}
+    return all(dims.is_symbolic(extents.get(axis, count)) or extents.get(axis, count) >= count
+               for axis, count in layout.lanes)
 
 
 def _first_legal(kernel: Kernel, nest: Nest, layouts: list[Layout]) -> Layout:

@@ -553,10 +553,15 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
     # Rotate nest, in A, pair (x0, x1) = (x[t,hd,i], x[t,hd,i+h]) for "half",
     # (x[t,hd,2i], x[t,hd,2i+1]) for "interleaved":
     #   y0 = S((W(x0) ⊗ c) ⊖ (W(x1) ⊗ s));  y1 = S((W(x0) ⊗ s) ⊕ (W(x1) ⊗ c))
+    # A pos0 that follows the run-time length (a decode step's position T) indexes the
+    # tables by absolute position, rows [pos0, pos0 + positions) of pos0 + positions.
     positions, heads, dim = ctx.shape("x")
     half = dim // 2
-    ctx.add_temp("cos_table", (positions, half))
-    ctx.add_temp("sin_table", (positions, half))
+    pos0 = ctx.attrs["pos0"]
+    row = Affine.of(pos0) if dims.is_symbolic(pos0) else 0
+    rows = pos0 + positions if dims.is_symbolic(pos0) else positions
+    ctx.add_temp("cos_table", (rows, half))
+    ctx.add_temp("sin_table", (rows, half))
     t, i, hd = ix("t"), ix("i"), ix("hd")
 
     def rounded(value: Expr) -> Expr:  # R_A of an f64 value
@@ -567,9 +572,9 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
     table_body = (
         Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),
         Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),
-        Declare(angle, mul(Convert(t + ctx.attrs["pos0"], "f64"), freq)),
-        Write(ctx.at("cos_table", t, i), rounded(Call("cos", angle))),
-        Write(ctx.at("sin_table", t, i), rounded(Call("sin", angle))),
+        Declare(angle, mul(Convert(t + Affine.of(pos0), "f64"), freq)),
+        Write(ctx.at("cos_table", t + row, i), rounded(Call("cos", angle))),
+        Write(ctx.at("sin_table", t + row, i), rounded(Call("sin", angle))),
     )
     table = Nest("rope_table", (Axis("t", positions), Axis("i", half)), table_body)
 
@@ -581,8 +586,8 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
     rotate_body = (
         Declare(x0, ctx.W("x", t, hd, first)),
         Declare(x1, ctx.W("x", t, hd, second)),
-        Declare(c, ctx.load("cos_table", t, i)),
-        Declare(s, ctx.load("sin_table", t, i)),
+        Declare(c, ctx.load("cos_table", t + row, i)),
+        Declare(s, ctx.load("sin_table", t + row, i)),
         Write(ctx.at("y", t, hd, first), ctx.S(sub(mul(x0, c), mul(x1, s)))),
         Write(ctx.at("y", t, hd, second), ctx.S(add(mul(x0, s), mul(x1, c)))),
     )

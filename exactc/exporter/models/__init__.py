@@ -9,6 +9,10 @@ Each architecture module (gpt, bert, llama) has a frozen `Config`, `parameters(c
 (ParamSpecs with Hugging Face names), `inputs(cfg, length)`, `draw_inputs(cfg, rng,
 length)` and `ENTRIES` (entry name -> function of (cfg, params, *inputs)).
 
+The generation entries `prefill` and `decode` of gpt and llama (models/cache.py) take
+the same parameters; decode's inputs are a token and a key/value cache of T positions
+(cache.decode_inputs), T <= tokens - 1.
+
 An entry is traced once for every length: its inputs are (T, ...) with T the run-time
 length (dims.length(cfg.tokens): 1 <= T <= tokens), and the network reads T from the
 shapes of its values. The config's `tokens` is T_max.
@@ -29,7 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from exactc.exporter import dims, graph, types
-from exactc.exporter.models import bert, gpt, llama
+from exactc.exporter.models import bert, cache, gpt, llama
 
 ARCHITECTURES: dict[str, pytypes.ModuleType] = {"gpt": gpt, "bert": bert, "llama": llama}
 
@@ -121,8 +125,13 @@ def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None,
     if entry not in arch.ENTRIES:
         raise ModelError(f"{model} has no entry {entry!r}; its entries are {', '.join(arch.ENTRIES)}")
     cfg = config(model, overrides)
-    length = dims.length(cfg.tokens)  # the run-time length T, 1 <= T <= tokens
-    program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), arch.inputs(cfg, length), cfg,
+    top = cache.longest(cfg.tokens, entry)
+    if top < 1:
+        raise ModelError(f"{model}.{entry}: tokens={cfg.tokens} leaves no room for a cached position; "
+                         "a decode step needs tokens >= 2")
+    length = dims.length(top)  # the run-time length T, 1 <= T <= top
+    specs = cache.decode_inputs(cfg, length) if entry == "decode" else arch.inputs(cfg, length)
+    program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), specs, cfg,
                           quantized=quantized)
     program.config = cfg
     return program
@@ -156,11 +165,15 @@ def draw_parameters(program: graph.Program, seed: int, site: str) -> dict[str, n
 
 def draw_inputs(program: graph.Program, seed: int, length: int | None = None) -> dict[str, np.ndarray]:
     """The entry's inputs at run-time length `length` (default: T_max, the config's
-    tokens) drawn from `seed` (a different stream from the parameters)."""
+    tokens; tokens - 1 cached positions for decode) drawn from `seed` (a different
+    stream from the parameters)."""
     arch = architecture(program.model)
-    length = program.config.tokens if length is None else length
-    if not 1 <= length <= program.config.tokens:
-        raise ModelError(f"{program.model}: length {length} is outside [1, {program.config.tokens}] "
-                         f"(tokens={program.config.tokens} is the longest the program takes)")
+    top = cache.longest(program.config.tokens, program.entry)
+    length = top if length is None else length
+    if not 1 <= length <= top:
+        raise ModelError(f"{program.model}.{program.entry}: length {length} is outside [1, {top}] "
+                         f"({top} is the longest the program takes at tokens={program.config.tokens})")
     rng = np.random.default_rng([check_seed(seed), 1])
+    if program.entry == "decode":
+        return cache.draw_decode_inputs(program.config, rng, length)
     return arch.draw_inputs(program.config, rng, length)

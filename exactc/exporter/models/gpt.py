@@ -13,8 +13,10 @@ import math
 
 import numpy as np
 
+from exactc.exporter import dims
 from exactc.exporter import graph as g
 from exactc.exporter.graph import InputSpec, ParamSpec
+from exactc.exporter.models import cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,24 +76,48 @@ def draw_inputs(cfg: Config, rng: np.random.Generator, length: int) -> dict[str,
 # ---- the network ------------------------------------------------------------------------
 
 
-def attention(cfg: Config, x, p):
-    """Causal self-attention of x (T, D): per head softmax(q kᵀ / √hd) v."""
-    (T, D), H = x.shape, cfg.heads
+def project(cfg: Config, x, p):
+    """q, k, v of x (S, D): each (H, S, hd)."""
+    (S, D), H = x.shape, cfg.heads
     hd = D // H
-    qkv = g.linear(x, p["attn.c_attn.weight"], p["attn.c_attn.bias"], name="qkv")  # (T, 3D)
+    qkv = g.linear(x, p["attn.c_attn.weight"], p["attn.c_attn.bias"], name="qkv")  # (S, 3D)
     heads = []
     for part, name in enumerate(("q", "k", "v")):
-        t = g.slice(qkv, 1, part * D, (part + 1) * D, name=name)  # (T, D)
-        t = g.reshape(t, (T, H, hd), name=name + "_heads")
-        heads.append(g.transpose(t, (1, 0, 2), name=name + "_t"))  # (H, T, hd)
-    q, k, v = heads
-    scores = g.matmul(q, k, trans_b=True, name="scores")  # (H, T, T)
+        t = g.slice(qkv, 1, part * D, (part + 1) * D, name=name)  # (S, D)
+        t = g.reshape(t, (S, H, hd), name=name + "_heads")
+        heads.append(g.transpose(t, (1, 0, 2), name=name + "_t"))  # (H, S, hd)
+    return heads
+
+
+def attend(cfg: Config, q, k, v, p, causal: bool):
+    """softmax(q kᵀ / √hd) v over the keys and values k, v (H, P, hd) for the queries
+    q (H, S, hd), then the output projection: (S, D)."""
+    H, S, hd = q.shape
+    scores = g.matmul(q, k, trans_b=True, name="scores")  # (H, S, P)
     scores = g.scale(scores, 1.0 / math.sqrt(hd), name="scaled")
-    att = g.softmax(scores, causal=True, name="att")
-    y = g.matmul(att, v, name="mixed")  # (H, T, hd)
-    y = g.transpose(y, (1, 0, 2), name="mixed_t")  # (T, H, hd)
-    y = g.reshape(y, (T, D), name="merged")
+    att = g.softmax(scores, causal=causal, name="att")
+    y = g.matmul(att, v, name="mixed")  # (H, S, hd)
+    y = g.transpose(y, (1, 0, 2), name="mixed_t")  # (S, H, hd)
+    y = g.reshape(y, (S, H * hd), name="merged")
     return g.linear(y, p["attn.c_proj.weight"], p["attn.c_proj.bias"], name="attn_out")
+
+
+def attention(cfg: Config, x, p):
+    """Causal self-attention of x (T, D): per head softmax(q kᵀ / √hd) v."""
+    q, k, v = project(cfg, x, p)
+    return attend(cfg, q, k, v, p, causal=True)
+
+
+def attention_cached(cfg: Config, x, p, past_k=None, past_v=None):
+    """Attention that also gives its keys and values (H, S, hd) for the cache. Without a
+    past, causal self-attention of the S positions (a prefill); with the cached past_k,
+    past_v (H, P, hd), one new position (S = 1) at position P attends over all P + 1."""
+    q, k, v = project(cfg, x, p)
+    if past_k is None:
+        return attend(cfg, q, k, v, p, causal=True), k, v
+    keys = g.concat(past_k, k, axis=1, name="keys")  # (H, P + 1, hd)
+    values = g.concat(past_v, v, axis=1, name="values")
+    return attend(cfg, q, keys, values, p, causal=False), k, v
 
 
 def mlp(cfg: Config, x, p):
@@ -99,6 +125,16 @@ def mlp(cfg: Config, x, p):
     h = g.linear(x, p["mlp.c_fc.weight"], p["mlp.c_fc.bias"], name="fc")  # (T, 4D)
     h = g.gelu_tanh(h, name="act")
     return g.linear(h, p["mlp.c_proj.weight"], p["mlp.c_proj.bias"], name="mlp_out")
+
+
+def block_cached(x, p, cfg: Config):
+    """`block` that also gives this layer's keys and values (attention_cached), reading
+    this layer's cache from p["past_k"], p["past_v"] when there is one."""
+    h = g.layernorm(x, p["ln_1.weight"], p["ln_1.bias"], eps=cfg.eps, name="ln_1")
+    a, k, v = attention_cached(cfg, h, p, p.get("past_k"), p.get("past_v"))
+    x = g.add(x, a, name="x_attn")
+    h = g.layernorm(x, p["ln_2.weight"], p["ln_2.bias"], eps=cfg.eps, name="ln_2")
+    return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp"), (k, v)
 
 
 def block(x, p, cfg: Config):
@@ -109,11 +145,21 @@ def block(x, p, cfg: Config):
     return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp")
 
 
+def embed(cfg: Config, params, ids, start=0):
+    """Token and position embeddings of ids (S,) at positions start, ..., start + S - 1."""
+    tok = g.embedding(params["transformer.wte.weight"], ids, name="tok")  # (S, D)
+    table = params["transformer.wpe.weight"]
+    if dims.is_symbolic(start):
+        # Rows [0, start + S) first: a kernel reads the run-time length from its buffers'
+        # shapes, and the (S, D) rows alone have none (a copy of start + S rows a step).
+        table = g.slice(table, 0, 0, start + ids.shape[0], name="wpe_rows")  # (start + S, D)
+    pos = g.slice(table, 0, start, start + ids.shape[0], name="pos")  # (S, D)
+    return g.add(tok, pos, name="x")
+
+
 def trunk(cfg: Config, params, input_ids):
     """Token and position embeddings, then the blocks: the hidden states (T, D)."""
-    tok = g.embedding(params["transformer.wte.weight"], input_ids, name="tok")  # (T, D)
-    pos = g.slice(params["transformer.wpe.weight"], 0, 0, input_ids.shape[0], name="pos")  # (T, D)
-    x = g.add(tok, pos, name="x")
+    x = embed(cfg, params, input_ids)
     return g.fold(block, cfg.layers, x, g.group_layers(params, "transformer.h."), cfg)
 
 
@@ -137,4 +183,22 @@ def next_token(cfg: Config, params, input_ids):
     return {"next_token": g.argmax(head(cfg, params, last), name="next_token")}
 
 
-ENTRIES = {"forward": forward, "next_token": next_token}
+def prefill(cfg: Config, params, input_ids):
+    """The prompt's pass of generation: the last position's logits (1, V) and every
+    layer's keys and values (L, H, T, hd), the cache a decode step reads."""
+    x = embed(cfg, params, input_ids)
+    x, keys, values = cache.run_layers(block_cached, cfg, x, g.group_layers(params, "transformer.h."), None, None)
+    T = x.shape[0]
+    last = g.slice(x, 0, T - 1, T, name="last")  # (1, D)
+    return {"logits": head(cfg, params, last), "k": keys, "v": values}
+
+
+def decode(cfg: Config, params, token, past_k, past_v):
+    """One step of generation: the token (1,) at position T after the T cached ones
+    past_k, past_v (L, H, T, hd); its logits (1, V) and its keys and values (L, H, 1, hd)."""
+    x = embed(cfg, params, token, start=past_k.shape[2])
+    x, keys, values = cache.run_layers(block_cached, cfg, x, g.group_layers(params, "transformer.h."), past_k, past_v)
+    return {"logits": head(cfg, params, x), "k": keys, "v": values}
+
+
+ENTRIES = {"forward": forward, "next_token": next_token, "prefill": prefill, "decode": decode}

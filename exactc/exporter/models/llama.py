@@ -14,6 +14,7 @@ import numpy as np
 
 from exactc.exporter import graph as g
 from exactc.exporter.graph import InputSpec, ParamSpec
+from exactc.exporter.models import cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,27 +69,54 @@ def draw_inputs(cfg: Config, rng: np.random.Generator, length: int) -> dict[str,
 # ---- the network ------------------------------------------------------------------------
 
 
+def project(cfg: Config, x, p, start=0):
+    """q (H, S, hd), k and v (KV, S, hd) of x (S, D) at positions start, ..., start + S - 1,
+    rotary positions on q and k."""
+    (S, D), H, KV = x.shape, cfg.heads, cfg.kv_heads
+    hd = D // H
+    q = g.linear(x, p["self_attn.q_proj.weight"], name="q")  # (S, H*hd)
+    k = g.linear(x, p["self_attn.k_proj.weight"], name="k")  # (S, KV*hd)
+    v = g.linear(x, p["self_attn.v_proj.weight"], name="v")
+    q = g.rope(g.reshape(q, (S, H, hd), name="q_heads"), theta=cfg.theta, pos0=start, name="q_rot")
+    k = g.rope(g.reshape(k, (S, KV, hd), name="k_heads"), theta=cfg.theta, pos0=start, name="k_rot")
+    v = g.reshape(v, (S, KV, hd), name="v_heads")
+    q = g.transpose(q, (1, 0, 2), name="q_t")  # (H, S, hd)
+    k = g.transpose(k, (1, 0, 2), name="k_t")  # (KV, S, hd)
+    v = g.transpose(v, (1, 0, 2), name="v_t")
+    return q, k, v
+
+
+def attend(cfg: Config, q, k, v, p, causal: bool):
+    """Grouped-query softmax(q kᵀ / √hd) v over the keys and values k, v (KV, P, hd) for
+    the queries q (H, S, hd), then the output projection: (S, D)."""
+    H, S, hd = q.shape
+    group = H // cfg.kv_heads
+    scores = g.matmul(q, k, trans_b=True, group=group, name="scores")  # (H, S, P)
+    scores = g.scale(scores, 1.0 / math.sqrt(hd), name="scaled")
+    att = g.softmax(scores, causal=causal, name="att")
+    y = g.matmul(att, v, group=group, name="mixed")  # (H, S, hd)
+    y = g.reshape(g.transpose(y, (1, 0, 2), name="mixed_t"), (S, H * hd), name="merged")
+    return g.linear(y, p["self_attn.o_proj.weight"], name="attn_out")
+
+
 def attention(cfg: Config, x, p):
     """Causal grouped-query attention: `heads` query heads share `kv_heads` key/value
     heads, rotary positions on q and k."""
-    (T, D), H, KV = x.shape, cfg.heads, cfg.kv_heads
-    hd = D // H
-    q = g.linear(x, p["self_attn.q_proj.weight"], name="q")  # (T, H*hd)
-    k = g.linear(x, p["self_attn.k_proj.weight"], name="k")  # (T, KV*hd)
-    v = g.linear(x, p["self_attn.v_proj.weight"], name="v")
-    q = g.rope(g.reshape(q, (T, H, hd), name="q_heads"), theta=cfg.theta, name="q_rot")
-    k = g.rope(g.reshape(k, (T, KV, hd), name="k_heads"), theta=cfg.theta, name="k_rot")
-    v = g.reshape(v, (T, KV, hd), name="v_heads")
-    q = g.transpose(q, (1, 0, 2), name="q_t")  # (H, T, hd)
-    k = g.transpose(k, (1, 0, 2), name="k_t")  # (KV, T, hd)
-    v = g.transpose(v, (1, 0, 2), name="v_t")
-    group = H // KV
-    scores = g.matmul(q, k, trans_b=True, group=group, name="scores")  # (H, T, T)
-    scores = g.scale(scores, 1.0 / math.sqrt(hd), name="scaled")
-    att = g.softmax(scores, causal=True, name="att")
-    y = g.matmul(att, v, group=group, name="mixed")  # (H, T, hd)
-    y = g.reshape(g.transpose(y, (1, 0, 2), name="mixed_t"), (T, D), name="merged")
-    return g.linear(y, p["self_attn.o_proj.weight"], name="attn_out")
+    q, k, v = project(cfg, x, p)
+    return attend(cfg, q, k, v, p, causal=True)
+
+
+def attention_cached(cfg: Config, x, p, past_k=None, past_v=None):
+    """Attention that also gives its keys and values (KV, S, hd) for the cache. Without a
+    past, causal self-attention of the S positions (a prefill); with the cached past_k,
+    past_v (KV, P, hd), one new position (S = 1) at position P attends over all P + 1."""
+    if past_k is None:
+        q, k, v = project(cfg, x, p)
+        return attend(cfg, q, k, v, p, causal=True), k, v
+    q, k, v = project(cfg, x, p, start=past_k.shape[1])
+    keys = g.concat(past_k, k, axis=1, name="keys")  # (KV, P + 1, hd)
+    values = g.concat(past_v, v, axis=1, name="values")
+    return attend(cfg, q, keys, values, p, causal=False), k, v
 
 
 def mlp(cfg: Config, x, p):
@@ -96,6 +124,16 @@ def mlp(cfg: Config, x, p):
     gate = g.silu(g.linear(x, p["mlp.gate_proj.weight"], name="gate"), name="gate_act")
     up = g.linear(x, p["mlp.up_proj.weight"], name="up")
     return g.linear(g.mul(gate, up, name="swiglu"), p["mlp.down_proj.weight"], name="mlp_out")
+
+
+def layer_cached(x, p, cfg: Config):
+    """`decoder_layer` that also gives this layer's keys and values (attention_cached),
+    reading this layer's cache from p["past_k"], p["past_v"] when there is one."""
+    h = g.rmsnorm(x, p["input_layernorm.weight"], eps=cfg.eps, name="attn_norm")
+    a, k, v = attention_cached(cfg, h, p, p.get("past_k"), p.get("past_v"))
+    x = g.add(x, a, name="x_attn")
+    h = g.rmsnorm(x, p["post_attention_layernorm.weight"], eps=cfg.eps, name="mlp_norm")
+    return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp"), (k, v)
 
 
 def decoder_layer(x, p, cfg: Config):
@@ -129,4 +167,22 @@ def next_token(cfg: Config, params, input_ids):
     return {"next_token": g.argmax(head(cfg, params, last), name="next_token")}
 
 
-ENTRIES = {"forward": forward, "next_token": next_token}
+def prefill(cfg: Config, params, input_ids):
+    """The prompt's pass of generation: the last position's logits (1, V) and every
+    layer's keys and values (L, KV, T, hd), the cache a decode step reads."""
+    x = g.embedding(params["model.embed_tokens.weight"], input_ids, name="x")  # (T, D)
+    x, keys, values = cache.run_layers(layer_cached, cfg, x, g.group_layers(params, "model.layers."), None, None)
+    T = x.shape[0]
+    last = g.slice(x, 0, T - 1, T, name="last")
+    return {"logits": head(cfg, params, last), "k": keys, "v": values}
+
+
+def decode(cfg: Config, params, token, past_k, past_v):
+    """One step of generation: the token (1,) at position T after the T cached ones
+    past_k, past_v (L, KV, T, hd); its logits (1, V) and its keys and values (L, KV, 1, hd)."""
+    x = g.embedding(params["model.embed_tokens.weight"], token, name="x")  # (1, D)
+    x, keys, values = cache.run_layers(layer_cached, cfg, x, g.group_layers(params, "model.layers."), past_k, past_v)
+    return {"logits": head(cfg, params, x), "k": keys, "v": values}
+
+
+ENTRIES = {"forward": forward, "next_token": next_token, "prefill": prefill, "decode": decode}

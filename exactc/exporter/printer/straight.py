@@ -95,10 +95,16 @@ class StraightLineHost:
                     env[id(v)] = inner[id(f)]
             else:
                 carry = [env[id(v)] for v in node.carry]
+                for v in node.row_outs:
+                    if id(v) not in env:
+                        env[id(v)] = self.alloc(v.name + where, ctype(v, site), v.size,
+                                                slot_bytes(v.size, itemsize(v, site)), v.shape)
                 for layer in range(node.count):
                     body = node.body_of(layer)
                     inner: dict[int, str] = {}
                     formals = body.inputs
+                    for f, v in zip(body.outputs[len(node.carry):], node.row_outs):  # slice `layer` of each
+                        inner[id(f)] = f"{env[id(v)]} + {layer * math.prod(v.shape[1:])}"
                     nc, ns = len(node.carry), len(node.stacked)
                     for f, c in zip(formals[:nc], carry):
                         inner[id(f)] = c
@@ -109,10 +115,10 @@ class StraightLineHost:
                         inner[id(f)] = env[id(v)]
                     self.lines.append(f"{INDENT}/* {body.name}, layer {layer} */")
                     self.run(body, inner, f"{where}_l{layer}")
-                    carry = [inner[id(f)] for f in body.outputs]
-                    for k, (c, v) in enumerate(zip(carry, node.outs)):
+                    carry = [inner[id(f)] for f in body.outputs[: len(node.carry)]]
+                    for k, (c, v) in enumerate(zip(carry, node.carry_outs)):
                         self.lines.append(f'{INDENT}EXACTC_TRACE_CARRY("{node.body.name}", {layer}, {k}, {c}, {v.size});')
-                for v, c in zip(node.outs, carry):
+                for v, c in zip(node.carry_outs, carry):
                     env[id(v)] = c
                     if id(v) in outputs:
                         raise HostError("a fold's result is a function output; graph tracing copies it")

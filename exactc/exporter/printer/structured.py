@@ -103,7 +103,7 @@ class StructuredHost:
                 out.append(f"{INDENT}{buf.ctype} *{buf.name} = ARENA({buf.ctype}, arena + {buf.offset}, {buf.count});"
                            f"  /* {shape_text(buf.shape)} */")
             for v_id, buf in named.get(index, ()):
-                if not isinstance(node, Fold):
+                if not isinstance(node, Fold) or any(id(v) == v_id for v in node.row_outs):
                     expr[v_id] = buf.name
             if isinstance(node, Op):
                 if is_view(node) and id(node.out) not in outputs:
@@ -143,10 +143,11 @@ class StructuredHost:
         site = self.site
         carries = frame.carries[index]
         outputs = {id(v) for v in frame.fn.outputs}
-        names = [frame.fresh(f"{v.name}_l") for v in node.outs]
-        nexts = [frame.fresh(f"{v.name}_next") for v in node.outs]
+        names = [frame.fresh(f"{v.name}_l") for v in node.carry_outs]
+        nexts = [frame.fresh(f"{v.name}_next") for v in node.carry_outs]
         stacked = [(expr[id(v)], math.prod(v.shape[1:])) for v in node.stacked]
-        carried = ", ".join(v.name for v in node.outs)
+        rows = [(expr[id(v)], math.prod(v.shape[1:])) for v in node.row_outs]  # layer l writes slice l
+        carried = ", ".join(v.name for v in node.carry_outs)
         out.append(f"{INDENT}/* The layers: {node.body.name} for l < {node.count}, the carry ({carried}) alternating")
         out.append(f"{INDENT} * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */")
         for k, v in enumerate(node.carry):
@@ -158,7 +159,7 @@ class StructuredHost:
             pad = INDENT * 2 if stop - start > 1 else INDENT
             body_lines = []
             dst = []
-            for k, v in enumerate(node.outs):
+            for k, v in enumerate(node.carry_outs):
                 bufs = carries[k]
                 if len(bufs) == 1:
                     d = bufs[0].name
@@ -170,13 +171,13 @@ class StructuredHost:
             args = [names[k] for k in range(len(node.carry))]
             args += [fold_slice(b, layer, chunk) for b, chunk in stacked]
             args += [expr[id(v)] for v in node.shared]
-            for k, v in enumerate(node.outs):
+            for k, v in enumerate(node.carry_outs):
                 body_lines.append(f"{pad}{ctype(v, site)} *{nexts[k]} = {dst[k]};")
-            call_args = args + nexts
+            call_args = args + nexts + [fold_slice(b, layer, chunk) for b, chunk in rows]
             if self.peak_of(body):
                 call_args.append(f"arena + {base}")
             body_lines.extend(call_lines(body.name, call_args, pad))
-            for k, v in enumerate(node.outs):
+            for k, v in enumerate(node.carry_outs):
                 body_lines.append(f"{pad}{names[k]} = {nexts[k]};")
                 body_lines.append(f'{pad}EXACTC_TRACE_CARRY("{node.body.name}", {layer}, {k}, {names[k]}, {v.size});')
             if stop - start > 1:
@@ -188,7 +189,7 @@ class StructuredHost:
                            else f"{INDENT}{{ /* layer {start} */")
                 out.extend(INDENT + line for line in body_lines)
                 out.append(f"{INDENT}}}")
-        for k, v in enumerate(node.outs):
+        for k, v in enumerate(node.carry_outs):
             if id(v) in outputs:
                 raise HostError("a fold's result is a function output; graph tracing copies it")
             expr[id(v)] = carries[k][(node.count - 1) % 2].name

@@ -12,6 +12,7 @@ from exactc.mutants.catalog import (
     checkpoints,
     comparison,
     constants,
+    generation,
     hardening,
     harness,
     host,
@@ -84,6 +85,8 @@ _FIXED_CHECKS = [
     Check("probes:baseline", ("tests/test_probes.py",), "regression_against_the_baseline or missing_baseline"),
     # The exporter against one function's node count (N = 64 ... 512): no pass rescans the nodes.
     Check("probes:nodes", ("tests/test_probes.py",), "node_count"),
+    # A decode step: attention linear in the position, the rest constant.
+    Check("probes:decode", ("tests/test_probes.py",), "decode_step"),
     # Checkpoint loaders: read-back bits, llama2.c against the Hugging Face route, refusals
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
@@ -96,6 +99,14 @@ _FIXED_CHECKS = [
     # (C and twin alike), and the C runtime against its twin over drawn keys.
     Check("keys:oracle", ("tests/test_keys.py",), "known or oracle"),
     Check("keys:twin", ("tests/test_keys.py",), "twin"),
+    # Generation (tests/test_generation.py): the cache against recompute and a decode step
+    # against forward at every position; each step's child key; the stop token.
+    Check("generate:cache", ("tests/test_generation.py",), "recompute or last_row"),
+    Check("generate:keys", ("tests/test_generation.py",), "child_key"),
+    Check("generate:stop", ("tests/test_generation.py",), "stop_token"),
+    # make verify's side: the exported prefill and decode programs (both hosts) against the
+    # reference, one model and type (about a minute).
+    Check("generate:programs", ("tests/campaign_generation.py",), "prefill_and_decode and llama-f32"),
     # Sampling: the spec's worked examples on both implementations, and C against the
     # reference over drawn logits and options.
     Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
@@ -122,7 +133,7 @@ _FIXED_CHECKS = [
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
-            keys, hardening, comparison, building, quant, speed, lanes]
+            keys, generation, hardening, comparison, building, quant, speed, lanes]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -1,0 +1,167 @@
+"""Generation with a key/value cache (docs/semantics.md section 16): the cache gives the
+bits of recomputing the whole sequence at every step, each step draws from its own child
+key, the stop token and the length bound are honoured, and the decode step's run-time
+position reaches the positions it must (rope's pos0, GPT's position row).
+
+Everything here runs in the reference backend on tiny configs (a fraction of a second an
+example); the exported prefill and decode programs against the reference are make
+verify's `generate:` campaign (tests/campaign_generation.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exactc.exporter import graph, models
+from exactc.exporter.reference.generation import GenerationError, generate
+from exactc.exporter.reference.sampling import SamplingOptions
+from exactc.runtime import keys_twin
+from exactc.verify.kernels import record_checks
+
+CAMPAIGN = os.environ.get("HYPOTHESIS_PROFILE") == "campaign"
+
+TINY = {
+    "gpt": {"vocab": 40, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 7},
+    "llama": {"vocab": 40, "dim": 16, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 7},
+}
+
+
+@functools.lru_cache(maxsize=None)
+def programs(model: str) -> dict[str, graph.Program]:
+    return {e: models.build(model, e, TINY[model]) for e in ("prefill", "decode", "forward")}
+
+
+@functools.lru_cache(maxsize=None)
+def parameters(model: str, site: str) -> dict[str, np.ndarray]:
+    return models.draw_parameters(programs(model)["forward"], 5, site)
+
+
+def run(model: str, site: str, prompt, count: int, seed: int, options: SamplingOptions, **kwargs):
+    p = programs(model)
+    return generate(p["prefill"], p["decode"], site, parameters(model, site), prompt, count,
+                    keys_twin.key_from_seed(seed), options, **kwargs)
+
+
+@st.composite
+def requests(draw):
+    """A model, a site, a prompt of 1 to 4 tokens and a count that fits tokens = 7."""
+    model = draw(st.sampled_from(sorted(TINY)))
+    site = draw(st.sampled_from(("f64", "f32", "bf16")))
+    prompt = draw(st.lists(st.integers(0, 39), min_size=1, max_size=4))
+    count = draw(st.integers(1, 7 - len(prompt)))
+    options = SamplingOptions(temperature=draw(st.sampled_from((0.0, 0.7, 1.5))), top_k=draw(st.sampled_from((0, 5))))
+    return model, site, prompt, count, draw(st.integers(0, 2**64 - 1)), options
+
+
+@settings(max_examples=60 if CAMPAIGN else 8, deadline=None)
+@given(requests())
+def test_cache_gives_the_bits_of_recompute(request):
+    """Every step's logits from prefill and decode equal the last row of forward run on
+    the whole sequence so far, bit for bit, and so do the tokens drawn from them."""
+    model, site, prompt, count, seed, options = request
+    cached = run(model, site, prompt, count, seed, options)
+    full = run(model, site, prompt, count, seed, options, recompute=programs(model)["forward"])
+    same = [a.tobytes() == b.tobytes() for a, b in zip(cached.logits, full.logits)]
+    record_checks("generate", f"{model} cache", ["equal" if s else "mismatch" for s in same])
+    assert cached.tokens == full.tokens
+    assert cached.probabilities == full.probabilities
+    for step, equal in enumerate(same):
+        assert equal, f"{model} {site}: step {step}'s logits differ ({request})"
+
+
+def test_each_step_draws_from_its_own_child_key():
+    """Step i's u is the first draw of fold_in(key, i) (section 16), not a shared key's."""
+    out = run("llama", "f32", [1, 2], 5, 11, SamplingOptions(temperature=1.0))
+    key = keys_twin.key_from_seed(11)
+    want = [float(keys_twin.uniform(keys_twin.draw(keys_twin.fold_in(key, i), 0, 0, 0))) for i in range(5)]
+    assert out.uniforms == want
+    assert len(set(want)) == 5
+
+
+def test_the_stop_token_ends_generation_and_is_kept():
+    free = run("gpt", "f32", [3], 6, 2, SamplingOptions(temperature=1.0))
+    stop = free.tokens[2]
+    first = free.tokens.index(stop)
+    stopped = run("gpt", "f32", [3], 6, 2, SamplingOptions(temperature=1.0), stop=stop)
+    assert stopped.tokens == free.tokens[: first + 1]
+
+
+@pytest.mark.parametrize("prompt,count,stop,rule", [
+    ([], 1, None, "empty"),
+    ([40], 1, None, "outside"),
+    ([1, 2, 3], 5, None, "at most tokens=7"),
+    ([1], 0, None, ">= 1"),
+    ([1], 1, 99, "stop token"),
+])
+def test_requests_outside_the_bounds_are_refused(prompt, count, stop, rule):
+    with pytest.raises(GenerationError, match=rule):
+        run("gpt", "f32", prompt, count, 0, SamplingOptions(), stop=stop)
+
+
+def test_a_decode_step_is_the_last_row_of_forward_at_every_position():
+    """decode at each run-time length T (its token at position T) against forward at
+    T + 1: rope's run-time pos0 and GPT's position row at every position up to T_max."""
+    for model in sorted(TINY):
+        p = programs(model)
+        params = parameters(model, "f32")
+        ids = np.arange(1, 8, dtype=np.int32)
+        pre = graph.evaluate(p["prefill"], "f32", params, {"input_ids": ids[:6]})
+        for T in range(1, 7):
+            step = graph.evaluate(p["decode"], "f32", params, {
+                "token": ids[T:T + 1], "past_k": pre["k"][:, :, :T], "past_v": pre["v"][:, :, :T]})
+            full = graph.evaluate(p["forward"], "f32", params, {"input_ids": ids[:T + 1]})
+            assert step["logits"][0].tobytes() == full["logits"][-1].tobytes(), (model, T)
+
+
+def test_decode_needs_room_for_one_cached_position():
+    with pytest.raises(models.ModelError, match="tokens >= 2"):
+        models.build("gpt", "decode", dict(TINY["gpt"], tokens=1))
+
+
+# ---- exactc generate ------------------------------------------------------------------------
+
+SMALL_LLAMA = ["llama", "--set", "layers=2", "--set", "dim=16", "--set", "heads=4", "--set", "kv_heads=2",
+               "--set", "vocab=40", "--set", "mlp=20"]
+
+
+def test_generate_command_writes_the_document(tmp_path, capsys):
+    from exactc import cli
+
+    doc = tmp_path / "run.json"
+    assert cli.main(["generate", *SMALL_LLAMA, "--prompt-ids", "1,2,3", "-n", "4", "--temperature", "0.7",
+                     "--seed", "9", "--json", str(doc)]) == 0
+    got = json.loads(doc.read_text())
+    assert got["prompt_ids"] == [1, 2, 3] and len(got["new_tokens"]) == 4
+    assert [s["token"] for s in got["steps"]] == got["new_tokens"]
+    assert capsys.readouterr().out.split() == [str(t) for t in got["new_tokens"]]  # streamed as drawn
+    p = programs_for(SMALL_LLAMA)
+    want = generate(p["prefill"], p["decode"], "f32", models.draw_parameters(p["prefill"], 0, "f32"), [1, 2, 3], 4,
+                    keys_twin.key_from_seed(9), SamplingOptions(temperature=0.7))
+    assert got["new_tokens"] == want.tokens and [s["probability"] for s in got["steps"]] == want.probabilities
+
+
+def programs_for(argv: list[str]) -> dict[str, graph.Program]:
+    overrides = dict(item.split("=") for item in argv[2::2])
+    overrides["tokens"] = "7"
+    return {e: models.build(argv[0], e, overrides) for e in ("prefill", "decode")}
+
+
+@pytest.mark.parametrize("extra,rule", [
+    ([], "give the prompt once"),
+    (["--prompt", "hello"], "needs a checkpoint with a tokenizer.json"),
+    (["--prompt-ids", "1,x"], "integers separated by commas"),
+    (["--prompt-ids", "1", "--top-p", "2"], "top_p"),
+])
+def test_generate_command_refuses_with_one_line(capsys, extra, rule):
+    from exactc import cli
+
+    assert cli.main(["generate", *SMALL_LLAMA, "-n", "2", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and rule in err[0], err
