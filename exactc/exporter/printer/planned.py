@@ -36,7 +36,7 @@ from exactc.exporter.kernels.ir import (
     walk_expr,
     walk_statements,
 )
-from exactc.exporter.kernels.layouts import Layout, buffer_accesses, fresh_name, pack_panel
+from exactc.exporter.kernels.layouts import Layout, buffer_accesses, fresh_name, pack_panel, pack_size
 from exactc.exporter.kernels.splits import Split, split_axis
 from exactc.exporter.printer.ctext import INDENT, comment_block
 from exactc.exporter.printer.nests import (
@@ -59,12 +59,13 @@ SPLIT_STATUS = {1: "a piece out of range", 2: "pieces overlap", 3: "pieces leave
 ARRAY_FUNCTIONS = ("exp", "tanh", "erf")
 
 
-def pack_offset(dims: list[tuple[str, int]]) -> Affine:
-    """The offset in a pack of the element at `dims` (variable, extent), last fastest."""
+def pack_offset(panel: list[tuple[str, dims.Extent]]) -> Affine:
+    """The offset in a pack of the element at `panel` (variable, extent), last fastest;
+    the strides are the extents at T_max (layouts.pack_size), so they stay constants."""
     offset, stride = Affine(), 1
-    for var, extent in reversed(dims):
+    for var, extent in reversed(panel):
         offset = offset + Affine.var(var) * stride
-        stride *= extent
+        stride *= dims.upper(extent)
     return offset
 
 
@@ -347,9 +348,7 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, n
     storage, pack_name = names
     body_dims, lane_dims = pack_panel(nest, layout, buf.name)
     dims = body_dims + [(lane_var[a], w) for a, w in lane_dims]
-    size = 1
-    for _, extent in dims:
-        size *= extent
+    size = pack_size(dims)
     pad = INDENT * depth
     full = " && ".join(f"{chunk_var[a]} + {w} <= {inner_stop(a)}" for a, w in lane_dims)
     out = [
