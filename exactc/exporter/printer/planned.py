@@ -40,6 +40,7 @@ from exactc.exporter.kernels.layouts import Layout, buffer_accesses, fresh_name,
 from exactc.exporter.kernels.splits import Split, split_axis
 from exactc.exporter.printer.ctext import INDENT, comment_block
 from exactc.exporter.printer.nests import (
+    ARRAY_FUNCTIONS,
     LOCAL_CTYPE,
     BodyPrinter,
     Extents,
@@ -54,9 +55,6 @@ from exactc.exporter.printer.sums import print_integer_sum
 
 # What the C check's status means (exactc_rt.h, exactc_check_pieces), for the harness.
 SPLIT_STATUS = {1: "a piece out of range", 2: "pieces overlap", 3: "pieces leave a gap"}
-# The transcendentals the runtime evaluates lanes at a time: exactc_<f>_array (f64) and
-# exactc_<f>f_array (f32), the scalar function's bits (exactc_rt.h).
-ARRAY_FUNCTIONS = ("exp", "tanh", "erf")
 
 
 def pack_offset(panel: list[tuple[str, dims.Extent]]) -> Affine:

@@ -5,6 +5,7 @@ from exactc.mutants.model import Mutant
 
 LIBM = "exactc/runtime/exactc_libm.c"
 PLANNED = "exactc/exporter/printer/planned.py"
+NESTS = "exactc/exporter/printer/nests.py"
 
 MUTANTS = [
     Mutant(
@@ -62,5 +63,17 @@ MUTANTS = [
         ("fast-build", "layouts:property"),
         family="lanes",
         requires=(PLANNED,),
+    ),
+    Mutant(
+        "array-loop-drops-the-last-visible-column",
+        "the causal softmax's exp pass, printed as calls of exp's laned form, stops one "
+        "column short of the row's visible prefix (j < i + offset, not j <= i + offset): "
+        "that column's y keeps what was there",
+        NESTS,
+        'limit = f"{self.expr(bound)} + 1"',
+        'limit = f"{self.expr(bound)}"',
+        ("kernels:softmax",),
+        family="lanes",
+        requires=(NESTS,),
     ),
 ]
