@@ -287,24 +287,20 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
         for stmt in nest.body:
             body.extend(printer.statement(stmt, depth))
     else:
-        lane_list = [(a, w, lane_var[a]) for a, w in layout.lanes]
         full = " && ".join(f"{chunk_var[a]} + {w} <= {inner_stop(a)}" for a, w in layout.lanes)
         body.append(f"{INDENT * depth}if ({full}) {{ /* full lanes */")
-        laned_scalars = [s.var for s in walk_statements(nest.body) if isinstance(s, Declare)]
-        suffix = "".join(f"[{w}]" for _, w in layout.lanes)
-        index = "".join(f"[{lane_var[a]}]" for a, _ in layout.lanes)
-        printer.substitute = {a: Affine.var(chunk_var[a]) + Affine.var(lane_var[a]) for a in lanes}
-        printer.rename = {var.name: f"{var.name}{index}" for var in laned_scalars}
-        for buffer in layout.packs:
-            body_dims, lane_dims = pack_panel(nest, layout, buffer)
-            printer.packs[buffer] = (pack_var[buffer][1], body_dims + [(lane_var[a], w) for a, w in lane_dims])
-        laned = set(lanes) | {v.name for v in laned_scalars}
-        block = LanedBlock(printer, lane_list, laned, taken)
-        laned_body = block.block(nest.body, depth + 1)
-        for var in laned_scalars + block.arguments:
-            body.append(f"{INDENT * (depth + 1)}{LOCAL_CTYPE[var.type]} {var.name}{suffix};")
-        body.extend(laned_body)
-        printer.substitute, printer.rename, printer.packs = {}, {}, {}
+        body.extend(laned_body(printer, nest, layout, layout.lanes, lane_var, chunk_var, pack_var, taken, depth + 1))
+        if len(layout.lanes) == 2:
+            # The outer lane axis's last, partial chunk: its points one at a time, the
+            # inner axis still in lanes (linear's rows past the last multiple of 8).
+            (outer, width), inner = layout.lanes
+            c = chunk_var[outer]
+            body.append(f"{INDENT * depth}}} else if ({chunk_var[inner[0]]} + {inner[1]} <= {inner_stop(inner[0])}) {{"
+                        f" /* the last chunk of {outer}, {inner[0]} in lanes */")
+            body.append(f"{INDENT * (depth + 1)}for (int64_t {outer} = {c}; {outer} < {c} + {width} && "
+                        f"{outer} < {inner_stop(outer)}; {outer}++) {{")
+            body.extend(laned_body(printer, nest, layout, (inner,), lane_var, chunk_var, pack_var, taken, depth + 2))
+            body.append(f"{INDENT * (depth + 1)}}}")
         body.append(f"{INDENT * depth}}} else {{ /* the remainder: the plain body, point by point */")
         rdepth = depth + 1
         for a, w in layout.lanes:
@@ -331,6 +327,31 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
     out.extend(nest_head(name, item, buffers, range_axis, extents[range_axis]))
     return (out + names.declaration(body) + unused_length(buffers, body) + body + ["}"], range_axis,
             extents[range_axis])
+
+
+def laned_body(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, lanes: tuple[tuple[str, int], ...],
+               lane_var: dict[str, str], chunk_var: dict[str, str], pack_var: dict[str, tuple[str, str]],
+               taken: set[str], depth: int) -> list[str]:
+    """The body with `lanes` (all of the layout's lane axes, or its inner one alone) in
+    lanes: every scalar a local array over them, every statement a loop over them. A
+    pack is read where its panel's lanes are all among `lanes` (it is filled whenever
+    their chunks are full); a buffer whose panel follows another lane axis is read
+    where it lies."""
+    laned_scalars = [s.var for s in walk_statements(nest.body) if isinstance(s, Declare)]
+    suffix = "".join(f"[{w}]" for _, w in lanes)
+    index = "".join(f"[{lane_var[a]}]" for a, _ in lanes)
+    printer.substitute = {a: Affine.var(chunk_var[a]) + Affine.var(lane_var[a]) for a, _ in lanes}
+    printer.rename = {var.name: f"{var.name}{index}" for var in laned_scalars}
+    for buffer in layout.packs:
+        body_dims, lane_dims = pack_panel(nest, layout, buffer)
+        if {a for a, _ in lane_dims} <= {a for a, _ in lanes}:  # else its pack is not filled: read the buffer
+            printer.packs[buffer] = (pack_var[buffer][1], body_dims + [(lane_var[a], w) for a, w in lane_dims])
+    laned = {a for a, _ in lanes} | {v.name for v in laned_scalars}
+    block = LanedBlock(printer, [(a, w, lane_var[a]) for a, w in lanes], laned, taken)
+    out = block.block(nest.body, depth)
+    declared = [f"{INDENT * depth}{LOCAL_CTYPE[var.type]} {var.name}{suffix};" for var in laned_scalars + block.arguments]
+    printer.substitute, printer.rename, printer.packs = {}, {}, {}
+    return declared + out
 
 
 def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, names: tuple[str, str],

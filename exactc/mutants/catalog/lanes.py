@@ -76,4 +76,27 @@ MUTANTS = [
         family="lanes",
         requires=(NESTS,),
     ),
+    Mutant(
+        "last-chunk-rows-unbounded",
+        "the last, partial chunk of the outer lane axis (linear's rows past the last "
+        "multiple of 8), run with the inner axis in lanes, runs a full chunk of rows: "
+        "it writes rows past the end",
+        PLANNED,
+        'f"{outer} < {inner_stop(outer)}; {outer}++) {{")',
+        'f"1; {outer}++) {{")',
+        ("layouts:property",),
+        family="lanes",
+        requires=(PLANNED,),
+    ),
+    Mutant(
+        "last-chunk-reads-an-unfilled-pack",
+        "the last, partial chunk of the outer lane axis reads the pack of a buffer whose "
+        "panel follows that axis too, which is filled only for full chunks",
+        PLANNED,
+        "        if {a for a, _ in lane_dims} <= {a for a, _ in lanes}:",
+        "        if True:",
+        ("layouts:property",),
+        family="lanes",
+        requires=(PLANNED,),
+    ),
 ]
