@@ -13,7 +13,8 @@ still run in index order, so that every legal layout gives the plain nest's bits
   (`float acc[4][16]`) and every statement a short loop over the lanes, placed inside
   the body's loops, so each lane still runs its own statements, its reductions in
   index order; gcc and clang vectorize the innermost lane loop at -O2. A chunk that is
-  not full (the remainder) runs the plain body.
+  not full (the remainder) runs the plain body; with two lane axes, a partial chunk of
+  the outer one whose inner chunk is full runs point by point with the inner in lanes.
 - `packs`: input buffers whose panel is copied to contiguous scratch before the loops
   that read it: the panel is every element the laned body reads for one chunk of the
   lane axes it depends on, laid out with the lane index innermost (e.g. linear's w

@@ -387,7 +387,8 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, n
     for _ in dims:
         d -= 1
         out.append(f"{INDENT * d}}}")
-    # A chunk that is not full never reads the pack (it runs the plain body); filling it
+    # A chunk that is not full never reads the pack (it runs the plain body, or lanes of
+    # the other axis, which read only packs whose panel their lanes fill); filling it
     # anyway keeps compilers from warning that it may be read uninitialized.
     out.append(f"{pad}}} else {{")
     out.append(f"{pad}{INDENT}memset({pack_name}, 0, sizeof {storage});")
