@@ -8,6 +8,7 @@ the tunable ones; no FMA contraction, so peak is the separate mul+add peak of de
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -98,7 +99,29 @@ def gflops(seconds: float) -> float:
     return FLOPS / seconds / 1e9
 
 
-if __name__ == "__main__":
+def compare_shapes(shapes: list[tuple[int, int]], cc: str, rounds: int = 6) -> dict[tuple[int, int], float]:
+    """GFLOP/s of `lanes_layout(m, n)` for each (m, n) of `shapes`, one thread, timed in
+    alternation for `rounds` rounds (the best of each), so that all see the same load."""
+    built = {shape: Built(lanes_layout(*shape), cc) for shape in shapes}
+    best = dict.fromkeys(shapes, 0.0)
+    for b in built.values():
+        b.threads(1)
+    for _ in range(rounds):
+        for shape, b in built.items():
+            best[shape] = max(best[shape], gflops(b.seconds(3, 1)))
+    return best
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--shapes"]:
+    # e.g. --shapes 8x16,4x16,8x8: lane shapes m x n side by side, per compiler
+    import os
+
+    wanted = [tuple(int(v) for v in item.split("x")) for item in sys.argv[2].split(",")]
+    for cc in ("gcc", "clang"):
+        figures = compare_shapes(wanted, cc)
+        print(f"{cc}: " + "  ".join(f"m:{m} n:{n} {g:.1f}" for (m, n), g in figures.items())
+              + f"  GFLOP/s (1 thread; load average {os.getloadavg()[0]:.2f})", flush=True)
+elif __name__ == "__main__":
     for cc in ("gcc", "clang"):
         for lane_m in (1, 2, 3, 4, 8, 16):
             built = Built(lanes_layout(lane_m), cc)

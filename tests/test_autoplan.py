@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from exactc.exporter import export, models
+from exactc.exporter import dims, export, models
 from exactc.exporter.models import cache
 from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split
 from exactc.exporter.kernels.lower import lower
@@ -41,6 +41,16 @@ def test_linear_gets_the_benchmark_layout_and_every_split_covers_its_axis():
     (name, nest_plan), = plan.nests
     assert dict(nest_plan.layout.lanes) == {"m": 8, "n": 16} and nest_plan.layout.packs == ("w",)
     assert nest_plan.split.pieces == ((0, 5), (5, 10), (10, 15), (15, 20), (20, 25), (25, 30), (30, 35), (35, 40))
+
+
+def test_att_v_at_a_run_time_length_gets_both_lanes_and_its_pack():
+    """att v reads v's rows k < T: its pack is laid out for T_max, so the automatic plan
+    keeps the linear's layout (before, the pack was refused and gcc ran the nest at a
+    fifth of the speed)."""
+    T = dims.length(256)
+    kernel = lower("matmul", "f32", {"a": (6, T, T), "b": (6, T, 64)}, {"trans_a": False, "trans_b": False, "group": 1})
+    (name, nest_plan), = auto_kernel_plan(kernel).nests
+    assert dict(nest_plan.layout.lanes) == {"m": 8, "n": 16} and nest_plan.layout.packs == ("b",)
 
 
 def test_even_split_shares_an_axis_and_leaves_a_single_row_alone():

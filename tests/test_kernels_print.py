@@ -26,6 +26,7 @@ from exactc.exporter.kernels import ir
 from exactc.exporter.kernels.lower import INV_SQRT_2, SQRT_2_OVER_PI
 from exactc.exporter.primitives import PRIMITIVES, PrimitiveError
 from exactc.exporter.printer.kernels import print_kernel
+from exactc.exporter.printer.nests import array_loop
 from exactc.verify.build import BuildOptions, load_library, pointer
 from exactc.verify.compare import assert_bits_equal
 from installed import need, need_module  # tests/installed.py
@@ -110,9 +111,15 @@ double exactc_tanh(double x) { return x; }
 double exactc_erf(double x) { return x; }
 double exactc_sin(double x) { return x; }
 double exactc_cos(double x) { return x; }
+void exactc_exp_array(const double *restrict x, double *restrict y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = exactc_exp(x[i]);
+}
+void exactc_expf_array(const float *restrict x, float *restrict y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = (float)exactc_exp((double)x[i]);
+}
 """
 STUB_DEFINES = tuple(
-    f"exactc_{f}=exactc_test_stub_{f}" for f in ("exp", "log", "tanh", "erf", "sin", "cos")
+    f"exactc_{f}=exactc_test_stub_{f}" for f in ("exp", "log", "tanh", "erf", "sin", "cos", "exp_array", "expf_array")
 )
 
 
@@ -199,13 +206,16 @@ def test_ir_text_is_the_comment_above_each_function(printed):
 
 def test_outer_loop_runs_lo_to_hi_and_other_bounds_are_the_extents(printed):
     """Every other bound is its axis's extent: the number, or an enum constant of the
-    function that holds it."""
+    function that holds it; an array loop (a laned form's calls) ends at its extent or
+    before."""
     for _, kernel, p in printed:
         for name, launch in zip(p.functions, kernel.launches):
             _, body = _definition(p.source, name)
             enum = re.search(r"enum \{ (.*) \};", body)
             named = {k: int(v) for k, v in re.findall(r"(\w+) = (\d+)", enum.group(1))} if enum else {}
             extents = {a.name: a.extent for a in list(launch.nest.axes) + launch.nest.body_axes()}
+            arrays = {s.axis.name for s in ir.walk_statements(launch.nest.body)
+                      if isinstance(s, ir.Loop) and array_loop(s)}
             loops = _FOR.findall(body)
             assert loops, body
             var, start, cond_var, stop, step_var = loops[0]
@@ -214,7 +224,10 @@ def test_outer_loop_runs_lo_to_hi_and_other_bounds_are_the_extents(printed):
                 assert var == cond_var == step_var
                 assert start == "0", body
                 assert (int(stop) if stop.isdigit() else named[stop]) == extents[var], body
-            assert len(loops) == len(launch.nest.axes) + len(launch.nest.body_axes())
+            for var in arrays:
+                stop = re.search(rf"const int64_t {var}_end = .* (\w+);", body).group(1)
+                assert (int(stop) if stop.isdigit() else named[stop]) == extents[var], body
+            assert len(loops) == len(launch.nest.axes) + len(launch.nest.body_axes()) - len(arrays)
 
 
 def test_strides_are_products_of_the_named_extents():

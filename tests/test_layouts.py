@@ -85,9 +85,22 @@ def _run_time_softmax(length: int = 3, top: int = 5) -> Case:
                 length=length, top=top)
 
 
+def _run_time_att_v(length: int = 11, top: int = 13) -> Case:
+    """Attention's att v over a run-time length: a (2, T, T) by b (2, T, 19)."""
+    spec = lambda shape, s: TensorSpec(shape, "f32", s, "normal", 1.0)  # noqa: E731
+    return Case("matmul", "f32", (("group", 1), ("trans_a", False), ("trans_b", False)),
+                (("a", spec((2, length, length), 3)), ("b", spec((2, length, 19), 4))), length=length, top=top)
+
+
+# b's panel runs over k < T: the pack is sized for T_max and filled to T (layouts.pack_size).
+PACK_OVER_T = NestPlan(Layout(order=("i", "n", "m"), lanes=(("m", 4), ("n", 8)), packs=("b",)),
+                       Split(0, ((0, 1), (1, 2))))
+
+
 @needs_compilers
 @given(batch=st.lists(planned_cases(run_time_cases()), min_size=1, max_size=BATCH), build=_builds())
 @example(batch=[(_run_time_softmax(), Plan(()))], build=("gcc", True, 2))
+@example(batch=[(_run_time_att_v(), Plan((("matmul", PACK_OVER_T),)))], build=("gcc", True, 2))
 @example(batch=[(_run_time_softmax(), Plan((("softmax", NestPlan(Layout(), Split(1, ((0, 1), (1, 3)), of=3))),)))],
          build=("gcc", True, 2))
 def test_every_layout_and_split_gives_the_reference_bits_at_a_run_time_length(batch, build):

@@ -11,8 +11,9 @@ every nest of a program, chosen from its shapes alone.
 - the nests whose transcendental has a laned form in the runtime (gelu_tanh, gelu_erf,
   silu, and softmax without a causal mask) get lanes of 16 on their elements or rows:
   the printer then calls exactc_<f>f_array once per 16 (printer/planned.py). A causal
-  softmax keeps its plain loops: its visibility test depends on the row, so its exp
-  stays a per-lane call in lanes and nothing would be gained.
+  softmax keeps its plain loops: its visibility test depends on the row, so lanes of
+  rows would gain nothing; its exps are a pass over each row's visible prefix, which
+  the printer gives to exp's laned form (printer/nests.py, array_loop).
   Every other nest keeps its plain loops.
 - every nest whose outermost loop has at least two iterations is split into up to
   PIECES even pieces, which an OpenMP team of at most omp_get_max_threads() threads runs.

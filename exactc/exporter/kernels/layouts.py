@@ -13,11 +13,14 @@ still run in index order, so that every legal layout gives the plain nest's bits
   (`float acc[4][16]`) and every statement a short loop over the lanes, placed inside
   the body's loops, so each lane still runs its own statements, its reductions in
   index order; gcc and clang vectorize the innermost lane loop at -O2. A chunk that is
-  not full (the remainder) runs the plain body.
+  not full (the remainder) runs the plain body; with two lane axes, a partial chunk of
+  the outer one whose inner chunk is full runs point by point with the inner in lanes.
 - `packs`: input buffers whose panel is copied to contiguous scratch before the loops
   that read it: the panel is every element the laned body reads for one chunk of the
   lane axes it depends on, laid out with the lane index innermost (e.g. linear's w
-  rows for the current n chunk, transposed). Bits are copied, nothing computed.
+  rows for the current n chunk, transposed). Bits are copied, nothing computed. The
+  panel may follow the run-time length (attention's att v reads v's rows k < T): the
+  pack is laid out for T_max and filled up to T.
 - `blocks`: reduction axis -> block size: the reduction loop is cut into consecutive
   blocks run in order, one after another; the partial sum stays in the accumulator.
 - `sums`: integer reduction axis -> (lanes, parts): an exact int32 sum (the block sums
@@ -212,15 +215,19 @@ def packable(nest: Nest, layout: Layout, buffer: str, buffers: dict[str, Buffer]
     if not lane_axes & set(used):
         return f"{buffer} does not depend on the lane axes {', '.join(sorted(lane_axes))}; nothing to gather"
     body, lanes = pack_panel(nest, layout, buffer)
-    size = 1
-    for _, extent in body + lanes:
-        size *= extent
-    if dims.is_symbolic(size):
-        return (f"the panel of {buffer} has {size} elements, which follows the run-time length; "
-                "a pack has a static size")
+    size = pack_size(body + lanes)
     if size > MAX_PACK_ELEMENTS:
         return f"the panel of {buffer} has {size} elements; a pack holds at most {MAX_PACK_ELEMENTS}"
     return None
+
+
+def pack_size(panel: list[tuple[str, dims.Extent]]) -> int:
+    """The elements a pack of `panel` holds: each dimension at T_max where it follows the
+    run-time length (its strides are T_max's too; the copy and the reads stop at T)."""
+    size = 1
+    for _, extent in panel:
+        size *= dims.upper(extent)
+    return size
 
 
 def integer_sum_rule(nest: Nest, axis: str) -> str | None:

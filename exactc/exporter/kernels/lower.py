@@ -491,6 +491,7 @@ def lower_softmax(ctx: _Lowering) -> list[Nest]:
     # so every output is +0.
     # Where the site type is A (f64, f32), e[j] waits in y[j] between the passes;
     # for bf16 it is recomputed in the last pass (the same operations, the same bits).
+    # A causal row without keep computes its exps in a pass of their own, then sums y.
     batches, rows, cols = ctx.shape("x")
     bi, i = ix("bi"), ix("i")
 
@@ -533,11 +534,23 @@ def lower_softmax(ctx: _Lowering) -> list[Nest]:
             (Write(ctx.at("y", bi, i, jy), ctx.S(ctx.R(0.0))),),
         ),
     )
+    if e_in_y and ctx.attrs["causal"] and not ctx.attrs["has_keep"]:
+        # The visible columns are a prefix, j <= i + offset: the exps first, each into
+        # y[j] (a parallel pass the printer gives to exp's laned form), then their sum
+        # read back from y in order; e[j] is y[j] exactly, so the same bits.
+        je = ix("je")
+        sum_passes: tuple[Stmt, ...] = (
+            Loop(Axis("je", cols, PARALLEL),
+                 when_visible(je, (Write(ctx.at("y", bi, i, je), Call("exp", sub(ctx.W("x", bi, i, je), mx))),))),
+            Declare(s, ctx.R(0.0)),
+            Loop(Axis("js", cols, REDUCE), when_visible(js, (Assign(s, add(s, ctx.load("y", bi, i, js))),))),
+        )
+    else:
+        sum_passes = (Declare(s, ctx.R(0.0)), Loop(Axis("js", cols, REDUCE), when_visible(js, sum_step)))
     body = (
         Declare(mx, ctx.R(-math.inf)),
         max_pass,
-        Declare(s, ctx.R(0.0)),
-        Loop(Axis("js", cols, REDUCE), when_visible(js, sum_step)),
+        *sum_passes,
         out_pass,
     )
     return [Nest("softmax", (Axis("bi", batches), Axis("i", rows)), body)]

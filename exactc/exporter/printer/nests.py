@@ -202,6 +202,35 @@ def _terms_text(terms: list[tuple[str, int, list[str]]], const: int, rename: Map
 # ---- statements and expressions ----------------------------------------------------------
 
 
+# The transcendentals the runtime evaluates lanes at a time: exactc_<f>_array (f64) and
+# exactc_<f>f_array (f32), the scalar function's bits (exactc_rt.h).
+ARRAY_FUNCTIONS = ("exp", "tanh", "erf")
+ARRAY_CHUNK = 64  # elements per call of a laned form in an array loop
+
+
+def array_loop(stmt: Loop) -> tuple[Write, Expr | None] | None:
+    """(write, bound) if `stmt` is a parallel loop `for j: [if (j <= bound)] dst = f(arg)`
+    with f in ARRAY_FUNCTIONS and dst of f's type, bound free of j (the causal softmax's
+    exp pass): the printer calls f's laned form on the loop's prefix. Else None."""
+    if stmt.axis.kind == REDUCE or len(stmt.body) != 1:
+        return None
+    (inner,), bound = stmt.body, None
+    if isinstance(inner, If):
+        cond, j = inner.cond, stmt.axis.name
+        if inner.orelse or len(inner.then) != 1 or not (isinstance(cond, Binary) and cond.op == "<="):
+            return None
+        if not (isinstance(cond.a, Affine) and cond.a.terms == ((j, 1),) and cond.a.const == 0):
+            return None
+        if not isinstance(cond.b, Affine) or j in cond.b.variables():
+            return None
+        (inner,), bound = inner.then, cond.b
+    if not (isinstance(inner, Write) and isinstance(inner.value, Call) and inner.value.fn in ARRAY_FUNCTIONS):
+        return None
+    if inner.dst.type != inner.value.type:
+        return None
+    return inner, bound
+
+
 class BodyPrinter:
     """The C of a nest's statements, expressions and buffer accesses."""
 
@@ -257,12 +286,48 @@ class BodyPrinter:
 
     def loop(self, stmt: Loop, depth: int) -> list[str]:
         pad, axis = INDENT * depth, stmt.axis
+        found = array_loop(stmt)
+        if found:
+            return self.array_loop(stmt, depth, *found)
         note = " /* reduction: in index order */" if axis.kind == REDUCE else ""
         out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]
         for inner in stmt.body:
             out.extend(self.statement(inner, depth + 1))
         out.append(f"{pad}}}")
         return out
+
+    def array_loop(self, stmt: Loop, depth: int, write: Write, bound: Expr | None) -> list[str]:
+        """`for j: [if (j <= bound)] dst[j] = f(arg)` as calls of f's laned form over
+        chunks of ARRAY_CHUNK elements: the arguments gathered in order, one call, the
+        results stored; each element gets the scalar function's bits (exactc_rt.h)."""
+        pad, axis, call = INDENT * depth, stmt.axis, write.value
+        j, ctype = axis.name, LOCAL_CTYPE[call.type]
+        end, chunk, width, xs, ys = (f"{j}_{suffix}" for suffix in ("end", "c", "w", "x", "y"))
+        extent = self.extent(axis)
+        if bound is None:
+            last = f"{pad}{INDENT}const int64_t {end} = {extent};"
+        else:
+            limit = f"{self.expr(bound)} + 1"
+            last = f"{pad}{INDENT}const int64_t {end} = {limit} < {extent} ? {limit} : {extent};"
+        form = f"exactc_{call.fn}{'' if call.type == 'f64' else 'f'}_array"
+        inner = INDENT * (depth + 3)
+        rule = f" for {j} <= {self.bare(bound)}" if bound is not None else ""
+        return [
+            f"{pad}{{ /* {self.access(write.dst)} = {self.expr(call)}{rule}, by {form} */",
+            last,
+            f"{pad}{INDENT}for (int64_t {chunk} = 0; {chunk} < {end}; {chunk} += {ARRAY_CHUNK}) {{",
+            f"{pad}{INDENT * 2}const int64_t {width} = {end} - {chunk} < {ARRAY_CHUNK} ? {end} - {chunk} : {ARRAY_CHUNK};",
+            f"{pad}{INDENT * 2}{ctype} {xs}[{ARRAY_CHUNK}], {ys}[{ARRAY_CHUNK}];",
+            f"{pad}{INDENT * 2}for (int64_t {j} = {chunk}; {j} < {chunk} + {width}; {j}++) {{",
+            f"{inner}{xs}[{j} - {chunk}] = {self.bare(call.a)};",
+            f"{pad}{INDENT * 2}}}",
+            f"{pad}{INDENT * 2}{form}({xs}, {ys}, {width});",
+            f"{pad}{INDENT * 2}for (int64_t {j} = {chunk}; {j} < {chunk} + {width}; {j}++) {{",
+            f"{inner}{self.access(write.dst)} = {ys}[{j} - {chunk}];",
+            f"{pad}{INDENT * 2}}}",
+            f"{pad}{INDENT}}}",
+            f"{pad}}}",
+        ]
 
     def access(self, access: Access) -> str:
         buf = self.buffers[access.buffer]

@@ -36,10 +36,11 @@ from exactc.exporter.kernels.ir import (
     walk_expr,
     walk_statements,
 )
-from exactc.exporter.kernels.layouts import Layout, buffer_accesses, fresh_name, pack_panel
+from exactc.exporter.kernels.layouts import Layout, buffer_accesses, fresh_name, pack_panel, pack_size
 from exactc.exporter.kernels.splits import Split, split_axis
 from exactc.exporter.printer.ctext import INDENT, comment_block
 from exactc.exporter.printer.nests import (
+    ARRAY_FUNCTIONS,
     LOCAL_CTYPE,
     BodyPrinter,
     Extents,
@@ -54,17 +55,15 @@ from exactc.exporter.printer.sums import print_integer_sum
 
 # What the C check's status means (exactc_rt.h, exactc_check_pieces), for the harness.
 SPLIT_STATUS = {1: "a piece out of range", 2: "pieces overlap", 3: "pieces leave a gap"}
-# The transcendentals the runtime evaluates lanes at a time: exactc_<f>_array (f64) and
-# exactc_<f>f_array (f32), the scalar function's bits (exactc_rt.h).
-ARRAY_FUNCTIONS = ("exp", "tanh", "erf")
 
 
-def pack_offset(dims: list[tuple[str, int]]) -> Affine:
-    """The offset in a pack of the element at `dims` (variable, extent), last fastest."""
+def pack_offset(panel: list[tuple[str, dims.Extent]]) -> Affine:
+    """The offset in a pack of the element at `panel` (variable, extent), last fastest;
+    the strides are the extents at T_max (layouts.pack_size), so they stay constants."""
     offset, stride = Affine(), 1
-    for var, extent in reversed(dims):
+    for var, extent in reversed(panel):
         offset = offset + Affine.var(var) * stride
-        stride *= extent
+        stride *= dims.upper(extent)
     return offset
 
 
@@ -288,24 +287,20 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
         for stmt in nest.body:
             body.extend(printer.statement(stmt, depth))
     else:
-        lane_list = [(a, w, lane_var[a]) for a, w in layout.lanes]
         full = " && ".join(f"{chunk_var[a]} + {w} <= {inner_stop(a)}" for a, w in layout.lanes)
         body.append(f"{INDENT * depth}if ({full}) {{ /* full lanes */")
-        laned_scalars = [s.var for s in walk_statements(nest.body) if isinstance(s, Declare)]
-        suffix = "".join(f"[{w}]" for _, w in layout.lanes)
-        index = "".join(f"[{lane_var[a]}]" for a, _ in layout.lanes)
-        printer.substitute = {a: Affine.var(chunk_var[a]) + Affine.var(lane_var[a]) for a in lanes}
-        printer.rename = {var.name: f"{var.name}{index}" for var in laned_scalars}
-        for buffer in layout.packs:
-            body_dims, lane_dims = pack_panel(nest, layout, buffer)
-            printer.packs[buffer] = (pack_var[buffer][1], body_dims + [(lane_var[a], w) for a, w in lane_dims])
-        laned = set(lanes) | {v.name for v in laned_scalars}
-        block = LanedBlock(printer, lane_list, laned, taken)
-        laned_body = block.block(nest.body, depth + 1)
-        for var in laned_scalars + block.arguments:
-            body.append(f"{INDENT * (depth + 1)}{LOCAL_CTYPE[var.type]} {var.name}{suffix};")
-        body.extend(laned_body)
-        printer.substitute, printer.rename, printer.packs = {}, {}, {}
+        body.extend(laned_body(printer, nest, layout, layout.lanes, lane_var, chunk_var, pack_var, taken, depth + 1))
+        if len(layout.lanes) == 2:
+            # The outer lane axis's last, partial chunk: its points one at a time, the
+            # inner axis still in lanes (linear's rows past the last multiple of 8).
+            (outer, width), inner = layout.lanes
+            c = chunk_var[outer]
+            body.append(f"{INDENT * depth}}} else if ({chunk_var[inner[0]]} + {inner[1]} <= {inner_stop(inner[0])}) {{"
+                        f" /* the last chunk of {outer}, {inner[0]} in lanes */")
+            body.append(f"{INDENT * (depth + 1)}for (int64_t {outer} = {c}; {outer} < {c} + {width} && "
+                        f"{outer} < {inner_stop(outer)}; {outer}++) {{")
+            body.extend(laned_body(printer, nest, layout, (inner,), lane_var, chunk_var, pack_var, taken, depth + 2))
+            body.append(f"{INDENT * (depth + 1)}}}")
         body.append(f"{INDENT * depth}}} else {{ /* the remainder: the plain body, point by point */")
         rdepth = depth + 1
         for a, w in layout.lanes:
@@ -334,6 +329,31 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
             extents[range_axis])
 
 
+def laned_body(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, lanes: tuple[tuple[str, int], ...],
+               lane_var: dict[str, str], chunk_var: dict[str, str], pack_var: dict[str, tuple[str, str]],
+               taken: set[str], depth: int) -> list[str]:
+    """The body with `lanes` (all of the layout's lane axes, or its inner one alone) in
+    lanes: every scalar a local array over them, every statement a loop over them. A
+    pack is read where its panel's lanes are all among `lanes` (it is filled whenever
+    their chunks are full); a buffer whose panel follows another lane axis is read
+    where it lies."""
+    laned_scalars = [s.var for s in walk_statements(nest.body) if isinstance(s, Declare)]
+    suffix = "".join(f"[{w}]" for _, w in lanes)
+    index = "".join(f"[{lane_var[a]}]" for a, _ in lanes)
+    printer.substitute = {a: Affine.var(chunk_var[a]) + Affine.var(lane_var[a]) for a, _ in lanes}
+    printer.rename = {var.name: f"{var.name}{index}" for var in laned_scalars}
+    for buffer in layout.packs:
+        body_dims, lane_dims = pack_panel(nest, layout, buffer)
+        if {a for a, _ in lane_dims} <= {a for a, _ in lanes}:  # else its pack is not filled: read the buffer
+            printer.packs[buffer] = (pack_var[buffer][1], body_dims + [(lane_var[a], w) for a, w in lane_dims])
+    laned = {a for a, _ in lanes} | {v.name for v in laned_scalars}
+    block = LanedBlock(printer, [(a, w, lane_var[a]) for a, w in lanes], laned, taken)
+    out = block.block(nest.body, depth)
+    declared = [f"{INDENT * depth}{LOCAL_CTYPE[var.type]} {var.name}{suffix};" for var in laned_scalars + block.arguments]
+    printer.substitute, printer.rename, printer.packs = {}, {}, {}
+    return declared + out
+
+
 def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, names: tuple[str, str],
          chunk_var: dict[str, str], lane_var: dict[str, str], inner_stop, depth: int) -> list[str]:
     """Copy the panel of `buf` for the current chunk of its lane axes into the pack.
@@ -347,9 +367,7 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, n
     storage, pack_name = names
     body_dims, lane_dims = pack_panel(nest, layout, buf.name)
     dims = body_dims + [(lane_var[a], w) for a, w in lane_dims]
-    size = 1
-    for _, extent in dims:
-        size *= extent
+    size = pack_size(dims)
     pad = INDENT * depth
     full = " && ".join(f"{chunk_var[a]} + {w} <= {inner_stop(a)}" for a, w in lane_dims)
     out = [
@@ -369,7 +387,8 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, n
     for _ in dims:
         d -= 1
         out.append(f"{INDENT * d}}}")
-    # A chunk that is not full never reads the pack (it runs the plain body); filling it
+    # A chunk that is not full never reads the pack (it runs the plain body, or lanes of
+    # the other axis, which read only packs whose panel their lanes fill); filling it
     # anyway keeps compilers from warning that it may be read uninitialized.
     out.append(f"{pad}}} else {{")
     out.append(f"{pad}{INDENT}memset({pack_name}, 0, sizeof {storage});")

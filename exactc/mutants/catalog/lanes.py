@@ -5,6 +5,7 @@ from exactc.mutants.model import Mutant
 
 LIBM = "exactc/runtime/exactc_libm.c"
 PLANNED = "exactc/exporter/printer/planned.py"
+NESTS = "exactc/exporter/printer/nests.py"
 
 MUTANTS = [
     Mutant(
@@ -60,6 +61,41 @@ MUTANTS = [
         '{form}({source}, {stmt.var.name}, {width});',
         '{form}({source}, {stmt.var.name}, {width - 1});',
         ("fast-build", "layouts:property"),
+        family="lanes",
+        requires=(PLANNED,),
+    ),
+    Mutant(
+        "array-loop-drops-the-last-visible-column",
+        "the causal softmax's exp pass, printed as calls of exp's laned form, stops one "
+        "column short of the row's visible prefix (j < i + offset, not j <= i + offset): "
+        "that column's y keeps what was there",
+        NESTS,
+        'limit = f"{self.expr(bound)} + 1"',
+        'limit = f"{self.expr(bound)}"',
+        ("kernels:softmax",),
+        family="lanes",
+        requires=(NESTS,),
+    ),
+    Mutant(
+        "last-chunk-rows-unbounded",
+        "the last, partial chunk of the outer lane axis (linear's rows past the last "
+        "multiple of 8), run with the inner axis in lanes, runs a full chunk of rows: "
+        "it writes rows past the end",
+        PLANNED,
+        'f"{outer} < {inner_stop(outer)}; {outer}++) {{")',
+        'f"1; {outer}++) {{")',
+        ("layouts:property",),
+        family="lanes",
+        requires=(PLANNED,),
+    ),
+    Mutant(
+        "last-chunk-reads-an-unfilled-pack",
+        "the last, partial chunk of the outer lane axis reads the pack of a buffer whose "
+        "panel follows that axis too, which is filled only for full chunks",
+        PLANNED,
+        "        if {a for a, _ in lane_dims} <= {a for a, _ in lanes}:",
+        "        if True:",
+        ("layouts:property",),
         family="lanes",
         requires=(PLANNED,),
     ),

@@ -6,6 +6,7 @@ from exactc.mutants.model import Mutant
 NESTS = "exactc/exporter/printer/nests.py"
 PLANNED = "exactc/exporter/printer/planned.py"
 FRAMES = "exactc/exporter/frames.py"
+LAYOUTS = "exactc/exporter/kernels/layouts.py"
 RUNTIME_HOST = "exactc/runtime/exactc_host.c"
 
 MUTANTS = [
@@ -61,5 +62,16 @@ MUTANTS = [
         ("programs",),
         family="lengths",
         requires=(FRAMES,),
+    ),
+    Mutant(
+        "pack-sized-at-length-1",
+        "a pack whose panel follows T (att v's rows of v, k < T) is sized for T = 1, not "
+        "for T_max: at a longer length the copy runs past the pack's end",
+        LAYOUTS,
+        "        size *= dims.upper(extent)",
+        "        size *= dims.at(extent, 1)",
+        ("layouts:run-time",),
+        family="lengths",
+        requires=(LAYOUTS,),
     ),
 ]
