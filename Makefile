@@ -59,8 +59,10 @@ test: install
 bench: install
 	$(PYTEST) -q -p no:xdist --benchmark-autosave bench
 
+# CASES: the kernel cases of the campaign (verify/kernel_campaign.py), drawn in tasks on both cores
+CASES ?= 10000
 verify: install
-	$(PY) -m exactc.verify.campaign --jobs $(JOBS) --min-cases 10000
+	$(PY) -m exactc.verify.campaign --jobs $(JOBS) --cases $(CASES) --min-cases 10000
 
 verify-exhaustive: install
 	$(PY) -m exactc.verify.exhaustive

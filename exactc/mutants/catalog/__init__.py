@@ -9,6 +9,7 @@ from __future__ import annotations
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
     building,
+    campaigns,
     checkpoints,
     comparison,
     constants,
@@ -116,10 +117,12 @@ _FIXED_CHECKS = [
     # Exported programs built with ASan and UBSan (gpt, f32, gcc, one thread): check.sh passes
     # and no sanitizer reports (verify/sanitizers.py; make verify runs the whole sample).
     Check("sanitizers", ("tests/test_sanitizers.py",)),
+    # The kernel campaign of make verify: families sharing a kernel, tasks, their counts.
+    Check("campaign", ("tests/test_campaign_engine.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
-            keys, hardening, comparison, building, quant, speed, lanes]
+            keys, hardening, comparison, building, quant, speed, lanes, campaigns]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

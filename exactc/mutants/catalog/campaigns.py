@@ -1,0 +1,31 @@
+"""Mistakes in the campaign's own machinery (verify/kernel_campaign.py and the families of
+cases that share a kernel): a campaign that counts cases it never ran, or runs a case on
+another case's kernel, says more than it checked. `campaign` (tests/test_campaign_engine.py)
+must catch them."""
+
+from exactc.mutants.model import Mutant
+
+CASES = "exactc/strategies/cases.py"
+KERNELS = "exactc/verify/kernels.py"
+
+MUTANTS = [
+    Mutant(
+        "sibling-keeps-the-inputs",
+        "a case's siblings keep its seeds: the campaign counts the same inputs again as new cases",
+        CASES,
+        '        changes = {"seed": (spec.seed + salt) % 2**32} if "seed" in fields else {}\n',
+        "        changes = {}\n",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "kernel-key-leaves-out-the-shapes",
+        "cases of one primitive and attributes share a compiled kernel whatever their shapes: "
+        "a case runs on a kernel printed for another",
+        KERNELS,
+        "    return (case.primitive, case.site, case.attrs, repr(case.kernel_shapes), ",
+        "    return (case.primitive, case.site, case.attrs, ",
+        ("campaign",),
+        family="campaigns",
+    ),
+]
