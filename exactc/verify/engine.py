@@ -1,15 +1,21 @@
-"""Where a campaign's batches run: worker processes of this machine, one per core.
+"""Where a campaign's batches run: dask.distributed, on a LocalCluster of this machine's
+cores by default, or on the cluster whose scheduler EXACTC_SCHEDULER names
+(tcp://host:port), so a campaign goes past one machine on an existing engine.
 
-`run_all(fn, items, jobs)` calls fn(item) for every item in worker processes and gives
-the results in the items' order, printing a progress line as they come back. A worker
-may fork children of its own (verify/kernels.py runs each batch in one), so the workers
-are plain processes, not daemons.
+`run_all(fn, items, jobs)` calls fn(item) for every item on the cluster's workers and gives
+the results in the items' order, reporting each as it comes back (a progress line). A
+batch may fork children of its own (verify/kernels.py runs each batch in one), so the
+workers must not be daemonic processes: the LocalCluster is made so, and the workers of
+a named cluster are started with DASK_DISTRIBUTED__WORKER__DAEMON=False (docs: README,
+make verify). Each worker imports exactc from its own installation: the items and the
+functions travel by reference to their module.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import multiprocessing
+import contextlib
+import logging
+import os
 import sys
 import time
 from typing import Callable, Sequence, TypeVar
@@ -41,14 +47,53 @@ class Progress:
               file=sys.stderr, flush=True)
 
 
-def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int = 2, progress: Progress | None = None) -> list[R]:
-    """fn over items in `jobs` local worker processes; the results in the items' order."""
-    context = multiprocessing.get_context("fork")
+SCHEDULER_ENV = "EXACTC_SCHEDULER"
+
+
+@contextlib.contextmanager
+def client(jobs: int = 2):
+    """A dask Client: to EXACTC_SCHEDULER's cluster when it is set, else to a LocalCluster
+    of `jobs` single-threaded, non-daemonic worker processes, closed on exit."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    address = os.environ.get(SCHEDULER_ENV)
+    if address:
+        with Client(address) as connected:
+            yield connected
+        return
+    with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.system-monitor.gil.enabled": False}):
+        with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None,
+                          silence_logs=logging.ERROR) as cluster, Client(cluster) as connected:
+            yield connected
+
+
+def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int = 2, progress: Progress | None = None,
+            on_result: Callable[[int, R], None] | None = None) -> list[R]:
+    """fn over items on the cluster (`client`); the results in the items' order. Each
+    result is handed to `on_result(index, result)` and `progress` as it comes back."""
+    from distributed import as_completed
+
+    if not items:
+        return []
     results: dict[int, R] = {}
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
-        for future in concurrent.futures.as_completed(futures):
-            results[futures[future]] = future.result()
+    with client(jobs) as connected:
+        futures = connected.map(fn, list(items), pure=False)
+        index = {future.key: i for i, future in enumerate(futures)}
+        for future in as_completed(futures):
+            i = index[future.key]
+            results[i] = future.result()
+            if on_result is not None:
+                on_result(i, results[i])
             if progress is not None:
-                progress.update(results[futures[future]])
-    return [results[i] for i in range(len(items))]
+                progress.update(results[i])
+    return collect(results, len(items))
+
+
+def collect(results: dict[int, R], count: int) -> list[R]:
+    """The results in the items' order; one missing or one too many is an error, never a
+    quietly shorter campaign."""
+    if sorted(results) != list(range(count)):
+        missing = sorted(set(range(count)) - set(results))
+        raise RuntimeError(f"the engine gave back {len(results)} results for {count} batches; missing {missing[:10]}")
+    return [results[i] for i in range(count)]

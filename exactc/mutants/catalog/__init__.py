@@ -119,6 +119,8 @@ _FIXED_CHECKS = [
     Check("sanitizers", ("tests/test_sanitizers.py",)),
     # The kernel campaign of make verify: families sharing a kernel, tasks, their counts.
     Check("campaign", ("tests/test_campaign_engine.py",)),
+    # A real dask scheduler and two workers on localhost run a small campaign: it equals a local run.
+    Check("dask-cluster", ("tests/test_dask_cluster.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,

@@ -7,6 +7,7 @@ from exactc.mutants.model import Mutant
 
 CASES = "exactc/strategies/cases.py"
 KERNELS = "exactc/verify/kernels.py"
+ENGINE = "exactc/verify/engine.py"
 
 MUTANTS = [
     Mutant(
@@ -26,6 +27,16 @@ MUTANTS = [
         "    return (case.primitive, case.site, case.attrs, repr(case.kernel_shapes), ",
         "    return (case.primitive, case.site, case.attrs, ",
         ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "engine-merges-equal-batches",
+        "the engine hands dask its batches as pure: two equal batches get one key, one runs and "
+        "the campaign comes back a batch short",
+        ENGINE,
+        "        futures = connected.map(fn, list(items), pure=False)\n",
+        "        futures = connected.map(fn, list(items), pure=True)\n",
+        ("dask-cluster",),
         family="campaigns",
     ),
 ]
