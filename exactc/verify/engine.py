@@ -97,3 +97,12 @@ def collect(results: dict[int, R], count: int) -> list[R]:
         missing = sorted(set(range(count)) - set(results))
         raise RuntimeError(f"the engine gave back {len(results)} results for {count} batches; missing {missing[:10]}")
     return [results[i] for i in range(count)]
+
+
+def run_command(argv: list[str]) -> tuple[int, str]:
+    """A batch that is a command (a part of the mutmut campaign): its exit code and the
+    last lines of its output."""
+    import subprocess
+
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    return proc.returncode, (proc.stdout + proc.stderr)[-4000:]
