@@ -9,6 +9,8 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 
+from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import Case, kernel_families, sibling, sibling_lengths
 from exactc.strategies.tensors import TensorSpec
 from exactc.verify import kernel_campaign
@@ -52,11 +54,14 @@ def test_drawn_families_share_their_kernel_and_differ_in_their_inputs(family):
     assert len(set(family)) == 4
 
 
-def test_tasks_cover_the_cases_asked_for_every_primitive_in_turn():
-    tasks = kernel_campaign.plan_tasks(5000, seed=3)
-    assert sum(t.cases for t in tasks) >= 5000
+@pytest.mark.parametrize("cases", [500, 10_000, 100_000])
+def test_tasks_cover_the_cases_asked_for_and_every_primitive_and_site(cases):
+    tasks = kernel_campaign.plan_tasks(cases, seed=3)
+    assert sum(t.cases for t in tasks) >= cases
     assert len({t.seed for t in tasks}) == len(tasks)
-    assert (tasks[0].primitive, tasks[0].site) == ("add", "f64")
+    pairs = {(p, s) for p in PRIMITIVES for s in SITE_TYPES} | {(None, None)}
+    assert {(t.primitive, t.site) for t in tasks} == pairs and len(tasks) % len(pairs) == 0
+    assert kernel_campaign.plan_tasks(0) == []
 
 
 def test_a_task_counts_each_case_once():

@@ -77,12 +77,17 @@ def database_dir():
 
 
 def plan_tasks(cases: int, seed: int = 0, database: str | None = None, **sizes) -> list[Task]:
-    """Tasks that together run at least `cases` cases: every primitive x site type in turn,
-    and a mixed task after each round, each with its own seed."""
+    """Tasks that together run at least `cases` cases, in whole rounds: every primitive x
+    site type in turn and a mixed task, each task with its own seed; a task runs fewer
+    examples when a round of the usual tasks would pass `cases`."""
+    if cases <= 0:
+        return []
     pairs = [(p, s) for p in sorted(PRIMITIVES) for s in SITE_TYPES] + [(None, None)]
+    per_example = sizes.get("kernels", KERNELS_PER_BATCH) * sizes.get("siblings", SIBLINGS)
+    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (len(pairs) * per_example)))))
     tasks = []
     for i, (primitive, site) in enumerate(itertools.cycle(pairs)):
-        if sum(t.cases for t in tasks) >= cases:
+        if i % len(pairs) == 0 and sum(t.cases for t in tasks) >= cases:
             break
         tasks.append(Task(primitive, site, seed * 1_000_003 + i, database=database, **sizes))
     return tasks
