@@ -89,6 +89,7 @@ def test_a_failing_task_returns_the_report_of_the_bad_case(monkeypatch):
     report = result.failures[0]
     assert report.startswith(task.describe()) and "C != reference: add at f32" in report
     assert "reproduce: Case(" in report and "@reproduce_failure" in report
+    assert "Failing test case" not in report  # the whole batch as a call: the report has the bad case
 
 
 def test_cases_of_one_primitive_at_other_shapes_get_their_own_kernels():

@@ -124,7 +124,9 @@ def run_task(task: Task) -> TaskResult:
     try:
         check()
     except Exception as exc:  # noqa: BLE001 - every failure goes back with its report
-        notes = "\n".join(getattr(exc, "__notes__", []))
+        # Hypothesis's notes: the blob that replays the example (kept), and the example
+        # as a call (left out: the report above holds the bad case, and a batch is long).
+        notes = "\n".join(n for n in getattr(exc, "__notes__", []) if not n.startswith(("Falsifying example", "Failing test case")))
         failures.append(f"{task.describe()}\n{type(exc).__name__}: {exc}\n{notes}".rstrip())
     return TaskResult(task, dict(counts), kernels, failures)
 
