@@ -97,3 +97,24 @@ def test_cases_of_one_primitive_at_other_shapes_get_their_own_kernels():
     batch = [Case("add", "f32", (), (("a", spec(shape, 1)), ("b", spec(shape, 2)))) for shape in ((3,), (5,), (2, 4))]
     assert len({id(p.printed) for p in _prepare(batch)}) == 3
     assert_all_equal(run_cases(batch))
+
+
+def test_a_failure_saved_in_the_database_is_replayed_first_by_a_task_of_another_seed(monkeypatch, tmp_path):
+    from exactc.exporter import reference
+
+    real = reference.run
+    seen = []
+
+    def wrong_for_long_inputs(primitive, site, inputs, attrs):  # only some draws fail
+        out = real(primitive, site, inputs, attrs)
+        wrong = max(a.size for a in inputs.values()) > 40
+        seen.append((wrong, tuple(a.tobytes() for a in inputs.values())))
+        return {k: v + 1 if wrong else v for k, v in out.items()}
+
+    monkeypatch.setattr(reference, "run", wrong_for_long_inputs)
+    first = kernel_campaign.Task("add", "f64", seed=1, examples=20, kernels=1, siblings=1, database=str(tmp_path))
+    assert kernel_campaign.run_task(first).failures
+    failed = next(inputs for wrong, inputs in seen if wrong)
+    seen.clear()
+    result = kernel_campaign.run_task(dataclasses.replace(first, seed=2, examples=1))
+    assert result.failures and seen[0] == (True, failed)  # the saved example ran before any new draw

@@ -120,6 +120,11 @@ def run_task(task: Task) -> TaskResult:
         counts.update((o.case.primitive, o.case.site, o.status) for o in outcomes)
         assert_all_equal(outcomes)
 
+    # The example database's key: one per strategy (primitive, site type, sizes), not per
+    # source of `check`, so a later task of the same pair, on any worker and with any
+    # seed, replays a failure saved here first (Hypothesis's "reuse" phase).
+    check._hypothesis_internal_database_key = (  # type: ignore[attr-defined]
+        f"exactc-kernel-campaign:{task.primitive}:{task.site}:{task.kernels}:{task.siblings}".encode())
     failures = []
     try:
         check()

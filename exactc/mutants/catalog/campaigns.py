@@ -8,6 +8,7 @@ from exactc.mutants.model import Mutant
 CASES = "exactc/strategies/cases.py"
 KERNELS = "exactc/verify/kernels.py"
 ENGINE = "exactc/verify/engine.py"
+TASKS = "exactc/verify/kernel_campaign.py"
 
 MUTANTS = [
     Mutant(
@@ -26,6 +27,16 @@ MUTANTS = [
         KERNELS,
         "    return (case.primitive, case.site, case.attrs, repr(case.kernel_shapes), ",
         "    return (case.primitive, case.site, case.attrs, ",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "campaign-forgets-its-failures",
+        "a kernel task runs without the example database: a failure found on a worker is not "
+        "replayed by the next campaign",
+        TASKS,
+        "              database=DirectoryBasedExampleDatabase(task.database) if task.database else None,\n",
+        "              database=None,\n",
         ("campaign",),
         family="campaigns",
     ),
