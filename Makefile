@@ -76,11 +76,12 @@ mutants: install
 mutants-report: install
 	$(PY) -m exactc.mutants.runner -j $(JOBS) --markdown docs/mutants.md
 
-# mutmut writes a mutants/ work directory where it runs: the script runs it in a staging
-# copy (outside the tree) and writes the score and survivors into docs/mutants.md.
+# mutmut writes a mutants/ work directory where it runs: the script runs it in staging
+# copies (outside the tree), one per batch of files on dask (--cluster: a LocalCluster of
+# JOBS workers, or EXACTC_SCHEDULER's), and writes the score and survivors into docs/mutants.md.
 mutmut: install
 	@$(PY) -c 'import mutmut' 2>/dev/null || $(VENV)/bin/pip install -q 'mutmut>=3,<4'
-	$(PY) tools/mutmut_campaign.py --max-children $(JOBS) --markdown docs/mutants.md
+	$(PY) tools/mutmut_campaign.py --cluster --max-children $(JOBS) --markdown docs/mutants.md
 
 # callgrind counts (valgrind, gcc): growth ratios per doubling and the baseline of this
 # toolchain (verify/probe_baselines.json; THRESHOLD percent, --update to rewrite it)

@@ -112,7 +112,7 @@ def test_a_failure_saved_in_the_database_is_replayed_first_by_a_task_of_another_
         return {k: v + 1 if wrong else v for k, v in out.items()}
 
     monkeypatch.setattr(reference, "run", wrong_for_long_inputs)
-    first = kernel_campaign.Task("add", "f64", seed=1, examples=20, kernels=1, siblings=1, database=str(tmp_path))
+    first = kernel_campaign.Task("add", "f64", seed=1, examples=5, kernels=1, siblings=1, database=str(tmp_path))
     assert kernel_campaign.run_task(first).failures
     failed = next(inputs for wrong, inputs in seen if wrong)
     seen.clear()

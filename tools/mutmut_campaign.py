@@ -566,11 +566,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only or args.confirm_only or args.retry or args.rerun is not None:
         import tomllib
 
-        if not (stage / "pyproject.toml").is_file():
+        parts = sorted(stage.glob("part-*/pyproject.toml"))  # a --cluster run: one stage per batch
+        tables = parts or [stage / "pyproject.toml"]
+        if not all(t.is_file() for t in tables):
             parser.error(f"no previous run's stage at {stage}")
-        staged = tomllib.loads((stage / "pyproject.toml").read_text())["tool"]["mutmut"]
-        MUTATE[:] = staged["only_mutate"]
-        TESTS[:] = staged["pytest_add_cli_args_test_selection"]
+        staged = [tomllib.loads(t.read_text())["tool"]["mutmut"] for t in tables]
+        MUTATE[:] = [g for table in staged for g in table["only_mutate"]]
+        TESTS[:] = staged[0]["pytest_add_cli_args_test_selection"]
     if args.retry:
         killed = retry_named(stage, args.retry, tests, args.max_children)
         print(f"mutmut: {killed} of the retried mutants killed as real source edits")
