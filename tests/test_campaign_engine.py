@@ -69,6 +69,7 @@ def test_a_task_counts_each_case_once():
     result = kernel_campaign.run_task(task)
     assert result.failures == [] and result.cases == task.cases
     assert set(result.counts) == {("scale", "bf16", "equal")}
+    assert result.kernels == task.examples * task.kernels  # no family twice in a batch
     rows, kernels, failures = kernel_campaign.merge([result, result])
     assert len(rows) == 2 * task.cases and kernels == 2 * result.kernels and failures == []
 

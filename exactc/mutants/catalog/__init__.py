@@ -13,6 +13,7 @@ from exactc.mutants.catalog import (
     checkpoints,
     comparison,
     constants,
+    extents,
     hardening,
     harness,
     host,
@@ -121,10 +122,12 @@ _FIXED_CHECKS = [
     Check("campaign", ("tests/test_campaign_engine.py",)),
     # A real dask scheduler and two workers on localhost run a small campaign: it equals a local run.
     Check("dask-cluster", ("tests/test_dask_cluster.py",)),
+    # exporter/dims.py's refusals and walks over nested values.
+    Check("dims", ("tests/test_dims.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
-            keys, hardening, comparison, building, quant, speed, lanes, campaigns]
+            keys, hardening, comparison, building, quant, speed, lanes, campaigns, extents]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -31,6 +31,16 @@ MUTANTS = [
         family="campaigns",
     ),
     Mutant(
+        "batch-repeats-a-family",
+        "a batch may draw the same family twice (Hypothesis's first, simplest example draws "
+        "every family alike): the campaign counts the same cases again",
+        TASKS,
+        "                          unique_by=lambda family: kernel_key(family[0])))",
+        "                          ))",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
         "campaign-forgets-its-failures",
         "a kernel task runs without the example database: a failure found on a worker is not "
         "replayed by the next campaign",
