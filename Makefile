@@ -59,8 +59,10 @@ test: install
 bench: install
 	$(PYTEST) -q -p no:xdist --benchmark-autosave bench
 
+# CASES: the kernel cases of the campaign (verify/kernel_campaign.py), drawn in tasks on both cores
+CASES ?= 10000
 verify: install
-	$(PY) -m exactc.verify.campaign --jobs $(JOBS) --min-cases 10000
+	$(PY) -m exactc.verify.campaign --jobs $(JOBS) --cases $(CASES) --min-cases 10000
 
 verify-exhaustive: install
 	$(PY) -m exactc.verify.exhaustive
@@ -74,11 +76,12 @@ mutants: install
 mutants-report: install
 	$(PY) -m exactc.mutants.runner -j $(JOBS) --markdown docs/mutants.md
 
-# mutmut writes a mutants/ work directory where it runs: the script runs it in a staging
-# copy (outside the tree) and writes the score and survivors into docs/mutants.md.
+# mutmut writes a mutants/ work directory where it runs: the script runs it in staging
+# copies (outside the tree), one per batch of files on dask (--cluster: a LocalCluster of
+# JOBS workers, or EXACTC_SCHEDULER's), and writes the score and survivors into docs/mutants.md.
 mutmut: install
 	@$(PY) -c 'import mutmut' 2>/dev/null || $(VENV)/bin/pip install -q 'mutmut>=3,<4'
-	$(PY) tools/mutmut_campaign.py --max-children $(JOBS) --markdown docs/mutants.md
+	$(PY) tools/mutmut_campaign.py --cluster --max-children $(JOBS) --markdown docs/mutants.md
 
 # callgrind counts (valgrind, gcc): growth ratios per doubling and the baseline of this
 # toolchain (verify/probe_baselines.json; THRESHOLD percent, --update to rewrite it)

@@ -59,6 +59,7 @@ from collections import Counter
 from pathlib import Path
 
 from exactc.mutants.runner import COPY_IGNORED
+from exactc.verify import engine
 from exactc.verify.build import cache_dir
 
 TREE = Path(__file__).resolve().parent.parent
@@ -538,6 +539,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip retrying survivors as real source edits")
     parser.add_argument("--confirm-only", action="store_true",
                         help="run no mutmut: retry the stage's survivors as real edits, report")
+    parser.add_argument("--cluster", action="store_true",
+                        help="split the files to mutate into --parts batches, each run by this script in a "
+                        "stage of its own (STAGE/part-NNN) on dask (a LocalCluster of --max-children workers, "
+                        "or EXACTC_SCHEDULER's cluster); then report over every part")
+    parser.add_argument("--parts", type=int, default=None,
+                        help="with --cluster: the number of batches (default: --max-children)")
     parser.add_argument("--command", default=None, help="the command to name on the page")
     parser.add_argument("--note", default="", help="a line for the page (a subset run, say)")
     args = parser.parse_args(argv)
@@ -559,17 +566,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only or args.confirm_only or args.retry or args.rerun is not None:
         import tomllib
 
-        if not (stage / "pyproject.toml").is_file():
+        parts = sorted(stage.glob("part-*/pyproject.toml"))  # a --cluster run: one stage per batch
+        tables = parts or [stage / "pyproject.toml"]
+        if not all(t.is_file() for t in tables):
             parser.error(f"no previous run's stage at {stage}")
-        staged = tomllib.loads((stage / "pyproject.toml").read_text())["tool"]["mutmut"]
-        MUTATE[:] = staged["only_mutate"]
-        TESTS[:] = staged["pytest_add_cli_args_test_selection"]
+        staged = [tomllib.loads(t.read_text())["tool"]["mutmut"] for t in tables]
+        MUTATE[:] = [g for table in staged for g in table["only_mutate"]]
+        TESTS[:] = staged[0]["pytest_add_cli_args_test_selection"]
     if args.retry:
         killed = retry_named(stage, args.retry, tests, args.max_children)
         print(f"mutmut: {killed} of the retried mutants killed as real source edits")
         return report(stage, args, argv, args.wall or 0.0)
     if args.report_only or args.confirm_only:
         return report(stage, args, argv, args.wall or 0.0, confirm=args.confirm_only)
+    if args.cluster:
+        status = run_parts(stage, tests, args.parts or args.max_children, args.max_children, args.no_confirm)
+        if status:
+            return status
+        return report(stage, args, argv, time.monotonic() - start)
     if args.rerun is None:
         print(f"mutmut: staging the tree in {stage}", file=sys.stderr, flush=True)
         make_stage(stage, args.max_children, tests)
@@ -606,15 +620,45 @@ def main(argv: list[str] | None = None) -> int:
     return report(stage, args, argv, wall, confirm=not args.no_confirm)
 
 
+def files_to_mutate() -> list[str]:
+    """The files MUTATE's globs match in the checkout, less DO_NOT_MUTATE's."""
+    files = {str(p.relative_to(TREE)) for g in MUTATE for p in TREE.glob(g) if p.is_file()}
+    return sorted(f for f in files if not any(fnmatch.fnmatch(f, g) for g in DO_NOT_MUTATE))
+
+
+def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confirm: bool) -> int:
+    """The campaign in batches on dask: the files dealt round-robin into `parts` groups,
+    each mutated by this script in STAGE/part-NNN (its own mutmut work directory)."""
+    files = files_to_mutate()
+    groups = [files[i::parts] for i in range(min(parts, len(files)))]
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    commands = [[sys.executable, str(Path(__file__).resolve()), "--stage", str(stage / f"part-{i:03d}"),
+                 "--max-children", "1", "--mutate", *(f.removeprefix("exactc/") for f in group),
+                 "--tests", *tests, *(["--no-confirm"] if no_confirm else [])]
+                for i, group in enumerate(groups)]
+    print(f"mutmut: {len(files)} files in {len(groups)} batches on dask", file=sys.stderr, flush=True)
+    progress = engine.Progress("mutmut", len(commands))
+    outcomes = engine.run_all(engine.run_command, commands, workers, progress)
+    failed = [(i, tail) for i, (code, tail) in enumerate(outcomes) if code != 0]
+    for i, tail in failed:
+        print(f"mutmut: batch {i} ({' '.join(groups[i])}) failed:\n{tail}", file=sys.stderr)
+    return 2 if failed else 0
+
+
 def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:
-    results = load_results(stage)
-    if confirm and any(s == "survived" for s, _ in results.values()):
-        start = time.monotonic()
-        confirm_survivors(stage, results, args.max_children, stage_env(stage))
-        wall += time.monotonic() - start
-    on_import = load_confirmed(stage, results)
+    results, diffs, on_import = {}, {}, 0
+    for part in sorted(stage.glob("part-*")) or [stage]:  # a cluster run's batches, else the one stage
+        found = load_results(part)
+        if confirm and any(s == "survived" for s, _ in found.values()):
+            begin = time.monotonic()
+            confirm_survivors(part, found, args.max_children, stage_env(part))
+            wall += time.monotonic() - begin
+        on_import += load_confirmed(part, found)
+        diffs.update({n: mutant_diff(part, n, p) for n, (s, p) in found.items() if s in LISTED})
+        results.update(found)
     counts, killed, total = summary(results)
-    diffs = {n: mutant_diff(stage, n, p) for n, (s, p) in results.items() if s in LISTED}
     print()
     print(f"survivors, timeouts, suspicious ({len(diffs)}):")
     for name in sorted(diffs):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from exactc.mutants.catalog import CATALOG, CHECKS
 from exactc.mutants.model import CatalogError, Mutant
+from exactc.verify import engine
 from exactc.verify.build import cache_dir
 from exactc.verify.checkout import checkout_root
 
@@ -231,14 +233,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"baseline: all {len(checks)} checks pass", file=sys.stderr, flush=True)
 
-    results: list[Result] = []
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_mutant, tree, m, args.timeout) for m in catalog]
-        for future in concurrent.futures.as_completed(futures):
-            results.append(future.result())
-            progress(len(results), len(catalog), results[-1])
-    order = {m.name: i for i, m in enumerate(catalog)}
-    results.sort(key=lambda r: order[r.mutant])
+    # One mutant a batch, on dask (verify/engine.py: a LocalCluster of -j workers, or
+    # EXACTC_SCHEDULER's cluster, whose workers must see the same tree path).
+    done: list[Result] = []
+    results = engine.run_all(functools.partial(run_mutant, tree, timeout=args.timeout), catalog, args.jobs,
+                             on_result=lambda _, r: (done.append(r), progress(len(done), len(catalog), r)))
     wall = time.monotonic() - start
 
     text = table(results)

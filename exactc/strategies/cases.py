@@ -295,7 +295,7 @@ RUN_TIME_PRIMITIVES = ("add", "embedding", "gelu_tanh", "layernorm", "linear", "
 
 
 @st.composite
-def run_time_cases(draw, primitive: str | None = None, max_extra: int = 6) -> Case:
+def run_time_cases(draw, primitive: str | None = None, max_extra: int = 6, site: str | None = None) -> Case:
     """A case whose kernel follows a run-time length: a drawn case, its first operand's
     first dimension taken as the length L, every dimension equal to L bound at run time
     (T_max drawn in [L + 1, L + max_extra]: the run is shorter than the bound, so a loop
@@ -306,7 +306,7 @@ def run_time_cases(draw, primitive: str | None = None, max_extra: int = 6) -> Ca
     from exactc.exporter.kernels import lower
     from exactc.exporter.primitives import PrimitiveError
 
-    case = draw(cases(primitive or draw(st.sampled_from([p for p in RUN_TIME_PRIMITIVES if p in PRIMITIVES]))))
+    case = draw(cases(primitive or draw(st.sampled_from([p for p in RUN_TIME_PRIMITIVES if p in PRIMITIVES])), site))
     length = next(iter(case.shapes.values()))[0]
     top = length + draw(st.integers(1, max_extra))
     case = dataclasses.replace(case, length=length, top=top)
@@ -315,3 +315,52 @@ def run_time_cases(draw, primitive: str | None = None, max_extra: int = 6) -> Ca
     except (PrimitiveError, ValueError):
         assume(False)
     return case
+
+
+def sibling(case: Case, length: int, salt: int) -> Case:
+    """The case's kernel run on fresh inputs: every spec's seed moved by `salt`, and, for
+    a case that follows a run-time length, every dimension equal to its length set to
+    `length` (1 <= length <= top). The kernel is the same (Case.kernel_shapes), so one
+    compiled object serves every sibling."""
+
+    def moved(spec):
+        fields = {f.name for f in dataclasses.fields(spec)}
+        changes = {"seed": (spec.seed + salt) % 2**32} if "seed" in fields else {}
+        if case.top and "shape" in fields:
+            changes["shape"] = tuple(length if d == case.length else d for d in spec.shape)
+        return dataclasses.replace(spec, **changes)
+
+    if case.top and length not in sibling_lengths(case):
+        raise ValueError(f"a sibling of {case.describe()} runs at a length in 1 <= T <= {case.top} that no static "
+                         f"dimension has (it would follow T too), not {length}")
+    specs = tuple((name, moved(spec)) for name, spec in case.specs)
+    return dataclasses.replace(case, specs=specs, length=length if case.top else 0)
+
+
+def sibling_lengths(case: Case) -> list[int]:
+    """The lengths a sibling of a run-time case may run at: 1..top, but none a static
+    dimension of its shapes has (Case.kernel_shapes would make that dimension follow T)."""
+    static = {d for shape in case.shapes.values() for d in shape if d != case.length}
+    return [n for n in range(1, case.top + 1) if n not in static]
+
+
+@st.composite
+def kernel_families(draw, primitive: str | None = None, site: str | None = None, siblings: int = 8,
+                    salt: int = 0) -> list[Case]:
+    """A drawn case and `siblings - 1` more on the same kernel (`sibling`): fresh inputs,
+    and a drawn run-time length in [1, T_max] when the primitive follows one (half of
+    the draws of RUN_TIME_PRIMITIVES). What the campaign runs: one compiled kernel
+    serves the whole family. `salt` moves every seed of the family: a campaign's tasks
+    give each its own, so the example Hypothesis tries first in every run (the simplest)
+    does not repeat the same inputs."""
+    primitive = primitive or draw(st.sampled_from(sorted(PRIMITIVES)))
+    site = site or draw(site_types())
+    if primitive in RUN_TIME_PRIMITIVES and draw(st.booleans()):
+        case = draw(run_time_cases(primitive, site=site))
+    else:
+        case = draw(cases(primitive, site))
+    family = [sibling(case, case.length, salt) if salt else case]
+    for j in range(1, siblings):
+        length = draw(st.sampled_from(sibling_lengths(case))) if case.top else 0
+        family.append(sibling(case, length, salt + j))
+    return family

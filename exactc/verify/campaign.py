@@ -1,8 +1,11 @@
 """`make verify`: run the campaign profile of the differential checks, then print a
 summary a person reads at a glance.
 
-The checks record one line per case in EXACTC_STATS_DIR (verify/kernels.py); this
-module runs pytest over both cores, gathers those lines and prints a table of cases per
+First the kernel cases: `--cases` of them (make verify CASES=...), drawn by Hypothesis in
+tasks (verify/kernel_campaign.py: families of cases that share one compiled kernel) that
+run in worker processes (verify/engine.py). Then the other checks: they record one line
+per case in EXACTC_STATS_DIR (verify/kernels.py); this module runs pytest over both
+cores, gathers those lines and prints a table of cases per
 primitive x type, a line per family of other checks (layouts, splits, keys, sampling:
 `keys: <n> checked, <m> mismatches`; generate: cache against recompute and the
 exported prefill and decode programs; quant: the cases of the quantized primitives), the
@@ -10,6 +13,8 @@ sanitized and memchecked programs of verify/sanitizers.py (`sanitizers: <n> prog
 <m> reports`, `memcheck: <n> programs, <m> errors`), and the last line
 
     verify: <cases> cases, <mismatches> mismatches, <rate> cases/s
+
+whose rate is the kernel phase's: its cases over its wall time.
 """
 
 from __future__ import annotations
@@ -25,10 +30,10 @@ import time
 from pathlib import Path
 
 from exactc.exporter.types import SITE_TYPES
-from exactc.verify import sanitizers
+from exactc.verify import engine, kernel_campaign, sanitizers
 
+# The kernel cases of tests/test_primitives.py run in the kernel phase, not under pytest.
 CAMPAIGN_TESTS = [
-    "tests/test_primitives.py",
     "tests/test_compilers.py",
     "tests/test_conversions.py",
     "tests/test_libm.py",
@@ -59,8 +64,9 @@ def read_stats(folder: Path) -> list[dict]:
     return rows
 
 
-def summary(rows: list[dict], seconds: float) -> tuple[str, int, int]:
-    """The table and the verdict line; returns (text, cases, mismatches)."""
+def summary(rows: list[dict], seconds: float, rated: tuple[int, float] | None = None) -> tuple[str, int, int]:
+    """The table and the verdict line; returns (text, cases, mismatches). `rated`: the
+    (cases, seconds) the rate is taken from, else every kernel case over `seconds`."""
     kernel_rows = [r for r in rows if r["family"] == "kernels"]
     counts = collections.Counter((r["primitive"], r["site"]) for r in kernel_rows)
     bad = collections.Counter((r["primitive"], r["site"]) for r in kernel_rows if r["status"] != "equal")
@@ -80,17 +86,37 @@ def summary(rows: list[dict], seconds: float) -> tuple[str, int, int]:
             lines.append(f"{family}: {families[family]} checked, {family_bad[family]} mismatches")
     cases = len(kernel_rows)
     mismatches = sum(bad.values())
-    rate = cases / seconds if seconds > 0 else 0.0
+    rated_cases, rated_seconds = rated or (cases, seconds)
+    rate = rated_cases / rated_seconds if rated_seconds > 0 else 0.0
     status_note = "all equal" if mismatches == 0 else f"{mismatches} NOT equal"
     lines.append(f"kernel cases: {cases} in {seconds:.0f} s on both cores, {status_note}")
     lines.append(f"verify: {cases} cases, {mismatches} mismatches, {rate:.1f} cases/s")
     return "\n".join(lines), cases, mismatches
 
 
+def kernel_phase(cases: int, jobs: int, seed: int) -> tuple[list[dict], float, list[str], str]:
+    """Run the kernel cases: (rows, seconds, failure reports, a line saying what ran)."""
+    database = str(kernel_campaign.database_dir())
+    tasks = kernel_campaign.plan_tasks(cases, seed=seed, database=database)
+    progress = engine.Progress("kernel cases", len(tasks),
+                               lambda done: f"{sum(r.cases for r in done)} cases")
+    start = time.monotonic()
+    results = engine.run_all(kernel_campaign.run_task, tasks, jobs, progress)
+    seconds = time.monotonic() - start
+    rows, kernels, failures = kernel_campaign.merge(results)
+    ran = sum(r["family"] == "kernels" for r in rows)
+    line = (f"kernel phase: {ran} cases on {kernels} compiled kernels in {len(tasks)} tasks (seed {seed}), "
+            f"{seconds:.0f} s on {jobs} workers")
+    return rows, seconds, failures, line
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exactc.verify.campaign", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers (default 2)")
+    parser.add_argument("--cases", type=int, default=10_000,
+                        help="kernel cases of the kernel phase (default 10000; 0: none)")
+    parser.add_argument("--seed", type=int, default=None, help="the kernel phase's seed (default: drawn)")
     parser.add_argument("--min-cases", type=int, default=10_000,
                         help="fail unless at least this many kernel cases ran (default 10000)")
     parser.add_argument("--tests", nargs="*", default=CAMPAIGN_TESTS, help="test files to run")
@@ -98,15 +124,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the sanitizer and memcheck runs of exported programs (verify/sanitizers.py)")
     args = parser.parse_args(argv)
 
-    stats = Path(tempfile.mkdtemp(prefix="exactc-stats-"))
-    env = dict(os.environ, HYPOTHESIS_PROFILE="campaign", EXACTC_STATS_DIR=str(stats))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-n", str(args.jobs), *args.tests]
-    print("running:", " ".join(cmd), flush=True)
-    start = time.monotonic()
-    status = subprocess.run(cmd, env=env).returncode
-    seconds = time.monotonic() - start
-    rows = read_stats(stats)
-    text, cases, mismatches = summary(rows, seconds)
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    kernel_rows, kernel_seconds, failures, kernel_line = kernel_phase(args.cases, args.jobs, seed)
+    status, rows, seconds = 0, list(kernel_rows), kernel_seconds
+    if args.tests:
+        stats = Path(tempfile.mkdtemp(prefix="exactc-stats-"))
+        env = dict(os.environ, HYPOTHESIS_PROFILE="campaign", EXACTC_STATS_DIR=str(stats))
+        cmd = [sys.executable, "-m", "pytest", "-q", "-n", str(args.jobs), *args.tests]
+        print("running:", " ".join(cmd), flush=True)
+        start = time.monotonic()
+        status = subprocess.run(cmd, env=env).returncode
+        seconds += time.monotonic() - start
+        rows += read_stats(stats)
+    ran = sum(r["family"] == "kernels" for r in kernel_rows)
+    text, cases, mismatches = summary(rows, seconds, (ran, kernel_seconds))
+    *table, last = text.splitlines()
+    text = "\n".join(table + [kernel_line, *failures, last])
     clean = True
     if not args.no_sanitizers:
         lines, clean = sanitizers.verify(progress=lambda line: print(line, flush=True))
@@ -116,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     if status != 0:
         print(f"verify: pytest exited {status}", file=sys.stderr)
         return status
+    if failures:
+        print(f"verify: {len(failures)} kernel tasks failed (their reports above)", file=sys.stderr)
+        return 1
     if cases < args.min_cases:
         print(f"verify: only {cases} kernel cases ran; at least {args.min_cases} required", file=sys.stderr)
         return 1

@@ -117,22 +117,35 @@ class _Prepared:
     plan: Plan | None = None
 
 
+def kernel_key(case: Case, plan: Plan | None = None) -> tuple:
+    """What a case's compiled kernel depends on: cases with equal keys share one kernel
+    in a batch (strategies/cases.py, `sibling`: fresh inputs, another run-time length)."""
+    return (case.primitive, case.site, case.attrs, repr(case.kernel_shapes), plan.dumps() if plan is not None else None)
+
+
 def _prepare(cases: Sequence[Case], plans=None, validate: bool = True) -> list[_Prepared]:
-    prepared = []
+    """Lower and print each distinct kernel of the batch once; every case gets its inputs."""
+    prepared, kernels = [], {}
     plans = list(plans) if plans is not None else [None] * len(cases)
-    for i, (case, plan) in enumerate(zip(cases, plans, strict=True)):
-        kernel = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict)
-        if plan is not None and validate:
-            validate_plan(kernel, plan)
-        printed = print_kernel(kernel, f"c{i}", plan) if plan is not None else print_kernel(kernel, f"c{i}")
+    for case, plan in zip(cases, plans, strict=True):
+        key = kernel_key(case, plan)
+        if key not in kernels:
+            kernel = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict)
+            if plan is not None and validate:
+                validate_plan(kernel, plan)
+            name = f"c{len(kernels)}"
+            printed = print_kernel(kernel, name, plan) if plan is not None else print_kernel(kernel, name)
+            kernels[key] = (kernel, printed)
+        kernel, printed = kernels[key]
         prepared.append(_Prepared(case, kernel, printed, case.inputs(), plan))
     return prepared
 
 
 def build_batch(prepared: Sequence[_Prepared], options: BuildOptions):
     """All kernels of a batch and the runtime's libm in one compiler call."""
-    source = "\n".join(p.printed.source for p in prepared)
-    cdef = CDEF_PRELUDE + "\n".join(p.printed.cdef for p in prepared)
+    printed = list({id(p.printed): p.printed for p in prepared}.values())  # each kernel once
+    source = "\n".join(p.source for p in printed)
+    cdef = CDEF_PRELUDE + "\n".join(p.cdef for p in printed)
     if options.openmp:
         cdef += "void omp_set_num_threads(int);\n"
     sources = {"kernels.c": source, "exactc_libm.c": runtime_source("exactc_libm.c")}

@@ -9,9 +9,11 @@ from __future__ import annotations
 from exactc.mutants.model import Check, Mutant
 from exactc.mutants.catalog import (
     building,
+    campaigns,
     checkpoints,
     comparison,
     constants,
+    extents,
     generation,
     hardening,
     harness,
@@ -130,10 +132,16 @@ _FIXED_CHECKS = [
     # Exported programs built with ASan and UBSan (gpt, f32, gcc, one thread): check.sh passes
     # and no sanitizer reports (verify/sanitizers.py; make verify runs the whole sample).
     Check("sanitizers", ("tests/test_sanitizers.py",)),
+    # The kernel campaign of make verify: families sharing a kernel, tasks, their counts.
+    Check("campaign", ("tests/test_campaign_engine.py",)),
+    # A real dask scheduler and two workers on localhost run a small campaign: it equals a local run.
+    Check("dask-cluster", ("tests/test_dask_cluster.py",)),
+    # exporter/dims.py's refusals and walks over nested values.
+    Check("dims", ("tests/test_dims.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
-            keys, generation, hardening, comparison, building, quant, speed, lanes]
+            keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

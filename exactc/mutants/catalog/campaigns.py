@@ -1,0 +1,63 @@
+"""Mistakes in the campaign's own machinery (verify/kernel_campaign.py and the families of
+cases that share a kernel): a campaign that counts cases it never ran, or runs a case on
+another case's kernel, says more than it checked. `campaign` (tests/test_campaign_engine.py)
+must catch them."""
+
+from exactc.mutants.model import Mutant
+
+CASES = "exactc/strategies/cases.py"
+KERNELS = "exactc/verify/kernels.py"
+ENGINE = "exactc/verify/engine.py"
+TASKS = "exactc/verify/kernel_campaign.py"
+
+MUTANTS = [
+    Mutant(
+        "sibling-keeps-the-inputs",
+        "a case's siblings keep its seeds: the campaign counts the same inputs again as new cases",
+        CASES,
+        '        changes = {"seed": (spec.seed + salt) % 2**32} if "seed" in fields else {}\n',
+        "        changes = {}\n",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "kernel-key-leaves-out-the-shapes",
+        "cases of one primitive and attributes share a compiled kernel whatever their shapes: "
+        "a case runs on a kernel printed for another",
+        KERNELS,
+        "    return (case.primitive, case.site, case.attrs, repr(case.kernel_shapes), ",
+        "    return (case.primitive, case.site, case.attrs, ",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "batch-repeats-a-family",
+        "a batch may draw the same family twice (Hypothesis's first, simplest example draws "
+        "every family alike): the campaign counts the same cases again",
+        TASKS,
+        "                          unique_by=lambda family: kernel_key(family[0])))",
+        "                          ))",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "campaign-forgets-its-failures",
+        "a kernel task runs without the example database: a failure found on a worker is not "
+        "replayed by the next campaign",
+        TASKS,
+        "              database=DirectoryBasedExampleDatabase(task.database) if task.database else None,\n",
+        "              database=None,\n",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "engine-merges-equal-batches",
+        "the engine hands dask its batches as pure: two equal batches get one key, one runs and "
+        "the campaign comes back a batch short",
+        ENGINE,
+        "        futures = connected.map(fn, list(items), pure=False)\n",
+        "        futures = connected.map(fn, list(items), pure=True)\n",
+        ("dask-cluster",),
+        family="campaigns",
+    ),
+]

@@ -1,0 +1,157 @@
+"""The kernel cases of `make verify`, in tasks an engine runs anywhere (verify/engine.py).
+
+A task is one Hypothesis run: a seed, a number of examples, a primitive and a site type
+(or any, for the mixed batches). Each example is a batch of kernel families
+(strategies/cases.py, `kernel_families`): a drawn case and its siblings, the same kernel
+on fresh inputs and, where the primitive follows a run-time length, at other lengths.
+A batch is one compiler call and one child process (verify/kernels.py, `run_cases`), so
+a compiled kernel serves every case of its family: where the campaign's time went
+(about 0.1 s of gcc per kernel, against a millisecond to run and compare a case).
+
+A task returns its counts and, for a failure, the full report of the first bad case and
+Hypothesis's reproduction (the `@reproduce_failure` blob); the failing example is also
+saved in the example database the task names, so a rerun of the campaign replays it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+
+from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.types import SITE_TYPES
+
+KERNELS_PER_BATCH = 6  # distinct kernels per compiler call
+SIBLINGS = 16  # cases per kernel: the drawn one and its siblings
+EXAMPLES_PER_TASK = 4  # Hypothesis examples (batches) per task
+
+
+# No shrinking: each shrink step is a compiler call, and a batch's failure report already
+# holds the bad case whole (its inputs in hex, the kernel, the case as Python).
+CAMPAIGN_PHASES = ("explicit", "reuse", "generate")
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One Hypothesis run of `examples` batches; primitive and site None: any (mixed)."""
+
+    primitive: str | None
+    site: str | None
+    seed: int
+    examples: int = EXAMPLES_PER_TASK
+    kernels: int = KERNELS_PER_BATCH
+    siblings: int = SIBLINGS
+    database: str | None = None  # a folder for Hypothesis's example database
+    # Moves every input seed of the task's cases (kernel_families): the campaign's round,
+    # so that the example Hypothesis tries first in every run (the simplest) brings fresh
+    # inputs in each round, and a rerun's task of the same round replays a saved failure.
+    salt: int = 0
+
+    @property
+    def cases(self) -> int:
+        """The cases the task runs when no draw is filtered."""
+        return self.examples * self.kernels * self.siblings
+
+    def describe(self) -> str:
+        return (f"Task(primitive={self.primitive!r}, site={self.site!r}, seed={self.seed}, "
+                f"examples={self.examples}, kernels={self.kernels}, siblings={self.siblings})")
+
+
+@dataclasses.dataclass
+class TaskResult:
+    """Counts by (primitive, site, status); the failure reports; the kernels compiled."""
+
+    task: Task
+    counts: dict[tuple[str, str, str], int]
+    kernels: int
+    failures: list[str]
+
+    @property
+    def cases(self) -> int:
+        return sum(self.counts.values())
+
+
+def database_dir():
+    """The campaign's Hypothesis example database: a folder of the cache, shared by every
+    worker of this machine (a failing example saved there is replayed first next time)."""
+    from exactc.verify.build import cache_dir
+
+    return cache_dir() / "hypothesis-campaign"
+
+
+def plan_tasks(cases: int, seed: int = 0, database: str | None = None, **sizes) -> list[Task]:
+    """Tasks that together run at least `cases` cases, in whole rounds: every primitive x
+    site type in turn and a mixed task, each task with its own seed; a task runs fewer
+    examples when a round of the usual tasks would pass `cases`."""
+    if cases <= 0:
+        return []
+    pairs = [(p, s) for p in sorted(PRIMITIVES) for s in SITE_TYPES] + [(None, None)]
+    per_example = sizes.get("kernels", KERNELS_PER_BATCH) * sizes.get("siblings", SIBLINGS)
+    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (len(pairs) * per_example)))))
+    tasks = []
+    for i, (primitive, site) in enumerate(itertools.cycle(pairs)):
+        if i % len(pairs) == 0 and sum(t.cases for t in tasks) >= cases:
+            break
+        salt = (i // len(pairs)) * 0x9E3779B1 % 2**32
+        tasks.append(Task(primitive, site, seed * 1_000_003 + i, database=database, salt=salt, **sizes))
+    return tasks
+
+
+def run_task(task: Task) -> TaskResult:
+    """Run one task's Hypothesis examples; counts every case run, shrinking runs included."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as seeded
+    from hypothesis import strategies as st
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    from exactc.strategies.cases import kernel_families
+    from exactc.verify.kernels import assert_all_equal, kernel_key, run_cases
+
+    counts: collections.Counter = collections.Counter()
+    kernels = 0
+
+    # Distinct kernels in a batch (no family twice); the task's salt in every input seed.
+    families = kernel_families(task.primitive, task.site, task.siblings, task.salt)
+
+    @settings(max_examples=task.examples, deadline=None, print_blob=True,
+              database=DirectoryBasedExampleDatabase(task.database) if task.database else None,
+              suppress_health_check=list(HealthCheck), phases=[Phase[p] for p in CAMPAIGN_PHASES])
+    @seeded(task.seed)
+    @given(batch=st.lists(families, min_size=task.kernels, max_size=task.kernels,
+                          unique_by=lambda family: kernel_key(family[0])))
+    def check(batch):
+        nonlocal kernels
+        cases = [case for family in batch for case in family]
+        outcomes = run_cases(cases)
+        kernels += len({kernel_key(c) for c in cases})
+        counts.update((o.case.primitive, o.case.site, o.status) for o in outcomes)
+        assert_all_equal(outcomes)
+
+    # The example database's key: one per strategy (primitive, site type, sizes), not per
+    # source of `check`, so a later task of the same pair, on any worker and with any
+    # seed, replays a failure saved here first (Hypothesis's "reuse" phase).
+    check._hypothesis_internal_database_key = (  # type: ignore[attr-defined]
+        f"exactc-kernel-campaign:{task.primitive}:{task.site}:{task.kernels}:{task.siblings}".encode())
+    failures = []
+    try:
+        check()
+    except Exception as exc:  # noqa: BLE001 - every failure goes back with its report
+        # Hypothesis's notes: the blob that replays the example (kept), and the example
+        # as a call (left out: the report above holds the bad case, and a batch is long).
+        notes = "\n".join(n for n in getattr(exc, "__notes__", []) if not n.startswith(("Falsifying example", "Failing test case")))
+        failures.append(f"{task.describe()}\n{type(exc).__name__}: {exc}\n{notes}".rstrip())
+    return TaskResult(task, dict(counts), kernels, failures)
+
+
+def merge(results: list[TaskResult]) -> tuple[list[dict], int, list[str]]:
+    """The campaign's rows (verify/campaign.py's summary), kernels compiled, failures."""
+    rows, kernels, failures = [], 0, []
+    for result in results:
+        for (primitive, site, status), n in sorted(result.counts.items()):
+            families = ["kernels"] + (["quant"] if primitive in ("quantize", "qlinear_w", "qlinear_i") else [])
+            rows.extend({"family": f, "primitive": primitive, "site": site, "status": status}
+                        for _ in range(n) for f in families)
+        kernels += result.kernels
+        failures.extend(result.failures)
+    return rows, kernels, failures

@@ -1,0 +1,121 @@
+"""The kernel campaign of `make verify` (verify/kernel_campaign.py): families of cases
+that share one compiled kernel, tasks that count every case once, failures that come
+back with their reproduction."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+
+from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.types import SITE_TYPES
+from exactc.strategies.cases import Case, kernel_families, sibling, sibling_lengths
+from exactc.strategies.tensors import TensorSpec
+from exactc.verify import kernel_campaign
+from exactc.verify.kernels import _prepare, assert_all_equal, kernel_key, run_cases
+
+
+def _layernorm_case(length=5, top=8, d=3) -> Case:
+    spec = lambda shape, seed: TensorSpec(shape, "f32", seed, "normal", 1.0)  # noqa: E731
+    return Case("layernorm", "f32", (("eps", 1e-5),),
+                (("x", spec((length, d), 1)), ("g", spec((d,), 2)), ("b", spec((d,), 3))), length, top)
+
+
+def test_a_sibling_runs_the_same_kernel_on_fresh_inputs_at_another_length():
+    case = _layernorm_case()
+    other = sibling(case, 7, salt=1)
+    assert other.length == 7 and other.shapes["x"] == (7, 3)
+    assert kernel_key(other) == kernel_key(case)
+    assert {n: s.seed for n, s in other.specs} == {"x": 2, "g": 3, "b": 4}
+
+
+def test_a_sibling_never_runs_at_a_length_a_static_dimension_has():
+    case = _layernorm_case()  # d = 3: at T = 3, x would be (T, T)
+    assert 3 not in sibling_lengths(case) and sibling_lengths(case) == [1, 2, 4, 5, 6, 7, 8]
+    with pytest.raises(ValueError, match="static"):
+        sibling(case, 3, salt=1)
+
+
+def test_a_family_compiles_one_kernel_and_every_case_equals_the_reference():
+    family = [_layernorm_case()] + [sibling(_layernorm_case(), n, salt=n) for n in (1, 4, 8)]
+    prepared = _prepare(family)
+    assert len({id(p.printed) for p in prepared}) == 1
+    outcomes = run_cases(family)
+    assert_all_equal(outcomes)
+    assert len(outcomes) == 4
+
+
+@settings(max_examples=3, derandomize=True)
+@given(family=kernel_families(siblings=4))
+def test_drawn_families_share_their_kernel_and_differ_in_their_inputs(family):
+    assert len(family) == 4 and len({kernel_key(c) for c in family}) == 1
+    assert len(set(family)) == 4
+
+
+@pytest.mark.parametrize("cases", [500, 10_000, 100_000])
+def test_tasks_cover_the_cases_asked_for_and_every_primitive_and_site(cases):
+    tasks = kernel_campaign.plan_tasks(cases, seed=3)
+    assert sum(t.cases for t in tasks) >= cases
+    assert len({t.seed for t in tasks}) == len(tasks)
+    pairs = {(p, s) for p in PRIMITIVES for s in SITE_TYPES} | {(None, None)}
+    assert {(t.primitive, t.site) for t in tasks} == pairs and len(tasks) % len(pairs) == 0
+    assert kernel_campaign.plan_tasks(0) == []
+
+
+def test_a_task_counts_each_case_once():
+    task = kernel_campaign.Task("scale", "bf16", seed=11, examples=2, kernels=2, siblings=3)
+    result = kernel_campaign.run_task(task)
+    assert result.failures == [] and result.cases == task.cases
+    assert set(result.counts) == {("scale", "bf16", "equal")}
+    assert result.kernels == task.examples * task.kernels  # no family twice in a batch
+    rows, kernels, failures = kernel_campaign.merge([result, result])
+    assert len(rows) == 2 * task.cases and kernels == 2 * result.kernels and failures == []
+
+
+def test_a_failing_task_returns_the_report_of_the_bad_case(monkeypatch):
+    from exactc.exporter import reference
+
+    real = reference.run
+
+    def off_by_one_ulp(primitive, site, inputs, attrs):  # the reference moved: C disagrees
+        out = real(primitive, site, inputs, attrs)
+        return {k: (v.view("uint32") ^ 1).view(v.dtype) if v.dtype.itemsize == 4 else v for k, v in out.items()}
+
+    monkeypatch.setattr(reference, "run", off_by_one_ulp)
+    task = dataclasses.replace(kernel_campaign.Task("add", "f32", seed=5, examples=1, kernels=1, siblings=2))
+    result = kernel_campaign.run_task(task)
+    assert len(result.failures) == 1
+    report = result.failures[0]
+    assert report.startswith(task.describe()) and "C != reference: add at f32" in report
+    assert "reproduce: Case(" in report and "@reproduce_failure" in report
+    assert "Failing test case" not in report  # the whole batch as a call: the report has the bad case
+
+
+def test_cases_of_one_primitive_at_other_shapes_get_their_own_kernels():
+    spec = lambda shape, seed: TensorSpec(shape, "f32", seed, "normal", 1.0)  # noqa: E731
+    batch = [Case("add", "f32", (), (("a", spec(shape, 1)), ("b", spec(shape, 2)))) for shape in ((3,), (5,), (2, 4))]
+    assert len({id(p.printed) for p in _prepare(batch)}) == 3
+    assert_all_equal(run_cases(batch))
+
+
+def test_a_failure_saved_in_the_database_is_replayed_first_by_a_task_of_another_seed(monkeypatch, tmp_path):
+    from exactc.exporter import reference
+
+    real = reference.run
+    seen = []
+
+    def wrong_for_long_inputs(primitive, site, inputs, attrs):  # only some draws fail
+        out = real(primitive, site, inputs, attrs)
+        wrong = max(a.size for a in inputs.values()) > 40
+        seen.append((wrong, tuple(a.tobytes() for a in inputs.values())))
+        return {k: v + 1 if wrong else v for k, v in out.items()}
+
+    monkeypatch.setattr(reference, "run", wrong_for_long_inputs)
+    first = kernel_campaign.Task("add", "f64", seed=1, examples=5, kernels=1, siblings=1, database=str(tmp_path))
+    assert kernel_campaign.run_task(first).failures
+    failed = next(inputs for wrong, inputs in seen if wrong)
+    seen.clear()
+    result = kernel_campaign.run_task(dataclasses.replace(first, seed=2, examples=1))
+    assert result.failures and seen[0] == (True, failed)  # the saved example ran before any new draw

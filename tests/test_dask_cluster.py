@@ -1,0 +1,84 @@
+"""Campaigns on dask.distributed (verify/engine.py): a real `dask scheduler` and two
+`dask worker` processes on localhost, each worker in its own working directory, run a
+small kernel campaign; its counts and verdicts equal a local run's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from exactc.verify import engine, kernel_campaign
+
+DASK = Path(sys.executable).with_name("dask")
+
+
+def _start(args, cwd: Path, env: dict) -> subprocess.Popen:
+    log = open(cwd / "log.txt", "w")
+    return subprocess.Popen([str(DASK), *args], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """The scheduler's address; the scheduler and both workers torn down after."""
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    env.pop(engine.SCHEDULER_ENV, None)
+    folders = {name: tmp_path / name for name in ("scheduler", "worker-1", "worker-2")}
+    for folder in folders.values():
+        folder.mkdir()
+    info = tmp_path / "scheduler.json"
+    procs = [_start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard", "--scheduler-file",
+                     str(info)], folders["scheduler"], env)]
+    try:
+        for name in ("worker-1", "worker-2"):
+            procs.append(_start(["worker", "--scheduler-file", str(info), "--nthreads", "1", "--no-dashboard",
+                                 "--local-directory", str(folders[name]), "--name", name], folders[name], env))
+        from distributed import Client
+
+        deadline = time.monotonic() + 60
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(info.read_text())["address"]
+        with Client(address) as connected:
+            connected.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+TASKS = [kernel_campaign.Task(p, s, seed=i, examples=2, kernels=2, siblings=3)
+         for i, (p, s) in enumerate([("add", "bf16"), ("softmax", "f32"), ("embedding", "f64"), (None, None)])]
+
+
+def test_a_campaign_on_a_scheduler_and_two_workers_equals_a_local_run(cluster, monkeypatch):
+    monkeypatch.setenv(engine.SCHEDULER_ENV, cluster)
+    tasks = TASKS + [TASKS[0]]  # the same batch twice runs twice: no result dropped or merged
+    remote = engine.run_all(kernel_campaign.run_task, tasks)
+    local = [kernel_campaign.run_task(t) for t in tasks]
+    assert [r.counts for r in remote] == [r.counts for r in local]
+    assert [r.failures for r in remote] == [r.failures for r in local] == [[]] * len(tasks)
+    assert kernel_campaign.merge(remote)[:2] == kernel_campaign.merge(local)[:2]
+    assert sum(r.cases for r in remote) == sum(t.cases for t in tasks)
+
+
+def test_the_engine_refuses_a_campaign_missing_a_batch():
+    with pytest.raises(RuntimeError, match="2 results for 3 batches; missing \\[1\\]"):
+        engine.collect({0: "a", 2: "c"}, 3)
