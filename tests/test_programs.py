@@ -40,11 +40,12 @@ SMALL = {
     "bert": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
     "llama": {"vocab": 48, "dim": 16, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
 }
-# The generation entries (prefill, decode: a call per layer, slow to build) are checked by
-# make verify's generate campaign and tests/test_generation.py.
+# The generation entries (prefill, decode) at f32 here (every site and length, both hosts
+# and the command line's backends in make verify's generate campaign).
 ENTRIES = [(m, e) for m in ("gpt", "bert", "llama") for e in models.entries(m) if e not in cache.CACHED_ENTRIES]
 SITES = ("f64", "f32", "bf16")
-CASES = [(m, e, s) for m, e in ENTRIES for s in SITES]
+CASES = ([(m, e, s) for m, e in ENTRIES for s in SITES]
+         + [(m, e, "f32") for m in ("gpt", "llama") for e in cache.CACHED_ENTRIES])
 
 
 def _export(tmp: Path, model: str, entry: str, site: str, straight: bool = False, name: str | None = None,
