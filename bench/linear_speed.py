@@ -84,15 +84,20 @@ class Built:
             getattr(self.library.lib, self.function)(*self.args, 0, M)
 
     def seconds(self, repeats: int = 5, inner: int = 3) -> float:
-        """The best of `repeats` timings of `inner` runs, per run."""
-        self.run()
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for _ in range(inner):
-                self.run()
-            best = min(best, (time.perf_counter() - start) / inner)
-        return best
+        return best_seconds(self.run, repeats, inner)
+
+
+def best_seconds(run, repeats: int = 5, inner: int = 3) -> float:
+    """The best of `repeats` timings of `inner` calls of `run`, per call (one call first,
+    untimed)."""
+    run()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            run()
+        best = min(best, (time.perf_counter() - start) / inner)
+    return best
 
 
 def gflops(seconds: float) -> float:

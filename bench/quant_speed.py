@@ -25,7 +25,6 @@ Usage: .venv/bin/python bench/quant_speed.py   (bench/test_bench_quant.py runs i
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -38,6 +37,7 @@ from exactc.exporter.printer.kernels import print_kernel
 from exactc.verify.build import BuildOptions, load_library, runtime_source
 from exactc.verify.compare import assert_bits_equal
 from exactc.verify.kernels import CDEF_PRELUDE
+from linear_speed import best_seconds
 
 SHAPES = {"prefill": (256, 384, 1536), "decode": (1, 768, 2048)}  # (M, K, N)
 BLOCK = 32
@@ -92,17 +92,6 @@ def laned(kernel) -> Plan:
         extent = next(a.extent for a in nest.axes if a.name == LANED.loop_order(nest)[0])
         nests.append((nest.name, NestPlan(LANED, even_split(extent))))
     return Plan(tuple(nests))
-
-
-def best_seconds(run, repeats: int = 7, inner: int = 3) -> float:
-    run()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            run()
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best
 
 
 def operands(m: int, k: int, n: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:
@@ -165,10 +154,10 @@ def measure(threads: int) -> list[tuple[str, str, float]]:
         for name, (kernels, _) in exactc_rows(m, k, n).items():
             for kernel in kernels:
                 kernel.threads(threads)
-            out.append((shape, name, best_seconds(lambda: [kernel.run() for kernel in kernels])))
+            out.append((shape, name, best_seconds(lambda: [kernel.run() for kernel in kernels], 7)))
         with torch.inference_mode():
             for name, run in torch_rows(m, k, n).items():
-                out.append((shape, name, best_seconds(run)))
+                out.append((shape, name, best_seconds(run, 7)))
     return out
 
 
