@@ -5,15 +5,24 @@
 
 Generation is docs/semantics.md section 16: the prompt through `prefill`, then a `decode`
 step per new token with the cache of the earlier positions, each token drawn by the
-sampler (section 14) with its step's child key of the key from --seed. `--backend c`
-runs the exported prefill and decode programs (built once into the cache folder, one
-process a step); `--backend reference` evaluates the same entries in numpy. Their logits
-are the same bits, so the tokens and the --json document are the same bytes.
+sampler (section 14) with its step's child key of the key from --seed.
+`--backend reference` evaluates the entries in numpy. `--backend c` runs the whole loop
+in one process of the exported decode program (`model generate`, built once into the
+cache folder): the prompt and the seed in, the tokens out, sampled in C; it feeds the
+prompt through decode steps, which section 16's cache property makes prefill's bits.
+Their logits are the same bits, so the tokens and the --json document are the same
+bytes.
 
 Without a checkpoint the parameters are drawn (seed 0, docs/programs.md) and there is no
-tokenizer: give the prompt with --prompt-ids. A Hugging Face folder's tokenizer.json
-turns --prompt into ids (the `tokenizers` package) and the new tokens into text, printed
-as they are drawn.
+tokenizer: give the prompt with --prompt-ids, or a tokenizer with --tokenizer. A
+tokenizer turns --prompt into ids and the new tokens into text, printed as they are
+drawn: a Hugging Face folder's tokenizer.json (the `tokenizers` package), or for a
+llama2.c .bin the tokenizer.bin beside it (exactc/tokenizer_bin.py: BOS, the dummy
+prefix and run.c's merges by score). `--tokenizer PATH` names either kind (a .json is
+a tokenizer.json, any other file a tokenizer.bin read for the model's vocab). The text
+printed is the whole sequence's decoded, less the prompt's and what is printed already,
+so a token's text may depend on the one before it (llama2.c drops a leading space after
+BOS), and a character whose bytes come in several tokens is printed once it is whole.
 """
 
 from __future__ import annotations
@@ -23,12 +32,14 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
+from exactc import tokenizer_bin
 from exactc.exporter import checkpoints, export, models, types
-from exactc.exporter.reference.generation import Generation, GenerationError, reference_runner, run_loop
+from exactc.exporter.reference.generation import (Generation, GenerationError, check_request, reference_runner,
+                                                   run_loop)
 from exactc.exporter.reference.sampling import SamplingError, SamplingOptions
 from exactc.runtime import keys_twin
 
@@ -45,7 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="PATH", help="a Hugging Face folder or a llama2.c .bin")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="a config field of a drawn model (with a checkpoint: tokens only)")
-    p.add_argument("--prompt", help="the prompt as text (needs the checkpoint's tokenizer.json)")
+    p.add_argument("--prompt", help="the prompt as text (needs a tokenizer: the checkpoint's or --tokenizer)")
+    p.add_argument("--tokenizer", metavar="PATH",
+                   help="a tokenizer.json, or llama2.c's tokenizer.bin (default: a Hugging Face folder's "
+                        "tokenizer.json, the tokenizer.bin beside a llama2.c .bin)")
     p.add_argument("--prompt-ids", metavar="IDS", help="the prompt as token ids: 1,2,3 or a FILE.npy of integers")
     p.add_argument("-n", type=int, default=16, metavar="N", help="new tokens at most (default 16)")
     p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy (default 1)")
@@ -60,13 +74,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE", help="write the document of the run (the same bytes from both backends)")
 
 
-def prompt_ids(args: argparse.Namespace, tokenizer) -> list[int]:
+class TextTokenizer(Protocol):
+    """What generate needs of a tokenizer: text to ids, ids to text."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+class HuggingFaceText:
+    """A tokenizer.json, through the `tokenizers` package."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+
+class Llama2cText:
+    """llama2.c's tokenizer.bin: BOS first; the pieces' bytes joined, then read as UTF-8."""
+
+    def __init__(self, tokenizer: tokenizer_bin.BinTokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, bos=True)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode_ids(ids).decode("utf-8", "replace")
+
+
+def prompt_ids(args: argparse.Namespace, tokenizer: TextTokenizer | None) -> list[int]:
     if (args.prompt is None) == (args.prompt_ids is None):
         raise GenerateError("give the prompt once: --prompt TEXT or --prompt-ids IDS")
     if args.prompt is not None:
         if tokenizer is None:
-            raise GenerateError("--prompt needs a checkpoint with a tokenizer.json; give --prompt-ids")
-        return list(tokenizer.encode(args.prompt).ids)
+            raise GenerateError("--prompt needs a checkpoint with a tokenizer.json (or a llama2.c .bin with a "
+                                "tokenizer.bin beside it) or --tokenizer PATH; give --prompt-ids")
+        try:
+            args.prompt.encode("utf-8")
+        except UnicodeEncodeError as exc:  # bytes the shell passed that are not UTF-8: lone surrogates
+            at = len(args.prompt[:exc.start].encode("utf-8"))
+            raw = args.prompt.encode("utf-8", "surrogateescape")
+            raise GenerateError(f"--prompt is not UTF-8 text (byte {at} is 0x{raw[at]:02x}); give it as UTF-8") from None
+        try:
+            return tokenizer.encode(args.prompt)
+        except tokenizer_bin.TokenizerError as exc:
+            raise GenerateError(str(exc)) from None
     text = args.prompt_ids
     if text.endswith(".npy"):
         try:
@@ -82,33 +140,59 @@ def prompt_ids(args: argparse.Namespace, tokenizer) -> list[int]:
         raise GenerateError(f"--prompt-ids {text!r}: write integers separated by commas, e.g. 1,2,3") from None
 
 
-def load_tokenizer(checkpoint: checkpoints.Checkpoint | None):
-    if checkpoint is None:
+def load_tokenizer(path: str | None, checkpoint: checkpoints.Checkpoint | None, vocab: int) -> TextTokenizer | None:
+    """--tokenizer's file, else the checkpoint's own (a Hugging Face folder's
+    tokenizer.json, the tokenizer.bin beside a llama2.c .bin), else None. A .json is read
+    by the `tokenizers` package, any other file as a tokenizer.bin of `vocab` tokens."""
+    if path is not None:
+        found = Path(path)
+        if not found.is_file():
+            raise GenerateError(f"--tokenizer {path}: no such file; give a tokenizer.json or a tokenizer.bin")
+    elif checkpoint is None:
         return None
-    path = checkpoint.path / "tokenizer.json" if checkpoint.path.is_dir() else None
-    if path is None or not path.is_file():
+    elif checkpoint.path.is_dir():
+        found = checkpoint.path / "tokenizer.json"
+    elif checkpoint.format == "llama2c":
+        found = checkpoint.path.parent / "tokenizer.bin"
+    else:
         return None
+    if not found.is_file():
+        return None
+    if found.suffix != ".json":
+        try:
+            return Llama2cText(tokenizer_bin.read(found, vocab))
+        except tokenizer_bin.TokenizerError as exc:
+            raise GenerateError(str(exc)) from None
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(str(path))
+    try:
+        return HuggingFaceText(Tokenizer.from_file(str(found)))
+    except Exception as exc:  # the tokenizers package raises its own Exception type
+        raise GenerateError(f"{found}: the tokenizers package cannot read it ({exc})") from None
 
 
-def c_runner(specs: Mapping[str, export.ExportSpec], cc: str, progress: Callable[[str], None]):
-    """run(entry, inputs) through the exported programs, built once into the cache."""
+def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: argparse.Namespace,
+                 options: SamplingOptions, progress: Callable[[str], None],
+                 on_token: Callable[[int], None]) -> Generation:
+    """The whole loop in the exported decode program (`model generate`,
+    runtime/exactc_generate.c), built once into the cache: the prompt and the seed in, the
+    tokens, their probabilities and the step uniforms out."""
     from exactc.verify import conformance, programs
 
-    built = {entry: programs.exported(spec, programs.Build(cc=cc), progress) for entry, spec in specs.items()}
-
-    def run(entry: str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        with tempfile.TemporaryDirectory(prefix="exactc-generate-") as tmp:
-            ins, outs = Path(tmp) / "in", Path(tmp) / "out"
-            ins.mkdir()
-            for name, array in inputs.items():
-                (ins / f"{name}.npy").write_bytes(export.npy_bytes(array))
-            built[entry].run_or_fail([(ins, outs)])
-            return conformance.load_outputs(outs)
-
-    return run
+    check_request(cfg.tokens, cfg.vocab, ids, args.n, args.stop)  # the reference's refusals, word for word
+    built = programs.exported(spec, programs.Build(cc=cc), progress)
+    flags = ["-n", str(args.n), "--temperature", repr(options.temperature), "--top-k", str(options.top_k),
+             "--top-p", repr(options.top_p)] + (["--stop", str(args.stop)] if args.stop is not None else [])
+    with tempfile.TemporaryDirectory(prefix="exactc-generate-") as tmp:
+        ins, outs = Path(tmp) / "in", Path(tmp) / "out"
+        ins.mkdir()
+        (ins / "prompt_ids.npy").write_bytes(export.npy_bytes(np.array(ids, np.int32)))
+        seed = np.array([args.seed], np.uint64).view(np.int64)  # the seed's 64 bits (seed.npy is int64)
+        (ins / "seed.npy").write_bytes(export.npy_bytes(seed))
+        built.generate(ins, outs, flags, on_token=on_token)
+        got = conformance.load_outputs(outs)
+    return Generation(list(ids), got["tokens"].tolist(), got["probabilities"].tolist(), [],
+                      got["uniforms"].tolist())
 
 
 def document(args: argparse.Namespace, model: str, options: SamplingOptions, out: Generation) -> dict:
@@ -136,17 +220,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
     model = checkpoint.model if checkpoint is not None else args.model
     if model not in ("gpt", "llama"):
         raise GenerateError(f"model {model!r}: exactc generates with gpt or llama")
-    tokenizer = load_tokenizer(checkpoint)
+    vocab = checkpoint.fields["vocab"] if checkpoint is not None else models.config(model, _overrides(args.set)).vocab
+    tokenizer = load_tokenizer(args.tokenizer, checkpoint, vocab)
     ids = prompt_ids(args, tokenizer)
     options = SamplingOptions(args.temperature, args.top_k, args.top_p)
     user = _overrides(args.set)
     user.setdefault("tokens", str(max(2, len(ids) + args.n)))  # the programs' T_max: the prompt and N
     overrides = checkpoint.overrides(user) if checkpoint is not None else user
     progress = lambda line: print(f"exactc generate: {line}", file=sys.stderr, flush=True)  # noqa: E731
+    if not 0 <= args.seed < 2**64:
+        raise GenerateError(f"--seed {args.seed}: give an integer in [0, 2^64)")
     if args.backend == "c":
-        specs = {e: export.ExportSpec(model, e, args.dtype, 0, user, checkpoint=checkpoint) for e in ENTRIES}
+        spec = export.ExportSpec(model, "decode", args.dtype, 0, user, checkpoint=checkpoint)
         cfg = models.config(model, overrides)
-        run = c_runner(specs, args.cc, progress)
     else:
         programs = {e: models.build(model, e, overrides) for e in ENTRIES}
         cfg = programs["prefill"].config
@@ -154,22 +240,30 @@ def cmd_generate(args: argparse.Namespace) -> int:
                   else models.draw_parameters(programs["prefill"], 0, args.dtype))
         run = reference_runner(programs, args.dtype, params)
     shown: list[int] = []
-    printed = [""]
+    printed: list[str] = []  # the text printed so far, the prompt's included (set at the first token)
 
     def stream(token: int, probability: float) -> None:
         shown.append(token)
         if tokenizer is None:
             print(token, end=" ", flush=True)
             return
-        text = tokenizer.decode(shown)
+        if not printed:  # the prompt is checked by now: its ids are in the vocab
+            printed.append(tokenizer.decode(ids).rstrip("\ufffd"))
+        # A trailing U+FFFD may be a character whose last bytes are still to be drawn.
+        text = tokenizer.decode(ids + shown).rstrip("\ufffd")
         print(text[len(printed[0]):], end="", flush=True)
         printed[0] = text
 
     try:
-        out = run_loop(run, cfg, ids, args.n, keys_twin.key_from_seed(args.seed), options, args.stop,
-                       on_token=stream)
+        if args.backend == "c":
+            out = c_generation(spec, args.cc, cfg, ids, args, options, progress, lambda token: stream(token, None))
+        else:
+            out = run_loop(run, cfg, ids, args.n, keys_twin.key_from_seed(args.seed), options, args.stop,
+                           on_token=stream)
     except (GenerationError, SamplingError) as exc:
         raise GenerateError(str(exc)) from None
+    if printed:  # the bytes that never made a whole character
+        print(tokenizer.decode(ids + shown)[len(printed[0]):], end="")
     print()
     if args.json:
         text = json.dumps(document(args, model, options, out), indent=1) + "\n"

@@ -16,6 +16,7 @@ checkpoint is missing. Runs in `make test` (about 30 s on 2 cores).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,6 +188,32 @@ def greedy_against_transformers(folder, model_name: str, hf_model, prompt: np.nd
         theirs = hf_model.generate(torch.from_numpy(prompt.astype(np.int64))[None], do_sample=False,
                                    max_new_tokens=count, min_new_tokens=count, pad_token_id=0)
     assert out.tokens == theirs[0, len(prompt):].tolist()
+    backends_write_the_same_document(folder, model_name, prompt, count)
+
+
+def backends_write_the_same_document(folder, model_name: str, prompt: np.ndarray, count: int) -> None:
+    """`exactc generate --checkpoint` with --backend reference and --backend c (the exported
+    decode program's whole loop, sampled in C) on 1 and 2 threads, greedy and sampled: the
+    same --json bytes."""
+    from exactc import cli
+
+    argv = ["generate", model_name, "--checkpoint", str(folder), "--prompt-ids", ",".join(map(str, prompt)),
+            "-n", str(count)]
+    out = Path(folder) / "generate"
+    out.mkdir()
+    for options in (["--temperature", "0"], ["--temperature", "0.8", "--top-p", "0.9", "--seed", "11"]):
+        assert cli.main([*argv, *options, "--json", str(out / "reference.json")]) == 0
+        want = (out / "reference.json").read_bytes()
+        for threads in ("1", "2"):
+            before = os.environ.get("OMP_NUM_THREADS")
+            os.environ["OMP_NUM_THREADS"] = threads
+            try:
+                assert cli.main([*argv, *options, "--backend", "c", "--json", str(out / "c.json")]) == 0
+            finally:
+                os.environ.pop("OMP_NUM_THREADS")
+                if before is not None:
+                    os.environ["OMP_NUM_THREADS"] = before
+            assert (out / "c.json").read_bytes() == want, (options, threads)
 
 
 def test_gpt2_greedy_generation_matches_transformers(tmp_path):

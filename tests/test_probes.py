@@ -134,3 +134,9 @@ def test_a_kernel_made_2_percent_slower_fails_the_regression_check(workdir):
 def test_growth_decode_step_attention_is_linear_and_the_rest_constant_in_the_position(workdir):
     for growth in probes.probe_decode(workdir, QUICK["decode"]):
         assert growth.holds, _explain(growth)
+
+
+@needs_valgrind
+def test_growth_generate_loop_costs_the_same_per_token_but_attention(workdir):
+    for growth in probes.probe_generate(workdir, QUICK["generate"]):
+        assert growth.holds, _explain(growth)

@@ -42,6 +42,7 @@ from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 # The runtime's files every exported directory carries; exactc_compare.c is the
 # conformance comparer (conformance/compare), the others build into the program.
 RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
+                 "exactc_keys.h", "exactc_keys.c", "exactc_sample.h", "exactc_sample.c", "exactc_generate.c",
                  "exactc_compare.c")
 
 
@@ -564,8 +565,9 @@ ifneq ($(REFUSED),)
 $(error $(REFUSED) would change the program's bits; exactc's outputs rest on STRICT ($(STRICT)): build without it)
 endif
 
-SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c $(sort $(wildcard kernels/*.c))
-HEADERS := exactc_rt.h kernels.h
+SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c exactc_keys.c exactc_sample.c \\
+           exactc_generate.c $(sort $(wildcard kernels/*.c))
+HEADERS := exactc_rt.h exactc_keys.h exactc_sample.h kernels.h
 COMPARE := conformance/compare
 COMPARE_SOURCES := exactc_compare.c exactc_npy.c
 

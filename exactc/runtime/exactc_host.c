@@ -245,8 +245,7 @@ int exactc_input_read(const char *dir, const exactc_tensor_spec *spec, void *dst
  * `staged`: that name, a NUL, then the output's own, DIR/<name>.npy (a buffer of
  * EXACTC_STAGED bytes). The file is complete, or removed: a write that fails midway (a
  * full disk, a file size limit) leaves no truncated file behind. */
-#define EXACTC_STAGED 8192
-static int output_stage(const char *dir, const exactc_tensor_spec *spec, const void *src, int tag, char *staged,
+int exactc_output_stage(const char *dir, const exactc_tensor_spec *spec, const void *src, int tag, char *staged,
                         char *err, size_t errlen) {
     char path[4096], partial[4096], why[512];
     if (npy_path(path, sizeof path, dir, spec->name) != 0 ||
@@ -281,7 +280,7 @@ static int output_stage(const char *dir, const exactc_tensor_spec *spec, const v
 }
 
 /* A staged output (output_stage) renamed to its own name. */
-static int output_commit(const char *staged, char *err, size_t errlen) {
+int exactc_output_commit(const char *staged, char *err, size_t errlen) {
     const char *partial = staged, *path = staged + strlen(staged) + 1;
     if (rename(partial, path) != 0) {
         int e = errno;
@@ -291,7 +290,7 @@ static int output_commit(const char *staged, char *err, size_t errlen) {
     return 0;
 }
 
-static size_t staged_size(const char *staged) {
+size_t exactc_staged_size(const char *staged) {
     size_t n = strlen(staged) + 1;
     return n + strlen(staged + n) + 1;
 }
@@ -299,8 +298,8 @@ static size_t staged_size(const char *staged) {
 int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const void *src, char *err,
                         size_t errlen) {
     char staged[EXACTC_STAGED];
-    if (output_stage(dir, spec, src, 0, staged, err, errlen) != 0) return -1;
-    return output_commit(staged, err, errlen);
+    if (exactc_output_stage(dir, spec, src, 0, staged, err, errlen) != 0) return -1;
+    return exactc_output_commit(staged, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------
@@ -364,7 +363,7 @@ size_t exactc_arena_reached(void) {
  * ---------------------------------------------------------------------------------- */
 
 /* Each line of a message that lists problems, prefixed by the file it is about. */
-static void report(const char *where, const char *err) {
+void exactc_report(const char *where, const char *err) {
     while (*err) {
         size_t n = strcspn(err, "\n");
         fprintf(stderr, "exactc: %s: %.*s\n", where, (int)n, err);
@@ -372,14 +371,14 @@ static void report(const char *where, const char *err) {
     }
 }
 
-static void free_buffers(void **buffers, size_t count) {
+void exactc_buffers_free(void **buffers, size_t count) {
     if (buffers == NULL) return;
     for (size_t i = 0; i < count; i++) free(buffers[i]);
     free(buffers);
 }
 
 /* One buffer per tensor of `specs` (at T_max); NULL when memory runs out. */
-static void **alloc_buffers(const exactc_tensor_spec *specs, size_t count, int64_t max_length) {
+void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64_t max_length) {
     void **buffers = calloc(count ? count : 1, sizeof *buffers);
     if (buffers == NULL) return NULL;
     for (size_t i = 0; i < count; i++) {
@@ -387,7 +386,7 @@ static void **alloc_buffers(const exactc_tensor_spec *specs, size_t count, int64
         size_t bytes = exactc_spec_count(&at) * exactc_kind_size(specs[i].kind);
         buffers[i] = malloc(bytes ? bytes : 1);
         if (buffers[i] == NULL) {
-            free_buffers(buffers, i);
+            exactc_buffers_free(buffers, i);
             return NULL;
         }
     }
@@ -475,12 +474,12 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
     void *block;
     if (exactc_weights_load(argv[1], program->params, program->param_count, program->param_bytes, &block, err,
                             sizeof err) != 0) {
-        report(argv[1], err);
+        exactc_report(argv[1], err);
         return 1;
     }
     program->map_weights(block);
-    void **inputs = alloc_buffers(program->inputs, program->input_count, program->max_length);
-    void **outputs = alloc_buffers(program->outputs, program->output_count, program->max_length);
+    void **inputs = exactc_buffers_alloc(program->inputs, program->input_count, program->max_length);
+    void **outputs = exactc_buffers_alloc(program->outputs, program->output_count, program->max_length);
     /* 64-byte aligned, a multiple of 64 bytes, never empty */
     unsigned char *arena = aligned_alloc(64, (program->arena_bytes + 63) / 64 * 64 + 64);
     int rc = 0;
@@ -509,20 +508,20 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
         for (size_t i = 0; rc == 0 && i < program->output_count; i++) {
             exactc_tensor_spec at = exactc_spec_at(&program->outputs[i], length);
             char one[EXACTC_STAGED];
-            if (output_stage(out_dir, &at, outputs[i], pair / 2, one, err, sizeof err) != 0) {
+            if (exactc_output_stage(out_dir, &at, outputs[i], pair / 2, one, err, sizeof err) != 0) {
                 fprintf(stderr, "exactc: %s\n", err);
                 rc = 1;
-            } else if ((staged[staged_count] = malloc(staged_size(one))) == NULL) {
+            } else if ((staged[staged_count] = malloc(exactc_staged_size(one))) == NULL) {
                 remove(one);
                 fprintf(stderr, "exactc: out of memory\n");
                 rc = 1;
             } else {
-                memcpy(staged[staged_count++], one, staged_size(one));
+                memcpy(staged[staged_count++], one, exactc_staged_size(one));
             }
         }
     }
     for (size_t k = 0; k < staged_count; k++) {
-        if (rc == 0 && output_commit(staged[k], err, sizeof err) != 0) {
+        if (rc == 0 && exactc_output_commit(staged[k], err, sizeof err) != 0) {
             fprintf(stderr, "exactc: %s\n", err);
             rc = 1;
         } else if (rc != 0) {
@@ -531,8 +530,8 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
         free(staged[k]);
     }
     free(staged);
-    free_buffers(inputs, program->input_count);
-    free_buffers(outputs, program->output_count);
+    exactc_buffers_free(inputs, program->input_count);
+    exactc_buffers_free(outputs, program->output_count);
     free(arena);
     free(block);
     return rc;

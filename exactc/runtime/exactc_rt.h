@@ -293,6 +293,19 @@ int exactc_input_read(const char *dir, const exactc_tensor_spec *spec, void *dst
 /* An output to DIR/<name>.npy. */
 int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const void *src, char *err,
                         size_t errlen);
+/* The same in two steps, for a run that writes several outputs all or none: stage writes
+ * DIR/<name>.npy.partial-<tag> and records in `staged` (EXACTC_STAGED bytes) that name
+ * and the output's own; commit renames it into place. A failed stage leaves no file. */
+#define EXACTC_STAGED 8192
+int exactc_output_stage(const char *dir, const exactc_tensor_spec *spec, const void *src, int tag, char *staged,
+                        char *err, size_t errlen);
+int exactc_output_commit(const char *staged, char *err, size_t errlen);
+size_t exactc_staged_size(const char *staged); /* the bytes of `staged` in use */
+/* One buffer per tensor of `specs`, each at T_max; NULL when memory runs out. */
+void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64_t max_length);
+void exactc_buffers_free(void **buffers, size_t count);
+/* Each line of a message that lists problems on stderr, prefixed by `where`. */
+void exactc_report(const char *where, const char *err);
 
 /* The arena. Every buffer of the network lives in it at an offset the exporter fixed:
  *     float *qkv = ARENA(float, arena + 0, 288);  ...  RELEASE(qkv, 288);
@@ -332,5 +345,8 @@ void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind
  * The weights load once; each pair is one run. Exit 0, 1 for a file refused (each
  * problem on stderr), 2 for a usage error. */
 int exactc_main(int argc, char **argv, const exactc_program *program);
+/* A decode entry's main (exactc_generate.c): `PROGRAM generate ...` runs the whole
+ * generation loop in this process; anything else is exactc_main. */
+int exactc_decode_main(int argc, char **argv, const exactc_program *program);
 
 #endif /* EXACTC_RT_H */

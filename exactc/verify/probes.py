@@ -26,6 +26,11 @@ Growth probes (each prints its ratio per doubling of the size):
   ... 64: its attention kernels (the scores and weighted values, the scale, the softmax,
   the cache copied ahead of the step's row) grow linearly with T (fixed part fitted and
   subtracted, 2.00 within 0.05), the rest of the step does not (1.00 within 0.01).
+- program/generate-rest: the same program's whole generation loop (`model generate`,
+  greedy, a one-token prompt) for N = 8 ... 64 new tokens: everything but the attention
+  kernels (the other kernels, the sampler, the cache's moves) costs the same per step,
+  so it grows linearly with N (fixed part fitted and subtracted, 2.00 within 0.05); a
+  loop that recomputed the whole sequence at every step, the same bits, grows as N^2.
 - exporter/straight-line: the exporter's own cost (trace and print, straight-line host)
   for L = 4 ... 32, the Python process under callgrind with instrumentation on only
   around the call. The fixed part (the structured host, the kernels' lowering, both
@@ -104,10 +109,10 @@ QUANT_SET = {"m": 4, "k": 80, "n": 16, "block": 32}
 
 # Sizes: full (make probes) and quick (tests/test_probes.py, the mutant runner).
 SIZES = {
-    "full": {"layers": (2, 4, 8, 16), "tokens": (8, 16, 32, 64), "decode": (8, 16, 32, 64), "exporter": (4, 8, 16, 32), "text": (2, 4, 8, 16),
-             "quant_k": (512, 1024, 2048, 4096), "quant_n": (64, 128, 256, 512), "nodes": (64, 128, 256, 512)},
-    "quick": {"layers": (1, 2, 4), "tokens": (16, 32, 64), "decode": (8, 16, 32), "exporter": (4, 8, 16), "text": (2, 4, 8),
-              "quant_k": (512, 1024, 2048), "quant_n": (64, 128, 256), "nodes": (64, 128, 256, 512)},
+    "full": {"layers": (2, 4, 8, 16), "tokens": (8, 16, 32, 64), "decode": (8, 16, 32, 64), "generate": (8, 16, 32, 64),
+             "exporter": (4, 8, 16, 32), "text": (2, 4, 8, 16), "quant_k": (512, 1024, 2048, 4096), "quant_n": (64, 128, 256, 512), "nodes": (64, 128, 256, 512)},
+    "quick": {"layers": (1, 2, 4), "tokens": (16, 32, 64), "decode": (8, 16, 32), "generate": (8, 16, 32),
+              "exporter": (4, 8, 16), "text": (2, 4, 8), "quant_k": (512, 1024, 2048), "quant_n": (64, 128, 256), "nodes": (64, 128, 256, 512)},
 }
 # The node-count probe's synthetic functions: one function of N primitives on a small
 # tensor, in two shapes (SHAPES), so that only the exporter's cost per node is counted.
@@ -332,6 +337,36 @@ def probe_decode(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
         Growth("program/decode-rest", "position", list(sizes), rest, rr,
                "the rest of the step; 1.00 within 0.01", all(abs(r - 1.0) <= 0.01 for r in rr), command),
     ]
+
+
+def probe_generate(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    """The llama decode program's whole generation loop (`model generate`, greedy, a
+    one-token prompt) for N new tokens of `sizes`: every step but its attention costs
+    the same at every position, so that part of the loop doubles with N; a loop that
+    recomputed the sequence at every step (the same bits) would make it quadruple."""
+    overrides = dict(DECODE, tokens=max(sizes) + 1)
+    root, _ = export_program(workdir, "llama", "decode", "f32", overrides)
+    binary = build_probe(root)
+    folder = workdir / "generate-in"
+    folder.mkdir(exist_ok=True)
+    np.save(folder / "prompt_ids.npy", np.array([1], np.int32))
+    np.save(folder / "seed.npy", np.array([0], np.int64))
+    counted = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory(prefix="exactc-probe-out-") as out:
+            profile = run_callgrind([str(binary), "generate", str(root / "weights.safetensors"), str(folder), out,
+                                     "-n", str(n), "--temperature", "0"], collect_at_start=False)
+        if profile.total == 0:
+            raise ProbeError(f"{root}: nothing collected around the generation loop (EXACTC_PROBE in {CFLAGS}?)")
+        counted.append(Counted(profile, "generate", kernel_primitives(root)))
+    attention = [c.kernels(DECODE_ATTENTION) for c in counted]
+    rest = [c.entry_count - a for c, a in zip(counted, attention)]
+    _, rr = fitted_ratios(sizes, rest)
+    command = (f"llama decode f32 {_config_text(overrides, 'tokens')}, `model generate -n N --temperature 0` "
+               f"on a one-token prompt, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no")
+    return [Growth("program/generate-rest", "new tokens", list(sizes), rest, rr,
+                   "the loop but attention; fixed part fitted and subtracted; 2.00 within 0.05",
+                   all(abs(r - 2.0) <= 0.05 for r in rr), command)]
 
 
 def _config_text(config: dict, varied: str) -> str:
@@ -730,7 +765,7 @@ def check_regression(current: dict[str, dict[str, int]], key: dict[str, str], th
 # ---- the command ------------------------------------------------------------------------------
 
 
-GROWTH_PROBES = ("layers", "tokens", "decode", "exporter", "nodes", "text", "quant")  # what --only names
+GROWTH_PROBES = ("layers", "tokens", "decode", "generate", "exporter", "nodes", "text", "quant")  # what --only names
 
 
 def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[str], None] = print,
@@ -739,6 +774,7 @@ def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[st
     steps = {"layers": lambda: [probe_layers(workdir, sizes["layers"])],
              "tokens": lambda: probe_tokens(workdir, sizes["tokens"]),
              "decode": lambda: probe_decode(workdir, sizes["decode"]),
+             "generate": lambda: probe_generate(workdir, sizes["generate"]),
              "exporter": lambda: [probe_exporter(sizes["exporter"])],
              "nodes": lambda: probe_nodes(sizes["nodes"]),
              "text": lambda: probe_text(sizes["text"]),
@@ -755,7 +791,7 @@ def run_growth(workdir: Path, sizes: dict[str, Sequence[int]], log: Callable[[st
 
 # The growth each probe expects, as the exponent of the size (the dotted line of the plot).
 EXPECTED_SLOPE = {"program/layers": 1, "program/tokens-linear": 1, "program/tokens-attention": 2,
-                  "program/decode-attention": 1, "program/decode-rest": 0,
+                  "program/decode-attention": 1, "program/decode-rest": 0, "program/generate-rest": 1,
                   "exporter/straight-line": 1, "exporter/nodes-chain": 1, "exporter/nodes-diamonds": 1,
                   "exporter/frames-chain": 1, "exporter/frames-diamonds": 1,
                   "text/structured": 0, "text/straight-line": 1,

@@ -118,6 +118,26 @@ class Program:
                                   done.stderr)
         return done
 
+    def generate(self, inputs: Path, outputs: Path, options: Sequence[str] = (), threads: int | None = None,
+                 env: dict[str, str] | None = None, on_token: Callable[[int], None] | None = None) -> str:
+        """A decode program's whole generation loop (`model generate`, runtime/exactc_generate.c)
+        on inputs/prompt_ids.npy and seed.npy (or key.npy), `options` its flags; each token
+        goes to `on_token` as the program prints it. Returns its stderr (the timing line);
+        a ProgramRunError (the program's last words) if it fails."""
+        outputs.mkdir(parents=True, exist_ok=True)
+        args = [str(self.path), "generate", str(self.root / "weights.safetensors"), str(inputs), str(outputs),
+                *options]
+        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_env(threads, env)) as child:
+            for line in child.stdout:
+                if on_token is not None:
+                    on_token(int(line))
+            stderr = child.stderr.read()
+        if child.returncode != 0:
+            raise ProgramRunError(f"{self.path} generate exited with {child.returncode}: {_last_line(stderr)}",
+                                  stderr)
+        return stderr
+
     def run_conformance_inputs(self, out: Path, threads: int | None = None,
                                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return self.run([(self.root / "conformance" / "inputs", out)], threads, env)

@@ -221,6 +221,9 @@ def main_section(program: Program, site: str) -> list[str]:
     out.append(f"{INDENT}static const exactc_program program = {{")
     out.extend(f"{INDENT * 2}.{field} = {value}," for field, value in fields)
     out.append(f"{INDENT}}};")
-    out.append(f"{INDENT}return exactc_main(argc, argv, &program);")
+    # A decode entry's program also runs the whole generation loop (`./model generate ...`,
+    # runtime/exactc_generate.c).
+    main = "exactc_decode_main" if program.entry == "decode" else "exactc_main"
+    out.append(f"{INDENT}return {main}(argc, argv, &program);")
     out.append("}")
     return out

@@ -89,6 +89,8 @@ _FIXED_CHECKS = [
     Check("probes:nodes", ("tests/test_probes.py",), "node_count"),
     # A decode step: attention linear in the position, the rest constant.
     Check("probes:decode", ("tests/test_probes.py",), "decode_step"),
+    # The exported generation loop: every step but attention the same cost, whatever the position.
+    Check("probes:generate", ("tests/test_probes.py",), "generate_loop"),
     # Checkpoint loaders: read-back bits, llama2.c against the Hugging Face route, refusals
     # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
@@ -106,6 +108,12 @@ _FIXED_CHECKS = [
     Check("generate:cache", ("tests/test_generation.py",), "recompute or last_row"),
     Check("generate:keys", ("tests/test_generation.py",), "child_key"),
     Check("generate:stop", ("tests/test_generation.py",), "stop_token"),
+    # llama2.c's tokenizer.bin (tests/test_tokenizer_bin.py): run.c's ids worked by hand,
+    # decode's rules, the file's refusals, exactc generate prompted with text.
+    Check("generate:tokenizer", ("tests/test_tokenizer_bin.py",)),
+    # The exported decode program's own loop (`model generate`, runtime/exactc_generate.c):
+    # its tokens, probabilities and uniforms against the reference's loop, its refusals.
+    Check("generate:program", ("tests/test_generate_program.py",)),
     # make verify's side: the exported prefill and decode programs (both hosts) against the
     # reference, one model and type (about a minute).
     Check("generate:programs", ("tests/campaign_generation.py",), "prefill_and_decode and llama-f32"),

@@ -5,6 +5,8 @@ position or without its cache differs from recomputing the whole sequence; a ste
 reuses a key, or a stop token that does not stop, differs from the spec's loop. The
 cache-against-recompute property, the decode-against-forward check at every position,
 the per-step key check and the stop-token check of tests/test_generation.py catch them.
+A llama2.c tokenizer.bin that merges pairs in another order than run.c gives other
+prompt ids: the hand-worked encodings of tests/test_tokenizer_bin.py catch it.
 """
 
 from exactc.mutants.model import Mutant
@@ -15,6 +17,8 @@ GPT = "exactc/exporter/models/gpt.py"
 GRAPH = "exactc/exporter/graph.py"
 STRUCTURED = "exactc/exporter/printer/structured.py"
 LOWER = "exactc/exporter/kernels/lower.py"
+TOKENIZER_BIN = "exactc/tokenizer_bin.py"
+C_LOOP = "exactc/runtime/exactc_generate.c"
 
 MUTANTS = [
     Mutant(
@@ -81,6 +85,57 @@ MUTANTS = [
         family="generate",
     ),
     Mutant(
+        "c-generate-cache-row-one-early",
+        "the C generation loop writes a step's keys and values over the last cached row, one "
+        "position early, and leaves its own row unwritten",
+        C_LOOP,
+        "        memcpy(cache + r * run_after + run_before, rows + r * shape.row_bytes, shape.row_bytes);",
+        "        memcpy(cache + r * run_after + run_before - (T > 0 ? shape.row_bytes : 0), rows + r * shape.row_bytes,\n"
+        "               shape.row_bytes);",
+        ("generate:program",),
+        family="generate",
+    ),
+    Mutant(
+        "c-generate-every-step-first-key",
+        "the C generation loop draws every step's u from the first step's child key",
+        C_LOOP,
+        "        exactc_key_fold_in(&key, (uint64_t)n, &child);",
+        "        exactc_key_fold_in(&key, 0, &child);",
+        ("generate:program",),
+        family="generate",
+    ),
+    Mutant(
+        "c-generate-prompt-from-its-second-token",
+        "the C generation loop feeds the prompt from its second token: the first position is never cached",
+        C_LOOP,
+        "    for (int64_t t = 0; rc == 0 && t < len; t++) step(&d, prompt[t]);",
+        "    for (int64_t t = len > 1; rc == 0 && t < len; t++) step(&d, prompt[t]);",
+        ("generate:program",),
+        family="generate",
+    ),
+    Mutant(
+        "c-generate-stop-token-ignored",
+        "the C generation loop runs on past a drawn stop token",
+        C_LOOP,
+        "        if (drawn.token == r->stop || n == r->count) break;",
+        "        if (n == r->count) break;",
+        ("generate:program",),
+        family="generate",
+    ),
+    Mutant(
+        "c-generate-recomputes-every-step",
+        "the C generation loop ignores its cache: every new token runs the whole sequence "
+        "through decode again from position 0 (the same bits, a cost quadratic in the tokens; "
+        "probe only)",
+        C_LOOP,
+        "        step(&d, (int32_t)drawn.token);\n",
+        "        d.T = 0; /* the whole sequence again */\n"
+        "        for (int64_t t = 0; t < len; t++) step(&d, prompt[t]);\n"
+        "        for (int64_t t = 0; t < n; t++) step(&d, tokens[t]);\n",
+        ("probes:generate",),
+        family="generate",
+    ),
+    Mutant(
         "decode-rope-table-every-position",
         "a decode step's rope kernel computes its cos and sin tables for every position up to "
         "T instead of its own: the same bits, a cost that grows with the position (probe only)",
@@ -96,6 +151,25 @@ MUTANTS = [
         '    )\n'
         '    table = Nest("rope_table", (Axis("t", rows), Axis("i", half)), table_body)',
         ("probes:decode",),
+        family="generate",
+    ),
+    Mutant(
+        "tokenizer-bin-lowest-score-merges-first",
+        "llama2.c's encode merges the adjacent pair whose piece scores lowest, not highest",
+        TOKENIZER_BIN,
+        "            if merged is not None and tok.scores[merged] > best_score:",
+        "            if merged is not None and -tok.scores[merged] > best_score:",
+        ("generate:tokenizer",),
+        family="generate",
+    ),
+    Mutant(
+        "tokenizer-bin-last-pair-of-a-tie",
+        "llama2.c's encode merges the last of the pairs whose pieces score the same, not the first "
+        "(and a piece at run.c's starting best of -1e10 merges)",
+        TOKENIZER_BIN,
+        "            if merged is not None and tok.scores[merged] > best_score:",
+        "            if merged is not None and tok.scores[merged] >= best_score:",
+        ("generate:tokenizer",),
         family="generate",
     ),
 ]
