@@ -29,6 +29,19 @@
 #error "exactc must not be built with -ffast-math"
 #endif
 
+/* One place where a compiler fuses all the same. gcc's vectorizer (seen in gcc 12,
+ * x86-64 with FMA or AVX-512: -march=native on an Intel Xeon with AVX-512; both its loop
+ * and its SLP vectorizer) recognizes a rotation pair stored side by side,
+ * (a*c - b*s, a*s + b*c), as a complex multiplication and emits a multiply and a fused
+ * multiply-add-subtract (vfmaddsub), -ffp-contract=off notwithstanding: one rounding
+ * fewer, another last bit. A nest of that shape (rope's rotation with its pairs side by
+ * side) is compiled without the vectorizer; other compilers need nothing. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define EXACTC_NO_FUSED_ROTATION __attribute__((optimize("no-tree-vectorize")))
+#else
+#define EXACTC_NO_FUSED_ROTATION
+#endif
+
 /* ------------------------------------------------------------------------------------
  * bf16: stored as the upper 16 bits of an IEEE binary32.
  * Widening is exact. Narrowing rounds to nearest, ties to even, and every NaN becomes

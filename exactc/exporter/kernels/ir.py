@@ -644,6 +644,10 @@ class Nest:
     name: str
     axes: tuple[Axis, ...]
     body: tuple[Stmt, ...]
+    # The body stores a rotation pair (a*c - b*s, a*s + b*c) side by side, which gcc's
+    # vectorizer fuses into a multiply-add whatever -ffp-contract says: its function is
+    # compiled without it (exactc_rt.h, EXACTC_NO_FUSED_ROTATION).
+    rotation: bool = False
 
     def __post_init__(self) -> None:
         check_name(self.name, "nest")

@@ -604,7 +604,10 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
         Write(ctx.at("y", t, hd, first), ctx.S(sub(mul(x0, c), mul(x1, s)))),
         Write(ctx.at("y", t, hd, second), ctx.S(add(mul(x0, s), mul(x1, c)))),
     )
-    rotate = Nest("rope_rotate", (Axis("t", positions), Axis("hd", heads), Axis("i", half)), rotate_body)
+    # A pair side by side (interleaved, or half of a head of 2) is what gcc fuses (ir.Nest.rotation).
+    side_by_side = ctx.attrs["pairing"] == "interleaved" or half == 1
+    rotate = Nest("rope_rotate", (Axis("t", positions), Axis("hd", heads), Axis("i", half)), rotate_body,
+                  rotation=side_by_side)
     return [table, rotate]
 
 

@@ -444,7 +444,8 @@ def nest_head(name: str, item: Launch, buffers: Mapping[str, Buffer], range_axis
     if top is not None:
         params.append((f"int64_t {SYMBOL}", f"the run-time length, 1 <= {SYMBOL} <= {top}"))
     params.append(("int64_t lo, int64_t hi", f"the piece of {range_axis} in [0, {extent})"))
-    return signature_lines(f"void {name}", params)
+    guard = ["EXACTC_NO_FUSED_ROTATION /* gcc would fuse the rotation pair: exactc_rt.h */"] if item.nest.rotation else []
+    return guard + signature_lines(f"void {name}", params)
 
 
 def unused_length(buffers: Mapping[str, Buffer], body: list[str]) -> list[str]:

@@ -7,8 +7,20 @@ RT = "exactc/runtime/exactc_rt.h"
 LIBM = "exactc/runtime/exactc_libm.c"
 TWIN = "exactc/runtime/libm_twin.py"
 NPY = "exactc/runtime/exactc_npy.c"
+LOWER = "exactc/exporter/kernels/lower.py"
 
 MUTANTS = [
+    Mutant(
+        "rotation-compiled-with-the-vectorizer",
+        "rope's rotation with its pairs side by side is compiled with gcc's vectorizer, which "
+        "fuses each pair into a multiply-add (vfmaddsub) under -march=native on x86-64 with FMA or "
+        "AVX-512 (caught on such a machine only: elsewhere gcc emits no fused instruction)",
+        LOWER,
+        "                  rotation=side_by_side)",
+        "                  rotation=False)",
+        ("compilers",),
+        family="rounding",
+    ),
     Mutant(
         "bf16-store-truncates",
         "f32 -> bf16 drops the low half instead of rounding to nearest even",
