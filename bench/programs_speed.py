@@ -290,64 +290,87 @@ class MiniLMBench:
         return SideBySide(ours, lambda: best_of(self.transformers, 1))
 
 
-# ---- a generation step: llama `decode` at llama2.c's stories shapes ------------------------------
+# ---- generation at llama2.c's stories shapes ----------------------------------------------------
 
-# The stories15M and stories110M shapes (llama2.c's TinyStories models), the context 256;
-# a decode step is timed at POSITION cached positions, the middle of a 256-token run (its
-# attention is linear in the position, so this is a whole run's mean step).
+# The stories15M and stories110M shapes (llama2.c's TinyStories models), the context 256.
 STORIES = {
     "stories15M": dict(vocab=32000, dim=288, layers=6, heads=6, kv_heads=6, mlp=768, tokens=256),
     "stories110M": dict(vocab=32000, dim=768, layers=12, heads=12, kv_heads=12, mlp=2048, tokens=256),
 }
-POSITION = 128
+
+GENERATED = 200  # new tokens per run: the figures the peers are quoted at are 200+ token runs
+WEIGHTS = {"f32": None, "q8": ("q8", 32), "q4": ("q4", 32)}  # exactc's --weights (ggml's blocks of 32)
 
 
-class DecodeBench:
-    """One decode step at POSITION cached positions: exactc's exported `decode` (f32,
-    `--plan auto`, the Makefile's defaults) against transformers' LlamaForCausalLM with
-    its DynamicCache at the same position (cropped back after each step), the same
-    weights and the same cache (exactc's past_k, past_v are transformers' cached keys
-    and values after a prefix of POSITION tokens)."""
+def generate_seconds(program: Path, inputs: Path, out: Path, threads: int, count: int) -> float:
+    """One `model generate` run (greedy, `count` new tokens after a one-token prompt): the
+    seconds of its loop as the program times it (the weights loaded before)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    done = subprocess.run([str(program), "generate", str(program.parent / "weights.safetensors"), str(inputs),
+                           str(out), "-n", str(count), "--temperature", "0"],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{program} generate exited with {done.returncode}: {done.stderr}"
+    timed = re.search(r"prompt tokens in ([0-9.]+) s, (\d+) new in ([0-9.]+) s", done.stderr)
+    assert int(timed.group(2)) == count, done.stderr
+    return float(timed.group(1)) + float(timed.group(3))
 
-    def __init__(self, name: str, work: Path, cc: str):
+
+class GenerateBench:
+    """Greedy generation of GENERATED tokens after a one-token prompt: exactc's exported
+    decode program running its whole loop (`model generate`, `--plan auto`, the Makefile's
+    defaults, f32 or --weights q8|q4) against transformers' LlamaForCausalLM.generate with
+    the same weights, do_sample=False, in f32, or in int8 by torch's dynamic quantization
+    of every Linear for q8 (PyTorch has no 4-bit CPU path: q4's row is against f32). Both
+    run GENERATED forward passes of one position (the prompt's, then a step per new token
+    but the last). Random weights: the tokens are not compared with PyTorch's (near ties);
+    the program's tokens at 2 threads are checked to be its tokens at 1."""
+
+    def __init__(self, name: str, weights: str, work: Path, cc: str, model=None):
+        import copy
+
         import torch
-        import transformers
 
         shape = STORIES[name]
-        self.model = llama_model(shape)
+        self.model = model if model is not None else llama_model(shape)
         folder = work / f"{name}-checkpoint"
-        self.model.save_pretrained(folder, safe_serialization=True)
+        if not folder.exists():
+            self.model.save_pretrained(folder, safe_serialization=True)
         ckpt = checkpoints.load(folder, "llama")
-        rng = np.random.default_rng(3)
-        prefix = torch.from_numpy(rng.integers(0, shape["vocab"], POSITION))[None]
-        self.token = torch.from_numpy(rng.integers(0, shape["vocab"], 1))[None]
-        self.cache = transformers.DynamicCache(config=self.model.config)
-        with torch.inference_mode():
-            self.model(input_ids=prefix, past_key_values=self.cache, use_cache=True)
-        layers = self.cache.layers
-        inputs = {"token": self.token[0].numpy().astype(np.int32),
-                  "past_k": np.stack([layer.keys[0].numpy() for layer in layers]),
-                  "past_v": np.stack([layer.values[0].numpy() for layer in layers])}
+        hd = shape["dim"] // shape["heads"]
+        cache = np.zeros((shape["layers"], shape["kv_heads"], 1, hd), np.float32)  # a cheap reference run
         prepared = export.prepare("llama", "decode", "f32", overrides={"tokens": shape["tokens"]}, checkpoint=ckpt,
-                                  plan=AutoPlan(), inputs=inputs)
-        root = export.write(prepared, work / f"{name}-decode")
+                                  plan=AutoPlan(), weights=WEIGHTS[weights],
+                                  inputs={"token": np.array([1], np.int32), "past_k": cache, "past_v": cache})
+        root = export.write(prepared, work / f"{name}-{weights}-decode")
         self.flags = makefile_cflags(root)
         self.program = build_exported(root, cc)
-        self.out = work / f"{name}-out"
+        self.inputs = work / f"{name}-{weights}-prompt"
+        self.inputs.mkdir()
+        np.save(self.inputs / "prompt_ids.npy", np.array([1], np.int32))
+        np.save(self.inputs / "seed.npy", np.array([0], np.int64))
+        self.out = work / f"{name}-{weights}-out"
         self.out.mkdir()
-        ours = prepared.expected["logits"]
-        assert np.abs(ours - self.torch_step()).max() < 1e-3, f"exactc's {name} decode step is not transformers'"
+        self.peer = self.model
+        if weights == "q8":
+            self.peer = torch.ao.quantization.quantize_dynamic(copy.deepcopy(self.model), {torch.nn.Linear},
+                                                               dtype=torch.qint8)
+        self.peer.generation_config.eos_token_id = None
+        self.peer_kind = {"f32": "torch f32", "q8": "torch dynamic int8", "q4": "torch f32"}[weights]
 
-    def torch_step(self) -> np.ndarray:
+    def tokens(self, threads: int) -> bytes:
+        generate_seconds(self.program, self.inputs, self.out, threads, GENERATED)
+        return (self.out / "tokens.npy").read_bytes() + (self.out / "probabilities.npy").read_bytes()
+
+    def torch_generate(self) -> None:
         import torch
 
+        prompt = torch.tensor([[1]])
         with torch.inference_mode():
-            logits = self.model(input_ids=self.token, past_key_values=self.cache, use_cache=True).logits[0]
-        self.cache.crop(-1)  # back to POSITION cached positions
-        return logits.numpy()
+            self.peer.generate(prompt, do_sample=False, max_new_tokens=GENERATED, min_new_tokens=GENERATED,
+                               pad_token_id=0)
 
-    def side_by_side(self, threads: int, repeat: int = 20) -> SideBySide:
+    def side_by_side(self, threads: int) -> SideBySide:
         torch_threads(threads)
-        inputs = self.program.parent / "conformance" / "inputs"
-        return SideBySide(lambda: program_seconds(self.program, inputs, self.out, threads, repeat),
-                          lambda: best_of(self.torch_step, repeat))
+        return SideBySide(lambda: generate_seconds(self.program, self.inputs, self.out, threads, GENERATED),
+                          lambda: best_of(self.torch_generate, 1))
+

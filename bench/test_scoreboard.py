@@ -11,9 +11,10 @@ Rows (each: exactc's best time over PyTorch's; above 1, exactc is slower):
   sentences per second;
 - the f32 linear 256x384 @ 384x1536 (the benchmark's layout, bench/linear_speed.py)
   against torch.matmul;
-- a generation step: llama `decode` at the stories15M and stories110M shapes, f32, at
-  128 cached positions, in tokens per second, against LlamaForCausalLM's step with its
-  DynamicCache at the same position (bench/programs_speed.py, DecodeBench).
+- generation: the exported llama decode program's whole loop (`model generate`, greedy,
+  200 tokens after a one-token prompt) at the stories15M and stories110M shapes, with f32,
+  q8 and q4 weights, in tokens per second, against LlamaForCausalLM.generate with the
+  same weights (f32; torch's dynamic int8 for q8) (bench/programs_speed.py, GenerateBench).
 
 A benchmark, not a test of speed: it asserts bits (and agreement with PyTorch), never
 times. bench/conftest.py prints the machine first and `bench: <rows> rows, worst ratio
@@ -22,6 +23,8 @@ times. bench/conftest.py prints the machine first and `bench: <rows> rows, worst
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -29,8 +32,8 @@ from exactc.verify.build import have_compiler
 from exactc.verify.compare import bit_equal_mask
 
 from linear_speed import Built, gflops, lanes_layout
-from programs_speed import (STORIES, DecodeBench, DecoderBench, MiniLMBench, SideBySide, best_of, load_average,
-                            torch_threads)
+from programs_speed import (GENERATED, STORIES, WEIGHTS, DecoderBench, GenerateBench, MiniLMBench, SideBySide,
+                            best_of, llama_model, load_average, torch_threads)
 
 COMPILERS = [cc for cc in ("gcc", "clang") if have_compiler(cc)]
 THREADS = [1, 2]
@@ -52,6 +55,7 @@ def minilm():
 
 
 ROUNDS = 5  # side-by-side rounds per row; pytest-benchmark times each round (both sides)
+GENERATE_ROUNDS = 2  # a generation row's round is a 200-token run on each side (seconds at 110M)
 
 
 def run_rounds(benchmark, result: SideBySide) -> SideBySide:
@@ -120,18 +124,29 @@ def test_linear(benchmark, scoreboard, torch_operands, cc, threads):
            rate=gflops)
 
 
-# ---- generation: one decode step with a key/value cache ------------------------------------------
+# ---- generation: the exported decode program's whole loop ----------------------------------------
 
 
-@pytest.fixture(scope="module", params=sorted(STORIES))
+@functools.lru_cache(maxsize=None)
+def stories_model(name: str):
+    return llama_model(STORIES[name])
+
+
+@pytest.fixture(scope="module", params=[(n, w) for n in sorted(STORIES) for w in WEIGHTS], ids="-".join)
 def stories(request, tmp_path_factory):
-    return request.param, DecodeBench(request.param, tmp_path_factory.mktemp(request.param), "gcc")
+    name, weights = request.param
+    work = tmp_path_factory.mktemp(f"{name}-{weights}")
+    return name, weights, GenerateBench(name, weights, work, "gcc", stories_model(name))
 
 
 @pytest.mark.parametrize("threads", THREADS)
-def test_llama_decode_step(benchmark, scoreboard, stories, threads):
-    """Tokens per second of a decode step at 128 cached positions (programs_speed.DecodeBench)."""
-    name, bench = stories
-    result = run_rounds(benchmark, bench.side_by_side(threads))
-    record(benchmark, scoreboard, f"{name} decode gcc {threads}t", result, f"gcc {bench.flags}", "tokens/s",
-           rate=lambda s: 1.0 / s)
+def test_llama_generate(benchmark, scoreboard, stories, threads):
+    """Tokens per second of greedy generation, 200 tokens (programs_speed.GenerateBench);
+    the program's tokens and probabilities the same bytes on 1 and 2 threads."""
+    name, weights, bench = stories
+    if threads == 2:
+        assert bench.tokens(2) == bench.tokens(1), f"{name} {weights}: 2 threads drew other tokens than 1"
+    result = bench.side_by_side(threads)
+    benchmark.pedantic(result.round, rounds=GENERATE_ROUNDS, iterations=1)
+    record(benchmark, scoreboard, f"{name} {weights} generate {threads}t", result,
+           f"gcc {bench.flags}; against {bench.peer_kind}", "tokens/s", rate=lambda s: GENERATED / s)
