@@ -444,8 +444,14 @@ def nest_head(name: str, item: Launch, buffers: Mapping[str, Buffer], range_axis
     if top is not None:
         params.append((f"int64_t {SYMBOL}", f"the run-time length, 1 <= {SYMBOL} <= {top}"))
     params.append(("int64_t lo, int64_t hi", f"the piece of {range_axis} in [0, {extent})"))
-    guard = ["EXACTC_NO_FUSED_ROTATION /* gcc would fuse the rotation pair: exactc_rt.h */"] if item.nest.rotation else []
-    return guard + signature_lines(f"void {name}", params)
+    return signature_lines(f"void {name}", params)
+
+
+def rotation_guard(nest: Nest) -> list[str]:
+    """Above a nest function that stores rotation pairs side by side (ir.Nest.rotation):
+    the attribute that keeps gcc from fusing them (exactc_rt.h)."""
+    return ["/* gcc would fuse the rotation pairs into multiply-adds: exactc_rt.h */",
+            "EXACTC_NO_FUSED_ROTATION"] if nest.rotation else []
 
 
 def unused_length(buffers: Mapping[str, Buffer], body: list[str]) -> list[str]:
@@ -464,7 +470,7 @@ def nest_taken(nest: Nest, buffers: Mapping[str, Buffer]) -> set[str]:
 def plain_function(name: str, item: Launch, buffers: Mapping[str, Buffer]) -> list[str]:
     """The nest's function in its own loop order: its IR, its head, its loops."""
     nest = item.nest
-    out = comment_block(nest.text().splitlines())
+    out = rotation_guard(nest) + comment_block(nest.text().splitlines())
     outer = nest.axes[0]
     out.extend(nest_head(name, item, buffers, outer.name, outer.extent))
     extents = Extents(nest, buffers, nest_taken(nest, buffers))

@@ -48,6 +48,7 @@ from exactc.exporter.printer.nests import (
     length_params,
     nest_head,
     nest_params,
+    rotation_guard,
     nest_taken,
     unused_length,
 )
@@ -224,9 +225,10 @@ class LanedBlock:
 
 
 def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], layout: Layout,
-                     split: Split | None) -> tuple[list[str], str, int]:
+                     split: Split | None, ahead: frozenset[str] = frozenset()) -> tuple[list[str], str, int]:
     """The C function of a nest under `layout`: its lines, the axis of its (lo, hi)
-    range (the split's, else the first of the layout's order) and that axis's extent."""
+    range (the split's, else the first of the layout's order) and that axis's extent.
+    A pack of a buffer in `ahead` is the caller's: the buffer arrives as its panels."""
     nest = item.nest
     order = layout.loop_order(nest)
     extents = {a.name: a.extent for a in nest.axes}
@@ -281,8 +283,12 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
         opened += 1
         for buffer in layout.packs:
             if pack_after[buffer] == a:
-                body.extend(pack(printer, nest, layout, buffers[buffer], pack_var[buffer], chunk_var, lane_var,
-                                 inner_stop, depth))
+                if buffer in ahead:
+                    body.extend(packed_panel(printer, nest, layout, buffers[buffer], pack_var[buffer], chunk_var,
+                                             depth))
+                else:
+                    body.extend(pack(printer, nest, layout, buffers[buffer], pack_var[buffer], chunk_var,
+                                     lane_var, inner_stop, depth))
     if not lanes:
         for stmt in nest.body:
             body.extend(printer.statement(stmt, depth))
@@ -323,7 +329,9 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
     lines = nest.text().splitlines() + ["", f"layout: {layout.text()}"]
     if split:
         lines.append(f"split of {range_axis}: {split.text()}")
-    out = comment_block(lines)
+    for buffer in sorted(ahead & set(layout.packs)):
+        lines.append(f"{buffer}: packed when the weights load (its panels in place: printer/prepack.py)")
+    out = rotation_guard(nest) + comment_block(lines)
     out.extend(nest_head(name, item, buffers, range_axis, extents[range_axis]))
     return (out + names.declaration(body) + unused_length(buffers, body) + body + ["}"], range_axis,
             extents[range_axis])
@@ -394,6 +402,19 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, n
     out.append(f"{pad}{INDENT}memset({pack_name}, 0, sizeof {storage});")
     out.append(f"{pad}}}")
     return out
+
+
+def packed_panel(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, names: tuple[str, str],
+                 chunk_var: dict[str, str], depth: int) -> list[str]:
+    """The pack of a buffer the caller laid out as its panels (printer/prepack.py): the
+    current chunk's panel is where it lies, chunk c at c times the panel's size, read
+    through a restrict pointer as a copied pack is (pack() says why)."""
+    _, pack_name = names
+    body_dims, lane_dims = pack_panel(nest, layout, buf.name)
+    ((axis, width),) = lane_dims
+    panel = " * ".join(printer.extents.axis(a, extent) for a, extent in body_dims)
+    return [f"{INDENT * depth}const {buf.ctype} *restrict {pack_name} = {buf.name} + {chunk_var[axis]} * {panel};"
+            f" /* the chunk's panel, packed at load */"]
 
 
 def split_extent(extent: dims.Extent) -> str:
