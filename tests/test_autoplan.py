@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from exactc.exporter import dims, export, models
+from exactc.exporter.primitives import block_count, quantized_row_length
 from exactc.exporter.models import cache
 from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split
 from exactc.exporter.kernels.lower import lower
@@ -40,7 +41,23 @@ def test_linear_gets_the_benchmark_layout_and_every_split_covers_its_axis():
     plan = auto_kernel_plan(kernel)
     (name, nest_plan), = plan.nests
     assert dict(nest_plan.layout.lanes) == {"m": 8, "n": 16} and nest_plan.layout.packs == ("w",)
-    assert nest_plan.split.pieces == ((0, 5), (5, 10), (10, 15), (15, 20), (20, 25), (25, 30), (30, 35), (35, 40))
+    # n in lanes of 16: the pieces are whole chunks of 16 columns, the last one partial
+    assert nest_plan.split.pieces == ((0, 16), (16, 32), (32, 40))
+
+
+def test_a_laned_axis_is_split_between_chunks_of_its_lanes():
+    """No piece but the last ends in a partial chunk: a piece's lanes stay full, and a
+    weight packed at load (printer/prepack.py) finds chunk c at panel c."""
+    for extent in (16, 17, 288, 768, 1000, 32000):
+        split = even_split(extent, 8, 16)
+        pieces = split.pieces if split else ((0, extent),)
+        assert pieces[0][0] == 0 and pieces[-1][1] == extent
+        assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+        assert all(lo % 16 == 0 for lo, _ in pieces), (extent, pieces)
+        sizes = [-(-(hi - lo) // 16) for lo, hi in pieces]
+        assert max(sizes) - min(sizes) <= 1, (extent, pieces)
+    assert even_split(288, 8, 16).pieces[:3] == ((0, 32), (32, 64), (64, 96))
+    assert even_split(16, 8, 16) is None
 
 
 def test_att_v_at_a_run_time_length_gets_both_lanes_and_its_pack():
@@ -57,3 +74,87 @@ def test_even_split_shares_an_axis_and_leaves_a_single_row_alone():
     assert even_split(1) is None
     assert even_split(3).pieces == ((0, 1), (1, 2), (2, 3))
     assert even_split(17).pieces[-1] == (14, 17)
+
+
+# ---- the quantized nests (--weights q8|q4) -------------------------------------------------
+
+
+def _quantized_plan(primitive: str, fmt: str, rows: int, k: int, cols: int, block: int = 32):
+    """The automatic plan's one nest plan for qlinear_w or qlinear_i: x (rows, k) by a
+    (cols, k) weight in `fmt`, blocks of `block`."""
+    weight = {"wq": (cols, quantized_row_length(fmt, k, block)), "wd": (cols, block_count(k, block))}
+    shapes = ({"x": (rows, k)} if primitive == "qlinear_w"
+              else {"xq": (rows, k), "xd": (rows, block_count(k, block))}) | weight
+    (name, nest_plan), = auto_kernel_plan(lower(primitive, "f32", shapes, {"fmt": fmt, "block": block})).nests
+    assert name == primitive
+    return nest_plan
+
+
+def _text(nest_plan) -> str:
+    return nest_plan.layout.text()
+
+
+def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
+    """bench/quant_layouts.py's fastest legal layouts: a prompt's rows (10) in lanes of 8
+    (q8, both packs) or 4 (q4: its values do not pack), a decode step's one row n in
+    lanes of 16 with the scales packed, qlinear_i's q8 form on one row its plain body;
+    the split always on n, between chunks of its lanes."""
+    want = {
+        ("qlinear_w", "q8", 10): "order n, m; lanes m:8, n:16; packs wq, wd",
+        ("qlinear_w", "q4", 10): "order n, m; lanes m:4, n:16; packs wd",
+        ("qlinear_w", "q8", 1): "order n, m; lanes n:16; packs wd",
+        ("qlinear_w", "q4", 1): "order n, m; lanes n:16; packs wd",
+        ("qlinear_i", "q8", 10): "order n, m; lanes m:8, n:16; packs wq, wd",
+        ("qlinear_i", "q4", 10): "order n, m; lanes m:4, n:16; packs wd",
+        ("qlinear_i", "q8", 1): "order n, m",
+        ("qlinear_i", "q4", 1): "order n, m; lanes n:16; packs wd",
+    }
+    for (primitive, fmt, rows), layout in want.items():
+        nest_plan = _quantized_plan(primitive, fmt, rows, 64, 40)
+        assert _text(nest_plan) == layout, (primitive, fmt, rows)
+        # n outermost, so the split shares the output columns, on one row as on ten
+        assert nest_plan.layout.order[0] == "n" and nest_plan.split.depth == 0, (primitive, fmt, rows)
+        if nest_plan.layout.lanes:
+            assert nest_plan.split.pieces == ((0, 16), (16, 32), (32, 40)), (primitive, fmt, rows)
+        else:
+            assert nest_plan.split.pieces == tuple((5 * i, 5 * i + 5) for i in range(8)), (primitive, fmt, rows)
+
+
+def test_a_quantized_linear_with_a_short_last_block_falls_back_to_lanes_without_packs():
+    """K = 40 in blocks of 32: wq and wd are also read at the short block's index, so
+    neither packs; the lanes stay (rows by 4, as measured without packs)."""
+    assert _text(_quantized_plan("qlinear_w", "q8", 10, 40, 48)) == "order n, m; lanes m:4, n:16"
+    assert _text(_quantized_plan("qlinear_w", "q4", 1, 40, 48)) == "order n, m; lanes n:16"
+    assert _text(_quantized_plan("qlinear_i", "q8", 10, 40, 48)) == "order n, m"
+
+
+def test_quantize_gets_rows_and_blocks_in_lanes_and_leaves_one_row_plain():
+    def plan(rows: int, k: int):
+        found = auto_kernel_plan(lower("quantize", "f32", {"x": (rows, k)}, {"block": 32}))
+        return found and {name: (_text(p), len(p.split.pieces) if p.split else 0) for name, p in found.nests}
+
+    assert plan(64, 288) == {"quantize": ("lanes m:8, b:8", 8)}
+    assert plan(64, 48) == {"quantize": ("lanes m:8", 8), "quantize_tail": ("lanes m:8", 8)}
+    assert plan(1, 288) is None  # a decode step's row: nothing to lane or share
+
+
+QUANTIZED_CASES = [(entry, fmt) for entry in ("decode", "forward") for fmt in ("q8", "q4")]
+
+
+@pytest.mark.parametrize("entry,fmt", QUANTIZED_CASES, ids=[f"llama-{e}-{f}" for e, f in QUANTIZED_CASES])
+def test_quantized_llama_under_the_automatic_plan_keeps_the_reference_bytes(tmp_path, entry, fmt):
+    """A q8 or q4 llama's decode step (one row) and forward (ten rows): every quantized
+    linear laned across its outputs and split (but k and v, 16 columns: one chunk), and
+    the program's bytes are the reference's on 1 and 2 threads."""
+    prepared = export.ExportSpec("llama", entry, "f32", 5, SIZES["llama"], plan="auto", weights=(fmt, 32)).prepare()
+    root = export.write(prepared, tmp_path / "program")
+    kernels = {path.stem: path.read_text() for path in (root / "kernels").glob("qlinear_w*.c")}
+    assert kernels, "no quantized linear was exported"
+    for name, source in kernels.items():
+        assert "layout: order n, m; lanes " in source, f"{name} is not laned across its outputs"
+    host = (root / "model.c").read_text()
+    split = {name for name in kernels if f"{name}_split(" in host}
+    assert split >= set(kernels) - {"qlinear_w_k_v"}, f"not split: {sorted(set(kernels) - split)}"
+    program = build(root)
+    for threads in (1, 2):
+        conforms(program, prepared, threads)

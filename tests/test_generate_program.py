@@ -30,8 +30,10 @@ SEED = 5  # the parameters test_generation's reference runs draw
 
 
 @functools.lru_cache(maxsize=None)
-def decode_program(model: str, site: str) -> built.Program:
-    return built.exported(export.ExportSpec(model, "decode", site, SEED, TINY[model]), built.Build())
+def decode_program(model: str, site: str, plan: str | None = None) -> built.Program:
+    """The decode program, plain or under the automatic plan (lanes, splits, and its
+    linear weights laid out as panels at load: exporter/printer/prepack.py)."""
+    return built.exported(export.ExportSpec(model, "decode", site, SEED, TINY[model], plan=plan), built.Build())
 
 
 def write_request(folder, prompt, seed: int | None = None, key: np.ndarray | None = None):
@@ -52,7 +54,8 @@ def flags(count: int, options: SamplingOptions, stop: int | None) -> list[str]:
 @st.composite
 def requests(draw):
     """A model and site, a prompt of 1 to 4 tokens, a count that fits tokens = 7, sampling
-    options (greedy, top-k of 1, nucleus), a stop token or none, 1 or 2 threads."""
+    options (greedy, top-k of 1, nucleus), a stop token or none, 1 or 2 threads, the plain
+    program or the automatic plan's."""
     model = draw(st.sampled_from(sorted(TINY)))
     site = draw(st.sampled_from(("f32", "bf16")))
     prompt = draw(st.lists(st.integers(0, 39), min_size=1, max_size=4))
@@ -60,15 +63,17 @@ def requests(draw):
     options = SamplingOptions(temperature=draw(st.sampled_from((0.0, 0.7, 1.5))),
                               top_k=draw(st.sampled_from((0, 1, 5))), top_p=draw(st.sampled_from((1.0, 0.8))))
     stop = draw(st.one_of(st.none(), st.integers(0, 39)))
-    return model, site, prompt, count, draw(st.integers(0, 2**64 - 1)), options, stop, draw(st.sampled_from((1, 2)))
+    plan = draw(st.sampled_from((None, "auto")))
+    return (model, site, prompt, count, draw(st.integers(0, 2**64 - 1)), options, stop, draw(st.sampled_from((1, 2))),
+            plan)
 
 
-@settings(max_examples=60 if CAMPAIGN else 12, deadline=None)
+@settings(max_examples=60 if CAMPAIGN else 16, deadline=None)
 @given(requests())
 def test_the_program_generates_the_reference_tokens(tmp_path_factory, request):
-    model, site, prompt, count, seed, options, stop, threads = request
+    model, site, prompt, count, seed, options, stop, threads, plan = request
     want = run(model, site, prompt, count, seed, options, stop=stop)
-    program = decode_program(model, site)
+    program = decode_program(model, site, plan)
     folder = tmp_path_factory.mktemp("generate")
     streamed = []
     program.generate(write_request(folder / "in", prompt, seed), folder / "out", flags(count, options, stop),
@@ -78,7 +83,7 @@ def test_the_program_generates_the_reference_tokens(tmp_path_factory, request):
             and got["probabilities"].tobytes() == np.array(want.probabilities, np.float64).tobytes()
             and got["uniforms"].tobytes() == np.array(want.uniforms, np.float64).tobytes())
     record_checks("generate", f"{model} {site} model generate", ["equal" if same else "mismatch"])
-    assert same, (f"{model} {site} prompt={prompt} count={count} seed={seed} {options} stop={stop} "
+    assert same, (f"{model} {site} plan={plan} prompt={prompt} count={count} seed={seed} {options} stop={stop} "
                   f"threads={threads}: program {got['tokens'].tolist()} {got['probabilities'].tolist()}, "
                   f"reference {want.tokens} {want.probabilities}; rerun: {program.path} generate "
                   f"{program.root / 'weights.safetensors'} IN OUT {' '.join(flags(count, options, stop))}")

@@ -40,10 +40,11 @@ static const float *params;
 static const int8_t *q;
 static const uint8_t *u;
 
-static void map_weights(void *block) {
+static int map_weights(void *block) {
     params = block;
     q = (const int8_t *)((unsigned char *)block + 128);
     u = (const uint8_t *)((unsigned char *)block + 192);
+    return 0;
 }
 
 static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
@@ -89,6 +90,7 @@ int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const v
                         size_t errlen);
 int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, size_t bytes,
                         void **block, char *err, size_t errlen);
+int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, size_t size);
 """
 
 W = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
@@ -286,3 +288,26 @@ def test_a_weights_file_that_is_not_there_is_named(lib, tmp_path):
     assert lib.lib.exactc_weights_load(path.encode(), params, 1, 12, block, err, 512) == -1
     assert path in lib.ffi.string(err).decode()
     assert block[0] == lib.ffi.NULL
+
+
+def as_panels(w: np.ndarray, lanes: int) -> np.ndarray:
+    """exactc_pack_panels' layout, from its definition (exporter/printer/prepack.py): in
+    each layer, the first N - N % lanes rows as panels of `lanes` rows, k-major with the
+    lane index innermost; the last N % lanes rows as they were."""
+    layers, rows, cols = w.shape
+    out = w.copy()
+    full = rows - rows % lanes
+    panels = w[:, :full].reshape(layers, full // lanes, lanes, cols).transpose(0, 1, 3, 2)
+    out[:, :full] = panels.reshape(layers, full, cols)  # the same bytes, rows x cols per layer
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.uint16])  # f64, f32, bf16's bits
+@pytest.mark.parametrize("layers,rows,cols,lanes", [(1, 16, 3, 16), (2, 40, 5, 16), (3, 7, 4, 16), (1, 33, 2, 8)])
+def test_pack_panels_lays_out_each_layer_as_its_panels(lib, dtype, layers, rows, cols, lanes):
+    w = np.arange(layers * rows * cols).astype(dtype).reshape(layers, rows, cols)
+    data = lib.ffi.from_buffer(w)
+    assert lib.lib.exactc_pack_panels(data, layers, rows, cols, lanes, w.itemsize) == 0
+    want = as_panels(np.arange(layers * rows * cols).astype(dtype).reshape(layers, rows, cols), lanes)
+    assert w.tobytes() == want.tobytes()
+

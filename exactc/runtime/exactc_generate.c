@@ -327,7 +327,11 @@ static int generate(const exactc_program *p, const request *r, char *err, size_t
         free(prompt);
         return -2; /* err lists the file's problems, a line each */
     }
-    p->map_weights(block);
+    if (p->map_weights(block) != 0) {
+        free(block);
+        free(prompt);
+        return exactc_fail(err, errlen, "out of memory laying out the weights");
+    }
     decoder d = {p, exactc_buffers_alloc(p->inputs, p->input_count, p->max_length),
                  exactc_buffers_alloc(p->outputs, p->output_count, p->max_length),
                  aligned_alloc(64, (p->arena_bytes + 63) / 64 * 64 + 64), {caches[0], caches[1]}, 0};

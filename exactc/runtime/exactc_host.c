@@ -302,6 +302,24 @@ int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const v
     return exactc_output_commit(staged, err, errlen);
 }
 
+int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, size_t size) {
+    size_t panel = (size_t)lanes * (size_t)cols * size;
+    unsigned char *copy = malloc(panel ? panel : 1), *base = data;
+    if (copy == NULL) return -1;
+    for (size_t l = 0; l < layers; l++) {
+        for (int64_t c = 0; c + lanes <= rows; c += lanes) {
+            unsigned char *at = base + ((size_t)l * (size_t)rows + (size_t)c) * (size_t)cols * size;
+            memcpy(copy, at, panel);
+            for (int64_t j = 0; j < lanes; j++)
+                for (int64_t k = 0; k < cols; k++)
+                    memcpy(at + ((size_t)k * (size_t)lanes + (size_t)j) * size,
+                           copy + ((size_t)j * (size_t)cols + (size_t)k) * size, size);
+        }
+    }
+    free(copy);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------
  * Layer traces (checking builds, EXACTC_TRACE_CARRY): with EXACTC_TRACE_DIR set, what a
  * fold carries out of each layer, written as an output named <n>-<fold>-<layer>-<carry>
@@ -477,7 +495,11 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
         exactc_report(argv[1], err);
         return 1;
     }
-    program->map_weights(block);
+    if (program->map_weights(block) != 0) {
+        fprintf(stderr, "exactc: out of memory laying out the weights\n");
+        free(block);
+        return 1;
+    }
     void **inputs = exactc_buffers_alloc(program->inputs, program->input_count, program->max_length);
     void **outputs = exactc_buffers_alloc(program->outputs, program->output_count, program->max_length);
     /* 64-byte aligned, a multiple of 64 bytes, never empty */

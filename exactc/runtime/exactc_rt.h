@@ -273,7 +273,7 @@ typedef struct {
     size_t output_count;
     size_t arena_bytes;               /* the scratch one run needs (at max_length) */
     int64_t max_length;               /* T_max: inputs give 1 <= T <= T_max; 0: no run-time length */
-    void (*map_weights)(void *block); /* point the model's Weights into the block */
+    int (*map_weights)(void *block);  /* point the model's Weights into the block; 0, or -1 (memory) */
     void (*run)(int64_t length, void *const *inputs, void *const *outputs, unsigned char *arena);
 } exactc_program;
 
@@ -314,6 +314,12 @@ int exactc_output_stage(const char *dir, const exactc_tensor_spec *spec, const v
                         char *err, size_t errlen);
 int exactc_output_commit(const char *staged, char *err, size_t errlen);
 size_t exactc_staged_size(const char *staged); /* the bytes of `staged` in use */
+/* A linear weight laid out as its panels, in place (exporter/printer/prepack.py): in each
+ * of `layers` matrices of rows x cols elements of `size` bytes, the first rows - rows %
+ * lanes rows become panels of `lanes` rows, element (c lanes + j, k) at
+ * c lanes cols + k lanes + j; the last rows % lanes rows stay. 0, or -1 when memory runs
+ * out (the block is then as it was). */
+int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, size_t size);
 /* One buffer per tensor of `specs`, each at T_max; NULL when memory runs out. */
 void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64_t max_length);
 void exactc_buffers_free(void **buffers, size_t count);

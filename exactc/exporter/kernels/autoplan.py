@@ -8,6 +8,15 @@ every nest of a program, chosen from its shapes alone.
   so does one whose lanes an axis cannot fill (rows in lanes of 8 for one row).
 - matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
   outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
+- the quantized linears (qlinear_w, qlinear_i; docs/semantics.md section 15) get the
+  output columns outermost (the split's), in lanes across outputs: n in lanes of 16,
+  over rows in lanes of 8 or 4 where they fill, with whichever of the weight's values
+  (wq) and scales (wd) can be packed; each output's float sum still runs block by
+  block in index order. The one exception is qlinear_i's q8 form where rows in lanes
+  of 8 with both packs do not apply (a decode step's one row): it keeps its plain body
+  under n outermost, whose exact int32 block sums then vectorize along k, faster than
+  lanes across outputs. quantize gets rows in lanes of 8 over blocks in lanes of 8,
+  quantize_tail rows in lanes of 8 (bench/quant_layouts.py measured all of these).
 - the nests whose transcendental has a laned form in the runtime (gelu_tanh, gelu_erf,
   silu, and softmax without a causal mask) get lanes of 16 on their elements or rows:
   the printer then calls exactc_<f>f_array once per 16 (printer/planned.py). A causal
@@ -16,7 +25,9 @@ every nest of a program, chosen from its shapes alone.
   the printer gives to exp's laned form (printer/nests.py, array_loop).
   Every other nest keeps its plain loops.
 - every nest whose outermost loop has at least two iterations is split into up to
-  PIECES even pieces, which an OpenMP team of at most omp_get_max_threads() threads runs.
+  PIECES even pieces, which an OpenMP team of at most omp_get_max_threads() threads runs;
+  a laned outer loop is cut between chunks of its lanes (no piece ends in a partial
+  chunk but the last).
 
 Any legal plan gives the reference's bits, so this choice is about speed only; the
 tests export with it and compare bytes with OMP_NUM_THREADS 1 and 2 and without OpenMP.
@@ -42,17 +53,21 @@ _MATRIX_LAYOUTS = {
 }
 
 
-def even_split(extent: dims.Extent, pieces: int = PIECES) -> Split | None:
-    """`extent` cut into min(pieces, extent) pieces differing by at most one; None when
-    there is nothing to share (an extent of 1). An extent that follows the run-time
-    length is cut in `pieces` equal parts, scaled to it when the program runs (a part
-    is empty where the extent is short)."""
+def even_split(extent: dims.Extent, pieces: int = PIECES, lanes: int = 1) -> Split | None:
+    """`extent` cut into min(pieces, chunks) pieces of whole chunks of `lanes` (the
+    last piece ends at the extent), their chunk counts differing by at most one; None
+    when there is nothing to share (one chunk). Whole chunks keep every piece's lanes
+    full but in the last one, and let a kernel read a weight packed at load
+    (printer/prepack.py). An extent that follows the run-time length is cut in `pieces`
+    equal parts, scaled to it when the program runs (a part is empty where the extent
+    is short)."""
     if dims.is_symbolic(extent):
         return Split(0, tuple((k, k + 1) for k in range(pieces)), of=pieces) if pieces >= 2 else None
-    count = min(pieces, extent)
+    chunks = -(-extent // lanes)
+    count = min(pieces, chunks)
     if count < 2:
         return None
-    cuts = [extent * k // count for k in range(1, count)]
+    cuts = [chunks * k // count * lanes for k in range(1, count)]
     return Split(0, split_pieces(extent, cuts))
 
 
@@ -63,6 +78,59 @@ _TRANSCENDENTAL_LAYOUTS = {
     "silu": [Layout(lanes=(("i", 16),))],
     "softmax": [Layout(lanes=(("i", 16),))],
 }
+
+
+# Candidate layouts of the quantized nests per weight format, fastest first, as
+# bench/quant_layouts.py measured them (docs/performance.md): the q8 weight-only form
+# gains most from both packs over rows in lanes of 8; q4's values (two nibble reads of
+# a byte) cannot be packed, and with the scales packed rows in lanes of 4 were faster
+# than 8. One row leaves n in lanes of 16 with the scales packed (packing the values
+# too was slower: nothing reuses the panel). A short last block (G not dividing K)
+# reads wq and wd through a second index, so neither packs: the plain lanes follow.
+_QUANTIZED_LAYOUTS = {
+    "qlinear_w": {
+        "q8": [
+            Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)), packs=("wq", "wd")),
+            Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16)), packs=("wd",)),
+            Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wd",)),
+            Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),
+            Layout(order=("n", "m"), lanes=(("n", 16),)),
+        ],
+        "q4": [
+            Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16)), packs=("wd",)),
+            Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wd",)),
+            Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),
+            Layout(order=("n", "m"), lanes=(("n", 16),)),
+        ],
+    },
+    # qlinear_i's q8 form: lanes on 8 rows with both packs, else the plain body with n
+    # outermost, whose int32 block sums vectorize along k (any order is exact), 2.8x the
+    # lanes across outputs on one row. Its q4 form keeps lanes across outputs on one
+    # row too: gcc 12.2 at -O2 with AVX-VNNI (the Makefile's -march=native on a CPU
+    # that has it) vectorizes the plain body's nibble sums into wrong bits, which the
+    # lanes do not (its plain body built without VNNI was about 2x faster on one row).
+    "qlinear_i": {
+        "q8": [
+            Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)), packs=("wq", "wd")),
+            Layout(order=("n", "m")),
+        ],
+        "q4": [
+            Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16)), packs=("wd",)),
+            Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wd",)),
+            Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),
+            Layout(order=("n", "m"), lanes=(("n", 16),)),
+        ],
+    },
+    # quantize has one format (the activations' q8); its rows split, a decode step's one
+    # row stays plain (1.3 us of work: no split, no lanes pays).
+    "quantize": {"q8": [Layout(lanes=(("m", 8), ("b", 8))), Layout(lanes=(("m", 8),))]},
+    "quantize_tail": {"q8": [Layout(lanes=(("m", 8),))]},
+}
+
+
+def quantized_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
+    """The quantized nest's candidates for its kernel's weight format (none for others)."""
+    return _QUANTIZED_LAYOUTS.get(nest.name, {}).get(kernel.attrs.get("fmt", "q8"), [])
 
 
 def matmul_layouts(nest: Nest) -> list[Layout]:
@@ -79,7 +147,7 @@ def candidate_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
     if nest.name == "matmul":
         return [layout for layout in matmul_layouts(nest) if lanes_fill(nest, layout)]
     return [layout for layout in _MATRIX_LAYOUTS.get(nest.name, []) + _TRANSCENDENTAL_LAYOUTS.get(nest.name, [])
-            if lanes_fill(nest, layout)]
+            + quantized_layouts(kernel, nest) if lanes_fill(nest, layout)]
 
 
 def lanes_fill(nest: Nest, layout: Layout) -> bool:
@@ -108,7 +176,7 @@ def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES) -> NestPlan
         return None
     first = layout.loop_order(nest)[0]
     extent = next(a.extent for a in nest.axes if a.name == first)
-    split = even_split(extent, pieces)
+    split = even_split(extent, pieces, dict(layout.lanes).get(first, 1))
     if split is None and layout.is_plain:
         return None
     return NestPlan(layout, split)

@@ -62,7 +62,7 @@ def print_program(program: Program, site: str, plan: Any = None, straight: bool 
     peak = line.peak if straight else structured_peak
 
     out = head(program, site, straight)
-    out += parameters(program, site)
+    out += parameters(program, site, table.packed)
     out += banner(("The network: every launch in order (the straight-line oracle)." if straight else
                    "The network: one function per module form, callees first; a fold over layers is a loop.")
                   + "\nA kernel call runs its nest over [lo, hi) = [0, extent) of its outer loop; a split\n"
@@ -117,7 +117,7 @@ def head(program: Program, site: str, straight: bool) -> list[str]:
     return out
 
 
-def parameters(program: Program, site: str) -> list[str]:
+def parameters(program: Program, site: str, packed: dict | None = None) -> list[str]:
     """The Weights struct, the table of the file's tensors, and map_weights."""
     out = banner("The parameters: one block read from the .safetensors file; a stacked parameter holds\n"
                  "every layer's tensor one after the other (layer l at l * chunk).")
@@ -144,15 +144,23 @@ def parameters(program: Program, site: str) -> list[str]:
     if program.params:
         out.append("};")
     out += [f"#define PARAM_BYTES ((size_t){offset})", "", "static Weights weights;", "",
-            "/* Point each field of `weights` at its tensor in the block read from the file. */",
-            "static void map_weights(void *block) {"]
+            "/* Point each field of `weights` at its tensor in the block read from the file"
+            + (", and lay\n * out the linear weights its kernels read packed as their panels (printer/prepack.py).\n"
+               " * 0, or -1 when memory runs out. */" if packed else ". 0 always. */"),
+            "static int map_weights(void *block) {"]
     if program.params:
         out.append(f"{INDENT}unsigned char *data = block;")
     else:
         out.append(f"{INDENT}(void)block;")
     for k, (spec, v) in enumerate(zip(program.params, program.param_values)):
         out.append(f"{INDENT}weights.{v.name} = ({types.kind_ctype(spec.kind, site)} *)(data + PARAMS[{k}].offset);")
-    out += ["}", ""]
+    for k, spec in enumerate(program.params):
+        if spec.name in (packed or {}):
+            p = packed[spec.name]
+            size = types.kind_storage(spec.kind, site).itemsize
+            out.append(f"{INDENT}if (exactc_pack_panels(data + PARAMS[{k}].offset, {p.layers}, {p.rows}, {p.cols}, "
+                       f"{p.lanes}, {size}) != 0) return -1;")
+    out += [f"{INDENT}return 0;", "}", ""]
     return out
 
 

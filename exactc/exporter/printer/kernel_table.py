@@ -25,6 +25,7 @@ from exactc.exporter.kernels.plans import function_name
 from exactc.exporter.printer.ctext import call_lines
 from exactc.exporter.printer.kernels import PrintedKernel, print_kernel
 from exactc.exporter.printer.nests import takes_length
+from exactc.exporter.printer.prepack import packed_ahead
 
 # Names a kernel never takes: C keywords and what model.c, exactc_rt.h and the C library
 # already use.
@@ -174,9 +175,12 @@ class KernelTable:
             if key not in kernels:
                 kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs)
         names = kernel_names(ops, kernels, host_names(program))
+        plans = {key: self.plan_for(kernel, names[key]) for key, kernel in kernels.items()}
+        # Linear weights laid out as their panels when the program loads them (prepack.py).
+        ahead, self.packed = packed_ahead(program, {key: (kernels[key], plans[key]) for key in kernels})
         self.uses: dict[tuple, KernelUse] = {}
         for key, kernel in kernels.items():
-            printed = print_kernel(kernel, names[key], self.plan_for(kernel, names[key]))
+            printed = print_kernel(kernel, names[key], plans[key], frozenset({"w"}) if key in ahead else frozenset())
             self.uses[key] = KernelUse(names[key], kernel, printed)
         self.check_plan_used()
 

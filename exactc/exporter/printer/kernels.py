@@ -43,11 +43,13 @@ class PrintedKernel:
     declarations: tuple[str, ...]
 
 
-def print_kernel(kernel: Kernel, name: str, plan=None) -> PrintedKernel:
+def print_kernel(kernel: Kernel, name: str, plan=None, ahead: frozenset[str] = frozenset()) -> PrintedKernel:
     """The C text of `kernel`, its functions named after `name`.
 
     With a `plan` (a validated exporter.kernels.plans.Plan), the nests it names are
-    printed under their layout, and each split gets a driver; the others print plain."""
+    printed under their layout, and each split gets a driver; the others print plain.
+    The packs of the buffers in `ahead` are read where they lie: the caller passes those
+    buffers laid out as their panels (printer/prepack.py)."""
     if not isinstance(name, str) or not _IDENT.match(name):
         raise IRError(f"kernel name {name!r} is not a C identifier")
     buffers = {b.name: b for b in kernel.buffers}
@@ -62,7 +64,7 @@ def print_kernel(kernel: Kernel, name: str, plan=None) -> PrintedKernel:
             ranges.append(item.extent)
             drivers.append(None)
             continue
-        lines, range_axis, extent = planned_function(fn, item, buffers, nest_plan.layout, nest_plan.split)
+        lines, range_axis, extent = planned_function(fn, item, buffers, nest_plan.layout, nest_plan.split, ahead)
         ranges.append(extent)
         if nest_plan.split is not None:
             lines = lines + [""] + split_driver(fn, item, buffers, nest_plan.split, range_axis, extent)

@@ -72,6 +72,9 @@ _FIXED_CHECKS = [
     # The exported Makefile's default build (-march=native) against the portable one, both
     # conformant; the laned linear's accumulators in registers (gcc and clang).
     Check("fast-build", ("tests/test_fast_build.py",)),
+    # Linear weights laid out as panels at load (printer/prepack.py): which kernels and
+    # parameters, and the automatic plan's splits between chunks of lanes.
+    Check("prepack", ("tests/test_prepack.py", "tests/test_autoplan.py"), "packed or panels or chunks"),
     # A program that differs: the report's index, values and layer (a fold slice misread).
     Check("programs:report", ("tests/test_programs.py",), "skips_a_layer"),
     # The one build: each compiler really builds; the export cache keys on what matters.

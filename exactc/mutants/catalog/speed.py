@@ -7,8 +7,53 @@ from exactc.mutants.model import Mutant
 EXPORT = "exactc/exporter/export.py"
 PLANNED = "exactc/exporter/printer/planned.py"
 RUNTIME = "exactc/runtime/__init__.py"
+PREPACK = "exactc/exporter/printer/prepack.py"
+AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
+HOST = "exactc/runtime/exactc_host.c"
 
 MUTANTS = [
+    Mutant(
+        "pack-panels-not-transposed",
+        "exactc_pack_panels copies each panel's rows back as they were: the kernels that read "
+        "w as panels laid out at load read row-major weights",
+        HOST,
+        "                    memcpy(at + ((size_t)k * (size_t)lanes + (size_t)j) * size,",
+        "                    memcpy(at + ((size_t)j * (size_t)cols + (size_t)k) * size,",
+        ("host-runtime", "prepack"),
+        family="speed",
+    ),
+    Mutant(
+        "prepack-ignores-other-uses",
+        "a parameter is laid out as panels when any kernel operand it reaches is a packed w, "
+        "not every one: GPT's tied head is packed, and the embedding reads its table scrambled",
+        PREPACK,
+        '            keys = {key for key, _ in used}\n'
+        '            if (not used or any(operand != "w" or key not in ahead for key, operand in used)',
+        '            keys = {key for key, operand in used if operand == "w"}\n'
+        '            if (not keys or any(key not in ahead for key in keys)',
+        ("prepack",),
+        family="speed",
+    ),
+    Mutant(
+        "prepack-accepts-a-split-inside-a-chunk",
+        "a kernel whose split starts a piece inside a chunk of lanes reads w as panels laid out "
+        "at load: that piece reads panel c at a chunk that is not chunk c",
+        PREPACK,
+        ' or any(lo % width for lo, _ in split.pieces):',
+        ':',
+        ("prepack",),
+        family="speed",
+    ),
+    Mutant(
+        "split-cut-inside-a-chunk",
+        "the automatic plan cuts a laned axis into even pieces whatever its lanes: pieces end "
+        "in partial chunks (run point by point) and no weight can be packed at load",
+        AUTOPLAN,
+        "    split = even_split(extent, pieces, dict(layout.lanes).get(first, 1))",
+        "    split = even_split(extent, pieces)",
+        ("prepack",),
+        family="speed",
+    ),
     Mutant(
         "makefile-default-not-native",
         "the exported Makefile's default CFLAGS lose -march=native: `make` builds SSE2-only "
