@@ -39,6 +39,12 @@ def accepts_native(cc: str) -> bool:
     return done.returncode == 0
 
 
+def has_avx512(cc: str) -> bool:
+    """Does -march=native give this compiler AVX-512 (the CPU has it)?"""
+    done = subprocess.run([cc, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True, text=True)
+    return "__AVX512F__" in done.stdout
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("fast")
@@ -59,8 +65,10 @@ def test_default_cflags_target_this_cpu(exports, cc):
     compiles = [command for command in commands if " -c " in command]
     assert len(commands) - len(compiles) == 2, dry.stdout  # links: the program and the conformance comparer
     assert len(compiles) == len(list(exports[0].rglob("*.c"))) + 1, dry.stdout  # and the comparer's exactc_npy.c
+    wide = has_avx512(cc)  # the Makefile then prefers 512-bit vectors too
     for command in commands:
         assert "-march=native" in command.split(), command
+        assert ("-mprefer-vector-width=512" in command.split()) == wide, command
     for command in compiles:
         for flag in STRICT_FLAGS:
             assert flag in command.split(), command

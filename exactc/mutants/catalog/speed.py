@@ -13,6 +13,16 @@ HOST = "exactc/runtime/exactc_host.c"
 
 MUTANTS = [
     Mutant(
+        "makefile-default-not-wide",
+        "the exported Makefile's default CFLAGS leave out -mprefer-vector-width=512 on a CPU "
+        "with AVX-512: the laned kernels run in 256-bit vectors (caught on such a CPU only)",
+        EXPORT,
+        "CFLAGS  ?= -O2 $(NATIVE) $(WIDE)\n",
+        "CFLAGS  ?= -O2 $(NATIVE)\n",
+        ("fast-build",),
+        family="speed",
+    ),
+    Mutant(
         "pack-panels-not-transposed",
         "exactc_pack_panels copies each panel's rows back as they were: the kernels that read "
         "w as panels laid out at load read row-major weights",
@@ -59,8 +69,8 @@ MUTANTS = [
         "the exported Makefile's default CFLAGS lose -march=native: `make` builds SSE2-only "
         "code on x86-64, several times slower, and nothing else shows it",
         EXPORT,
-        "CFLAGS  ?= -O2 $(NATIVE)\n",
-        "CFLAGS  ?= -O2\n",
+        "CFLAGS  ?= -O2 $(NATIVE) $(WIDE)\n",
+        "CFLAGS  ?= -O2 $(WIDE)\n",
         ("fast-build",),
         family="speed",
         requires=(EXPORT,),
