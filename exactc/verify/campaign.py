@@ -42,6 +42,7 @@ CAMPAIGN_TESTS = [
     "tests/test_sampling.py",
     "tests/test_quant.py",
     "tests/test_generation.py",
+    "tests/test_generate_program.py",
     "tests/campaign_generation.py",
 ]
 
