@@ -9,14 +9,14 @@ every nest of a program, chosen from its shapes alone.
 - matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
   outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
 - the quantized linears (qlinear_w, qlinear_i; docs/semantics.md section 15) get the
-  output columns outermost (the split's), in lanes across outputs: n in lanes of 16,
-  over rows in lanes of 8 or 4 where they fill, with whichever of the weight's values
-  (wq) and scales (wd) can be packed; each output's float sum still runs block by
-  block in index order. The one exception is qlinear_i's q8 form where rows in lanes
-  of 8 with both packs do not apply (a decode step's one row): it keeps its plain body
-  under n outermost, whose exact int32 block sums then vectorize along k, faster than
-  lanes across outputs. quantize gets rows in lanes of 8 over blocks in lanes of 8,
-  quantize_tail rows in lanes of 8 (bench/quant_layouts.py measured all of these).
+  output columns outermost (the split's), in lanes across outputs: n in lanes of 16 (8
+  for qlinear_i's q4 form on one row), over rows in lanes of 8 or 4 where they fill,
+  with whichever of the weight's values (wq) and scales (wd) can be packed; each
+  output's float sum still runs block by block in index order. The one exception is
+  qlinear_i's q8 form: it keeps its plain body under n outermost, whose exact int32
+  block sums then vectorize along k, faster than lanes across outputs. quantize gets
+  rows in lanes of 8 over blocks in lanes of 8, quantize_tail rows in lanes of 8
+  (bench/quant_layouts.py measured all of these).
 - the nests whose transcendental has a laned form in the runtime (gelu_tanh, gelu_erf,
   silu, and softmax without a causal mask) get lanes of 16 on their elements or rows:
   the printer then calls exactc_<f>f_array once per 16 (printer/planned.py). A causal
@@ -103,22 +103,20 @@ _QUANTIZED_LAYOUTS = {
             Layout(order=("n", "m"), lanes=(("n", 16),)),
         ],
     },
-    # qlinear_i's q8 form: lanes on 8 rows with both packs, else the plain body with n
-    # outermost, whose int32 block sums vectorize along k (any order is exact), 2.8x the
-    # lanes across outputs on one row. Its q4 form keeps lanes across outputs on one
-    # row too: gcc 12.2 at -O2 with AVX-VNNI (the Makefile's -march=native on a CPU
-    # that has it) vectorizes the plain body's nibble sums into wrong bits, which the
-    # lanes do not (its plain body built without VNNI was about 2x faster on one row).
+    # qlinear_i's q8 form: its plain body with n outermost, whose int32 block sums
+    # vectorize along k (any order is exact): 2.8x lanes across outputs on one row, as
+    # fast as the best lanes on 64 rows. Its q4 form keeps lanes across outputs: gcc
+    # 12.2 at -O2 with AVX-VNNI (the Makefile's -march=native on a CPU that has it)
+    # vectorizes the plain body's nibble sums into wrong bits, which the lanes do not
+    # (built without VNNI, that body was about 2x the lanes on one row). On one row, n in
+    # lanes of 8 beat 16 in the Makefile's 512-bit build.
     "qlinear_i": {
-        "q8": [
-            Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)), packs=("wq", "wd")),
-            Layout(order=("n", "m")),
-        ],
+        "q8": [Layout(order=("n", "m"))],
         "q4": [
             Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16)), packs=("wd",)),
-            Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wd",)),
+            Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wd",)),
             Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),
-            Layout(order=("n", "m"), lanes=(("n", 16),)),
+            Layout(order=("n", "m"), lanes=(("n", 8),)),
         ],
     },
     # quantize has one format (the activations' q8); its rows split, a decode step's one
