@@ -374,3 +374,80 @@ class GenerateBench:
         return SideBySide(lambda: generate_seconds(self.program, self.inputs, self.out, threads, GENERATED),
                           lambda: best_of(self.torch_generate, 1))
 
+
+
+# ---- llama.cpp, the peer of the same weight type, where it is installed --------------------------
+
+GGUF_TYPES = {"f32": None, "q8": "Q8_0", "q4": "Q4_0"}  # llama.cpp's formats of exactc's f32, q8 and q4
+
+
+def llama_cpp_missing() -> str | None:
+    """Why llama.cpp's row cannot run (the `llama-cpp-python` package, which builds
+    llama.cpp from source, is not installed), or None."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as error:
+        return f"llama.cpp is not installed (pip install llama-cpp-python builds it): {error}"
+    return None
+
+
+def write_gguf(model, shape: dict, path: Path, weights: str) -> Path:
+    """`model`'s weights as a GGUF Llama file, as llama.cpp's converter writes one (its
+    tensor names, attn_q and attn_k rows in the interleaved order), the linear weights
+    in GGUF_TYPES[weights], and a vocabulary of placeholder pieces (byte tokens, <s>
+    and </s>) so that llama.cpp loads it."""
+    import gguf
+
+    from exactc.exporter.checkpoints import gguf_file, llama2c
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(shape["layers"])
+    writer.add_embedding_length(shape["dim"])
+    writer.add_feed_forward_length(shape["mlp"])
+    writer.add_head_count(shape["heads"])
+    writer.add_head_count_kv(shape["kv_heads"])
+    writer.add_context_length(shape["tokens"])
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_tokenizer_model("llama")
+    pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    pieces += [f"t{i}" for i in range(shape["vocab"] - len(pieces))]
+    writer.add_token_list(pieces)
+    writer.add_token_scores([0.0] * len(pieces))
+    writer.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(pieces) - 259))
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    to_gguf = {hf: name for name, hf in gguf_file.NAMES.items()}
+    kind = getattr(gguf.GGMLQuantizationType, GGUF_TYPES[weights]) if GGUF_TYPES[weights] else None
+    for hf_name, tensor in model.state_dict().items():
+        array = tensor.numpy().astype(np.float32)
+        layer = re.search(r"\.(\d+)\.", hf_name)
+        generic = re.sub(r"\.(\d+)\.", ".{l}.", hf_name, count=1)
+        name = to_gguf[generic].replace("{l}", layer.group(1)) if layer else to_gguf[generic]
+        if "q_proj" in hf_name or "k_proj" in hf_name:
+            array = llama2c.half_to_interleaved(array, shape["heads"] if "q_proj" in hf_name else shape["kv_heads"])
+        if kind is not None and array.ndim == 2 and "embed_tokens" not in hf_name:
+            writer.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
+        else:
+            writer.add_tensor(name, np.ascontiguousarray(array))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+class LlamaCppGenerate:
+    """llama.cpp (through llama-cpp-python) generating greedily from the same weights in
+    the same type: GENERATED tokens after the one-token prompt <s>."""
+
+    def __init__(self, path: Path, shape: dict, threads: int):
+        from llama_cpp import Llama
+
+        self.llm = Llama(model_path=str(path), n_ctx=shape["tokens"], n_threads=threads, n_threads_batch=threads,
+                         n_batch=shape["tokens"], verbose=False)
+
+    def generate(self) -> None:
+        for count, _ in enumerate(self.llm.generate([1], top_k=1, temp=0.0, reset=True), start=1):
+            if count == GENERATED:
+                break

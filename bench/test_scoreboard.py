@@ -32,8 +32,9 @@ from exactc.verify.build import have_compiler
 from exactc.verify.compare import bit_equal_mask
 
 from linear_speed import Built, gflops, lanes_layout
-from programs_speed import (GENERATED, STORIES, WEIGHTS, DecoderBench, GenerateBench, MiniLMBench, SideBySide,
-                            best_of, llama_model, load_average, torch_threads)
+from programs_speed import (GENERATED, GGUF_TYPES, STORIES, WEIGHTS, DecoderBench, GenerateBench, LlamaCppGenerate,
+                            MiniLMBench, SideBySide, best_of, generate_seconds, llama_cpp_missing, llama_model,
+                            load_average, torch_threads, write_gguf)
 
 COMPILERS = [cc for cc in ("gcc", "clang") if have_compiler(cc)]
 THREADS = [1, 2]
@@ -150,3 +151,23 @@ def test_llama_generate(benchmark, scoreboard, stories, threads):
     benchmark.pedantic(result.round, rounds=GENERATE_ROUNDS, iterations=1)
     record(benchmark, scoreboard, f"{name} {weights} generate {threads}t", result,
            f"gcc {bench.flags}; against {bench.peer_kind}", "tokens/s", rate=lambda s: GENERATED / s)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_llama_generate_against_llama_cpp(benchmark, scoreboard, stories, tmp_path, threads):
+    """The same generation against llama.cpp at the same weight type (F32, Q8_0, Q4_0), its
+    GGUF file written from the same weights; skipped, with the reason, where llama.cpp is
+    not installed."""
+    missing = llama_cpp_missing()
+    if missing:
+        pytest.skip(missing)
+    name, weights, bench = stories
+    peer = LlamaCppGenerate(write_gguf(stories_model(name), STORIES[name], tmp_path / f"{name}-{weights}.gguf",
+                                       weights), STORIES[name], threads)
+    result = SideBySide(lambda: generate_seconds(bench.program, bench.inputs, bench.out, threads, GENERATED),
+                        lambda: best_of(peer.generate, 1))
+    benchmark.pedantic(result.round, rounds=GENERATE_ROUNDS, iterations=1)
+    record(benchmark, scoreboard, f"{name} {weights} generate {threads}t llama.cpp", result,
+           f"gcc {bench.flags}; against llama.cpp {GGUF_TYPES[weights] or 'F32'}", "tokens/s",
+           rate=lambda s: GENERATED / s)
+
