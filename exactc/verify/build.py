@@ -88,6 +88,20 @@ def have_compiler(cc: str) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=None)
+def wide_vectors(cc: str) -> tuple[str, ...]:
+    """What the exported Makefile's default adds to -march=native (its WIDE): the
+    preference for 512-bit vectors, on a CPU with AVX-512 where the compiler takes it."""
+    try:
+        native = subprocess.run([cc, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
+                                text=True)
+        wide = subprocess.run([cc, "-mprefer-vector-width=512", "-x", "c", "-c", "-o", os.devnull, os.devnull],
+                              capture_output=True)
+    except OSError:
+        return ()
+    return ("-mprefer-vector-width=512",) if "__AVX512F__" in native.stdout and wide.returncode == 0 else ()
+
+
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
     """The tunable half of a compiler call; STRICT_FLAGS are always added."""
@@ -103,6 +117,7 @@ class BuildOptions:
         flags = [*STRICT_FLAGS, self.opt, "-fPIC", "-shared"]
         if self.march_native:
             flags.append("-march=native")
+            flags.extend(wide_vectors(self.cc))  # as the exported Makefile's default build
         if self.openmp:
             flags.append("-fopenmp")
         if self.warnings:
