@@ -412,26 +412,35 @@ def quantized_specs(spec: "ParamSpec", fmt: str, block: int) -> tuple["ParamSpec
     return values, scales
 
 
+def parameter_reach(program: "Program") -> Iterator[tuple[Op, dict[str, str | None]]]:
+    """Every op as the program reaches it (through calls, and folds, where a stacked
+    parameter is its layer's slice; a function called twice is reached twice), with the
+    parameter (ParamSpec name) each of its operands is, None for any other value."""
+
+    def visit(fn: Function, names: dict[int, str]):
+        for node in fn.nodes:
+            if isinstance(node, Op):
+                yield node, {key: names.get(id(v)) for key, v in node.operands().items()}
+            elif isinstance(node, Call):
+                yield from visit(node.function, {id(f): names[id(a)] for f, a in zip(node.function.inputs, node.args)
+                                                 if id(a) in names})
+            else:
+                for body in {id(b): b for b in [node.body, *node.apart.values()]}.values():
+                    yield from visit(body, {id(f): names[id(a)] for f, a in zip(body.inputs, node.args)
+                                            if id(a) in names})
+
+    yield from visit(program.function, {id(v): spec.name for spec, v in zip(program.params, program.param_values)})
+
+
 def linear_weights(program: "Program") -> list[str]:
     """The parameters (ParamSpec names) that only ever reach `linear` as its weight `w`:
     the ones `--weights q8|q4` quantizes. A weight also read otherwise (a tied head's
     embedding table) stays float."""
     uses: dict[str, set[tuple[str, str]]] = {spec.name: set() for spec in program.params}
-
-    def visit(fn: Function, names: dict[int, str]) -> None:
-        for node in fn.nodes:
-            if isinstance(node, Op):
-                for key, v in node.operands().items():
-                    if id(v) in names:
-                        uses[names[id(v)]].add((node.primitive, key))
-            elif isinstance(node, Call):
-                visit(node.function, {id(f): names[id(a)] for f, a in zip(node.function.inputs, node.args)
-                                      if id(a) in names})
-            else:
-                for body in {id(b): b for b in [node.body, *node.apart.values()]}.values():
-                    visit(body, {id(f): names[id(a)] for f, a in zip(body.inputs, node.args) if id(a) in names})
-
-    visit(program.function, {id(v): spec.name for spec, v in zip(program.params, program.param_values)})
+    for op, params in parameter_reach(program):
+        for key, name in params.items():
+            if name is not None:
+                uses[name].add((op.primitive, key))
     return [name for name, used in uses.items() if used == {("linear", "w")}]
 
 

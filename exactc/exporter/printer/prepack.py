@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from exactc.exporter.graph import Call, Function, Op, Program
+from exactc.exporter.graph import Program, parameter_reach
 from exactc.exporter.kernels.ir import Kernel
 from exactc.exporter.kernels.layouts import pack_panel
 
@@ -47,29 +47,18 @@ class PackedParameter:
 
 def parameter_uses(program: Program) -> tuple[dict[str, set[tuple[Any, str]]], dict[Any, list[str | None]]]:
     """Which kernel operands each parameter reaches (by kernel_key and operand name), and
-    for each kernel the parameter its launches pass as `w` (None: not a parameter)."""
+    for each linear kernel the parameter each launch passes as `w` (None: not one)."""
     from exactc.exporter.printer.kernel_table import kernel_key
 
     uses: dict[str, set[tuple[Any, str]]] = {spec.name: set() for spec in program.params}
     weights: dict[Any, list[str | None]] = {}
-
-    def visit(fn: Function, names: dict[int, str]) -> None:
-        for node in fn.nodes:
-            if isinstance(node, Op):
-                key = kernel_key(node)
-                for operand, v in node.operands().items():
-                    if id(v) in names:
-                        uses[names[id(v)]].add((key, operand))
-                    if operand == "w" and node.primitive == "linear":
-                        weights.setdefault(key, []).append(names.get(id(v)))
-            elif isinstance(node, Call):
-                visit(node.function, {id(f): names[id(a)] for f, a in zip(node.function.inputs, node.args)
-                                      if id(a) in names})
-            else:
-                for body in {id(b): b for b in [node.body, *node.apart.values()]}.values():
-                    visit(body, {id(f): names[id(a)] for f, a in zip(body.inputs, node.args) if id(a) in names})
-
-    visit(program.function, {id(v): spec.name for spec, v in zip(program.params, program.param_values)})
+    for op, params in parameter_reach(program):
+        key = kernel_key(op)
+        for operand, name in params.items():
+            if name is not None:
+                uses[name].add((key, operand))
+        if op.primitive == "linear":
+            weights.setdefault(key, []).append(params["w"])
     return uses, weights
 
 
