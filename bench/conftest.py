@@ -20,21 +20,36 @@ class Scoreboard:
     def __init__(self, reporter):
         self.reporter = reporter
         self.rows: list[tuple[str, float, str]] = []
+        self.seconds: dict[str, float] = {}  # exactc's best time per row
 
     def write(self, line: str) -> None:
         if self.reporter is not None:
             self.reporter.write_line(line)
 
-    def add(self, name: str, ratio: float, line: str) -> None:
+    def add(self, name: str, ratio: float, line: str, seconds: float | None = None) -> None:
         self.rows.append((name, ratio, line))
+        if seconds is not None:
+            self.seconds[name] = seconds
         self.write("")
         self.write(line)
+
+    def threads(self) -> list[str]:
+        """Does exactc pay for a second thread? Each row at 2 threads (` 2t`) against its
+        row at 1: the speed-up, and the rows where 2 threads were slower."""
+        pairs = [(name, self.seconds[name.replace(" 2t", " 1t")] / seconds) for name, seconds in self.seconds.items()
+                 if " 2t" in name and name.replace(" 2t", " 1t") in self.seconds]
+        if not pairs:
+            return []
+        slower = [f"{name} (x{gain:.2f})" for name, gain in pairs if gain < 1.0]
+        return [f"threads: 2 threads against 1, exactc's speed-up {min(g for _, g in pairs):.2f} to "
+                f"{max(g for _, g in pairs):.2f}; slower in {len(slower)} of {len(pairs)} rows"
+                + (": " + ", ".join(slower) if slower else "")]
 
     def summary(self) -> list[str]:
         if not self.rows:
             return ["bench: 0 rows"]
         worst = max(self.rows, key=lambda row: row[1])
-        return [line for _, _, line in self.rows] + [
+        return [line for _, _, line in self.rows] + self.threads() + [
             f"worst row: {worst[0]}", f"bench: {len(self.rows)} rows, worst ratio {worst[1]:.2f}"]
 
 

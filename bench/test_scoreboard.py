@@ -73,7 +73,8 @@ def record(benchmark, board, name: str, result: SideBySide, flags: str, unit: st
     shown = (f"{rate(ours):7.1f} against {rate(theirs):7.1f} {unit}" if rate else
              f"{ours * 1e3:7.1f} against {theirs * 1e3:7.1f} ms")
     board.add(name, result.ratio, f"{name:<24} {shown:<40} ratio x{result.ratio:5.2f}  "
-                                  f"(exactc {result.spread(result.ours)}; torch {result.spread(result.theirs)})")
+                                  f"(exactc {result.spread(result.ours)}; torch {result.spread(result.theirs)})",
+              seconds=ours)
 
 
 @pytest.mark.parametrize("threads", THREADS)
