@@ -49,13 +49,14 @@ LANED = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
 class Kernel:
     """One compiled kernel (its plan applied) and the arrays it runs on."""
 
-    def __init__(self, primitive: str, arrays: dict[str, np.ndarray], attrs: dict, plan_of):
+    def __init__(self, primitive: str, arrays: dict[str, np.ndarray], attrs: dict, plan_of,
+                 options: BuildOptions | None = None):
         self.kernel = lower(primitive, "f32", {k: v.shape for k, v in arrays.items()}, attrs)
         plan = plan_of(self.kernel)
         if plan is not None:
             validate_plan(self.kernel, plan)
         printed = print_kernel(self.kernel, primitive, plan) if plan else print_kernel(self.kernel, primitive)
-        options = BuildOptions(cc="gcc", opt="-O2", march_native=True, openmp=True)
+        options = options or BuildOptions(cc="gcc", opt="-O2", march_native=True, openmp=True)
         cdef = CDEF_PRELUDE + printed.cdef + "void omp_set_num_threads(int);\n"
         self.library = load_library({"kernels.c": printed.source, "exactc_libm.c": runtime_source("exactc_libm.c")},
                                     cdef, options)
