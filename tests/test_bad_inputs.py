@@ -507,6 +507,24 @@ def test_door_refused_on_one_line_nothing_written_or_removed(tmp_path, door):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
 
 
+def test_door_an_export_run_from_a_removed_directory(tmp_path):
+    """The directory the command runs in, removed under it: a relative -o names nothing and
+    is refused on one line; an absolute one is written."""
+    for target, code in (("out", 2), (str(tmp_path / "out"), 0)):
+        gone = tmp_path / "gone"
+        gone.mkdir()
+        done = subprocess.run(["bash", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "-", str(gone),
+                               sys.executable, "-m", "exactc.cli", *EXPORT, "-o", target],
+                              capture_output=True, text=True, timeout=600)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == code, done.stderr[-3000:]
+        if code == 2:
+            assert lines == [f"exactc export: error: -o out: the current directory no longer exists, so a relative "
+                             "path names nothing; give an absolute one"], done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert (tmp_path / "out" / export.MARKER).is_file()
+
+
 def test_door_force_replaces_an_earlier_export(tmp_path):
     target = tmp_path / "out"
     for seed in ("1", "2"):

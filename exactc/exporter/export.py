@@ -351,9 +351,15 @@ def check_target(target: str | os.PathLike, force: bool = False) -> Path:
     current directory or one that holds it; else an ExportError that says why."""
     if not os.fspath(target).strip():
         raise ExportError("-o '': give the name of the directory to write")
+    try:
+        here = Path.cwd().resolve()
+    except FileNotFoundError:  # the directory the command runs in was removed under it
+        if not Path(target).is_absolute():
+            raise ExportError(f"-o {os.fspath(target)}: the current directory no longer exists, so a relative path "
+                              "names nothing; give an absolute one") from None
+        here = None
     path = Path(target).resolve()
-    here = Path.cwd().resolve()
-    if path == here or path in here.parents:
+    if here is not None and (path == here or path in here.parents):
         raise ExportError(f"{path} is the current directory or holds it; an export is written to a directory of "
                           "its own")
     existing = path.parent

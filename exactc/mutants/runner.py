@@ -62,7 +62,8 @@ def copy_env(root: Path) -> dict[str, str]:
     """The environment of a check in the copy at `root`: the copy goes first on
     PYTHONPATH, ahead of any installed exactc."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    # no empty entry: Python reads one as the current directory
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
     env["HYPOTHESIS_PROFILE"] = "ci"
     env.pop("EXACTC_STATS_DIR", None)
     env["COLUMNS"] = "400"  # pytest's short summary then keeps each failure's message

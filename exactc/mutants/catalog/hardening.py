@@ -28,6 +28,16 @@ COMMANDS = "exactc/commands.py"
 
 MUTANTS = [
     Mutant(
+        "export-from-a-removed-directory-traceback",
+        "exactc export run from a directory removed under it ends in a FileNotFoundError "
+        "traceback of the current directory's lookup, whatever -o names",
+        EXPORT,
+        "    try:\n        here = Path.cwd().resolve()\n    except FileNotFoundError:",
+        "    try:\n        here = Path.cwd().resolve()\n    except NotADirectoryError:",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
         "safetensors-gaps-accepted",
         "bytes between two tensors (or before the first) belong to no tensor, and the reader "
         "does not mind",
