@@ -54,6 +54,9 @@ _FIXED_CHECKS = [
     # Programs with quantized linear weights: conformance, the weights file's tensors, what
     # is quantized, the refusals (tests/test_quant_programs.py).
     Check("quant:programs", ("tests/test_quant_programs.py",)),
+    # The automatic plan's layouts of the quantized nests (the measured ones, split on the
+    # output columns), and q8 and q4 llama decode and forward programs under it.
+    Check("autoplan:quantized", ("tests/test_autoplan.py",), "quantize"),
     # Every architecture's entries exported in f32: built by gcc, clang and without
     # OpenMP, the checking build (NaN arena, reached peak), the straight-line oracle.
     # Every layout and split of the reductions-heavy primitives, C against the reference,

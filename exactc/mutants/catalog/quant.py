@@ -3,7 +3,9 @@ block boundaries and scales, the quantizer's rounding, division and clamp, the w
 the integer sums, the integer-sum layouts and the one-byte poison of the harness.
 
 Each mistake sits in one twin only: the C side (the lowering, the printer) or the numpy
-side (exporter/quant.py, the reference), so that the other twin disagrees with it.
+side (exporter/quant.py, the reference), so that the other twin disagrees with it. One
+changes no bit (the automatic plan's quantized layouts dropped): the layout assertions
+of tests/test_autoplan.py catch it.
 """
 
 from exactc.mutants.model import Mutant
@@ -19,6 +21,7 @@ EXPORT = "exactc/exporter/export.py"
 LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
 GGUF = "exactc/exporter/checkpoints/gguf_file.py"
 LAYOUTS = "exactc/exporter/kernels/layouts.py"
+AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
 REQUIRES = (QUANT,)
 
 MUTANTS = [
@@ -262,5 +265,16 @@ MUTANTS = [
         ("quant:programs",),
         family="quant",
         requires=(GGUF,),
+    ),
+    Mutant(
+        "quantized-layouts-dropped",
+        "the automatic plan gives the quantized nests no layouts of their own: qlinear_w, "
+        "qlinear_i and quantize keep their plain loops split on rows, so a decode step's one "
+        "row runs unlaned on one thread (speed only: the bits stay)",
+        AUTOPLAN,
+        "            + quantized_layouts(kernel, nest) if lanes_fill(nest, layout)]",
+        "            if lanes_fill(nest, layout)]",
+        ("autoplan:quantized",),
+        family="speed",
     ),
 ]
