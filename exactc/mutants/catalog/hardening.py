@@ -233,7 +233,7 @@ MUTANTS = [
         "`-o ''` or `-o .` with --force names the current directory, and it is not refused by "
         "name",
         EXPORT,
-        "    if path == here or path in here.parents:\n",
+        "    if here is not None and (path == here or path in here.parents):\n",
         "    if False:\n",
         ("bad-inputs:doors",),
         family="hardening",
