@@ -29,17 +29,27 @@
 #error "exactc must not be built with -ffast-math"
 #endif
 
-/* One place where a compiler fuses all the same. gcc's vectorizer (seen in gcc 12,
- * x86-64 with FMA or AVX-512: -march=native on an Intel Xeon with AVX-512; both its loop
- * and its SLP vectorizer) recognizes a rotation pair stored side by side,
- * (a*c - b*s, a*s + b*c), as a complex multiplication and emits a multiply and a fused
- * multiply-add-subtract (vfmaddsub), -ffp-contract=off notwithstanding: one rounding
- * fewer, another last bit. A nest of that shape (rope's rotation with its pairs side by
- * side) is compiled without the vectorizer; other compilers need nothing. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define EXACTC_NO_FUSED_ROTATION __attribute__((optimize("no-tree-vectorize")))
+/* Where gcc's vectorizer (seen in gcc 12.2, -march=native on an Intel Xeon with AVX-512
+ * and AVX-VNNI; both its loop and its SLP vectorizer) compiles C to other values, the
+ * nest's function is compiled without it on the targets where it does so
+ * (exporter/kernels/lower.py GCC_UNVECTORIZED says which nests):
+ * - with FMA or AVX-512, a rotation pair stored side by side, (a*c - b*s, a*s + b*c), is
+ *   read as a complex multiplication and emitted as a multiply and a fused
+ *   multiply-add-subtract (vfmaddsub), -ffp-contract=off notwithstanding: one rounding
+ *   fewer, another last bit (rope's rotation with its pairs side by side);
+ * - with AVX-VNNI, at -O2, the sums of int8 times (nibble - 8) products come out wrong,
+ *   every one (the q4 integer linear; no undefined behaviour: the same C is right at
+ *   -O0 and -O3, without VNNI, and with clang).
+ * Elsewhere, and with other compilers, the attributes are empty. */
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__FMA__) || defined(__AVX512F__))
+#define EXACTC_GCC_NO_VECTORS_WITH_FMA __attribute__((optimize("no-tree-vectorize")))
 #else
-#define EXACTC_NO_FUSED_ROTATION
+#define EXACTC_GCC_NO_VECTORS_WITH_FMA
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__AVXVNNI__) || defined(__AVX512VNNI__))
+#define EXACTC_GCC_NO_VECTORS_WITH_VNNI __attribute__((optimize("no-tree-vectorize")))
+#else
+#define EXACTC_GCC_NO_VECTORS_WITH_VNNI
 #endif
 
 /* ------------------------------------------------------------------------------------

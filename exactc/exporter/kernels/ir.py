@@ -644,10 +644,10 @@ class Nest:
     name: str
     axes: tuple[Axis, ...]
     body: tuple[Stmt, ...]
-    # The body stores a rotation pair (a*c - b*s, a*s + b*c) side by side, which gcc's
-    # vectorizer fuses into a multiply-add whatever -ffp-contract says: its function is
-    # compiled without it (exactc_rt.h, EXACTC_NO_FUSED_ROTATION).
-    rotation: bool = False
+    # A body gcc's vectorizer is seen to compile to other values: which instructions it
+    # does it with (kernels/lower.py GCC_UNVECTORIZED), and so where its function is
+    # compiled without the vectorizer (exactc_rt.h); "": nowhere.
+    gcc_unvectorized: str = ""
 
     def __post_init__(self) -> None:
         check_name(self.name, "nest")

@@ -17,6 +17,7 @@ loops; only the checker's bounds and a pack's scratch size use it).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Callable, Mapping
 
@@ -604,10 +605,10 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
         Write(ctx.at("y", t, hd, first), ctx.S(sub(mul(x0, c), mul(x1, s)))),
         Write(ctx.at("y", t, hd, second), ctx.S(add(mul(x0, s), mul(x1, c)))),
     )
-    # A pair side by side (interleaved, or half of a head of 2) is what gcc fuses (ir.Nest.rotation).
+    # A pair side by side (interleaved, or half of a head of 2) is what gcc fuses (exactc_rt.h).
     side_by_side = ctx.attrs["pairing"] == "interleaved" or half == 1
     rotate = Nest("rope_rotate", (Axis("t", positions), Axis("hd", heads), Axis("i", half)), rotate_body,
-                  rotation=side_by_side)
+                  gcc_unvectorized=ROTATION_FUSED if side_by_side else "")
     return [table, rotate]
 
 
@@ -868,6 +869,18 @@ def lower_qlinear_w(ctx: _Lowering) -> list[Nest]:
     return _blockwise_linear(ctx, "qlinear_w", rows, k, block_steps)
 
 
+# Nests gcc's vectorizer is seen to compile to other values, by the instructions it does
+# it with (ir.Nest.gcc_unvectorized): the attribute of exactc_rt.h that turns it off
+# where the target has them, and why.
+ROTATION_FUSED, NIBBLE_SUMS_WRONG = "fma", "vnni"
+GCC_UNVECTORIZED = {
+    ROTATION_FUSED: ("EXACTC_GCC_NO_VECTORS_WITH_FMA",
+                     "it fuses the rotation pairs stored side by side into multiply-adds (vfmaddsub)"),
+    NIBBLE_SUMS_WRONG: ("EXACTC_GCC_NO_VECTORS_WITH_VNNI",
+                        "gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong"),
+}
+
+
 def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
     # acc = +0; for each block b in order:
     #   s = Σ int32(xq[m,k]) · int32(value[n,k]) over the block (exact, any order)
@@ -890,7 +903,10 @@ def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
             Assign(acc, add(acc, mul(Convert(s, ctx.acc), scale))),
         ]
 
-    return _blockwise_linear(ctx, "qlinear_i", rows, k, block_steps)
+    (nest,) = _blockwise_linear(ctx, "qlinear_i", rows, k, block_steps)
+    if ctx.attrs["fmt"] == "q4":
+        nest = dataclasses.replace(nest, gcc_unvectorized=NIBBLE_SUMS_WRONG)
+    return [nest]
 
 
 _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {

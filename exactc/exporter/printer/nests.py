@@ -447,11 +447,15 @@ def nest_head(name: str, item: Launch, buffers: Mapping[str, Buffer], range_axis
     return signature_lines(f"void {name}", params)
 
 
-def rotation_guard(nest: Nest) -> list[str]:
-    """Above a nest function that stores rotation pairs side by side (ir.Nest.rotation):
-    the attribute that keeps gcc from fusing them (exactc_rt.h)."""
-    return ["/* gcc would fuse the rotation pairs into multiply-adds: exactc_rt.h */",
-            "EXACTC_NO_FUSED_ROTATION"] if nest.rotation else []
+def vectorizer_guard(nest: Nest) -> list[str]:
+    """Above a nest function gcc's vectorizer compiles to other values (ir.Nest
+    .gcc_unvectorized): why, and the attribute that turns it off (exactc_rt.h)."""
+    from exactc.exporter.kernels.lower import GCC_UNVECTORIZED
+
+    if not nest.gcc_unvectorized:
+        return []
+    macro, why = GCC_UNVECTORIZED[nest.gcc_unvectorized]
+    return [f"/* Not vectorized by gcc where {macro} says so: {why} (exactc_rt.h). */", macro]
 
 
 def unused_length(buffers: Mapping[str, Buffer], body: list[str]) -> list[str]:
@@ -470,7 +474,7 @@ def nest_taken(nest: Nest, buffers: Mapping[str, Buffer]) -> set[str]:
 def plain_function(name: str, item: Launch, buffers: Mapping[str, Buffer]) -> list[str]:
     """The nest's function in its own loop order: its IR, its head, its loops."""
     nest = item.nest
-    out = rotation_guard(nest) + comment_block(nest.text().splitlines())
+    out = vectorizer_guard(nest) + comment_block(nest.text().splitlines())
     outer = nest.axes[0]
     out.extend(nest_head(name, item, buffers, outer.name, outer.extent))
     extents = Extents(nest, buffers, nest_taken(nest, buffers))

@@ -48,7 +48,7 @@ from exactc.exporter.printer.nests import (
     length_params,
     nest_head,
     nest_params,
-    rotation_guard,
+    vectorizer_guard,
     nest_taken,
     unused_length,
 )
@@ -331,7 +331,7 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
         lines.append(f"split of {range_axis}: {split.text()}")
     for buffer in sorted(ahead & set(layout.packs)):
         lines.append(f"{buffer}: packed when the weights load (its panels in place: printer/prepack.py)")
-    out = rotation_guard(nest) + comment_block(lines)
+    out = vectorizer_guard(nest) + comment_block(lines)
     out.extend(nest_head(name, item, buffers, range_axis, extents[range_axis]))
     return (out + names.declaration(body) + unused_length(buffers, body) + body + ["}"], range_axis,
             extents[range_axis])

@@ -11,13 +11,23 @@ LOWER = "exactc/exporter/kernels/lower.py"
 
 MUTANTS = [
     Mutant(
+        "q4-integer-linear-compiled-with-the-vectorizer",
+        "the q4 integer linear is compiled with gcc's vectorizer, whose AVX-VNNI code at -O2 "
+        "sums its nibble products wrong (caught on a CPU with AVX-VNNI only)",
+        LOWER,
+        '    if ctx.attrs["fmt"] == "q4":\n        nest = dataclasses.replace(nest, gcc_unvectorized=NIBBLE_SUMS_WRONG)',
+        '    if False:\n        nest = dataclasses.replace(nest, gcc_unvectorized=NIBBLE_SUMS_WRONG)',
+        ("compilers",),
+        family="rounding",
+    ),
+    Mutant(
         "rotation-compiled-with-the-vectorizer",
         "rope's rotation with its pairs side by side is compiled with gcc's vectorizer, which "
         "fuses each pair into a multiply-add (vfmaddsub) under -march=native on x86-64 with FMA or "
         "AVX-512 (caught on such a machine only: elsewhere gcc emits no fused instruction)",
         LOWER,
-        "                  rotation=side_by_side)",
-        "                  rotation=False)",
+        "                  gcc_unvectorized=ROTATION_FUSED if side_by_side else \"\")",
+        "                  gcc_unvectorized=\"\")",
         ("compilers",),
         family="rounding",
     ),
