@@ -89,9 +89,11 @@ def reads_w_in_panels(kernel: Kernel, plan: Any) -> int | None:
 def packed_ahead(program: Program, kernels: dict[Any, tuple[Kernel, Any]]) -> tuple[set[Any], dict[str, PackedParameter]]:
     """The kernels (by kernel_key) that read w packed at load, and the parameters packed
     at load. `kernels` maps each kernel_key to its kernel and its plan (None: plain)."""
+    width = {key: reads_w_in_panels(kernel, plan) for key, (kernel, plan) in kernels.items()}
+    if all(w is None for w in width.values()):  # no kernel could: no walk over the program's ops
+        return set(), {}
     uses, weights = parameter_uses(program)
     specs = {spec.name: spec for spec in program.params}
-    width = {key: reads_w_in_panels(kernel, plan) for key, (kernel, plan) in kernels.items()}
     shape = {key: next(b.shape for b in kernel.buffers if b.name == "w") for key, (kernel, _) in kernels.items()
              if kernel.primitive == "linear"}
     ahead = {key for key, w in width.items() if w is not None and all(weights.get(key, [None]))}
