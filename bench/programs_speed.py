@@ -392,49 +392,14 @@ def llama_cpp_missing() -> str | None:
 
 
 def write_gguf(model, shape: dict, path: Path, weights: str) -> Path:
-    """`model`'s weights as a GGUF Llama file, as llama.cpp's converter writes one (its
-    tensor names, attn_q and attn_k rows in the interleaved order), the linear weights
-    in GGUF_TYPES[weights], and a vocabulary of placeholder pieces (byte tokens, <s>
-    and </s>) so that llama.cpp loads it."""
-    import gguf
+    """`model`'s weights as a GGUF Llama file (checkpoints/gguf_file.write: llama.cpp's
+    names and q/k row order), its linear weights in GGUF_TYPES[weights], with the
+    placeholder vocabulary llama.cpp needs to load it."""
+    from exactc.exporter.checkpoints import gguf_file
 
-    from exactc.exporter.checkpoints import gguf_file, llama2c
-
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(shape["layers"])
-    writer.add_embedding_length(shape["dim"])
-    writer.add_feed_forward_length(shape["mlp"])
-    writer.add_head_count(shape["heads"])
-    writer.add_head_count_kv(shape["kv_heads"])
-    writer.add_context_length(shape["tokens"])
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_tokenizer_model("llama")
-    pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    pieces += [f"t{i}" for i in range(shape["vocab"] - len(pieces))]
-    writer.add_token_list(pieces)
-    writer.add_token_scores([0.0] * len(pieces))
-    writer.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(pieces) - 259))
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    to_gguf = {hf: name for name, hf in gguf_file.NAMES.items()}
-    kind = getattr(gguf.GGMLQuantizationType, GGUF_TYPES[weights]) if GGUF_TYPES[weights] else None
-    for hf_name, tensor in model.state_dict().items():
-        array = tensor.numpy().astype(np.float32)
-        layer = re.search(r"\.(\d+)\.", hf_name)
-        generic = re.sub(r"\.(\d+)\.", ".{l}.", hf_name, count=1)
-        name = to_gguf[generic].replace("{l}", layer.group(1)) if layer else to_gguf[generic]
-        if "q_proj" in hf_name or "k_proj" in hf_name:
-            array = llama2c.half_to_interleaved(array, shape["heads"] if "q_proj" in hf_name else shape["kv_heads"])
-        if kind is not None and array.ndim == 2 and "embed_tokens" not in hf_name:
-            writer.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
-        else:
-            writer.add_tensor(name, np.ascontiguousarray(array))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    tensors = {name: t.numpy() for name, t in model.state_dict().items()}
+    linear = {name for name, a in tensors.items() if a.ndim == 2 and "embed_tokens" not in name}
+    return gguf_file.write(path, shape, tensors, GGUF_TYPES[weights], linear, vocabulary=True)
 
 
 class LlamaCppGenerate:

@@ -205,44 +205,22 @@ def _gguf(path: Path, qtype: str | None, fmt: str, seed: int = 3) -> tuple[Path,
     (llama.cpp names, attn_q and attn_k rows permuted to the interleaved order), its linear
     weights lattice values (_lattice) stored as `qtype` (None: F32), the rest F32; and
     its tensors under Hugging Face's names, in Hugging Face's row order."""
-    import gguf
-
-    from exactc.exporter.checkpoints import gguf_file, llama2c
+    from exactc.exporter.checkpoints import gguf_file
 
     cfg = GGUF_LLAMA
     program = models.build("llama", "forward", dict(cfg, tokens=6))
     rng = np.random.default_rng(seed)
     params = models.draw_parameters(program, seed, "f32")
     linear = set(graph.linear_weights(program))
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(cfg["layers"])
-    writer.add_embedding_length(cfg["dim"])
-    writer.add_feed_forward_length(cfg["mlp"])
-    writer.add_head_count(cfg["heads"])
-    writer.add_head_count_kv(cfg["kv_heads"])
-    writer.add_context_length(6)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_freq_base(10000.0)
-    to_gguf = {hf: name for name, hf in gguf_file.NAMES.items()}
-    hf_order = {}
+    hf_order, quantized = {}, set()
     for spec in program.params:
         for layer in range(spec.layers or 1):
             array = params[spec.name][layer] if spec.layers else params[spec.name]
             if spec.name in linear:
                 array = _lattice(array.shape, fmt, rng)
+                quantized.add(spec.layer_name(layer))
             hf_order[spec.layer_name(layer)] = array
-            if "q_proj" in spec.name or "k_proj" in spec.name:
-                array = llama2c.half_to_interleaved(array, cfg["heads"] if "q_proj" in spec.name else cfg["kv_heads"])
-            name = to_gguf[spec.name].replace("{l}", str(layer))
-            if spec.name in linear and qtype is not None:
-                kind = getattr(gguf.GGMLQuantizationType, qtype)
-                writer.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
-            else:
-                writer.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    gguf_file.write(path, dict(cfg, tokens=6), hf_order, qtype, quantized)
     return path, hf_order
 
 

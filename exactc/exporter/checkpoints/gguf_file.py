@@ -169,3 +169,54 @@ def _blocks_reader(t: Any, fmt: str, shape: tuple[int, int], heads: int | None):
         return quant.QuantizedTensor(fmt, BLOCK, k, np.ascontiguousarray(values), np.ascontiguousarray(scales))
 
     return read
+
+
+def write(path: Path, cfg: dict, tensors: dict[str, np.ndarray], qtype: str | None = None,
+          quantized: set[str] | frozenset[str] = frozenset(), vocabulary: bool = False) -> Path:
+    """A GGUF Llama file as llama.cpp's converter writes one: the metadata of `cfg` (dim,
+    mlp, layers, heads, kv_heads, tokens), `tensors` (Hugging Face names, Hugging Face's
+    row order, f32) under llama.cpp's names with attn_q's and attn_k's rows permuted to
+    the interleaved order, those named in `quantized` stored as `qtype` (Q8_0, Q4_0) by
+    the gguf package's quantizer. With `vocabulary`, placeholder pieces (<unk>, <s>,
+    </s>, the 256 byte tokens, then t0, t1, ...) so that llama.cpp loads the file; exactc
+    reads none of it."""
+    import gguf
+
+    from exactc.exporter.checkpoints.llama2c import half_to_interleaved
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(cfg["layers"])
+    writer.add_embedding_length(cfg["dim"])
+    writer.add_feed_forward_length(cfg["mlp"])
+    writer.add_head_count(cfg["heads"])
+    writer.add_head_count_kv(cfg["kv_heads"])
+    writer.add_context_length(cfg["tokens"])
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    if vocabulary:
+        pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+        pieces += [f"t{i}" for i in range(cfg["vocab"] - len(pieces))]
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(pieces)
+        writer.add_token_scores([0.0] * len(pieces))
+        writer.add_token_types([2, 3, 3] + [6] * 256 + [1] * (len(pieces) - 259))  # unknown, control, byte, normal
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+    to_gguf = {hf: name for name, hf in NAMES.items()}
+    for hf_name, array in tensors.items():
+        layer = next((part for part in hf_name.split(".") if part.isdigit()), None)
+        generic = hf_name.replace(f".{layer}.", ".{l}.", 1) if layer is not None else hf_name
+        name = to_gguf[generic].replace("{l}", layer or "")
+        array = np.asarray(array, dtype=np.float32)
+        if "q_proj" in hf_name or "k_proj" in hf_name:
+            array = half_to_interleaved(array, cfg["heads"] if "q_proj" in hf_name else cfg["kv_heads"])
+        if hf_name in quantized and qtype is not None:
+            kind = getattr(gguf.GGMLQuantizationType, qtype)
+            writer.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
+        else:
+            writer.add_tensor(name, np.ascontiguousarray(array))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
