@@ -323,18 +323,13 @@ static int generate(const exactc_program *p, const request *r, char *err, size_t
         return -1;
     }
     void *block = NULL;
-    if (exactc_weights_load(r->weights, p->params, p->param_count, p->param_bytes, &block, err, errlen) != 0) {
+    if (exactc_program_weights(p, r->weights, &block) != 0) {
         free(prompt);
-        return -2; /* err lists the file's problems, a line each */
-    }
-    if (p->map_weights(block) != 0) {
-        free(block);
-        free(prompt);
-        return exactc_fail(err, errlen, "out of memory laying out the weights");
+        return -2; /* reported on stderr */
     }
     decoder d = {p, exactc_buffers_alloc(p->inputs, p->input_count, p->max_length),
                  exactc_buffers_alloc(p->outputs, p->output_count, p->max_length),
-                 aligned_alloc(64, (p->arena_bytes + 63) / 64 * 64 + 64), {caches[0], caches[1]}, 0};
+                 exactc_aligned_block(p->arena_bytes), {caches[0], caches[1]}, 0};
     int32_t *tokens = malloc((size_t)r->count * sizeof *tokens);
     double *probabilities = malloc((size_t)r->count * sizeof *probabilities);
     double *uniforms = malloc((size_t)r->count * sizeof *uniforms);
@@ -408,7 +403,6 @@ int exactc_decode_main(int argc, char **argv, const exactc_program *program) {
         return 2;
     }
     int rc = generate(program, &r, err, sizeof err);
-    if (rc == -2) exactc_report(r.weights, err);
-    else if (rc != 0) fprintf(stderr, "exactc: generate: %s\n", err);
+    if (rc == -1) fprintf(stderr, "exactc: generate: %s\n", err);
     return rc == 0 ? 0 : 1;
 }

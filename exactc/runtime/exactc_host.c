@@ -142,12 +142,16 @@ int exactc_weights_read(const exactc_safetensors *st, const exactc_param_spec *p
     return -1;
 }
 
+void *exactc_aligned_block(size_t bytes) {
+    return aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); /* a multiple of 64, never empty */
+}
+
 int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, size_t bytes,
                         void **block, char *err, size_t errlen) {
     *block = NULL;
     exactc_safetensors st;
     if (exactc_st_open(path, &st, err, errlen) != 0) return -1;
-    void *data = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64); /* a multiple of 64, never empty */
+    void *data = exactc_aligned_block(bytes);
     if (data == NULL) {
         exactc_st_close(&st);
         return exactc_fail(err, errlen, "out of memory for %zu bytes of parameters", bytes);
@@ -389,6 +393,22 @@ void exactc_report(const char *where, const char *err) {
     }
 }
 
+int exactc_program_weights(const exactc_program *program, const char *path, void **block) {
+    char err[4096];
+    if (exactc_weights_load(path, program->params, program->param_count, program->param_bytes, block, err,
+                            sizeof err) != 0) {
+        exactc_report(path, err);
+        return 1;
+    }
+    if (program->map_weights(*block) != 0) {
+        fprintf(stderr, "exactc: out of memory laying out the weights\n");
+        free(*block);
+        *block = NULL;
+        return 1;
+    }
+    return 0;
+}
+
 void exactc_buffers_free(void **buffers, size_t count) {
     if (buffers == NULL) return;
     for (size_t i = 0; i < count; i++) free(buffers[i]);
@@ -490,20 +510,10 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
     }
     char err[4096];
     void *block;
-    if (exactc_weights_load(argv[1], program->params, program->param_count, program->param_bytes, &block, err,
-                            sizeof err) != 0) {
-        exactc_report(argv[1], err);
-        return 1;
-    }
-    if (program->map_weights(block) != 0) {
-        fprintf(stderr, "exactc: out of memory laying out the weights\n");
-        free(block);
-        return 1;
-    }
+    if (exactc_program_weights(program, argv[1], &block) != 0) return 1;
     void **inputs = exactc_buffers_alloc(program->inputs, program->input_count, program->max_length);
     void **outputs = exactc_buffers_alloc(program->outputs, program->output_count, program->max_length);
-    /* 64-byte aligned, a multiple of 64 bytes, never empty */
-    unsigned char *arena = aligned_alloc(64, (program->arena_bytes + 63) / 64 * 64 + 64);
+    unsigned char *arena = exactc_aligned_block(program->arena_bytes);
     int rc = 0;
     if (inputs == NULL || outputs == NULL || arena == NULL) {
         fprintf(stderr, "exactc: out of memory\n");

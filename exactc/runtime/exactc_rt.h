@@ -330,6 +330,12 @@ size_t exactc_staged_size(const char *staged); /* the bytes of `staged` in use *
  * c lanes cols + k lanes + j; the last rows % lanes rows stay. 0, or -1 when memory runs
  * out (the block is then as it was). */
 int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, size_t size);
+/* `bytes` of memory, 64-byte aligned, a multiple of 64 bytes and never empty (free with
+ * free); NULL when memory runs out. */
+void *exactc_aligned_block(size_t bytes);
+/* The program's weights from the file at `path`, mapped (map_weights): 0 with *block the
+ * block, or 1 with every problem on stderr and nothing left to free. */
+int exactc_program_weights(const exactc_program *program, const char *path, void **block);
 /* One buffer per tensor of `specs`, each at T_max; NULL when memory runs out. */
 void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64_t max_length);
 void exactc_buffers_free(void **buffers, size_t count);
