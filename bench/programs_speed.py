@@ -72,7 +72,19 @@ def machine_lines() -> list[str]:
         f"load average at start: {load_average()}",
         f"compilers: {compilers}",
         f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})",
+        tune_line(),
     ]
+
+
+def tune_line() -> str:
+    """Whether `--plan auto` follows a tune table here (exactc plan --tune, docs/plans.md)."""
+    from exactc import tune
+
+    path = tune.table_path()
+    layouts = tune.tuned_layouts()
+    if not layouts:
+        return f"tune table: none for this build ({path or 'off'}): --plan auto is autoplan's own choice"
+    return f"tune table: {path}, {len(layouts)} tuned layouts for this build ({os.environ.get('CC') or 'cc'})"
 
 
 # ---- timing side by side ------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def commands() -> list[Command]:
                 embed.add_arguments, embed.cmd_embed),
         Command("generate", "generate tokens with a GPT or Llama (key/value cache), by the reference or in C",
                 generate.add_arguments, generate.cmd_generate, generate.__doc__),
-        Command("plan", "list a kernel's nests and legal layouts and splits, or check a plan file",
+        Command("plan", "list a kernel's nests and legal layouts and splits, check a plan file, or tune --plan auto",
                 plans.add_arguments, plans.show_command, plans.SHOW_DESCRIPTION),
         Command("mutants", "run the mutant catalog: every check must catch its mutants",
                 runner.add_arguments, runner.run, runner.__doc__),
@@ -70,11 +70,13 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from exactc.exporter.printer.host import HostError
     from exactc.exporter.types import SiteTypeError
     from exactc.mutants.runner import MutantsError
+    from exactc.tune import TuneError
     from exactc.verify.build import CacheError
     from exactc.verify.checkout import CheckoutError
 
     return (UsageError, ModelError, SiteTypeError, ExportError, GraphError, PrimitiveError, HostError,
-            CheckpointError, EmbedError, GenerateError, PlanError, CheckoutError, MutantsError, CacheError)
+            CheckpointError, EmbedError, GenerateError, PlanError, CheckoutError, MutantsError, CacheError,
+            TuneError)
 
 
 def failures() -> tuple[type[BaseException], ...]:

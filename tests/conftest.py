@@ -28,6 +28,11 @@ settings.register_profile("ci", max_examples=8, derandomize=True, **_COMMON)
 settings.register_profile("campaign", max_examples=40, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# `--plan auto` follows the tune table of `exactc plan --tune` (exactc/tune.py): the tests
+# see autoplan's own choices, whatever this machine's table holds (tests/test_tune.py
+# names a table of its own).
+os.environ["EXACTC_TUNED"] = ""
+
 
 def pytest_configure(config):
     config.addinivalue_line(

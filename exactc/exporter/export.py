@@ -207,18 +207,29 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
         return program, params
     from exactc.exporter import quant
 
+    program = trace(model, entry, overrides, weights)
+    try:
+        given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
+        return program, quant.quantize_parameters(program, params, site, given)
+    except quant.QuantError as exc:
+        raise ExportError(str(exc)) from None
+
+
+def trace(model: str, entry: str, overrides: Mapping[str, Any] | None, weights: tuple[str, int] | None) -> graph.Program:
+    """The traced program, its linear weights quantized when `weights` = (fmt, block) is
+    given (graph.linear_weights chooses them on the float trace)."""
+    program = models.build(model, entry, overrides)
+    if weights is None:
+        return program
+    from exactc.exporter import quant
+
     fmt, block = weights
     try:
         quant.check_block(fmt, block)
     except quant.QuantError as exc:
         raise ExportError(f"--weights {fmt} --block {block}: {exc}") from None
     chosen = graph.linear_weights(program)
-    program = models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen})
-    try:
-        given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
-        return program, quant.quantize_parameters(program, params, site, given)
-    except quant.QuantError as exc:
-        raise ExportError(str(exc)) from None
+    return models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen})
 
 
 def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,

@@ -29,11 +29,19 @@ every nest of a program, chosen from its shapes alone.
   a laned outer loop is cut between chunks of its lanes (no piece ends in a partial
   chunk but the last).
 
+A tuned table (`exactc plan --tune`, exactc/tune.py) overrides the first choice where it
+names a nest: its layout, measured fastest on this machine for this compiler and flags,
+is used when it is legal for the nest (else the list above decides).
+
 Any legal plan gives the reference's bits, so this choice is about speed only; the
 tests export with it and compare bytes with OMP_NUM_THREADS 1 and 2 and without OpenMP.
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
+from typing import Mapping
 
 from exactc.exporter import dims
 from exactc.exporter.kernels.ir import Kernel, Nest
@@ -72,7 +80,7 @@ def even_split(extent: dims.Extent, pieces: int = PIECES, lanes: int = 1) -> Spl
 
 
 # Lanes that make the printer call a transcendental's laned form (printer/planned.py).
-_TRANSCENDENTAL_LAYOUTS = {
+TRANSCENDENTAL_LAYOUTS = {
     "gelu_tanh": [Layout(lanes=(("i", 16),))],
     "gelu_erf": [Layout(lanes=(("i", 16),))],
     "silu": [Layout(lanes=(("i", 16),))],
@@ -131,11 +139,12 @@ def quantized_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
     return _QUANTIZED_LAYOUTS.get(nest.name, {}).get(kernel.attrs.get("fmt", "q8"), [])
 
 
-def matmul_layouts(nest: Nest) -> list[Layout]:
-    """linear's candidates for a batched matmul: its batch axes (i, or ib and g) first."""
+def matmul_layouts(nest: Nest, linear: list[Layout] | None = None) -> list[Layout]:
+    """linear's candidates (or the `linear` layouts given) for a batched matmul: its batch
+    axes (i, or ib and g) first, b's panel for w's."""
     batch = tuple(a.name for a in nest.axes if a.name not in ("m", "n"))
     return [Layout(order=batch + layout.order, lanes=layout.lanes,
-                   packs=tuple("b" for _ in layout.packs)) for layout in _MATRIX_LAYOUTS["linear"]]
+                   packs=tuple("b" for _ in layout.packs)) for layout in linear or _MATRIX_LAYOUTS["linear"]]
 
 
 def candidate_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
@@ -144,7 +153,7 @@ def candidate_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
         return []
     if nest.name == "matmul":
         return [layout for layout in matmul_layouts(nest) if lanes_fill(nest, layout)]
-    return [layout for layout in _MATRIX_LAYOUTS.get(nest.name, []) + _TRANSCENDENTAL_LAYOUTS.get(nest.name, [])
+    return [layout for layout in _MATRIX_LAYOUTS.get(nest.name, []) + TRANSCENDENTAL_LAYOUTS.get(nest.name, [])
             + quantized_layouts(kernel, nest) if lanes_fill(nest, layout)]
 
 
@@ -167,9 +176,23 @@ def _first_legal(kernel: Kernel, nest: Nest, layouts: list[Layout]) -> Layout:
     return Layout()
 
 
-def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES) -> NestPlan | None:
-    """The layout and split chosen for one nest, or None to leave it plain."""
-    layout = _first_legal(kernel, nest, candidate_layouts(kernel, nest))
+def nest_signature(kernel: Kernel, nest: Nest) -> str:
+    """What a tuned layout is keyed by: the kernel's primitive, site type, attributes and
+    buffer shapes (its shape, whatever program it is in), and the nest's name."""
+    attrs = ",".join(f"{k}={kernel.attrs[k]!r}" for k in sorted(kernel.attrs))
+    shapes = ",".join(f"{b.name}:{'x'.join(str(d) for d in b.shape)}" for b in kernel.buffers)
+    return f"{kernel.primitive}|{kernel.site}|{attrs}|{shapes}|{nest.name}"
+
+
+def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES,
+                   tuned: Mapping[str, Layout] | None = None) -> NestPlan | None:
+    """The layout and split chosen for one nest, or None to leave it plain: the tuned
+    layout of its signature when there is one and it is legal, else the first legal
+    candidate."""
+    candidates = candidate_layouts(kernel, nest)
+    if tuned and nest_signature(kernel, nest) in tuned:
+        candidates = [tuned[nest_signature(kernel, nest)], *candidates]
+    layout = _first_legal(kernel, nest, candidates)
     if not nest.axes:
         return None
     first = layout.loop_order(nest)[0]
@@ -180,11 +203,11 @@ def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES) -> NestPlan
     return NestPlan(layout, split)
 
 
-def auto_kernel_plan(kernel: Kernel, pieces: int = PIECES) -> Plan | None:
+def auto_kernel_plan(kernel: Kernel, pieces: int = PIECES, tuned: Mapping[str, Layout] | None = None) -> Plan | None:
     """The automatic plan of every nest of `kernel`, validated; None if all stay plain."""
     chosen = []
     for nest in kernel.nests:
-        nest_plan = auto_nest_plan(kernel, nest, pieces)
+        nest_plan = auto_nest_plan(kernel, nest, pieces, tuned)
         if nest_plan is not None:
             chosen.append((nest.name, nest_plan))
     if not chosen:
@@ -196,13 +219,23 @@ def auto_kernel_plan(kernel: Kernel, pieces: int = PIECES) -> Plan | None:
 
 class AutoPlan:
     """The plan `--plan auto` stands for: each kernel's part is chosen when the host meets
-    the kernel (KernelTable.plan_for), from its shapes. It answers as a Plan does."""
+    the kernel (KernelTable.plan_for), from its shapes and the tuned layouts (nest
+    signature -> layout) of the build at hand. It answers as a Plan does."""
 
-    def __init__(self, pieces: int = PIECES):
+    def __init__(self, pieces: int = PIECES, tuned: Mapping[str, Layout] | None = None):
         self.pieces = pieces
+        self.tuned = dict(tuned or {})
 
     def for_kernel(self, kernel: Kernel, name: str) -> tuple[Plan | None, set[str]]:
-        return auto_kernel_plan(kernel, self.pieces), set()
+        return auto_kernel_plan(kernel, self.pieces, self.tuned), set()
+
+    def text(self) -> str:
+        """What names this plan in an export's cache key: `auto`, and the digest of the
+        tuned layouts when there are any."""
+        if not self.tuned:
+            return "auto"
+        table = json.dumps({k: v.to_json() for k, v in sorted(self.tuned.items())}, sort_keys=True)
+        return "auto+tuned:" + hashlib.sha256(table.encode()).hexdigest()[:16]
 
     def entry_names(self) -> tuple[str, ...]:
         return ()  # it names no nest, so none can go unused

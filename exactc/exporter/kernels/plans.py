@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -211,8 +212,9 @@ def load_plan_option(option: str | None) -> Any:
         return None
     if option == "auto":
         from exactc.exporter.kernels.autoplan import AutoPlan  # autoplan builds on this module
+        from exactc.tune import tuned_layouts  # the table of `exactc plan --tune`, if any
 
-        return AutoPlan()
+        return AutoPlan(tuned=tuned_layouts())
     if not Path(option).is_file():
         raise PlanError("-", "(file)", f"{option}: no such file; give a plan file, `auto` or `none`")
     return load_plan(option)
@@ -222,7 +224,7 @@ def plan_text(plan: Any) -> str:
     """What identifies a loaded plan in a cache key: "" for none, "auto", or the plan's JSON."""
     if plan is None:
         return ""
-    return plan.dumps() if isinstance(plan, Plan) else "auto"
+    return plan.dumps() if isinstance(plan, Plan) else plan.text()
 
 
 def validate_plan(kernel: Kernel, plan: Plan) -> None:
@@ -304,8 +306,13 @@ def _attr_arg(text: str) -> tuple[str, Any]:
         return name, raw
 
 
-SHOW_DESCRIPTION = ("Show a kernel's nests, axes and the legal plan choices (--show), or validate a plan JSON "
-                    "file against that kernel (--check). Schema: docs/plans.md.")
+SHOW_DESCRIPTION = (textwrap.fill("Show a kernel's nests, axes and the legal plan choices (--show), or validate a "
+                                  "plan JSON file against that kernel (--check). Schema: docs/plans.md.", 79) + "\n\n"
+                    + textwrap.fill("With --tune MODEL --entry E: time every nest's candidate layouts of that program "
+                                    "on this machine (the exported Makefile's default flags, one thread) and keep the "
+                                    "fastest in the tune table ($EXACTC_TUNED, else tune.json in the cache folder), "
+                                    "which `--plan auto` then uses for the same compiler, flags and CPU. A layout "
+                                    "never changes a bit; the table changes speed only.", 79))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -316,6 +323,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="f32", help="site type: f64, f32 or bf16 (default f32)")
     parser.add_argument("--shape", action="append", type=_shape_arg, default=[], help="operand shape: x=3,4")
     parser.add_argument("--attr", action="append", type=_attr_arg, default=[], help="attribute: has_b=true")
+    tune = parser.add_argument_group("tuning (--tune: the positional is a model, gpt, bert or llama)")
+    tune.add_argument("--tune", action="store_true", help="time the candidate layouts of a program's nests and keep "
+                      "the fastest for --plan auto")
+    tune.add_argument("--entry", help="the entry to tune: forward, next_token, prefill, decode, embed")
+    tune.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="override a config field")
+    tune.add_argument("--checkpoint", metavar="PATH", help="take the shapes from this checkpoint's config")
+    tune.add_argument("--weights", choices=("float", "q8", "q4"), default="float", help="the linear weights' format")
+    tune.add_argument("--block", type=int, default=None, metavar="G", help="values per scale of --weights q8|q4")
+    tune.add_argument("--cc", default="cc", help="the compiler to tune for (default cc, as the exported Makefile)")
+    tune.add_argument("--rounds", type=int, default=5, help="timing rounds, candidates in alternation (default 5)")
+    tune.add_argument("--length", type=int, default=None, metavar="T",
+                      help="the run-time length to time at (default T_max)")
+    tune.add_argument("--table", metavar="FILE", help="the table to write (default $EXACTC_TUNED, else the cache "
+                      "folder's tune.json)")
 
 
 def show_command(args: argparse.Namespace) -> int:
@@ -324,6 +345,12 @@ def show_command(args: argparse.Namespace) -> int:
     from exactc.exporter.kernels.lower import lower
     from exactc.exporter.primitives import PrimitiveError
 
+    if args.tune:
+        from exactc.tune import tune_command
+
+        if not args.primitive or not args.entry:
+            raise PlanError("-", "--tune", "name the program: exactc plan --tune MODEL --entry ENTRY --dtype TYPE")
+        return tune_command(args)
     primitive = args.show or args.primitive
     if not primitive:
         raise PrimitiveError("name a primitive (--show linear --shape x=3,4 --shape w=5,4)")

@@ -29,6 +29,7 @@ from exactc.mutants.catalog import (
     semantics,
     slicing,
     speed,
+    tuning,
 )
 
 PRIMITIVE_CASES = "tests/test_primitives.py"
@@ -152,10 +153,14 @@ _FIXED_CHECKS = [
     Check("dask-cluster", ("tests/test_dask_cluster.py",)),
     # exporter/dims.py's refusals and walks over nested values.
     Check("dims", ("tests/test_dims.py",)),
+    # `exactc plan --tune`: the candidates timed whole, the fastest kept, the table of this
+    # build only, a tuned program's bits and its own export cache key.
+    Check("tune", ("tests/test_tune.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
-            keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents]
+            keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
+            tuning]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -1,0 +1,58 @@
+"""`exactc plan --tune` (exactc/tune.py) and the tuned layouts `--plan auto` takes."""
+
+from exactc.mutants.model import Mutant
+
+TUNE = "exactc/tune.py"
+AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
+
+MUTANTS = [
+    Mutant(
+        "tune-table-of-any-build",
+        "--plan auto takes the tuned layouts of whatever build the table holds first: layouts "
+        "measured for another compiler, flags or CPU",
+        TUNE,
+        'table["builds"].get(identity, {"nests": {}})["nests"]',
+        'next(iter(table["builds"].values()), {"nests": {}})["nests"]',
+        ("tune",),
+        family="tune",
+    ),
+    Mutant(
+        "tune-keeps-the-slowest",
+        "the tuner keeps the slowest candidate of each nest",
+        TUNE,
+        "return min(self.layouts, key=lambda layout: self.seconds[label(layout)])",
+        "return max(self.layouts, key=lambda layout: self.seconds[label(layout)])",
+        ("tune",),
+        family="tune",
+    ),
+    Mutant(
+        "tune-times-the-plain-range",
+        "a timed candidate runs each launch over the plain nest's outermost extent, not its "
+        "printed range: a layout that reorders the loops computes part of its outputs and looks fast",
+        TUNE,
+        "ranges = printed.ranges or tuple(launch.extent for launch in kernel.launches)",
+        "ranges = tuple(launch.extent for launch in kernel.launches)",
+        ("tune",),
+        family="tune",
+    ),
+    Mutant(
+        "export-cache-ignores-the-tune-table",
+        "an export's cache key names `auto` alone: the program exported before the table (or "
+        "under another one) is served again",
+        AUTOPLAN,
+        '        if not self.tuned:\n            return "auto"',
+        '        if True:\n            return "auto"',
+        ("tune",),
+        family="tune",
+    ),
+    Mutant(
+        "tuned-layout-taken-unchecked",
+        "a tuned layout is taken without checking that the nest can take it",
+        AUTOPLAN,
+        "    layout = _first_legal(kernel, nest, candidates)",
+        "    layout = candidates[0] if tuned and nest_signature(kernel, nest) in tuned else "
+        "_first_legal(kernel, nest, candidates)",
+        ("tune",),
+        family="tune",
+    ),
+]

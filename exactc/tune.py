@@ -1,0 +1,386 @@
+"""`exactc plan --tune`: each nest's candidate layouts timed on this machine, the fastest
+kept in a table that `--plan auto` then uses.
+
+    exactc plan --tune gpt --entry forward --dtype f32 --set tokens=256   # tune, write the table
+    exactc plan --tune llama --entry decode --dtype f32 --weights q8 --cc clang
+
+For every distinct kernel of the program (a primitive at its shapes), every nest with more
+than one candidate (linear, the attention matmuls, the laned transcendentals, the
+quantized nests; autoplan.py's lists, more lane shapes and the plain nest) is compiled
+under each candidate layout with the flags the exported Makefile uses by default (-O2
+-march=native, and 512-bit vectors where the CPU has them), run on drawn operands on one
+thread in alternation for --rounds rounds, and the fastest kept. The table is JSON,
+`$EXACTC_TUNED` or tune.json in the cache folder, keyed by the build (the compiler's
+executable and version, those flags, the CPU) and each nest's signature (primitive, site
+type, attributes, buffer shapes, nest). `--plan auto` reads the entries of the build
+`$CC` (else `cc`) gives (autoplan.AutoPlan); `EXACTC_TUNED=` (empty) turns the table
+off. Every layout gives the reference's bits (the layout property, docs/plans.md), so a
+table changes speed only; the export's cache key holds its digest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+TABLE_ENV = "EXACTC_TUNED"
+TABLE_VERSION = 1
+ROUNDS = 5  # timing rounds: each times every candidate once (the best of 3 calls)
+
+
+class TuneError(ValueError):
+    """A tune table that cannot be read or written, or a request that cannot be tuned:
+    one line, exit code 2."""
+
+
+# ---- the table ------------------------------------------------------------------------
+
+
+def table_path() -> Path | None:
+    """$EXACTC_TUNED (empty: no table), else tune.json in the cache folder ($EXACTC_CACHE,
+    else the user's), found without making it."""
+    value = os.environ.get(TABLE_ENV)
+    if value is not None:
+        return Path(value) if value else None
+    from exactc.verify.build import user_cache_dir
+
+    root = os.environ.get("EXACTC_CACHE")
+    return (Path(root) if root else user_cache_dir()) / "tune.json"
+
+
+def cpu_name() -> str:
+    """The CPU -march=native builds for: /proc/cpuinfo's model name, family and model
+    (Linux), else what the platform module says."""
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() in ("model name", "cpu family", "model") and key.strip() not in fields:
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    if "model name" in fields:
+        return f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')})"
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def build_flags(cc: str) -> tuple[str, ...]:
+    """The exported Makefile's default CFLAGS for `cc` on this machine."""
+    from exactc.verify.build import wide_vectors
+
+    return ("-O2", "-march=native", *wide_vectors(cc))
+
+
+def build_identity(cc: str) -> str:
+    """What a tuned layout was measured for: the compiler's executable (resolved, so `cc`
+    and `gcc` name one compiler) and version, the default flags, the CPU."""
+    from exactc.verify.build import compiler_version
+
+    version = compiler_version(cc)
+    name = Path(cc).name
+    if version.split(" ", 1)[0] == name:  # "cc (Debian 12.2.0-14) 12.2.0": the name invoked
+        version = version.split(" ", 1)[1] if " " in version else ""
+    executable = os.path.realpath(shutil.which(cc) or cc)
+    return f"{executable} {version} | {' '.join(build_flags(cc))} | {cpu_name()}"
+
+
+def read_table(path: Path) -> dict:
+    """The table at `path`, its structure checked (TuneError otherwise)."""
+    from exactc.exporter import jsonfile
+
+    try:
+        table = jsonfile.load(path)
+    except jsonfile.JSONFileError as err:
+        raise TuneError(f"{path}: {err}; remove it or run `exactc plan --tune` again") from None
+    builds = table.get("builds") if isinstance(table, dict) else None
+    if not isinstance(table, dict) or table.get("version") != TABLE_VERSION or not isinstance(builds, dict):
+        raise TuneError(f"{path}: not an exactc tune table of version {TABLE_VERSION}; remove it or run "
+                        "`exactc plan --tune` again")
+    for build, entry in builds.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("nests"), dict):
+            raise TuneError(f"{path}: build {build!r} has no nests object")
+    return table
+
+
+def layouts_of(table: dict, identity: str, path: Path) -> dict:
+    """The tuned layouts (nest signature -> Layout) of one build of a table."""
+    from exactc.exporter.kernels.plans import PlanError, parse_nest_plan
+
+    out = {}
+    for signature, entry in table["builds"].get(identity, {"nests": {}})["nests"].items():
+        try:
+            out[signature] = parse_nest_plan(signature, {"layout": entry["layout"]}).layout
+        except (PlanError, KeyError, TypeError) as err:
+            raise TuneError(f"{path}: the entry {signature!r} has no valid layout ({err})") from None
+    return out
+
+
+def tuned_layouts(cc: str | None = None) -> dict:
+    """The table's layouts for the build `cc` (default $CC, else cc) gives; {} when there
+    is no table, or the compiler is not there to name the build."""
+    from exactc.verify.build import CompileError
+
+    path = table_path()
+    if path is None or not path.is_file():
+        return {}
+    table = read_table(path)
+    try:
+        identity = build_identity(cc or os.environ.get("CC") or "cc")
+    except CompileError:
+        return {}
+    return layouts_of(table, identity, path)
+
+
+def write_table(path: Path, identity: str, measured: list["Measured"]) -> None:
+    """Merge the winners of one tuning run into the table at `path` (made if absent)."""
+    from exactc.exporter.export import replace_file
+
+    table = read_table(path) if path.is_file() else {"version": TABLE_VERSION, "builds": {}}
+    entry = table["builds"].setdefault(identity, {"nests": {}})
+    for m in measured:
+        entry["nests"][m.signature] = {
+            "layout": m.winner.to_json(), "seconds": {label: round(s, 9) for label, s in m.seconds.items()},
+            "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_file(path, (json.dumps(table, indent=1, sort_keys=True) + "\n").encode())
+
+
+# ---- the candidates ---------------------------------------------------------------------
+
+# Lane shapes (rows m, columns n) tried for linear and the matmuls, w's (b's) panel packed.
+LANE_SHAPES = ((4, 16), (6, 16), (8, 16), (12, 16), (16, 16), (8, 8), (16, 8))
+# Lane widths tried for the elementwise transcendentals and the softmax.
+ELEMENT_LANES = (8, 16)
+
+
+def candidates(kernel, nest) -> list:
+    """The layouts timed for `nest`: the plain nest, autoplan's list and the lane shapes
+    above, each legal and with lanes that fill; one (nothing to choose) or more."""
+    from exactc.exporter.kernels import autoplan
+    from exactc.exporter.kernels.layouts import Layout, LayoutError
+    from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
+
+    extra = []
+    if nest.name in ("linear", "matmul"):
+        shapes = [Layout(order=("n", "m"), lanes=(("m", m), ("n", n)), packs=("w",)) for m, n in LANE_SHAPES]
+        extra = autoplan.matmul_layouts(nest, shapes) if nest.name == "matmul" else shapes
+    elif nest.name in autoplan.TRANSCENDENTAL_LAYOUTS and autoplan.candidate_layouts(kernel, nest):
+        extra = [Layout(lanes=(("i", w),)) for w in ELEMENT_LANES]
+    out = []
+    for layout in [Layout(), *autoplan.candidate_layouts(kernel, nest), *extra]:
+        if layout in out or not autoplan.lanes_fill(nest, layout):
+            continue
+        try:
+            validate_plan(kernel, Plan(((nest.name, NestPlan(layout)),)))
+        except LayoutError:
+            continue
+        out.append(layout)
+    return out
+
+
+def label(layout) -> str:
+    return "plain" if layout.is_plain else layout.text()
+
+
+# ---- timing -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Measured:
+    """One nest's candidates and their best times (seconds per kernel call)."""
+
+    signature: str
+    kernel: object
+    nest: str
+    layouts: list
+    seconds: dict = dataclasses.field(default_factory=dict)  # label -> best seconds
+
+    @property
+    def winner(self):
+        return min(self.layouts, key=lambda layout: self.seconds[label(layout)])
+
+    @property
+    def default(self):
+        """What `--plan auto` would choose without the table."""
+        from exactc.exporter.kernels import autoplan
+
+        return autoplan.auto_nest_plan(self.kernel, next(n for n in self.kernel.nests if n.name == self.nest))
+
+
+def _operand(buf, length: int, rng: np.random.Generator) -> np.ndarray:
+    """A drawn value for one buffer at the run-time length: floats in [-2, 2) (scales
+    positive and small), integers as random bytes (int32: 0 or 1, safe as an index)."""
+    from exactc.exporter import dims, types
+
+    shape = tuple(dims.at(d, length) for d in buf.shape)
+    dtype = types.STORAGE[buf.type].numpy
+    if buf.type in ("i8", "u8"):
+        return rng.integers(0, 256, size=shape, dtype=np.uint8).view(dtype)
+    if buf.type == "i32":
+        return rng.integers(0, 2, size=shape).astype(np.int32)
+    values = rng.uniform(-2.0, 2.0, size=shape)
+    if buf.name.endswith("d"):  # a scale (qlinear's wd, xd)
+        values = np.abs(values) / 64 + 1e-3
+    if buf.type == "bf16":
+        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return values.astype(dtype)
+
+
+class Timed:
+    """One kernel compiled under one candidate layout of one nest, its operands drawn."""
+
+    def __init__(self, kernel, nest: str, layout, options, length: int):
+        from exactc.exporter import dims
+        from exactc.exporter.kernels.plans import NestPlan, Plan
+        from exactc.exporter.printer.kernels import print_kernel
+        from exactc.exporter.printer.nests import takes_length
+        from exactc.exporter.printer.prepack import reads_w_in_panels
+        from exactc.verify.build import load_library, runtime_source
+        from exactc.verify.kernels import CDEF_PRELUDE
+
+        plan = None if layout.is_plain else Plan(((nest, NestPlan(layout)),))
+        ahead = frozenset({"w"}) if reads_w_in_panels(kernel, plan) else frozenset()  # as map_weights packs it
+        printed = print_kernel(kernel, "tune", plan, ahead) if plan else print_kernel(kernel, "tune")
+        sources = {"kernels.c": printed.source, "exactc_libm.c": runtime_source("exactc_libm.c")}
+        self.library = load_library(sources, CDEF_PRELUDE + printed.cdef, options)
+        rng = np.random.default_rng(5)
+        self.arrays = {b.name: _operand(b, length, rng) for b in kernel.buffers}
+        ffi = self.library.ffi
+        takes = [length] if takes_length({b.name: b for b in kernel.buffers}) else []
+        self.calls = []
+        ranges = printed.ranges or tuple(launch.extent for launch in kernel.launches)  # the outermost loop's
+        for launch, function, extent in zip(kernel.launches, printed.functions, ranges, strict=True):
+            args = [ffi.cast("void *", self.arrays[name].ctypes.data) for name in launch.args] + takes
+            self.calls.append((getattr(self.library.lib, function), args, dims.at(extent, length)))
+
+    def run(self) -> None:
+        for function, args, hi in self.calls:
+            function(*args, 0, hi)
+
+    def best(self, inner: int = 3) -> float:
+        """The best of `inner` calls, in seconds."""
+        best = float("inf")
+        for _ in range(inner):
+            start = time.perf_counter()
+            self.run()
+            best = min(best, time.perf_counter() - start)
+        return best
+
+
+def program_kernels(program, site: str) -> list:
+    """The distinct kernels of a program at a site type, in order of first launch (as the
+    exported C has them, printer/kernel_table.py)."""
+    from exactc.exporter.kernels import lower
+    from exactc.exporter.printer.kernel_table import kernel_key, launched_ops, op_shapes
+
+    kernels = {}
+    for op in launched_ops(program):
+        key = kernel_key(op)
+        if key not in kernels:
+            kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs)
+    return list(kernels.values())
+
+
+def tune(program, site: str, cc: str, rounds: int = ROUNDS, length: int | None = None,
+         progress: Callable[[str], None] | None = None) -> list[Measured]:
+    """Time every candidate of every nest with a choice, `rounds` rounds in alternation."""
+    from exactc.exporter.kernels.autoplan import nest_signature
+    from exactc.verify.build import BuildOptions
+
+    options = BuildOptions(cc=cc, opt="-O2", march_native=True, warnings=False)
+    todo = {}
+    for kernel in program_kernels(program, site):
+        for nest in kernel.nests:
+            layouts = candidates(kernel, nest)
+            if len(layouts) > 1 and nest_signature(kernel, nest) not in todo:
+                todo[nest_signature(kernel, nest)] = Measured(nest_signature(kernel, nest), kernel, nest.name, layouts)
+    total = sum(len(m.layouts) for m in todo.values())
+    if not total:
+        return []
+    top = length or program.max_length or 1
+    built, done = {}, 0
+    for m in todo.values():
+        for layout in m.layouts:
+            built[(m.signature, label(layout))] = Timed(m.kernel, m.nest, layout, options, top)
+            done += 1
+            if progress:
+                progress(f"compiled {done}/{total} candidates ({m.kernel.primitive} {m.nest}: {label(layout)})")
+    for r in range(rounds):
+        for m in todo.values():
+            for layout in m.layouts:
+                timed = built[(m.signature, label(layout))]
+                if r == 0:
+                    timed.run()  # warm: pages touched, caches filled
+                seconds = timed.best()
+                m.seconds[label(layout)] = min(m.seconds.get(label(layout), float("inf")), seconds)
+        if progress:
+            progress(f"timed round {r + 1}/{rounds}")
+    return list(todo.values())
+
+
+def report(measured: list[Measured]) -> str:
+    """A table a person can read: each nest's candidates, fastest first, the winner and
+    what auto chose without the table."""
+    lines = []
+    for m in measured:
+        kernel = m.kernel
+        shapes = ", ".join(f"{b.name} {'x'.join(str(d) for d in b.shape)}" for b in kernel.buffers if b.role == "input")
+        lines.append(f"{kernel.primitive} at {kernel.site} ({shapes}), nest {m.nest}:")
+        default = m.default
+        default_label = label(default.layout) if default is not None else "plain"
+        fastest = min(m.seconds.values())
+        for layout in sorted(m.layouts, key=lambda layout: m.seconds[label(layout)]):
+            name = label(layout)
+            marks = (" <- kept" if layout == m.winner else "") + (" (auto without the table)" if name == default_label
+                                                                   else "")
+            lines.append(f"  {m.seconds[name] * 1e6:11.1f} us  x{m.seconds[name] / fastest:5.2f}  {name}{marks}")
+    return "\n".join(lines)
+
+
+def _note(text: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
+
+
+def tune_command(args) -> int:
+    """`exactc plan --tune MODEL --entry E --dtype T [...]`: tune, print the report, write
+    the table."""
+    from exactc import commands
+    from exactc.exporter import export
+
+    if args.rounds < 1:
+        raise TuneError(f"--rounds {args.rounds}: give at least 1")
+    path = Path(args.table) if args.table else table_path()
+    if path is None:
+        raise TuneError(f"{TABLE_ENV} is empty (the table is off): give --table FILE to write one")
+    args.model = args.primitive
+    args.plan, args.seed = None, 0
+    spec = commands._spec(args)
+    overrides = spec.checkpoint.overrides(spec.overrides) if spec.checkpoint is not None else spec.overrides
+    program = export.trace(spec.model, spec.entry, overrides, spec.weights if spec.checkpoint is None
+                           or spec.checkpoint.weights is None else spec.checkpoint.weights)
+    identity = build_identity(args.cc)
+    start = time.perf_counter()
+    measured = tune(program, spec.site, args.cc, args.rounds, args.length, _note)
+    _note("")
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if not measured:
+        print(f"{spec.model}.{spec.entry} at {spec.site}: no nest has a choice of layout; nothing to tune")
+        return 0
+    print(report(measured))
+    write_table(path, identity, measured)
+    changed = sum(1 for m in measured if m.default is None or m.winner != m.default.layout)
+    print(f"tune: {len(measured)} nests, {sum(len(m.layouts) for m in measured)} candidates in "
+          f"{time.perf_counter() - start:.1f} s; {changed} differ from auto's own choice; table {path} "
+          f"(build: {identity})")
+    return 0
