@@ -112,6 +112,9 @@ class BuildOptions:
     openmp: bool = False
     warnings: bool = True
     defines: tuple[str, ...] = ()
+    # False for a build whose instructions are counted (verify/probes.py): make coverage
+    # never instruments it, so that its counts stay those of the baseline's build.
+    instrumentable: bool = True
 
     def flags(self) -> list[str]:
         flags = [*STRICT_FLAGS, self.opt, "-fPIC", "-shared"]
@@ -174,15 +177,15 @@ def gcov_dir(options: BuildOptions) -> Path | None:
     same way in every object whose counts are merged)."""
     root = os.environ.get(GCOV_ENV)
     plain = options.cc == "gcc" and options.opt == "-O2" and not options.march_native
-    return Path(root) if root and plain else None
+    return Path(root) if root and plain and options.instrumentable else None
 
 
 def build_key(sources: Mapping[str, str], options: BuildOptions) -> str:
     h = hashlib.sha256()
     h.update(compiler_version(options.cc).encode())
     h.update("\0".join(options.flags()).encode())
-    if gcov_dir(options):
-        h.update(b"\0--coverage")  # an instrumented build is never a cached plain one
+    if gcov_dir(options):  # never a cached plain build, nor one whose counts go to another run's folder
+        h.update(b"\0--coverage\0" + str(gcov_dir(options)).encode())
     h.update(_runtime_headers_digest().encode())
     for name in sorted(sources):
         h.update(name.encode() + b"\0" + sources[name].encode() + b"\0")

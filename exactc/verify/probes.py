@@ -387,7 +387,8 @@ def region_library() -> Path:
 
     if not Path("/usr/include/valgrind/callgrind.h").exists():
         raise ProbeError("valgrind/callgrind.h is missing (Debian's valgrind package installs it)")
-    return compile_shared({"exactc_probe_region.c": _REGION_C}, BuildOptions(cc=CC, warnings=False))
+    return compile_shared({"exactc_probe_region.c": _REGION_C},
+                          BuildOptions(cc=CC, warnings=False, instrumentable=False))
 
 
 def exporter_work(layers: int):
@@ -597,7 +598,8 @@ def count_kernel(kernel) -> int:
     printed = print_kernel(kernel, "probe")  # functions probe, probe_tail (plans.function_name)
     sources = {"probe.c": printed.source + kernel_driver(kernel, printed),
                "exactc_libm.c": runtime_source("exactc_libm.c")}
-    program = compile_shared(sources, BuildOptions(cc=CC, opt="-O2", warnings=False), executable=True)
+    program = compile_shared(sources, BuildOptions(cc=CC, opt="-O2", warnings=False, instrumentable=False),
+                             executable=True)
     profile = run_callgrind([str(program)], toggle_collect="probe*")
     if profile.total == 0:
         raise ProbeError(f"nothing collected in the kernel {kernel.primitive}'s functions probe*")

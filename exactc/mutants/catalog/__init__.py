@@ -104,6 +104,8 @@ _FIXED_CHECKS = [
     Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
     # The harness: a piece make install provides, missing under make test, fails the run.
     Check("installed", ("tests/test_installed.py",)),
+    # make coverage's instrumented builds: this run's folder in the key; counted builds never instrumented.
+    Check("gcov-builds", ("tests/test_gcov_builds.py",)),
     # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).
     Check("spec-constants", ("tests/test_spec_constants.py",)),
     # ChaCha20 keys: against pycryptodome and rand_chacha's / rand_core's published values

@@ -10,6 +10,7 @@ from exactc.mutants.model import Mutant
 
 INSTALLED = "tests/installed.py"
 PROBES = "exactc/verify/probes.py"
+BUILD = "exactc/verify/build.py"
 
 MUTANTS = [
     Mutant(
@@ -30,6 +31,35 @@ MUTANTS = [
         "        return Regression(False, lines, [])\n",
         "        return Regression(True, lines, [])\n",
         ("probes:baseline",),
+        family="harness",
+    ),
+    Mutant(
+        "coverage-build-keyed-without-its-folder",
+        "an instrumented build's cache key leaves out make coverage's folder: a second run "
+        "links the first run's objects, whose counts go to a folder that no longer exists",
+        BUILD,
+        '        h.update(b"\\0--coverage\\0" + str(gcov_dir(options)).encode())',
+        '        h.update(b"\\0--coverage")',
+        ("gcov-builds",),
+        family="harness",
+    ),
+    Mutant(
+        "coverage-instruments-counted-builds",
+        "make coverage instruments the builds whose instructions the probes count: their "
+        "counts rise against the baseline under make coverage",
+        BUILD,
+        "return Path(root) if root and plain and options.instrumentable else None",
+        "return Path(root) if root and plain else None",
+        ("gcov-builds",),
+        family="harness",
+    ),
+    Mutant(
+        "probes-kernels-instrumentable",
+        "the probes' kernel driver is built as an ordinary build, instrumented under make coverage",
+        PROBES,
+        'BuildOptions(cc=CC, opt="-O2", warnings=False, instrumentable=False)',
+        'BuildOptions(cc=CC, opt="-O2", warnings=False)',
+        ("gcov-builds",),
         family="harness",
     ),
 ]
