@@ -243,12 +243,12 @@ class Timed:
         from exactc.exporter.kernels.plans import NestPlan, Plan
         from exactc.exporter.printer.kernels import print_kernel
         from exactc.exporter.printer.nests import takes_length
-        from exactc.exporter.printer.prepack import reads_w_in_panels
+        from exactc.exporter.printer.prepack import panel_widths
         from exactc.verify.build import load_library, runtime_source
         from exactc.verify.kernels import CDEF_PRELUDE
 
         plan = None if layout.is_plain else Plan(((nest, NestPlan(layout)),))
-        ahead = frozenset({"w"}) if reads_w_in_panels(kernel, plan) else frozenset()  # as map_weights packs it
+        ahead = frozenset(panel_widths(kernel, plan))  # the weights as map_weights lays them out
         printed = print_kernel(kernel, "tune", plan, ahead) if plan else print_kernel(kernel, "tune")
         sources = {"kernels.c": printed.source, "exactc_libm.c": runtime_source("exactc_libm.c")}
         self.library = load_library(sources, CDEF_PRELUDE + printed.cdef, options)

@@ -17,7 +17,7 @@ from exactc.exporter.kernels.plans import NestPlan, Plan
 from exactc.exporter.kernels.splits import Split
 from exactc.exporter.printer.host import print_program
 from exactc.exporter.printer.kernel_table import KernelTable
-from exactc.exporter.printer.prepack import reads_w_in_panels
+from exactc.exporter.printer.prepack import panel_widths
 
 SIZES = {
     "gpt": {"vocab": 40, "positions": 12, "dim": 32, "heads": 2, "layers": 2, "mlp": 40, "tokens": 10},
@@ -60,11 +60,40 @@ def test_a_stacked_weight_is_laid_out_layer_by_layer():
     assert (gate.layers, gate.rows, gate.cols) == (2, 40, 32)
 
 
-def test_nothing_is_packed_without_a_plan_or_with_quantized_weights():
+def test_nothing_is_packed_without_a_plan():
     assert KernelTable(program("llama", "forward"), "f32").packed == {}
-    assert KernelTable(program("llama", "forward", ("q8", 32)), "f32", AutoPlan()).packed == {}
+    assert KernelTable(program("llama", "forward", ("q8", 32)), "f32").packed == {}
     model_c = print_program(program("llama", "forward"), "f32").files["model.c"]
     assert "exactc_pack_panels" not in model_c and "return 0;" in model_c
+
+
+@pytest.mark.parametrize("entry", ["forward", "decode"])
+def test_q8_values_and_scales_are_packed_and_q4_scales_alone(entry):
+    """qlinear_w reads wq (q8: one byte a value, k innermost) and wd (a scale per block)
+    as rows of n in lanes: both are laid out as panels at load. A q4 byte holds two
+    values, read through two indices: only its scales are."""
+    table = KernelTable(program("llama", entry, ("q8", 32)), "f32", AutoPlan())
+    values = table.packed["model.layers.{l}.self_attn.q_proj.weight"]
+    scales = table.packed["model.layers.{l}.self_attn.q_proj.weight_scale"]
+    assert (values.layers, values.rows, values.cols, values.lanes) == (2, 32, 32, 16)
+    assert (scales.layers, scales.rows, scales.cols, scales.lanes) == (2, 32, 1, 16)
+    assert "lm_head.weight" in table.packed
+    q4 = KernelTable(program("llama", entry, ("q4", 32)), "f32", AutoPlan()).packed
+    assert q4 and all(name.endswith("_scale") for name in q4)
+    # mlp 40 is not a multiple of the block: the down projection's last block is short,
+    # read through a second index, and neither of its tensors is packed
+    assert not any("down_proj" in name for name in q4 | table.packed)
+
+
+def test_a_panel_must_walk_its_rows_in_order():
+    """wq[n, 32 blk + k] under the body loops blk, k: its panel is the row in order;
+    under a layout whose lanes are not on n there is nothing to read in panels."""
+    kernel = lower("qlinear_w", "f32", {"x": (1, 64), "wq": (40, 64), "wd": (40, 2)},
+                   {"fmt": "q8", "block": 32, "has_b": False})
+    laned = Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq", "wd"))
+    assert panel_widths(kernel, Plan((("qlinear_w", NestPlan(laned)),))) == {"wq": 16, "wd": 16}
+    rows = Layout(lanes=(("m", 2),), packs=("wd",))
+    assert panel_widths(kernel, Plan((("qlinear_w", NestPlan(rows)),))) == {}
 
 
 def linear_plan(pieces) -> tuple:
@@ -76,12 +105,12 @@ def linear_plan(pieces) -> tuple:
 def test_a_kernel_reads_panels_only_where_every_chunk_starts_on_one():
     """A split piece that starts inside a chunk would read panel c at a chunk that is not
     chunk c: such a kernel keeps its pack."""
-    assert reads_w_in_panels(*linear_plan(None)) == 16
-    assert reads_w_in_panels(*linear_plan(((0, 16), (16, 40)))) == 16
-    assert reads_w_in_panels(*linear_plan(((0, 20), (20, 40)))) is None
+    assert panel_widths(*linear_plan(None)) == {"w": 16}
+    assert panel_widths(*linear_plan(((0, 16), (16, 40)))) == {"w": 16}
+    assert panel_widths(*linear_plan(((0, 20), (20, 40)))) == {}
     kernel = lower("linear", "f32", {"x": (3, 32), "w": (40, 32)}, {})
-    assert reads_w_in_panels(kernel, None) is None
-    assert reads_w_in_panels(kernel, auto_kernel_plan(kernel)) == 16
+    assert panel_widths(kernel, None) == {}
+    assert panel_widths(kernel, auto_kernel_plan(kernel)) == {"w": 16}
     tiled = Plan((("linear", NestPlan(Layout(order=("n", "m"), tiles=(("n", 32),), lanes=(("n", 16),),
                                                 packs=("w",)))),))
-    assert reads_w_in_panels(kernel, tiled) is None
+    assert panel_widths(kernel, tiled) == {}

@@ -11,7 +11,8 @@ every nest of a program, chosen from its shapes alone.
 - the quantized linears (qlinear_w, qlinear_i; docs/semantics.md section 15) get the
   output columns outermost (the split's), in lanes across outputs: n in lanes of 16 (8
   for qlinear_i's q4 form on one row), over rows in lanes of 8 or 4 where they fill,
-  with whichever of the weight's values (wq) and scales (wd) can be packed; each
+  with whichever of the weight's values (wq) and scales (wd) can be packed (q8's both,
+  laid out at load in a program: printer/prepack.py); each
   output's float sum still runs block by block in index order. The one exception is
   qlinear_i's q8 form: it keeps its plain body under n outermost, whose exact int32
   block sums then vectorize along k, faster than lanes across outputs. quantize gets
@@ -92,13 +93,17 @@ TRANSCENDENTAL_LAYOUTS = {
 # bench/quant_layouts.py measured them (docs/performance.md): the q8 weight-only form
 # gains most from both packs over rows in lanes of 8; q4's values (two nibble reads of
 # a byte) cannot be packed, and with the scales packed rows in lanes of 4 were faster
-# than 8. One row leaves n in lanes of 16 with the scales packed (packing the values
-# too was slower: nothing reuses the panel). A short last block (G not dividing K)
-# reads wq and wd through a second index, so neither packs: the plain lanes follow.
+# than 8. One row leaves n in lanes of 16 with both packs: a program lays q8's values
+# and scales out as their panels at load (printer/prepack.py), which made a decode step
+# twice as fast (copied at every call, packing the values was slower than reading them
+# in place: nothing reuses the panel). A short last block (G not dividing K) reads wq
+# and wd through a second index, so neither packs: the plain lanes follow.
 _QUANTIZED_LAYOUTS = {
     "qlinear_w": {
         "q8": [
             Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)), packs=("wq", "wd")),
+            Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16)), packs=("wq", "wd")),
+            Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq", "wd")),
             Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16)), packs=("wd",)),
             Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wd",)),
             Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),

@@ -176,11 +176,11 @@ class KernelTable:
                 kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs)
         names = kernel_names(ops, kernels, host_names(program))
         plans = {key: self.plan_for(kernel, names[key]) for key, kernel in kernels.items()}
-        # Linear weights laid out as their panels when the program loads them (prepack.py).
+        # Linear weights (and q8 values and scales) laid out as their panels at load (prepack.py).
         ahead, self.packed = packed_ahead(program, {key: (kernels[key], plans[key]) for key in kernels})
         self.uses: dict[tuple, KernelUse] = {}
         for key, kernel in kernels.items():
-            printed = print_kernel(kernel, names[key], plans[key], frozenset({"w"}) if key in ahead else frozenset())
+            printed = print_kernel(kernel, names[key], plans[key], ahead.get(key, frozenset()))
             self.uses[key] = KernelUse(names[key], kernel, printed)
         self.check_plan_used()
 

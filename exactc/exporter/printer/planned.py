@@ -412,7 +412,7 @@ def packed_panel(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: B
     _, pack_name = names
     body_dims, lane_dims = pack_panel(nest, layout, buf.name)
     ((axis, width),) = lane_dims
-    panel = " * ".join(printer.extents.axis(a, extent) for a, extent in body_dims)
+    panel = " * ".join(printer.extents.axis(a, extent) for a, extent in body_dims) or "1"  # no body loop: a row of one
     return [f"{INDENT * depth}const {buf.ctype} *restrict {pack_name} = {buf.name} + {chunk_var[axis]} * {panel};"
             f" /* the chunk's panel, packed at load */"]
 

@@ -14,15 +14,22 @@ A packed parameter (each layer of a stacked one), of N rows and K columns in lan
 the first N - N mod W rows as N div W panels, element (c W + j, k) of panel c at
 c W K + k W + j; the last N mod W rows where they were.
 
-A kernel reads its w packed (`ahead`) when
-- its nest is linear with n in lanes of W, w's panel is exactly (k) x (n's lanes), n is
-  not tiled and every piece of its thread split starts at a multiple of W: every chunk
-  of n starts at a multiple of W, so chunk c is panel c, and a chunk that is not full
-  holds rows of the last N mod W only, which the remainder reads in place;
-- every launch passes a parameter, or a layer of a stacked one, of the shape (N, K);
-and a parameter is packed when every kernel operand it reaches is such a w, of one W.
-Anything else (a tied head that is also the embedding table, a weight that is not a
-parameter) keeps the copy at every call.
+The same holds for the weight-only quantized linear (qlinear_w) at q8: its values wq
+(int8, one byte per value) and its scales wd (f32, one per row and block) are read by
+rows of n in lanes of W, k (block by block) or the block index innermost, so each is
+laid out as its panels the same way (N rows of K values, or of K / G scales). q4's
+values cannot be (a byte holds two values, read through two indices); its scales can.
+
+A kernel reads an operand packed (`ahead`) when
+- the operand is linear's w, or qlinear_w's wq or wd, with n in lanes of W; its panel is
+  (the body loops that index its row) x (n's lanes), and those loops, in order, walk
+  the row's columns one after another (w[n, k]; wq[n, G blk + k]; wd[n, blk]), so that
+  the panel of chunk c is c W times the row's length into the layout; n is not tiled,
+  and every piece of the nest's thread split starts at a multiple of W;
+- every launch passes a parameter, or a layer of a stacked one, of the operand's shape;
+and a parameter is packed when every kernel operand it reaches is such an operand, of
+one W. Anything else (a tied head that is also the embedding table, a weight that is
+not a parameter) keeps the copy at every call.
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ import dataclasses
 from typing import Any
 
 from exactc.exporter.graph import Program, parameter_reach
-from exactc.exporter.kernels.ir import Kernel
-from exactc.exporter.kernels.layouts import pack_panel
+from exactc.exporter.kernels.ir import Affine, Kernel
+from exactc.exporter.kernels.layouts import buffer_accesses, pack_panel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,69 +52,92 @@ class PackedParameter:
     lanes: int
 
 
-def parameter_uses(program: Program) -> tuple[dict[str, set[tuple[Any, str]]], dict[Any, list[str | None]]]:
+# The operands a kernel may read as panels laid out at load, by primitive.
+PANEL_OPERANDS = {"linear": ("w",), "qlinear_w": ("wq", "wd")}
+
+
+def parameter_uses(program: Program) -> tuple[dict[str, set[tuple[Any, str]]], dict[tuple[Any, str], list[str | None]]]:
     """Which kernel operands each parameter reaches (by kernel_key and operand name), and
-    for each linear kernel the parameter each launch passes as `w` (None: not one)."""
+    for each kernel operand that can be read as panels the parameter each launch passes
+    as it (None: not one)."""
     from exactc.exporter.printer.kernel_table import kernel_key
 
     uses: dict[str, set[tuple[Any, str]]] = {spec.name: set() for spec in program.params}
-    weights: dict[Any, list[str | None]] = {}
+    passed: dict[tuple[Any, str], list[str | None]] = {}
     for op, params in parameter_reach(program):
         key = kernel_key(op)
         for operand, name in params.items():
             if name is not None:
                 uses[name].add((key, operand))
-        if op.primitive == "linear":
-            weights.setdefault(key, []).append(params["w"])
-    return uses, weights
+        for operand in PANEL_OPERANDS.get(op.primitive, ()):
+            passed.setdefault((key, operand), []).append(params[operand])
+    return uses, passed
 
 
-def reads_w_in_panels(kernel: Kernel, plan: Any) -> int | None:
-    """W, if `kernel` (a linear) under `plan` reads w chunk by chunk as (k) x (n in lanes
-    of W) panels whose chunks all start at multiples of W; else None."""
-    if kernel.primitive != "linear" or plan is None or len(kernel.nests) != 1:
-        return None
+def _walks_its_rows(nest, layout, kernel: Kernel, operand: str, width: int) -> bool:
+    """The pack of `operand` is (body loops) x (n in lanes of `width`), the operand is
+    indexed [n, c] and the body loops, in order, give c = 0, 1, ... to the row's end."""
+    body, lane_dims = pack_panel(nest, layout, operand)
+    if lane_dims != [("n", width)] or any(not isinstance(extent, int) for _, extent in body):
+        return False
+    (access,) = set(buffer_accesses(nest, operand))
+    if len(access.index) != 2 or access.index[0] != Affine.var("n"):
+        return False
+    strides, stride = {}, 1
+    for axis, extent in reversed(body):
+        strides[axis] = stride
+        stride *= extent
+    column = access.index[1]
+    return column.const == 0 and dict(column.terms) == strides and stride == kernel.buffer(operand).shape[-1]
+
+
+def panel_widths(kernel: Kernel, plan: Any) -> dict[str, int]:
+    """The operands `kernel` under `plan` reads chunk by chunk as panels laid out at load,
+    each with its lane count W (none: {})."""
+    if kernel.primitive not in PANEL_OPERANDS or plan is None or len(kernel.nests) != 1:
+        return {}
     nest = kernel.nests[0]
     nest_plan = plan.for_nest(nest.name)
-    if nest_plan is None or "w" not in nest_plan.layout.packs:
-        return None
+    if nest_plan is None:
+        return {}
     layout, split = nest_plan.layout, nest_plan.split
-    lanes = dict(layout.lanes)
-    width = lanes.get("n")
+    width = dict(layout.lanes).get("n")
     if width is None or "n" in dict(layout.tiles):
-        return None
-    body, lane_dims = pack_panel(nest, layout, "w")
-    if [a for a, _ in body] != ["k"] or lane_dims != [("n", width)]:
-        return None
+        return {}
     if split is not None:
         order = layout.loop_order(nest)
         if split.of or order[split.depth] != "n" or any(lo % width for lo, _ in split.pieces):
-            return None
-    return width
+            return {}
+    return {operand: width for operand in PANEL_OPERANDS[kernel.primitive]
+            if operand in layout.packs and _walks_its_rows(nest, layout, kernel, operand, width)}
 
 
-def packed_ahead(program: Program, kernels: dict[Any, tuple[Kernel, Any]]) -> tuple[set[Any], dict[str, PackedParameter]]:
-    """The kernels (by kernel_key) that read w packed at load, and the parameters packed
-    at load. `kernels` maps each kernel_key to its kernel and its plan (None: plain)."""
-    width = {key: reads_w_in_panels(kernel, plan) for key, (kernel, plan) in kernels.items()}
-    if all(w is None for w in width.values()):  # no kernel could: no walk over the program's ops
-        return set(), {}
-    uses, weights = parameter_uses(program)
+def packed_ahead(program: Program, kernels: dict[Any, tuple[Kernel, Any]]
+                 ) -> tuple[dict[Any, frozenset[str]], dict[str, PackedParameter]]:
+    """The operands each kernel (by kernel_key) reads as panels laid out at load, and the
+    parameters laid out so. `kernels` maps each kernel_key to its kernel and its plan
+    (None: plain)."""
+    width = {(key, operand): w for key, (kernel, plan) in kernels.items()
+             for operand, w in panel_widths(kernel, plan).items()}
+    if not width:  # no kernel could: no walk over the program's ops
+        return {}, {}
+    uses, passed = parameter_uses(program)
     specs = {spec.name: spec for spec in program.params}
-    shape = {key: next(b.shape for b in kernel.buffers if b.name == "w") for key, (kernel, _) in kernels.items()
-             if kernel.primitive == "linear"}
-    ahead = {key for key, w in width.items() if w is not None and all(weights.get(key, [None]))}
+    shape = {(key, operand): kernels[key][0].buffer(operand).shape for key, operand in width}
+    ahead = {read for read in width if all(passed.get(read, [None]))}
     while True:
         packed = {}
         for name, used in uses.items():
-            keys = {key for key, _ in used}
-            if (not used or any(operand != "w" or key not in ahead for key, operand in used)
-                    or len({width[k] for k in keys}) != 1
-                    or any(tuple(specs[name].shape) != tuple(shape[k]) for k in keys)):
+            if (not used or any(read not in ahead for read in used)
+                    or len({width[read] for read in used}) != 1
+                    or any(tuple(specs[name].shape) != tuple(shape[read]) for read in used)):
                 continue
             rows, cols = specs[name].shape
-            packed[name] = PackedParameter(max(specs[name].layers, 1), rows, cols, width[next(iter(keys))])
-        keep = {key for key in ahead if all(p in packed for p in weights[key])}
+            packed[name] = PackedParameter(max(specs[name].layers, 1), rows, cols, width[next(iter(used))])
+        keep = {read for read in ahead if all(p in packed for p in passed[read])}
         if keep == ahead:
-            return ahead, packed
+            reads: dict[Any, set[str]] = {}
+            for key, operand in ahead:
+                reads.setdefault(key, set()).add(operand)
+            return {key: frozenset(operands) for key, operands in reads.items()}, packed
         ahead = keep

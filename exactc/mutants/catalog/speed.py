@@ -37,10 +37,9 @@ MUTANTS = [
         "a parameter is laid out as panels when any kernel operand it reaches is a packed w, "
         "not every one: GPT's tied head is packed, and the embedding reads its table scrambled",
         PREPACK,
-        '            keys = {key for key, _ in used}\n'
-        '            if (not used or any(operand != "w" or key not in ahead for key, operand in used)',
-        '            keys = {key for key, operand in used if operand == "w"}\n'
-        '            if (not keys or any(key not in ahead for key in keys)',
+        '        for name, used in uses.items():\n            if (not used',
+        '        for name, used in uses.items():\n            used = {read for read in used if read in width}\n'
+        '            if (not used',
         ("prepack",),
         family="speed",
     ),
@@ -97,5 +96,25 @@ MUTANTS = [
         ("fast-build",),
         family="speed",
         requires=(PLANNED,),
+    ),
+    Mutant(
+        "q8-values-not-laid-out-at-load",
+        "qlinear_w's q8 values are never laid out as panels at load: a decode step gathers 16 "
+        "rows a step again, half the speed, and no output shows it",
+        PREPACK,
+        'PANEL_OPERANDS = {"linear": ("w",), "qlinear_w": ("wq", "wd")}',
+        'PANEL_OPERANDS = {"linear": ("w",), "qlinear_w": ("wd",)}',
+        ("prepack",),
+        family="speed",
+    ),
+    Mutant(
+        "panel-of-a-one-value-row-at-zero",
+        "a packed operand whose row is one value (a scale per row: one block) finds every "
+        "chunk's panel at the first",
+        PLANNED,
+        'for a, extent in body_dims) or "1"',
+        'for a, extent in body_dims) or "0"',
+        ("quant:programs",),
+        family="speed",
     ),
 ]
