@@ -60,11 +60,13 @@ def looks_like(path: Path) -> bool:
         return False
 
 
-def _field(reader: Any, key: str, default: Any = None) -> Any:
+def _field(reader: Any, path: Path, key: str, default: Any = None) -> Any:
+    """A metadata value of the file at `path`, or `default`; a missing key without one is
+    a refusal naming the file and the key."""
     field = reader.fields.get(key)
     if field is None:
         if default is None:
-            raise CheckpointError(f"{reader.path}: metadata {key} is missing")
+            raise CheckpointError(f"{path}: metadata {key} is missing")
         return default
     value = field.contents()
     return int(value) if isinstance(value, np.integer) else float(value) if isinstance(value, np.floating) else value
@@ -86,23 +88,23 @@ def load(path: Path) -> Checkpoint:
         reader = gguf.GGUFReader(path)
     except (ValueError, OSError, IndexError) as exc:
         raise CheckpointError(f"{path}: not a GGUF file the gguf package reads ({exc})") from None
-    arch = _field(reader, "general.architecture")
+    arch = _field(reader, path, "general.architecture")
     if arch != "llama":
         raise CheckpointError(f"{path}: general.architecture is {arch!r}; exactc reads GGUF files of 'llama'")
     where = str(path)
-    H = positive_int(where, "llama.attention.head_count", _field(reader, "llama.attention.head_count"))
-    KV = positive_int(where, "llama.attention.head_count_kv", _field(reader, "llama.attention.head_count_kv", H))
+    H = positive_int(where, "llama.attention.head_count", _field(reader, path, "llama.attention.head_count"))
+    KV = positive_int(where, "llama.attention.head_count_kv", _field(reader, path, "llama.attention.head_count_kv", H))
     fields = {
-        "dim": positive_int(where, "llama.embedding_length", _field(reader, "llama.embedding_length")),
+        "dim": positive_int(where, "llama.embedding_length", _field(reader, path, "llama.embedding_length")),
         "heads": H,
         "kv_heads": KV,
-        "layers": positive_int(where, "llama.block_count", _field(reader, "llama.block_count")),
-        "mlp": positive_int(where, "llama.feed_forward_length", _field(reader, "llama.feed_forward_length")),
+        "layers": positive_int(where, "llama.block_count", _field(reader, path, "llama.block_count")),
+        "mlp": positive_int(where, "llama.feed_forward_length", _field(reader, path, "llama.feed_forward_length")),
         "eps": finite_float(where, "llama.attention.layer_norm_rms_epsilon",
-                            _field(reader, "llama.attention.layer_norm_rms_epsilon")),
-        "theta": finite_float(where, "llama.rope.freq_base", _field(reader, "llama.rope.freq_base", 10000.0)),
+                            _field(reader, path, "llama.attention.layer_norm_rms_epsilon")),
+        "theta": finite_float(where, "llama.rope.freq_base", _field(reader, path, "llama.rope.freq_base", 10000.0)),
     }
-    max_tokens = positive_int(where, "llama.context_length", _field(reader, "llama.context_length"))
+    max_tokens = positive_int(where, "llama.context_length", _field(reader, path, "llama.context_length"))
     tensors: dict[str, Tensor] = {}
     ignored: list[str] = []
     formats: set[tuple[str, int]] = set()

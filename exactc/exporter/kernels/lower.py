@@ -110,7 +110,12 @@ def _real(prim: str, attrs: Mapping[str, Any], name: str) -> None:
     value = attrs[name]
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise PrimitiveError(f"{prim}: attribute {name} is {value!r}; it must be a real number")
-    if math.isnan(float(value)):
+    try:
+        real = float(value)
+    except OverflowError:  # an int past f64's range: no constant of the kernel can hold it
+        raise PrimitiveError(f"{prim}: attribute {name} is an integer of {len(str(abs(int(value))))} digits; it must "
+                             "be a real number within f64's range") from None
+    if math.isnan(real):
         raise PrimitiveError(f"{prim}: attribute {name} is NaN; it must be a real number")
 
 
@@ -141,6 +146,9 @@ def _normalize_attrs(prim: str, attrs: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, (float, np.floating)):
             out[name] = float(value)
         elif isinstance(value, (tuple, list)):
+            if any(isinstance(v, bool) or not (dims.is_symbolic(v) or isinstance(v, (int, np.integer))) for v in value):
+                raise PrimitiveError(f"{prim}: attribute {name} is {value!r}; a list attribute holds ints (a shape, "
+                                     "a permutation)")
             out[name] = tuple(v if dims.is_symbolic(v) else int(v) for v in value)
         else:
             out[name] = value

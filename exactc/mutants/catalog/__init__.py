@@ -25,6 +25,10 @@ from exactc.mutants.catalog import (
     loop_bounds,
     probes,
     quant,
+    reach_checkpoints,
+    reach_export,
+    reach_kernels,
+    reach_models,
     rounding,
     semantics,
     slicing,
@@ -158,11 +162,19 @@ _FIXED_CHECKS = [
     # `exactc plan --tune`: the candidates timed whole, the fastest kept, the table of this
     # build only, a tuned program's bits and its own export cache key.
     Check("tune", ("tests/test_tune.py",)),
+    # The refusals and rare paths branch coverage found unreached (docs/coverage.md): the
+    # kernel IR, layouts and plans; export and the graph; the checkpoint readers and the
+    # quantizer; model configs, the catalogue's rules and the printers' text helpers.
+    Check("reach:kernels", ("tests/test_reach_kernels.py",)),
+    Check("reach:export", ("tests/test_reach_export.py",)),
+    Check("reach:checkpoints", ("tests/test_reach_checkpoints.py",)),
+    Check("reach:models", ("tests/test_reach_models.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
-            tuning]
+            tuning, reach_kernels, reach_export, reach_checkpoints,
+            reach_models]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -1,0 +1,60 @@
+"""Mistakes in the refusals and rare paths that tests/test_reach_export.py reaches."""
+
+from exactc.mutants.model import Mutant
+
+EXPORT = "exactc/exporter/export.py"
+GRAPH = "exactc/exporter/graph.py"
+JSONFILE = "exactc/exporter/jsonfile.py"
+
+MUTANTS: list[Mutant] = [
+    Mutant(
+        "replace-file-leaves-its-temporary",
+        "a write that fails keeps its temporary beside the file: every failed or interrupted "
+        "write leaves a `.name.partial-*` behind",
+        EXPORT,
+        "            Path(temporary).unlink(missing_ok=True)\n",
+        "            pass\n",
+        ("reach:export",),
+        family="reach",
+    ),
+    Mutant(
+        "failed-swap-drops-the-earlier-export",
+        "when the new directory cannot be renamed into place, the earlier export moved aside is "
+        "not put back: --force loses the directory it was to replace",
+        EXPORT,
+        '            os.replace(old / "dir", target)\n            raise\n',
+        "            raise\n",
+        ("reach:export",),
+        family="reach",
+    ),
+    Mutant(
+        "held-signal-raised-once-per-arrival",
+        "signals held through a block are raised again once per arrival, not once per kind: a "
+        "second Ctrl-C during a rename lands after the handler that the first one ran",
+        EXPORT,
+        "for number in dict.fromkeys(caught):",
+        "for number in caught:",
+        ("reach:export",),
+        family="reach",
+    ),
+    Mutant(
+        "json-bound-refuses-max-bytes",
+        "the JSON size bound off by one: a file of exactly MAX_BYTES, which the bound allows, is "
+        "refused as too long",
+        JSONFILE,
+        "if len(data) > MAX_BYTES:",
+        "if len(data) >= MAX_BYTES:",
+        ("reach:export",),
+        family="reach",
+    ),
+    Mutant(
+        "fold-apart-index-may-equal-count",
+        "a fold's apart iteration bounded by count inclusive: an apart body at index count, an "
+        "iteration that never runs, is taken silently",
+        GRAPH,
+        "if not 0 <= index < count:",
+        "if not 0 <= index <= count:",
+        ("reach:export",),
+        family="reach",
+    ),
+]
