@@ -96,16 +96,16 @@ def _text(nest_plan) -> str:
 
 def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
     """bench/quant_layouts.py's fastest legal layouts: a prompt's rows (10) in lanes of 8
-    (q8, both packs) or 4 (q4: its values do not pack), a decode step's one row n in
-    lanes of 16 (8 for qlinear_i q4) with the scales packed, and q8's values too (laid
-    out at load, printer/prepack.py), qlinear_i's q8 form its plain body; the split
-    always on n, between chunks of its lanes."""
+    (q8) or 4 (q4), a decode step's one row n in lanes of 16, qlinear_w's values and
+    scales packed (laid out at load in a program, printer/prepack.py), qlinear_i's q8
+    form its plain body and its q4 form n in lanes of 8 with the scales packed; the
+    split always on n, between chunks of its lanes."""
     want = {
         ("qlinear_w", "q8", 10): "order n, m; lanes m:8, n:16; packs wq, wd",
         ("qlinear_w", "q8", 5): "order n, m; lanes m:4, n:16; packs wq, wd",
-        ("qlinear_w", "q4", 10): "order n, m; lanes m:4, n:16; packs wd",
+        ("qlinear_w", "q4", 10): "order n, m; lanes m:4, n:16; packs wq, wd",
         ("qlinear_w", "q8", 1): "order n, m; lanes n:16; packs wq, wd",
-        ("qlinear_w", "q4", 1): "order n, m; lanes n:16; packs wd",
+        ("qlinear_w", "q4", 1): "order n, m; lanes n:16; packs wq, wd",
         ("qlinear_i", "q8", 10): "order n, m",
         ("qlinear_i", "q4", 10): "order n, m; lanes m:4, n:16; packs wd",
         ("qlinear_i", "q8", 1): "order n, m",

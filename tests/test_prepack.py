@@ -69,9 +69,9 @@ def test_nothing_is_packed_without_a_plan():
 
 @pytest.mark.parametrize("entry", ["forward", "decode"])
 def test_q8_values_and_scales_are_packed_and_q4_scales_alone(entry):
-    """qlinear_w reads wq (q8: one byte a value, k innermost) and wd (a scale per block)
-    as rows of n in lanes: both are laid out as panels at load. A q4 byte holds two
-    values, read through two indices: only its scales are."""
+    """qlinear_w reads wq (q8: one byte a value, k innermost; q4: a byte of two values,
+    read by the low- and the high-nibble loop alike) and wd (a scale per block) as rows
+    of n in lanes: both are laid out as panels at load, a q4 row of K / 2 bytes."""
     table = KernelTable(program("llama", entry, ("q8", 32)), "f32", AutoPlan())
     values = table.packed["model.layers.{l}.self_attn.q_proj.weight"]
     scales = table.packed["model.layers.{l}.self_attn.q_proj.weight_scale"]
@@ -79,7 +79,9 @@ def test_q8_values_and_scales_are_packed_and_q4_scales_alone(entry):
     assert (scales.layers, scales.rows, scales.cols, scales.lanes) == (2, 32, 1, 16)
     assert "lm_head.weight" in table.packed
     q4 = KernelTable(program("llama", entry, ("q4", 32)), "f32", AutoPlan()).packed
-    assert q4 and all(name.endswith("_scale") for name in q4)
+    q4_values = q4["model.layers.{l}.self_attn.q_proj.weight"]
+    assert (q4_values.layers, q4_values.rows, q4_values.cols, q4_values.lanes) == (2, 32, 16, 16)
+    assert "model.layers.{l}.self_attn.q_proj.weight_scale" in q4
     # mlp 40 is not a multiple of the block: the down projection's last block is short,
     # read through a second index, and neither of its tensors is packed
     assert not any("down_proj" in name for name in q4 | table.packed)

@@ -165,6 +165,28 @@ def test_q4_values_come_from_both_nibbles_of_a_byte(primitive):
     assert y.tolist() == [[6982.0 if primitive == "qlinear_w" else -8 - 10 + 0 + 7 * 127.0]]
 
 
+def test_one_pack_of_q4_bytes_serves_both_nibble_loops():
+    """q4's values are read twice a byte, by the low-nibble loop k and the high-nibble
+    loop kh (wq[n, 16 blk + k], wq[n, 16 blk + kh]): one panel of the bytes serves both
+    (layouts.pack_accesses), each read renamed to its loop. Under lanes of rows and
+    columns, of columns alone, and a split, the reference's bits."""
+    from exactc.exporter.kernels.layouts import Layout
+    from exactc.exporter.kernels.plans import NestPlan, Plan
+    from exactc.exporter.kernels.splits import Split
+
+    rng = np.random.default_rng(11)
+    rows, k, n, block = 5, 64, 19, 32
+    operands = {"x": ArraySpec(tuple(map(tuple, rng.uniform(-2, 2, (rows, k)).astype(np.float32).tolist())), "f32"),
+                "wq": ArraySpec(tuple(map(tuple, rng.integers(0, 256, (n, k // 2)).tolist())), "uint8"),
+                "wd": ArraySpec(tuple(map(tuple, rng.uniform(0.01, 0.1, (n, k // block)).tolist())), "f32")}
+    case = _linear_case("qlinear_w", "f32", "q4", block, operands)
+    layouts = [Layout(order=("n", "m"), lanes=(("m", 2), ("n", 4)), packs=("wq", "wd")),
+               Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq",))]
+    plans = [Plan((("qlinear_w", NestPlan(layout)),)) for layout in layouts]
+    plans.append(Plan((("qlinear_w", NestPlan(layouts[0], Split(0, ((0, 8), (8, 19))))),)))
+    assert_all_equal(run_cases([case] * len(plans), plans=plans))
+
+
 def test_weight_only_form_dequantizes_in_f32_then_sums_in_order():
     """w = wd ⊗ value in f32 (1.5 · 3 = 4.5), then the ordinary linear, bias last."""
     case = _linear_case("qlinear_w", "bf16", "q8", 2, {

@@ -91,13 +91,13 @@ TRANSCENDENTAL_LAYOUTS = {
 
 # Candidate layouts of the quantized nests per weight format, fastest first, as
 # bench/quant_layouts.py measured them (docs/performance.md): the q8 weight-only form
-# gains most from both packs over rows in lanes of 8; q4's values (two nibble reads of
-# a byte) cannot be packed, and with the scales packed rows in lanes of 4 were faster
-# than 8. One row leaves n in lanes of 16 with both packs: a program lays q8's values
-# and scales out as their panels at load (printer/prepack.py), which made a decode step
-# twice as fast (copied at every call, packing the values was slower than reading them
-# in place: nothing reuses the panel). A short last block (G not dividing K) reads wq
-# and wd through a second index, so neither packs: the plain lanes follow.
+# gains most from both packs over rows in lanes of 8; for q4 (a byte holds two values,
+# its two nibble loops read one pack) rows in lanes of 4 were faster than 8. One row
+# leaves n in lanes of 16 with both packs: a program lays the values and the scales out
+# as their panels at load (printer/prepack.py), which made a decode step twice as fast
+# (copied at every call, packing the values was slower than reading them in place:
+# nothing reuses the panel). A short last block (G not dividing K) reads wq and wd
+# through a second index, so neither packs: the plain lanes follow.
 _QUANTIZED_LAYOUTS = {
     "qlinear_w": {
         "q8": [
@@ -110,6 +110,8 @@ _QUANTIZED_LAYOUTS = {
             Layout(order=("n", "m"), lanes=(("n", 16),)),
         ],
         "q4": [
+            Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16)), packs=("wq", "wd")),
+            Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq", "wd")),
             Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16)), packs=("wd",)),
             Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wd",)),
             Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),

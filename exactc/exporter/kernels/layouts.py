@@ -182,10 +182,38 @@ def buffer_accesses(nest: Nest, buffer: str) -> list[Access]:
     return found
 
 
+def pack_accesses(nest: Nest, buffer: str) -> tuple[Access, dict[Access, dict[str, str]]] | str:
+    """The access a pack of `buffer` copies (its first, in body order) and, for every
+    access of it, the renaming of that first access's body loops that gives it (none for
+    the first itself); or the rule they break. One pack serves several accesses when each
+    is the first with body loops renamed to loops of the same extent, term by term: q4's
+    two nibble loops over one byte, wq[n, 16 blk + k] and wq[n, 16 blk + kh]."""
+    accesses = list(dict.fromkeys(buffer_accesses(nest, buffer)))
+    first = accesses[0]
+    extents = {a.name: a.extent for a in nest.body_axes()}
+    renamings: dict[Access, dict[str, str]] = {first: {}}
+    for other in accesses[1:]:
+        mapping: dict[str, str] = {}
+        same = len(other.index) == len(first.index)
+        for a, b in zip(first.index, other.index):
+            same = same and a.const == b.const and len(a.terms) == len(b.terms)
+            for (u, cu), (v, cv) in zip(a.terms, b.terms) if same else ():
+                renamed = u != v and u in extents and extents.get(v) == extents[u]
+                if cu != cv or not (u == v or renamed) or mapping.get(u, v) != v:
+                    same = False
+                elif u != v:
+                    mapping[u] = v
+        if not same or len(set(mapping.values())) != len(mapping):
+            return f"{buffer} is read through {len(accesses)} different indices; a pack needs one"
+        renamings[other] = mapping
+    return first, renamings
+
+
 def pack_panel(nest: Nest, layout: Layout, buffer: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-    """The panel a pack of `buffer` copies: (body loop axes, lane axes) its index uses,
-    each with its extent; the pack has their product of elements."""
-    (access,) = {a for a in buffer_accesses(nest, buffer)}
+    """The panel a pack of `buffer` copies: (body loop axes, lane axes) the index of its
+    first access uses (pack_accesses), each with its extent; the pack has their product
+    of elements."""
+    access = buffer_accesses(nest, buffer)[0]
     used = {name for entry in access.index for name in entry.variables()}
     body = [(a.name, a.extent) for a in nest.body_axes() if a.name in used]
     lanes = [(a, w) for a, w in layout.lanes if a in used]
@@ -201,10 +229,10 @@ def packable(nest: Nest, layout: Layout, buffer: str, buffers: dict[str, Buffer]
         return f"{buffer} is a{'n' if buf.role == 'output' else ''} {buf.role}; only inputs are packed"
     if not layout.lanes:
         return "a pack feeds the lanes; give the layout lanes first"
-    accesses = buffer_accesses(nest, buffer)
-    if len(set(accesses)) != 1:
-        return f"{buffer} is read through {len(set(accesses))} different indices; a pack needs one"
-    (access,) = set(accesses)
+    served = pack_accesses(nest, buffer)
+    if isinstance(served, str):
+        return served
+    access = served[0]
     body_names = {a.name for a in nest.body_axes()}
     parallel = {a.name for a in nest.axes}
     used = [name for entry in access.index for name in entry.variables()]

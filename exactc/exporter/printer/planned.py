@@ -36,7 +36,7 @@ from exactc.exporter.kernels.ir import (
     walk_expr,
     walk_statements,
 )
-from exactc.exporter.kernels.layouts import Layout, buffer_accesses, fresh_name, pack_panel, pack_size
+from exactc.exporter.kernels.layouts import Layout, fresh_name, pack_accesses, pack_panel, pack_size
 from exactc.exporter.kernels.splits import Split, split_axis
 from exactc.exporter.printer.ctext import INDENT, comment_block
 from exactc.exporter.printer.nests import (
@@ -78,7 +78,8 @@ class PlannedBodyPrinter(BodyPrinter):
         self.blocks = blocks
         self.sums, self.taken = sums or {}, taken or set()  # integer sums: axis -> (lanes, parts)
         self.substitute: dict[str, Affine] = {}  # lane axis -> chunk + lane
-        self.packs: dict[str, tuple[str, list[tuple[str, int]]]] = {}  # buffer -> (pack, dims)
+        # buffer -> (pack, dims, the renaming of the dims' loops for each access it serves)
+        self.packs: dict[str, tuple[str, list[tuple[str, int]], dict[Access, dict[str, str]]]] = {}
 
     def index(self, entry: Affine) -> Affine:
         out = Affine.constant(entry.const)
@@ -88,8 +89,8 @@ class PlannedBodyPrinter(BodyPrinter):
 
     def access(self, access: Access) -> str:
         if access.buffer in self.packs:
-            pack, dims = self.packs[access.buffer]
-            return f"{pack}[{affine_text(pack_offset(dims), self.rename)}]"
+            pack, dims, renamings = self.packs[access.buffer]
+            return f"{pack}[{affine_text(pack_offset(dims), {**self.rename, **renamings[access]})}]"
         return super().access(access)
 
     def block_loop(self, stmt: Loop, depth: int, inner: list[str]) -> list[str]:
@@ -269,7 +270,7 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
     # whose axis their panel depends on.
     pack_after: dict[str, str] = {}
     for buffer in layout.packs:
-        (access,) = set(buffer_accesses(nest, buffer))
+        access = pack_accesses(nest, buffer)[0]
         used = {n for entry in access.index for n in entry.variables()}
         pack_after[buffer] = [a for a in order if a in used][-1]
     for a in order:
@@ -353,7 +354,8 @@ def laned_body(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, lanes: t
     for buffer in layout.packs:
         body_dims, lane_dims = pack_panel(nest, layout, buffer)
         if {a for a, _ in lane_dims} <= {a for a, _ in lanes}:  # else its pack is not filled: read the buffer
-            printer.packs[buffer] = (pack_var[buffer][1], body_dims + [(lane_var[a], w) for a, w in lane_dims])
+            printer.packs[buffer] = (pack_var[buffer][1], body_dims + [(lane_var[a], w) for a, w in lane_dims],
+                                     pack_accesses(nest, buffer)[1])
     laned = {a for a, _ in lanes} | {v.name for v in laned_scalars}
     block = LanedBlock(printer, [(a, w, lane_var[a]) for a, w in lanes], laned, taken)
     out = block.block(nest.body, depth)
@@ -387,7 +389,7 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, n
     for var, extent in dims:
         out.append(f"{INDENT * d}for (int64_t {var} = 0; {var} < {printer.extents.axis(var, extent)}; {var}++) {{")
         d += 1
-    (access,) = set(buffer_accesses(nest, buf.name))
+    access = pack_accesses(nest, buf.name)[0]
     printer.substitute = {a: Affine.var(chunk_var[a]) + Affine.var(lane_var[a]) for a, _ in layout.lanes}
     source = printer.access(access)
     printer.substitute = {}

@@ -39,7 +39,7 @@ from typing import Any
 
 from exactc.exporter.graph import Program, parameter_reach
 from exactc.exporter.kernels.ir import Affine, Kernel
-from exactc.exporter.kernels.layouts import buffer_accesses, pack_panel
+from exactc.exporter.kernels.layouts import pack_accesses, pack_panel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +80,10 @@ def _walks_its_rows(nest, layout, kernel: Kernel, operand: str, width: int) -> b
     body, lane_dims = pack_panel(nest, layout, operand)
     if lane_dims != [("n", width)] or any(not isinstance(extent, int) for _, extent in body):
         return False
-    (access,) = set(buffer_accesses(nest, operand))
+    served = pack_accesses(nest, operand)
+    if isinstance(served, str):
+        return False
+    access = served[0]
     if len(access.index) != 2 or access.index[0] != Affine.var("n"):
         return False
     strides, stride = {}, 1

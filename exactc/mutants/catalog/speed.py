@@ -117,4 +117,14 @@ MUTANTS = [
         ("quant:programs",),
         family="speed",
     ),
+    Mutant(
+        "pack-read-not-renamed-to-its-loop",
+        "a pack serving two accesses (q4's low- and high-nibble loops) is read with the first "
+        "one's loop in both: the high nibbles are read at the low loop's index",
+        PLANNED,
+        'return f"{pack}[{affine_text(pack_offset(dims), {**self.rename, **renamings[access]})}]"',
+        'return f"{pack}[{affine_text(pack_offset(dims), self.rename)}]"',
+        ("quant",),
+        family="speed",
+    ),
 ]
