@@ -46,3 +46,32 @@ def test_the_probes_kernels_are_never_instrumented(tmp_path, monkeypatch):
     assert probes.count_kernel(kernel) > 0
     made = list((tmp_path / "gcov").rglob("*")) if (tmp_path / "gcov").exists() else []
     assert not made, f"a counted build was instrumented: {[p.name for p in made][:4]}"
+
+
+def test_an_instrumented_object_is_compiled_once_whatever_the_workers(tmp_path, monkeypatch):
+    """Two workers asking for one instrumented object at once: one compiles it, the other
+    waits and takes it. Compiled twice at once, its notes and counts carried stamps that
+    disagreed and gcov refused them."""
+    import threading
+    import time
+
+    monkeypatch.setenv(build.GCOV_ENV, str(tmp_path / "gcov"))
+    real, calls = build._run_compiler, []
+
+    def slow_compiler(cmd, work, options):
+        calls.append(cmd)
+        time.sleep(0.3)  # long enough for the other worker to arrive
+        real(cmd, work, options)
+
+    monkeypatch.setattr(build, "_run_compiler", slow_compiler)
+    (name, text), = SOURCE.items()
+    objects = []
+    workers = [threading.Thread(target=lambda: objects.append(build.compile_object(name, text, BuildOptions())))
+               for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(calls) == 1, f"the object was compiled {len(calls)} times"
+    assert len(set(objects)) == 1 and objects[0].exists()
+    assert any(flag.startswith("-frandom-seed=") for flag in calls[0]), "the notes' stamp is the compile's time"

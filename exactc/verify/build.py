@@ -8,6 +8,7 @@ the ones a caller may tune (optimization level, -march, warnings, OpenMP).
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import hashlib
 import os
@@ -218,12 +219,18 @@ def compile_object(name: str, text: str, options: BuildOptions) -> Path:
     gcov = gcov_dir(options)
     if gcov:  # kept where gcov finds it: the source, the object, and the counts it writes
         source, target = gcov / f"src-{key}" / name, gcov / f"obj-{key}.o"
-        if not target.exists():
-            source.parent.mkdir(parents=True, exist_ok=True)
-            source.write_text(text)
-            flags = [f for f in options.flags() if f != "-shared"] + ["--coverage"]
-            _run_compiler([options.cc, *flags, f"-I{RUNTIME_DIR}", "-c", "-o", str(target), str(source)],
-                          source.parent, options)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        # One compile per object, whatever the workers: the object's name fixes where its
+        # counts go (so it cannot be compiled aside and renamed), and two compiles of it
+        # at once left notes and counts whose stamps disagree (gcov refuses the pair).
+        # -frandom-seed makes the stamp the key's, the same in every compile.
+        with open(source.parent / "compile.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.exists():
+                source.write_text(text)
+                flags = [f for f in options.flags() if f != "-shared"] + ["--coverage", f"-frandom-seed={key}"]
+                _run_compiler([options.cc, *flags, f"-I{RUNTIME_DIR}", "-c", "-o", str(target), str(source)],
+                              source.parent, options)
         return target
     target = cache_dir() / f"obj-{key}.o"
     if target.exists():

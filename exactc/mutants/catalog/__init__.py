@@ -29,6 +29,7 @@ from exactc.mutants.catalog import (
     reach_export,
     reach_kernels,
     reach_models,
+    reach_readers,
     rounding,
     semantics,
     slicing,
@@ -164,16 +165,17 @@ _FIXED_CHECKS = [
     Check("tune", ("tests/test_tune.py",)),
     # The refusals and rare paths branch coverage found unreached (docs/coverage.md): the
     # kernel IR, layouts and plans; export and the graph; the checkpoint readers and the
-    # quantizer; model configs, the catalogue's rules and the printers' text helpers.
+    # quantizer; the runtime's .npy and .safetensors readers and writer.
     Check("reach:kernels", ("tests/test_reach_kernels.py",)),
     Check("reach:export", ("tests/test_reach_export.py",)),
     Check("reach:checkpoints", ("tests/test_reach_checkpoints.py",)),
+    Check("reach:readers", ("tests/test_reach_readers.py",)),
     Check("reach:models", ("tests/test_reach_models.py",)),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
-            tuning, reach_kernels, reach_export, reach_checkpoints,
+            tuning, reach_kernels, reach_export, reach_checkpoints, reach_readers,
             reach_models]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]

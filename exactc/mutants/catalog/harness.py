@@ -62,4 +62,14 @@ MUTANTS = [
         ("gcov-builds",),
         family="harness",
     ),
+    Mutant(
+        "coverage-object-compiled-by-every-worker",
+        "make coverage's workers each compile an instrumented object they all need, at once: "
+        "its notes and counts end with stamps that disagree",
+        BUILD,
+        "            fcntl.flock(lock, fcntl.LOCK_EX)\n",
+        "            pass\n",
+        ("gcov-builds",),
+        family="harness",
+    ),
 ]
