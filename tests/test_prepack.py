@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from exactc.exporter import export, graph
+from exactc.exporter import dims, export, graph
 from exactc.exporter.kernels.autoplan import AutoPlan, auto_kernel_plan
 from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.lower import lower
@@ -116,3 +116,20 @@ def test_a_kernel_reads_panels_only_where_every_chunk_starts_on_one():
     tiled = Plan((("linear", NestPlan(Layout(order=("n", "m"), tiles=(("n", 32),), lanes=(("n", 16),),
                                                 packs=("w",)))),))
     assert panel_widths(kernel, tiled) == {}
+
+
+def test_panels_only_where_the_plan_lays_the_nest_out_and_the_row_is_static_and_read_once():
+    """No entry for the nest, a row whose length follows T, a weight read through two
+    different indices (a short last block: the tail loop reads wq at another index):
+    none is read as panels laid out at load."""
+    laned = Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq", "wd"))
+    kernel = lower("qlinear_w", "f32", {"x": (1, 64), "wq": (40, 64), "wd": (40, 2)},
+                   {"fmt": "q8", "block": 32, "has_b": False})
+    assert panel_widths(kernel, Plan(())) == {}
+    short = lower("qlinear_w", "f32", {"x": (1, 70), "wq": (40, 70), "wd": (40, 3)},
+                  {"fmt": "q8", "block": 32, "has_b": False})
+    assert panel_widths(short, Plan((("qlinear_w", NestPlan(laned)),))) == {}
+    T = dims.length(8)
+    symbolic = lower("linear", "f32", {"x": (3, T), "w": (40, T)}, {})
+    packed_w = Layout(order=("n", "m"), lanes=(("n", 16),), packs=("w",))
+    assert panel_widths(symbolic, Plan((("linear", NestPlan(packed_w)),))) == {}

@@ -8,7 +8,8 @@ that no other test reached (docs/coverage.md): each names the input and the rule
    division by a length the kernel cannot know, a rotation table of unknown width), a
    quantized linear's bias of the wrong length;
 3. the printers: a comment that would close early, a function of no parameters, an
-   input dimension that is not affine in T.
+   input dimension that is not affine in T, a kernel name that is not a C identifier;
+4. the site type of a C declaration, and the sampler's logits of an integer dtype.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ TINY = {"layers": 1, "tokens": 4, "dim": 8, "heads": 2, "mlp": 8, "vocab": 10, "
 @pytest.mark.parametrize("model, overrides, message", [
     ("bert", {"dim": 30, "heads": 4}, "bert config: dim 30 is not a multiple of heads 4"),
     ("bert", {"tokens": 40, "positions": 20}, "bert config: tokens 40 > positions 20"),
+    ("gpt", {"tokens": 40, "positions": 20}, "gpt config: tokens 40 > positions 20"),
+    ("llama", {"dim": 30, "heads": 2}, "llama config: dim 30 / heads 2 must be an even integer"),
     ("gpt", {"tied": 3}, "gpt config field tied=3 must be true or false"),
     ("gpt", {"tied": "maybe"}, "gpt config field tied='maybe' is not a bool"),
 ])
@@ -88,3 +91,30 @@ def test_an_input_dimension_must_be_affine_in_the_length():
     with pytest.raises(HostError) as err:
         spec_dims("x", (T * T,))
     assert str(err.value) == "x: dimension T * T is not affine in T; an input's or output's dimensions are b + a * T"
+
+
+def test_a_kernel_name_must_be_a_c_identifier():
+    from exactc.exporter.kernels.lower import lower
+    from exactc.exporter.printer.kernels import print_kernel
+
+    kernel = lower("add", "f32", {"a": (3,), "b": (3,)}, {})
+    for name in ("2add", "add-1", "", None):
+        with pytest.raises(IRError, match="is not a C identifier"):
+            print_kernel(kernel, name)
+
+
+def test_a_c_declaration_takes_a_site_type_only():
+    from exactc.exporter import types
+
+    assert types.c_site_type("bf16") == "exactc_bf16"
+    with pytest.raises(types.SiteTypeError, match="f16"):
+        types.c_site_type("f16")
+
+
+def test_the_sampler_refuses_logits_of_an_integer_dtype():
+    import numpy as np
+
+    from exactc.exporter.reference.sampling import SamplingError, widen_logits
+
+    with pytest.raises(SamplingError, match="logits of dtype int32; expected float64, float32 or bfloat16"):
+        widen_logits(np.arange(4, dtype=np.int32))
