@@ -35,3 +35,17 @@ def test_a_rotten_anchor_is_an_error_that_names_the_mutant(tmp_path):
 def test_the_runner_patches_a_copy_that_python_imports():
     assert self_test(TREE) == ""
     assert (TREE / "exactc" / "__init__.py").exists()
+
+
+def test_the_report_keeps_every_section_written_after_its_own(tmp_path):
+    """make mutants-report rewrites its own sections and keeps what follows them as it
+    was: the mutmut campaign's section and any other (a cluster run's notes)."""
+    from exactc.mutants.runner import Result, write_markdown
+
+    page = tmp_path / "mutants.md"
+    page.write_text("# STALE\n\n## Descriptions\n\nSTALE\n\n## Where the harness is thin\n\nSTALE\n\n"
+                    "## mutmut on the cluster engine\n\nkept 1\n\n## The mutmut campaign\n\nkept 2\n")
+    write_markdown(page, [Result("fold-slice-previous-layer", "caught", ["programs"], 1.0)], 3.0, 1, 1)
+    text = page.read_text()
+    assert text.count("## Where the harness is thin") == 1 and "STALE" not in text
+    assert text.endswith("## mutmut on the cluster engine\n\nkept 1\n\n## The mutmut campaign\n\nkept 2\n")

@@ -39,6 +39,7 @@ COPY_IGNORED = (
 IGNORED = shutil.ignore_patterns(*COPY_IGNORED)
 DEFAULT_TIMEOUT = 900.0
 MUTMUT_SECTION = "## The mutmut campaign"
+THIN_SECTION = "## Where the harness is thin"  # the last section the runner writes
 
 
 @dataclasses.dataclass
@@ -274,7 +275,7 @@ def write_markdown(path: Path, results: list[Result], wall: float, caught: int, 
         "",
         *(f"- **{m.name}** ({m.family}): {m.description}" for m in CATALOG),
         "",
-        "## Where the harness is thin",
+        THIN_SECTION,
         "",
         "Mutants that exactly one check catches: removing that check would let them through.",
         "",
@@ -283,10 +284,19 @@ def write_markdown(path: Path, results: list[Result], wall: float, caught: int, 
     ]
     if not thin:
         lines.insert(-1, "None in the last run.")
-    # The mutmut campaign's section (make mutmut) is kept as it was.
     previous = path.read_text() if path.exists() else ""
-    kept = previous[previous.find(MUTMUT_SECTION):] if MUTMUT_SECTION in previous else ""
+    kept = sections_kept(previous)
     path.write_text("\n".join(lines) + ("\n" + kept if kept else ""))
+
+
+def sections_kept(previous: str) -> str:
+    """What follows the runner's own sections in the page it rewrites: the mutmut
+    campaign's (make mutmut) and any other written after them, kept as they were."""
+    own_last = previous.find(THIN_SECTION)
+    if own_last < 0:
+        return previous[previous.find(MUTMUT_SECTION):] if MUTMUT_SECTION in previous else ""
+    following = previous.find("\n## ", own_last + 1)
+    return previous[following + 1:] if following >= 0 else ""
 
 
 if __name__ == "__main__":

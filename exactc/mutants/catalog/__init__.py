@@ -111,6 +111,8 @@ _FIXED_CHECKS = [
     Check("installed", ("tests/test_installed.py",)),
     # make coverage's instrumented builds: this run's folder in the key; counted builds never instrumented.
     Check("gcov-builds", ("tests/test_gcov_builds.py",)),
+    # make mutants-report's page: its own sections rewritten, every later one kept.
+    Check("mutants-report", ("tests/test_mutants.py",), "report_keeps"),
     # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).
     Check("spec-constants", ("tests/test_spec_constants.py",)),
     # ChaCha20 keys: against pycryptodome and rand_chacha's / rand_core's published values

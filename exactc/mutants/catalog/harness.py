@@ -11,6 +11,7 @@ from exactc.mutants.model import Mutant
 INSTALLED = "tests/installed.py"
 PROBES = "exactc/verify/probes.py"
 BUILD = "exactc/verify/build.py"
+RUNNER = "exactc/mutants/runner.py"
 
 MUTANTS = [
     Mutant(
@@ -70,6 +71,16 @@ MUTANTS = [
         "            fcntl.flock(lock, fcntl.LOCK_EX)\n",
         "            pass\n",
         ("gcov-builds",),
+        family="harness",
+    ),
+    Mutant(
+        "mutants-report-keeps-only-the-mutmut-section",
+        "make mutants-report keeps only the mutmut campaign's section of the page it rewrites: "
+        "a section written after its own (a cluster run's notes) is lost",
+        RUNNER,
+        '    following = previous.find("\\n## ", own_last + 1)',
+        '    following = previous.find("\\n" + MUTMUT_SECTION)',
+        ("mutants-report",),
         family="harness",
     ),
 ]
