@@ -78,6 +78,10 @@ class PlannedBodyPrinter(BodyPrinter):
         self.blocks = blocks
         self.sums, self.taken = sums or {}, taken or set()  # integer sums: axis -> (lanes, parts)
         self.substitute: dict[str, Affine] = {}  # lane axis -> chunk + lane
+        # body loop -> (pack pointer, elements a step of the loop reads, steps ahead): the
+        # int8 panels laid out at load, prefetched ahead (prefetch_lines)
+        self.prefetch: dict[str, list[tuple[str, int, int]]] = {}
+        self.prefetch_var = "pf"
         # buffer -> (pack, dims, the renaming of the dims' loops for each access it serves)
         self.packs: dict[str, tuple[str, list[tuple[str, int]], dict[Access, dict[str, str]]]] = {}
 
@@ -171,6 +175,7 @@ class LanedBlock:
         note = " /* reduction: in index order, each lane its own */" if axis.kind == REDUCE else ""
         extent = self.printer.extent(axis)
         out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {extent}; {axis.name}++) {{{note}"]
+        out.extend(prefetch_lines(self.printer, axis.name, pad + INDENT))
         out.extend(self.block(stmt.body, depth + 1))
         return out + [f"{pad}}}"]
 
@@ -255,6 +260,8 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
         return tile_end[a] if a in tiles else stop(a)
 
     printer = PlannedBodyPrinter(buffers, names, blocks, {a: (w, p) for a, w, p in layout.sums}, taken)
+    printer.prefetch = panel_prefetches(nest, layout, buffers, ahead, pack_var)
+    printer.prefetch_var = fresh_name("pf", taken) if printer.prefetch else "pf"
     body: list[str] = []
     depth = 1
     opened = 0
@@ -336,6 +343,42 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
     out.extend(nest_head(name, item, buffers, range_axis, extents[range_axis]))
     return (out + names.declaration(body) + unused_length(buffers, body) + body + ["}"], range_axis,
             extents[range_axis])
+
+
+PREFETCH_BYTES = 2048  # how far ahead in a panel to ask for: 4 blocks of q8's 512 bytes
+LINE_BYTES = 64
+
+
+def panel_prefetches(nest: Nest, layout: Layout, buffers: Mapping[str, Buffer], ahead: frozenset[str],
+                     pack_var: dict[str, tuple[str, str]]) -> dict[str, list[tuple[str, int, int]]]:
+    """For each int8 panel laid out at load (a quantized weight's values), the body loop
+    that walks it outermost, the elements one of its steps reads (the panel's other body
+    loops times the lanes) and how many steps ahead PREFETCH_BYTES is."""
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for buffer in sorted(ahead & set(layout.packs)):
+        if buffers[buffer].ctype not in ("int8_t", "uint8_t"):
+            continue
+        body_dims, lane_dims = pack_panel(nest, layout, buffer)
+        if not body_dims or not all(isinstance(extent, int) for _, extent in body_dims[1:]):
+            continue
+        step = 1
+        for _, extent in body_dims[1:] + lane_dims:
+            step *= extent
+        out.setdefault(body_dims[0][0], []).append((pack_var[buffer][1], step, max(1, PREFETCH_BYTES // step)))
+    return out
+
+
+def prefetch_lines(printer: PlannedBodyPrinter, axis: str, pad: str) -> list[str]:
+    """At the top of a step of body loop `axis`: ask for the lines of the panels it walks,
+    `ahead` steps on (past the panel's end lies the next chunk's panel, or other weights:
+    a hint never faults)."""
+    out, pf = [], printer.prefetch_var
+    for pointer, step, ahead in printer.prefetch.get(axis, []):
+        out.append(f"{pad}for (int64_t {pf} = 0; {pf} < {step}; {pf} += {LINE_BYTES}) {{ /* {pointer}'s lines "
+                   f"{ahead} step(s) on: a hint */")
+        out.append(f"{pad}{INDENT}EXACTC_PREFETCH({pointer} + ({axis} + {ahead}) * {step} + {pf});")
+        out.append(f"{pad}}}")
+    return out
 
 
 def laned_body(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, lanes: tuple[tuple[str, int], ...],

@@ -127,4 +127,14 @@ MUTANTS = [
         ("quant",),
         family="speed",
     ),
+    Mutant(
+        "int8-panels-not-asked-for-ahead",
+        "the kernels reading int8 panels laid out at load no longer prefetch them: a "
+        "stories110M-shaped q8 decode falls to a third of its speed, and no output shows it",
+        PLANNED,
+        "        out.extend(prefetch_lines(self.printer, axis.name, pad + INDENT))\n",
+        "",
+        ("prepack",),
+        family="speed",
+    ),
 ]
