@@ -210,10 +210,13 @@ class Measured:
 
     @property
     def default(self):
-        """What `--plan auto` would choose without the table."""
+        """The layout `--plan auto` would choose without the table (the plain nest when it
+        leaves the nest alone)."""
         from exactc.exporter.kernels import autoplan
+        from exactc.exporter.kernels.layouts import Layout
 
-        return autoplan.auto_nest_plan(self.kernel, next(n for n in self.kernel.nests if n.name == self.nest))
+        nest_plan = autoplan.auto_nest_plan(self.kernel, next(n for n in self.kernel.nests if n.name == self.nest))
+        return nest_plan.layout if nest_plan is not None else Layout()
 
 
 def _operand(buf, length: int, rng: np.random.Generator) -> np.ndarray:
@@ -335,8 +338,7 @@ def report(measured: list[Measured]) -> str:
         kernel = m.kernel
         shapes = ", ".join(f"{b.name} {'x'.join(str(d) for d in b.shape)}" for b in kernel.buffers if b.role == "input")
         lines.append(f"{kernel.primitive} at {kernel.site} ({shapes}), nest {m.nest}:")
-        default = m.default
-        default_label = label(default.layout) if default is not None else "plain"
+        default_label = label(m.default)
         fastest = min(m.seconds.values())
         for layout in sorted(m.layouts, key=lambda layout: m.seconds[label(layout)]):
             name = label(layout)
@@ -365,21 +367,18 @@ def tune_command(args) -> int:
     args.model = args.primitive
     args.plan, args.seed = None, 0
     spec = commands._spec(args)
-    overrides = spec.checkpoint.overrides(spec.overrides) if spec.checkpoint is not None else spec.overrides
-    program = export.trace(spec.model, spec.entry, overrides, spec.weights if spec.checkpoint is None
-                           or spec.checkpoint.weights is None else spec.checkpoint.weights)
+    overrides, weights = export.checkpoint_request(spec.checkpoint, spec.entry, spec.overrides, spec.weights)
+    program = export.trace(spec.model, spec.entry, overrides, weights)
     identity = build_identity(args.cc)
     start = time.perf_counter()
     measured = tune(program, spec.site, args.cc, args.rounds, args.length, _note)
-    _note("")
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
+    _note("")  # the progress line cleared
     if not measured:
         print(f"{spec.model}.{spec.entry} at {spec.site}: no nest has a choice of layout; nothing to tune")
         return 0
     print(report(measured))
     write_table(path, identity, measured)
-    changed = sum(1 for m in measured if m.default is None or m.winner != m.default.layout)
+    changed = sum(1 for m in measured if m.winner != m.default)
     print(f"tune: {len(measured)} nests, {sum(len(m.layouts) for m in measured)} candidates in "
           f"{time.perf_counter() - start:.1f} s; {changed} differ from auto's own choice; table {path} "
           f"(build: {identity})")

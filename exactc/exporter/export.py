@@ -191,15 +191,7 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
     (checked against the config before anything runs). `weights` = (fmt, block) holds
     every linear weight quantized (graph.linear_weights): the program is traced again
     with them quantized, and their reals quantized by exactc.exporter.quant."""
-    if checkpoint is not None:
-        checkpoint.check_entry(entry)
-        overrides = checkpoint.overrides(overrides)
-        if checkpoint.weights is not None:  # a quantized file: its own blocks
-            if weights is not None and tuple(weights) != checkpoint.weights:
-                raise ExportError(f"--weights {weights[0]} --block {weights[1]}: {checkpoint.path.name} holds its "
-                                  f"weights as {checkpoint.weights[0]} in blocks of {checkpoint.weights[1]}; exactc "
-                                  "exports them as they are (leave --weights out)")
-            weights = checkpoint.weights
+    overrides, weights = checkpoint_request(checkpoint, entry, overrides, weights)
     program = models.build(model, entry, overrides)
     at = site if weights is None else "f64"  # quantized: the reals, each rounded where it goes
     params = checkpoint.parameters(program, at) if checkpoint is not None else models.draw_parameters(program, seed, at)
@@ -207,7 +199,7 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
         return program, params
     from exactc.exporter import quant
 
-    program = trace(model, entry, overrides, weights)
+    program = with_weights(program, model, entry, overrides, weights)
     try:
         given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
         return program, quant.quantize_parameters(program, params, site, given)
@@ -215,10 +207,35 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
         raise ExportError(str(exc)) from None
 
 
+def checkpoint_request(checkpoint: Any, entry: str, overrides: Mapping[str, Any] | None,
+                       weights: tuple[str, int] | None) -> tuple[Mapping[str, Any] | None, tuple[str, int] | None]:
+    """The config overrides and the weights' (fmt, block) an export of `entry` takes: the
+    request's, or, with a checkpoint (checked to have the entry), its config (the request
+    may set `tokens` only) and, for a quantized file, its own blocks (another --weights is
+    refused)."""
+    if checkpoint is None:
+        return overrides, weights
+    checkpoint.check_entry(entry)
+    overrides = checkpoint.overrides(overrides)
+    if checkpoint.weights is not None:  # a quantized file: its own blocks
+        if weights is not None and tuple(weights) != checkpoint.weights:
+            raise ExportError(f"--weights {weights[0]} --block {weights[1]}: {checkpoint.path.name} holds its "
+                              f"weights as {checkpoint.weights[0]} in blocks of {checkpoint.weights[1]}; exactc "
+                              "exports them as they are (leave --weights out)")
+        weights = checkpoint.weights
+    return overrides, weights
+
+
 def trace(model: str, entry: str, overrides: Mapping[str, Any] | None, weights: tuple[str, int] | None) -> graph.Program:
     """The traced program, its linear weights quantized when `weights` = (fmt, block) is
-    given (graph.linear_weights chooses them on the float trace)."""
-    program = models.build(model, entry, overrides)
+    given (with_weights)."""
+    return with_weights(models.build(model, entry, overrides), model, entry, overrides, weights)
+
+
+def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapping[str, Any] | None,
+                 weights: tuple[str, int] | None) -> graph.Program:
+    """`program`, the float trace, traced again with the linear weights it chooses
+    (graph.linear_weights) quantized as `weights` = (fmt, block); itself for None."""
     if weights is None:
         return program
     from exactc.exporter import quant

@@ -11,8 +11,8 @@ every nest of a program, chosen from its shapes alone.
 - the quantized linears (qlinear_w, qlinear_i; docs/semantics.md section 15) get the
   output columns outermost (the split's), in lanes across outputs: n in lanes of 16 (8
   for qlinear_i's q4 form on one row), over rows in lanes of 8 or 4 where they fill,
-  with whichever of the weight's values (wq) and scales (wd) can be packed (q8's both,
-  laid out at load in a program: printer/prepack.py); each
+  with the weight's values (wq) and scales (wd) packed where they can be (laid out at
+  load in a program: printer/prepack.py); each
   output's float sum still runs block by block in index order. The one exception is
   qlinear_i's q8 form: it keeps its plain body under n outermost, whose exact int32
   block sums then vectorize along k, faster than lanes across outputs. quantize gets
@@ -197,8 +197,9 @@ def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES,
     layout of its signature when there is one and it is legal, else the first legal
     candidate."""
     candidates = candidate_layouts(kernel, nest)
-    if tuned and nest_signature(kernel, nest) in tuned:
-        candidates = [tuned[nest_signature(kernel, nest)], *candidates]
+    measured = tuned.get(nest_signature(kernel, nest)) if tuned else None
+    if measured is not None:
+        candidates = [measured, *candidates]
     layout = _first_legal(kernel, nest, candidates)
     if not nest.axes:
         return None

@@ -353,13 +353,12 @@ def panel_prefetches(nest: Nest, layout: Layout, buffers: Mapping[str, Buffer], 
                      pack_var: dict[str, tuple[str, str]]) -> dict[str, list[tuple[str, int, int]]]:
     """For each int8 panel laid out at load (a quantized weight's values), the body loop
     that walks it outermost, the elements one of its steps reads (the panel's other body
-    loops times the lanes) and how many steps ahead PREFETCH_BYTES is."""
+    loops times the lanes) and how many steps ahead PREFETCH_BYTES is. A panel laid out
+    at load has static extents (prepack.py checks them)."""
     out: dict[str, list[tuple[str, int, int]]] = {}
     for buffer in sorted(ahead & set(layout.packs)):
-        if buffers[buffer].ctype not in ("int8_t", "uint8_t"):
-            continue
         body_dims, lane_dims = pack_panel(nest, layout, buffer)
-        if not body_dims or not all(isinstance(extent, int) for _, extent in body_dims[1:]):
+        if buffers[buffer].ctype not in ("int8_t", "uint8_t") or not body_dims:
             continue
         step = 1
         for _, extent in body_dims[1:] + lane_dims:

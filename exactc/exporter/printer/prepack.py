@@ -14,16 +14,17 @@ A packed parameter (each layer of a stacked one), of N rows and K columns in lan
 the first N - N mod W rows as N div W panels, element (c W + j, k) of panel c at
 c W K + k W + j; the last N mod W rows where they were.
 
-The same holds for the weight-only quantized linear (qlinear_w) at q8: its values wq
-(int8, one byte per value) and its scales wd (f32, one per row and block) are read by
-rows of n in lanes of W, k (block by block) or the block index innermost, so each is
-laid out as its panels the same way (N rows of K values, or of K / G scales). q4's
-values cannot be (a byte holds two values, read through two indices); its scales can.
+The same holds for the weight-only quantized linear (qlinear_w): its values wq (q8: an
+int8 a value; q4: a byte of two, which its low- and high-nibble loops read through one
+pack, layouts.pack_accesses) and its scales wd (f32, one per row and block) are read by
+rows of n in lanes of W, block by block, so each is laid out as its panels the same way
+(N rows of K bytes, K / 2 for q4, or of K / G scales).
 
 A kernel reads an operand packed (`ahead`) when
 - the operand is linear's w, or qlinear_w's wq or wd, with n in lanes of W; its panel is
   (the body loops that index its row) x (n's lanes), and those loops, in order, walk
-  the row's columns one after another (w[n, k]; wq[n, G blk + k]; wd[n, blk]), so that
+  the row's columns one after another (w[n, k]; wq[n, G blk + k], q4's wq[n, G/2 blk + k];
+  wd[n, blk]), so that
   the panel of chunk c is c W times the row's length into the layout; n is not tiled,
   and every piece of the nest's thread split starts at a multiple of W;
 - every launch passes a parameter, or a layer of a stacked one, of the operand's shape;

@@ -50,8 +50,7 @@ MUTANTS = [
         "a tuned layout is taken without checking that the nest can take it",
         AUTOPLAN,
         "    layout = _first_legal(kernel, nest, candidates)",
-        "    layout = candidates[0] if tuned and nest_signature(kernel, nest) in tuned else "
-        "_first_legal(kernel, nest, candidates)",
+        "    layout = candidates[0] if measured is not None else _first_legal(kernel, nest, candidates)",
         ("tune",),
         family="tune",
     ),
