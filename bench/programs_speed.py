@@ -26,7 +26,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from exactc import embed  # noqa: E402
+from exactc import embed, tune  # noqa: E402
 from exactc.exporter import checkpoints, export  # noqa: E402
 from exactc.exporter.kernels.autoplan import AutoPlan  # noqa: E402
 from exactc.runtime import STRICT_FLAGS  # noqa: E402
@@ -77,14 +77,14 @@ def machine_lines() -> list[str]:
 
 
 def tune_line() -> str:
-    """Whether `--plan auto` follows a tune table here (exactc plan --tune, docs/plans.md)."""
-    from exactc import tune
-
+    """Whether `--plan auto` follows a tune table here (exactc plan --tune, docs/plans.md),
+    for each compiler's build: the programs below are exported with those layouts."""
     path = tune.table_path()
-    layouts = tune.tuned_layouts()
-    if not layouts:
-        return f"tune table: none for this build ({path or 'off'}): --plan auto is autoplan's own choice"
-    return f"tune table: {path}, {len(layouts)} tuned layouts for this build ({os.environ.get('CC') or 'cc'})"
+    counts = {cc: len(tune.tuned_layouts(cc)) for cc in ("gcc", "clang") if shutil.which(cc)}
+    if not any(counts.values()):
+        return f"tune table: none for these builds ({path or 'off'}): --plan auto is autoplan's own choice"
+    per_build = ", ".join(f"{cc} {n}" for cc, n in counts.items())
+    return f"tune table: {path}, tuned layouts per build: {per_build}"
 
 
 # ---- timing side by side ------------------------------------------------------------------------
@@ -217,15 +217,16 @@ class DecoderBench:
         self.model.save_pretrained(folder, safe_serialization=True)
         ckpt = checkpoints.load(folder, kind)
         self.ids = np.random.default_rng(2).integers(0, shapes["vocab"], shapes["tokens"]).astype(np.int32)
-        prepared = export.prepare(kind, "forward", "f32", overrides={"tokens": shapes["tokens"]}, checkpoint=ckpt,
-                                  plan=AutoPlan(), inputs={"input_ids": self.ids})
-        root = export.write(prepared, work / f"{kind}-export")
-        self.flags = makefile_cflags(root)
         self.programs = {}
         for cc in compilers:
-            copy = work / f"{kind}-{cc}"
-            shutil.copytree(root, copy)
-            self.programs[cc] = build_exported(copy, cc)
+            # --plan auto as `exactc export` gives it for a build by cc: with that build's
+            # tuned layouts where the tune table has them (tune_line says which)
+            plan = AutoPlan(tuned=tune.tuned_layouts(cc))
+            prepared = export.prepare(kind, "forward", "f32", overrides={"tokens": shapes["tokens"]},
+                                      checkpoint=ckpt, plan=plan, inputs={"input_ids": self.ids})
+            root = export.write(prepared, work / f"{kind}-{cc}")
+            self.flags = makefile_cflags(root)
+            self.programs[cc] = build_exported(root, cc)
         self.out = work / f"{kind}-out"
         self.out.mkdir()
         self.torch_ids = torch.from_numpy(self.ids.astype(np.int64))[None]
@@ -351,7 +352,7 @@ class GenerateBench:
         hd = shape["dim"] // shape["heads"]
         cache = np.zeros((shape["layers"], shape["kv_heads"], 1, hd), np.float32)  # a cheap reference run
         prepared = export.prepare("llama", "decode", "f32", overrides={"tokens": shape["tokens"]}, checkpoint=ckpt,
-                                  plan=AutoPlan(), weights=WEIGHTS[weights],
+                                  plan=AutoPlan(tuned=tune.tuned_layouts(cc)), weights=WEIGHTS[weights],
                                   inputs={"token": np.array([1], np.int32), "past_k": cache, "past_v": cache})
         root = export.write(prepared, work / f"{name}-{weights}-decode")
         self.flags = makefile_cflags(root)
