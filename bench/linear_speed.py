@@ -39,13 +39,14 @@ def lanes_layout(lane_m: int, lane_n: int = 16) -> Layout:
     return Layout(order=("n", "m"), lanes=lanes, packs=("w",))
 
 
-def plan_of(layout: Layout | None, pieces: int) -> Plan | None:
-    """`layout` with a split of its first loop (depth 0) into `pieces` even pieces."""
+def plan_of(layout: Layout | None, pieces: int, narrow: Layout | None = None) -> Plan | None:
+    """`layout` with a split of its first loop (depth 0) into `pieces` even pieces (and
+    its narrow layout, printed under EXACTC_NARROW_LANES, if given)."""
     if layout is None:
         return None
     extent = {"m": M, "n": N}[layout.loop_order(kernel().nests[0])[0]]
     cuts = [extent * i // pieces for i in range(1, pieces)]
-    plan = Plan((("linear", NestPlan(layout, Split(0, split_pieces(extent, cuts)))),))
+    plan = Plan((("linear", NestPlan(layout, Split(0, split_pieces(extent, cuts)), narrow)),))
     validate_plan(kernel(), plan)
     return plan
 
@@ -53,9 +54,9 @@ def plan_of(layout: Layout | None, pieces: int) -> Plan | None:
 class Built:
     """A compiled kernel and its operands; `run()` computes y once."""
 
-    def __init__(self, layout: Layout | None, cc: str = "gcc", pieces: int = 2):
+    def __init__(self, layout: Layout | None, cc: str = "gcc", pieces: int = 2, narrow: Layout | None = None):
         k = kernel()
-        self.plan = plan_of(layout, pieces)
+        self.plan = plan_of(layout, pieces, narrow)
         printed = print_kernel(k, "bench", self.plan) if self.plan else print_kernel(k, "bench")
         self.options = BuildOptions(cc=cc, opt="-O2", march_native=True, openmp=True)
         cdef = CDEF_PRELUDE + printed.cdef + "void omp_set_num_threads(int);\n"

@@ -9,7 +9,8 @@ Rows (each: exactc's best time over PyTorch's; above 1, exactc is slower):
 - all-MiniLM-L6-v2 on a mixed-length batch of 24 sentences (tests/minilm_sentences.py),
   `exactc embed`'s path against BertModel with mean pooling and normalization, in
   sentences per second;
-- the f32 linear 256x384 @ 384x1536 (the benchmark's layout, bench/linear_speed.py)
+- the f32 linear 256x384 @ 384x1536 (the benchmark's layout, m:8 by n:16, and its narrow m:4 by
+  n:16 as --plan auto gives them; bench/linear_speed.py)
   against torch.matmul;
 - generation: the exported llama decode program's whole loop (`model generate`, greedy,
   200 tokens after a one-token prompt) at the stories15M and stories110M shapes, with f32,
@@ -112,7 +113,7 @@ def torch_operands():
 def test_linear(benchmark, scoreboard, torch_operands, cc, threads):
     import torch
 
-    built = Built(lanes_layout(8), cc)
+    built = Built(lanes_layout(8), cc, narrow=lanes_layout(4))  # as --plan auto gives it
     built.threads(threads)
     torch_threads(threads)
     x, wt = torch_operands

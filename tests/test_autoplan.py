@@ -9,8 +9,12 @@ import pytest
 from exactc.exporter import dims, export, models
 from exactc.exporter.primitives import block_count, quantized_row_length
 from exactc.exporter.models import cache
-from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split
+from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split, nest_signature
+from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.lower import lower
+from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
+from exactc.exporter.printer.kernels import print_kernel
+from exactc.verify import programs
 from test_programs import build, conforms, needs_clang
 
 # Dimensions where lanes of 8 rows and 16 columns are both full and partial.
@@ -162,3 +166,59 @@ def test_quantized_llama_under_the_automatic_plan_keeps_the_reference_bytes(tmp_
     program = build(root)
     for threads in (1, 2):
         conforms(program, prepared, threads)
+
+
+# ---- the narrow layout (EXACTC_NARROW_LANES) -----------------------------------------------------
+
+
+def test_a_matrix_nest_gets_rows_in_lanes_of_4_as_its_narrow_layout():
+    """linear and the attention matmuls in 8-row lanes get 4-row lanes for targets with 16
+    vector registers (exactc_rt.h), printed under #if; the plan's JSON carries it."""
+    kernel = lower("linear", "f32", {"x": (10, 32), "w": (40, 32)}, {})
+    (name, nest_plan), = auto_kernel_plan(kernel).nests
+    assert dict(nest_plan.narrow.lanes) == {"m": 4, "n": 16} and nest_plan.narrow.packs == ("w",)
+    assert parse_plan(auto_kernel_plan(kernel).to_json()) == auto_kernel_plan(kernel)
+    source = print_kernel(kernel, "lin", auto_kernel_plan(kernel)).source
+    narrow, wide = source.split("#if EXACTC_NARROW_LANES\n", 1)[1].split("\n#else\n")
+    assert "layout: order n, m; lanes m:4, n:16; packs w" in narrow
+    assert "layout: order n, m; lanes m:8, n:16; packs w" in wide.split("\n#endif")[0]
+    one_row = lower("linear", "f32", {"x": (1, 32), "w": (40, 32)}, {})
+    assert all(p.narrow is None for _, p in auto_kernel_plan(one_row).nests)
+
+
+def test_a_tuned_layout_has_no_narrow_one():
+    kernel = lower("linear", "f32", {"x": (10, 32), "w": (40, 32)}, {})
+    tuned = Layout(order=("n", "m"), lanes=(("m", 2), ("n", 16)), packs=("w",))
+    signature = nest_signature(kernel, kernel.nests[0])
+    (name, nest_plan), = auto_kernel_plan(kernel, tuned={signature: tuned}).nests
+    assert nest_plan.layout == tuned and nest_plan.narrow is None
+
+
+@pytest.mark.parametrize("narrow", [
+    Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8)), packs=("w",)),   # another panel width
+    Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),                # no pack
+    Layout(order=("m", "n"), lanes=(("m", 4), ("n", 16)), packs=("w",)),  # another order: another split axis
+    Layout(order=("n", "m"), lanes=(("n", 4), ("m", 16)), packs=("w",)),  # the lanes swapped
+], ids=["panel", "packs", "order", "axes"])
+def test_a_narrow_layout_changing_more_than_the_outer_lanes_is_refused(narrow):
+    kernel = lower("linear", "f32", {"x": (10, 32), "w": (40, 32)}, {})
+    layout = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)), packs=("w",))
+    with pytest.raises(LayoutError) as refused:
+        validate_plan(kernel, Plan((("linear", NestPlan(layout, None, narrow)),)))
+    assert refused.value.field == "narrow"
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_both_layouts_of_a_program_give_the_reference_bytes(tmp_path, model):
+    """The program built with each layout forced (EXACTC_NARROW_LANES=0 and 1), its
+    weights laid out as panels at load for either: the reference's bytes on 1 and 2
+    threads."""
+    prepared = export.ExportSpec(model, "forward", "f32", 5, SIZES[model], plan="auto").prepare()
+    root = export.write(prepared, tmp_path / "program")
+    sources = "".join(path.read_text() for path in (root / "kernels").glob("*.c"))
+    assert sources.count("#if EXACTC_NARROW_LANES") >= 3, "the matrix nests got no narrow layout"
+    for narrow in (0, 1):
+        program = programs.make(root, programs.Build(cc="gcc", cflags=f"-O2 -DEXACTC_NARROW_LANES={narrow}"),
+                                refuse_warnings=True)
+        for threads in (1, 2):
+            conforms(program, prepared, threads)

@@ -43,13 +43,17 @@ EACH_COMPILER = [pytest.param(cc, marks=pytest.mark.needs(cc, *(("libomp",) if c
 
 
 def _builds():
-    """A build: compiler, OpenMP or not, and the team cap in the child."""
-    return st.tuples(st.sampled_from(COMPILERS), st.booleans(), st.sampled_from([None, 1, 2]))
+    """A build: compiler, OpenMP or not, the team cap in the child, and which layout of a
+    nest with a narrow one is compiled (EXACTC_NARROW_LANES: the compiler's own choice,
+    or either forced)."""
+    return st.tuples(st.sampled_from(COMPILERS), st.booleans(), st.sampled_from([None, 1, 2]),
+                     st.sampled_from([None, 0, 1]))
 
 
 def _run(batch, build):
-    cc, openmp, threads = build
-    options = BuildOptions(cc=cc, openmp=openmp, defines=(CHECK_SPLITS,))
+    cc, openmp, threads, narrow = build
+    defines = (CHECK_SPLITS,) + (() if narrow is None else (f"EXACTC_NARROW_LANES={narrow}",))
+    options = BuildOptions(cc=cc, openmp=openmp, defines=defines)
     return run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=threads)
 
 
@@ -99,10 +103,10 @@ PACK_OVER_T = NestPlan(Layout(order=("i", "n", "m"), lanes=(("m", 4), ("n", 8)),
 
 @needs_compilers
 @given(batch=st.lists(planned_cases(run_time_cases()), min_size=1, max_size=BATCH), build=_builds())
-@example(batch=[(_run_time_softmax(), Plan(()))], build=("gcc", True, 2))
-@example(batch=[(_run_time_att_v(), Plan((("matmul", PACK_OVER_T),)))], build=("gcc", True, 2))
+@example(batch=[(_run_time_softmax(), Plan(()))], build=("gcc", True, 2, None))
+@example(batch=[(_run_time_att_v(), Plan((("matmul", PACK_OVER_T),)))], build=("gcc", True, 2, None))
 @example(batch=[(_run_time_softmax(), Plan((("softmax", NestPlan(Layout(), Split(1, ((0, 1), (1, 3)), of=3))),)))],
-         build=("gcc", True, 2))
+         build=("gcc", True, 2, None))
 def test_every_layout_and_split_gives_the_reference_bits_at_a_run_time_length(batch, build):
     """The property with the length drawn too: a kernel whose shapes follow T (1 <= T <=
     T_max), under a drawn layout and split (pieces in parts, scaled when it runs), run at
@@ -113,7 +117,7 @@ def test_every_layout_and_split_gives_the_reference_bits_at_a_run_time_length(ba
 
 @needs_compilers
 @given(batch=st.lists(planned_cases(cases()), min_size=1, max_size=BATCH), build=_builds())
-@example(batch=[(_linear_case(), Plan((("linear", LANED_LINEAR),)))], build=("gcc", True, 2))
+@example(batch=[(_linear_case(), Plan((("linear", LANED_LINEAR),)))], build=("gcc", True, 2, None))
 def test_mixed_planned_batches(batch, build):
     """Planned kernels of different primitives and types compiled in one library."""
     assert_all_equal(_run(batch, build))
@@ -127,7 +131,7 @@ def test_same_bits_with_and_without_openmp_and_any_team():
     plan = Plan((("linear", NestPlan(LANED_LINEAR.layout, Split(1, ((0, 2), (2, 2), (2, 9))))),))
     for cc in COMPILERS:
         for openmp, threads in ((False, None), (True, 1), (True, 2), (True, None)):
-            assert_all_equal(_run([(case, plan)], (cc, openmp, threads)))
+            assert_all_equal(_run([(case, plan)], (cc, openmp, threads, None)))
 
 
 def test_omp_num_threads_variable_is_obeyed():
@@ -350,7 +354,7 @@ def test_integer_sums_in_every_grouping_give_the_reference_bits():
             for parts in (1, 2, 3):
                 layout = Layout(order=("n", "m"), sums=tuple((a.name, lanes, parts) for a in loops))
                 batch.append((case, Plan((("qlinear_i", NestPlan(layout)),))))
-    assert_all_equal(_run(batch, ("gcc", False, None)))
+    assert_all_equal(_run(batch, ("gcc", False, None, None)))
 
 
 def test_integer_sums_print_as_partial_sums_added_last_first():

@@ -64,6 +64,22 @@
 #define EXACTC_PREFETCH(p) ((void)(p))
 #endif
 
+/* A nest whose plan gives a narrow layout (docs/plans.md) is printed twice, the narrow
+ * one under #if EXACTC_NARROW_LANES: fewer rows in lanes, for x86 without AVX-512 (16
+ * vector registers), where 8-row lanes' 16 accumulators and their operands do not fit
+ * and clang spills accumulators to the stack in the inner loop (the linear ran 1.6 to
+ * 1.9 times faster in 4-row lanes there with clang 14, docs/performance.md; gcc 12 kept
+ * 8-row lanes within 6 to 12 % of its best shape and fared worse in 4). Both layouts
+ * give the same bits; -DEXACTC_NARROW_LANES=0 or 1 picks one anyway (the tests build
+ * both). */
+#ifndef EXACTC_NARROW_LANES
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__)) && !defined(__AVX512F__)
+#define EXACTC_NARROW_LANES 1
+#else
+#define EXACTC_NARROW_LANES 0
+#endif
+#endif
+
 /* ------------------------------------------------------------------------------------
  * bf16: stored as the upper 16 bits of an IEEE binary32.
  * Widening is exact. Narrowing rounds to nearest, ties to even, and every NaN becomes

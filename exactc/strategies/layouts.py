@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from exactc.exporter import dims
 
 from exactc.exporter.kernels.ir import Kernel, Nest
-from exactc.exporter.kernels.layouts import LANE_WIDTHS, MAX_LANE_AXES, Layout, integer_sum_rule, packable
-from exactc.exporter.kernels.plans import NestPlan, Plan
+from exactc.exporter.kernels.layouts import LANE_WIDTHS, MAX_LANE_AXES, Layout, LayoutError, integer_sum_rule, packable
+from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.strategies.cases import Case
 
 
@@ -63,8 +63,24 @@ def plans(draw, kernel: Kernel, with_splits: bool = True) -> Plan:
     for nest in kernel.nests:
         layout = draw(layouts(nest, kernel.buffers))
         split = draw(splits(nest, layout)) if with_splits and draw(st.integers(0, 4)) > 0 else None
-        items.append((nest.name, NestPlan(layout, split)))
+        items.append((nest.name, NestPlan(layout, split, draw(narrow_layouts(kernel, nest, layout, split)))))
     return Plan(tuple(items))
+
+
+@st.composite
+def narrow_layouts(draw, kernel: Kernel, nest: Nest, layout: Layout, split) -> Layout | None:
+    """Half the time, for a layout with two lane axes, a narrow layout (the C prints it
+    under EXACTC_NARROW_LANES): the outer lane drawn anew, where the nest takes it."""
+    if len(layout.lanes) < 2 or not draw(st.booleans()):
+        return None
+    (outer, _), inner = layout.lanes[0], layout.lanes[1:]
+    width = draw(st.one_of(st.sampled_from([2, 4]), st.integers(LANE_WIDTHS.start, LANE_WIDTHS.stop - 1)))
+    narrow = Layout(layout.order, layout.tiles, ((outer, width), *inner), layout.packs, layout.blocks, layout.sums)
+    try:
+        validate_plan(kernel, Plan(((nest.name, NestPlan(layout, split, narrow)),)))
+    except LayoutError:
+        return None
+    return narrow
 
 
 @st.composite

@@ -40,6 +40,7 @@ tests export with it and compare bytes with OMP_NUM_THREADS 1 and 2 and without 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Mapping
@@ -208,7 +209,30 @@ def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES,
     split = even_split(extent, pieces, dict(layout.lanes).get(first, 1))
     if split is None and layout.is_plain:
         return None
-    return NestPlan(layout, split)
+    # a tuned layout was measured for one build: it needs no second choice
+    narrow = None if layout == measured else narrow_layout(kernel, nest, layout, split)
+    return NestPlan(layout, split, narrow)
+
+
+# The narrow layout of the matrix nests' 8-row lanes (exactc_rt.h, EXACTC_NARROW_LANES):
+# rows in lanes of 4 (bench/linear_speed.py --shapes: on an AVX2 Zen 2 with clang 14,
+# m:4 by n:16 1.6 to 1.9 times m:8 by n:16; measured at f32).
+NARROW_ROWS = {8: 4}
+
+
+def narrow_layout(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None) -> Layout | None:
+    """`layout` with its rows in narrower lanes, for linear and matmul nests in lanes of
+    m over n; None where there is none or the nest cannot take it."""
+    lanes = dict(layout.lanes)
+    if nest.name not in ("linear", "matmul") or [a for a, _ in layout.lanes] != ["m", "n"] \
+            or lanes["m"] not in NARROW_ROWS:
+        return None
+    narrow = dataclasses.replace(layout, lanes=(("m", NARROW_ROWS[lanes["m"]]), ("n", lanes["n"])))
+    try:
+        validate_plan(kernel, Plan(((nest.name, NestPlan(layout, split, narrow)),)))
+    except LayoutError:
+        return None
+    return narrow
 
 
 def auto_kernel_plan(kernel: Kernel, pieces: int = PIECES, tuned: Mapping[str, Layout] | None = None) -> Plan | None:

@@ -46,11 +46,18 @@ _SPLIT_FIELDS = ("depth", "pieces")
 class NestPlan:
     layout: Layout = Layout()
     split: Split | None = None
+    # The layout printed instead where the C is compiled with EXACTC_NARROW_LANES
+    # (exactc_rt.h: a target with 16 vector registers where the layout's lanes spill):
+    # it differs from `layout` in its outer lanes only (check_narrow), so the split and
+    # the packed panels are the same. Either layout gives the same bits.
+    narrow: Layout | None = None
 
     def to_json(self) -> dict:
         out: dict = {"layout": self.layout.to_json()}
         if self.split is not None:
             out["split"] = self.split.to_json()
+        if self.narrow is not None:
+            out["narrow"] = self.narrow.to_json()
         return out
 
 
@@ -145,26 +152,30 @@ def _names(value, nest: str, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _layout(raw, nest: str, field: str) -> Layout:
+    if not isinstance(raw, Mapping):
+        raise PlanError(nest, field, f"give an object with fields {', '.join(_LAYOUT_FIELDS)}")
+    unknown = sorted(set(raw) - set(_LAYOUT_FIELDS))
+    if unknown:
+        raise PlanError(nest, f"{field}.{unknown[0]}", f"unknown field; a layout has {', '.join(_LAYOUT_FIELDS)}")
+    return Layout(
+        order=_names(raw.get("order", []), nest, f"{field}.order"),
+        tiles=_axis_map(raw.get("tiles", {}), nest, f"{field}.tiles", "tile size"),
+        lanes=_axis_map(raw.get("lanes", {}), nest, f"{field}.lanes", "lane width"),
+        packs=_names(raw.get("packs", []), nest, f"{field}.packs"),
+        blocks=_axis_map(raw.get("blocks", {}), nest, f"{field}.blocks", "block size"),
+        sums=_sums(raw.get("sums", {}), nest, f"{field}.sums"),
+    )
+
+
 def parse_nest_plan(nest: str, value: Any) -> NestPlan:
     if not isinstance(value, Mapping):
         raise PlanError(nest, "nests." + nest, "give an object with 'layout' and/or 'split'")
-    unknown = sorted(set(value) - {"layout", "split"})
+    unknown = sorted(set(value) - {"layout", "split", "narrow"})
     if unknown:
-        raise PlanError(nest, unknown[0], "unknown field; a nest's plan has 'layout' and 'split'")
-    raw = value.get("layout", {})
-    if not isinstance(raw, Mapping):
-        raise PlanError(nest, "layout", f"give an object with fields {', '.join(_LAYOUT_FIELDS)}")
-    unknown = sorted(set(raw) - set(_LAYOUT_FIELDS))
-    if unknown:
-        raise PlanError(nest, f"layout.{unknown[0]}", f"unknown field; a layout has {', '.join(_LAYOUT_FIELDS)}")
-    layout = Layout(
-        order=_names(raw.get("order", []), nest, "layout.order"),
-        tiles=_axis_map(raw.get("tiles", {}), nest, "layout.tiles", "tile size"),
-        lanes=_axis_map(raw.get("lanes", {}), nest, "layout.lanes", "lane width"),
-        packs=_names(raw.get("packs", []), nest, "layout.packs"),
-        blocks=_axis_map(raw.get("blocks", {}), nest, "layout.blocks", "block size"),
-        sums=_sums(raw.get("sums", {}), nest, "layout.sums"),
-    )
+        raise PlanError(nest, unknown[0], "unknown field; a nest's plan has 'layout', 'split' and 'narrow'")
+    layout = _layout(value.get("layout", {}), nest, "layout")
+    narrow = _layout(value["narrow"], nest, "narrow") if "narrow" in value else None
     split = None
     if "split" in value:
         raw = value["split"]
@@ -182,7 +193,7 @@ def parse_nest_plan(nest: str, value: Any) -> NestPlan:
             ),
             of=_int(raw["of"], nest, "split.of", "of") if "of" in raw else 0,
         )
-    return NestPlan(layout, split)
+    return NestPlan(layout, split, narrow)
 
 
 def parse_plan(value: Any) -> Plan:
@@ -240,6 +251,24 @@ def validate_plan(kernel: Kernel, plan: Plan) -> None:
         validate_layout(nests[name], nest_plan.layout, kernel.buffers)
         if nest_plan.split is not None:
             validate_split(nests[name], nest_plan.layout, nest_plan.split)
+        if nest_plan.narrow is not None:
+            check_narrow(name, nest_plan.layout, nest_plan.narrow)
+            validate_layout(nests[name], nest_plan.narrow, kernel.buffers)
+            if nest_plan.split is not None:
+                validate_split(nests[name], nest_plan.narrow, nest_plan.split)
+
+
+def check_narrow(nest: str, layout: Layout, narrow: Layout) -> None:
+    """A narrow layout keeps the layout's loop order, tiles, packs, blocks, sums and
+    innermost lane (the split's axis and the panels a program lays out at load are
+    then the same for both) and changes only the outer lanes' widths."""
+    same = (narrow.order == layout.order and narrow.tiles == layout.tiles and narrow.packs == layout.packs
+            and narrow.blocks == layout.blocks and narrow.sums == layout.sums and bool(layout.lanes)
+            and narrow.lanes[-1:] == layout.lanes[-1:]
+            and [a for a, _ in narrow.lanes] == [a for a, _ in layout.lanes])
+    if not same:
+        raise PlanError(nest, "narrow", "a narrow layout changes only the widths of the layout's outer lanes "
+                                        "(the same order, tiles, packs, blocks, sums and innermost lane)")
 
 
 # ---- exactc plan ---------------------------------------------------------------------

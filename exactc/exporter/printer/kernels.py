@@ -4,7 +4,8 @@ nest one function (printer/nests.py), or under a plan its layout and thread spli
 
 A nest's function is named for its kernel (`plans.function_name`: `linear_qkv`, or
 `rope_q_table` for one of several nests); a split nest also gets a driver
-`<function>_split`. `print_kernel(kernel, name).cdef` declares the functions for cffi
+`<function>_split`. A nest whose plan has a narrow layout is printed under both, the
+narrow one under `#if EXACTC_NARROW_LANES` (exactc_rt.h). `print_kernel(kernel, name).cdef` declares the functions for cffi
 with exactc_bf16 spelled `uint16_t`, so it needs no typedef; `.declarations` are the
 same in C, for the program's kernels.h.
 
@@ -65,6 +66,11 @@ def print_kernel(kernel: Kernel, name: str, plan=None, ahead: frozenset[str] = f
             drivers.append(None)
             continue
         lines, range_axis, extent = planned_function(fn, item, buffers, nest_plan.layout, nest_plan.split, ahead)
+        if nest_plan.narrow is not None:
+            # the same function under the narrow layout where the target wants it
+            # (exactc_rt.h); the validated plan gives both the same range and panels
+            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.narrow, nest_plan.split, ahead)
+            lines = ["#if EXACTC_NARROW_LANES"] + narrow + ["#else"] + lines + ["#endif"]
         ranges.append(extent)
         if nest_plan.split is not None:
             lines = lines + [""] + split_driver(fn, item, buffers, nest_plan.split, range_axis, extent)

@@ -165,6 +165,10 @@ _FIXED_CHECKS = [
     # `exactc plan --tune`: the candidates timed whole, the fastest kept, the table of this
     # build only, a tuned program's bits and its own export cache key.
     Check("tune", ("tests/test_tune.py",)),
+    # The narrow layouts of the matrix nests (EXACTC_NARROW_LANES): chosen, printed under
+    # #if, refused when they change more than the outer lanes, and programs built with
+    # each layout forced giving the reference's bytes.
+    Check("autoplan:narrow", ("tests/test_autoplan.py",), "narrow or both_layouts"),
     # The refusals and rare paths branch coverage found unreached (docs/coverage.md): the
     # kernel IR, layouts and plans; export and the graph; the checkpoint readers and the
     # quantizer; the runtime's .npy and .safetensors readers and writer.

@@ -4,6 +4,8 @@ from exactc.mutants.model import Mutant
 
 TUNE = "exactc/tune.py"
 AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
+PLANS = "exactc/exporter/kernels/plans.py"
+KERNELS = "exactc/exporter/printer/kernels.py"
 
 MUTANTS = [
     Mutant(
@@ -52,6 +54,36 @@ MUTANTS = [
         "    layout = _first_legal(kernel, nest, candidates)",
         "    layout = candidates[0] if measured is not None else _first_legal(kernel, nest, candidates)",
         ("tune",),
+        family="tune",
+    ),
+    Mutant(
+        "narrow-layout-of-another-panel",
+        "a narrow layout may change its innermost lane: its kernel reads w's panels in "
+        "another width than the program laid them out in at load",
+        PLANS,
+        "            and narrow.lanes[-1:] == layout.lanes[-1:]\n",
+        "\n",
+        ("autoplan:narrow",),
+        family="tune",
+    ),
+    Mutant(
+        "narrow-variant-printed-as-the-wide-one",
+        "the function under #if EXACTC_NARROW_LANES is printed with the wide layout: the "
+        "targets it is for spill the 8-row lanes' accumulators as before",
+        KERNELS,
+        "            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.narrow, nest_plan.split, ahead)",
+        "            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.layout, nest_plan.split, ahead)",
+        ("autoplan:narrow",),
+        family="tune",
+    ),
+    Mutant(
+        "narrow-variant-reads-panels-it-packs-itself",
+        "the narrow variant is printed without the buffers laid out at load: it packs w's "
+        "panel from a weight already rearranged into panels, and reads it wrongly",
+        KERNELS,
+        "            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.narrow, nest_plan.split, ahead)",
+        "            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.narrow, nest_plan.split, frozenset())",
+        ("autoplan:narrow",),
         family="tune",
     ),
 ]
