@@ -8,6 +8,8 @@ every nest of a program, chosen from its shapes alone.
   so does one whose lanes an axis cannot fill (rows in lanes of 8 for one row).
 - matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
   outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
+  Both also get rows in lanes of 4 as their narrow layout, which the C compiles instead
+  for clang on x86 without AVX-512 (EXACTC_NARROW_LANES, exactc_rt.h; narrow_layout).
 - the quantized linears (qlinear_w, qlinear_i; docs/semantics.md section 15) get the
   output columns outermost (the split's), in lanes across outputs: n in lanes of 16 (8
   for qlinear_i's q4 form on one row), over rows in lanes of 8 or 4 where they fill,
