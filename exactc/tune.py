@@ -24,7 +24,9 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -203,6 +205,7 @@ class Measured:
     nest: str
     layouts: list
     seconds: dict = dataclasses.field(default_factory=dict)  # label -> best seconds
+    narrow: bool = False  # whether the build compiles a nest's narrow layout (compiles_narrow)
 
     @property
     def winner(self):
@@ -210,13 +213,16 @@ class Measured:
 
     @property
     def default(self):
-        """The layout `--plan auto` would choose without the table (the plain nest when it
-        leaves the nest alone)."""
+        """The layout `--plan auto` would have this build compile without the table (its
+        narrow one where the build compiles that; the plain nest when it leaves the nest
+        alone)."""
         from exactc.exporter.kernels import autoplan
         from exactc.exporter.kernels.layouts import Layout
 
         nest_plan = autoplan.auto_nest_plan(self.kernel, next(n for n in self.kernel.nests if n.name == self.nest))
-        return nest_plan.layout if nest_plan is not None else Layout()
+        if nest_plan is None:
+            return Layout()
+        return nest_plan.narrow if self.narrow and nest_plan.narrow is not None else nest_plan.layout
 
 
 def _operand(buf, length: int, rng: np.random.Generator) -> np.ndarray:
@@ -293,6 +299,20 @@ def program_kernels(program, site: str) -> list:
     return list(kernels.values())
 
 
+def compiles_narrow(cc: str) -> bool:
+    """Whether `cc` with the default flags sets EXACTC_NARROW_LANES (exactc_rt.h), so
+    compiles a nest's narrow layout: the header's own answer, from the preprocessor."""
+    from exactc.runtime import RUNTIME_DIR
+
+    done = subprocess.run([cc, *build_flags(cc), f"-I{RUNTIME_DIR}", "-E", "-P", "-x", "c", "-"],
+                          input='#include "exactc_rt.h"\nexactc_narrow_lanes = EXACTC_NARROW_LANES;\n',
+                          capture_output=True, text=True)
+    found = re.search(r"exactc_narrow_lanes = (\d+);", done.stdout)
+    if done.returncode != 0 or found is None:
+        raise TuneError(f"{cc} could not preprocess exactc_rt.h: {done.stderr.strip()[:300]}")
+    return found.group(1) != "0"
+
+
 def tune(program, site: str, cc: str, rounds: int = ROUNDS, length: int | None = None,
          progress: Callable[[str], None] | None = None) -> list[Measured]:
     """Time every candidate of every nest with a choice, `rounds` rounds in alternation."""
@@ -300,12 +320,14 @@ def tune(program, site: str, cc: str, rounds: int = ROUNDS, length: int | None =
     from exactc.verify.build import BuildOptions
 
     options = BuildOptions(cc=cc, opt="-O2", march_native=True, warnings=False)
+    narrow = compiles_narrow(cc)
     todo = {}
     for kernel in program_kernels(program, site):
         for nest in kernel.nests:
             layouts = candidates(kernel, nest)
             if len(layouts) > 1 and nest_signature(kernel, nest) not in todo:
-                todo[nest_signature(kernel, nest)] = Measured(nest_signature(kernel, nest), kernel, nest.name, layouts)
+                todo[nest_signature(kernel, nest)] = Measured(nest_signature(kernel, nest), kernel, nest.name, layouts,
+                                                              narrow=narrow)
     total = sum(len(m.layouts) for m in todo.values())
     if not total:
         return []

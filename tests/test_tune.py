@@ -5,6 +5,7 @@ build they were measured for, and only for it; a tuned program keeps the referen
 from __future__ import annotations
 
 import json
+import platform
 
 import numpy as np
 import pytest
@@ -144,3 +145,20 @@ def test_a_damaged_table_is_refused_on_one_line(table, tmp_path):
     table.write_text("{not json")
     done = exactc("export", "gpt", "--entry", "forward", "--dtype", "f32", "--plan", "auto", "-o", str(tmp_path / "p"))
     assert done.returncode == 2 and "exactc plan --tune" in done.stderr, done.stderr
+
+
+def test_auto_without_the_table_names_the_layout_the_build_compiles():
+    """On a build that compiles narrow layouts (EXACTC_NARROW_LANES, exactc_rt.h) the
+    report's 'auto without the table' is the narrow one; gcc never sets the macro, and
+    what a build sets is the header's answer under its flags."""
+    kernel, nest = _linear()
+    wide, narrow = _measured(kernel, nest, {}), _measured(kernel, nest, {})
+    narrow.narrow = True
+    assert dict(wide.default.lanes) == {"m": 8, "n": 16} and dict(narrow.default.lanes) == {"m": 4, "n": 16}
+    assert "lanes m:4, n:16; packs w (auto without the table)" in tune.report([narrow])
+    assert tune.compiles_narrow("gcc") is False
+    clang = tune.compiles_narrow("clang")
+    flags = " ".join(tune.build_flags("clang"))
+    avx512 = "__AVX512F__" in tune.subprocess.run(["clang", *flags.split(), "-dM", "-E", "-x", "c", "/dev/null"],
+                                                  capture_output=True, text=True).stdout
+    assert clang is (platform.machine() in ("x86_64", "i686") and not avx512)

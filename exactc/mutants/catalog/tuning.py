@@ -86,4 +86,14 @@ MUTANTS = [
         ("autoplan:narrow",),
         family="tune",
     ),
+    Mutant(
+        "tune-report-names-the-wide-layout-on-a-narrow-build",
+        "the tuner takes autoplan's wide layout for its own choice on a build that compiles "
+        "the narrow one: the report marks the wrong row and miscounts what the table changes",
+        TUNE,
+        "        return nest_plan.narrow if self.narrow and nest_plan.narrow is not None else nest_plan.layout",
+        "        return nest_plan.layout",
+        ("tune",),
+        family="tune",
+    ),
 ]
