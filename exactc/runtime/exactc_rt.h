@@ -68,8 +68,8 @@
  * one under #if EXACTC_NARROW_LANES: fewer rows in lanes, for x86 without AVX-512 (16
  * vector registers), where 8-row lanes' 16 accumulators and their operands do not fit
  * and clang spills accumulators to the stack in the inner loop (the linear ran 1.6 to
- * 1.9 times faster in 4-row lanes there with clang 14, docs/performance.md; gcc 12 kept
- * 8-row lanes within 6 to 12 % of its best shape and fared worse in 4). Both layouts
+ * 1.9 times faster in 4-row lanes there with clang 14, docs/performance.md; gcc 12 ran
+ * 8-row lanes as fast as 4- and 6-row ones, so it keeps them). Both layouts
  * give the same bits; -DEXACTC_NARROW_LANES=0 or 1 picks one anyway (the tests build
  * both). */
 #ifndef EXACTC_NARROW_LANES
