@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import platform
+import subprocess
 
 import numpy as np
 import pytest
@@ -159,6 +160,6 @@ def test_auto_without_the_table_names_the_layout_the_build_compiles():
     assert tune.compiles_narrow("gcc") is False
     clang = tune.compiles_narrow("clang")
     flags = " ".join(tune.build_flags("clang"))
-    avx512 = "__AVX512F__" in tune.subprocess.run(["clang", *flags.split(), "-dM", "-E", "-x", "c", "/dev/null"],
+    avx512 = "__AVX512F__" in subprocess.run(["clang", *flags.split(), "-dM", "-E", "-x", "c", "/dev/null"],
                                                   capture_output=True, text=True).stdout
     assert clang is (platform.machine() in ("x86_64", "i686") and not avx512)

@@ -3,6 +3,8 @@ ones are favoured (each feature shrinks to off, sizes shrink towards 1)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
 from exactc.exporter import dims
@@ -75,7 +77,7 @@ def narrow_layouts(draw, kernel: Kernel, nest: Nest, layout: Layout, split) -> L
         return None
     (outer, _), inner = layout.lanes[0], layout.lanes[1:]
     width = draw(st.one_of(st.sampled_from([2, 4]), st.integers(LANE_WIDTHS.start, LANE_WIDTHS.stop - 1)))
-    narrow = Layout(layout.order, layout.tiles, ((outer, width), *inner), layout.packs, layout.blocks, layout.sums)
+    narrow = dataclasses.replace(layout, lanes=((outer, width), *inner))
     try:
         validate_plan(kernel, Plan(((nest.name, NestPlan(layout, split, narrow)),)))
     except LayoutError:
