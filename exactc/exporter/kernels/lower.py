@@ -569,7 +569,7 @@ def lower_softmax(ctx: _Lowering) -> list[Nest]:
 
 
 def lower_rope(ctx: _Lowering) -> list[Nest]:
-    # Table nest, in f64 with exactc's functions, for t < T and i < h = D/2:
+    # Table nest, in f64 with exactc's functions, for i < h = D/2 and, inside, t < T:
     #   l = exactc_log(theta); a = f64(2i) ⊘ f64(D); freq = exactc_exp(-(a ⊗ l))
     #   angle = f64(pos0 + t) ⊗ freq; c = R_A(exactc_cos(angle)); s = R_A(exactc_sin(angle))
     # Rotate nest, in A, pair (x0, x1) = (x[t,hd,i], x[t,hd,i+h]) for "half",
@@ -591,14 +591,19 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
 
     a, freq, angle = Var("a", "f64"), Var("freq", "f64"), Var("angle", "f64")
     log_theta = Call("log", Const(float(ctx.attrs["theta"]), "f64"))
-    table_body = (
-        Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),
-        Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),
+    # i outermost: a frequency (an exp and a log) is computed once per pair index, and
+    # each of the positions then costs a product, a cos and a sin.
+    position_body = (
         Declare(angle, mul(Convert(t + Affine.of(pos0), "f64"), freq)),
         Write(ctx.at("cos_table", t + row, i), rounded(Call("cos", angle))),
         Write(ctx.at("sin_table", t + row, i), rounded(Call("sin", angle))),
     )
-    table = Nest("rope_table", (Axis("t", positions), Axis("i", half)), table_body)
+    table_body = (
+        Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),
+        Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),
+        Loop(Axis("t", positions, PARALLEL), position_body),
+    )
+    table = Nest("rope_table", (Axis("i", half),), table_body)
 
     if ctx.attrs["pairing"] == "half":
         first, second = i, i + half

@@ -144,12 +144,18 @@ MUTANTS = [
         '        Write(ctx.at("cos_table", t + row, i), rounded(Call("cos", angle))),\n'
         '        Write(ctx.at("sin_table", t + row, i), rounded(Call("sin", angle))),\n'
         '    )\n'
-        '    table = Nest("rope_table", (Axis("t", positions), Axis("i", half)), table_body)',
+        '    table_body = (\n'
+        '        Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),\n'
+        '        Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),\n'
+        '        Loop(Axis("t", positions, PARALLEL), position_body),',
         '        Declare(angle, mul(Convert(t, "f64"), freq)),\n'
         '        Write(ctx.at("cos_table", t, i), rounded(Call("cos", angle))),\n'
         '        Write(ctx.at("sin_table", t, i), rounded(Call("sin", angle))),\n'
         '    )\n'
-        '    table = Nest("rope_table", (Axis("t", rows), Axis("i", half)), table_body)',
+        '    table_body = (\n'
+        '        Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),\n'
+        '        Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),\n'
+        '        Loop(Axis("t", rows, PARALLEL), position_body),',
         ("probes:decode",),
         family="generate",
     ),
