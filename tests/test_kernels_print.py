@@ -26,7 +26,7 @@ from exactc.exporter.kernels import ir
 from exactc.exporter.kernels.lower import INV_SQRT_2, SQRT_2_OVER_PI
 from exactc.exporter.primitives import PRIMITIVES, PrimitiveError
 from exactc.exporter.printer.kernels import print_kernel
-from exactc.exporter.printer.nests import array_loop
+from exactc.exporter.printer.nests import array_loop, prefix_guard
 from exactc.verify.build import BuildOptions, load_library, pointer
 from exactc.verify.compare import assert_bits_equal
 from installed import need, need_module  # tests/installed.py
@@ -184,7 +184,9 @@ def test_printing_is_deterministic(printed):
 
 # ---- the printed shape of each function ----------------------------------------------
 
-_FOR = re.compile(r"for \(int64_t (\w+) = (\w+); (\w+) < (\w+); (\w+)\+\+\)")
+# The bound is a name or, for a loop the printer runs over a guarded prefix only
+# (nests.prefix_guard), `(limit < NAME ? limit : NAME)`: NAME is what the group gives.
+_FOR = re.compile(r"for \(int64_t (\w+) = (\w+); (\w+) < (?:\([^;?]* \? [^;:]* : )?(\w+)\)?; (\w+)\+\+\)")
 
 
 def _definition(source: str, name: str) -> tuple[str, str]:
@@ -220,14 +222,25 @@ def test_outer_loop_runs_lo_to_hi_and_other_bounds_are_the_extents(printed):
             assert loops, body
             var, start, cond_var, stop, step_var = loops[0]
             assert (var, start, stop) == (launch.nest.axes[0].name, "lo", "hi")
+            splits = {s.axis.name for s in ir.walk_statements(launch.nest.body)
+                      if isinstance(s, ir.Loop) and prefix_guard(s, orelse=True)}
             for var, start, cond_var, stop, step_var in loops[1:]:
                 assert var == cond_var == step_var
-                assert start == "0", body
+                if var in splits:  # two loops: [0, split) and [split, extent)
+                    assert (start, stop) in (("0", f"{var}_split"), (f"{var}_split", stop)), body
+                    if start == "0":
+                        continue
+                else:
+                    assert start == "0", body
                 assert (int(stop) if stop.isdigit() else named[stop]) == extents[var], body
-            for var in arrays:
-                stop = re.search(rf"const int64_t {var}_end = .* (\w+);", body).group(1)
+            for var in arrays | splits:
+                stop = re.search(rf"const int64_t {var}_(?:end|split) = .* (\w+);", body).group(1)
                 assert (int(stop) if stop.isdigit() else named[stop]) == extents[var], body
-            assert len(loops) == len(launch.nest.axes) + len(launch.nest.body_axes()) - len(arrays)
+            body_loops = len(launch.nest.body_axes()) - len(arrays) + len(splits)
+            assert len(loops) == len(launch.nest.axes) + body_loops
+            guarded = [s.axis.name for s in ir.walk_statements(launch.nest.body)
+                       if isinstance(s, ir.Loop) and prefix_guard(s) and not array_loop(s)]
+            assert sorted(re.findall(r"for \(int64_t (\w+) = 0; \w+ < \(", body)) == sorted(guarded), body
 
 
 def test_strides_are_products_of_the_named_extents():

@@ -208,6 +208,25 @@ ARRAY_FUNCTIONS = ("exp", "tanh", "erf")
 ARRAY_CHUNK = 64  # elements per call of a laned form in an array loop
 
 
+def prefix_guard(stmt: Loop, orelse: bool = False) -> tuple[tuple[Stmt, ...], Affine] | None:
+    """(then, bound) if `stmt` is `for j: if (j <= bound) then` with no else and bound free
+    of j (the causal softmax's passes): only the prefix j < min(bound + 1, extent) does
+    anything, so the printer runs the loop over that prefix alone, in the same order.
+    With `orelse`, the same for an if that has an else (which the caller then runs over
+    the rest of the extent, after the prefix). Else None."""
+    if len(stmt.body) != 1 or not isinstance(stmt.body[0], If):
+        return None
+    (inner,), j = stmt.body, stmt.axis.name
+    cond = inner.cond
+    if bool(inner.orelse) != orelse or not (isinstance(cond, Binary) and cond.op == "<="):
+        return None
+    if not (isinstance(cond.a, Affine) and cond.a.terms == ((j, 1),) and cond.a.const == 0):
+        return None
+    if not isinstance(cond.b, Affine) or j in cond.b.variables():
+        return None
+    return inner.then, cond.b
+
+
 def array_loop(stmt: Loop) -> tuple[Write, Expr | None] | None:
     """(write, bound) if `stmt` is a parallel loop `for j: [if (j <= bound)] dst = f(arg)`
     with f in ARRAY_FUNCTIONS and dst of f's type, bound free of j (the causal softmax's
@@ -215,15 +234,12 @@ def array_loop(stmt: Loop) -> tuple[Write, Expr | None] | None:
     if stmt.axis.kind == REDUCE or len(stmt.body) != 1:
         return None
     (inner,), bound = stmt.body, None
-    if isinstance(inner, If):
-        cond, j = inner.cond, stmt.axis.name
-        if inner.orelse or len(inner.then) != 1 or not (isinstance(cond, Binary) and cond.op == "<="):
+    guard = prefix_guard(stmt)
+    if guard:
+        body, bound = guard
+        if len(body) != 1:
             return None
-        if not (isinstance(cond.a, Affine) and cond.a.terms == ((j, 1),) and cond.a.const == 0):
-            return None
-        if not isinstance(cond.b, Affine) or j in cond.b.variables():
-            return None
-        (inner,), bound = inner.then, cond.b
+        (inner,) = body
     if not (isinstance(inner, Write) and isinstance(inner.value, Call) and inner.value.fn in ARRAY_FUNCTIONS):
         return None
     if inner.dst.type != inner.value.type:
@@ -290,10 +306,40 @@ class BodyPrinter:
         if found:
             return self.array_loop(stmt, depth, *found)
         note = " /* reduction: in index order */" if axis.kind == REDUCE else ""
-        out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]
-        for inner in stmt.body:
+        if prefix_guard(stmt, orelse=True):
+            return self.split_loop(stmt, depth, note)
+        body, guard = stmt.body, prefix_guard(stmt)
+        if guard:
+            body, bound = guard
+            stop, extent = f"{self.expr(bound)} + 1", self.extent(axis)
+            only = f"only {axis.name} <= {self.bare(bound)}"
+            note = f" /* reduction: in index order, {only} */" if axis.kind == REDUCE else f" /* {only} */"
+            out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < ({stop} < {extent} ? {stop} : {extent}); "
+                   f"{axis.name}++) {{{note}"]
+        else:
+            out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]
+        for inner in body:
             out.extend(self.statement(inner, depth + 1))
         out.append(f"{pad}}}")
+        return out
+
+    def split_loop(self, stmt: Loop, depth: int, note: str) -> list[str]:
+        """`for j: if (j <= bound) A else B` as two loops, A over j < split and B over
+        split <= j < extent, split = min(max(bound + 1, 0), extent): the same iterations in
+        the same order, each without the test (the causal softmax's last pass)."""
+        pad, j, (guarded,) = INDENT * depth, stmt.axis.name, stmt.body
+        _, bound = prefix_guard(stmt, orelse=True)
+        split, stop, extent = f"{j}_split", f"{self.expr(bound)} + 1", self.extent(stmt.axis)
+        out = [f"{pad}{{ /* {j} <= {self.bare(bound)} first, then the rest */",
+               f"{pad}{INDENT}const int64_t {split} = {stop} < 0 ? 0 : {stop} < {extent} ? {stop} : {extent};",
+               f"{pad}{INDENT}for (int64_t {j} = 0; {j} < {split}; {j}++) {{{note}"]
+        for inner in guarded.then:
+            out.extend(self.statement(inner, depth + 2))
+        out.append(f"{pad}{INDENT}}}")
+        out.append(f"{pad}{INDENT}for (int64_t {j} = {split}; {j} < {extent}; {j}++) {{{note}")
+        for inner in guarded.orelse:
+            out.extend(self.statement(inner, depth + 2))
+        out += [f"{pad}{INDENT}}}", f"{pad}}}"]
         return out
 
     def array_loop(self, stmt: Loop, depth: int, write: Write, bound: Expr | None) -> list[str]:

@@ -25,6 +25,28 @@ MUTANTS = [
         family="loop bounds",
     ),
     Mutant(
+        "guarded-prefix-one-past-its-guard",
+        "a body loop whose body is `if (j <= bound)` alone, printed over its prefix only "
+        "(the causal softmax's max and sum passes), runs one index past the bound: each "
+        "row's max and sum take in the first masked score",
+        NESTS,
+        'stop, extent = f"{self.expr(bound)} + 1", self.extent(axis)',
+        'stop, extent = f"{self.expr(bound)} + 2", self.extent(axis)',
+        ("kernels:softmax",),
+        family="loop bounds",
+    ),
+    Mutant(
+        "split-loop-rest-starts-one-late",
+        "a body loop `if (j <= bound) A else B`, printed as A's loop then B's, starts B's "
+        "one index late: the first masked column of the causal softmax keeps its exp "
+        "instead of zero",
+        NESTS,
+        'out.append(f"{pad}{INDENT}for (int64_t {j} = {split}; {j} < {extent}; {j}++) {{{note}")',
+        'out.append(f"{pad}{INDENT}for (int64_t {j} = {split} + 1; {j} < {extent}; {j}++) {{{note}")',
+        ("kernels:softmax",),
+        family="loop bounds",
+    ),
+    Mutant(
         "reduction-run-backwards",
         "reductions run from the last index down to the first: same sum in exact arithmetic, "
         "different roundings",
