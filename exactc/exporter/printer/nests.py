@@ -208,23 +208,22 @@ ARRAY_FUNCTIONS = ("exp", "tanh", "erf")
 ARRAY_CHUNK = 64  # elements per call of a laned form in an array loop
 
 
-def prefix_guard(stmt: Loop, orelse: bool = False) -> tuple[tuple[Stmt, ...], Affine] | None:
-    """(then, bound) if `stmt` is `for j: if (j <= bound) then` with no else and bound free
-    of j (the causal softmax's passes): only the prefix j < min(bound + 1, extent) does
-    anything, so the printer runs the loop over that prefix alone, in the same order.
-    With `orelse`, the same for an if that has an else (which the caller then runs over
-    the rest of the extent, after the prefix). Else None."""
+def prefix_guard(stmt: Loop) -> tuple[Affine, tuple[Stmt, ...], tuple[Stmt, ...]] | None:
+    """(bound, then, orelse) if `stmt` is `for j: if (j <= bound) then [else orelse]` with
+    bound free of j (the causal softmax's passes): the printer runs `then` over the prefix
+    j < min(bound + 1, extent) and `orelse` over the rest, the same iterations in the same
+    order without the test. Else None."""
     if len(stmt.body) != 1 or not isinstance(stmt.body[0], If):
         return None
     (inner,), j = stmt.body, stmt.axis.name
     cond = inner.cond
-    if bool(inner.orelse) != orelse or not (isinstance(cond, Binary) and cond.op == "<="):
+    if not (isinstance(cond, Binary) and cond.op == "<="):
         return None
     if not (isinstance(cond.a, Affine) and cond.a.terms == ((j, 1),) and cond.a.const == 0):
         return None
     if not isinstance(cond.b, Affine) or j in cond.b.variables():
         return None
-    return inner.then, cond.b
+    return cond.b, inner.then, inner.orelse
 
 
 def array_loop(stmt: Loop) -> tuple[Write, Expr | None] | None:
@@ -236,10 +235,10 @@ def array_loop(stmt: Loop) -> tuple[Write, Expr | None] | None:
     (inner,), bound = stmt.body, None
     guard = prefix_guard(stmt)
     if guard:
-        body, bound = guard
-        if len(body) != 1:
+        bound, then, orelse = guard
+        if orelse or len(then) != 1:
             return None
-        (inner,) = body
+        (inner,) = then
     if not (isinstance(inner, Write) and isinstance(inner.value, Call) and inner.value.fn in ARRAY_FUNCTIONS):
         return None
     if inner.dst.type != inner.value.type:
@@ -306,40 +305,34 @@ class BodyPrinter:
         if found:
             return self.array_loop(stmt, depth, *found)
         note = " /* reduction: in index order */" if axis.kind == REDUCE else ""
-        if prefix_guard(stmt, orelse=True):
-            return self.split_loop(stmt, depth, note)
-        body, guard = stmt.body, prefix_guard(stmt)
+        guard = prefix_guard(stmt)
         if guard:
-            body, bound = guard
-            stop, extent = f"{self.expr(bound)} + 1", self.extent(axis)
-            only = f"only {axis.name} <= {self.bare(bound)}"
-            note = f" /* reduction: in index order, {only} */" if axis.kind == REDUCE else f" /* {only} */"
-            out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < ({stop} < {extent} ? {stop} : {extent}); "
-                   f"{axis.name}++) {{{note}"]
-        else:
-            out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]
-        for inner in body:
+            return self.guarded_loop(stmt, depth, note, *guard)
+        out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]
+        for inner in stmt.body:
             out.extend(self.statement(inner, depth + 1))
         out.append(f"{pad}}}")
         return out
 
-    def split_loop(self, stmt: Loop, depth: int, note: str) -> list[str]:
-        """`for j: if (j <= bound) A else B` as two loops, A over j < split and B over
-        split <= j < extent, split = min(max(bound + 1, 0), extent): the same iterations in
-        the same order, each without the test (the causal softmax's last pass)."""
-        pad, j, (guarded,) = INDENT * depth, stmt.axis.name, stmt.body
-        _, bound = prefix_guard(stmt, orelse=True)
-        split, stop, extent = f"{j}_split", f"{self.expr(bound)} + 1", self.extent(stmt.axis)
-        out = [f"{pad}{{ /* {j} <= {self.bare(bound)} first, then the rest */",
+    def guarded_loop(self, stmt: Loop, depth: int, note: str, bound: Affine,
+                     then: tuple[Stmt, ...], orelse: tuple[Stmt, ...]) -> list[str]:
+        """`for j: if (j <= bound) A [else B]` as A's loop over j < split and B's over
+        split <= j < extent, split = min(max(bound + 1, 0), extent) (prefix_guard)."""
+        pad, j, extent = INDENT * depth, stmt.axis.name, self.extent(stmt.axis)
+        split, stop = f"{j}_split", f"{self.expr(bound)} + 1"
+        rest = ", then the rest" if orelse else " only"
+        out = [f"{pad}{{ /* {j} <= {self.bare(bound)}{rest} */",
                f"{pad}{INDENT}const int64_t {split} = {stop} < 0 ? 0 : {stop} < {extent} ? {stop} : {extent};",
                f"{pad}{INDENT}for (int64_t {j} = 0; {j} < {split}; {j}++) {{{note}"]
-        for inner in guarded.then:
+        for inner in then:
             out.extend(self.statement(inner, depth + 2))
         out.append(f"{pad}{INDENT}}}")
-        out.append(f"{pad}{INDENT}for (int64_t {j} = {split}; {j} < {extent}; {j}++) {{{note}")
-        for inner in guarded.orelse:
-            out.extend(self.statement(inner, depth + 2))
-        out += [f"{pad}{INDENT}}}", f"{pad}}}"]
+        if orelse:
+            out.append(f"{pad}{INDENT}for (int64_t {j} = {split}; {j} < {extent}; {j}++) {{{note}")
+            for inner in orelse:
+                out.extend(self.statement(inner, depth + 2))
+            out.append(f"{pad}{INDENT}}}")
+        out.append(f"{pad}}}")
         return out
 
     def array_loop(self, stmt: Loop, depth: int, write: Write, bound: Expr | None) -> list[str]:

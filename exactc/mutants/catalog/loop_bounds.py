@@ -26,12 +26,12 @@ MUTANTS = [
     ),
     Mutant(
         "guarded-prefix-one-past-its-guard",
-        "a body loop whose body is `if (j <= bound)` alone, printed over its prefix only "
-        "(the causal softmax's max and sum passes), runs one index past the bound: each "
+        "a body loop whose body is `if (j <= bound)`, printed as the loop over its prefix "
+        "(the causal softmax's passes), runs the prefix one index past the bound: each "
         "row's max and sum take in the first masked score",
         NESTS,
-        'stop, extent = f"{self.expr(bound)} + 1", self.extent(axis)',
-        'stop, extent = f"{self.expr(bound)} + 2", self.extent(axis)',
+        'split, stop = f"{j}_split", f"{self.expr(bound)} + 1"',
+        'split, stop = f"{j}_split", f"{self.expr(bound)} + 2"',
         ("kernels:softmax",),
         family="loop bounds",
     ),
