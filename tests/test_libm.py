@@ -339,6 +339,13 @@ def test_c_source_uses_no_libm():
     code = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
     for fn in ("fabs", "floor", "ldexp", "frexp", "sqrt", "fma", "rint", "scalbn", "long double"):
         assert not re.search(rf"\b{fn}\b", code), f"exactc_libm.c uses {fn}"
+    # a fused multiply-add only in two_prod's error term, under EXACTC_FMA (its other form
+    # is Dekker's): anywhere else it would round once where the twin rounds twice
+    two_prod = re.search(r"static inline dd two_prod\(double a, double b\) \{\n(.*?)\n\}", code, re.S)
+    assert two_prod and "#if EXACTC_FMA" in two_prod.group(1)
+    for fused in re.finditer(r"fma\w*\s*\(", code):
+        assert two_prod.start(1) < fused.start() < two_prod.end(1), \
+            f"exactc_libm.c has a fused multiply-add outside two_prod: {fused.group(0)}"
 
 
 # ------------------------------------------------------------------------------------
@@ -411,22 +418,47 @@ def test_accuracy_under_one_ulp(libm, name):
 # double-double, whose bits change with any change in the computation (a reordered sum,
 # a constant changed by one ulp) that the rounded results almost never show.
 # ------------------------------------------------------------------------------------
+def native_fma() -> bool:
+    """Whether -march=native gives this CPU's fused multiply-add (two_prod's fused form)."""
+    done = subprocess.run(["gcc", "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
+                          text=True)
+    return "__FMA__" in done.stdout
+
+
+# two_prod's two forms (exactc_libm.c, EXACTC_FMA): Dekker's split, the twin's, and the
+# fused multiply-add, which -march=native picks where the CPU has one.
+PRODUCTS = {
+    "dekker": BuildOptions(defines=("EXACTC_LIBM_PROBE_LO",)),
+    "dekker-native": BuildOptions(march_native=True, defines=("EXACTC_LIBM_PROBE_LO", "EXACTC_FMA=0")),
+    "fused": BuildOptions(march_native=True, defines=("EXACTC_LIBM_PROBE_LO", "EXACTC_FMA=1")),
+}
+
+
+def probe_build(products: str) -> BuildOptions:
+    if products == "fused" and not native_fma():
+        pytest.skip("this CPU has no fused multiply-add: two_prod's fused form cannot run here")
+    return PRODUCTS[products]
+
+
+@pytest.mark.parametrize("products", PRODUCTS)
 @pytest.mark.parametrize("name", FUNCTIONS)
-def test_c_equals_twin_below_the_rounding(name):
-    libm = load_libm(BuildOptions(defines=("EXACTC_LIBM_PROBE_LO",)))
+def test_c_equals_twin_below_the_rounding(name, products):
+    libm = load_libm(probe_build(products))
     x = inputs_for(name)[::3]
     with libm_twin.probe_lo():
         twin_out = libm_twin.FUNCTIONS[name](x)
-    assert_same_bits(f"{name} (lo probe)", x, libm.f64(name, x), twin_out)
+    assert_same_bits(f"{name} (lo probe, {products} products)", x, libm.f64(name, x), twin_out)
 
 
+@pytest.mark.parametrize("products", ["dekker-native", "fused"])
 @pytest.mark.parametrize("name", LANED)
-def test_laned_c_equals_twin_below_the_rounding(name):
-    libm = load_libm(BuildOptions(march_native=True, defines=("EXACTC_LIBM_PROBE_LO", "EXACTC_LANES=1")))
+def test_laned_c_equals_twin_below_the_rounding(name, products):
+    options = probe_build(products)
+    libm = load_libm(dataclasses.replace(options, defines=(*options.defines, "EXACTC_LANES=1")))
     x = inputs_for(name)[::3]
     with libm_twin.probe_lo():
         twin_out = libm_twin.FUNCTIONS[name](x)
-    assert_same_bits(f"{name} laned (lo probe)", x, libm.f64(name, x, laned=True), twin_out)
+    assert_same_bits(f"{name} laned (lo probe, {products} products)", x, libm.f64(name, x, laned=True), twin_out)
 
 
 # ------------------------------------------------------------------------------------

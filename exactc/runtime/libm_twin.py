@@ -322,6 +322,9 @@ def _fast_two_sum(a, b):
 
 
 def _two_prod(a, b):
+    """a * b as p + e exactly, by Dekker's split. The C computes e with one fused
+    multiply-add where the target has one (EXACTC_FMA): the same e for every operand
+    these functions meet (exactc_libm.c, two_prod)."""
     p = a * b
     ca = SPLITTER * a
     ah = ca - (ca - a)

@@ -72,6 +72,27 @@ MUTANTS = [
         family="rounding",
     ),
     Mutant(
+        "two-prod-fused-form-unfused",
+        "two_prod's fused form writes its error term as a * b - p, as if the compiler would "
+        "fuse it: under -ffp-contract=off it is a rounded product minus itself, 0, and every "
+        "double-double product loses its low half (on a CPU with FMA, where the form is used)",
+        LIBM,
+        "    return dd_make(p, __builtin_fma(a, b, -p));",
+        "    return dd_make(p, a * b - p);",
+        ("libm-twin",),
+        family="rounding",
+    ),
+    Mutant(
+        "dd-mul-cross-terms-fused",
+        "dd_mul adds its cross terms with a fused multiply-add: one rounding where the twin "
+        "rounds a product and then a sum",
+        LIBM,
+        "    return fast_two_sum(p.hi, p.lo + (a.hi * b.lo + a.lo * b.hi));",
+        "    return fast_two_sum(p.hi, p.lo + __builtin_fma(a.hi, b.lo, a.lo * b.hi));",
+        ("libm-twin",),
+        family="rounding",
+    ),
+    Mutant(
         "twin-trig-reduction-two-parts",
         "the numpy twin reduces sin/cos arguments with two parts of pi/2 instead of four",
         TWIN,
