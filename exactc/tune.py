@@ -161,7 +161,7 @@ def write_table(path: Path, identity: str, measured: list["Measured"]) -> None:
 # Lane shapes (rows m, columns n) tried for linear and the matmuls, w's (b's) panel packed.
 LANE_SHAPES = ((4, 16), (6, 16), (8, 16), (12, 16), (16, 16), (8, 8), (16, 8))
 # Lane widths tried for the elementwise transcendentals and the softmax.
-ELEMENT_LANES = (8, 16)
+ELEMENT_LANES = (8, 16, 64, 256)
 
 
 def candidates(kernel, nest) -> list:

@@ -4,6 +4,8 @@ without OpenMP (principle 2: a plan changes speed, never bits)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from exactc.exporter import dims, export, models
@@ -72,6 +74,26 @@ def test_att_v_at_a_run_time_length_gets_both_lanes_and_its_pack():
     kernel = lower("matmul", "f32", {"a": (6, T, T), "b": (6, T, 64)}, {"trans_a": False, "trans_b": False, "group": 1})
     (name, nest_plan), = auto_kernel_plan(kernel).nests
     assert dict(nest_plan.layout.lanes) == {"m": 8, "n": 16} and nest_plan.layout.packs == ("b",)
+
+
+def test_elementwise_transcendentals_get_chunks_of_256_elements_or_16_where_256_do_not_fill():
+    """gelu, gelu_erf and silu call exactc_<f>f_array once per chunk: 256 elements a call
+    where the nest's elements can fill them (a run-time length: its T_max's), 16 where a
+    static extent cannot."""
+    T = dims.length(256)
+    for primitive in ("gelu_tanh", "gelu_erf", "silu"):
+        kernel = lower(primitive, "f32", {"x": (T, 1536)}, {})
+        (_, wide), = auto_kernel_plan(kernel).nests
+        assert dict(wide.layout.lanes) == {"i": 256}, primitive
+        source = print_kernel(kernel, "k", auto_kernel_plan(kernel)).source
+        assert re.search(r"exactc_\w+f_array\(\w+, \w+, 256\);", source), primitive
+        # the run-time split cuts between chunks (a decode step's 1536 elements: six
+        # pieces of 256, none point by point)
+        for end in (0, 1):
+            assert (f"pieces[p][{end}] = parts[p][{end}] == 8 ? 1536 * T : "
+                    f"1536 * T * parts[p][{end}] / 8 / 256 * 256;") in source
+        (_, short), = auto_kernel_plan(lower(primitive, "f32", {"x": (3, 40)}, {})).nests
+        assert dict(short.layout.lanes) == {"i": 16}, primitive
 
 
 def test_even_split_shares_an_axis_and_leaves_a_single_row_alone():

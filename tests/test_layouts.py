@@ -96,6 +96,16 @@ def _run_time_att_v(length: int = 11, top: int = 13) -> Case:
                 (("a", spec((2, length, length), 3)), ("b", spec((2, length, 19), 4))), length=length, top=top)
 
 
+def _run_time_gelu(length: int = 3, top: int = 5) -> Case:
+    """gelu over (T, 7) at T = length: 21 elements, in lanes of 4 the last chunk partial."""
+    return Case("gelu_tanh", "f32", (), (("x", TensorSpec((length, 7), "f32", 6, "normal", 1.0)),),
+                length=length, top=top)
+
+
+# A run-time split of a laned axis: its cuts rounded down to whole chunks of 4, the
+# extent's end kept (the last piece holds the partial chunk).
+CHUNKED_PARTS = NestPlan(Layout(lanes=(("i", 4),)), Split(0, tuple((k, k + 1) for k in range(8)), of=8))
+
 # b's panel runs over k < T: the pack is sized for T_max and filled to T (layouts.pack_size).
 PACK_OVER_T = NestPlan(Layout(order=("i", "n", "m"), lanes=(("m", 4), ("n", 8)), packs=("b",)),
                        Split(0, ((0, 1), (1, 2))))
@@ -107,6 +117,7 @@ PACK_OVER_T = NestPlan(Layout(order=("i", "n", "m"), lanes=(("m", 4), ("n", 8)),
 @example(batch=[(_run_time_att_v(), Plan((("matmul", PACK_OVER_T),)))], build=("gcc", True, 2, None))
 @example(batch=[(_run_time_softmax(), Plan((("softmax", NestPlan(Layout(), Split(1, ((0, 1), (1, 3)), of=3))),)))],
          build=("gcc", True, 2, None))
+@example(batch=[(_run_time_gelu(), Plan((("gelu_tanh", CHUNKED_PARTS),)))], build=("gcc", True, 2, None))
 def test_every_layout_and_split_gives_the_reference_bits_at_a_run_time_length(batch, build):
     """The property with the length drawn too: a kernel whose shapes follow T (1 <= T <=
     T_max), under a drawn layout and split (pieces in parts, scaled when it runs), run at
@@ -241,9 +252,13 @@ QLINEAR_I = lower("qlinear_i", "f32", {"xq": (3, 10), "xd": (3, 3), "wq": (5, 6)
         (LINEAR, {"nests": {"linear": {"layout": {"tiles": {"q": 8}}}}},
          "plan: nest linear, field layout.tiles.q: the nest has no axis 'q'; its parallel axes are m, n"),
         (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"n": 17}}}}},
-         "plan: nest linear, field layout.lanes.n: lane width 17 must be an integer in 2..16"),
+         "plan: nest linear, field layout.lanes.n: lane width 17 must be an integer in 2..16, "
+         "or one of 32, 64, 128, 256 on a nest's only lane axis"),
         (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"n": 1}}}}},
          "plan: nest linear, field layout.lanes.n: lane width 1 must be an integer in 2..16"),
+        (LINEAR, {"nests": {"linear": {"layout": {"lanes": {"m": 4, "n": 32}}}}},
+         "plan: nest linear, field layout.lanes.n: lane width 32 must be an integer in 2..16, "
+         "or one of 32, 64, 128, 256 on a nest's only lane axis"),
         (LINEAR, {"nests": {"linear": {"layout": {"order": ["m"]}}}},
          "plan: nest linear, field layout.order: ['m'] is not an order of the parallel axes m, n"),
         (LINEAR, {"nests": {"linear": {"layout": {"tiles": {"n": 0}}}}},

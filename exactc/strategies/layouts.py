@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from exactc.exporter import dims
 
 from exactc.exporter.kernels.ir import Kernel, Nest
-from exactc.exporter.kernels.layouts import LANE_WIDTHS, MAX_LANE_AXES, Layout, LayoutError, integer_sum_rule, packable
+from exactc.exporter.kernels.layouts import (LANE_WIDTHS, MAX_LANE_AXES, WIDE_LANE_WIDTHS, Layout, LayoutError,
+                                             integer_sum_rule, packable)
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.strategies.cases import Case
 
@@ -25,9 +26,10 @@ def _size(extent) -> st.SearchStrategy[int]:
 
 @st.composite
 def layouts(draw, nest: Nest, buffers) -> Layout:
-    """A legal layout of `nest`: an order, tiles, up to two lane axes of width 2..16,
-    packs of the buffers the lanes may gather, reduction blocks, and (without lanes)
-    integer sums in lanes and parts; each optional."""
+    """A legal layout of `nest`: an order, tiles, up to two lane axes of width 2..16 (a
+    single one also of WIDE_LANE_WIDTHS), packs of the buffers the lanes may gather,
+    reduction blocks, and (without lanes) integer sums in lanes and parts; each
+    optional."""
     names = [a.name for a in nest.axes]
     extents = {a.name: a.extent for a in nest.axes}
     order = tuple(draw(st.permutations(names))) if len(names) > 1 and draw(st.booleans()) else ()
@@ -37,6 +39,8 @@ def layouts(draw, nest: Nest, buffers) -> Layout:
         count = draw(st.integers(1, min(MAX_LANE_AXES, len(names))))
         axes = draw(st.permutations(names))[:count]
         widths = st.one_of(st.sampled_from([2, 4, 8, 16]), st.integers(LANE_WIDTHS.start, LANE_WIDTHS.stop - 1))
+        if count == 1:  # an only lane axis may also be wide
+            widths = st.one_of(widths, st.sampled_from(WIDE_LANE_WIDTHS))
         lanes = tuple((a, draw(widths)) for a in axes)
     packs: tuple[str, ...] = ()
     if lanes:

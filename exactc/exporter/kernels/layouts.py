@@ -8,7 +8,8 @@ still run in index order, so that every legal layout gives the plain nest's bits
 - `order`: the loop order of the nest's parallel axes, outermost first.
 - `tiles`: axis -> tile size (>= 1, any size; the last tile holds the remainder). The
   tile loops of all tiled axes run outermost, in `order`; the point loops inside them.
-- `lanes`: axis -> width (2..16), at most two axes, the last one innermost. A laned axis
+- `lanes`: axis -> width (2..16; a nest's only lane axis may also be 32, 64, 128 or
+  256 wide), at most two axes, the last one innermost. A laned axis
   is computed `width` points at a time: every scalar of the body becomes a local array
   (`float acc[4][16]`) and every statement a short loop over the lanes, placed inside
   the body's loops, so each lane still runs its own statements, its reductions in
@@ -33,7 +34,7 @@ still run in index order, so that every legal layout gives the plain nest's bits
 What is refused (LayoutError, naming the nest, the field and the rule): anything that
 names a reduction where a parallel axis is needed (reordering, tiling or laning a
 reduction changes the order of its rounded operations), an axis the nest does not have,
-a lane width outside 2..16, more than two lane axes, a pack of a buffer the laned body
+a lane width outside 2..16 (and the wide ones), more than two lane axes, a pack of a buffer the laned body
 does not read through the lanes or of a panel over MAX_PACK_ELEMENTS, a block of a
 parallel axis, sums of a reduction that is not an integer sum (or together with parallel
 lanes, or a block of the same loop).
@@ -62,6 +63,10 @@ from exactc.exporter.kernels.ir import (
 )
 
 LANE_WIDTHS = range(2, 17)
+# The widths a nest's only lane axis may also have: the elementwise transcendentals'
+# lanes, where each chunk makes one call of exactc_<f>_array, whose setup (its constants
+# in vector registers) a longer chunk pays for once (printer/planned.py).
+WIDE_LANE_WIDTHS = (32, 64, 128, 256)
 SUM_LANES = range(1, 65)  # interleaved partial sums of an integer sum
 SUM_PARTS = range(1, 9)  # contiguous parts of an integer sum
 MAX_LANE_AXES = 2
@@ -311,8 +316,10 @@ def validate_layout(nest: Nest, layout: Layout, buffers: Iterable[Buffer]) -> No
         raise LayoutError(name, "layout.lanes", f"{len(layout.lanes)} lane axes; at most {MAX_LANE_AXES}")
     for axis, width in layout.lanes:
         _axis_rule(nest, axis, f"layout.lanes.{axis}", "lanes")
-        if not _is_int(width) or width not in LANE_WIDTHS:
-            raise LayoutError(name, f"layout.lanes.{axis}", f"lane width {width!r} must be an integer in 2..16")
+        if not _is_int(width) or (width not in LANE_WIDTHS and
+                                  (len(layout.lanes) > 1 or width not in WIDE_LANE_WIDTHS)):
+            raise LayoutError(name, f"layout.lanes.{axis}", f"lane width {width!r} must be an integer in 2..16, "
+                              f"or one of {', '.join(map(str, WIDE_LANE_WIDTHS))} on a nest's only lane axis")
     if len({a for a, _ in layout.lanes}) != len(layout.lanes):
         raise LayoutError(name, "layout.lanes", "an axis has lanes twice")
     for buffer in layout.packs:

@@ -28,6 +28,7 @@ from exactc.exporter.kernels.layouts import (
     MAX_LANE_AXES,
     SUM_LANES,
     SUM_PARTS,
+    WIDE_LANE_WIDTHS,
     Layout,
     LayoutError,
     integer_sum_rule,
@@ -289,7 +290,8 @@ def describe_choices(kernel: Kernel) -> str:
         out.append(f"  layout.tiles: {{axis: size >= 1}} for axes {', '.join(names)}")
         out.append(
             f"  layout.lanes: {{axis: width in {LANE_WIDTHS.start}..{LANE_WIDTHS.stop - 1}}}, up to "
-            f"{MAX_LANE_AXES} of {', '.join(names)} (the last innermost)"
+            f"{MAX_LANE_AXES} of {', '.join(names)} (the last innermost); one axis alone may also take "
+            f"{', '.join(map(str, WIDE_LANE_WIDTHS))}"
         )
         first_lane = Layout(lanes=((nest.axes[-1].name, 8),))
         packs = [b for b in nest.reads() if packable(nest, first_lane, b, {x.name: x for x in kernel.buffers}) is None]

@@ -73,7 +73,12 @@ def print_kernel(kernel: Kernel, name: str, plan=None, ahead: frozenset[str] = f
             lines = ["#if EXACTC_NARROW_LANES"] + narrow + ["#else"] + lines + ["#endif"]
         ranges.append(extent)
         if nest_plan.split is not None:
-            lines = lines + [""] + split_driver(fn, item, buffers, nest_plan.split, range_axis, extent)
+            # a run-time split's cuts fall between chunks of the split axis's lanes (in
+            # both layouts: a narrow one may change the outer lanes only)
+            widths = {dict(layout.lanes).get(range_axis, 1)
+                      for layout in (nest_plan.layout, nest_plan.narrow) if layout is not None}
+            chunk = widths.pop() if len(widths) == 1 else 1
+            lines = lines + [""] + split_driver(fn, item, buffers, nest_plan.split, range_axis, extent, chunk)
             declarations.append(split_declaration(fn, item, buffers))
             cdef.append(split_declaration(fn, item, buffers, c=False))
             drivers.append(f"{fn}_split")

@@ -473,10 +473,13 @@ def split_extent(extent: dims.Extent) -> str:
 
 
 def split_driver(name: str, item: Launch, buffers: Mapping[str, Buffer], split: Split, range_axis: str,
-                 extent: dims.Extent) -> list[str]:
+                 extent: dims.Extent, chunk: int = 1) -> list[str]:
     """`<name>_split`: runs `name` once per piece of the split (exactc_rt.h, "Thread
     splits"); returns the coverage check's status, 0 unless built to check. A split in
-    parts of `of` computes its pieces from the run-time extent when it runs.
+    parts of `of` computes its pieces from the run-time extent when it runs, each cut
+    but the extent's end rounded down to whole chunks of the axis's `chunk` lanes: no
+    piece but the last ends in a partial chunk, which runs point by point (parts that
+    round to the same cut are empty pieces).
 
     The team takes the pieces one at a time as its threads come free (schedule
     dynamic), not in fixed shares: on a machine shared with other work, a thread that
@@ -491,8 +494,11 @@ def split_driver(name: str, item: Launch, buffers: Mapping[str, Buffer], split: 
             f"{INDENT}static const int64_t parts[{count}][2] = {{{table}}};  /* in parts of {split.of} */",
             f"{INDENT}int64_t pieces[{count}][2];",
             f"{INDENT}for (int p = 0; p < {count}; p++) {{",
-            f"{INDENT * 2}pieces[p][0] = {whole} * parts[p][0] / {split.of};",
-            f"{INDENT * 2}pieces[p][1] = {whole} * parts[p][1] / {split.of};",
+            *(f"{INDENT * 2}pieces[p][{end}] = {whole} * parts[p][{end}] / {split.of};" for end in (0, 1)
+              if chunk == 1),
+            *(f"{INDENT * 2}pieces[p][{end}] = parts[p][{end}] == {split.of} ? {whole} : "
+              f"{whole} * parts[p][{end}] / {split.of} / {chunk} * {chunk};  /* whole chunks of {chunk} */"
+              for end in (0, 1) if chunk > 1),
             f"{INDENT}}}",
         ]
         checked = dims.c_factor(extent)

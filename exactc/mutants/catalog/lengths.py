@@ -33,6 +33,18 @@ MUTANTS = [
         requires=(PLANNED,),
     ),
     Mutant(
+        "split-rounds-the-extent-end-down",
+        "a run-time split rounds every cut down to whole chunks of its lanes, the extent's "
+        "end too: the elements of the last partial chunk are never computed",
+        PLANNED,
+        '            *(f"{INDENT * 2}pieces[p][{end}] = parts[p][{end}] == {split.of} ? {whole} : "\n'
+        '              f"{whole} * parts[p][{end}] / {split.of} / {chunk} * {chunk};',
+        '            *(f"{INDENT * 2}pieces[p][{end}] = "\n'
+        '              f"{whole} * parts[p][{end}] / {split.of} / {chunk} * {chunk};',
+        ("layouts:run-time",),
+        family="lengths",
+    ),
+    Mutant(
         "length-check-off-by-one",
         "the program accepts an input one position longer than T_max",
         RUNTIME_HOST,

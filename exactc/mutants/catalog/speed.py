@@ -64,6 +64,16 @@ MUTANTS = [
         family="speed",
     ),
     Mutant(
+        "element-lanes-of-16-only",
+        "gelu, gelu_erf and silu keep lanes of 16: one call of the laned tanh, erf or exp "
+        "per 16 elements, whose setup (clang spills its constants) costs a quarter of gelu",
+        AUTOPLAN,
+        "ELEMENT_LANES = (Layout(lanes=((\"i\", 256),)), Layout(lanes=((\"i\", 16),)))",
+        "ELEMENT_LANES = (Layout(lanes=((\"i\", 16),)),)",
+        ("autoplan:elements",),
+        family="speed",
+    ),
+    Mutant(
         "makefile-default-not-native",
         "the exported Makefile's default CFLAGS lose -march=native: `make` builds SSE2-only "
         "code on x86-64, several times slower, and nothing else shows it",
