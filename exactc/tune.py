@@ -205,7 +205,7 @@ class Measured:
     nest: str
     layouts: list
     seconds: dict = dataclasses.field(default_factory=dict)  # label -> best seconds
-    narrow: bool = False  # whether the build compiles a nest's narrow layout (compiles_narrow)
+    variant: str | None = None  # the layout variant the build compiles ("narrow", "wide": compiled_variant)
 
     @property
     def winner(self):
@@ -214,15 +214,15 @@ class Measured:
     @property
     def default(self):
         """The layout `--plan auto` would have this build compile without the table (its
-        narrow one where the build compiles that; the plain nest when it leaves the nest
-        alone)."""
+        narrow or wide one where the build compiles that; the plain nest when it leaves
+        the nest alone)."""
         from exactc.exporter.kernels import autoplan
         from exactc.exporter.kernels.layouts import Layout
 
         nest_plan = autoplan.auto_nest_plan(self.kernel, next(n for n in self.kernel.nests if n.name == self.nest))
         if nest_plan is None:
             return Layout()
-        return nest_plan.narrow if self.narrow and nest_plan.narrow is not None else nest_plan.layout
+        return dict(nest_plan.variants()).get(self.variant, nest_plan.layout)
 
 
 def _operand(buf, length: int, rng: np.random.Generator) -> np.ndarray:
@@ -299,18 +299,21 @@ def program_kernels(program, site: str) -> list:
     return list(kernels.values())
 
 
-def compiles_narrow(cc: str) -> bool:
-    """Whether `cc` with the default flags sets EXACTC_NARROW_LANES (exactc_rt.h), so
-    compiles a nest's narrow layout: the header's own answer, from the preprocessor."""
+def compiled_variant(cc: str) -> str | None:
+    """The layout variant `cc` with the default flags compiles: "narrow" where it sets
+    EXACTC_NARROW_LANES (exactc_rt.h), "wide" where it sets EXACTC_WIDE_LANES, else
+    None; the header's own answer, from the preprocessor."""
     from exactc.runtime import RUNTIME_DIR
 
     done = subprocess.run([cc, *build_flags(cc), f"-I{RUNTIME_DIR}", "-E", "-P", "-x", "c", "-"],
-                          input='#include "exactc_rt.h"\nexactc_narrow_lanes = EXACTC_NARROW_LANES;\n',
+                          input='#include "exactc_rt.h"\nexactc_lanes = EXACTC_NARROW_LANES EXACTC_WIDE_LANES;\n',
                           capture_output=True, text=True)
-    found = re.search(r"exactc_narrow_lanes = (\d+);", done.stdout)
+    found = re.search(r"exactc_lanes = (\d+) (\d+);", done.stdout)
     if done.returncode != 0 or found is None:
         raise TuneError(f"{cc} could not preprocess exactc_rt.h: {done.stderr.strip()[:300]}")
-    return found.group(1) != "0"
+    if found.group(1) != "0":
+        return "narrow"
+    return "wide" if found.group(2) != "0" else None
 
 
 def tune(program, site: str, cc: str, rounds: int = ROUNDS, length: int | None = None,
@@ -320,14 +323,14 @@ def tune(program, site: str, cc: str, rounds: int = ROUNDS, length: int | None =
     from exactc.verify.build import BuildOptions
 
     options = BuildOptions(cc=cc, opt="-O2", march_native=True, warnings=False)
-    narrow = compiles_narrow(cc)
+    variant = compiled_variant(cc)
     todo = {}
     for kernel in program_kernels(program, site):
         for nest in kernel.nests:
             layouts = candidates(kernel, nest)
             if len(layouts) > 1 and nest_signature(kernel, nest) not in todo:
                 todo[nest_signature(kernel, nest)] = Measured(nest_signature(kernel, nest), kernel, nest.name, layouts,
-                                                              narrow=narrow)
+                                                              variant=variant)
     total = sum(len(m.layouts) for m in todo.values())
     if not total:
         return []

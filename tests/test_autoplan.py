@@ -190,57 +190,91 @@ def test_quantized_llama_under_the_automatic_plan_keeps_the_reference_bytes(tmp_
         conforms(program, prepared, threads)
 
 
-# ---- the narrow layout (EXACTC_NARROW_LANES) -----------------------------------------------------
+# ---- the narrow and wide layouts (EXACTC_NARROW_LANES, EXACTC_WIDE_LANES) ------------------------
 
 
-def test_a_matrix_nest_gets_rows_in_lanes_of_4_as_its_narrow_layout():
+def variant_texts(source: str) -> dict[str, str]:
+    """The functions of one nest's #if / #elif / #else block, by the macro they are under."""
+    block = source.split("#if EXACTC_NARROW_LANES\n", 1)[1].split("\n#endif", 1)[0]
+    narrow, rest = block.split("\n#elif EXACTC_WIDE_LANES\n") if "#elif" in block else (block, None)
+    if rest is None:
+        narrow, plain = narrow.split("\n#else\n")
+        return {"narrow": narrow, "plain": plain}
+    wide, plain = rest.split("\n#else\n")
+    return {"narrow": narrow, "wide": wide, "plain": plain}
+
+
+def test_a_matrix_nest_gets_rows_in_lanes_of_4_as_its_narrow_layout_and_16_as_its_wide_one():
     """linear and the attention matmuls in 8-row lanes get 4-row lanes for targets with 16
-    vector registers (exactc_rt.h), printed under #if; the plan's JSON carries it."""
-    kernel = lower("linear", "f32", {"x": (10, 32), "w": (40, 32)}, {})
+    vector registers, 16-row lanes for gcc with AVX-512's 32 (exactc_rt.h), printed under
+    #if and #elif; the plan's JSON carries both."""
+    kernel = lower("linear", "f32", {"x": (20, 32), "w": (40, 32)}, {})
     (name, nest_plan), = auto_kernel_plan(kernel).nests
     assert dict(nest_plan.narrow.lanes) == {"m": 4, "n": 16} and nest_plan.narrow.packs == ("w",)
+    assert dict(nest_plan.wide.lanes) == {"m": 16, "n": 16} and nest_plan.wide.packs == ("w",)
     assert parse_plan(auto_kernel_plan(kernel).to_json()) == auto_kernel_plan(kernel)
-    source = print_kernel(kernel, "lin", auto_kernel_plan(kernel)).source
-    narrow, wide = source.split("#if EXACTC_NARROW_LANES\n", 1)[1].split("\n#else\n")
-    assert "layout: order n, m; lanes m:4, n:16; packs w" in narrow
-    assert "layout: order n, m; lanes m:8, n:16; packs w" in wide.split("\n#endif")[0]
+    texts = variant_texts(print_kernel(kernel, "lin", auto_kernel_plan(kernel)).source)
+    assert "layout: order n, m; lanes m:4, n:16; packs w" in texts["narrow"]
+    assert "layout: order n, m; lanes m:16, n:16; packs w" in texts["wide"]
+    assert "layout: order n, m; lanes m:8, n:16; packs w" in texts["plain"]
     one_row = lower("linear", "f32", {"x": (1, 32), "w": (40, 32)}, {})
-    assert all(p.narrow is None for _, p in auto_kernel_plan(one_row).nests)
+    assert all(p.narrow is None and p.wide is None for _, p in auto_kernel_plan(one_row).nests)
+    # 10 rows fill 4- and 8-row lanes, not 16; nor do at most 10 at a run-time length
+    for rows in (10, dims.length(10)):
+        (name, short), = auto_kernel_plan(lower("linear", "f32", {"x": (rows, 32), "w": (40, 32)}, {})).nests
+        assert short.narrow is not None and short.wide is None
 
 
-def test_a_tuned_layout_has_no_narrow_one():
-    kernel = lower("linear", "f32", {"x": (10, 32), "w": (40, 32)}, {})
+def test_no_wide_layout_where_the_rows_stride_aliases_in_the_cache():
+    """16 rows 4 KiB apart fall in one set of the 8-way level-1 cache: a linear over 1024
+    f32 inputs (or 2048 bf16 ones) keeps its 8-row lanes; one over 1536 gets 16."""
+    T = dims.length(256)
+    for site, k, wide in (("f32", 1024, False), ("bf16", 2048, False), ("f32", 1536, True), ("f32", 384, True),
+                          ("bf16", 1024, True)):
+        (name, nest_plan), = auto_kernel_plan(lower("linear", site, {"x": (T, k), "w": (384, k)}, {})).nests
+        assert (nest_plan.wide is not None) is wide, (site, k)
+
+
+def test_a_tuned_layout_has_no_narrow_or_wide_one():
+    kernel = lower("linear", "f32", {"x": (20, 32), "w": (40, 32)}, {})
     tuned = Layout(order=("n", "m"), lanes=(("m", 2), ("n", 16)), packs=("w",))
     signature = nest_signature(kernel, kernel.nests[0])
     (name, nest_plan), = auto_kernel_plan(kernel, tuned={signature: tuned}).nests
-    assert nest_plan.layout == tuned and nest_plan.narrow is None
+    assert nest_plan.layout == tuned and nest_plan.narrow is None and nest_plan.wide is None
 
 
-@pytest.mark.parametrize("narrow", [
+@pytest.mark.parametrize("field", ["narrow", "wide"])
+@pytest.mark.parametrize("variant", [
     Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8)), packs=("w",)),   # another panel width
     Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),                # no pack
     Layout(order=("m", "n"), lanes=(("m", 4), ("n", 16)), packs=("w",)),  # another order: another split axis
     Layout(order=("n", "m"), lanes=(("n", 4), ("m", 16)), packs=("w",)),  # the lanes swapped
 ], ids=["panel", "packs", "order", "axes"])
-def test_a_narrow_layout_changing_more_than_the_outer_lanes_is_refused(narrow):
+def test_a_narrow_or_wide_layout_changing_more_than_the_outer_lanes_is_refused(variant, field):
     kernel = lower("linear", "f32", {"x": (10, 32), "w": (40, 32)}, {})
     layout = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)), packs=("w",))
     with pytest.raises(LayoutError) as refused:
-        validate_plan(kernel, Plan((("linear", NestPlan(layout, None, narrow)),)))
-    assert refused.value.field == "narrow"
+        validate_plan(kernel, Plan((("linear", NestPlan(layout, None, **{field: variant})),)))
+    assert refused.value.field == field
+
+
+# Rows that fill 16-row lanes and leave a partial chunk.
+WIDE_SIZES = {model: {**sizes, "tokens": 20, **({"positions": 24} if "positions" in sizes else {})}
+              for model, sizes in SIZES.items()}
 
 
 @pytest.mark.parametrize("model", ["gpt", "llama"])
-def test_both_layouts_of_a_program_give_the_reference_bytes(tmp_path, model):
-    """The program built with each layout forced (EXACTC_NARROW_LANES=0 and 1), its
-    weights laid out as panels at load for either: the reference's bytes on 1 and 2
+def test_every_layout_of_a_program_gives_the_reference_bytes(tmp_path, model):
+    """The program built with each layout forced (the narrow, the wide and the plain one),
+    its weights laid out as panels at load for any: the reference's bytes on 1 and 2
     threads."""
-    prepared = export.ExportSpec(model, "forward", "f32", 5, SIZES[model], plan="auto").prepare()
+    prepared = export.ExportSpec(model, "forward", "f32", 5, WIDE_SIZES[model], plan="auto").prepare()
     root = export.write(prepared, tmp_path / "program")
     sources = "".join(path.read_text() for path in (root / "kernels").glob("*.c"))
     assert sources.count("#if EXACTC_NARROW_LANES") >= 3, "the matrix nests got no narrow layout"
-    for narrow in (0, 1):
-        program = programs.make(root, programs.Build(cc="gcc", cflags=f"-O2 -DEXACTC_NARROW_LANES={narrow}"),
-                                refuse_warnings=True)
+    assert sources.count("#elif EXACTC_WIDE_LANES") >= 3, "the matrix nests got no wide layout"
+    for narrow, wide in ((0, 0), (1, 0), (0, 1)):
+        cflags = f"-O2 -DEXACTC_NARROW_LANES={narrow} -DEXACTC_WIDE_LANES={wide}"
+        program = programs.make(root, programs.Build(cc="gcc", cflags=cflags), refuse_warnings=True)
         for threads in (1, 2):
             conforms(program, prepared, threads)

@@ -42,17 +42,26 @@ EACH_COMPILER = [pytest.param(cc, marks=pytest.mark.needs(cc, *(("libomp",) if c
                  for cc in COMPILERS]
 
 
+# Which layout of a nest with target variants is compiled: the compiler's own choice
+# (None), or one forced (EXACTC_NARROW_LANES and EXACTC_WIDE_LANES, exactc_rt.h).
+VARIANT_DEFINES = {
+    None: (),
+    "plain": ("EXACTC_NARROW_LANES=0", "EXACTC_WIDE_LANES=0"),
+    "narrow": ("EXACTC_NARROW_LANES=1",),
+    "wide": ("EXACTC_NARROW_LANES=0", "EXACTC_WIDE_LANES=1"),
+}
+
+
 def _builds():
     """A build: compiler, OpenMP or not, the team cap in the child, and which layout of a
-    nest with a narrow one is compiled (EXACTC_NARROW_LANES: the compiler's own choice,
-    or either forced)."""
+    nest with narrow or wide variants is compiled (VARIANT_DEFINES)."""
     return st.tuples(st.sampled_from(COMPILERS), st.booleans(), st.sampled_from([None, 1, 2]),
-                     st.sampled_from([None, 0, 1]))
+                     st.sampled_from(list(VARIANT_DEFINES)))
 
 
 def _run(batch, build):
-    cc, openmp, threads, narrow = build
-    defines = (CHECK_SPLITS,) + (() if narrow is None else (f"EXACTC_NARROW_LANES={narrow}",))
+    cc, openmp, threads, variant = build
+    defines = (CHECK_SPLITS, *VARIANT_DEFINES[variant])
     options = BuildOptions(cc=cc, openmp=openmp, defines=defines)
     return run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=threads)
 

@@ -149,17 +149,21 @@ def test_a_damaged_table_is_refused_on_one_line(table, tmp_path):
 
 
 def test_auto_without_the_table_names_the_layout_the_build_compiles():
-    """On a build that compiles narrow layouts (EXACTC_NARROW_LANES, exactc_rt.h) the
-    report's 'auto without the table' is the narrow one; gcc never sets the macro, and
-    what a build sets is the header's answer under its flags."""
+    """On a build that compiles narrow or wide layouts (EXACTC_NARROW_LANES,
+    EXACTC_WIDE_LANES, exactc_rt.h) the report's 'auto without the table' is that one;
+    what a build sets is the header's answer under its flags: narrow for clang on x86
+    without AVX-512, wide for gcc with it."""
     kernel, nest = _linear()
-    wide, narrow = _measured(kernel, nest, {}), _measured(kernel, nest, {})
-    narrow.narrow = True
-    assert dict(wide.default.lanes) == {"m": 8, "n": 16} and dict(narrow.default.lanes) == {"m": 4, "n": 16}
+    plain, narrow, wide = (_measured(kernel, nest, {}) for _ in range(3))
+    narrow.variant, wide.variant = "narrow", "wide"
+    assert dict(plain.default.lanes) == {"m": 8, "n": 16} and dict(narrow.default.lanes) == {"m": 4, "n": 16}
+    assert dict(wide.default.lanes) == {"m": 16, "n": 16}
     assert "lanes m:4, n:16; packs w (auto without the table)" in tune.report([narrow])
-    assert tune.compiles_narrow("gcc") is False
-    clang = tune.compiles_narrow("clang")
-    flags = " ".join(tune.build_flags("clang"))
-    avx512 = "__AVX512F__" in subprocess.run(["clang", *flags.split(), "-dM", "-E", "-x", "c", "/dev/null"],
-                                                  capture_output=True, text=True).stdout
-    assert clang is (platform.machine() in ("x86_64", "i686") and not avx512)
+    assert "lanes m:16, n:16; packs w (auto without the table)" in tune.report([wide])
+    x86 = platform.machine() in ("x86_64", "i686")
+    for cc in ("gcc", "clang"):
+        flags = tune.build_flags(cc)
+        avx512 = "__AVX512F__" in subprocess.run([cc, *flags, "-dM", "-E", "-x", "c", "/dev/null"],
+                                                 capture_output=True, text=True).stdout
+        expected = ("narrow" if x86 and not avx512 else None) if cc == "clang" else ("wide" if avx512 else None)
+        assert tune.compiled_variant(cc) == expected, cc

@@ -80,6 +80,20 @@
 #endif
 #endif
 
+/* A nest whose plan also gives a wide layout is printed a third time, under #elif
+ * EXACTC_WIDE_LANES: more rows in lanes (16 where the layout has 8), for gcc with
+ * AVX-512, whose 32 vector registers hold 16 rows' accumulators of 16 floats each
+ * (gcc 12 ran the GPT-2-like linears 9 to 14 % faster so on a Zen 4; clang 14 spilled
+ * them and ran some twice as slow, so it keeps the 8 rows; docs/performance.md).
+ * -DEXACTC_WIDE_LANES=0 or 1 picks anyway; EXACTC_NARROW_LANES comes first. */
+#ifndef EXACTC_WIDE_LANES
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#define EXACTC_WIDE_LANES 1
+#else
+#define EXACTC_WIDE_LANES 0
+#endif
+#endif
+
 /* ------------------------------------------------------------------------------------
  * bf16: stored as the upper 16 bits of an IEEE binary32.
  * Widening is exact. Narrowing rounds to nearest, ties to even, and every NaN becomes

@@ -69,24 +69,26 @@ def plans(draw, kernel: Kernel, with_splits: bool = True) -> Plan:
     for nest in kernel.nests:
         layout = draw(layouts(nest, kernel.buffers))
         split = draw(splits(nest, layout)) if with_splits and draw(st.integers(0, 4)) > 0 else None
-        items.append((nest.name, NestPlan(layout, split, draw(narrow_layouts(kernel, nest, layout, split)))))
+        items.append((nest.name, NestPlan(layout, split, draw(variant_layouts(kernel, nest, layout, split)),
+                                          draw(variant_layouts(kernel, nest, layout, split)))))
     return Plan(tuple(items))
 
 
 @st.composite
-def narrow_layouts(draw, kernel: Kernel, nest: Nest, layout: Layout, split) -> Layout | None:
-    """Half the time, for a layout with two lane axes, a narrow layout (the C prints it
-    under EXACTC_NARROW_LANES): the outer lane drawn anew, where the nest takes it."""
+def variant_layouts(draw, kernel: Kernel, nest: Nest, layout: Layout, split) -> Layout | None:
+    """Half the time, for a layout with two lane axes, a narrow or wide layout (the C
+    prints it under EXACTC_NARROW_LANES or EXACTC_WIDE_LANES): the outer lane drawn
+    anew, where the nest takes it."""
     if len(layout.lanes) < 2 or not draw(st.booleans()):
         return None
     (outer, _), inner = layout.lanes[0], layout.lanes[1:]
-    width = draw(st.one_of(st.sampled_from([2, 4]), st.integers(LANE_WIDTHS.start, LANE_WIDTHS.stop - 1)))
-    narrow = dataclasses.replace(layout, lanes=((outer, width), *inner))
+    width = draw(st.one_of(st.sampled_from([2, 4, 16]), st.integers(LANE_WIDTHS.start, LANE_WIDTHS.stop - 1)))
+    variant = dataclasses.replace(layout, lanes=((outer, width), *inner))
     try:
-        validate_plan(kernel, Plan(((nest.name, NestPlan(layout, split, narrow)),)))
+        validate_plan(kernel, Plan(((nest.name, NestPlan(layout, split, variant)),)))
     except LayoutError:
         return None
-    return narrow
+    return variant
 
 
 @st.composite

@@ -9,7 +9,10 @@ every nest of a program, chosen from its shapes alone.
 - matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
   outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
   Both also get rows in lanes of 4 as their narrow layout, which the C compiles instead
-  for clang on x86 without AVX-512 (EXACTC_NARROW_LANES, exactc_rt.h; narrow_layout).
+  for clang on x86 without AVX-512 (EXACTC_NARROW_LANES, exactc_rt.h; narrow_layout),
+  and rows in lanes of 16 as their wide layout, compiled instead by gcc with AVX-512
+  (EXACTC_WIDE_LANES; wide_layout: not where the rows never fill 16 lanes or lie 4 KiB
+  apart).
 - the quantized linears (qlinear_w, qlinear_i; docs/semantics.md section 15) get the
   output columns outermost (the split's), in lanes across outputs: n in lanes of 16 (8
   for qlinear_i's q4 form on one row), over rows in lanes of 8 or 4 where they fill,
@@ -49,10 +52,11 @@ import json
 from typing import Mapping
 
 from exactc.exporter import dims
-from exactc.exporter.kernels.ir import Kernel, Nest
+from exactc.exporter.kernels.ir import CTYPE_TO_TYPE, Kernel, Nest
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.kernels.splits import Split, split_pieces
+from exactc.exporter.types import STORAGE
 
 PIECES = 8  # pieces per split: enough for 8 threads, cheap on 1
 
@@ -216,30 +220,69 @@ def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES,
     split = even_split(extent, pieces, dict(layout.lanes).get(first, 1))
     if split is None and layout.is_plain:
         return None
-    # a tuned layout was measured for one build: it needs no second choice
-    narrow = None if layout == measured else narrow_layout(kernel, nest, layout, split)
-    return NestPlan(layout, split, narrow)
+    if layout == measured:  # measured for one build: it needs no second choice
+        return NestPlan(layout, split)
+    return NestPlan(layout, split, narrow_layout(kernel, nest, layout, split),
+                    wide_layout(kernel, nest, layout, split))
 
 
 # The narrow layout of the matrix nests' 8-row lanes (exactc_rt.h, EXACTC_NARROW_LANES):
 # rows in lanes of 4 (bench/linear_speed.py --shapes: on an AVX2 Zen 2 with clang 14,
 # m:4 by n:16 1.6 to 1.9 times m:8 by n:16; measured at f32).
 NARROW_ROWS = {8: 4}
+# The wide layout (EXACTC_WIDE_LANES, gcc with AVX-512): rows in lanes of 16 (exactc plan
+# --tune on a Zen 4 with gcc 12: m:16 by n:16 0.86 to 0.91 times the time of m:8 by n:16
+# for the GPT-2-like and Llama-like linears, 0.82 to 0.99 for the attention matmuls),
+# except where the rows' stride is a multiple of 4 KiB (ALIASING_STRIDE): there the 16
+# rows' streams fall in one set of the 8-way level-1 cache and evict each other (the
+# Llama-like linear over 1024 inputs ran 2.1 times slower in 16-row lanes).
+WIDE_ROWS = {8: 16}
+ALIASING_STRIDE = 4096
+
+
+def row_stride(kernel: Kernel, nest: Nest) -> int | None:
+    """Bytes between consecutive rows (m) of the operand a matrix nest reads by rows: x
+    of a linear, a of a matmul; None where its rows are not strided so (a transposed,
+    m contiguous) or the stride follows the run-time length."""
+    buffers = {b.name: b for b in kernel.buffers}
+    if nest.name == "linear":
+        x = buffers["x"]
+    elif nest.name == "matmul" and not kernel.attrs.get("trans_a"):
+        x = buffers["a"]
+    else:
+        return None
+    k = x.shape[-1]
+    return None if dims.is_symbolic(k) else int(k) * STORAGE[CTYPE_TO_TYPE[x.ctype]].itemsize
+
+
+def rows_variant(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None,
+                 rows: Mapping[int, int]) -> Layout | None:
+    """`layout` with its rows in the lanes `rows` maps its width to, for linear and
+    matmul nests in lanes of m over n; None where there is none or the nest cannot take
+    it."""
+    lanes = dict(layout.lanes)
+    if nest.name not in ("linear", "matmul") or [a for a, _ in layout.lanes] != ["m", "n"] \
+            or lanes["m"] not in rows:
+        return None
+    variant = dataclasses.replace(layout, lanes=(("m", rows[lanes["m"]]), ("n", lanes["n"])))
+    if dims.upper(next(a.extent for a in nest.axes if a.name == "m")) < rows[lanes["m"]]:
+        return None  # lanes no row count up to T_max fills
+    try:
+        validate_plan(kernel, Plan(((nest.name, NestPlan(layout, split, variant)),)))
+    except LayoutError:
+        return None
+    return variant
 
 
 def narrow_layout(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None) -> Layout | None:
-    """`layout` with its rows in narrower lanes, for linear and matmul nests in lanes of
-    m over n; None where there is none or the nest cannot take it."""
-    lanes = dict(layout.lanes)
-    if nest.name not in ("linear", "matmul") or [a for a, _ in layout.lanes] != ["m", "n"] \
-            or lanes["m"] not in NARROW_ROWS:
+    return rows_variant(kernel, nest, layout, split, NARROW_ROWS)
+
+
+def wide_layout(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None) -> Layout | None:
+    stride = row_stride(kernel, nest)
+    if stride is not None and stride % ALIASING_STRIDE == 0:
         return None
-    narrow = dataclasses.replace(layout, lanes=(("m", NARROW_ROWS[lanes["m"]]), ("n", lanes["n"])))
-    try:
-        validate_plan(kernel, Plan(((nest.name, NestPlan(layout, split, narrow)),)))
-    except LayoutError:
-        return None
-    return narrow
+    return rows_variant(kernel, nest, layout, split, WIDE_ROWS)
 
 
 def auto_kernel_plan(kernel: Kernel, pieces: int = PIECES, tuned: Mapping[str, Layout] | None = None) -> Plan | None:

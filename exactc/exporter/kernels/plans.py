@@ -48,17 +48,25 @@ class NestPlan:
     layout: Layout = Layout()
     split: Split | None = None
     # The layout printed instead where the C is compiled with EXACTC_NARROW_LANES
-    # (exactc_rt.h: a target with 16 vector registers where the layout's lanes spill):
-    # it differs from `layout` in its outer lanes only (check_narrow), so the split and
-    # the packed panels are the same. Either layout gives the same bits.
+    # (exactc_rt.h: a target with 16 vector registers where the layout's lanes spill),
+    # and the one printed where it is compiled with EXACTC_WIDE_LANES (gcc with
+    # AVX-512's 32 registers, where more rows in lanes fit): each differs from `layout`
+    # in its outer lanes only (check_variant), so the split and the packed panels are
+    # the same. Every layout gives the same bits.
     narrow: Layout | None = None
+    wide: Layout | None = None
+
+    def variants(self) -> list[tuple[str, Layout]]:
+        """The target variants the plan has, by field name, in the order the C tests them."""
+        return [(field, layout) for field, layout in (("narrow", self.narrow), ("wide", self.wide))
+                if layout is not None]
 
     def to_json(self) -> dict:
         out: dict = {"layout": self.layout.to_json()}
         if self.split is not None:
             out["split"] = self.split.to_json()
-        if self.narrow is not None:
-            out["narrow"] = self.narrow.to_json()
+        for field, layout in self.variants():
+            out[field] = layout.to_json()
         return out
 
 
@@ -172,11 +180,12 @@ def _layout(raw, nest: str, field: str) -> Layout:
 def parse_nest_plan(nest: str, value: Any) -> NestPlan:
     if not isinstance(value, Mapping):
         raise PlanError(nest, "nests." + nest, "give an object with 'layout' and/or 'split'")
-    unknown = sorted(set(value) - {"layout", "split", "narrow"})
+    unknown = sorted(set(value) - {"layout", "split", "narrow", "wide"})
     if unknown:
-        raise PlanError(nest, unknown[0], "unknown field; a nest's plan has 'layout', 'split' and 'narrow'")
+        raise PlanError(nest, unknown[0], "unknown field; a nest's plan has 'layout', 'split', 'narrow' and 'wide'")
     layout = _layout(value.get("layout", {}), nest, "layout")
     narrow = _layout(value["narrow"], nest, "narrow") if "narrow" in value else None
+    wide = _layout(value["wide"], nest, "wide") if "wide" in value else None
     split = None
     if "split" in value:
         raw = value["split"]
@@ -194,7 +203,7 @@ def parse_nest_plan(nest: str, value: Any) -> NestPlan:
             ),
             of=_int(raw["of"], nest, "split.of", "of") if "of" in raw else 0,
         )
-    return NestPlan(layout, split, narrow)
+    return NestPlan(layout, split, narrow, wide)
 
 
 def parse_plan(value: Any) -> Plan:
@@ -252,24 +261,24 @@ def validate_plan(kernel: Kernel, plan: Plan) -> None:
         validate_layout(nests[name], nest_plan.layout, kernel.buffers)
         if nest_plan.split is not None:
             validate_split(nests[name], nest_plan.layout, nest_plan.split)
-        if nest_plan.narrow is not None:
-            check_narrow(name, nest_plan.layout, nest_plan.narrow)
-            validate_layout(nests[name], nest_plan.narrow, kernel.buffers)
+        for field, variant in nest_plan.variants():
+            check_variant(name, field, nest_plan.layout, variant)
+            validate_layout(nests[name], variant, kernel.buffers)
             if nest_plan.split is not None:
-                validate_split(nests[name], nest_plan.narrow, nest_plan.split)
+                validate_split(nests[name], variant, nest_plan.split)
 
 
-def check_narrow(nest: str, layout: Layout, narrow: Layout) -> None:
-    """A narrow layout keeps the layout's loop order, tiles, packs, blocks, sums and
-    innermost lane (the split's axis and the panels a program lays out at load are
+def check_variant(nest: str, field: str, layout: Layout, variant: Layout) -> None:
+    """A narrow or wide layout keeps the layout's loop order, tiles, packs, blocks, sums
+    and innermost lane (the split's axis and the panels a program lays out at load are
     then the same for both) and changes only the outer lanes' widths."""
-    same = (narrow.order == layout.order and narrow.tiles == layout.tiles and narrow.packs == layout.packs
-            and narrow.blocks == layout.blocks and narrow.sums == layout.sums and bool(layout.lanes)
-            and narrow.lanes[-1:] == layout.lanes[-1:]
-            and [a for a, _ in narrow.lanes] == [a for a, _ in layout.lanes])
+    same = (variant.order == layout.order and variant.tiles == layout.tiles and variant.packs == layout.packs
+            and variant.blocks == layout.blocks and variant.sums == layout.sums and bool(layout.lanes)
+            and variant.lanes[-1:] == layout.lanes[-1:]
+            and [a for a, _ in variant.lanes] == [a for a, _ in layout.lanes])
     if not same:
-        raise PlanError(nest, "narrow", "a narrow layout changes only the widths of the layout's outer lanes "
-                                        "(the same order, tiles, packs, blocks, sums and innermost lane)")
+        raise PlanError(nest, field, f"a {field} layout changes only the widths of the layout's outer lanes "
+                                     "(the same order, tiles, packs, blocks, sums and innermost lane)")
 
 
 # ---- exactc plan ---------------------------------------------------------------------

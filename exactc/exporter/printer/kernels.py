@@ -4,8 +4,9 @@ nest one function (printer/nests.py), or under a plan its layout and thread spli
 
 A nest's function is named for its kernel (`plans.function_name`: `linear_qkv`, or
 `rope_q_table` for one of several nests); a split nest also gets a driver
-`<function>_split`. A nest whose plan has a narrow layout is printed under both, the
-narrow one under `#if EXACTC_NARROW_LANES` (exactc_rt.h). `print_kernel(kernel, name).cdef` declares the functions for cffi
+`<function>_split`. A nest whose plan has a narrow or wide layout is printed under each,
+the narrow one under `#if EXACTC_NARROW_LANES`, the wide one under `EXACTC_WIDE_LANES`
+(exactc_rt.h). `print_kernel(kernel, name).cdef` declares the functions for cffi
 with exactc_bf16 spelled `uint16_t`, so it needs no typedef; `.declarations` are the
 same in C, for the program's kernels.h.
 
@@ -27,6 +28,8 @@ from exactc.exporter.printer.nests import nest_declaration, plain_function
 from exactc.exporter.printer.planned import planned_function, split_declaration, split_driver
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The macro (exactc_rt.h) under which each target variant of a layout is compiled.
+VARIANT_MACROS = {"narrow": "EXACTC_NARROW_LANES", "wide": "EXACTC_WIDE_LANES"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,17 +69,20 @@ def print_kernel(kernel: Kernel, name: str, plan=None, ahead: frozenset[str] = f
             drivers.append(None)
             continue
         lines, range_axis, extent = planned_function(fn, item, buffers, nest_plan.layout, nest_plan.split, ahead)
-        if nest_plan.narrow is not None:
-            # the same function under the narrow layout where the target wants it
-            # (exactc_rt.h); the validated plan gives both the same range and panels
-            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.narrow, nest_plan.split, ahead)
-            lines = ["#if EXACTC_NARROW_LANES"] + narrow + ["#else"] + lines + ["#endif"]
+        if nest_plan.variants():
+            # the same function under the narrow or wide layout where the target wants
+            # it (exactc_rt.h); the validated plan gives them the same range and panels
+            variants = []
+            for field, variant in nest_plan.variants():
+                text, _, _ = planned_function(fn, item, buffers, variant, nest_plan.split, ahead)
+                variants += [f"{'#elif' if variants else '#if'} {VARIANT_MACROS[field]}"] + text
+            lines = variants + ["#else"] + lines + ["#endif"]
         ranges.append(extent)
         if nest_plan.split is not None:
             # a run-time split's cuts fall between chunks of the split axis's lanes (in
             # both layouts: a narrow one may change the outer lanes only)
             widths = {dict(layout.lanes).get(range_axis, 1)
-                      for layout in (nest_plan.layout, nest_plan.narrow) if layout is not None}
+                      for layout in (nest_plan.layout, *(v for _, v in nest_plan.variants()))}
             chunk = widths.pop() if len(widths) == 1 else 1
             lines = lines + [""] + split_driver(fn, item, buffers, nest_plan.split, range_axis, extent, chunk)
             declarations.append(split_declaration(fn, item, buffers))

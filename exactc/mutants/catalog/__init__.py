@@ -165,10 +165,11 @@ _FIXED_CHECKS = [
     # `exactc plan --tune`: the candidates timed whole, the fastest kept, the table of this
     # build only, a tuned program's bits and its own export cache key.
     Check("tune", ("tests/test_tune.py",)),
-    # The narrow layouts of the matrix nests (EXACTC_NARROW_LANES): chosen, printed under
-    # #if, refused when they change more than the outer lanes, and programs built with
-    # each layout forced giving the reference's bytes.
-    Check("autoplan:narrow", ("tests/test_autoplan.py",), "narrow or both_layouts"),
+    # The narrow and wide layouts of the matrix nests (EXACTC_NARROW_LANES,
+    # EXACTC_WIDE_LANES): chosen, printed under #if and #elif, refused when they change
+    # more than the outer lanes, and programs built with each layout forced giving the
+    # reference's bytes.
+    Check("autoplan:variants", ("tests/test_autoplan.py",), "narrow or wide or every_layout"),
     # The elementwise transcendentals' chunks of 256 (16 where 256 do not fill), and
     # their run-time split cut between whole chunks.
     Check("autoplan:elements", ("tests/test_autoplan.py",), "elementwise"),

@@ -4,6 +4,7 @@ from exactc.mutants.model import Mutant
 
 TUNE = "exactc/tune.py"
 AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
+RT = "exactc/runtime/exactc_rt.h"
 PLANS = "exactc/exporter/kernels/plans.py"
 KERNELS = "exactc/exporter/printer/kernels.py"
 
@@ -58,41 +59,73 @@ MUTANTS = [
     ),
     Mutant(
         "narrow-layout-of-another-panel",
-        "a narrow layout may change its innermost lane: its kernel reads w's panels in "
+        "a narrow or wide layout may change its innermost lane: its kernel reads w's panels in "
         "another width than the program laid them out in at load",
         PLANS,
-        "            and narrow.lanes[-1:] == layout.lanes[-1:]\n",
+        "            and variant.lanes[-1:] == layout.lanes[-1:]\n",
         "\n",
-        ("autoplan:narrow",),
+        ("autoplan:variants",),
         family="tune",
     ),
     Mutant(
-        "narrow-variant-printed-as-the-wide-one",
-        "the function under #if EXACTC_NARROW_LANES is printed with the wide layout: the "
-        "targets it is for spill the 8-row lanes' accumulators as before",
+        "variants-printed-as-the-plain-layout",
+        "the functions under #if EXACTC_NARROW_LANES and #elif EXACTC_WIDE_LANES are printed "
+        "with the plain layout: the targets they are for run the 8-row lanes as before",
         KERNELS,
-        "            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.narrow, nest_plan.split, ahead)",
-        "            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.layout, nest_plan.split, ahead)",
-        ("autoplan:narrow",),
+        "                text, _, _ = planned_function(fn, item, buffers, variant, nest_plan.split, ahead)",
+        "                text, _, _ = planned_function(fn, item, buffers, nest_plan.layout, nest_plan.split, ahead)",
+        ("autoplan:variants",),
         family="tune",
     ),
     Mutant(
-        "narrow-variant-reads-panels-it-packs-itself",
-        "the narrow variant is printed without the buffers laid out at load: it packs w's "
-        "panel from a weight already rearranged into panels, and reads it wrongly",
+        "variant-reads-panels-it-packs-itself",
+        "the narrow and wide variants are printed without the buffers laid out at load: they "
+        "pack w's panel from a weight already rearranged into panels, and read it wrongly",
         KERNELS,
-        "            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.narrow, nest_plan.split, ahead)",
-        "            narrow, _, _ = planned_function(fn, item, buffers, nest_plan.narrow, nest_plan.split, frozenset())",
-        ("autoplan:narrow",),
+        "                text, _, _ = planned_function(fn, item, buffers, variant, nest_plan.split, ahead)",
+        "                text, _, _ = planned_function(fn, item, buffers, variant, nest_plan.split, frozenset())",
+        ("autoplan:variants",),
         family="tune",
     ),
     Mutant(
-        "tune-report-names-the-wide-layout-on-a-narrow-build",
-        "the tuner takes autoplan's wide layout for its own choice on a build that compiles "
-        "the narrow one: the report marks the wrong row and miscounts what the table changes",
+        "tune-report-names-the-plain-layout-on-a-variant-build",
+        "the tuner takes autoplan's plain layout for its own choice on a build that compiles "
+        "the narrow or wide one: the report marks the wrong row and miscounts what the table "
+        "changes",
         TUNE,
-        "        return nest_plan.narrow if self.narrow and nest_plan.narrow is not None else nest_plan.layout",
+        "        return dict(nest_plan.variants()).get(self.variant, nest_plan.layout)",
         "        return nest_plan.layout",
+        ("tune",),
+        family="tune",
+    ),
+    Mutant(
+        "wide-layout-on-aliasing-rows",
+        "the wide layout is given also where the rows lie 4 KiB apart: 16 rows' streams in one "
+        "set of the level-1 cache, the Llama-like linear over 1024 inputs twice as slow",
+        AUTOPLAN,
+        "    if stride is not None and stride % ALIASING_STRIDE == 0:\n        return None\n",
+        "",
+        ("autoplan:variants",),
+        family="tune",
+    ),
+    Mutant(
+        "wide-layout-rows-never-filled",
+        "a nest whose rows never reach 16, even at T_max, gets 16-row lanes as its wide layout: "
+        "every row runs in the remainder",
+        AUTOPLAN,
+        "    if dims.upper(next(a.extent for a in nest.axes if a.name == \"m\")) < rows[lanes[\"m\"]]:\n"
+        "        return None  # lanes no row count up to T_max fills\n",
+        "",
+        ("autoplan:variants",),
+        family="tune",
+    ),
+    Mutant(
+        "wide-lanes-for-clang",
+        "exactc_rt.h sets EXACTC_WIDE_LANES for clang with AVX-512 too, which spills 16 rows' "
+        "accumulators and ran some linears twice as slow (caught on an AVX-512 CPU only)",
+        RT,
+        "#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)\n#define EXACTC_WIDE_LANES 1",
+        "#if defined(__AVX512F__)\n#define EXACTC_WIDE_LANES 1",
         ("tune",),
         family="tune",
     ),
