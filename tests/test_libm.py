@@ -235,6 +235,21 @@ def test_laned_c_equals_twin_f32_site(laned, name):
     assert_same_bits(f"{name}f (laned)", x, laned.f32(name, x, laned=True), libm_twin.F32_FUNCTIONS[name](x))
 
 
+def test_f32_tanh_lanes_need_no_series(laned):
+    """tanh's f32 lanes compute the exp branch alone where the scalar function takes the
+    series (exactc_libm.c, tanhf_lane): every float in [2^-30, 0.25) gets the scalar
+    function's bits from them, all 234,881,024 (their negatives every 7th)."""
+    lo = int(np.float32(2.0**-30).view(np.uint32))
+    hi = int(np.float32(0.25).view(np.uint32))
+    assert hi - lo == 234_881_024
+    chunk = 1 << 24
+    for start in range(lo, hi, chunk):
+        bits = np.arange(start, min(start + chunk, hi), dtype=np.uint32)
+        for x in (bits.view(np.float32), -bits[::7].view(np.float32)):
+            assert_same_bits("tanhf (laned, the series range)", x, laned.f32("tanh", x, laned=True),
+                             laned.f32("tanh", x))
+
+
 def test_f32_site_is_f64_rounded_once():
     x = np.array([0.1, -3.5, 1e-40, 80.0], dtype=np.float32)
     with np.errstate(all="ignore"):

@@ -32,6 +32,27 @@ MUTANTS = [
         requires=(LIBM,),
     ),
     Mutant(
+        "f64-tanh-lanes-skip-the-series",
+        "tanh's f64 lanes take the exp branch alone too, as its f32 lanes may: below 0.25 "
+        "a double's tanh then differs from the scalar function's series in its last bits",
+        LIBM,
+        "    double t = blend(a < TANH_SMALL, tanh_small(a), tanh_mid(a));",
+        "    double t = tanh_mid(a);",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
+        "f32-tanh-lanes-lose-the-sign",
+        "tanh's f32 lanes return tanh(|x|): the sign is never put back",
+        LIBM,
+        "    return from_bits(bits_of(tanh_mid(a)) | sign);",
+        "    return from_bits(bits_of(tanh_mid(a)) | (sign & 0));",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
         "laned-erf-select-inverted",
         "erf's lanes blend the series where the scalar function takes the erfc tail, and "
         "the other way round",
