@@ -21,6 +21,20 @@ MUTANTS = [
         requires=(LIBM,),
     ),
     Mutant(
+        "laned-forms-ignore-the-outside-flag",
+        "the scalar loop of the laned forms starts after the lanes' elements even when the "
+        "reduction found one outside the lane range: NaN, infinities and saturated "
+        "arguments keep the lanes' result",
+        LIBM,
+        "        for (int64_t i = outside ? 0 : whole; i < n; i++) {                                     \\\n"
+        "            if (i >= whole || !fn##_in_lanes(x[i])) y[i] = exactc_##fn(x[i]);",
+        "        for (int64_t i = whole; i < n; i++) {                                                   \\\n"
+        "            if (i >= whole || !fn##_in_lanes(x[i])) y[i] = exactc_##fn(x[i]);",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
         "laned-tanh-switches-branch-early",
         "a lane of tanh takes the exp branch from a = 0.125 where the scalar function "
         "takes it from 0.25: a lane that runs another branch than the scalar code",
