@@ -6,8 +6,8 @@ Correctness of the twin contract (C == twin bit for bit):
     ranges where each algorithm switches branch or loses precision;
   * the f32-site forms on random float32 patterns and their hard ranges;
   * the same bits from gcc and clang at -O0, -O2, -O3 and -march=native;
-  * the laned forms (exactc_<f>_array: exp, tanh, erf) on the same inputs, in every
-    build, below the rounding too, and vectorized by both compilers;
+  * the laned forms (exactc_<f>_array: exp, tanh, erf, sin, cos) on the same inputs, in
+    every build, below the rounding too, and vectorized by both compilers;
   * every constant has the same value in both files and is what the generator derives.
 Accuracy: a smoke test against mpmath (verify/accuracy.py has the full measurement).
 """

@@ -675,7 +675,7 @@ double exactc_erf(double x) {
  * steps in double-double. The closest a double comes to a multiple of pi/2 is about
  * 2^-61, so a reduction exact to ~2^-130 keeps r's relative error far below 2^-60.
  * ---------------------------------------------------------------------------------- */
-static int reduce_cody_waite(double a, dd *r) {
+LANE_INLINE int reduce_cody_waite(double a, dd *r) {
     double t = a * TRIG_INV_PIO2 + ROUND_SHIFT;
     double nd = t - ROUND_SHIFT;
     int n = (int)((bits_of(t) - bits_of(ROUND_SHIFT)) & 3);
@@ -747,7 +747,7 @@ static int reduce_pio2(double a, dd *r) {
     return reduce_payne_hanek(a, r);
 }
 
-static double sin_kernel(dd r) {
+LANE_INLINE double sin_kernel(dd r) {
     dd z = dd_mul(r, r);
     double t = horner(TRIG_S, 8, z.hi);
     dd u = dd_add(dd_make(TRIG_S1_HI, TRIG_S1_LO), dd_mul_d(z, t));
@@ -756,7 +756,7 @@ static double sin_kernel(dd r) {
     return ROUND_DD(y.hi, y.lo);
 }
 
-static double cos_kernel(dd r) {
+LANE_INLINE double cos_kernel(dd r) {
     dd z = dd_mul(r, r);
     double t = horner(TRIG_C, 7, z.hi);
     dd u = dd_add(dd_make(TRIG_C2_HI, TRIG_C2_LO), dd_mul_d(z, t));
@@ -871,6 +871,48 @@ LANE_INLINE double erf_lane(double x) {
     return from_bits(bits_of(y) | sign);
 }
 
+/* sin's and cos's lane range: a = |x| in [2^-27, 2^20), where the scalar functions
+ * reduce with r = a (a <= pi/4) or Cody-Waite's; Payne-Hanek's limbs stay scalar. */
+static inline int trig_in_lanes(double x) {
+    double a = from_bits(bits_of(x) & ABS_MASK);
+    return (a >= TRIG_TINY) & (a < TRIG_CODY_WAITE_END);
+}
+#define sin_in_lanes trig_in_lanes
+#define cos_in_lanes trig_in_lanes
+
+/* The scalar reduction of a (both of its branches, blended), both kernels of its r, and
+ * its quadrant n: sin and cos of a are the kernels' results chosen and negated by n. */
+typedef struct {
+    double sin_r, cos_r;
+    uint64_t n;
+} trig_parts;
+
+LANE_INLINE trig_parts trig_lane(double a) {
+    dd w;
+    uint64_t n = (uint64_t)reduce_cody_waite(a, &w);
+    int small = a <= TRIG_PIO4;
+    dd r = dd_make(blend(small, a, w.hi), blend(small, 0.0, w.lo));
+    trig_parts p = {sin_kernel(r), cos_kernel(r), n & ((uint64_t)0 - (uint64_t)!small)};
+    return p;
+}
+
+/* A double's sign flipped where `flip` is 1, as the scalar code's unary minus. */
+static inline double negated_if(uint64_t flip, double y) {
+    return from_bits(bits_of(y) ^ (flip << 63));
+}
+
+LANE_INLINE double sin_lane(double x) { /* n = 0, 1, 2, 3: s, c, -s, -c */
+    uint64_t sign = bits_of(x) & SIGN_BIT;
+    trig_parts p = trig_lane(from_bits(bits_of(x) & ABS_MASK));
+    double y = negated_if((p.n >> 1) & 1, blend((int)(p.n & 1), p.cos_r, p.sin_r));
+    return from_bits(bits_of(y) ^ sign);
+}
+
+LANE_INLINE double cos_lane(double x) { /* n = 0, 1, 2, 3: c, -s, -c, s */
+    trig_parts p = trig_lane(from_bits(bits_of(x) & ABS_MASK));
+    return negated_if((p.n ^ (p.n >> 1)) & 1, blend((int)(p.n & 1), p.sin_r, p.cos_r));
+}
+
 /* The forms of fn; `pays` is 0 where the scalar loop is the faster (lanes never run);
  * the f32 form's lanes run `f32_lane`. A second loop over the lanes' elements notes
  * whether any is outside the lane range (a vector reduction; in the lanes' own loop gcc
@@ -900,3 +942,5 @@ LANE_INLINE double erf_lane(double x) {
 LANED_FORMS(exp, 1, exp_lane)
 LANED_FORMS(tanh, EXACTC_LANES, tanhf_lane)
 LANED_FORMS(erf, EXACTC_LANES, erf_lane)
+LANED_FORMS(sin, EXACTC_LANES, sin_lane)
+LANED_FORMS(cos, EXACTC_LANES, cos_lane)

@@ -141,13 +141,18 @@ static inline float exactc_cosf(float x) { return (float)exactc_cos((double)x); 
 /* The laned forms: y[i] = exactc_f(x[i]) (exactc_ff for floats) for i < n, the same bits
  * as the scalar functions, many elements at a time (vectorized by gcc and clang at -O2;
  * exactc_libm.c says how). The kernels of gelu, silu and softmax call them on lanes of
- * elements (exporter/printer/planned.py). x and y must not overlap. */
+ * elements (exporter/printer/planned.py), rope's tables on its positions. x and y must
+ * not overlap. */
 void exactc_exp_array(const double *restrict x, double *restrict y, int64_t n);
 void exactc_tanh_array(const double *restrict x, double *restrict y, int64_t n);
 void exactc_erf_array(const double *restrict x, double *restrict y, int64_t n);
 void exactc_expf_array(const float *restrict x, float *restrict y, int64_t n);
 void exactc_tanhf_array(const float *restrict x, float *restrict y, int64_t n);
 void exactc_erff_array(const float *restrict x, float *restrict y, int64_t n);
+void exactc_sin_array(const double *restrict x, double *restrict y, int64_t n);
+void exactc_cos_array(const double *restrict x, double *restrict y, int64_t n);
+void exactc_sinf_array(const float *restrict x, float *restrict y, int64_t n);
+void exactc_cosf_array(const float *restrict x, float *restrict y, int64_t n);
 
 /* ------------------------------------------------------------------------------------
  * .npy files (exactc_npy.c): little-endian f64, f32, int32 and int64, C order, format

@@ -31,7 +31,7 @@ from exactc.verify.compare import bit_equal_mask
 
 FUNCTIONS = ("exp", "log", "tanh", "erf", "sin", "cos")
 # The functions whose laned forms the runtime has: exactc_<f>_array, exactc_<f>f_array.
-LANED = ("exp", "tanh", "erf")
+LANED = ("exp", "tanh", "erf", "sin", "cos")
 # Every form laned (whatever the target would choose), vectorized for this CPU.
 LANED_BUILD = BuildOptions(march_native=True, defines=("EXACTC_LANES=1",))
 

@@ -589,19 +589,24 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
     def rounded(value: Expr) -> Expr:  # R_A of an f64 value
         return value if ctx.acc == "f64" else Convert(value, ctx.acc)
 
-    a, freq, angle = Var("a", "f64"), Var("freq", "f64"), Var("angle", "f64")
+    a, freq = Var("a", "f64"), Var("freq", "f64")
     log_theta = Call("log", Const(float(ctx.attrs["theta"]), "f64"))
+
+    def table_loop(fn: str, name: str) -> Loop:  # table[p, i] = R_A(fn(f64(pos0 + p) ⊗ freq))
+        p = ix(name)
+        angle = mul(Convert(p + Affine.of(pos0), "f64"), freq)
+        write = Write(ctx.at(f"{fn}_table", p + row, i), rounded(Call(fn, angle)))
+        return Loop(Axis(name, positions, PARALLEL), (write,))
+
     # i outermost: a frequency (an exp and a log) is computed once per pair index, and
-    # each of the positions then costs a product, a cos and a sin.
-    position_body = (
-        Declare(angle, mul(Convert(t + Affine.of(pos0), "f64"), freq)),
-        Write(ctx.at("cos_table", t + row, i), rounded(Call("cos", angle))),
-        Write(ctx.at("sin_table", t + row, i), rounded(Call("sin", angle))),
-    )
+    # each of the positions then costs a product, a cos and a sin: a loop over the
+    # positions per table (t for cos, u for sin), each `table = R_A(f(angle))`, which the
+    # printer gives to f's laned form (printer/nests.py, array_loop).
     table_body = (
         Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),
         Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),
-        Loop(Axis("t", positions, PARALLEL), position_body),
+        table_loop("cos", "t"),
+        table_loop("sin", "u"),
     )
     table = Nest("rope_table", (Axis("i", half),), table_body)
 

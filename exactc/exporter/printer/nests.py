@@ -204,7 +204,7 @@ def _terms_text(terms: list[tuple[str, int, list[str]]], const: int, rename: Map
 
 # The transcendentals the runtime evaluates lanes at a time: exactc_<f>_array (f64) and
 # exactc_<f>f_array (f32), the scalar function's bits (exactc_rt.h).
-ARRAY_FUNCTIONS = ("exp", "tanh", "erf")
+ARRAY_FUNCTIONS = ("exp", "tanh", "erf", "sin", "cos")
 ARRAY_CHUNK = 64  # elements per call of a laned form in an array loop
 
 
@@ -228,8 +228,9 @@ def prefix_guard(stmt: Loop) -> tuple[Affine, tuple[Stmt, ...], tuple[Stmt, ...]
 
 def array_loop(stmt: Loop) -> tuple[Write, Expr | None] | None:
     """(write, bound) if `stmt` is a parallel loop `for j: [if (j <= bound)] dst = f(arg)`
-    with f in ARRAY_FUNCTIONS and dst of f's type, bound free of j (the causal softmax's
-    exp pass): the printer calls f's laned form on the loop's prefix. Else None."""
+    with f in ARRAY_FUNCTIONS and dst of f's type or f's result converted to dst's (rope's
+    tables, R_A of an f64 cos), bound free of j (the causal softmax's exp pass): the
+    printer calls f's laned form on the loop's prefix. Else None."""
     if stmt.axis.kind == REDUCE or len(stmt.body) != 1:
         return None
     (inner,), bound = stmt.body, None
@@ -239,7 +240,10 @@ def array_loop(stmt: Loop) -> tuple[Write, Expr | None] | None:
         if orelse or len(then) != 1:
             return None
         (inner,) = then
-    if not (isinstance(inner, Write) and isinstance(inner.value, Call) and inner.value.fn in ARRAY_FUNCTIONS):
+    if not isinstance(inner, Write):
+        return None
+    value = inner.value.a if isinstance(inner.value, Convert) else inner.value
+    if not (isinstance(value, Call) and value.fn in ARRAY_FUNCTIONS):
         return None
     if inner.dst.type != inner.value.type:
         return None
@@ -338,8 +342,10 @@ class BodyPrinter:
     def array_loop(self, stmt: Loop, depth: int, write: Write, bound: Expr | None) -> list[str]:
         """`for j: [if (j <= bound)] dst[j] = f(arg)` as calls of f's laned form over
         chunks of ARRAY_CHUNK elements: the arguments gathered in order, one call, the
-        results stored; each element gets the scalar function's bits (exactc_rt.h)."""
-        pad, axis, call = INDENT * depth, stmt.axis, write.value
+        results stored (converted, where the write converts f's result); each element
+        gets the scalar function's bits (exactc_rt.h)."""
+        pad, axis, value = INDENT * depth, stmt.axis, write.value
+        call = value.a if isinstance(value, Convert) else value
         j, ctype = axis.name, LOCAL_CTYPE[call.type]
         end, chunk, width, xs, ys = (f"{j}_{suffix}" for suffix in ("end", "c", "w", "x", "y"))
         extent = self.extent(axis)
@@ -351,8 +357,13 @@ class BodyPrinter:
         form = f"exactc_{call.fn}{'' if call.type == 'f64' else 'f'}_array"
         inner = INDENT * (depth + 3)
         rule = f" for {j} <= {self.bare(bound)}" if bound is not None else ""
+        result = f"{ys}[{j} - {chunk}]"
+        if isinstance(value, Convert):  # the result as the write converts it
+            self.rename[ys] = result
+            result = self.bare(Convert(Var(ys, call.type), value.to))
+            del self.rename[ys]
         return [
-            f"{pad}{{ /* {self.access(write.dst)} = {self.expr(call)}{rule}, by {form} */",
+            f"{pad}{{ /* {self.access(write.dst)} = {self.bare(value)}{rule}, by {form} */",
             last,
             f"{pad}{INDENT}for (int64_t {chunk} = 0; {chunk} < {end}; {chunk} += {ARRAY_CHUNK}) {{",
             f"{pad}{INDENT * 2}const int64_t {width} = {end} - {chunk} < {ARRAY_CHUNK} ? {end} - {chunk} : {ARRAY_CHUNK};",
@@ -362,7 +373,7 @@ class BodyPrinter:
             f"{pad}{INDENT * 2}}}",
             f"{pad}{INDENT * 2}{form}({xs}, {ys}, {width});",
             f"{pad}{INDENT * 2}for (int64_t {j} = {chunk}; {j} < {chunk} + {width}; {j}++) {{",
-            f"{inner}{self.access(write.dst)} = {ys}[{j} - {chunk}];",
+            f"{inner}{self.access(write.dst)} = {result};",
             f"{pad}{INDENT * 2}}}",
             f"{pad}{INDENT}}}",
             f"{pad}}}",

@@ -140,22 +140,12 @@ MUTANTS = [
         "a decode step's rope kernel computes its cos and sin tables for every position up to "
         "T instead of its own: the same bits, a cost that grows with the position (probe only)",
         LOWER,
-        '        Declare(angle, mul(Convert(t + Affine.of(pos0), "f64"), freq)),\n'
-        '        Write(ctx.at("cos_table", t + row, i), rounded(Call("cos", angle))),\n'
-        '        Write(ctx.at("sin_table", t + row, i), rounded(Call("sin", angle))),\n'
-        '    )\n'
-        '    table_body = (\n'
-        '        Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),\n'
-        '        Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),\n'
-        '        Loop(Axis("t", positions, PARALLEL), position_body),',
-        '        Declare(angle, mul(Convert(t, "f64"), freq)),\n'
-        '        Write(ctx.at("cos_table", t, i), rounded(Call("cos", angle))),\n'
-        '        Write(ctx.at("sin_table", t, i), rounded(Call("sin", angle))),\n'
-        '    )\n'
-        '    table_body = (\n'
-        '        Declare(a, div(Convert(i * 2, "f64"), Const(float(dim), "f64"))),\n'
-        '        Declare(freq, Call("exp", Unary("-", mul(a, log_theta)))),\n'
-        '        Loop(Axis("t", rows, PARALLEL), position_body),',
+        '        angle = mul(Convert(p + Affine.of(pos0), "f64"), freq)\n'
+        '        write = Write(ctx.at(f"{fn}_table", p + row, i), rounded(Call(fn, angle)))\n'
+        '        return Loop(Axis(name, positions, PARALLEL), (write,))',
+        '        angle = mul(Convert(p, "f64"), freq)\n'
+        '        write = Write(ctx.at(f"{fn}_table", p, i), rounded(Call(fn, angle)))\n'
+        '        return Loop(Axis(name, rows, PARALLEL), (write,))',
         ("probes:decode",),
         family="generate",
     ),

@@ -89,6 +89,61 @@ MUTANTS = [
         requires=(LIBM,),
     ),
     Mutant(
+        "laned-sin-takes-cos-signs",
+        "sin's lanes negate the kernel's result in quadrants 1 and 2, as cos does, where "
+        "sin is negative in quadrants 2 and 3",
+        LIBM,
+        "    double y = negated_if((p.n >> 1) & 1, blend((int)(p.n & 1), p.cos_r, p.sin_r));",
+        "    double y = negated_if((p.n ^ (p.n >> 1)) & 1, blend((int)(p.n & 1), p.cos_r, p.sin_r));",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
+        "laned-cos-kernels-swapped",
+        "cos's lanes take the cos kernel in the odd quadrants and the sin kernel in the even "
+        "ones, the other way round from the scalar function",
+        LIBM,
+        "    return negated_if((p.n ^ (p.n >> 1)) & 1, blend((int)(p.n & 1), p.sin_r, p.cos_r));",
+        "    return negated_if((p.n ^ (p.n >> 1)) & 1, blend((int)(p.n & 1), p.cos_r, p.sin_r));",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
+        "laned-trig-range-past-cody-waite",
+        "sin's and cos's lane range reaches 2^21, where Cody-Waite's products n * part are no "
+        "longer exact and the scalar functions reduce with Payne-Hanek",
+        LIBM,
+        "    return (a >= TRIG_TINY) & (a < TRIG_CODY_WAITE_END);",
+        "    return (a >= TRIG_TINY) & (a < 2.0 * TRIG_CODY_WAITE_END);",
+        ("libm-twin",),
+        family="lanes",
+        requires=(LIBM,),
+    ),
+    Mutant(
+        "array-loop-form-by-the-destination",
+        "an array loop picks the laned form by the type it stores, not the type of the call: "
+        "rope's f32 tables call exactc_cosf_array on the f64 angles",
+        NESTS,
+        "form = f\"exactc_{call.fn}{'' if call.type == 'f64' else 'f'}_array\"",
+        "form = f\"exactc_{call.fn}{'' if write.dst.type == 'f64' else 'f'}_array\"",
+        ("kernels:rope", "programs"),
+        family="lanes",
+        requires=(NESTS,),
+    ),
+    Mutant(
+        "rope-tables-in-scalar-calls",
+        "sin and cos are not among the printer's array functions: rope's tables call the "
+        "scalar functions once per entry (the same bits, 4 to 5 times the time)",
+        NESTS,
+        'ARRAY_FUNCTIONS = ("exp", "tanh", "erf", "sin", "cos")',
+        'ARRAY_FUNCTIONS = ("exp", "tanh", "erf")',
+        ("kernel-print",),
+        family="lanes",
+        requires=(NESTS,),
+    ),
+    Mutant(
         "laned-call-misses-the-last-lane",
         "the printed call of a laned form covers one lane fewer than the chunk: the last "
         "lane's value is whatever its array held",
