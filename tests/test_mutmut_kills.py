@@ -18,7 +18,9 @@ Grouped by what they protect:
    spelling, and the least value over [1, T_max] that every comparison rests on, at a
    parabola's vertex (between two lengths, or at one) and at the ends;
 6. the printers' C text (exporter/printer/ctext.py): shapes, comments, banners,
-   signatures, calls and constants, each pinned to the exact text the printers emit.
+   signatures, calls and constants, each pinned to the exact text the printers emit;
+7. thread splits (exporter/kernels/splits.py): their text and JSON, the pieces between
+   cuts, the axis a depth names, and each refusal's whole message at its limit.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ import numpy as np
 import pytest
 
 from exactc.exporter import dims, reference, types
+from exactc.exporter.kernels import splits
 from exactc.exporter.kernels.ir import IRError
+from exactc.exporter.kernels.layouts import Layout, LayoutError
+from exactc.exporter.kernels.lower import lower
+from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.primitives import PRIMITIVES, PrimitiveError, get_primitive
 from exactc.exporter.printer import ctext
 from exactc.exporter.reference import arith
@@ -418,4 +424,47 @@ def test_ctext_constants_and_their_decimals():
     assert ctext.decimal_text(0.5, "f64") == "0.5"
     assert ctext.decimal_text(1 / 3, "f64") == "0.3333333333333333"  # not the float's 0.33333334
     assert ctext.decimal_text(1 / 3, "f32") == "0.33333334"
+
+
+# ---- 7. thread splits ---------------------------------------------------------------------
+
+SPLIT_LINEAR = lower("linear", "f32", {"x": (5, 7), "w": (19, 7)}, {})  # loops m, n
+SPLIT_OVER_T = lower("add", "f32", {"a": (dims.length(8), 4), "b": (dims.length(8), 4)}, {})
+
+
+def split_refusal(kernel, split) -> str | None:
+    try:
+        validate_plan(kernel, Plan(((kernel.nests[0].name, NestPlan(Layout(), split)),)))
+    except LayoutError as e:
+        return str(e)
+    return None
+
+
+def test_split_text_json_and_pieces():
+    split = splits.Split(1, [[0, np.int64(2)], (2, 5)])
+    assert split.pieces == ((0, 2), (2, 5)) and all(type(v) is int for p in split.pieces for v in p)
+    assert split.text() == "depth 1: [0,2) [2,5)"
+    assert split.to_json() == {"depth": 1, "pieces": [[0, 2], [2, 5]]}
+    parts = splits.Split(0, ((0, 3), (3, 8)), of=8)
+    assert parts.text() == "depth 0: [0,3) [3,8) (parts of 8, scaled to the run-time extent)"
+    assert parts.to_json() == {"depth": 0, "pieces": [[0, 3], [3, 8]], "of": 8}
+    assert splits.split_pieces(10, [7, 3, 3]) == ((0, 3), (3, 3), (3, 7), (7, 10))
+    assert splits.split_pieces(4, []) == ((0, 4),)
+    assert splits.split_axis(SPLIT_LINEAR.nests[0], Layout(), splits.Split(1, ((0, 19),))) == "n"
+
+
+@pytest.mark.parametrize("depth", [2, True, -1])
+def test_split_depth_refused_past_the_last_loop_and_as_a_bool(depth):
+    assert split_refusal(SPLIT_LINEAR, splits.Split(depth, ((0, 5),))) == (
+        f"plan: nest linear, field split.depth: depth {depth!r} must be an integer in 0..1 (the loops m, n)")
+
+
+def test_split_pieces_up_to_the_limit_and_overlaps_by_their_span():
+    assert split_refusal(SPLIT_LINEAR, splits.Split(0, ((0, 5),) + ((5, 5),) * (splits.MAX_PIECES - 1))) is None
+    assert split_refusal(SPLIT_LINEAR, splits.Split(0, ((0, 3), (2, 5)))) == (
+        "plan: nest linear, field split.pieces: pieces overlap on [2,3); the pieces must cover m in [0,5) "
+        "exactly once")
+    assert split_refusal(SPLIT_OVER_T, splits.Split(0, ((0, 1), (0, 2)), of=2)) == (
+        "plan: nest add, field split.pieces: pieces overlap on [0,1); the pieces must cover i in [0,2) "
+        "exactly once (parts of `of`)")
 
