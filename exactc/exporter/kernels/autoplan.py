@@ -275,10 +275,13 @@ def rows_variant(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None
 
 
 def narrow_layout(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None) -> Layout | None:
+    """The layout's narrow variant (NARROW_ROWS), printed for EXACTC_NARROW_LANES builds."""
     return rows_variant(kernel, nest, layout, split, NARROW_ROWS)
 
 
 def wide_layout(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None) -> Layout | None:
+    """The layout's wide variant (WIDE_ROWS), printed for EXACTC_WIDE_LANES builds; none
+    where the rows' stride is a multiple of ALIASING_STRIDE."""
     stride = row_stride(kernel, nest)
     if stride is not None and stride % ALIASING_STRIDE == 0:
         return None
