@@ -76,3 +76,34 @@ def test_real_edit_retries_fold_into_the_results(campaign, tmp_path):
         "killed", "killed (new test)", "survived", "killed"]
     counts, killed, total = campaign.summary(results)
     assert (killed, total) == (3, 4)
+
+
+def test_own_tests_take_each_file_s_protecting_tests(campaign):
+    assert campaign.own_tests("exactc/exporter/dims.py") == ["tests/test_dims.py", campaign.KILLS]
+    assert campaign.own_tests("exactc/exporter/reference/ops.py")[-1] == campaign.KILLS
+    assert campaign.own_tests("exactc/exporter/graph.py") == campaign.TESTS  # no entry: the default set
+    tree = TOOL.parent.parent
+    for glob, tests in campaign.STAGE_TESTS:
+        assert list(tree.glob(glob)), glob
+        assert all((tree / t).is_file() for t in tests), tests
+
+
+def test_batches_group_files_by_test_set_or_deal_them_round_robin(campaign):
+    files = ["exactc/exporter/dims.py", "exactc/exporter/graph.py", "exactc/exporter/kernels/splits.py",
+             "exactc/exporter/export.py"]
+    own = campaign.batches(files, ["tests/x.py"], 3, own=True)
+    assert own == [
+        (["exactc/exporter/dims.py"], ["tests/test_dims.py", campaign.KILLS]),
+        (["exactc/exporter/graph.py", "exactc/exporter/export.py"], campaign.TESTS),
+        (["exactc/exporter/kernels/splits.py"], ["tests/test_reach_kernels.py", campaign.KILLS]),
+    ]
+    dealt = campaign.batches(files, ["tests/x.py"], 3, own=False)
+    assert dealt == [(files[0::3], ["tests/x.py"]), (files[1::3], ["tests/x.py"]), (files[2::3], ["tests/x.py"])]
+    assert sorted(f for group, _ in own for f in group) == sorted(files)
+
+
+def test_own_tests_need_the_cluster(campaign, capsys):
+    with pytest.raises(SystemExit):
+        campaign.main(["--own-tests"])
+    assert "--own-tests needs --cluster" in capsys.readouterr().err
+

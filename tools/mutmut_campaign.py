@@ -5,6 +5,8 @@
     python tools/mutmut_campaign.py --retry 'exactc.exporter.primitives.*' \
         --tests tests/test_mutmut_kills.py    (a new test against the stage's survivors)
     python tools/mutmut_campaign.py --report-only --markdown docs/mutants.md
+    python tools/mutmut_campaign.py --cluster --own-tests --mutate exporter/dims.py ...
+        (each file with the tests that protect it, STAGE_TESTS)
 
 The hand-written catalog (mutants/, `make mutants`) breaks exactc in named ways a person
 chose; mutmut breaks it in every small way a machine can think of (an operator swapped, a
@@ -93,6 +95,26 @@ TESTS = [
     "tests/test_primitives.py",
     "tests/test_libm.py",
     "tests/test_mutmut_kills.py",
+]
+# The tests that protect each stage, for `--cluster --own-tests`: a file is mutated with
+# the first matching entry's tests (and the mutmut kills, always), so that mutmut's stats
+# phase and each mutant's run take the tests that reach it fast, not the whole set (the
+# exporter file by file, docs/mutants.md: dims.py's 261 mutants in 33 s with its own
+# tests, where the whole set's stats phase took half an hour). A file no entry matches
+# takes TESTS.
+KILLS = "tests/test_mutmut_kills.py"
+STAGE_TESTS = [
+    ("exactc/exporter/dims.py", ["tests/test_dims.py"]),
+    ("exactc/exporter/printer/ctext.py", ["tests/test_kernels_print.py"]),
+    ("exactc/exporter/kernels/splits.py", ["tests/test_reach_kernels.py"]),
+    ("exactc/exporter/kernels/layouts.py", ["tests/test_reach_kernels.py", "tests/test_layouts.py"]),
+    ("exactc/exporter/kernels/plans.py", ["tests/test_reach_kernels.py", "tests/test_layouts.py",
+                                          "tests/test_programs.py"]),
+    ("exactc/exporter/jsonfile.py", ["tests/test_reach_kernels.py", "tests/test_programs.py"]),
+    ("exactc/exporter/types.py", ["tests/test_reference.py", "tests/test_primitives.py"]),
+    ("exactc/exporter/primitives.py", ["tests/test_primitives.py", "tests/test_reference.py"]),
+    ("exactc/exporter/reference/*.py", ["tests/test_reference.py", "tests/test_primitives.py"]),
+    ("exactc/runtime/libm_twin.py", ["tests/test_libm.py"]),
 ]
 TIMEOUT_CONSTANT = 60.0
 TIMEOUT_MULTIPLIER = 4.0
@@ -545,10 +567,15 @@ def main(argv: list[str] | None = None) -> int:
                         "or EXACTC_SCHEDULER's cluster); then report over every part")
     parser.add_argument("--parts", type=int, default=None,
                         help="with --cluster: the number of batches (default: --max-children)")
+    parser.add_argument("--own-tests", action="store_true",
+                        help="with --cluster: each file with the tests that protect it (STAGE_TESTS, "
+                        "the mutmut kills always), one batch per test set, instead of --tests for all")
     parser.add_argument("--command", default=None, help="the command to name on the page")
     parser.add_argument("--note", default="", help="a line for the page (a subset run, say)")
     args = parser.parse_args(argv)
 
+    if args.own_tests and not args.cluster:
+        parser.error("--own-tests needs --cluster (its batches are what take a test set each)")
     stage = args.stage.resolve()
     if stage == TREE or TREE in stage.parents:
         parser.error("the stage must lie outside the repository")
@@ -580,7 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only or args.confirm_only:
         return report(stage, args, argv, args.wall or 0.0, confirm=args.confirm_only)
     if args.cluster:
-        status = run_parts(stage, tests, args.parts or args.max_children, args.max_children, args.no_confirm)
+        status = run_parts(stage, tests, args.parts or args.max_children, args.max_children, args.no_confirm,
+                           own=args.own_tests)
         if status:
             return status
         return report(stage, args, argv, time.monotonic() - start)
@@ -626,24 +654,44 @@ def files_to_mutate() -> list[str]:
     return sorted(f for f in files if not any(fnmatch.fnmatch(f, g) for g in DO_NOT_MUTATE))
 
 
-def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confirm: bool) -> int:
-    """The campaign in batches on dask: the files dealt round-robin into `parts` groups,
-    each mutated by this script in STAGE/part-NNN (its own mutmut work directory)."""
-    files = files_to_mutate()
-    groups = [files[i::parts] for i in range(min(parts, len(files)))]
+def own_tests(path: str) -> list[str]:
+    """The tests that protect the file `path` (STAGE_TESTS), the mutmut kills last."""
+    for glob, tests in STAGE_TESTS:
+        if fnmatch.fnmatch(path, glob):
+            return [*tests, KILLS]
+    return list(TESTS)
+
+
+def batches(files: list[str], tests: list[str], parts: int, own: bool) -> list[tuple[list[str], list[str]]]:
+    """(files, tests) per batch: the files dealt round-robin into `parts` groups that all
+    take `tests`; with `own`, one group per test set of own_tests, in the files' order."""
+    if not own:
+        return [(files[i::parts], list(tests)) for i in range(min(parts, len(files)))]
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for path in files:
+        groups.setdefault(tuple(own_tests(path)), []).append(path)
+    return [(group, list(key)) for key, group in groups.items()]
+
+
+def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confirm: bool,
+              own: bool = False) -> int:
+    """The campaign in batches on dask (batches()), each mutated by this script in
+    STAGE/part-NNN (its own mutmut work directory) with its batch's tests."""
+    groups = batches(files_to_mutate(), tests, parts, own)
+    files = [f for group, _ in groups for f in group]
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
     commands = [[sys.executable, str(Path(__file__).resolve()), "--stage", str(stage / f"part-{i:03d}"),
                  "--max-children", "1", "--mutate", *(f.removeprefix("exactc/") for f in group),
-                 "--tests", *tests, *(["--no-confirm"] if no_confirm else [])]
-                for i, group in enumerate(groups)]
+                 "--tests", *group_tests, *(["--no-confirm"] if no_confirm else [])]
+                for i, (group, group_tests) in enumerate(groups)]
     print(f"mutmut: {len(files)} files in {len(groups)} batches on dask", file=sys.stderr, flush=True)
     progress = engine.Progress("mutmut", len(commands))
     outcomes = engine.run_all(engine.run_command, commands, workers, progress)
     failed = [(i, tail) for i, (code, tail) in enumerate(outcomes) if code != 0]
     for i, tail in failed:
-        print(f"mutmut: batch {i} ({' '.join(groups[i])}) failed:\n{tail}", file=sys.stderr)
+        print(f"mutmut: batch {i} ({' '.join(groups[i][0])}) failed:\n{tail}", file=sys.stderr)
     return 2 if failed else 0
 
 

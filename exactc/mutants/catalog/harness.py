@@ -12,6 +12,7 @@ INSTALLED = "tests/installed.py"
 PROBES = "exactc/verify/probes.py"
 BUILD = "exactc/verify/build.py"
 RUNNER = "exactc/mutants/runner.py"
+MUTMUT = "tools/mutmut_campaign.py"
 
 MUTANTS = [
     Mutant(
@@ -82,5 +83,16 @@ MUTANTS = [
         '    following = previous.find("\\n" + MUTMUT_SECTION)',
         ("mutants-report",),
         family="harness",
+    ),
+    Mutant(
+        "own-tests-batches-take-the-default-tests",
+        "the mutmut campaign's --own-tests gives every file the default test set, not the "
+        "tests that protect it: the file-by-file campaign's stats phase takes half an hour again",
+        MUTMUT,
+        "            return [*tests, KILLS]",
+        "            return list(TESTS)",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
     ),
 ]
