@@ -115,6 +115,9 @@ STAGE_TESTS = [
     ("exactc/exporter/primitives.py", ["tests/test_primitives.py", "tests/test_reference.py"]),
     ("exactc/exporter/reference/*.py", ["tests/test_reference.py", "tests/test_primitives.py"]),
     ("exactc/runtime/libm_twin.py", ["tests/test_libm.py"]),
+    ("exactc/tokenizer_bin.py", ["tests/test_tokenizer_bin.py"]),
+    ("exactc/tune.py", ["tests/test_tune.py"]),
+    ("exactc/exporter/checkpoints/*.py", ["tests/test_reach_checkpoints.py", "tests/test_checkpoints.py"]),
 ]
 TIMEOUT_CONSTANT = 60.0
 TIMEOUT_MULTIPLIER = 4.0
