@@ -106,4 +106,3 @@ def test_own_tests_need_the_cluster(campaign, capsys):
     with pytest.raises(SystemExit):
         campaign.main(["--own-tests"])
     assert "--own-tests needs --cluster" in capsys.readouterr().err
-

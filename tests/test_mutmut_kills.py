@@ -519,4 +519,3 @@ def test_tokenizer_bin_first_token_decoded_whole_and_the_last_byte_token(tmp_pat
         tok.encode("\x02")  # id 5 would be <0x02>: one past the vocab
     assert str(caught.value) == (f"{tmp_path / 't.bin'}: '\\x02' is no piece and the vocab of 5 has no byte "
                                  "token <0x02> (id 5)")
-

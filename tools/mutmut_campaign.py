@@ -89,12 +89,13 @@ DO_NOT_MUTATE: list[str] = []
 
 # The tests mutmut may pick from; it runs, for each mutant, only those that called the
 # mutated function while it collected its stats.
+KILLS = "tests/test_mutmut_kills.py"  # the tests written to kill survivors: in every selection
 TESTS = [
     "tests/test_reference.py",
     "tests/test_kernels_print.py",
     "tests/test_primitives.py",
     "tests/test_libm.py",
-    "tests/test_mutmut_kills.py",
+    KILLS,
 ]
 # The tests that protect each stage, for `--cluster --own-tests`: a file is mutated with
 # the first matching entry's tests (and the mutmut kills, always), so that mutmut's stats
@@ -102,7 +103,6 @@ TESTS = [
 # exporter file by file, docs/mutants.md: dims.py's 261 mutants in 33 s with its own
 # tests, where the whole set's stats phase took half an hour). A file no entry matches
 # takes TESTS.
-KILLS = "tests/test_mutmut_kills.py"
 STAGE_TESTS = [
     ("exactc/exporter/dims.py", ["tests/test_dims.py"]),
     ("exactc/exporter/printer/ctext.py", ["tests/test_kernels_print.py"]),
@@ -680,8 +680,8 @@ def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confir
               own: bool = False) -> int:
     """The campaign in batches on dask (batches()), each mutated by this script in
     STAGE/part-NNN (its own mutmut work directory) with its batch's tests."""
-    groups = batches(files_to_mutate(), tests, parts, own)
-    files = [f for group, _ in groups for f in group]
+    files = files_to_mutate()
+    groups = batches(files, tests, parts, own)
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
