@@ -7,6 +7,7 @@
 #   make verify-exhaustive   every f32 input of every transcendental's f32 path (hours)
 #   make mutants   the mutant catalog: each mistake must be caught, the catcher named
 #   make mutmut    mutmut 3 over the Python stages, in a staging copy; a score and the survivors
+#   make mutmut-whole  the whole product, file by file with its own tests (hours on 2 cores)
 #   make probes    instruction-count probes: growth ratios, the regression baseline; a last `probes:` line
 #   make probes-baseline  record the regression baseline of the toolchain at hand (then commit the JSON)
 #   make coverage  branch coverage: coverage.py over the Python stages, gcov over the C runtime's readers
@@ -20,7 +21,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 JOBS   ?= 2
 
-.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut probes probes-baseline coverage fuzz clean
+.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut mutmut-whole probes probes-baseline coverage fuzz clean
 
 install: system-deps $(VENV)/.installed
 
@@ -82,6 +83,13 @@ mutants-report: install
 mutmut: install
 	@$(PY) -c 'import mutmut' 2>/dev/null || $(VENV)/bin/pip install -q 'mutmut>=3,<4'
 	$(PY) tools/mutmut_campaign.py --cluster --max-children $(JOBS) --markdown docs/mutants.md
+
+# Everything but the harness, each file with the tests that protect it (STAGE_TESTS), one
+# batch per file on dask (EXACTC_SCHEDULER=tcp://host:port for a real cluster); prints the score.
+mutmut-whole: install
+	@$(PY) -c 'import mutmut' 2>/dev/null || $(VENV)/bin/pip install -q 'mutmut>=3,<4'
+	$(PY) tools/mutmut_campaign.py --cluster --own-tests --whole --no-confirm --max-children $(JOBS) \
+		--stage $(or $(STAGE),/tmp/exactc-mutmut-whole)
 
 # callgrind counts (valgrind, gcc): growth ratios per doubling and the baseline of this
 # toolchain (verify/probe_baselines.json; THRESHOLD percent, --update to rewrite it)

@@ -81,25 +81,38 @@ def test_real_edit_retries_fold_into_the_results(campaign, tmp_path):
 def test_own_tests_take_each_file_s_protecting_tests(campaign):
     assert campaign.own_tests("exactc/exporter/dims.py") == ["tests/test_dims.py", campaign.KILLS]
     assert campaign.own_tests("exactc/exporter/reference/ops.py")[-1] == campaign.KILLS
-    assert campaign.own_tests("exactc/exporter/graph.py") == campaign.TESTS  # no entry: the default set
+    assert campaign.own_tests("exactc/exporter/reference/sampling.py")[0] == "tests/test_sampling.py"
+    assert campaign.own_tests("exactc/verify/build.py") == campaign.TESTS  # no entry: the default set
     tree = TOOL.parent.parent
     for glob, tests in campaign.STAGE_TESTS:
         assert list(tree.glob(glob)), glob
         assert all((tree / t).is_file() for t in tests), tests
 
 
-def test_batches_group_files_by_test_set_or_deal_them_round_robin(campaign):
+def test_batches_take_a_file_each_largest_first_or_deal_them_round_robin(campaign):
     files = ["exactc/exporter/dims.py", "exactc/exporter/graph.py", "exactc/exporter/kernels/splits.py",
              "exactc/exporter/export.py"]
-    own = campaign.batches(files, ["tests/x.py"], 3, own=True)
+    sizes = {files[0]: 10, files[1]: 30, files[2]: 10, files[3]: 20}
+    own = campaign.batches(files, ["tests/x.py"], 3, own=True, size=sizes.get)
     assert own == [
-        (["exactc/exporter/dims.py"], ["tests/test_dims.py", campaign.KILLS]),
-        (["exactc/exporter/graph.py", "exactc/exporter/export.py"], campaign.TESTS),
+        (["exactc/exporter/graph.py"], campaign.own_tests("exactc/exporter/graph.py")),
+        (["exactc/exporter/export.py"], campaign.own_tests("exactc/exporter/export.py")),
+        (["exactc/exporter/dims.py"], ["tests/test_dims.py", campaign.KILLS]),  # ties by name
         (["exactc/exporter/kernels/splits.py"], ["tests/test_reach_kernels.py", campaign.KILLS]),
     ]
     dealt = campaign.batches(files, ["tests/x.py"], 3, own=False)
     assert dealt == [(files[0::3], ["tests/x.py"]), (files[1::3], ["tests/x.py"]), (files[2::3], ["tests/x.py"])]
-    assert sorted(f for group, _ in own for f in group) == sorted(files)
+
+
+def test_the_whole_product_is_every_file_but_the_harness(campaign, monkeypatch):
+    monkeypatch.setattr(campaign, "MUTATE", list(campaign.WHOLE))
+    monkeypatch.setattr(campaign, "DO_NOT_MUTATE", list(campaign.HARNESS))
+    files = campaign.files_to_mutate()
+    for path in ("exactc/cli.py", "exactc/exporter/graph.py", "exactc/exporter/kernels/lower.py",
+                 "exactc/exporter/checkpoints/hf.py", "exactc/runtime/keys_twin.py"):
+        assert path in files
+    assert not [f for f in files if f.startswith(("exactc/verify/", "exactc/mutants/", "exactc/strategies/"))]
+    assert not [f for f in files if campaign.own_tests(f) == campaign.TESTS]  # each has its own tests
 
 
 def test_own_tests_need_the_cluster(campaign, capsys):

@@ -84,6 +84,17 @@ FULL = SUBSET + [
     "exactc/exporter/kernels/*.py",
     "exactc/exporter/printer/*.py",
 ]
+# `--whole`: the whole product, everything but the harness itself (verify/, mutants/ and
+# the Hypothesis strategies/, which are what judges a mutant), file by file with the
+# tests that protect each (`--cluster --own-tests`). Globs in pathlib's sense (a `*`
+# stays in its folder); HARNESS keeps them exact where fnmatch's `*` would cross a `/`.
+WHOLE = [
+    "exactc/*.py",
+    "exactc/exporter/*.py",
+    "exactc/exporter/*/*.py",
+    "exactc/runtime/*.py",
+]
+HARNESS = ["exactc/verify/*", "exactc/mutants/*", "exactc/strategies/*"]
 MUTATE = list(SUBSET)
 DO_NOT_MUTATE: list[str] = []
 
@@ -113,11 +124,41 @@ STAGE_TESTS = [
     ("exactc/exporter/jsonfile.py", ["tests/test_reach_kernels.py", "tests/test_programs.py"]),
     ("exactc/exporter/types.py", ["tests/test_reference.py", "tests/test_primitives.py"]),
     ("exactc/exporter/primitives.py", ["tests/test_primitives.py", "tests/test_reference.py"]),
+    ("exactc/exporter/reference/sampling.py", ["tests/test_sampling.py", "tests/test_reach_models.py"]),
+    ("exactc/exporter/reference/generation.py", ["tests/test_generation.py", "tests/test_keys.py"]),
     ("exactc/exporter/reference/*.py", ["tests/test_reference.py", "tests/test_primitives.py"]),
     ("exactc/runtime/libm_twin.py", ["tests/test_libm.py"]),
+    ("exactc/runtime/keys_twin.py", ["tests/test_keys.py"]),
     ("exactc/tokenizer_bin.py", ["tests/test_tokenizer_bin.py"]),
     ("exactc/tune.py", ["tests/test_tune.py"]),
     ("exactc/exporter/checkpoints/*.py", ["tests/test_reach_checkpoints.py", "tests/test_checkpoints.py"]),
+    ("exactc/exporter/quant.py", ["tests/test_quant.py", "tests/test_reach_checkpoints.py"]),
+    ("exactc/exporter/models/cache.py", ["tests/test_generation.py", "tests/test_generate_program.py"]),
+    # the models' meaning: transformers' own (test_oracle.py), and the refusals
+    ("exactc/exporter/models/*.py", ["tests/test_reach_models.py", "tests/test_generation.py",
+                                     "tests/test_oracle.py"]),
+    ("exactc/exporter/graph.py", ["tests/test_reach_export.py", "tests/test_generation.py",
+                                  "tests/test_reach_models.py"]),
+    ("exactc/exporter/export.py", ["tests/test_reach_export.py", "tests/test_generate_program.py",
+                                   "tests/test_prepack.py"]),
+    ("exactc/exporter/frames.py", ["tests/test_programs.py"]),
+    ("exactc/exporter/kernels/autoplan.py", ["tests/test_autoplan.py", "tests/test_prepack.py"]),
+    ("exactc/exporter/kernels/*.py", ["tests/test_reach_kernels.py", "tests/test_kernels_print.py",
+                                      "tests/test_layouts.py"]),
+    ("exactc/exporter/printer/prepack.py", ["tests/test_prepack.py", "tests/test_host_runtime.py"]),
+    # the hosts: every program's conformance (test_programs.py) is what they answer to
+    ("exactc/exporter/printer/host.py", ["tests/test_reach_models.py", "tests/test_programs.py"]),
+    ("exactc/exporter/printer/structured.py", ["tests/test_reach_models.py", "tests/test_programs.py"]),
+    ("exactc/exporter/printer/straight.py", ["tests/test_reach_models.py", "tests/test_programs.py"]),
+    ("exactc/exporter/printer/*.py", ["tests/test_kernels_print.py", "tests/test_reach_kernels.py",
+                                      "tests/test_layouts.py"]),
+    ("exactc/exporter/*.py", ["tests/test_reach_export.py"]),  # the package's __init__: no code
+    ("exactc/runtime/*.py", ["tests/test_libm.py"]),
+    ("exactc/embed.py", ["tests/test_checkpoints.py", "tests/test_minilm_programs.py"]),
+    ("exactc/generate.py", ["tests/test_generation.py", "tests/test_generate_program.py"]),
+    ("exactc/cli.py", ["tests/test_bad_inputs.py", "tests/test_checkpoints.py"]),
+    ("exactc/commands.py", ["tests/test_bad_inputs.py", "tests/test_programs.py"]),
+    ("exactc/*.py", ["tests/test_bad_inputs.py"]),
 ]
 TIMEOUT_CONSTANT = 60.0
 TIMEOUT_MULTIPLIER = 4.0
@@ -549,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="mutate only these files (globs relative to the tree), a documented subset")
     parser.add_argument("--full", action="store_true",
                         help="mutate every Python stage, kernels and printers too (hours)")
+    parser.add_argument("--whole", action="store_true",
+                        help="mutate the whole product, everything but the harness (with --cluster "
+                        "--own-tests: each file with its own tests; hours on two cores)")
     parser.add_argument("--rerun", nargs="*", default=None, metavar="MUTANT",
                         help="reuse the stage, refresh its tests, rerun these mutants (globs)")
     parser.add_argument("--retry", nargs="*", default=None, metavar="MUTANT",
@@ -584,6 +628,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("the stage must lie outside the repository")
     if args.full:
         MUTATE[:] = FULL
+    if args.whole:
+        MUTATE[:] = WHOLE
+        DO_NOT_MUTATE[:] = HARNESS
     if args.mutate is not None:
         MUTATE[:] = [f"exactc/{g}" for g in args.mutate]
     tests = TESTS if args.tests is None else list(args.tests)
@@ -657,23 +704,29 @@ def files_to_mutate() -> list[str]:
     return sorted(f for f in files if not any(fnmatch.fnmatch(f, g) for g in DO_NOT_MUTATE))
 
 
+def in_glob(path: str, glob: str) -> bool:
+    """pathlib's sense of a glob: each `*` matches within one folder's name."""
+    parts, pattern = path.split("/"), glob.split("/")
+    return len(parts) == len(pattern) and all(map(fnmatch.fnmatchcase, parts, pattern))
+
+
 def own_tests(path: str) -> list[str]:
     """The tests that protect the file `path` (STAGE_TESTS), the mutmut kills last."""
     for glob, tests in STAGE_TESTS:
-        if fnmatch.fnmatch(path, glob):
+        if in_glob(path, glob):
             return [*tests, KILLS]
     return list(TESTS)
 
 
-def batches(files: list[str], tests: list[str], parts: int, own: bool) -> list[tuple[list[str], list[str]]]:
+def batches(files: list[str], tests: list[str], parts: int, own: bool,
+            size=lambda path: (TREE / path).stat().st_size) -> list[tuple[list[str], list[str]]]:
     """(files, tests) per batch: the files dealt round-robin into `parts` groups that all
-    take `tests`; with `own`, one group per test set of own_tests, in the files' order."""
+    take `tests`; with `own`, one batch per file with its own_tests, the largest file
+    first (the longest batches start first, so that no worker is left with one at the
+    end while the others wait)."""
     if not own:
         return [(files[i::parts], list(tests)) for i in range(min(parts, len(files)))]
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for path in files:
-        groups.setdefault(tuple(own_tests(path)), []).append(path)
-    return [(group, list(key)) for key, group in groups.items()]
+    return [([path], own_tests(path)) for path in sorted(files, key=lambda p: (-size(p), p))]
 
 
 def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confirm: bool,
@@ -722,7 +775,7 @@ def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:
     print(f"wall time: {wall:.0f} s; stage kept at {stage} (`cd {stage} && mutmut show NAME`)")
     if args.markdown:
         command = args.command or ("make mutmut" if args.rerun is None and args.tests is None
-                                   and args.mutate is None and not args.full else "python tools/mutmut_campaign.py "
+                                   and args.mutate is None and not args.full and not args.whole else "python tools/mutmut_campaign.py "
                                    + " ".join(argv if argv is not None else sys.argv[1:]))
         unexplained = write_section(args.markdown, results, diffs, command, wall, args.note,
                                     on_import)

@@ -95,4 +95,27 @@ MUTANTS = [
         family="harness",
         requires=(MUTMUT,),
     ),
+    Mutant(
+        "own-tests-batches-smallest-first",
+        "the mutmut campaign's --own-tests starts the smallest files first: the largest (lower.py, "
+        "graph.py) start last and one worker runs them alone while the others wait",
+        MUTMUT,
+        "    return [([path], own_tests(path)) for path in sorted(files, key=lambda p: (-size(p), p))]",
+        "    return [([path], own_tests(path)) for path in sorted(files, key=lambda p: (size(p), p))]",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "stage-tests-glob-crosses-folders",
+        "the mutmut campaign matches STAGE_TESTS' globs with fnmatch, whose `*` crosses a `/`: "
+        "exactc/*.py takes the harness's own files, and a file gets the tests of an entry meant "
+        "for another folder",
+        MUTMUT,
+        "    return len(parts) == len(pattern) and all(map(fnmatch.fnmatchcase, parts, pattern))",
+        "    return fnmatch.fnmatch(path, glob)",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
 ]
