@@ -119,3 +119,20 @@ def test_own_tests_need_the_cluster(campaign, capsys):
     with pytest.raises(SystemExit):
         campaign.main(["--own-tests"])
     assert "--own-tests needs --cluster" in capsys.readouterr().err
+
+
+def test_every_batch_stages_one_snapshot_taken_when_the_campaign_began(campaign, tmp_path, monkeypatch):
+    """A batch that starts late must not stage the tree as it is being edited then: every
+    batch's command is the tool of the snapshot STAGE/tree, copied once at the start."""
+    seen = []
+    monkeypatch.setattr(campaign, "MUTATE", ["exactc/exporter/dims.py", "exactc/exporter/kernels/splits.py"])
+    monkeypatch.setattr(campaign.engine, "run_all", lambda fn, commands, workers, progress: seen.extend(commands)
+                        or [(0, "")] * len(commands))
+    stage = tmp_path / "stage"
+    assert campaign.run_parts(stage, [], 2, 2, True, own=True) == 0
+    assert len(seen) == 2
+    snapshot = stage / "tree"
+    assert all(c[1] == str(snapshot / "tools" / "mutmut_campaign.py") for c in seen)
+    assert (snapshot / "tests" / "test_mutmut_kills.py").read_bytes() == \
+        (TOOL.parent.parent / "tests" / "test_mutmut_kills.py").read_bytes()
+    assert not (snapshot / ".git").exists() and not (snapshot / ".venv").exists()

@@ -738,7 +738,12 @@ def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confir
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True)
-    commands = [[sys.executable, str(Path(__file__).resolve()), "--stage", str(stage / f"part-{i:03d}"),
+    # One snapshot of the checkout for every batch: a batch that starts an hour in stages
+    # the tree as it was when the campaign began, not as it is being edited then.
+    snapshot = stage / "tree"
+    shutil.copytree(TREE, snapshot, ignore=IGNORED, symlinks=True)
+    tool = snapshot / Path(__file__).resolve().relative_to(TREE)
+    commands = [[sys.executable, str(tool), "--stage", str(stage / f"part-{i:03d}"),
                  "--max-children", "1", "--mutate", *(f.removeprefix("exactc/") for f in group),
                  "--tests", *group_tests, *(["--no-confirm"] if no_confirm else [])]
                 for i, (group, group_tests) in enumerate(groups)]

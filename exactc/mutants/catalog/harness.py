@@ -107,6 +107,18 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-batches-stage-the-live-tree",
+        "every batch of a mutmut cluster campaign stages the checkout as it is when the batch "
+        "starts, not the snapshot taken when the campaign began: a test file half edited an hour "
+        "in fails a late batch's clean run, and the batches score different trees",
+        MUTMUT,
+        "    tool = snapshot / Path(__file__).resolve().relative_to(TREE)",
+        "    tool = Path(__file__).resolve()",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "stage-tests-glob-crosses-folders",
         "the mutmut campaign matches STAGE_TESTS' globs with fnmatch, whose `*` crosses a `/`: "
         "exactc/*.py takes the harness's own files, and a file gets the tests of an entry meant "
