@@ -154,10 +154,12 @@ STAGE_TESTS = [
                                       "tests/test_layouts.py"]),
     ("exactc/exporter/*.py", ["tests/test_reach_export.py"]),  # the package's __init__: no code
     ("exactc/runtime/*.py", ["tests/test_libm.py"]),
-    ("exactc/embed.py", ["tests/test_checkpoints.py", "tests/test_minilm_programs.py"]),
-    ("exactc/generate.py", ["tests/test_generation.py", "tests/test_generate_program.py"]),
-    ("exactc/cli.py", ["tests/test_bad_inputs.py", "tests/test_checkpoints.py"]),
-    ("exactc/commands.py", ["tests/test_bad_inputs.py", "tests/test_programs.py"]),
+    # the command line: its --help (docs/cli.md), then what its commands do in process
+    ("exactc/embed.py", ["tests/test_cli_docs.py", "tests/test_checkpoints.py", "tests/test_minilm_programs.py"]),
+    ("exactc/generate.py", ["tests/test_cli_docs.py", "tests/test_generation.py", "tests/test_tokenizer_bin.py",
+                            "tests/test_generate_program.py"]),
+    ("exactc/cli.py", ["tests/test_cli_docs.py", "tests/test_bad_inputs.py", "tests/test_checkpoints.py"]),
+    ("exactc/commands.py", ["tests/test_cli_docs.py", "tests/test_bad_inputs.py", "tests/test_programs.py"]),
     ("exactc/*.py", ["tests/test_bad_inputs.py"]),
 ]
 TIMEOUT_CONSTANT = 60.0

@@ -117,6 +117,8 @@ _FIXED_CHECKS = [
     Check("mutmut-campaign", ("tests/test_mutmut_campaign.py",)),
     # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).
     Check("spec-constants", ("tests/test_spec_constants.py",)),
+    # docs/cli.md against what `exactc --help` and every command's --help print (tools/cli_docs.py).
+    Check("cli-docs", ("tests/test_cli_docs.py",)),
     # ChaCha20 keys: against pycryptodome and rand_chacha's / rand_core's published values
     # (C and twin alike), and the C runtime against its twin over drawn keys.
     Check("keys:oracle", ("tests/test_keys.py",), "known or oracle"),
