@@ -7,7 +7,9 @@ checkpoint loaders.
   pooling and normalization: max abs difference < 1e-5, cosine >= 0.99999;
 - GPT-2 and Llama with drawn weights saved as Hugging Face checkpoints (safetensors),
   read back by exactc's loader: logits within 1e-4 of GPT2LMHeadModel's and
-  LlamaForCausalLM's.
+  LlamaForCausalLM's; a drawn BERT of another eps than MiniLM's, two segments and
+  padding: the kept positions' hidden states within 1e-4 of BertModel's, the embedding
+  within 1e-5 of the masked mean pooling's.
 
 Skipped with the reason where torch or transformers (the `oracle` extra) or the packaged
 checkpoint is missing. Runs in `make test` (about 30 s on 2 cores).
@@ -124,6 +126,37 @@ def test_gpt2_checkpoint_matches_gpt2lmheadmodel(tmp_path, tied):
     ours = reference_logits(tmp_path, "gpt", 20, ids)
     theirs = torch_logits(model, ids)
     assert np.abs(ours - theirs).max() < 1e-4, np.abs(ours - theirs).max()
+
+
+def test_bert_checkpoint_matches_bertmodel(tmp_path):
+    """A drawn BERT (every gain and bias drawn, two segments, padding): the reference's
+    last hidden states against BertModel's, and its embed against masked mean pooling
+    and l2 normalization, the MiniLM test's meaning on weights of no special shape."""
+    cfg = transformers.BertConfig(vocab_size=53, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=40, max_position_embeddings=24, type_vocab_size=2,
+                                  layer_norm_eps=1e-5, hidden_act="gelu", attn_implementation="eager")
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg, add_pooling_layer=False)
+    randomize(model, 5)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    ckpt = checkpoints.load(tmp_path, "bert")
+    assert ckpt.fields["eps"] == 1e-5 and ckpt.fields["positions"] == 24 and ckpt.fields["type_vocab"] == 2
+    T = 13
+    rng = np.random.default_rng(6)
+    batch = {"input_ids": rng.integers(0, 53, (1, T)).astype(np.int32),
+             "token_type_ids": (np.arange(T) >= 5).astype(np.int32)[None],
+             "attention_mask": (np.arange(T) < 10).astype(np.int32)[None]}  # three padded positions
+    program = models.build("bert", "forward", ckpt.overrides({"tokens": T}))
+    ours = graph.evaluate(program, "f32", ckpt.parameters(program, "f32"),
+                          {k: v[0] for k, v in batch.items()})["last_hidden_state"]
+    model.eval()
+    with torch.no_grad():
+        theirs = model(**{k: torch.from_numpy(v.astype(np.int64)) for k, v in batch.items()}).last_hidden_state[0]
+    kept = batch["attention_mask"][0] == 1  # a padded position's state is nobody's business
+    assert np.abs(ours[kept] - theirs.numpy()[kept]).max() < 1e-4, np.abs(ours[kept] - theirs.numpy()[kept]).max()
+    m = torch.from_numpy(batch["attention_mask"][0].astype(np.float32))[:, None]
+    pooled = torch.nn.functional.normalize((theirs * m).sum(0) / m.sum(), dim=0)  # sentence-transformers' pooling
+    assert np.abs(reference_embeddings(ckpt, batch)[0] - pooled.numpy()).max() < 1e-5
 
 
 @pytest.mark.parametrize("tied", [False, True])

@@ -104,9 +104,9 @@ _FIXED_CHECKS = [
     # The exported generation loop: every step but attention the same cost, whatever the position.
     Check("probes:generate", ("tests/test_probes.py",), "generate_loop"),
     # Checkpoint loaders: read-back bits, llama2.c against the Hugging Face route, refusals
-    # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2 and Llama.
+    # (not the MiniLM embed runs); the transformers oracle on drawn GPT-2, Llama and BERT.
     Check("checkpoints", ("tests/test_checkpoints.py",), "not embed and not exported"),
-    Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama"),
+    Check("oracle", ("tests/test_oracle.py",), "gpt2 or llama or bert"),
     # The harness: a piece make install provides, missing under make test, fails the run.
     Check("installed", ("tests/test_installed.py",)),
     # make coverage's instrumented builds: this run's folder in the key; counted builds never instrumented.

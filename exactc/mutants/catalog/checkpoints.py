@@ -69,4 +69,15 @@ MUTANTS = [
         family="checkpoints",
         requires=REQUIRES,
     ),
+    Mutant(
+        "bert-layer-norm-eps-ignored",
+        "BERT's layer_norm_eps is not read: every BERT runs with 1e-12, all-MiniLM-L6-v2's own "
+        "value, so only a BERT of another eps (the drawn one of the oracle) shows it",
+        HF,
+        '"eps": finite_float(where, "layer_norm_eps", c.get("layer_norm_eps", 1e-12)),',
+        '"eps": 1e-12,',
+        ("oracle",),
+        family="checkpoints",
+        requires=REQUIRES,
+    ),
 ]
