@@ -838,3 +838,143 @@ def test_tune_progress_note_only_on_a_terminal(monkeypatch):
     err.tty = False
     tune._note("more")
     assert err.getvalue() == "\r\033[Kcompiled 1/2"
+
+
+def test_tune_build_identity_strips_only_the_name_and_one_space(monkeypatch):
+    from exactc import tune
+    import exactc.verify.build as build
+    monkeypatch.setattr(tune, "cpu_name", lambda: "CPU")
+    monkeypatch.setattr(tune, "build_flags", lambda cc: ("-O2",))
+    exe = tune.os.path.realpath(tune.shutil.which("gcc"))
+    for version, shown in [("gcc\t1", "gcc\t1"), ("gcc  1", " 1")]:  # a tab is no separator; one space only
+        monkeypatch.setattr(build, "compiler_version", lambda cc, v=version: v)
+        assert tune.build_identity("gcc") == f"{exe} {shown} | -O2 | CPU", version
+
+
+def test_tune_compiled_variant_reads_the_header_s_answer(monkeypatch):
+    from exactc import tune
+    from types import SimpleNamespace
+    answers = iter([SimpleNamespace(returncode=0, stdout="x\nexactc_lanes = 1 0;\n", stderr=""),
+                    SimpleNamespace(returncode=0, stdout="exactc_lanes = 0 1;", stderr=""),
+                    SimpleNamespace(returncode=0, stdout="exactc_lanes = 0 0;", stderr=""),
+                    SimpleNamespace(returncode=0, stdout="nothing", stderr=""),
+                    SimpleNamespace(returncode=1, stdout="exactc_lanes = 0 0;", stderr=" " + "e" * 400 + " ")])
+    monkeypatch.setattr(tune, "build_flags", lambda cc: ("-O2",))  # no compiler run of its own
+    monkeypatch.setattr(tune.subprocess, "run", lambda *a, **k: next(answers))
+    assert [tune.compiled_variant("mycc") for _ in range(3)] == ["narrow", "wide", None]
+    with pytest.raises(tune.TuneError) as caught:
+        tune.compiled_variant("mycc")
+    assert str(caught.value) == "mycc could not preprocess exactc_rt.h: "
+    with pytest.raises(tune.TuneError) as caught:
+        tune.compiled_variant("mycc")
+    assert str(caught.value) == "mycc could not preprocess exactc_rt.h: " + "e" * 300
+
+
+def test_tune_cpu_name_keeps_a_colon_in_the_value(tmp_path, monkeypatch):
+    from exactc import tune
+    info = tmp_path / "cpuinfo"
+    info.write_text("model name\t: Vendor: Model 9\ncpu family\t: 6\nmodel\t: 1\n")
+    real = tune.Path
+    monkeypatch.setattr(tune, "Path", lambda p: info if p == "/proc/cpuinfo" else real(p))
+    assert tune.cpu_name() == "Vendor: Model 9 (family 6, model 1)"
+
+
+def test_tune_table_errors_name_the_table_file(tmp_path, monkeypatch):
+    from exactc import tune
+    path = tmp_path / "t.json"
+    path.write_text('{"version": 1, "builds": {"build cc": {"nests": {"linear|x": {"layout": {"lanes": "no"}}}}}}')
+    monkeypatch.setenv(tune.TABLE_ENV, str(path))
+    monkeypatch.setattr(tune, "build_identity", lambda cc: f"build {cc}")
+    with pytest.raises(tune.TuneError) as caught:
+        tune.tuned_layouts("cc")
+    assert str(caught.value) == (f"{path}: the entry 'linear|x' has no valid layout (plan: nest linear|x, field "
+                                 "layout.lanes: give an object axis -> lane width, not 'no')")
+
+
+def test_tune_report_in_microseconds_to_a_tenth():
+    from exactc import tune
+    kernel, nest = _tune_linear()
+    m = _tune_measured(kernel, nest, 0)
+    m.seconds = {k: 0.125 for k in m.seconds}
+    assert tune.report([m]).splitlines()[1].startswith("     125000.0 us  x 1.00  plain")
+
+
+def test_tune_times_with_the_default_build_each_nest_at_the_length(monkeypatch):
+    from exactc import tune
+    from exactc.verify.build import BuildOptions
+    made, events = [], []
+
+    class Recorder:
+        def __init__(self, kernel, nest, layout, options, length):
+            made.append((kernel.primitive, nest, options, length))
+
+        def run(self):
+            events.append(("run", id(self)))
+
+        def best(self):
+            events.append(("best", id(self)))
+            return 1.0
+    monkeypatch.setattr(tune, "Timed", Recorder)
+    program = export_trace_tiny(tokens=3)
+    tune.tune(program, "f32", "gcc", rounds=1)
+    assert made and all(opt == BuildOptions(cc="gcc", opt="-O2", march_native=True, warnings=False)
+                        for _, _, opt, _ in made)
+    assert {(p, n) for p, n, _, _ in made} == {("matmul", "matmul"), ("silu", "silu"), ("linear", "linear")}
+    assert {length for *_, length in made} == {3}  # T_max, no length asked
+    first = {}
+    for kind, who in events:
+        first.setdefault(who, kind)
+    assert set(first.values()) == {"run"}  # warmed before its first timing, in round 1 of 1
+    made.clear()
+    tune.tune(program, "f32", "gcc", rounds=1, length=2)
+    assert {length for *_, length in made} == {2}
+    made.clear()
+    laned = Layout(lanes=(("i", 8),))
+    monkeypatch.setattr(tune, "candidates", lambda kernel, nest: [Layout(), laned])  # two: still a choice
+    two = tune.tune(program, "f32", "gcc", rounds=1)
+    assert len(two) > 3 and all(len(m.layouts) == 2 for m in two)
+
+
+def export_trace_tiny(tokens: int):
+    from exactc.exporter import export
+    return export.trace("llama", "forward", {**_TUNE_TINY, "dim": 16, "mlp": 16, "vocab": 16, "tokens": tokens}, None)
+
+
+def test_tune_command_passes_its_options_on(tmp_path, monkeypatch, capsys):
+    from exactc import tune
+    calls, notes = [], []
+    monkeypatch.setattr(tune, "tune", lambda *a: calls.append(a) or [])
+    monkeypatch.setattr(tune, "_note", notes.append)
+    assert _tune_cli("--rounds", "2", "--length", "1", "--weights", "q8", "--table", str(tmp_path / "t.json")) == 0
+    (program, site, cc, rounds, length, progress), = calls
+    assert (site, cc, rounds, length, progress) == ("f32", "gcc", 2, 1, tune._note)
+    assert "qlinear_w" in {k.primitive for k in tune.program_kernels(program, "f32")}  # the weights asked for
+    assert notes == [""]  # the progress line cleared
+
+
+def test_tune_command_times_in_seconds_and_best_is_a_duration(tmp_path, capsys):
+    from exactc import tune
+    from exactc.verify.build import BuildOptions
+    assert _tune_cli("--rounds", "1", "--table", str(tmp_path / "t.json")) == 0
+    seconds = float(re.search(r"candidates in ([0-9.]+) s;", capsys.readouterr().out).group(1))
+    assert 0 < seconds < 600
+    kernel, nest = _tune_linear()
+    timed = tune.Timed(kernel, "linear", Layout(), BuildOptions(cc="gcc", opt="-O1", warnings=False), 20)
+    assert 0 < timed.best() < 1.0
+
+
+def test_tune_progress_note_is_flushed(monkeypatch):
+    from exactc import tune
+    import io
+
+    class Terminal(io.StringIO):
+        flushed = 0
+
+        def isatty(self):
+            return True
+
+        def flush(self):
+            Terminal.flushed += 1
+    monkeypatch.setattr(tune.sys, "stderr", Terminal())
+    tune._note("x")
+    assert Terminal.flushed == 1
