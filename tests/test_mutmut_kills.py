@@ -1028,3 +1028,120 @@ def test_keys_twin_refusals_whole():
     with pytest.raises(TypeError) as caught:
         k.draw(k.key_from_seed(1), np.array([1], np.int64), np.uint64(0), np.uint64(0))
     assert str(caught.value) == "expected uint64 values, got int64"
+
+
+# ---- 11. the sampler's refusals and the cache's shapes -------------------------------------
+
+
+def test_sampling_refusals_whole():
+    from exactc.exporter.reference.sampling import SamplingError, SamplingOptions, sample
+    row = np.array([0.5, 1.0], np.float32)
+    cases = [
+        (row, SamplingOptions(float("inf"), 0, 1.0), 0.5, "temperature",
+         "temperature inf must be finite and >= 0 (0 is greedy)"),
+        (row, SamplingOptions(1.0, True, 1.0), 0.5, "top_k", "top_k True must be an integer >= 0 (0 is no top-k)"),
+        (row, SamplingOptions(1.0, 2.0, 1.0), 0.5, "top_k", "top_k 2.0 must be an integer >= 0 (0 is no top-k)"),
+        (row, SamplingOptions(1.0, 0, 1.5), 0.5, "top_p", "top_p 1.5 must be in [0, 1] (1 is no top-p)"),
+        (row, SamplingOptions(1.0, 0, 1.0), 1.0, "u", "u 1.0 must be in [0, 1)"),
+        (np.full(2, -np.inf), SamplingOptions(1.0, 0, 1.0), 0.5, "all -inf",
+         "every logit is -inf; there is no token to draw"),
+        (np.zeros((1, 2)), SamplingOptions(1.0, 0, 1.0), 0.5, "size",
+         "logits must be one row of V >= 1 values; got shape (1, 2)"),
+    ]
+    for logits, options, u, rule, message in cases:
+        with pytest.raises(SamplingError) as caught:
+            sample(logits, options, u)
+        assert (caught.value.rule, str(caught.value)) == (rule, f"sampling: {message}")
+
+
+def test_sampling_a_tiny_temperature_warns_of_nothing():
+    """A temperature of 1e-310 makes (x - m) / T overflow to -inf, as IEEE says it must:
+    the reference computes it without a RuntimeWarning reaching the caller."""
+    import warnings
+    from exactc.exporter.reference.sampling import SamplingOptions, sample
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sample(np.array([0.0, -1.0, 3.0]), SamplingOptions(1e-310, 0, 1.0), 0.5) == (2, 1.0)
+
+
+def test_cache_shapes_and_longest():
+    from exactc.exporter import models
+    from exactc.exporter.models import cache
+    gpt, llama = models.config("gpt", {}), models.config("llama", {"kv_heads": "2", "heads": "4", "vocab": "8"})
+    assert cache.cache_shape(gpt, 5) == (gpt.layers, gpt.heads, 5, gpt.dim // gpt.heads)
+    assert cache.cache_shape(llama, 5) == (llama.layers, 2, 5, llama.dim // 4)
+    assert (cache.longest(8, "decode"), cache.longest(8, "prefill"), cache.longest(8, "forward")) == (7, 8, 8)
+    drawn = cache.draw_decode_inputs(llama, np.random.default_rng(0), 3)
+    assert sorted(drawn) == ["past_k", "past_v", "token"]
+    assert drawn["token"].dtype == np.int32 and drawn["token"].shape == (1,) and 0 <= drawn["token"][0] < llama.vocab
+    assert drawn["past_k"].shape == drawn["past_v"].shape == cache.cache_shape(llama, 3)
+    assert drawn["past_k"].dtype == np.float64 and not (drawn["past_k"] == drawn["past_v"]).all()
+    tokens = {int(cache.draw_decode_inputs(llama, np.random.default_rng(s), 1)["token"][0]) for s in range(200)}
+    assert tokens == set(range(8))  # every token of the vocab, none past it
+    assert abs(drawn["past_k"].std() - 1) < 0.2 and abs(drawn["past_k"].mean()) < 0.2  # normal reals
+
+
+# ---- 12. the quantizer: refusals, stacked tensors, the float parameters beside -------------
+
+
+def test_quant_block_refusals_whole():
+    from exactc.exporter import quant
+    top = quant.MAX_BLOCK
+    for fmt, block in [("q8", True), ("q8", 2.0), ("q8", 0), ("q4", top + 1)]:
+        with pytest.raises(quant.QuantError) as caught:
+            quant.check_block(fmt, block)
+        assert str(caught.value) == f"block {block!r} must be an int in 1..{top}"
+    with pytest.raises(quant.QuantError) as caught:
+        quant.check_block("q4", 3)
+    assert str(caught.value) == "block 3: a q4 block holds an even number of values (two to a byte)"
+    quant.check_block("q8", 3)  # an odd block is a q8 block
+    quant.check_block("q8", top)
+    quant.check_block("q4", top - top % 2)
+
+
+def test_quant_stacked_tensors_are_their_layers():
+    """A stacked weight (layers, rows, k) quantizes, packs, unpacks and dequantizes as
+    its layers one by one; `layer` takes one, and a single row has none to take."""
+    from exactc.exporter import quant
+    rng = np.random.default_rng(4)
+    values = rng.standard_normal((3, 2, 20)).astype(np.float32)
+    for fmt, block in [("q8", 8), ("q4", 8)]:
+        whole = quant.quantize_tensor("w", values, fmt, block)
+        assert whole.shape == (3, 2, 20) and whole.scales.shape == (3, 2, 3)
+        for i in range(3):
+            one = quant.quantize_tensor("w", values[i], fmt, block)
+            layer = whole.layer(i)
+            assert (layer.values == one.values).all() and (layer.scales == one.scales).all()
+            assert (whole.dequantize()[i] == one.dequantize()).all()
+            assert whole.layer_byte_offset(i) == i * one.values.size * one.values.itemsize
+            if fmt == "q4":
+                unpacked = quant.unpack_q4(whole.values, 20, block)
+                assert unpacked.dtype == np.int8 and unpacked.shape == (3, 2, 20)
+                assert (unpacked[i] == quant.unpack_q4(one.values, 20, block)).all()
+                assert (quant.pack_q4((unpacked[i, :, :16].reshape(2, 2, 8) + 8).astype(np.uint8))
+                        == one.values[:, :8]).all()
+        assert (whole.dequantize() == quant.dequantize(fmt, whole.values, whole.scales, 20, block)).all()
+        row = whole.layer(0).layer(1)
+        with pytest.raises(quant.QuantError) as caught:
+            row.layer(0)
+        assert str(caught.value) == "a row of blocks has no layer to take; index a stacked tensor"
+    with pytest.raises(quant.QuantError) as caught:
+        quant.QuantizedTensor("q8", 8, 20, whole.values[:, :, :0].astype(np.int8), whole.scales)
+    assert str(caught.value).startswith("q8 values int8(3, 2, 0): rows of 20 values in blocks of 8 are int8 (..., 20)")
+    bad = quant.quantize_tensor("w", values, "q8", 8)
+    with pytest.raises(quant.QuantError) as caught:
+        quant.QuantizedTensor("q8", 8, 20, bad.values, bad.scales[:, :, :2])
+    assert str(caught.value) == "scales float32(3, 2, 2): one f32 per row and block, (3, 2, 3)"
+
+
+def test_quant_parameters_round_the_float_ones_to_the_site():
+    from exactc.exporter import export, quant
+    program = export.trace("llama", "forward", {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1,
+                                                "mlp": 16, "tokens": 4}, ("q8", 8))
+    from exactc.exporter import models
+    reals = models.draw_parameters(program, 0, "f64")
+    out = quant.quantize_parameters(program, {k: np.asarray(v, np.float64) for k, v in reals.items()}, "bf16")
+    floats = [name for name in reals if name not in program.quantized]
+    assert floats and all(out[n].dtype == types.round_to_site(np.asarray(reals[n], np.float64), "bf16").dtype
+                          and (out[n] == types.round_to_site(np.asarray(reals[n], np.float64), "bf16")).all()
+                          for n in floats)
