@@ -916,8 +916,8 @@ def test_tune_times_with_the_default_build_each_nest_at_the_length(monkeypatch):
             return 1.0
     monkeypatch.setattr(tune, "Timed", Recorder)
     program = export_trace_tiny(tokens=3)
-    tune.tune(program, "f32", "gcc", rounds=1)
-    assert made and all(opt == BuildOptions(cc="gcc", opt="-O2", march_native=True, warnings=False)
+    tune.tune(program, "f32", "clang", rounds=1)  # not the default compiler
+    assert made and all(opt == BuildOptions(cc="clang", opt="-O2", march_native=True, warnings=False)
                         for _, _, opt, _ in made)
     assert {(p, n) for p, n, _, _ in made} == {("matmul", "matmul"), ("silu", "silu"), ("linear", "linear")}
     assert {length for *_, length in made} == {3}  # T_max, no length asked
@@ -1145,3 +1145,131 @@ def test_quant_parameters_round_the_float_ones_to_the_site():
     assert floats and all(out[n].dtype == types.round_to_site(np.asarray(reals[n], np.float64), "bf16").dtype
                           and (out[n] == types.round_to_site(np.asarray(reals[n], np.float64), "bf16")).all()
                           for n in floats)
+
+
+# ---- 13. exactc generate in process: the document whole, the defaults, the C backend ------
+
+_GEN_LLAMA = ["llama", "--set", "layers=1", "--set", "dim=16", "--set", "heads=4", "--set", "kv_heads=2",
+              "--set", "vocab=24", "--set", "mlp=20"]
+
+
+def _gen_reference(prompt, count, seed, options, stop=None, site="f32", tokens=None):
+    from exactc.exporter import models
+    from exactc.exporter.reference.generation import generate
+    from exactc.runtime import keys_twin
+    overrides = dict(item.split("=") for item in _GEN_LLAMA[2::2])
+    overrides["tokens"] = str(tokens or max(2, len(prompt) + count))
+    p = {e: models.build("llama", e, overrides) for e in ("prefill", "decode")}
+    return generate(p["prefill"], p["decode"], site, models.draw_parameters(p["prefill"], 0, site), prompt, count,
+                    keys_twin.key_from_seed(seed), options, stop)
+
+
+def _gen_document(prompt, seed, options, count, stop, site, out):
+    from exactc.runtime import keys_twin
+    return {"model": "llama", "dtype": site, "seed": seed,
+            "key": np.asarray(keys_twin.key_from_seed(seed), "<u4").tobytes().hex(),
+            "options": {"temperature": options.temperature, "top_k": options.top_k, "top_p": options.top_p,
+                        "max_new_tokens": count, "stop": stop},
+            "prompt_ids": list(prompt), "new_tokens": out.tokens,
+            "steps": [{"token": t, "probability": p, "u": u}
+                      for t, p, u in zip(out.tokens, out.probabilities, out.uniforms)]}
+
+
+def test_generate_document_whole_with_every_option(tmp_path, capsys):
+    import json
+    from exactc import cli
+    from exactc.exporter.reference.sampling import SamplingOptions
+    seed, options = 2**64 - 1, SamplingOptions(0.8, 5, 0.9)
+    want = _gen_reference([3, 1, 4], 5, seed, options, site="bf16")
+    stop = want.tokens[2]  # stops there: fewer than 5
+    want = _gen_reference([3, 1, 4], 5, seed, options, stop=stop, site="bf16")
+    doc = tmp_path / "run.json"
+    assert cli.main(["generate", *_GEN_LLAMA, "--prompt-ids", "3,1,4", "-n", "5", "--temperature", "0.8",
+                     "--top-k", "5", "--top-p", "0.9", "--seed", str(seed), "--stop", str(stop), "--dtype", "bf16",
+                     "--json", str(doc)]) == 0
+    assert doc.read_text() == json.dumps(_gen_document([3, 1, 4], seed, options, 5, stop, "bf16", want), indent=1) + "\n"
+    assert capsys.readouterr().out == " ".join(map(str, want.tokens)) + " \n"
+
+
+def test_generate_defaults(tmp_path, capsys):
+    import json
+    from exactc import cli
+    from exactc.exporter.reference.sampling import SamplingOptions
+    doc = tmp_path / "run.json"
+    assert cli.main(["generate", *_GEN_LLAMA, "--prompt-ids", str(tmp_path / "p.npy"), "--json", str(doc)]) == 2
+    capsys.readouterr()
+    np.save(tmp_path / "p.npy", np.array([2, 7], np.int64))
+    assert cli.main(["generate", *_GEN_LLAMA, "--prompt-ids", str(tmp_path / "p.npy"), "--json", str(doc)]) == 0
+    want = _gen_reference([2, 7], 16, 0, SamplingOptions())
+    assert json.loads(doc.read_text()) == _gen_document([2, 7], 0, SamplingOptions(), 16, None, "f32", want)
+
+
+def test_generate_the_c_backend_gives_the_reference_document(tmp_path, capsys):
+    from exactc import cli
+    ref, c = tmp_path / "ref.json", tmp_path / "c.json"
+    argv = ["generate", *_GEN_LLAMA, "--prompt-ids", "5,6", "-n", "3", "--temperature", "0.9", "--top-k", "4",
+            "--top-p", "0.95", "--seed", "11"]
+    assert cli.main([*argv, "--json", str(ref)]) == 0
+    assert cli.main([*argv, "--json", str(c), "--backend", "c", "--cc", "gcc"]) == 0
+    assert c.read_bytes() == ref.read_bytes()
+    stop = int(__import__("json").loads(ref.read_text())["new_tokens"][0])
+    assert cli.main([*argv[:-2], "--seed", "11", "--stop", str(stop), "--json", str(c), "--backend", "c"]) == 0
+    assert __import__("json").loads(c.read_text())["new_tokens"] == [stop]
+
+
+def test_generate_refusals_whole(tmp_path, capsys):
+    from exactc import cli
+    cases = [
+        (["--prompt-ids", "1", "--seed", str(2**64)], f"--seed {2**64}: give an integer in [0, 2^64)"),
+        (["--prompt-ids", "1", "--seed", "-1"], "--seed -1: give an integer in [0, 2^64)"),
+        (["--prompt-ids", "1,a"], "--prompt-ids '1,a': write integers separated by commas, e.g. 1,2,3"),
+        (["--prompt-ids", "1", "--prompt", "x"], "give the prompt once: --prompt TEXT or --prompt-ids IDS"),
+        (["--prompt", "x"], "--prompt needs a checkpoint with a tokenizer.json (or a llama2.c .bin with a "
+                            "tokenizer.bin beside it) or --tokenizer PATH; give --prompt-ids"),
+        (["--prompt", "x", "--tokenizer", str(tmp_path / "none.bin")],
+         f"--tokenizer {tmp_path / 'none.bin'}: no such file; give a tokenizer.json or a tokenizer.bin"),
+        (["--prompt-ids", "1", "--json", str(tmp_path / "no" / "such" / "x.json")], None),
+    ]
+    for extra, message in cases:
+        assert cli.main(["generate", *_GEN_LLAMA, "-n", "1", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        if message is None:
+            assert err.startswith(f"exactc generate: error: --json {tmp_path / 'no' / 'such' / 'x.json'}: "
+                                  "cannot write it (") and err.count("\n") == 1, err
+        else:
+            assert err == f"exactc generate: error: {message}\n", err
+    np.save(tmp_path / "f.npy", np.zeros(2, np.float32))
+    np.save(tmp_path / "m.npy", np.zeros((1, 2), np.int32))
+    for path, held in [("f.npy", "float32 (2,)"), ("m.npy", "int32 (1, 2)")]:
+        assert cli.main(["generate", *_GEN_LLAMA, "-n", "1", "--prompt-ids", str(tmp_path / path)]) == 2
+        assert capsys.readouterr().err == (f"exactc generate: error: --prompt-ids {tmp_path / path}: holds {held}; "
+                                           "give a 1-d array of integers\n")
+    (tmp_path / "bad.npy").write_bytes(b"not npy")
+    assert cli.main(["generate", *_GEN_LLAMA, "-n", "1", "--prompt-ids", str(tmp_path / "bad.npy")]) == 2
+    assert capsys.readouterr().err.startswith(f"exactc generate: error: --prompt-ids {tmp_path / 'bad.npy'}: "
+                                              "cannot read it (")
+    assert cli.main(["generate", "bert", "--prompt-ids", "1"]) == 2
+    assert capsys.readouterr().err == "exactc generate: error: model 'bert': exactc generates with gpt or llama\n"
+
+
+def test_generate_with_a_tokenizer_json_prints_the_text(tmp_path, capsys):
+    import json
+    from tokenizers import Tokenizer, models as tk_models, pre_tokenizers, decoders
+    from exactc import cli
+    from exactc.exporter.reference.sampling import SamplingOptions
+    words = {f"w{i}": i for i in range(24)}
+    tok = Tokenizer(tk_models.WordLevel(words, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece()  # joins with spaces
+    tok.save(str(tmp_path / "tokenizer.json"))
+    doc = tmp_path / "run.json"
+    assert cli.main(["generate", *_GEN_LLAMA, "--tokenizer", str(tmp_path / "tokenizer.json"), "--prompt", "w3 w5",
+                     "-n", "3", "--seed", "4", "--json", str(doc)]) == 0
+    want = _gen_reference([3, 5], 3, 4, SamplingOptions())
+    assert json.loads(doc.read_text())["new_tokens"] == want.tokens
+    text = tok.decode([3, 5, *want.tokens])
+    assert capsys.readouterr().out == text[len(tok.decode([3, 5])):] + "\n"
+    (tmp_path / "bad.json").write_text("{}")
+    assert cli.main(["generate", *_GEN_LLAMA, "--tokenizer", str(tmp_path / "bad.json"), "--prompt", "w1"]) == 2
+    assert capsys.readouterr().err.startswith(f"exactc generate: error: {tmp_path / 'bad.json'}: the tokenizers "
+                                              "package cannot read it (")
