@@ -3,7 +3,10 @@
 Hypothesis profiles, chosen by HYPOTHESIS_PROFILE:
 
 - ci (the default, `make test`): derandomized, bounded, prints the reproduction blob;
-- campaign (`make verify`): many examples, random, still printing blobs.
+- campaign (`make verify`): many examples, random, still printing blobs;
+- mutmut (tools/mutmut_campaign.py's runs): ci's examples, but a failing example is not
+  shrunk and nothing is saved: a mutant is killed by its first failing example, and the
+  shrinking (tens of runs of the test, for a verdict already known) is left out.
 
 `@pytest.mark.needs("valgrind", ...)` names what a test needs from the machine
 (tests/installed.py): missing, it is a skip by hand and a failure under `make test`.
@@ -14,7 +17,7 @@ import collections
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from installed import need  # tests/installed.py
 
@@ -26,6 +29,8 @@ _COMMON = dict(
 
 settings.register_profile("ci", max_examples=8, derandomize=True, **_COMMON)
 settings.register_profile("campaign", max_examples=40, **_COMMON)
+settings.register_profile("mutmut", max_examples=8, derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # `--plan auto` follows the tune table of `exactc plan --tune` (exactc/tune.py): the tests

@@ -136,3 +136,15 @@ def test_every_batch_stages_one_snapshot_taken_when_the_campaign_began(campaign,
     assert (snapshot / "tests" / "test_mutmut_kills.py").read_bytes() == \
         (TOOL.parent.parent / "tests" / "test_mutmut_kills.py").read_bytes()
     assert not (snapshot / ".git").exists() and not (snapshot / ".venv").exists()
+
+
+def test_the_stage_runs_hypothesis_without_shrinking(campaign, tmp_path):
+    """A killed mutant's failing example would be shrunk (tens of runs of the test) for a
+    verdict already known: the stage's profile keeps ci's examples and drops the shrink."""
+    from hypothesis import Phase, settings
+    env = campaign.stage_env(tmp_path)
+    assert env["HYPOTHESIS_PROFILE"] == "mutmut"
+    mutmut, ci = settings.get_profile("mutmut"), settings.get_profile("ci")
+    assert Phase.shrink not in mutmut.phases and Phase.generate in mutmut.phases
+    assert (mutmut.max_examples, mutmut.derandomize) == (ci.max_examples, ci.derandomize)
+    assert mutmut.database is None

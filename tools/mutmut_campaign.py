@@ -208,7 +208,7 @@ def stage_env(stage: Path) -> dict[str, str]:
     # a sys.path entry that is missing at the first import is cached as "no finder" for the
     # life of the process, which would let the editable install's exactc win.
     env = dict(os.environ)
-    env["HYPOTHESIS_PROFILE"] = "ci"
+    env["HYPOTHESIS_PROFILE"] = "mutmut"  # ci's examples, no shrinking (tests/conftest.py)
     env.pop("EXACTC_STATS_DIR", None)
     env.pop("MUTANT_UNDER_TEST", None)
     # Compiled libraries are cached by content hash, so sharing the tree's cache is safe.
@@ -587,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
                         default=Path(tempfile.gettempdir()) / "exactc-mutmut-stage",
                         help="the staging directory (rebuilt unless --rerun; kept for `mutmut show`)")
     parser.add_argument("--tests", nargs="*", default=None,
-                        help="test files relative to the checkout (default: %s)" % " ".join(TESTS))
+                        help="test files relative to the checkout, or pytest node ids FILE::TEST (default: %s)" % " ".join(TESTS))
     parser.add_argument("--mutate", nargs="*", default=None, metavar="GLOB",
                         help="mutate only these files (globs relative to the tree), a documented subset")
     parser.add_argument("--full", action="store_true",
@@ -636,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mutate is not None:
         MUTATE[:] = [f"exactc/{g}" for g in args.mutate]
     tests = TESTS if args.tests is None else list(args.tests)
-    tests = [t for t in tests if (TREE / t).exists()]
+    tests = [t for t in tests if (TREE / t.partition("::")[0]).exists()]  # files, or pytest node ids
     TESTS[:] = tests
     exe = mutmut_exe()
     env = stage_env(stage)

@@ -119,6 +119,17 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-stage-shrinks-failing-examples",
+        "the mutmut campaign's stage runs Hypothesis under the ci profile: every killed mutant's "
+        "failing example is shrunk, tens of runs of the test for a verdict already known",
+        MUTMUT,
+        '    env["HYPOTHESIS_PROFILE"] = "mutmut"  # ci\'s examples, no shrinking (tests/conftest.py)',
+        '    env["HYPOTHESIS_PROFILE"] = "ci"',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "stage-tests-glob-crosses-folders",
         "the mutmut campaign matches STAGE_TESTS' globs with fnmatch, whose `*` crosses a `/`: "
         "exactc/*.py takes the harness's own files, and a file gets the tests of an entry meant "
