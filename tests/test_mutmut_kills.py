@@ -23,7 +23,23 @@ Grouped by what they protect:
    cuts, the axis a depth names, and each refusal's whole message at its limit;
 8. llama2.c's tokenizer.bin (tokenizer_bin.py): files at their edges (no token, empty
    pieces, a max_token_length of 0 or given), the refusals' whole messages, the first
-   token of a sequence decoded whole, and the last byte token a vocab can hold.
+   token of a sequence decoded whole, and the last byte token a vocab can hold;
+9. `exactc plan --tune` (tune.py): the timing operands in their ranges, the CPU's name
+   and the build's identity to the character, the table written whole, merged and
+   refused whole, each kind of nest's candidates, the report's lines, what Timed
+   compiles and with which options, tune's rounds, warm-up and length, and the command
+   in process (a subprocess is invisible to mutmut's stats);
+10. the ChaCha20 twin's array contract (runtime/keys_twin.py): every operand broadcast
+    alone against a call of scalars, Python ints as uint64, the refusals whole;
+11. the sampler's refusals whole and its silence at a tiny temperature
+    (reference/sampling.py); the cache's shapes, T_max and drawn decode inputs
+    (models/cache.py);
+12. the quantizer (exporter/quant.py): block refusals whole, stacked tensors quantized,
+    packed, unpacked and dequantized as their layers, float parameters rounded to the
+    site beside the quantized ones;
+13. `exactc generate` in process (generate.py): the JSON document whole under every
+    option, the defaults, the C backend's document equal to the reference's, every
+    refusal whole, a tokenizer.json prompt streamed as text.
 """
 
 from __future__ import annotations
