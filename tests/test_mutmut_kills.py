@@ -44,7 +44,9 @@ Grouped by what they protect:
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1289,3 +1291,80 @@ def test_generate_with_a_tokenizer_json_prints_the_text(tmp_path, capsys):
     assert cli.main(["generate", *_GEN_LLAMA, "--tokenizer", str(tmp_path / "bad.json"), "--prompt", "w1"]) == 2
     assert capsys.readouterr().err.startswith(f"exactc generate: error: {tmp_path / 'bad.json'}: the tokenizers "
                                               "package cannot read it (")
+
+
+# ---- 14. exactc.json: what was exported, every field -----------------------------------------
+
+
+def test_export_manifest_whole():
+    from exactc.exporter import export
+    tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
+    p = export.ExportSpec("gpt", "forward", "f32", 3, tiny).prepare()
+    figures = {"arena_peak": p.printed.arena_peak, "structured_arena_peak": p.printed.structured_peak,
+               "straight_line_arena_peak": p.printed.straight_peak, "kernels": p.printed.kernels,
+               "nests": p.printed.nests, "launches": p.printed.launches}
+    assert p.manifest() == {
+        "model": "gpt", "entry": "forward", "dtype": "f32", "seed": 3, "checkpoint": None, "host": "structured",
+        "planned": False, "config": {**tiny, "eps": 1e-05, "tied": True}, "weights": None,
+        "inputs": {"input_ids": {"shape": ["T"], "kind": "i32"}},
+        "outputs": {"logits": {"shape": ["T", 16], "kind": "x"}},
+        # wte 16x8, wpe 8x8, ln_f 2x8, the layer: two norms 4x8, c_attn 8x24 + 24, c_proj 8x8 + 8, fc, proj
+        "parameters": 128 + 64 + 16 + 32 + 216 + 72 + 72 + 72, "max_length": 4, "conformance_lengths": [1, 2, 4],
+        **figures}
+    assert figures["arena_peak"] == figures["structured_arena_peak"] < figures["straight_line_arena_peak"]
+    assert figures["kernels"] > 1 and figures["launches"] > figures["kernels"]
+    q = export.ExportSpec("llama", "decode", "bf16", 0, {"vocab": 16, "dim": 8, "heads": 2, "kv_heads": 1,
+                                                          "layers": 1, "mlp": 8, "tokens": 5},
+                          plan="auto", straight=True, weights=("q8", 4)).prepare()
+    m = q.manifest()
+    assert (m["host"], m["planned"], m["arena_peak"]) == ("straight-line", True, q.printed.straight_peak)
+    layer = "model.layers.{l}."
+    assert m["weights"] == {"format": "q8", "block": 4, "tensors": ["lm_head.weight", *(
+        layer + n + ".weight" for n in ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "self_attn.k_proj",
+                                         "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj"))]}
+    assert m["inputs"] == {"token": {"shape": [1], "kind": "i32"}, "past_k": {"shape": [1, 1, "T", 4], "kind": "x"},
+                           "past_v": {"shape": [1, 1, "T", 4], "kind": "x"}}
+    assert m["outputs"] == {"logits": {"shape": [1, 16], "kind": "x"}, "k": {"shape": [1, 1, 1, 4], "kind": "x"},
+                            "v": {"shape": [1, 1, 1, 4], "kind": "x"}}
+    assert (m["max_length"], m["conformance_lengths"]) == (4, [1, 2, 4])
+
+
+def test_export_npy_bytes_round_trip_with_bf16_widened():
+    from exactc.exporter import export
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # not contiguous
+    for array, want in [(x, x), (np.array([1, -2], np.int32), np.array([1, -2], np.int32)),
+                        (x.astype(types.BF16), x)]:
+        back = np.load(__import__("io").BytesIO(export.npy_bytes(array)), allow_pickle=False)
+        assert back.dtype == want.dtype and (back == want).all() and back.flags.c_contiguous
+    assert export.npy_bytes(x)[:6] == b"\x93NUMPY"
+    assert export.npy_value(x) is x and export.npy_value(x.astype(types.BF16)).dtype == np.float32
+
+
+def test_export_replace_file_beside_the_target_with_the_umask_s_mode(tmp_path, monkeypatch):
+    from exactc.exporter import export
+    target = tmp_path / "out.bin"
+    old = os.umask(0o027)
+    try:
+        export.replace_file(target, b"abc")
+    finally:
+        os.umask(old)
+    assert target.read_bytes() == b"abc" and (target.stat().st_mode & 0o777) == 0o640
+    moved = []
+    real = export.os.replace
+
+    def replace(src, dst):
+        moved.append(Path(src))
+        return real(src, dst)
+    monkeypatch.setattr(export.os, "replace", replace)
+    export.replace_file(str(target), b"de")  # a str path too
+    assert target.read_bytes() == b"de" and moved[0].parent == tmp_path
+    assert moved[0].name.startswith(".out.bin.partial-")
+
+    def vanish_then_fail(src, dst):
+        Path(src).unlink()
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(export.os, "replace", vanish_then_fail)
+    with pytest.raises(OSError) as caught:
+        export.replace_file(target, b"xyz")
+    assert caught.value.errno == 28 and target.read_bytes() == b"de"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
