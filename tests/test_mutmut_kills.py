@@ -1368,3 +1368,85 @@ def test_export_replace_file_beside_the_target_with_the_umask_s_mode(tmp_path, m
         export.replace_file(target, b"xyz")
     assert caught.value.errno == 28 and target.read_bytes() == b"de"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
+
+
+# ---- 15. the graph: fold segments, the layers the reference reports, node names --------------
+
+
+def _apart_program(count: int, apart: tuple[int, ...]):
+    from exactc.exporter import graph, models
+    from exactc.exporter.models import gpt
+    cfg = models.config("gpt", {"vocab": 16, "positions": 6, "dim": 8, "heads": 2, "layers": count, "mlp": 8,
+                                "tokens": 6})
+
+    def other(x, p, cfg):
+        return graph.add(x, graph.call(gpt.attention, cfg, graph.layernorm(x, p["ln_1.weight"], p["ln_1.bias"]), p))
+
+    def entry(cfg, params, input_ids):
+        x = graph.add(graph.embedding(params["transformer.wte.weight"], input_ids),
+                      graph.slice(params["transformer.wpe.weight"], 0, 0, cfg.tokens))
+        x = graph.fold(gpt.block, cfg.layers, x, graph.group_layers(params, "transformer.h."), cfg,
+                       apart={i: other for i in apart})
+        return {"logits": gpt.head(cfg, params, x)}
+    program = graph.trace("gpt", "apart", entry, gpt.parameters(cfg), gpt.inputs(cfg, cfg.tokens), cfg)
+    (fold,) = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
+    return program, fold
+
+
+def test_graph_fold_segments_are_the_runs_of_one_body():
+    program, fold = _apart_program(5, (1, 3, 4))
+    body, other = fold.body, fold.apart[1]
+    assert fold.segments() == [(0, 1, body), (1, 2, other), (2, 3, body), (3, 5, other)]
+    program, fold = _apart_program(4, ())
+    assert fold.segments() == [(0, 4, fold.body)]
+    program, fold = _apart_program(3, (0,))
+    assert fold.segments() == [(0, 1, fold.apart[0]), (1, 3, fold.body)]
+
+
+def test_graph_evaluate_reports_every_layer_as_it_ran():
+    from exactc.exporter import graph, models
+    program = models.build("gpt", "forward", {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 3,
+                                              "mlp": 8, "tokens": 6})
+    params = models.draw_parameters(program, 1, "f32")
+    inputs = {"input_ids": np.array([3, 1, 4, 1], np.int32)}  # T = 4 of 6
+    steps = []
+    out = graph.evaluate(program, "f32", params, inputs, on_layer=steps.append)
+    assert (graph.evaluate(program, "f32", params, inputs)["logits"] == out["logits"]).all()
+    (fold,) = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
+    assert [s.layer for s in steps] == [0, 1, 2] and all(s.fold is fold and s.length == 4 for s in steps)
+    for before, after in zip(steps, steps[1:]):
+        assert all((a == b).all() for a, b in zip(after.carry_in, before.carry_out))
+    assert steps[0].carry_in[0].shape == (4, 8) and all(s.stacked[0].shape[0] == 3 for s in steps)
+    for step in steps:
+        again = graph.rerun_layer(step, "f32", step.layer)
+        assert len(again) == len(step.carry_out) and all((a == b).all() for a, b in zip(again, step.carry_out))
+    other = graph.rerun_layer(steps[2], "f32", 1)  # layer 2 run on layer 1's slice: not its own output
+    assert not (other[0] == steps[2].carry_out[0]).all()
+    assert program.parameter_count() == sum(int(np.prod(p.full_shape)) for p in program.params) == \
+        sum(a.size for a in params.values())
+
+
+def test_graph_names_name_the_kernels():
+    """A kernel is named for its primitive, and for the values it makes where the program
+    has more than one kernel of that primitive (printer/kernel_table.py): the names the
+    models give their nodes are the files' names."""
+    from exactc.exporter import export
+    gpt = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
+    llama = {"vocab": 16, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 1, "mlp": 8, "tokens": 4}
+    want = {
+        ("gpt", "forward"): "add embedding gelu_tanh layernorm linear_attn_out_fc_mlp_out linear_logits linear_qkv "
+                            "matmul_mixed matmul_scores scale slice_k slice_pos slice_q slice_v softmax "
+                            "transpose_mixed_t transpose_q_k_v_t",
+        ("bert", "embed"): "add embedding_segment embedding_words gelu_erf l2norm layernorm linear matmul_mixed "
+                           "matmul_scores mean_pool reshape scale slice softmax transpose_mixed_t transpose_q_k_v_t",
+        ("llama", "next_token"): "add argmax embedding linear_k_v linear_logits linear_q_attn_out_gate matmul_mixed "
+                                 "matmul_scores mul rmsnorm_attn_mlp_norm rmsnorm_norm rope_k_rot rope_q_rot scale "
+                                 "silu slice softmax transpose_k_v_t transpose_mixed_t transpose_q_t",
+        ("gpt", "decode"): "add concat embedding gelu_tanh layernorm linear_attn_out_fc_mlp_out linear_logits "
+                           "linear_qkv matmul_mixed matmul_scores reshape scale slice_k slice_pos slice_q slice_v "
+                           "slice_wpe_rows softmax transpose_mixed_t transpose_q_k_v_t",
+    }
+    for (model, entry), names in want.items():
+        p = export.ExportSpec(model, entry, "f32", 0, llama if model == "llama" else gpt).prepare()
+        got = [f[len("kernels/"):-len(".c")] for f in sorted(p.printed.files) if f.startswith("kernels/")]
+        assert got == names.split(), (model, entry)

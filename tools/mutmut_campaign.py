@@ -138,7 +138,7 @@ STAGE_TESTS = [
     ("exactc/exporter/models/*.py", ["tests/test_reach_models.py", "tests/test_generation.py",
                                      "tests/test_oracle.py"]),
     ("exactc/exporter/graph.py", ["tests/test_reach_export.py", "tests/test_generation.py",
-                                  "tests/test_reach_models.py"]),
+                                  "tests/test_reach_models.py", "tests/test_oracle.py"]),
     ("exactc/exporter/export.py", ["tests/test_reach_export.py", "tests/test_generate_program.py",
                                    "tests/test_prepack.py"]),
     ("exactc/exporter/frames.py", ["tests/test_programs.py"]),
