@@ -1450,3 +1450,47 @@ def test_graph_names_name_the_kernels():
         p = export.ExportSpec(model, entry, "f32", 0, llama if model == "llama" else gpt).prepare()
         got = [f[len("kernels/"):-len(".c")] for f in sorted(p.printed.files) if f.startswith("kernels/")]
         assert got == names.split(), (model, entry)
+
+
+def test_export_writes_the_whole_directory(tmp_path):
+    """Every file of an exported directory, its bytes and its mode: the printed sources,
+    the runtime, the weights, every conformance array (lengths below T_max too), check.sh,
+    the Makefile, exactc.json, the README and the marker."""
+    import io
+    import json
+    from exactc.exporter import export
+    from exactc.runtime import RUNTIME_DIR
+    p = export.ExportSpec("llama", "forward", "bf16", 2, {"vocab": 16, "dim": 8, "heads": 2, "kv_heads": 1,
+                                                          "layers": 1, "mlp": 8, "tokens": 4}).prepare()
+    old = os.umask(0o022)
+    try:
+        root = export.write(p, tmp_path / "a" / "b" / "out")  # folders made
+    finally:
+        os.umask(old)
+    assert root == tmp_path / "a" / "b" / "out" and (root.stat().st_mode & 0o777) == 0o755
+    for name, text in p.printed.files.items():
+        assert (root / name).read_text() == text, name
+    for name in export.RUNTIME_FILES:
+        assert (root / name).read_bytes() == (RUNTIME_DIR / name).read_bytes(), name
+    assert (root / "weights.safetensors").read_bytes() == export.safetensors_bytes(
+        export.weight_tensors(p.program, p.params, "bf16"))
+    load = lambda path: np.load(io.BytesIO(path.read_bytes()), allow_pickle=False)  # noqa: E731
+    conf = root / "conformance"
+    for part, arrays in (("inputs", p.inputs), ("expected", p.expected)):
+        assert sorted(f.name for f in (conf / part).iterdir()) == sorted(f"{n}.npy" for n in arrays)
+        for name, array in arrays.items():
+            assert (load(conf / part / f"{name}.npy") == export.npy_value(array)).all()
+    assert sorted(p.lengths) == [1, 2] and sorted(f.name for f in (conf / "lengths").iterdir()) == ["T1", "T2"]
+    for length, (inputs, expected) in p.lengths.items():
+        for part, arrays in (("inputs", inputs), ("expected", expected)):
+            for name, array in arrays.items():
+                got = load(conf / "lengths" / f"T{length}" / part / f"{name}.npy")
+                assert got.shape == array.shape and (got == export.npy_value(array)).all()
+    check = conf / "check.sh"
+    assert check.read_text() == export.CHECK_SH.replace("@SITE@", "bf16") and (check.stat().st_mode & 0o777) == 0o755
+    assert "@SITE@" not in check.read_text()
+    assert (root / "Makefile").read_text() == export.MAKEFILE
+    assert (root / "exactc.json").read_text() == json.dumps(p.manifest(), indent=2, sort_keys=True) + "\n"
+    assert (root / "README.md").read_text() == export.readme(p.manifest())
+    assert (root / export.MARKER).read_text() == export.MARKER_TEXT
+    assert not [f for f in (tmp_path / "a" / "b").iterdir() if f.name != "out"]  # no temporary left
