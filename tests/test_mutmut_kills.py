@@ -1494,3 +1494,85 @@ def test_export_writes_the_whole_directory(tmp_path):
     assert (root / "README.md").read_text() == export.readme(p.manifest())
     assert (root / export.MARKER).read_text() == export.MARKER_TEXT
     assert not [f for f in (tmp_path / "a" / "b").iterdir() if f.name != "out"]  # no temporary left
+
+
+# ---- 16. Hugging Face config.json fields: each key read, each default, each refusal whole ----
+
+_LLAMA_CFG = {"hidden_size": 16, "num_attention_heads": 4, "vocab_size": 30, "num_hidden_layers": 2,
+              "intermediate_size": 24}
+_GPT_CFG = {"n_embd": 16, "n_positions": 12, "vocab_size": 30, "n_head": 4, "n_layer": 2}
+_BERT_CFG = {"max_position_embeddings": 12, "vocab_size": 30, "hidden_size": 16, "num_attention_heads": 4,
+             "num_hidden_layers": 2, "intermediate_size": 24}
+
+
+def test_hf_llama_fields_defaults_and_every_key():
+    from exactc.exporter.checkpoints import hf
+    assert hf._llama_fields("w", dict(_LLAMA_CFG)) == (
+        {"vocab": 30, "dim": 16, "heads": 4, "kv_heads": 4, "layers": 2, "mlp": 24, "eps": 1e-6, "theta": 10000.0},
+        None)
+    given = dict(_LLAMA_CFG, num_key_value_heads=2, rms_norm_eps=1e-5, max_position_embeddings=64, head_dim=4,
+                 hidden_act="silu", attention_bias=False, mlp_bias=False, pretraining_tp=1)
+    fields, positions = hf._llama_fields("w", dict(given, rope_theta=500.0))  # transformers 4.x
+    assert (fields["kv_heads"], fields["eps"], fields["theta"], positions) == (2, 1e-5, 500.0, 64)
+    fields, _ = hf._llama_fields("w", dict(given, rope_theta=9.0, rope_parameters={"rope_type": "default",
+                                                                                   "rope_theta": 70.0}))
+    assert fields["theta"] == 70.0  # transformers 5's rope_parameters first
+    for rope in ({"rope_scaling": {"type": "linear"}}, {"rope_scaling": {"rope_type": "yarn"}},
+                 {"rope_parameters": {"rope_type": "llama3"}}):
+        kind = next(iter(rope.values()))
+        kind = kind.get("rope_type", kind.get("type"))
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf._llama_fields("w", dict(_LLAMA_CFG, **rope))
+        assert str(caught.value) == (f"w: rope_type={kind!r} (rope scaling) is not supported; exactc's rope is "
+                                     "the default, unscaled")
+    refusals = [({"hidden_act": "gelu"}, "w: hidden_act='gelu' is not supported (exactc computes hidden_act='silu')"),
+                ({"attention_bias": True}, "w: attention_bias=True is not supported (exactc computes "
+                                           "attention_bias=False)"),
+                ({"mlp_bias": True}, "w: mlp_bias=True is not supported (exactc computes mlp_bias=False)"),
+                ({"pretraining_tp": 2}, "w: pretraining_tp=2 is not supported (exactc computes pretraining_tp=1)"),
+                ({"head_dim": 8}, "w: head_dim=8 is not hidden_size / num_attention_heads = 4; exactc's llama "
+                                  "derives it"),
+                ({"rope_parameters": [1]}, "w: rope_parameters must be an object, not a list"),
+                ({"rope_scaling": "x"}, "w: rope_scaling must be an object, not a string")]
+    for extra, message in refusals:
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf._llama_fields("w", dict(_LLAMA_CFG, **extra))
+        assert str(caught.value) == message
+    for key in _LLAMA_CFG:
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf._llama_fields("w", {k: v for k, v in _LLAMA_CFG.items() if k != key})
+        assert str(caught.value) == f"w: no {key}"
+
+
+def test_hf_gpt_and_bert_fields_defaults_and_every_key():
+    from exactc.exporter.checkpoints import hf
+    assert hf._gpt_fields("w", dict(_GPT_CFG)) == (
+        {"vocab": 30, "positions": 12, "dim": 16, "heads": 4, "layers": 2, "mlp": 64, "eps": 1e-5, "tied": True}, 12)
+    fields, _ = hf._gpt_fields("w", dict(_GPT_CFG, n_inner=20, layer_norm_epsilon=1e-4, tie_word_embeddings=False,
+                                         activation_function="gelu_pytorch_tanh"))
+    assert (fields["mlp"], fields["eps"], fields["tied"]) == (20, 1e-4, False)
+    for extra, key, value, wanted in [({"activation_function": "relu"}, "activation_function", "relu",
+                                       ("gelu_new", "gelu_pytorch_tanh")),
+                                      ({"scale_attn_weights": False}, "scale_attn_weights", False, True),
+                                      ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx",
+                                       True, False),
+                                      ({"add_cross_attention": True}, "add_cross_attention", True, False)]:
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf._gpt_fields("w", dict(_GPT_CFG, **extra))
+        assert str(caught.value) == f"w: {key}={value!r} is not supported (exactc computes {key}={wanted!r})"
+    assert hf._bert_fields("w", dict(_BERT_CFG)) == (
+        {"vocab": 30, "positions": 12, "type_vocab": 2, "dim": 16, "heads": 4, "layers": 2, "mlp": 24,
+         "eps": 1e-12}, 12)
+    assert hf._bert_fields("w", dict(_BERT_CFG, type_vocab_size=3, layer_norm_eps=1e-7))[0]["type_vocab"] == 3
+    for extra, key, value, wanted in [({"hidden_act": "relu"}, "hidden_act", "relu", "gelu"),
+                                      ({"position_embedding_type": "relative_key"}, "position_embedding_type",
+                                       "relative_key", "absolute"),
+                                      ({"is_decoder": True}, "is_decoder", True, False)]:
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf._bert_fields("w", dict(_BERT_CFG, **extra))
+        assert str(caught.value) == f"w: {key}={value!r} is not supported (exactc computes {key}={wanted!r})"
+    for config, reader in ((_GPT_CFG, hf._gpt_fields), (_BERT_CFG, hf._bert_fields)):
+        for key in config:
+            with pytest.raises(hf.CheckpointError) as caught:
+                reader("w", {k: v for k, v in config.items() if k != key})
+            assert str(caught.value) == f"w: no {key}"
