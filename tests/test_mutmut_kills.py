@@ -44,6 +44,8 @@ Grouped by what they protect:
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import re
 from pathlib import Path
@@ -633,9 +635,8 @@ def test_tune_tuned_layouts_take_the_build_cc_names(tmp_path, monkeypatch):
 
 
 def _tune_linear():
-    from exactc.exporter.kernels.lower import lower
-    kernel = lower("linear", "f32", {"x": (20, 32), "w": (40, 32), "b": (40,)}, {"has_b": True})
-    return kernel, kernel.nests[0]
+    from test_tune import _linear  # tests/test_tune.py's linear kernel and its nest
+    return _linear()
 
 
 def _tune_measured(kernel, nest, fastest: int):
@@ -655,7 +656,6 @@ def test_tune_table_written_whole_and_merged(tmp_path, monkeypatch):
     path = tmp_path / "deep" / "er" / "t.json"  # folders made
     monkeypatch.setattr(tune.time, "gmtime", lambda: tune.time.struct_time((2026, 12, 3, 8, 9, 10, 3, 337, 0)))
     tune.write_table(path, "build B", [m])
-    import json
     text = path.read_text()
     table = json.loads(text)
     assert text == json.dumps(table, indent=1, sort_keys=True) + "\n"
@@ -764,9 +764,9 @@ def test_tune_timed_at_a_run_time_length():
 _TUNE_TINY = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 4, "tokens": 1}
 
 
-def _tune_tiny_program():
+def _tune_program(**changes):
     from exactc.exporter import export
-    return export.trace("llama", "forward", _TUNE_TINY, None)
+    return export.trace("llama", "forward", {**_TUNE_TINY, **changes}, None)
 
 
 def test_tune_times_every_candidate_in_rounds_keeping_the_best(monkeypatch):
@@ -780,7 +780,7 @@ def test_tune_times_every_candidate_in_rounds_keeping_the_best(monkeypatch):
         return bests[id(self)][-1]
     monkeypatch.setattr(tune.Timed, "best", best)
     notes = []
-    measured = tune.tune(_tune_tiny_program(), "f32", "gcc", rounds=3, progress=notes.append)
+    measured = tune.tune(_tune_program(), "f32", "gcc", rounds=3, progress=notes.append)
     total = sum(len(m.layouts) for m in measured)
     assert [m.nest for m in measured] == ["matmul", "silu"] and total == 15
     assert notes[0] == "compiled 1/15 candidates (matmul matmul: plain)"
@@ -789,14 +789,14 @@ def test_tune_times_every_candidate_in_rounds_keeping_the_best(monkeypatch):
     assert len(runs) == total == len(set(runs))  # each warmed once, in the first round only
     assert sorted(min(v) for v in bests.values()) == sorted(s for m in measured for s in m.seconds.values())
     assert all(len(v) == 3 for v in bests.values())
-    assert tune.tune(_tune_tiny_program(), "f32", "gcc", rounds=1, length=1)  # a length asked for
+    assert tune.tune(_tune_program(), "f32", "gcc", rounds=1, length=1)  # a length asked for
     assert all(m.variant == tune.compiled_variant("gcc") for m in measured)
 
 
 def test_tune_nothing_to_tune_when_no_nest_has_a_choice(monkeypatch):
     from exactc import tune
     monkeypatch.setattr(tune, "candidates", lambda kernel, nest: [Layout()])
-    assert tune.tune(_tune_tiny_program(), "f32", "gcc", rounds=1) == []
+    assert tune.tune(_tune_program(), "f32", "gcc", rounds=1) == []
 
 
 def _tune_cli(*args):
@@ -807,7 +807,6 @@ def _tune_cli(*args):
 
 def test_tune_command_in_process_reports_and_writes_the_table(tmp_path, monkeypatch, capsys):
     from exactc import tune
-    import json
     path = tmp_path / "sub" / "t.json"
     assert _tune_cli("--rounds", "1", "--table", str(path)) == 0
     out = capsys.readouterr().out.splitlines()
@@ -842,7 +841,6 @@ def test_tune_command_refusals_whole(tmp_path, monkeypatch, capsys):
 
 def test_tune_progress_note_only_on_a_terminal(monkeypatch):
     from exactc import tune
-    import io
 
     class Terminal(io.StringIO):
         tty = True
@@ -933,7 +931,7 @@ def test_tune_times_with_the_default_build_each_nest_at_the_length(monkeypatch):
             events.append(("best", id(self)))
             return 1.0
     monkeypatch.setattr(tune, "Timed", Recorder)
-    program = export_trace_tiny(tokens=3)
+    program = _tune_program(dim=16, mlp=16, vocab=16, tokens=3)
     tune.tune(program, "f32", "clang", rounds=1)  # not the default compiler
     assert made and all(opt == BuildOptions(cc="clang", opt="-O2", march_native=True, warnings=False)
                         for _, _, opt, _ in made)
@@ -951,11 +949,6 @@ def test_tune_times_with_the_default_build_each_nest_at_the_length(monkeypatch):
     monkeypatch.setattr(tune, "candidates", lambda kernel, nest: [Layout(), laned])  # two: still a choice
     two = tune.tune(program, "f32", "gcc", rounds=1)
     assert len(two) > 3 and all(len(m.layouts) == 2 for m in two)
-
-
-def export_trace_tiny(tokens: int):
-    from exactc.exporter import export
-    return export.trace("llama", "forward", {**_TUNE_TINY, "dim": 16, "mlp": 16, "vocab": 16, "tokens": tokens}, None)
 
 
 def test_tune_command_passes_its_options_on(tmp_path, monkeypatch, capsys):
@@ -983,7 +976,6 @@ def test_tune_command_times_in_seconds_and_best_is_a_duration(tmp_path, capsys):
 
 def test_tune_progress_note_is_flushed(monkeypatch):
     from exactc import tune
-    import io
 
     class Terminal(io.StringIO):
         flushed = 0
@@ -1194,7 +1186,6 @@ def _gen_document(prompt, seed, options, count, stop, site, out):
 
 
 def test_generate_document_whole_with_every_option(tmp_path, capsys):
-    import json
     from exactc import cli
     from exactc.exporter.reference.sampling import SamplingOptions
     seed, options = 2**64 - 1, SamplingOptions(0.8, 5, 0.9)
@@ -1210,7 +1201,6 @@ def test_generate_document_whole_with_every_option(tmp_path, capsys):
 
 
 def test_generate_defaults(tmp_path, capsys):
-    import json
     from exactc import cli
     from exactc.exporter.reference.sampling import SamplingOptions
     doc = tmp_path / "run.json"
@@ -1230,9 +1220,9 @@ def test_generate_the_c_backend_gives_the_reference_document(tmp_path, capsys):
     assert cli.main([*argv, "--json", str(ref)]) == 0
     assert cli.main([*argv, "--json", str(c), "--backend", "c", "--cc", "gcc"]) == 0
     assert c.read_bytes() == ref.read_bytes()
-    stop = int(__import__("json").loads(ref.read_text())["new_tokens"][0])
+    stop = int(json.loads(ref.read_text())["new_tokens"][0])
     assert cli.main([*argv[:-2], "--seed", "11", "--stop", str(stop), "--json", str(c), "--backend", "c"]) == 0
-    assert __import__("json").loads(c.read_text())["new_tokens"] == [stop]
+    assert json.loads(c.read_text())["new_tokens"] == [stop]
 
 
 def test_generate_refusals_whole(tmp_path, capsys):
@@ -1271,7 +1261,6 @@ def test_generate_refusals_whole(tmp_path, capsys):
 
 
 def test_generate_with_a_tokenizer_json_prints_the_text(tmp_path, capsys):
-    import json
     from tokenizers import Tokenizer, models as tk_models, pre_tokenizers, decoders
     from exactc import cli
     from exactc.exporter.reference.sampling import SamplingOptions
@@ -1334,7 +1323,7 @@ def test_export_npy_bytes_round_trip_with_bf16_widened():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # not contiguous
     for array, want in [(x, x), (np.array([1, -2], np.int32), np.array([1, -2], np.int32)),
                         (x.astype(types.BF16), x)]:
-        back = np.load(__import__("io").BytesIO(export.npy_bytes(array)), allow_pickle=False)
+        back = np.load(io.BytesIO(export.npy_bytes(array)), allow_pickle=False)
         assert back.dtype == want.dtype and (back == want).all() and back.flags.c_contiguous
     assert export.npy_bytes(x)[:6] == b"\x93NUMPY"
     assert export.npy_value(x) is x and export.npy_value(x.astype(types.BF16)).dtype == np.float32
@@ -1456,8 +1445,6 @@ def test_export_writes_the_whole_directory(tmp_path):
     """Every file of an exported directory, its bytes and its mode: the printed sources,
     the runtime, the weights, every conformance array (lengths below T_max too), check.sh,
     the Makefile, exactc.json, the README and the marker."""
-    import io
-    import json
     from exactc.exporter import export
     from exactc.runtime import RUNTIME_DIR
     p = export.ExportSpec("llama", "forward", "bf16", 2, {"vocab": 16, "dim": 8, "heads": 2, "kv_heads": 1,
