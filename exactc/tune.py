@@ -266,8 +266,8 @@ class Timed:
         ffi = self.library.ffi
         takes = [length] if takes_length({b.name: b for b in kernel.buffers}) else []
         self.calls = []
-        ranges = printed.ranges or tuple(launch.extent for launch in kernel.launches)  # the outermost loop's
-        for launch, function, extent in zip(kernel.launches, printed.functions, ranges, strict=True):
+        # print_kernel gives every launch its function and the extent of its (lo, hi) range
+        for launch, function, extent in zip(kernel.launches, printed.functions, printed.ranges, strict=True):
             args = [ffi.cast("void *", self.arrays[name].ctypes.data) for name in launch.args] + takes
             self.calls.append((getattr(self.library.lib, function), args, dims.at(extent, length)))
 

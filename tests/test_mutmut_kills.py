@@ -980,6 +980,35 @@ def test_tune_command_times_in_seconds_and_best_is_a_duration(tmp_path, capsys, 
     assert 0 < timed.best() < 1.0
 
 
+def test_tune_command_reads_the_checkpoint_config(tmp_path, capsys, monkeypatch):
+    # A llama2.c file of a config no default has (mlp 8): the nests tuned are its own.
+    from test_checkpoints import hf_tensors
+    from exactc.exporter.checkpoints import llama2c
+    from exactc.exporter import models
+    fields = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 8}
+    program = models.build("llama", "forward", dict(fields, tokens=2))
+    path = llama2c.write(tmp_path / "m.bin", hf_tensors("llama", program, models.draw_parameters(program, 5, "f32")),
+                         fields, seq_len=4)
+    from exactc import cli
+    assert cli.main(["plan", "--tune", "llama", "--entry", "forward", "--dtype", "f32", "--cc", "gcc",
+                     "--checkpoint", str(path), "--rounds", "1", "--table", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    nests = [line for line in out if not line.startswith(" ")]
+    assert nests[:-1] == ["matmul at f32 (a 1xTx4, b 1xTx4), nest matmul:", "linear at f32 (x Tx4, w 8x4), nest linear:",
+                          "silu at f32 (x Tx8), nest silu:"], out
+    assert nests[-1].startswith("tune: 3 nests, 18 candidates in ")
+    # A checkpoint that refuses the entry (a sentence-transformers folder's modules do) is
+    # refused before anything is tuned.
+    import dataclasses
+    from exactc.exporter import checkpoints
+    load = checkpoints.load
+    monkeypatch.setattr(checkpoints, "load",
+                        lambda *a: dataclasses.replace(load(*a), entries={"forward": "no forward in this file"}))
+    assert cli.main(["plan", "--tune", "llama", "--entry", "forward", "--dtype", "f32", "--cc", "gcc",
+                     "--checkpoint", str(path), "--rounds", "1", "--table", str(tmp_path / "u.json")]) == 2
+    assert "no forward in this file" in capsys.readouterr().err and not (tmp_path / "u.json").exists()
+
+
 def test_tune_progress_note_is_flushed(monkeypatch):
     from exactc import tune
 
