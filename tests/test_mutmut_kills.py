@@ -39,7 +39,16 @@ Grouped by what they protect:
     site beside the quantized ones;
 13. `exactc generate` in process (generate.py): the JSON document whole under every
     option, the defaults, the C backend's document equal to the reference's, every
-    refusal whole, a tokenizer.json prompt streamed as text.
+    refusal whole, a tokenizer.json prompt streamed as text;
+14. the exported directory (exporter/export.py): exactc.json whole, every file and its
+    bytes and modes;
+15. the program graph (exporter/graph.py): fold segments, the layer reports and reruns,
+    the kernels' names;
+16. Hugging Face config.json fields (checkpoints/hf.py): each key read, each default,
+    each refusal whole;
+17. weights laid out as panels at load (printer/prepack.py): one parameter read by two
+    kernels of one lane width and of two, an unstacked parameter's one layer, a split's
+    axis from the nest's own order, a split of a run-time extent refused.
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ import numpy as np
 import pytest
 
 from exactc import tokenizer_bin
-from exactc.exporter import dims, reference, types
+from exactc.exporter import dims, graph, reference, types
 from exactc.exporter.kernels import splits
 from exactc.exporter.kernels.ir import IRError
 from exactc.exporter.kernels.layouts import Layout, LayoutError
@@ -1598,3 +1607,53 @@ def test_hf_gpt_and_bert_fields_defaults_and_every_key():
             with pytest.raises(hf.CheckpointError) as caught:
                 reader("w", {k: v for k, v in config.items() if k != key})
             assert str(caught.value) == f"w: no {key}"
+
+
+# ---- 17. weights laid out as panels at load (printer/prepack.py) -----------------------------
+
+
+def _one_weight_two_linears():
+    """One weight w (40 x 32) that two linear kernels read: x of one row, z of three."""
+    def entry(params, x, z):
+        return {"a": graph.linear(x, params["w"]), "c": graph.linear(z, params["w"])}
+
+    return graph.trace("m", "e", entry, [graph.ParamSpec("w", (40, 32), 0)],
+                       [graph.InputSpec("x", (1, 32), "x"), graph.InputSpec("z", (3, 32), "x")])
+
+
+def _laned_kernels(program, widths):
+    """The program's kernels (by kernel_key, in order of first launch), each under
+    lanes n:W with w packed, W from `widths`."""
+    from exactc.exporter.printer.kernel_table import kernel_key, launched_ops, op_shapes
+    kernels = {}
+    for op in launched_ops(program):
+        kernels.setdefault(kernel_key(op), lower(op.primitive, "f32", op_shapes(op), op.attrs))
+    return {key: (kernel, Plan((("linear", NestPlan(Layout(order=("n", "m"), lanes=(("n", w),), packs=("w",)))),)))
+            for (key, kernel), w in zip(kernels.items(), widths, strict=True)}
+
+
+def test_prepack_lays_out_a_weight_of_one_width_as_one_layer():
+    from exactc.exporter.printer import prepack
+    program = _one_weight_two_linears()
+    ahead, packed = prepack.packed_ahead(program, _laned_kernels(program, [16, 16]))
+    assert packed == {"w": prepack.PackedParameter(1, 40, 32, 16)}  # not stacked: one layer
+    assert list(ahead.values()) == [frozenset({"w"})] * 2
+    # read in lanes of 16 by one kernel and of 8 by the other: no one layout serves both
+    assert prepack.packed_ahead(program, _laned_kernels(program, [16, 8])) == ({}, {})
+
+
+def test_prepack_split_axis_from_the_nest_order_and_no_scaled_split():
+    from exactc.exporter.printer.prepack import panel_widths
+    from exactc.exporter.kernels.splits import Split
+    kernel = lower("linear", "f32", {"x": (3, 32), "w": (40, 32)}, {})
+
+    def widths(layout, split):
+        return panel_widths(kernel, Plan((("linear", NestPlan(layout, split)),)))
+    # no order given: the nest's own (m, n), so depth 0 cuts m and depth 1 cuts n
+    natural = Layout(lanes=(("n", 16),), packs=("w",))
+    assert widths(natural, Split(0, ((0, 1), (1, 3)))) == {}
+    assert widths(natural, Split(1, ((0, 16), (16, 40)))) == {"w": 16}
+    # pieces of a run-time extent are scaled when the program runs: they may fall anywhere
+    ordered = Layout(order=("n", "m"), lanes=(("n", 16),), packs=("w",))
+    assert widths(ordered, Split(0, ((0, 16), (16, 40)))) == {"w": 16}
+    assert widths(ordered, Split(0, ((0, 16), (16, 40)), of=40)) == {}
