@@ -1657,3 +1657,39 @@ def test_prepack_split_axis_from_the_nest_order_and_no_scaled_split():
     ordered = Layout(order=("n", "m"), lanes=(("n", 16),), packs=("w",))
     assert widths(ordered, Split(0, ((0, 16), (16, 40)))) == {"w": 16}
     assert widths(ordered, Split(0, ((0, 16), (16, 40)), of=40)) == {}
+
+
+# ---- 18. the quantizer at its edges (exporter/quant.py) --------------------------------------
+
+
+def test_q4_clips_a_quotient_below_when_a_subnormal_scale_rounds_down():
+    from exactc.exporter import quant
+    ulp = 2.0 ** -149
+    # m = 9 ulp: m / -8 = -1.125 ulp rounds to -1 ulp, so m's own quotient is -9, clipped to -8
+    nibbles, scales = quant.quantize_q4_blocks(np.array([[9 * ulp, 0, 0, 0, 3 * ulp, 0]], np.float32), 4)
+    assert scales.dtype == np.float32 and scales.tolist() == [[np.float32(-ulp), 0]]
+    # m = 3 ulp: its scale underflows to 0, and the block (with its padding) is stored as 8s
+    assert nibbles.tolist() == [[[0, 8, 8, 8], [8, 8, 8, 8]]]
+
+
+def test_quant_rounding_keeps_the_type_and_dequantize_overflows_quietly():
+    import warnings
+    from exactc.exporter import quant
+    r = quant.round_half_away(np.array([0.5, -2.5, 1.49], np.float32))
+    assert r.dtype == np.float32 and r.tolist() == [1, -3, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # IEEE's inf, not numpy's overflow warning
+        w = quant.dequantize("q8", np.array([[127, 1]], np.int8), np.array([[3e38]], np.float32), 2, 2)
+    assert w.dtype == np.float32 and w.tolist() == [[np.inf, np.float32(3e38)]]
+
+
+def test_quant_parameters_refuse_a_nonfinite_weight_by_its_name():
+    from exactc.exporter import export, models, quant
+    program = export.trace("llama", "forward", {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1,
+                                                "mlp": 16, "tokens": 4}, ("q8", 8))
+    reals = {k: np.asarray(v, np.float64) for k, v in models.draw_parameters(program, 0, "f64").items()}
+    name = "model.layers.{l}.mlp.up_proj.weight"
+    reals[name][0, 3, 7] = np.nan
+    with pytest.raises(quant.QuantError) as caught:
+        quant.quantize_parameters(program, reals, "f32")
+    assert str(caught.value).startswith(f"tensor {name}: element at index (0, 3, 7) is nan")

@@ -92,7 +92,9 @@ def quantize_q8_blocks(values: np.ndarray, block: int) -> tuple[np.ndarray, np.n
         zero = scales == 0
         quotients = _quotients(blocks, scales, zero | nonfinite)
         q = np.clip(round_half_away(quotients), -Q8_LIMIT, Q8_LIMIT)
-    q = np.where((zero | nonfinite)[..., None], kind(0), q).astype(np.int8)
+    # a block of scale 0 (zeros, or values so small that amax / 127 underflows) and a
+    # non-finite one (zeroed) are divided by 1: their quotients round to 0 already
+    q = q.astype(np.int8)
     scales = np.where(nonfinite, kind(np.nan), scales)
     return q.reshape(values.shape[:-1] + (-1,))[..., : values.shape[-1]], scales
 
@@ -114,10 +116,9 @@ def quantize_q4_blocks(values: np.ndarray, block: int) -> tuple[np.ndarray, np.n
         zero = scales == 0
         quotients = _quotients(blocks, scales, zero)
         q = np.clip(round_half_away(quotients), Q4_LOW, Q4_HIGH)
-    q = np.where(zero[..., None], np.float32(0), q)
+    # a block of scale 0 (zeros, or values so small that m / -8 underflows), divided by
+    # 1, and a short last block's padding (+0, _blocks) round to 0: the nibble 8
     nibbles = (q.astype(np.int16) + Q4_OFFSET).astype(np.uint8)
-    k = values.shape[-1]
-    nibbles.reshape(nibbles.shape[:-2] + (-1,))[..., k:] = Q4_OFFSET  # padding: the value 0
     return nibbles, scales
 
 
