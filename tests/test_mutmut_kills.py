@@ -48,7 +48,12 @@ Grouped by what they protect:
     each refusal whole;
 17. weights laid out as panels at load (printer/prepack.py): one parameter read by two
     kernels of one lane width and of two, an unstacked parameter's one layer, a split's
-    axis from the nest's own order, a split of a run-time extent refused.
+    axis from the nest's own order, a split of a run-time extent refused;
+18. the quantizer at its edges (exporter/quant.py): q4's clip below at a subnormal scale,
+    the rounding's type, dequantize's quiet overflow, a non-finite weight named;
+19. the generation loop (reference/generation.py): the request's bounds whole, the
+    forward program run at every step with recompute, each token heard with its
+    probability.
 """
 
 from __future__ import annotations
@@ -1693,3 +1698,45 @@ def test_quant_parameters_refuse_a_nonfinite_weight_by_its_name():
     with pytest.raises(quant.QuantError) as caught:
         quant.quantize_parameters(program, reals, "f32")
     assert str(caught.value).startswith(f"tensor {name}: element at index (0, 3, 7) is nan")
+
+
+# ---- 19. the generation loop's request and its listeners (reference/generation.py) -----------
+
+
+def test_generation_request_bounds_whole():
+    from exactc.exporter.reference.generation import GenerationError, check_request
+    assert check_request(7, 40, np.array([[1, 2], [3, 39]]), 3, 0) == [1, 2, 3, 39]  # any shape, flat; stop 0
+    assert check_request(7, 40, [5], 6, 39) == [5]  # the last token of the vocabulary, the last position
+    for prompt, count, stop, message in (
+            ([], 1, None, "the prompt is empty; give at least one token"),
+            ([1], True, None, "count True must be an integer >= 1"),
+            ([1, 2, 3], 5, None, "the prompt's 3 tokens and 5 new ones make 8 positions; the programs take at "
+                                 "most tokens=7"),
+            ([1], 1, 40, "stop token 40 is outside [0, 40) (the vocabulary)"),
+            ([1], 1, -1, "stop token -1 is outside [0, 40) (the vocabulary)")):
+        with pytest.raises(GenerationError) as caught:
+            check_request(7, 40, prompt, count, stop)
+        assert str(caught.value) == message
+
+
+def test_generation_recompute_runs_forward_and_each_token_is_heard_with_its_probability(monkeypatch):
+    from test_generation import programs, parameters
+    from exactc.exporter.reference import generation
+    from exactc.exporter.reference.sampling import SamplingOptions
+    from exactc.runtime import keys_twin
+    p = programs("llama")
+    ran = []
+    evaluate = generation.graph.evaluate
+    monkeypatch.setattr(generation.graph, "evaluate",
+                        lambda program, *a: ran.append(program.entry) or evaluate(program, *a))
+    options = SamplingOptions(temperature=1.0)
+    key = keys_twin.key_from_seed(3)
+    out = generation.generate(p["prefill"], p["decode"], "f32", parameters("llama", "f32"), [1, 2], 3, key, options,
+                              recompute=p["forward"])
+    assert ran == ["forward"] * 3
+    heard = []
+    run = generation.reference_runner(p, "f32", parameters("llama", "f32"))
+    again = generation.run_loop(run, p["prefill"].config, [1, 2], 3, key, options,
+                                on_token=lambda token, probability: heard.append((token, probability)))
+    assert heard == list(zip(again.tokens, again.probabilities)) and again.tokens == out.tokens
+    assert ran[3:] == ["prefill", "decode", "decode"]
