@@ -53,7 +53,8 @@ Grouped by what they protect:
     the rounding's type, dequantize's quiet overflow, a non-finite weight named;
 19. the generation loop (reference/generation.py): the request's bounds whole, the
     forward program run at every step with recompute, each token heard with its
-    probability.
+    probability;
+20. the ChaCha20 twin's scalar seed (runtime/keys_twin.py): it wraps without a warning.
 """
 
 from __future__ import annotations
@@ -1740,3 +1741,15 @@ def test_generation_recompute_runs_forward_and_each_token_is_heard_with_its_prob
                                 on_token=lambda token, probability: heard.append((token, probability)))
     assert heard == list(zip(again.tokens, again.probabilities)) and again.tokens == out.tokens
     assert ran[3:] == ["prefill", "decode", "decode"]
+
+
+# ---- 20. the ChaCha20 twin's scalar seed (runtime/keys_twin.py) ------------------------------
+
+
+def test_keys_twin_scalar_seed_wraps_without_a_warning():
+    import warnings
+    from exactc.runtime import keys_twin
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy scalars warn when they wrap; 1-d arrays do not
+        key = keys_twin.key_from_seed(2**64 - 1)
+    assert key.shape == (8,) and (key == keys_twin.key_from_seed(np.array([2**64 - 1], np.uint64))[0]).all()
