@@ -4,6 +4,7 @@ verdicts kept across runs. (The campaign itself is `make mutmut`; these are its 
 from __future__ import annotations
 
 import importlib.util
+import re
 import tomllib
 from pathlib import Path
 
@@ -148,3 +149,17 @@ def test_the_stage_runs_hypothesis_without_shrinking(campaign, tmp_path):
     assert Phase.shrink not in mutmut.phases and Phase.generate in mutmut.phases
     assert (mutmut.max_examples, mutmut.derandomize) == (ci.max_examples, ci.derandomize)
     assert mutmut.database is None
+
+
+def test_the_stage_copies_every_folder_the_tests_read(campaign):
+    """The tests run in STAGE/mutants, where mutmut copies exactc/, tests/ and also_copy
+    only: a folder a test reads (docs/cli.md, fuzz/'s corpora) left out fails the clean
+    run, and the whole batch with it."""
+    tree = TOOL.parent.parent
+    copied = {p.rstrip("/") for p in tomllib.loads(campaign.mutmut_table(1, []))["tool"]["mutmut"]["also_copy"]}
+    folders = {p.name for p in tree.iterdir() if p.is_dir() and not p.name.startswith(".")
+               and p.name not in ("exactc", "tests") and not p.name.endswith(".egg-info")}
+    text = "\n".join(p.read_text() for p in (tree / "tests").glob("*.py"))
+    read = {f for f in folders if re.search(rf'"{f}"|\b{f}/', text)}
+    assert {"docs", "tools", "fuzz"} <= read
+    assert read <= copied, f"tests read {sorted(read - copied)}, which the stage does not copy"

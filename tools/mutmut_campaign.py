@@ -23,7 +23,8 @@ Why a staging copy, and how the mutated `exactc` is what the tests import:
 - With `source_paths = ["exactc"]` mutmut copies STAGE/exactc to STAGE/mutants/exactc and
   rewrites the files matched by `only_mutate` there (every function becomes a trampoline
   that dispatches on $MUTANT_UNDER_TEST); it copies tests/ and pyproject.toml beside it,
-  and tools/ (`also_copy`). Its runner runs pytest in-process with cwd STAGE/mutants and
+  and the folders tests read (tools/, docs/, fuzz/, bench/: `also_copy`). Its runner
+  runs pytest in-process with cwd STAGE/mutants and
   puts STAGE/mutants first on sys.path, so `import exactc` finds STAGE/mutants/exactc
   before any installed exactc. A test's child process (the printer's determinism test
   starts a fresh `python -c`) runs in cwd STAGE/mutants, so it finds the same copy. (No
@@ -165,6 +166,8 @@ STAGE_TESTS = [
 TIMEOUT_CONSTANT = 60.0
 TIMEOUT_MULTIPLIER = 4.0
 PYTEST_ARGS = ["-m", "not slow", "-p", "no:cacheprovider"]
+# What mutmut copies into STAGE/mutants beside exactc/ and tests/: every folder a test reads.
+ALSO_COPY = ["tools/", "docs/", "fuzz/", "bench/"]
 
 # What the copy leaves out: environments, caches and history, never source (the mutant
 # runner's patterns, plus a stray stage).
@@ -187,7 +190,8 @@ def mutmut_table(max_children: int, tests: list[str]) -> str:
         "# Added by tools/mutmut_campaign.py in the staging copy only.",
         "[tool.mutmut]",
         'source_paths = ["exactc"]',
-        'also_copy = ["tools/"]',
+        # the folders beside exactc/ and tests/ that tests read (docs/cli.md, fuzz/'s corpora)
+        f"also_copy = {toml_list(ALSO_COPY)}",
         f"only_mutate = {toml_list(MUTATE)}",
         f"do_not_mutate = {toml_list(DO_NOT_MUTATE)}",
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}",

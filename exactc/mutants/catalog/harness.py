@@ -107,6 +107,18 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-stage-leaves-docs-out",
+        "the mutmut campaign's stage copies tools/ alone beside exactc/ and tests/: the tests that "
+        "read docs/cli.md and docs/semantics.md fail the clean run, and every batch that selects "
+        "them (the command line's files) ends with no score",
+        MUTMUT,
+        'ALSO_COPY = ["tools/", "docs/", "fuzz/", "bench/"]',
+        'ALSO_COPY = ["tools/", "fuzz/", "bench/"]',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-batches-stage-the-live-tree",
         "every batch of a mutmut cluster campaign stages the checkout as it is when the batch "
         "starts, not the snapshot taken when the campaign began: a test file half edited an hour "
