@@ -66,8 +66,9 @@ def round_half_away(r: np.ndarray) -> np.ndarray:
 
 
 def _quotients(blocks: np.ndarray, scales: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    """blocks ⊘ scale, one IEEE division per value; blocks in `skip` (zero or NaN scale)
-    are divided by 1 and their results thrown away by the caller."""
+    """blocks ⊘ scale, one IEEE division per value; blocks in `skip` (a zero scale, or a
+    non-finite block, zeroed) are divided by 1, so their quotients (zeros, or values too
+    small to reach one half) round to 0."""
     divisor = np.where(skip, blocks.dtype.type(1), scales)
     return blocks / divisor[..., None]
 
