@@ -54,7 +54,10 @@ Grouped by what they protect:
 19. the generation loop (reference/generation.py): the request's bounds whole, the
     forward program run at every step with recompute, each token heard with its
     probability;
-20. the ChaCha20 twin's scalar seed (runtime/keys_twin.py): it wraps without a warning.
+20. the ChaCha20 twin's scalar seed (runtime/keys_twin.py): it wraps without a warning;
+21. what exactc export writes (exporter/export.py): the README's figures, rows and
+    choices, check_target's refusals whole, write's work directory beside the target,
+    the earlier export moved aside, the partial directory removed, an OSError's file.
 """
 
 from __future__ import annotations
@@ -1753,3 +1756,104 @@ def test_keys_twin_scalar_seed_wraps_without_a_warning():
         warnings.simplefilter("error")  # numpy scalars warn when they wrap; 1-d arrays do not
         key = keys_twin.key_from_seed(2**64 - 1)
     assert key.shape == (8,) and (key == keys_twin.key_from_seed(np.array([2**64 - 1], np.uint64))[0]).all()
+
+
+# ---- 21. the exported README.md: every figure, row and choice (exporter/export.py) -----------
+
+
+_README_MANIFEST = {
+    "model": "llama", "entry": "decode", "dtype": "bf16", "seed": 7, "config": {"dim": 4, "vocab": 5},
+    "checkpoint": {"name": "m.bin", "format": "llama2c"}, "parameters": 99, "host": "structured", "kernels": 3,
+    "nests": 4, "launches": 5, "arena_peak": 123, "straight_line_arena_peak": 456, "planned": True,
+    "inputs": {"token": {"shape": [1], "kind": "i32"}, "past_k": {"shape": [2, "T"], "kind": "x"}},
+    "outputs": {"logits": {"shape": [1, 5], "kind": "x"}}}
+
+
+def test_export_readme_pins_every_figure_row_and_choice():
+    from exactc.exporter import export
+    text = export.readme(_README_MANIFEST)
+    lines = text.splitlines()
+    assert lines[0] == "# llama `decode` at bf16, exported by exactc"
+    assert lines[7:12] == [
+        "- model: `llama` (dim=4, vocab=5), entry `decode`, site type `bf16`,",
+        "  parameters from the checkpoint `m.bin` (llama2c), inputs drawn from seed 7 (99 values)",
+        "- host: structured; 3 kernels, 4 nest functions, 5 launches per run",
+        "- arena: 123 bytes (the peak computed from the host's structure; the",
+        "  straight-line host would need 456)"]
+    assert "(`STRICT`: `-std=c11 -ffp-contract=off -fno-fast-math`)" in text
+    assert [line for line in lines if line.startswith("| `")] == [
+        "| `token` | input | (1,) | int32 (`<i4`) |",
+        "| `past_k` | input | (2, 'T') | f32 (`<f4`), rounded to bf16 |",
+        "| `logits` | output | (1, 5) | f32 (`<f4`), bf16 values widened |"]
+    assert ("This export follows a plan: the nests it splits run their pieces on an\nOpenMP team (one after another "
+            "without OpenMP); the others run on the calling thread.") in text
+    plain = export.readme(dict(_README_MANIFEST, dtype="f32", checkpoint=None, planned=False, config=None))
+    lines = plain.splitlines()
+    assert lines[7:9] == ["- model: `llama` (), entry `decode`, site type `f32`,",
+                          "  parameters drawn from seed 7 (99 values)"]
+    assert [line for line in lines if line.startswith("| `")] == [
+        "| `token` | input | (1,) | int32 (`<i4`) |", "| `past_k` | input | (2, 'T') | f32 (`<f4`) |",
+        "| `logits` | output | (1, 5) | f32 (`<f4`) |"]
+    assert ("This export runs each nest over its whole range on the calling thread; a\nplan (`exactc export --plan`) "
+            "splits them.") in plain
+    assert [line for line in export.readme(dict(_README_MANIFEST, dtype="f64")).splitlines()
+            if line.startswith("| `p")] == ["| `past_k` | input | (2, 'T') | f64 (`<f8`) |"]
+
+
+def test_export_check_target_refusals_whole(tmp_path, monkeypatch):
+    from exactc.exporter import export
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "a.c").write_text("")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / export.MARKER).write_text(export.MARKER_TEXT)
+    for target, force, message in (
+            ("", True, "-o '': give the name of the directory to write"),
+            ("mine", False, f"{tmp_path}/mine exists; choose another directory or pass --force"),
+            ("a.c", True, f"{tmp_path}/a.c is not a directory; --force replaces only a directory exactc export wrote"),
+            ("mine", True, f"{tmp_path}/mine was not written by exactc export (it has no .exactc-export file): --force "
+                           "replaces only such a directory; remove it yourself or choose another")):
+        with pytest.raises(export.ExportError) as caught:
+            export.check_target(target, force)
+        assert str(caught.value) == message
+    with pytest.raises(export.ExportError, match="old exists; choose another"):
+        export.check_target("old")  # not forced by default
+    assert export.check_target("old", True) == tmp_path / "old"
+    assert export.check_target("new/deeper") == tmp_path / "new" / "deeper"
+
+
+def test_export_write_works_beside_the_target_and_cleans_up(tmp_path, monkeypatch):
+    import errno
+    from exactc.exporter import export
+    tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
+    p = export.ExportSpec("gpt", "forward", "f32", 3, tiny).prepare()
+    seen, replaced = [], []
+    fill, replace = export._fill, export.os.replace
+    monkeypatch.setattr(export, "_fill", lambda e, work: seen.append(work) or fill(e, work))
+    monkeypatch.setattr(export.os, "replace", lambda a, b: replaced.append((Path(a), Path(b))) or replace(a, b))
+    target = tmp_path / "a" / "out"  # its parent made on the way
+    assert export.write(p, target) == target and (target / export.MARKER).is_file()
+    assert seen[0].parent == tmp_path / "a" and seen[0].name.startswith(".out.partial-")
+    assert replaced == [(seen[0], target)]
+    with pytest.raises(export.ExportError, match="exists; choose another directory or pass --force"):
+        export.write(p, target)  # not forced by default
+    replaced.clear()
+    assert export.write(p, target, force=True) == target
+    old = replaced[0][1].parent  # the earlier export moved aside, beside the target, then removed
+    assert replaced[0] == (target, old / "dir") and old.parent == tmp_path / "a" and old.name.startswith(".out.old-")
+    assert replaced[1] == (seen[1], target) and sorted(os.listdir(tmp_path / "a")) == ["out"]
+
+    def full(message_path):
+        def fail(e, work):
+            raise OSError(errno.ENOSPC, "No space left on device", message_path(work))
+        return fail
+    for where, suffix in ((lambda work: str(work / "weights.safetensors"), ""),
+                          (lambda work: "/elsewhere/file", " (/elsewhere/file)")):
+        monkeypatch.setattr(export, "_fill", full(where))
+        with pytest.raises(export.ExportError) as caught:
+            export.write(p, tmp_path / "b")
+        assert str(caught.value) == f"cannot write {tmp_path / 'b'}: No space left on device{suffix}"
+        assert sorted(os.listdir(tmp_path)) == ["a"]  # the partial directory removed
+    q8 = export.trace("llama", "forward", {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1,
+                                           "mlp": 16, "tokens": 4}, ("q8", 8))
+    assert q8.config.dim == 16 and q8.quantized  # the overrides kept when traced again with its weights
