@@ -1857,3 +1857,85 @@ def test_export_write_works_beside_the_target_and_cleans_up(tmp_path, monkeypatc
     q8 = export.trace("llama", "forward", {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1,
                                            "mlp": 16, "tokens": 4}, ("q8", 8))
     assert q8.config.dim == 16 and q8.quantized  # the overrides kept when traced again with its weights
+
+
+def test_export_digest_tells_every_request_apart_and_ignores_the_order_of_overrides(tmp_path):
+    from exactc.exporter import export
+    from exactc.exporter.checkpoints import llama2c
+    from exactc.exporter import checkpoints, models
+    from test_checkpoints import hf_tensors
+    tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
+    base = export.ExportSpec("gpt", "forward", "f32", 3, tiny)
+    same = export.ExportSpec("gpt", "forward", "f32", 3, dict(reversed(list(tiny.items()))))
+    assert base.digest() == same.digest() and len(base.digest()) == 24
+    fields = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 8}
+    program = models.build("llama", "forward", dict(fields, tokens=2))
+    loaded = []
+    for seed in (5, 6):
+        path = llama2c.write(tmp_path / f"m{seed}.bin", hf_tensors("llama", program, models.draw_parameters(
+            program, seed, "f32")), fields, seq_len=4)
+        loaded.append(checkpoints.load(path, None))
+    variants = [base, export.ExportSpec("gpt", "forward", "f32", 4, tiny),
+                export.ExportSpec("gpt", "forward", "f32", 3, dict(tiny, dim=16)),       # a value
+                export.ExportSpec("gpt", "forward", "f32", 3, {"dim": 8}),
+                export.ExportSpec("gpt", "forward", "f32", 3, {"mlp": 8}),               # a key
+                export.ExportSpec("gpt", "forward", "f32", 3, tiny, plan="auto"),
+                export.ExportSpec("gpt", "forward", "f32", 3, tiny, straight=True),
+                export.ExportSpec("gpt", "forward", "f32", 3, tiny, weights=("q8", 8)),
+                export.ExportSpec("gpt", "forward", "f32", 3, tiny, inputs={"input_ids": np.array([1, 2], np.int32)}),
+                export.ExportSpec("llama", "forward", "f32", 0, {}, checkpoint=loaded[0]),
+                export.ExportSpec("llama", "forward", "f32", 0, {}, checkpoint=loaded[1])]
+    digests = [v.digest() for v in variants]
+    assert len(set(digests)) == len(digests)
+
+
+def test_export_sources_digest_reads_every_exporter_and_runtime_source(tmp_path, monkeypatch):
+    import exactc
+    from exactc.exporter import export
+    files = ["exporter/a.py", "exporter/sub/b.py", "runtime/x.c", "runtime/y.h"]
+    for name in files + ["runtime/notes.txt", "other.py"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    monkeypatch.setattr(exactc, "__file__", str(tmp_path / "__init__.py"))
+    first = export.sources_digest()
+    assert len(first) == 16 and first == export.sources_digest()
+    for name in ("runtime/notes.txt", "other.py"):  # not a source of the exported directory
+        (tmp_path / name).write_text("changed")
+        assert export.sources_digest() == first
+    for name in files:
+        (tmp_path / name).write_text("changed " + name)
+        assert export.sources_digest() != first, name
+        (tmp_path / name).write_text(name)
+    assert export.sources_digest() == first
+    (tmp_path / "exporter/a.py").rename(tmp_path / "exporter/c.py")  # the same bytes under another name
+    assert export.sources_digest() != first
+
+
+def test_export_safetensors_header_is_compact_sorted_and_padded_to_8():
+    import struct
+    from exactc.exporter import export
+    image = export.safetensors_bytes({"b": ("F32", np.ones((2,), np.float32)), "a": ("I8", np.zeros((3,), np.int8))})
+    (n,) = struct.unpack("<Q", image[:8])
+    header = image[8:8 + n]
+    want = (b'{"__metadata__":{"format":"pt"},"a":{"data_offsets":[0,3],"dtype":"I8","shape":[3]},'
+            b'"b":{"data_offsets":[3,11],"dtype":"F32","shape":[2]}}')
+    assert header == want + b" " * (-len(want) % 8) and n % 8 == 0
+    assert image[8 + n:] == bytes(3) + np.ones((2,), np.float32).tobytes()
+    for length in range(1, 10):  # a header of every length modulo 8, padded with spaces
+        image = export.safetensors_bytes({"x" * length: ("I8", np.zeros((1,), np.int8))})
+        (n,) = struct.unpack("<Q", image[:8])
+        assert n % 8 == 0 and image[8:8 + n].rstrip(b" ").endswith(b"}") and n - len(image[8:8 + n].rstrip()) < 8
+
+
+def test_export_check_inputs_rounds_bf16_through_f32_and_names_every_extra():
+    from exactc.exporter import export, types
+    program = _one_weight_two_linears()
+    # 1 + 2^-8 + 2^-30: bf16 from f64 directly rounds up, through f32 it is a tie, to even (1.0)
+    x = np.full((1, 32), 1 + 2.0**-8 + 2.0**-30)
+    z = np.zeros((3, 32))
+    out = export.check_inputs(program, "bf16", {"x": x, "z": z})
+    assert (out["x"] == types.f32_to_bf16(np.full((1, 32), 1.0, np.float32))).all()
+    assert (export.check_inputs(program, "f32", {"x": x, "z": z})["x"] == np.float32(1 + 2.0**-8)).all()
+    with pytest.raises(export.ExportError) as caught:
+        export.check_inputs(program, "f32", {"x": x, "z": z, "u": z, "v": z})
+    assert str(caught.value) == "m.e takes no input named u, v"

@@ -360,7 +360,7 @@ def check_inputs(program: graph.Program, site: str, inputs: Mapping[str, np.ndar
                 raise ExportError(f"input {spec.name} is {array.dtype}; it must be int32")
             out[spec.name] = array
         else:
-            out[spec.name] = types.round_to_site(array, site) if site != "bf16" else types.f32_to_bf16(array.astype(np.float32))
+            out[spec.name] = types.round_to_site(array, site)  # bf16 through f32, as the program reads it
     extra = sorted(set(inputs) - {s.name for s in program.inputs})
     if extra:
         raise ExportError(f"{program.model}.{program.entry} takes no input named {', '.join(extra)}")
