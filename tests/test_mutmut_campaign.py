@@ -163,3 +163,21 @@ def test_the_stage_copies_every_folder_the_tests_read(campaign):
     read = {f for f in folders if re.search(rf'"{f}"|\b{f}/', text)}
     assert {"docs", "tools", "fuzz"} <= read
     assert read <= copied, f"tests read {sorted(read - copied)}, which the stage does not copy"
+
+
+def test_retries_write_each_mutant_in_the_calling_thread(campaign, tmp_path, monkeypatch):
+    """applied_source changes the working directory (mutmut's index is read relative to
+    the stage): called from two worker threads at once, one read the other's directory."""
+    import threading
+    (tmp_path / "mutants").mkdir()
+    names = [f"m.x_f__mutmut_{i}" for i in range(1, 5)]
+    monkeypatch.setattr(campaign, "sync_tests", lambda stage: None)
+    monkeypatch.setattr(campaign, "stage_env", lambda stage: {})
+    monkeypatch.setattr(campaign, "load_results", lambda stage: {n: ("survived", "exactc/m.py") for n in names})
+    threads = []
+    monkeypatch.setattr(campaign, "applied_source",
+                        lambda stage, name, path: threads.append(threading.current_thread()) or f"# {name}")
+    monkeypatch.setattr(campaign, "confirm_one", lambda stage, source, path, tests, env, timeout:
+                        "killed" if source.endswith(("_1", "_3")) else "survived")
+    assert campaign.retry_named(tmp_path, ["m.*"], ["tests/t.py"], 2) == 2
+    assert threads == [threading.main_thread()] * 4

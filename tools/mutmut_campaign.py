@@ -359,10 +359,11 @@ def applied_source(stage: Path, name: str, path: str) -> str:
     return module.deep_replace(original, mutant).code
 
 
-def confirm_one(stage: Path, name: str, path: str, tests: list[str], env: dict[str, str],
+def confirm_one(stage: Path, source: str, path: str, tests: list[str], env: dict[str, str],
                 timeout: float) -> str:
-    """'killed', 'survived' or 'timeout' with the mutant written into a fresh copy."""
-    source = applied_source(stage, name, path)
+    """'killed', 'survived' or 'timeout' with `source` (a mutant written in: applied_source,
+    called in the caller's thread, since it changes the working directory) as `path` in a
+    fresh copy of the stage."""
     with tempfile.TemporaryDirectory(prefix="exactc-mutmut-confirm-") as tmp:
         root = Path(tmp) / "tree"
         shutil.copytree(stage, root, ignore=stage_copy_ignored(stage), symlinks=True)
@@ -436,7 +437,14 @@ def confirm_survivors(stage: Path, results: dict[str, tuple[str, str]], jobs: in
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = {}
         for name in todo:
-            futures[pool.submit(confirm_one, stage, name, results[name][1], tests, env, limit)] = name
+            path = results[name][1]
+            try:
+                source = applied_source(stage, name, path)
+            except Exception as error:  # a mutant that cannot be written back stays a survivor
+                print(f"  {name}: could not confirm: {error!r}", file=sys.stderr)
+                outcome[name] = "survived"
+                continue
+            futures[pool.submit(confirm_one, stage, source, path, tests, env, limit)] = name
         for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
             name = futures[future]
             try:
@@ -464,8 +472,8 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
                   and outcome.get(n, "survived") == "survived"
                   and any(fnmatch.fnmatch(n, p) for p in patterns))
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = {pool.submit(confirm_one, stage, n, results[n][1], tests, env, 900.0): n
-                   for n in todo}
+        futures = {pool.submit(confirm_one, stage, applied_source(stage, n, results[n][1]), results[n][1], tests,
+                               env, 900.0): n for n in todo}
         for future in concurrent.futures.as_completed(futures):
             name = futures[future]
             verdict = future.result()

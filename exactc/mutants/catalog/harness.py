@@ -119,6 +119,19 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-retries-write-mutants-in-threads",
+        "the mutmut campaign's retries write each mutant into its source in the worker thread "
+        "that then runs its tests: applied_source changes the working directory, and two at once "
+        "read each other's (a retry stopped on 'No such file: mutants/exactc/...')",
+        MUTMUT,
+        "        futures = {pool.submit(confirm_one, stage, applied_source(stage, n, results[n][1]), results[n][1], tests,",
+        "        futures = {pool.submit(lambda n, *rest: confirm_one(stage, applied_source(stage, n, results[n][1]), *rest), "
+        "n, results[n][1], tests,",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-batches-stage-the-live-tree",
         "every batch of a mutmut cluster campaign stages the checkout as it is when the batch "
         "starts, not the snapshot taken when the campaign began: a test file half edited an hour "
