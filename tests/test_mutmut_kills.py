@@ -57,7 +57,11 @@ Grouped by what they protect:
 20. the ChaCha20 twin's scalar seed (runtime/keys_twin.py): it wraps without a warning;
 21. what exactc export writes (exporter/export.py): the README's figures, rows and
     choices, check_target's refusals whole, write's work directory beside the target,
-    the earlier export moved aside, the partial directory removed, an OSError's file.
+    the earlier export moved aside, the partial directory removed, an OSError's file,
+    the export and sources digests, the safetensors header, check_inputs;
+22. the graph builders and folds (exporter/graph.py): every builder's defaults and
+    name, quantized specs of both formats, an apart layer's own body, a fold inside a
+    call reporting its layers.
 """
 
 from __future__ import annotations
@@ -1939,3 +1943,62 @@ def test_export_check_inputs_rounds_bf16_through_f32_and_names_every_extra():
     with pytest.raises(export.ExportError) as caught:
         export.check_inputs(program, "f32", {"x": x, "z": z, "u": z, "v": z})
     assert str(caught.value) == "m.e takes no input named u, v"
+
+
+# ---- 22. the graph builders and folds at their edges (exporter/graph.py) ---------------------
+
+
+def test_graph_builders_pass_their_defaults_and_names(monkeypatch):
+    made = []
+    monkeypatch.setattr(graph, "apply", lambda primitive, operands, attrs=None, name=None:
+                        made.append((primitive, attrs, name)))
+    graph.sub("a", "b", name="s")
+    graph.concat("a", "b", name="c")
+    graph.l2norm("x", name="l")
+    graph.layernorm("x", "g", "b")
+    graph.rmsnorm("x", "g")
+    graph.rope("x")
+    graph.concat("a", "b")
+    assert made == [("sub", None, "s"), ("concat", {"axis": 0}, "c"), ("l2norm", {"eps": 1e-12}, "l"),
+                    ("layernorm", {"eps": 1e-5}, None), ("rmsnorm", {"eps": 1e-5}, None),
+                    ("rope", {"theta": 10000.0, "pos0": 0, "pairing": "half"}, None), ("concat", {"axis": 0}, None)]
+
+
+def test_graph_quantized_specs_of_both_formats():
+    w = graph.ParamSpec("w", (6, 20), 0)
+    values, scales = graph.quantized_specs(w, "q4", 8)
+    assert (values.name, values.shape, values.kind) == ("w", (6, 12), "u8")  # 3 blocks of 4 bytes a row
+    assert (scales.name, scales.shape, scales.kind) == ("w" + graph.SCALE_SUFFIX, (6, 3), "f32")
+    values, scales = graph.quantized_specs(w, "q8", 8)
+    assert (values.shape, values.kind, scales.shape) == ((6, 20), "i8", (6, 3))
+
+
+def test_graph_an_apart_layer_runs_its_own_body_and_a_call_reports_its_layers():
+    from exactc.exporter import models
+
+    def body(x, p):
+        return graph.linear(x, p["w"])
+
+    def other(x, p):
+        return graph.silu(graph.linear(x, p["w"]))
+
+    def module(x, params):
+        return graph.fold(body, 2, x, graph.group_layers(params, "h."), apart={1: other})
+
+    def entry(params, x):
+        return {"y": graph.call(module, x, params)}
+
+    program = graph.trace("m", "apart", entry, [graph.ParamSpec("h.{l}.w", (4, 4), 2)], [graph.InputSpec("x", (2, 4), "x")])
+    params = models.draw_parameters(program, 0, "f64")
+    x = np.linspace(-1, 1, 8).reshape(2, 4)
+    steps = []
+    got = graph.evaluate(program, "f64", params, {"x": x}, on_layer=steps.append)["y"]
+
+    def plain(params, x):
+        return {"y": graph.silu(graph.linear(graph.linear(x, params["a"]), params["b"]))}
+    straight = graph.trace("m", "plain", plain, [graph.ParamSpec("a", (4, 4), 0), graph.ParamSpec("b", (4, 4), 0)],
+                           [graph.InputSpec("x", (2, 4), "x")])
+    w = params["h.{l}.w"]
+    assert (got == graph.evaluate(straight, "f64", {"a": w[0], "b": w[1]}, {"x": x})["y"]).all()
+    assert [s.layer for s in steps] == [0, 1]  # the fold inside the call reports its layers too
+    assert (graph.rerun_layer(steps[1], "f64", 1)[0] == got).all()  # layer 1 again: its own (apart) body
