@@ -2002,3 +2002,26 @@ def test_graph_an_apart_layer_runs_its_own_body_and_a_call_reports_its_layers():
     assert (got == graph.evaluate(straight, "f64", {"a": w[0], "b": w[1]}, {"x": x})["y"]).all()
     assert [s.layer for s in steps] == [0, 1]  # the fold inside the call reports its layers too
     assert (graph.rerun_layer(steps[1], "f64", 1)[0] == got).all()  # layer 1 again: its own (apart) body
+
+
+def test_hf_config_readers_refuse_each_bad_value_by_its_key():
+    from exactc.exporter import models
+    from exactc.exporter.checkpoints import hf
+    count = f"must be a positive integer (at most {models.MAX_COUNT:,})"
+    for config, reader, keys in (
+            (_GPT_CFG, hf._gpt_fields, {"n_embd": -1, "n_positions": -1, "vocab_size": -1, "n_head": -1,
+                                        "n_layer": -1, "n_inner": -1, "layer_norm_epsilon": -1.0,
+                                        "tie_word_embeddings": "yes"}),
+            (_LLAMA_CFG, hf._llama_fields, {"hidden_size": -1, "num_attention_heads": -1, "vocab_size": -1,
+                                            "num_key_value_heads": -1, "num_hidden_layers": -1,
+                                            "intermediate_size": -1, "rms_norm_eps": -1.0, "rope_theta": -1.0,
+                                            "max_position_embeddings": -1}),
+            (_BERT_CFG, hf._bert_fields, {"max_position_embeddings": -1, "vocab_size": -1, "type_vocab_size": -1,
+                                          "hidden_size": -1, "num_attention_heads": -1, "num_hidden_layers": -1,
+                                          "intermediate_size": -1, "layer_norm_eps": -1.0})):
+        for key, bad in keys.items():
+            rule = ("must be true or false" if isinstance(bad, str) else
+                    "must be a positive number" if isinstance(bad, float) else count)
+            with pytest.raises(hf.CheckpointError) as caught:
+                reader("w", dict(config, **{key: bad}))
+            assert str(caught.value) == f"w: {key}={bad!r} {rule}", (reader.__name__, key)
