@@ -181,3 +181,13 @@ def test_retries_write_each_mutant_in_the_calling_thread(campaign, tmp_path, mon
                         "killed" if source.endswith(("_1", "_3")) else "survived")
     assert campaign.retry_named(tmp_path, ["m.*"], ["tests/t.py"], 2) == 2
     assert threads == [threading.main_thread()] * 4
+
+
+def test_count_mutants_uses_mutmut_s_own_generator_and_keeps_the_directory(campaign, tmp_path, monkeypatch):
+    (tmp_path / "exactc").mkdir()
+    (tmp_path / "exactc" / "m.py").write_text("def f(a, b):\n    return a + b\n\n\ndef g():\n    return 'x'\n")
+    (tmp_path / "exactc" / "n.py").write_text("TABLE = [1, 2]  # module level: not mutated\n")
+    monkeypatch.setattr(campaign, "TREE", tmp_path)
+    here = Path.cwd()
+    counts = campaign.count_mutants(["exactc/m.py", "exactc/n.py"])
+    assert counts["exactc/n.py"] == 0 and counts["exactc/m.py"] >= 2 and Path.cwd() == here

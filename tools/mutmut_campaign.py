@@ -7,6 +7,7 @@
     python tools/mutmut_campaign.py --report-only --markdown docs/mutants.md
     python tools/mutmut_campaign.py --cluster --own-tests --mutate exporter/dims.py ...
         (each file with the tests that protect it, STAGE_TESTS)
+    python tools/mutmut_campaign.py --whole --count    (each file's mutants, not run)
 
 The hand-written catalog (mutants/, `make mutants`) breaks exactc in named ways a person
 chose; mutmut breaks it in every small way a machine can think of (an operator swapped, a
@@ -631,6 +632,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--own-tests", action="store_true",
                         help="with --cluster: each file with the tests that protect it (STAGE_TESTS, "
                         "the mutmut kills always), one batch per test set, instead of --tests for all")
+    parser.add_argument("--count", action="store_true",
+                        help="print how many mutants each selected file makes, and the total, without running")
     parser.add_argument("--command", default=None, help="the command to name on the page")
     parser.add_argument("--note", default="", help="a line for the page (a subset run, say)")
     args = parser.parse_args(argv)
@@ -650,6 +653,13 @@ def main(argv: list[str] | None = None) -> int:
     tests = TESTS if args.tests is None else list(args.tests)
     tests = [t for t in tests if (TREE / t.partition("::")[0]).exists()]  # files, or pytest node ids
     TESTS[:] = tests
+    if args.count:
+        counts = count_mutants(files_to_mutate())
+        width = max(len(f) for f in counts)
+        for f, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+            print(f"{f:<{width}}  {n:6d}")
+        print(f"mutmut: {sum(counts.values())} mutants in {len(counts)} files (not run)")
+        return 0
     exe = mutmut_exe()
     env = stage_env(stage)
 
@@ -716,6 +726,24 @@ def files_to_mutate() -> list[str]:
     """The files MUTATE's globs match in the checkout, less DO_NOT_MUTATE's."""
     files = {str(p.relative_to(TREE)) for g in MUTATE for p in TREE.glob(g) if p.is_file()}
     return sorted(f for f in files if not any(fnmatch.fnmatch(f, g) for g in DO_NOT_MUTATE))
+
+
+def count_mutants(files: list[str]) -> dict[str, int]:
+    """How many mutants mutmut makes of each file (its own generator, no test run): the
+    size of a campaign before it starts."""
+    from mutmut.configuration import reset_config
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="exactc-mutmut-count-") as tmp:
+        (Path(tmp) / "exactc").mkdir()
+        (Path(tmp) / "pyproject.toml").write_text(mutmut_table(1, []))
+        os.chdir(tmp)
+        try:
+            reset_config()
+            return {f: len(mutate_file_contents(f, (TREE / f).read_text()).mutant_names) for f in files}
+        finally:
+            os.chdir(cwd)
 
 
 def in_glob(path: str, glob: str) -> bool:

@@ -132,6 +132,17 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-count-leaves-its-directory",
+        "the mutmut campaign's --count reads mutmut's config from a temporary folder and stays "
+        "there: the folder is removed under the process, and every later relative path fails",
+        MUTMUT,
+        "            os.chdir(cwd)\n",
+        "            pass\n",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-batches-stage-the-live-tree",
         "every batch of a mutmut cluster campaign stages the checkout as it is when the batch "
         "starts, not the snapshot taken when the campaign began: a test file half edited an hour "
