@@ -2025,3 +2025,15 @@ def test_hf_config_readers_refuse_each_bad_value_by_its_key():
             with pytest.raises(hf.CheckpointError) as caught:
                 reader("w", dict(config, **{key: bad}))
             assert str(caught.value) == f"w: {key}={bad!r} {rule}", (reader.__name__, key)
+
+
+def test_hf_bert_names_drop_the_heads_and_buffers_and_llama_head_dim_is_a_floor():
+    from exactc.exporter.checkpoints import hf
+    for name in ("cls.predictions.bias", "bert.pooler.dense.weight", "pooler.dense.bias",
+                 "embeddings.position_ids", "bert.embeddings.token_type_ids"):
+        assert hf._bert_name(name, {}) is None, name
+    assert hf._bert_name("bert.embeddings.word_embeddings.weight", {}) == "embeddings.word_embeddings.weight"
+    assert hf._bert_name("embeddings.token_type_embeddings.weight", {}) == "embeddings.token_type_embeddings.weight"
+    # head_dim is compared with dim // heads: 10 // 3 = 3 passes here (the model's own check refuses 10 / 3 later)
+    fields, _ = hf._llama_fields("w", dict(_LLAMA_CFG, hidden_size=10, num_attention_heads=3, head_dim=3))
+    assert (fields["dim"], fields["heads"]) == (10, 3)
