@@ -1395,6 +1395,12 @@ def test_export_replace_file_beside_the_target_with_the_umask_s_mode(tmp_path, m
     finally:
         os.umask(old)
     assert target.read_bytes() == b"abc" and (target.stat().st_mode & 0o777) == 0o640
+    old = os.umask(0o022)  # a mask that leaves others' bits: none is set that 0o666 does not give
+    try:
+        export.replace_file(target, b"abc")
+    finally:
+        os.umask(old)
+    assert (target.stat().st_mode & 0o777) == 0o644
     moved = []
     real = export.os.replace
 
