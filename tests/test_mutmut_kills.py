@@ -2043,3 +2043,41 @@ def test_hf_bert_names_drop_the_heads_and_buffers_and_llama_head_dim_is_a_floor(
     # head_dim is compared with dim // heads: 10 // 3 = 3 passes here (the model's own check refuses 10 / 3 later)
     fields, _ = hf._llama_fields("w", dict(_LLAMA_CFG, hidden_size=10, num_attention_heads=3, head_dim=3))
     assert (fields["dim"], fields["heads"]) == (10, 3)
+
+
+def test_export_prepare_defaults_lengths_plan_and_a_checkpoint_s_own_blocks(tmp_path, monkeypatch):
+    import dataclasses
+    from test_quant_programs import _llama2c_v2
+    from exactc.exporter import checkpoints, export, models
+    from exactc.exporter.kernels.autoplan import AutoPlan
+    tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 8}
+    p = export.prepare("gpt", "forward", "f32", overrides=tiny)
+    m = p.manifest()
+    assert (m["seed"], m["host"], m["planned"], m["checkpoint"]) == (0, "structured", False, None)
+    assert sorted(p.lengths) == [1, 2, 7] and all(
+        p.lengths[t][0]["input_ids"].shape == (t,) and p.lengths[t][1]["logits"].shape == (t, 16) for t in p.lengths)
+    assert (p.lengths[2][0]["input_ids"] == models.draw_inputs(p.program, 0, 2)["input_ids"]).all()
+    planned = export.prepare("llama", "forward", "f32", 0, {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1,
+                                                             "layers": 1, "mlp": 16, "tokens": 4}, plan=AutoPlan())
+    assert planned.manifest()["planned"] and "exactc_pack_panels(" in planned.printed.files["model.c"]
+    # a quantized checkpoint: its own blocks (here with one tensor's scales doubled) reach the program
+    v2 = checkpoints.load(_llama2c_v2(tmp_path, 4))
+    own = type(v2).quantized_weights
+    changed = {}
+
+    def doubled(self, program):
+        given = own(self, program)
+        name = sorted(given)[0]
+        changed[name] = dataclasses.replace(given[name], scales=given[name].scales * 2)
+        return {**given, **changed}
+    monkeypatch.setattr(type(v2), "quantized_weights", doubled)
+    q = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=v2).prepare()
+    ((name, qt),) = changed.items()
+    assert (q.params[name + graph.SCALE_SUFFIX] == qt.scales).all() and (q.params[name] == qt.values).all()
+    assert q.manifest()["checkpoint"] == {"path": str(v2.path), "format": v2.format, "name": v2.name}
+    assert export.checkpoint_request(v2, "forward", {"tokens": 6}, ("q8", 4))[1] == ("q8", 4)
+    assert export.checkpoint_request(v2, "forward", {"tokens": 6}, None)[1] == ("q8", 4)
+    with pytest.raises(export.ExportError) as caught:
+        export.checkpoint_request(v2, "forward", {"tokens": 6}, ("q4", 32))
+    assert str(caught.value) == (f"--weights q4 --block 32: {v2.path.name} holds its weights as q8 in blocks of 4; "
+                                 "exactc exports them as they are (leave --weights out)")
