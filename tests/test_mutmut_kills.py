@@ -1275,11 +1275,17 @@ def test_generate_the_c_backend_gives_the_reference_document(tmp_path, capsys):
     argv = ["generate", *_GEN_LLAMA, "--prompt-ids", "5,6", "-n", "3", "--temperature", "0.9", "--top-k", "4",
             "--top-p", "0.95", "--seed", "11"]
     assert cli.main([*argv, "--json", str(ref)]) == 0
+    streamed = capsys.readouterr().out
     assert cli.main([*argv, "--json", str(c), "--backend", "c", "--cc", "gcc"]) == 0
     assert c.read_bytes() == ref.read_bytes()
+    assert capsys.readouterr().out == streamed  # each token as it is drawn, from the program's loop too
     stop = int(json.loads(ref.read_text())["new_tokens"][0])
     assert cli.main([*argv[:-2], "--seed", "11", "--stop", str(stop), "--json", str(c), "--backend", "c"]) == 0
     assert json.loads(c.read_text())["new_tokens"] == [stop]
+    capsys.readouterr()
+    for backend in ("reference", "c"):  # the reference's refusal, word for word, before anything is built
+        assert cli.main([*argv, "--stop", "999", "--backend", backend]) == 2
+        assert capsys.readouterr().err == "exactc generate: error: stop token 999 is outside [0, 24) (the vocabulary)\n"
 
 
 def test_generate_refusals_whole(tmp_path, capsys):
