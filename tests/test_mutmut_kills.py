@@ -61,7 +61,8 @@ Grouped by what they protect:
     the export and sources digests, the safetensors header, check_inputs;
 22. the graph builders and folds (exporter/graph.py): every builder's defaults and
     name, quantized specs of both formats, an apart layer's own body, a fold inside a
-    call reporting its layers.
+    call reporting its layers, one body folded over layers of two shapes traced twice;
+    hf.py's refusals by key, BERT's dropped names and llama's head_dim.
 """
 
 from __future__ import annotations
@@ -2087,3 +2088,27 @@ def test_export_prepare_defaults_lengths_plan_and_a_checkpoint_s_own_blocks(tmp_
         export.checkpoint_request(v2, "forward", {"tokens": 6}, ("q4", 32))
     assert str(caught.value) == (f"--weights q4 --block 32: {v2.path.name} holds its weights as q8 in blocks of 4; "
                                  "exactc exports them as they are (leave --weights out)")
+
+
+def test_graph_one_body_folded_over_layers_of_two_shapes_is_traced_twice():
+    from exactc.exporter import models
+
+    def body(x, p):
+        return graph.linear(graph.linear(x, p["a"]), p["b"])
+
+    def entry(params, x):
+        return {"y": graph.fold(body, 2, graph.fold(body, 2, x, graph.group_layers(params, "h.")),
+                                graph.group_layers(params, "g."))}
+
+    specs = [graph.ParamSpec("h.{l}.a", (8, 4), 2), graph.ParamSpec("h.{l}.b", (4, 8), 2),
+             graph.ParamSpec("g.{l}.a", (6, 4), 2), graph.ParamSpec("g.{l}.b", (4, 6), 2)]
+    program = graph.trace("m", "forms", entry, specs, [graph.InputSpec("x", (2, 4), "x")])
+    folds = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
+    assert len(folds) == 2 and folds[0].body is not folds[1].body  # (8, 4) and (6, 4) layers: two forms
+    params = models.draw_parameters(program, 0, "f64")
+    x = np.linspace(-1, 1, 8).reshape(2, 4)
+    y = graph.evaluate(program, "f64", params, {"x": x})["y"]
+    for prefix in ("h.", "g."):
+        for layer in range(2):
+            x = x @ params[prefix + "{l}.a"][layer].T @ params[prefix + "{l}.b"][layer].T
+    assert y.shape == (2, 4) and np.allclose(y, x)
