@@ -220,7 +220,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     model = checkpoint.model if checkpoint is not None else args.model
     if model not in ("gpt", "llama"):
         raise GenerateError(f"model {model!r}: exactc generates with gpt or llama")
-    vocab = checkpoint.fields["vocab"] if checkpoint is not None else models.config(model, _overrides(args.set)).vocab
+    # the vocabulary before the prompt is read: T_max is not known yet, and the default's 16
+    # may exceed a small GPT's positions, so read it at one position unless --set gives one
+    vocab = (checkpoint.fields["vocab"] if checkpoint is not None
+             else models.config(model, {"tokens": "1", **_overrides(args.set)}).vocab)
     tokenizer = load_tokenizer(args.tokenizer, checkpoint, vocab)
     ids = prompt_ids(args, tokenizer)
     options = SamplingOptions(args.temperature, args.top_k, args.top_p)

@@ -147,6 +147,19 @@ def test_generate_command_writes_the_document(tmp_path, capsys):
     assert got["new_tokens"] == want.tokens and [s["probability"] for s in got["steps"]] == want.probabilities
 
 
+def test_generate_command_serves_a_gpt_of_fewer_positions_than_the_default_length(capsys):
+    """T_max comes from the prompt and -n; the vocabulary, read before the prompt, must not
+    check the config at the default 16 positions (a GPT of 8 was refused)."""
+    from exactc import cli
+
+    gpt = ["gpt", "--set", "layers=1", "--set", "dim=8", "--set", "heads=2", "--set", "vocab=16", "--set", "mlp=8",
+           "--set", "positions=8"]
+    assert cli.main(["generate", *gpt, "--prompt-ids", "1,2", "-n", "3"]) == 0
+    assert len(capsys.readouterr().out.split()) == 3
+    assert cli.main(["generate", *gpt, "--set", "tokens=9", "--prompt-ids", "1", "-n", "1"]) == 2  # asked for: refused
+    assert "tokens 9 > positions 8" in capsys.readouterr().err
+
+
 def programs_for(argv: list[str]) -> dict[str, graph.Program]:
     overrides = dict(item.split("=") for item in argv[2::2])
     overrides["tokens"] = "7"

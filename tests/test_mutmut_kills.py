@@ -2112,3 +2112,21 @@ def test_graph_one_body_folded_over_layers_of_two_shapes_is_traced_twice():
         for layer in range(2):
             x = x @ params[prefix + "{l}.a"][layer].T @ params[prefix + "{l}.b"][layer].T
     assert y.shape == (2, 4) and np.allclose(y, x)
+
+
+def test_generate_a_fresh_c_build_reports_progress_and_gpt_generates_bert_does_not(tmp_path, capsys, monkeypatch):
+    from exactc import cli
+    monkeypatch.setenv("EXACTC_CACHE", str(tmp_path / "cache"))  # nothing built yet: the build is reported
+    argv = ["generate", *_GEN_LLAMA, "--prompt-ids", "5,6", "-n", "2", "--seed", "3"]
+    assert cli.main([*argv, "--backend", "c", "--cc", "gcc"]) == 0
+    captured = capsys.readouterr()
+    notes = captured.err.splitlines()
+    assert notes and all(line.startswith("exactc generate: ") and len(line) > len("exactc generate: ")
+                         for line in notes), captured.err
+    assert captured.out.strip()  # the tokens on stdout, the notes on stderr only
+    gpt = ["generate", "gpt", "--set", "layers=1", "--set", "dim=8", "--set", "heads=2", "--set", "vocab=16",
+           "--set", "mlp=8", "--set", "positions=8", "--prompt-ids", "1", "-n", "1"]
+    assert cli.main(gpt) == 0
+    capsys.readouterr()
+    assert cli.main(["generate", "bert", "--prompt-ids", "1", "-n", "1"]) == 2
+    assert capsys.readouterr().err == "exactc generate: error: model 'bert': exactc generates with gpt or llama\n"

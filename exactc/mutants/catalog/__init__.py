@@ -128,6 +128,7 @@ _FIXED_CHECKS = [
     Check("generate:cache", ("tests/test_generation.py",), "recompute or last_row"),
     Check("generate:keys", ("tests/test_generation.py",), "child_key"),
     Check("generate:stop", ("tests/test_generation.py",), "stop_token"),
+    Check("generate:command", ("tests/test_generation.py",), "generate_command"),
     # llama2.c's tokenizer.bin (tests/test_tokenizer_bin.py): run.c's ids worked by hand,
     # decode's rules, the file's refusals, exactc generate prompted with text.
     Check("generate:tokenizer", ("tests/test_tokenizer_bin.py",)),

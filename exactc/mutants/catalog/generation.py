@@ -67,6 +67,16 @@ MUTANTS = [
         family="generate",
     ),
     Mutant(
+        "generate-vocab-at-default-length",
+        "exactc generate reads the vocabulary from the config at its default 16 positions, so a "
+        "GPT of fewer positions is refused before its prompt is read",
+        "exactc/generate.py",
+        '             else models.config(model, {"tokens": "1", **_overrides(args.set)}).vocab)',
+        '             else models.config(model, _overrides(args.set)).vocab)',
+        ("generate:command",),
+        family="generate",
+    ),
+    Mutant(
         "fold-rows-stacked-in-reverse",
         "the reference stacks a fold's per-layer rows last layer first (the cache's layers swapped)",
         GRAPH,
