@@ -33,8 +33,8 @@ MUTANTS = [
         "a timed candidate runs each launch over the plain nest's outermost extent, not its "
         "printed range: a layout that reorders the loops computes part of its outputs and looks fast",
         TUNE,
-        "ranges = printed.ranges or tuple(launch.extent for launch in kernel.launches)",
-        "ranges = tuple(launch.extent for launch in kernel.launches)",
+        "zip(kernel.launches, printed.functions, printed.ranges, strict=True)",
+        "zip(kernel.launches, printed.functions, [launch.extent for launch in kernel.launches], strict=True)",
         ("tune",),
         family="tune",
     ),
