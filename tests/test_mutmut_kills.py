@@ -1783,7 +1783,7 @@ _README_MANIFEST = {
     "checkpoint": {"name": "m.bin", "format": "llama2c"}, "parameters": 99, "host": "structured", "kernels": 3,
     "nests": 4, "launches": 5, "arena_peak": 123, "straight_line_arena_peak": 456, "planned": True,
     "inputs": {"token": {"shape": [1], "kind": "i32"}, "past_k": {"shape": [2, "T"], "kind": "x"}},
-    "outputs": {"logits": {"shape": [1, 5], "kind": "x"}}}
+    "outputs": {"logits": {"shape": [1, 5], "kind": "x"}, "k": {"shape": [1, 2], "kind": "x"}}}
 
 
 def test_export_readme_pins_every_figure_row_and_choice():
@@ -1801,7 +1801,8 @@ def test_export_readme_pins_every_figure_row_and_choice():
     assert [line for line in lines if line.startswith("| `")] == [
         "| `token` | input | (1,) | int32 (`<i4`) |",
         "| `past_k` | input | (2, 'T') | f32 (`<f4`), rounded to bf16 |",
-        "| `logits` | output | (1, 5) | f32 (`<f4`), bf16 values widened |"]
+        "| `logits` | output | (1, 5) | f32 (`<f4`), bf16 values widened |",
+        "| `k` | output | (1, 2) | f32 (`<f4`), bf16 values widened |"]
     assert ("This export follows a plan: the nests it splits run their pieces on an\nOpenMP team (one after another "
             "without OpenMP); the others run on the calling thread.") in text
     plain = export.readme(dict(_README_MANIFEST, dtype="f32", checkpoint=None, planned=False, config=None))
@@ -1810,7 +1811,7 @@ def test_export_readme_pins_every_figure_row_and_choice():
                           "  parameters drawn from seed 7 (99 values)"]
     assert [line for line in lines if line.startswith("| `")] == [
         "| `token` | input | (1,) | int32 (`<i4`) |", "| `past_k` | input | (2, 'T') | f32 (`<f4`) |",
-        "| `logits` | output | (1, 5) | f32 (`<f4`) |"]
+        "| `logits` | output | (1, 5) | f32 (`<f4`) |", "| `k` | output | (1, 2) | f32 (`<f4`) |"]
     assert ("This export runs each nest over its whole range on the calling thread; a\nplan (`exactc export --plan`) "
             "splits them.") in plain
     assert [line for line in export.readme(dict(_README_MANIFEST, dtype="f64")).splitlines()
@@ -2130,3 +2131,42 @@ def test_generate_a_fresh_c_build_reports_progress_and_gpt_generates_bert_does_n
     capsys.readouterr()
     assert cli.main(["generate", "bert", "--prompt-ids", "1", "-n", "1"]) == 2
     assert capsys.readouterr().err == "exactc generate: error: model 'bert': exactc generates with gpt or llama\n"
+
+
+def test_export_build_program_quantizes_the_reals_and_names_bad_blocks_and_tags(tmp_path, monkeypatch):
+    import dataclasses
+    from exactc.exporter import checkpoints, export, models, quant
+    from exactc.exporter.printer import host
+    tiny = {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1, "mlp": 16, "tokens": 4}
+    program, params = export.build_program("llama", "forward", "bf16", 0, tiny, None, ("q8", 8))
+    reals = models.draw_parameters(models.build("llama", "forward", tiny), 0, "f64")  # quantized from f64, not bf16
+    want = quant.quantize_parameters(program, reals, "bf16")
+    assert all((params[name] == want[name]).all() for name in want)
+    tags = {name: tag for name, (tag, _) in export.weight_tensors(program, params, "bf16").items()}
+    assert tags["model.layers.0.self_attn.q_proj.weight"] == "I8" and tags["model.norm.weight"] == "BF16"
+    assert tags["model.layers.0.self_attn.q_proj.weight_scale"] == "F32"
+    with pytest.raises(export.ExportError) as caught:
+        export.with_weights(program, "llama", "forward", tiny, ("q8", 0))
+    assert str(caught.value) == f"--weights q8 --block 0: block 0 must be an int in 1..{quant.MAX_BLOCK}"
+    # a checkpoint that refuses the entry is refused before anything is drawn
+    fields = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 8}
+    small = models.build("llama", "forward", dict(fields, tokens=2))
+    from exactc.exporter.checkpoints import llama2c
+    from test_checkpoints import hf_tensors
+    path = llama2c.write(tmp_path / "m.bin", hf_tensors("llama", small, models.draw_parameters(small, 5, "f32")),
+                         fields, seq_len=4)
+    refusing = dataclasses.replace(checkpoints.load(path, None), entries={"forward": "no forward in this file"})
+    with pytest.raises(checkpoints.CheckpointError, match="no forward in this file"):
+        export.build_program("llama", "forward", "f32", 0, {"tokens": 2}, refusing, None)
+    # a traced program of no model config: its manifest says so
+    synthetic = _one_weight_two_linears()
+    ps = models.draw_parameters(synthetic, 0, "f32")
+    ins = {"x": np.ones((1, 32), np.float32), "z": np.ones((3, 32), np.float32)}
+    e = export.Export(synthetic, "f32", 0, host.print_program(synthetic, "f32"), ps, ins,
+                      graph.evaluate(synthetic, "f32", ps, ins), False)
+    assert e.manifest()["config"] is None
+    same = {"input_ids": np.array([1, 2], np.int32)}
+    a = export.ExportSpec("gpt", "forward", "f32", 3, {"tokens": 4}, inputs=same).digest()
+    assert a == export.ExportSpec("gpt", "forward", "f32", 3, {"tokens": 4}, inputs={k: v.copy() for k, v in same.items()}).digest()
+    assert a != export.ExportSpec("gpt", "forward", "f32", 3, {"tokens": 4},
+                                  inputs={"input_ids": np.array([1, 3], np.int32)}).digest()  # the values count
