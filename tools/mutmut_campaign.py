@@ -133,7 +133,9 @@ STAGE_TESTS = [
     ("exactc/runtime/keys_twin.py", ["tests/test_keys.py"]),
     ("exactc/tokenizer_bin.py", ["tests/test_tokenizer_bin.py"]),
     ("exactc/tune.py", ["tests/test_tune.py"]),
-    ("exactc/exporter/checkpoints/*.py", ["tests/test_reach_checkpoints.py", "tests/test_checkpoints.py"]),
+    ("exactc/exporter/checkpoints/*.py", ["tests/test_reach_checkpoints.py", "tests/test_checkpoints.py",
+                                          # every bad file's refusal, in process (the rest of the file runs exactc)
+                                          "tests/test_bad_inputs.py::test_refused_on_one_line_through_the_api"]),
     ("exactc/exporter/quant.py", ["tests/test_quant.py", "tests/test_reach_checkpoints.py"]),
     ("exactc/exporter/models/cache.py", ["tests/test_generation.py", "tests/test_generate_program.py"]),
     # the models' meaning: transformers' own (test_oracle.py), and the refusals
