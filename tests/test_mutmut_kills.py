@@ -1961,8 +1961,9 @@ def test_export_check_inputs_rounds_bf16_through_f32_and_names_every_extra():
 
 def test_graph_builders_pass_their_defaults_and_names(monkeypatch):
     made = []
-    monkeypatch.setattr(graph, "apply", lambda primitive, operands, attrs=None, name=None:
-                        made.append((primitive, attrs, name)))
+    operands = []
+    monkeypatch.setattr(graph, "apply", lambda primitive, given, attrs=None, name=None:
+                        made.append((primitive, attrs, name)) or operands.append(given))
     graph.sub("a", "b", name="s")
     graph.concat("a", "b", name="c")
     graph.l2norm("x", name="l")
@@ -1970,6 +1971,9 @@ def test_graph_builders_pass_their_defaults_and_names(monkeypatch):
     graph.rmsnorm("x", "g")
     graph.rope("x")
     graph.concat("a", "b")
+    graph.linear("x", graph.QuantizedWeight("v", "s", "q8", 32, 64), "bias", name="q")
+    assert made.pop() == ("qlinear_w", {"fmt": "q8", "block": 32, "has_b": True}, "q")
+    assert operands.pop() == {"x": "x", "wq": "v", "wd": "s", "b": "bias"}
     assert made == [("sub", None, "s"), ("concat", {"axis": 0}, "c"), ("l2norm", {"eps": 1e-12}, "l"),
                     ("layernorm", {"eps": 1e-5}, None), ("rmsnorm", {"eps": 1e-5}, None),
                     ("rope", {"theta": 10000.0, "pos0": 0, "pairing": "half"}, None), ("concat", {"axis": 0}, None)]
