@@ -2174,3 +2174,13 @@ def test_export_build_program_quantizes_the_reals_and_names_bad_blocks_and_tags(
     assert a == export.ExportSpec("gpt", "forward", "f32", 3, {"tokens": 4}, inputs={k: v.copy() for k, v in same.items()}).digest()
     assert a != export.ExportSpec("gpt", "forward", "f32", 3, {"tokens": 4},
                                   inputs={"input_ids": np.array([1, 3], np.int32)}).digest()  # the values count
+
+
+def test_hf_header_length_is_unsigned(tmp_path):
+    from exactc.exporter.checkpoints import hf
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"\xff" * 8 + b"{}")  # 2^64 - 1 as <Q; as <q it would be -1
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(path)
+    assert str(caught.value) == (f"{path}: header length {2**64 - 1} is more than the {hf.MAX_HEADER:,} bytes a "
+                                 "safetensors header may have")
