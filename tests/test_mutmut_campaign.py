@@ -179,8 +179,28 @@ def test_retries_write_each_mutant_in_the_calling_thread(campaign, tmp_path, mon
                         lambda stage, name, path: threads.append(threading.current_thread()) or f"# {name}")
     monkeypatch.setattr(campaign, "confirm_one", lambda stage, source, path, tests, env, timeout:
                         "killed" if source.endswith(("_1", "_3")) else "survived")
+    (tmp_path / "exactc").mkdir()
+    (tmp_path / "exactc" / "m.py").write_text("# m\n")
     assert campaign.retry_named(tmp_path, ["m.*"], ["tests/t.py"], 2) == 2
     assert threads == [threading.main_thread()] * 4
+
+
+def test_a_retry_refuses_tests_that_fail_without_a_mutant(campaign, tmp_path, monkeypatch):
+    """A new test that needs a fix made after the stage was taken fails on the stage's
+    own source, and so on every mutant: each would be counted killed by it."""
+    (tmp_path / "mutants").mkdir()
+    (tmp_path / "exactc").mkdir()
+    (tmp_path / "exactc" / "m.py").write_text("# the stage's own m.py\n")
+    monkeypatch.setattr(campaign, "sync_tests", lambda stage: None)
+    monkeypatch.setattr(campaign, "stage_env", lambda stage: {})
+    monkeypatch.setattr(campaign, "load_results", lambda stage: {"m.x_f__mutmut_1": ("survived", "exactc/m.py")})
+    monkeypatch.setattr(campaign, "applied_source", lambda stage, name, path: "# mutated\n")
+    sources = []
+    monkeypatch.setattr(campaign, "confirm_one", lambda stage, source, path, tests, env, timeout:
+                        sources.append(source) or "killed")
+    with pytest.raises(SystemExit, match="fail on the stage's own source"):
+        campaign.retry_named(tmp_path, ["m.*"], ["tests/t.py"], 1)
+    assert sources == ["# the stage's own m.py\n"]  # no mutant was tried
 
 
 def test_count_mutants_uses_mutmut_s_own_generator_and_keeps_the_directory(campaign, tmp_path, monkeypatch):

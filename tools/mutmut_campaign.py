@@ -479,6 +479,13 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
     todo = sorted(n for n, (s, _) in results.items() if s in LISTED
                   and outcome.get(n, "survived") == "survived"
                   and any(fnmatch.fnmatch(n, p) for p in patterns))
+    if todo:
+        # The tests must pass on the stage's own source first: a test that needs a fix made
+        # after the stage was taken fails on every mutant, and would be counted as killing it.
+        path = results[todo[0]][1]
+        if confirm_one(stage, (stage / path).read_text(), path, tests, env, 900.0) != "survived":
+            sys.exit(f"mutmut: {' '.join(tests)} fail on the stage's own source ({stage}, no mutant): they "
+                     "cannot judge its mutants (a fix made since the run? rerun the campaign)")
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         futures = {pool.submit(confirm_one, stage, applied_source(stage, n, results[n][1]), results[n][1], tests,
                                env, 900.0): n for n in todo}

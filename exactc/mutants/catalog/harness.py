@@ -143,6 +143,17 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-retry-trusts-failing-tests",
+        "the mutmut campaign's --retry does not first run the new tests on the stage's own source: "
+        "a test that needs a fix made after the run fails on every mutant, and all are counted killed",
+        MUTMUT,
+        '        if confirm_one(stage, (stage / path).read_text(), path, tests, env, 900.0) != "survived":',
+        "        if False:",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-batches-stage-the-live-tree",
         "every batch of a mutmut cluster campaign stages the checkout as it is when the batch "
         "starts, not the snapshot taken when the campaign began: a test file half edited an hour "
