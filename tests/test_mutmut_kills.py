@@ -2130,7 +2130,7 @@ def test_generate_a_fresh_c_build_reports_progress_and_gpt_generates_bert_does_n
                          for line in notes), captured.err
     assert captured.out.strip()  # the tokens on stdout, the notes on stderr only
     gpt = ["generate", "gpt", "--set", "layers=1", "--set", "dim=8", "--set", "heads=2", "--set", "vocab=16",
-           "--set", "mlp=8", "--set", "positions=8", "--prompt-ids", "1", "-n", "1"]
+           "--set", "mlp=8", "--set", "positions=16", "--prompt-ids", "1", "-n", "1"]
     assert cli.main(gpt) == 0
     capsys.readouterr()
     assert cli.main(["generate", "bert", "--prompt-ids", "1", "-n", "1"]) == 2
