@@ -2089,6 +2089,7 @@ def test_export_prepare_defaults_lengths_plan_and_a_checkpoint_s_own_blocks(tmp_
     assert q.manifest()["checkpoint"] == {"path": str(v2.path), "format": v2.format, "name": v2.name}
     assert export.checkpoint_request(v2, "forward", {"tokens": 6}, ("q8", 4))[1] == ("q8", 4)
     assert export.checkpoint_request(v2, "forward", {"tokens": 6}, None)[1] == ("q8", 4)
+    assert int(export.checkpoint_request(v2, "forward", {"tokens": 3}, None)[0]["tokens"]) == 3  # the request's T_max
     with pytest.raises(export.ExportError) as caught:
         export.checkpoint_request(v2, "forward", {"tokens": 6}, ("q4", 32))
     assert str(caught.value) == (f"--weights q4 --block 32: {v2.path.name} holds its weights as q8 in blocks of 4; "
