@@ -2185,3 +2185,25 @@ def test_hf_header_length_is_unsigned(tmp_path):
         hf.read_header(path)
     assert str(caught.value) == (f"{path}: header length {2**64 - 1} is more than the {hf.MAX_HEADER:,} bytes a "
                                  "safetensors header may have")
+
+
+def test_hf_load_fills_the_checkpoint_whole_names_it_and_ties_a_llama_head(tmp_path):
+    from test_checkpoints import drawn, hf_config, hf_tensors, write_hf
+    from exactc.exporter.checkpoints import hf
+    program, params = drawn("llama")
+    tensors = hf_tensors("llama", program, params)
+    config = hf_config("llama", program.config)
+    folder = write_hf(tmp_path / "tiny-llama", "llama", config, tensors)
+    ck = hf.load(folder)
+    assert (ck.path, ck.format, ck.model, ck.name) == (folder, "hf", "llama", "tiny-llama")
+    assert ck.content == [folder / "model.safetensors", folder / "config.json"]
+    assert ck.tensors["lm_head.weight"].source == "lm_head.weight" and ck.ignored == []
+    inner = write_hf(tmp_path / "repo" / "model", "llama", config, tensors)  # a folder named model: its parent names it
+    assert hf.load(inner).name == "repo"
+    # tie_word_embeddings: the head is the embedding table, and the stored head is not used
+    tied = hf.load(write_hf(tmp_path / "tied", "llama", dict(config, tie_word_embeddings=True), tensors))
+    assert tied.tensors["lm_head.weight"] is tied.tensors["model.embed_tokens.weight"]
+    assert tied.ignored == ["lm_head.weight"]
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.load(write_hf(tmp_path / "bad", "llama", dict(config, tie_word_embeddings="yes"), tensors))
+    assert str(caught.value) == f"{tmp_path / 'bad' / 'config.json'}: tie_word_embeddings='yes' must be true or false"
