@@ -2207,3 +2207,52 @@ def test_hf_load_fills_the_checkpoint_whole_names_it_and_ties_a_llama_head(tmp_p
     with pytest.raises(hf.CheckpointError) as caught:
         hf.load(write_hf(tmp_path / "bad", "llama", dict(config, tie_word_embeddings="yes"), tensors))
     assert str(caught.value) == f"{tmp_path / 'bad' / 'config.json'}: tie_word_embeddings='yes' must be true or false"
+
+
+def test_hf_shard_names_and_stored_entries_refused_whole(tmp_path):
+    import json as json_
+    import struct
+    from exactc.exporter.checkpoints import hf
+    index = tmp_path / "model.safetensors.index.json"
+    for shard in ("", ".", "..", "a\\b", "a/b"):
+        index.write_text(json_.dumps({"weight_map": {"w": shard}}))
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf.safetensors_files(tmp_path)
+        assert str(caught.value) == (f"{index}: weight_map names the shard {shard!r}; a shard is a file name in "
+                                     f"{tmp_path}")
+    where = f"{tmp_path}: tensor w"
+    for entry, rule in (
+            ([1], " has no dtype, shape and data_offsets"),
+            ({"dtype": "F32", "shape": [1]}, " has no dtype, shape and data_offsets"),
+            ({"dtype": "F32", "shape": [1], "data_offsets": [0]},
+             ": data_offsets [0] must be [begin, end], integers with 0 <= begin <= end"),
+            ({"dtype": "F32", "shape": [1], "data_offsets": [0, 1, 2]},
+             ": data_offsets [0, 1, 2] must be [begin, end], integers with 0 <= begin <= end"),
+            ({"dtype": "F32", "shape": [1], "data_offsets": [5, 4]},
+             ": data_offsets [5, 4] must be [begin, end], integers with 0 <= begin <= end")):
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf._stored(tmp_path, "w", entry)
+        assert str(caught.value) == where + rule
+    empty = hf._stored(tmp_path, "w", {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]})  # begin == end: allowed
+    assert (empty.name, empty.begin, empty.end) == ("w", 4, 4)
+    # header lengths at the edges: the largest allowed, and one that ends exactly at the file's end
+    path = tmp_path / "m.safetensors"
+    header = b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+    path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
+    entries, start = hf.read_header(path)
+    assert entries["w"].name == "w" and start == 8 + len(header)
+    path.write_bytes(struct.pack("<Q", len(header) + 5) + header + bytes(4))  # 1 byte past the end
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(path)
+    assert str(caught.value) == (f"{path}: header length {len(header) + 5} runs past the end of the file "
+                                 f"({8 + len(header) + 4} bytes)")
+    bad = b'{"w":{"dtype":"F32","shape":[1]}}'
+    path.write_bytes(struct.pack("<Q", len(bad)) + bad + bytes(4))
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(path)
+    assert str(caught.value) == f"{path}: tensor w has no dtype, shape and data_offsets"
+    gap = b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}'
+    path.write_bytes(struct.pack("<Q", len(gap)) + gap + bytes(8))
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(path)
+    assert str(caught.value).startswith(f"{path}: tensor w: data_offsets [4, 8] leave data bytes [0, 4) to no tensor")
