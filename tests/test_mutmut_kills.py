@@ -1780,7 +1780,8 @@ _README_MANIFEST = {
     "checkpoint": {"name": "m.bin", "format": "llama2c"}, "parameters": 99, "host": "structured", "kernels": 3,
     "nests": 4, "launches": 5, "arena_peak": 123, "straight_line_arena_peak": 456, "planned": True,
     "inputs": {"token": {"shape": [1], "kind": "i32"}, "past_k": {"shape": [2, "T"], "kind": "x"}},
-    "outputs": {"logits": {"shape": [1, 5], "kind": "x"}, "k": {"shape": [1, 2], "kind": "x"}}}
+    "outputs": {"logits": {"shape": [1, 5], "kind": "x"}, "k": {"shape": [1, 2], "kind": "x"},
+                "next": {"shape": [1], "kind": "i32"}}}
 
 
 def test_export_readme_pins_every_figure_row_and_choice():
@@ -1799,7 +1800,8 @@ def test_export_readme_pins_every_figure_row_and_choice():
         "| `token` | input | (1,) | int32 (`<i4`) |",
         "| `past_k` | input | (2, 'T') | f32 (`<f4`), rounded to bf16 |",
         "| `logits` | output | (1, 5) | f32 (`<f4`), bf16 values widened |",
-        "| `k` | output | (1, 2) | f32 (`<f4`), bf16 values widened |"]
+        "| `k` | output | (1, 2) | f32 (`<f4`), bf16 values widened |",
+        "| `next` | output | (1,) | int32 (`<i4`) |"]
     assert ("This export follows a plan: the nests it splits run their pieces on an\nOpenMP team (one after another "
             "without OpenMP); the others run on the calling thread.") in text
     plain = export.readme(dict(_README_MANIFEST, dtype="f32", checkpoint=None, planned=False, config=None))
@@ -1808,7 +1810,8 @@ def test_export_readme_pins_every_figure_row_and_choice():
                           "  parameters drawn from seed 7 (99 values)"]
     assert [line for line in lines if line.startswith("| `")] == [
         "| `token` | input | (1,) | int32 (`<i4`) |", "| `past_k` | input | (2, 'T') | f32 (`<f4`) |",
-        "| `logits` | output | (1, 5) | f32 (`<f4`) |", "| `k` | output | (1, 2) | f32 (`<f4`) |"]
+        "| `logits` | output | (1, 5) | f32 (`<f4`) |", "| `k` | output | (1, 2) | f32 (`<f4`) |",
+        "| `next` | output | (1,) | int32 (`<i4`) |"]
     assert ("This export runs each nest over its whole range on the calling thread; a\nplan (`exactc export --plan`) "
             "splits them.") in plain
     assert [line for line in export.readme(dict(_README_MANIFEST, dtype="f64")).splitlines()
