@@ -2207,6 +2207,9 @@ def test_hf_load_fills_the_checkpoint_whole_names_it_and_ties_a_llama_head(tmp_p
     tied = hf.load(write_hf(tmp_path / "tied", "llama", dict(config, tie_word_embeddings=True), tensors))
     assert tied.tensors["lm_head.weight"] is tied.tensors["model.embed_tokens.weight"]
     assert tied.ignored == ["lm_head.weight"]
+    untold = hf.load(write_hf(tmp_path / "untold", "llama",
+                              {k: v for k, v in config.items() if k != "tie_word_embeddings"}, tensors))
+    assert untold.tensors["lm_head.weight"].source == "lm_head.weight"  # a llama's head is its own unless tied
     with pytest.raises(hf.CheckpointError) as caught:
         hf.load(write_hf(tmp_path / "bad", "llama", dict(config, tie_word_embeddings="yes"), tensors))
     assert str(caught.value) == f"{tmp_path / 'bad' / 'config.json'}: tie_word_embeddings='yes' must be true or false"
