@@ -157,8 +157,9 @@ def test_the_stage_copies_every_folder_the_tests_read(campaign):
     run, and the whole batch with it."""
     tree = TOOL.parent.parent
     copied = {p.rstrip("/") for p in tomllib.loads(campaign.mutmut_table(1, []))["tool"]["mutmut"]["also_copy"]}
+    generated = ("exactc", "tests", "build", "dist", "mutants")  # the package, and what builds and runs leave
     folders = {p.name for p in tree.iterdir() if p.is_dir() and not p.name.startswith(".")
-               and p.name not in ("exactc", "tests") and not p.name.endswith(".egg-info")}
+               and p.name not in generated and not p.name.endswith(".egg-info")}
     text = "\n".join(p.read_text() for p in (tree / "tests").glob("*.py"))
     read = {f for f in folders if re.search(rf'"{f}"|\b{f}/', text)}
     assert {"docs", "tools", "fuzz"} <= read
