@@ -247,7 +247,7 @@ def mutmut_exe() -> str:
     exe = Path(sys.executable).parent / "mutmut"
     if not exe.exists():
         sys.exit("mutmut is not installed in this environment: pip install 'mutmut>=3,<4' "
-                 "(or pip install -e '.[mutation]')")
+                 "(or pip install -e '.[test]')")
     return str(exe)
 
 
