@@ -1003,15 +1003,22 @@ def test_tune_command_times_in_seconds_and_best_is_a_duration(tmp_path, capsys, 
     assert 0 < timed.best() < 1.0
 
 
-def test_tune_command_reads_the_checkpoint_config(tmp_path, capsys, monkeypatch):
-    # A llama2.c file of a config no default has (mlp 8): the nests tuned are its own.
+# A llama2.c file of a tiny Llama whose config no default has (mlp 8).
+_TINY_LLAMA2C = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 8}
+
+
+def _tiny_llama2c(path: Path, seed: int = 5) -> Path:
     from test_checkpoints import hf_tensors
-    from exactc.exporter.checkpoints import llama2c
     from exactc.exporter import models
-    fields = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 8}
-    program = models.build("llama", "forward", dict(fields, tokens=2))
-    path = llama2c.write(tmp_path / "m.bin", hf_tensors("llama", program, models.draw_parameters(program, 5, "f32")),
-                         fields, seq_len=4)
+    from exactc.exporter.checkpoints import llama2c
+    program = models.build("llama", "forward", dict(_TINY_LLAMA2C, tokens=2))
+    return llama2c.write(path, hf_tensors("llama", program, models.draw_parameters(program, seed, "f32")),
+                         _TINY_LLAMA2C, seq_len=4)
+
+
+def test_tune_command_reads_the_checkpoint_config(tmp_path, capsys, monkeypatch):
+    # The nests tuned are the checkpoint's own (mlp 8).
+    path = _tiny_llama2c(tmp_path / "m.bin")
     from exactc import cli
     assert cli.main(["plan", "--tune", "llama", "--entry", "forward", "--dtype", "f32", "--cc", "gcc",
                      "--checkpoint", str(path), "--rounds", "1", "--table", str(tmp_path / "t.json")]) == 0
@@ -1878,21 +1885,12 @@ def test_export_write_works_beside_the_target_and_cleans_up(tmp_path, monkeypatc
 
 
 def test_export_digest_tells_every_request_apart_and_ignores_the_order_of_overrides(tmp_path):
-    from exactc.exporter import export
-    from exactc.exporter.checkpoints import llama2c
-    from exactc.exporter import checkpoints, models
-    from test_checkpoints import hf_tensors
+    from exactc.exporter import checkpoints, export
     tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
     base = export.ExportSpec("gpt", "forward", "f32", 3, tiny)
     same = export.ExportSpec("gpt", "forward", "f32", 3, dict(reversed(list(tiny.items()))))
     assert base.digest() == same.digest() and len(base.digest()) == 24
-    fields = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 8}
-    program = models.build("llama", "forward", dict(fields, tokens=2))
-    loaded = []
-    for seed in (5, 6):
-        path = llama2c.write(tmp_path / f"m{seed}.bin", hf_tensors("llama", program, models.draw_parameters(
-            program, seed, "f32")), fields, seq_len=4)
-        loaded.append(checkpoints.load(path, None))
+    loaded = [checkpoints.load(_tiny_llama2c(tmp_path / f"m{seed}.bin", seed), None) for seed in (5, 6)]
     variants = [base, export.ExportSpec("gpt", "forward", "f32", 4, tiny),
                 export.ExportSpec("gpt", "forward", "f32", 3, dict(tiny, dim=16)),       # a value
                 export.ExportSpec("gpt", "forward", "f32", 3, {"dim": 8}),
@@ -2157,13 +2155,8 @@ def test_export_build_program_quantizes_the_reals_and_names_bad_blocks_and_tags(
         export.with_weights(program, "llama", "forward", tiny, ("q8", 0))
     assert str(caught.value) == f"--weights q8 --block 0: block 0 must be an int in 1..{quant.MAX_BLOCK}"
     # a checkpoint that refuses the entry is refused before anything is drawn
-    fields = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 8}
-    small = models.build("llama", "forward", dict(fields, tokens=2))
-    from exactc.exporter.checkpoints import llama2c
-    from test_checkpoints import hf_tensors
-    path = llama2c.write(tmp_path / "m.bin", hf_tensors("llama", small, models.draw_parameters(small, 5, "f32")),
-                         fields, seq_len=4)
-    refusing = dataclasses.replace(checkpoints.load(path, None), entries={"forward": "no forward in this file"})
+    refusing = dataclasses.replace(checkpoints.load(_tiny_llama2c(tmp_path / "m.bin"), None),
+                                   entries={"forward": "no forward in this file"})
     with pytest.raises(checkpoints.CheckpointError, match="no forward in this file"):
         export.build_program("llama", "forward", "f32", 0, {"tokens": 2}, refusing, None)
     # a traced program of no model config: its manifest says so
