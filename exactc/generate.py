@@ -220,14 +220,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     model = checkpoint.model if checkpoint is not None else args.model
     if model not in ("gpt", "llama"):
         raise GenerateError(f"model {model!r}: exactc generates with gpt or llama")
+    user = _overrides(args.set)
     # the vocabulary before the prompt is read: T_max is not known yet, and the default's 16
     # may exceed a small GPT's positions, so read it at one position unless --set gives one
     vocab = (checkpoint.fields["vocab"] if checkpoint is not None
-             else models.config(model, {"tokens": "1", **_overrides(args.set)}).vocab)
+             else models.config(model, {"tokens": "1", **user}).vocab)
     tokenizer = load_tokenizer(args.tokenizer, checkpoint, vocab)
     ids = prompt_ids(args, tokenizer)
     options = SamplingOptions(args.temperature, args.top_k, args.top_p)
-    user = _overrides(args.set)
     user.setdefault("tokens", str(max(2, len(ids) + args.n)))  # the programs' T_max: the prompt and N
     overrides = checkpoint.overrides(user) if checkpoint is not None else user
     progress = lambda line: print(f"exactc generate: {line}", file=sys.stderr, flush=True)  # noqa: E731

@@ -71,8 +71,8 @@ MUTANTS = [
         "exactc generate reads the vocabulary from the config at its default 16 positions, so a "
         "GPT of fewer positions is refused before its prompt is read",
         "exactc/generate.py",
-        '             else models.config(model, {"tokens": "1", **_overrides(args.set)}).vocab)',
-        '             else models.config(model, _overrides(args.set)).vocab)',
+        '             else models.config(model, {"tokens": "1", **user}).vocab)',
+        '             else models.config(model, user).vocab)',
         ("generate:command",),
         family="generate",
     ),
