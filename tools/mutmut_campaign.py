@@ -50,6 +50,7 @@ the hand-written catalog's business. Nothing else is excluded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import os
@@ -280,18 +281,28 @@ def load_results(stage: Path) -> dict[str, tuple[str, str]]:
     return results
 
 
-def mutant_diff(stage: Path, name: str, path: str) -> list[str]:
-    """The changed lines of a mutant, '-' then '+', without the diff's headers."""
+@contextlib.contextmanager
+def mutmut_in(folder: Path):
+    """mutmut's own functions read its config and their paths from the working directory:
+    run them in `folder` (a stage), the config read afresh, and come back. Not from two
+    threads at once."""
     from mutmut.configuration import reset_config
-    from mutmut.mutation.diff_apply import get_diff_for_mutant
 
     cwd = os.getcwd()
-    os.chdir(stage)
+    os.chdir(folder)
     try:
         reset_config()
-        diff = get_diff_for_mutant(name, path=path)
+        yield
     finally:
         os.chdir(cwd)
+
+
+def mutant_diff(stage: Path, name: str, path: str) -> list[str]:
+    """The changed lines of a mutant, '-' then '+', without the diff's headers."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    with mutmut_in(stage):
+        diff = get_diff_for_mutant(name, path=path)
     return [line for line in diff.splitlines()
             if line[:1] in "-+" and not line.startswith(("---", "+++"))]
 
@@ -349,13 +360,9 @@ def applied_source(stage: Path, name: str, path: str) -> str:
     from mutmut.utils.format_utils import orig_function_and_class_names_from_key
 
     function_name, class_name = orig_function_and_class_names_from_key(name)
-    cwd = os.getcwd()
-    os.chdir(stage)
-    try:
+    with mutmut_in(stage):
         pair = read_functions_from_index(name, path)
         mutant = pair[1] if pair else read_mutant_function(read_mutants_module(path), name)
-    finally:
-        os.chdir(cwd)
     module = cst.parse_module((stage / path).read_text())
     body = module.body
     if class_name:
@@ -370,8 +377,8 @@ def applied_source(stage: Path, name: str, path: str) -> str:
 def confirm_one(stage: Path, source: str, path: str, tests: list[str], env: dict[str, str],
                 timeout: float) -> str:
     """'killed', 'survived' or 'timeout' with `source` (a mutant written in: applied_source,
-    called in the caller's thread, since it changes the working directory) as `path` in a
-    fresh copy of the stage."""
+    called in the caller's thread, since mutmut_in changes the working directory) as `path`
+    in a fresh copy of the stage."""
     with tempfile.TemporaryDirectory(prefix="exactc-mutmut-confirm-") as tmp:
         root = Path(tmp) / "tree"
         shutil.copytree(stage, root, ignore=stage_copy_ignored(stage), symlinks=True)
@@ -745,19 +752,13 @@ def files_to_mutate() -> list[str]:
 def count_mutants(files: list[str]) -> dict[str, int]:
     """How many mutants mutmut makes of each file (its own generator, no test run): the
     size of a campaign before it starts."""
-    from mutmut.configuration import reset_config
     from mutmut.mutation.file_mutation import mutate_file_contents
 
-    cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="exactc-mutmut-count-") as tmp:
         (Path(tmp) / "exactc").mkdir()
         (Path(tmp) / "pyproject.toml").write_text(mutmut_table(1, []))
-        os.chdir(tmp)
-        try:
-            reset_config()
+        with mutmut_in(Path(tmp)):
             return {f: len(mutate_file_contents(f, (TREE / f).read_text()).mutant_names) for f in files}
-        finally:
-            os.chdir(cwd)
 
 
 def in_glob(path: str, glob: str) -> bool:

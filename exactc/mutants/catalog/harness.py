@@ -132,12 +132,13 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
-        "mutmut-count-leaves-its-directory",
-        "the mutmut campaign's --count reads mutmut's config from a temporary folder and stays "
-        "there: the folder is removed under the process, and every later relative path fails",
+        "mutmut-calls-leave-their-directory",
+        "the mutmut campaign runs mutmut's own functions in a stage (or --count's temporary "
+        "folder) and stays there: the folder is removed under the process, and every later "
+        "relative path fails",
         MUTMUT,
-        "            os.chdir(cwd)\n",
-        "            pass\n",
+        "    finally:\n        os.chdir(cwd)\n",
+        "    finally:\n        pass\n",
         ("mutmut-campaign",),
         family="harness",
         requires=(MUTMUT,),
