@@ -6,7 +6,8 @@ Hypothesis profiles, chosen by HYPOTHESIS_PROFILE:
 - campaign (`make verify`): many examples, random, still printing blobs;
 - mutmut (tools/mutmut_campaign.py's runs): ci's examples, but a failing example is not
   shrunk and nothing is saved: a mutant is killed by its first failing example, and the
-  shrinking (tens of runs of the test, for a verdict already known) is left out.
+  shrinking (tens of runs of the test, for a verdict already known) is left out; and the
+  tests run fastest first (pytest_collection_modifyitems).
 
 `@pytest.mark.needs("valgrind", ...)` names what a test needs from the machine
 (tests/installed.py): missing, it is a skip by hand and a failure under `make test`.
@@ -14,7 +15,9 @@ The last line of a run counts the skips and their reasons.
 """
 
 import collections
+import json
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -50,6 +53,24 @@ def pytest_runtest_setup(item):
     for mark in item.iter_markers("needs"):
         for name in mark.args:
             need(name)
+
+
+def mutmut_durations(stats=Path("mutmut-stats.json")) -> dict[str, float]:
+    """Each test's time in mutmut's stats run, read from the stats file in the folder a
+    mutmut run works in (tools/mutmut_campaign.py's stage); {} elsewhere."""
+    if os.environ.get("HYPOTHESIS_PROFILE") != "mutmut" or not stats.is_file():
+        return {}
+    return json.loads(stats.read_text()).get("duration_by_test", {})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under mutmut, the fastest tests first: a mutant's run stops at its first failing
+    test (-x), and mutmut hands over its tests in no useful order, so a mutant that the
+    printed text (tests/test_printed_text.py) or a quick check would kill in a tenth of
+    a second waited behind tests that build C for seconds."""
+    durations = mutmut_durations()
+    if durations:
+        items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
 
 
 def _skip_reason(report) -> str:

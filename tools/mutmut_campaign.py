@@ -104,6 +104,9 @@ DO_NOT_MUTATE: list[str] = []
 # The tests mutmut may pick from; it runs, for each mutant, only those that called the
 # mutated function while it collected its stats.
 KILLS = "tests/test_mutmut_kills.py"  # the tests written to kill survivors: in every selection
+# The printed C text (tools/printed_text.py): for the files whose output a user reads, the
+# check that sees a change first (tenths of a second, where the bits' tests build C).
+PRINTED = "tests/test_printed_text.py"
 TESTS = [
     "tests/test_reference.py",
     "tests/test_kernels_print.py",
@@ -119,10 +122,10 @@ TESTS = [
 # takes TESTS.
 STAGE_TESTS = [
     ("exactc/exporter/dims.py", ["tests/test_dims.py"]),
-    ("exactc/exporter/printer/ctext.py", ["tests/test_kernels_print.py"]),
+    ("exactc/exporter/printer/ctext.py", [PRINTED, "tests/test_kernels_print.py"]),
     ("exactc/exporter/kernels/splits.py", ["tests/test_reach_kernels.py"]),
-    ("exactc/exporter/kernels/layouts.py", ["tests/test_reach_kernels.py", "tests/test_layouts.py"]),
-    ("exactc/exporter/kernels/plans.py", ["tests/test_reach_kernels.py", "tests/test_layouts.py",
+    ("exactc/exporter/kernels/layouts.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_layouts.py"]),
+    ("exactc/exporter/kernels/plans.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_layouts.py",
                                           "tests/test_programs.py"]),
     ("exactc/exporter/jsonfile.py", ["tests/test_reach_kernels.py", "tests/test_programs.py"]),
     ("exactc/exporter/types.py", ["tests/test_reference.py", "tests/test_primitives.py"]),
@@ -140,9 +143,9 @@ STAGE_TESTS = [
     ("exactc/exporter/quant.py", ["tests/test_quant.py", "tests/test_reach_checkpoints.py"]),
     ("exactc/exporter/models/cache.py", ["tests/test_generation.py", "tests/test_generate_program.py"]),
     # the models' meaning: transformers' own (test_oracle.py), and the refusals
-    ("exactc/exporter/models/*.py", ["tests/test_reach_models.py", "tests/test_generation.py",
+    ("exactc/exporter/models/*.py", [PRINTED, "tests/test_reach_models.py", "tests/test_generation.py",
                                      "tests/test_oracle.py"]),
-    ("exactc/exporter/graph.py", ["tests/test_reach_export.py", "tests/test_generation.py",
+    ("exactc/exporter/graph.py", [PRINTED, "tests/test_reach_export.py", "tests/test_generation.py",
                                   "tests/test_reach_models.py", "tests/test_oracle.py",
                                   # the builder's refusals and forms (the rest of the file builds C)
                                   "tests/test_programs.py::test_builder_refuses_bad_shapes_by_name",
@@ -151,16 +154,16 @@ STAGE_TESTS = [
                                   "tests/test_programs.py::test_a_call_is_traced_once_per_form"]),
     ("exactc/exporter/export.py", ["tests/test_reach_export.py", "tests/test_generate_program.py",
                                    "tests/test_prepack.py"]),
-    ("exactc/exporter/frames.py", ["tests/test_programs.py"]),
-    ("exactc/exporter/kernels/autoplan.py", ["tests/test_autoplan.py", "tests/test_prepack.py"]),
-    ("exactc/exporter/kernels/*.py", ["tests/test_reach_kernels.py", "tests/test_kernels_print.py",
+    ("exactc/exporter/frames.py", [PRINTED, "tests/test_programs.py"]),
+    ("exactc/exporter/kernels/autoplan.py", [PRINTED, "tests/test_autoplan.py", "tests/test_prepack.py"]),
+    ("exactc/exporter/kernels/*.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_kernels_print.py",
                                       "tests/test_layouts.py"]),
-    ("exactc/exporter/printer/prepack.py", ["tests/test_prepack.py", "tests/test_host_runtime.py"]),
+    ("exactc/exporter/printer/prepack.py", [PRINTED, "tests/test_prepack.py", "tests/test_host_runtime.py"]),
     # the hosts: every program's conformance (test_programs.py) is what they answer to
-    ("exactc/exporter/printer/host.py", ["tests/test_reach_models.py", "tests/test_programs.py"]),
-    ("exactc/exporter/printer/structured.py", ["tests/test_reach_models.py", "tests/test_programs.py"]),
-    ("exactc/exporter/printer/straight.py", ["tests/test_reach_models.py", "tests/test_programs.py"]),
-    ("exactc/exporter/printer/*.py", ["tests/test_kernels_print.py", "tests/test_reach_kernels.py",
+    ("exactc/exporter/printer/host.py", [PRINTED, "tests/test_reach_models.py", "tests/test_programs.py"]),
+    ("exactc/exporter/printer/structured.py", [PRINTED, "tests/test_reach_models.py", "tests/test_programs.py"]),
+    ("exactc/exporter/printer/straight.py", [PRINTED, "tests/test_reach_models.py", "tests/test_programs.py"]),
+    ("exactc/exporter/printer/*.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
                                       "tests/test_layouts.py"]),
     ("exactc/exporter/*.py", ["tests/test_reach_export.py"]),  # the package's __init__: no code
     ("exactc/runtime/*.py", ["tests/test_libm.py"]),

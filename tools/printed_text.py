@@ -1,0 +1,180 @@
+"""tests/printed/: the C text the exporter prints, held as files so that a change shows.
+
+    python tools/printed_text.py            # list the files and say which differ
+    python tools/printed_text.py --write    # rewrite tests/printed/ from the code
+
+Generated C is code too (design.md): a user reads it, and a diff of two exports should
+show what changed. These files are that diff's other side: every primitive's kernel at
+every site type (the cases of tests/test_kernels_print.py), the same kernels at f32
+under their automatic plans and under hand-written plans of each layout field, each
+kernel's `exactc plan --show` text, and the whole printed program (model.c, kernels.h,
+kernels/*.c) of each architecture's entries, plain, straight-line, planned and with
+quantized weights. tests/test_printed_text.py fails, with a diff, when the code prints
+anything else; a change meant to print otherwise rewrites them with --write, and the
+diff goes in its commit.
+
+Printing is a pure function of its inputs (tests/test_kernels_print.py checks that in
+fresh processes): these bytes do not depend on the machine, the compiler or a tune table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from exactc.exporter import models
+from exactc.exporter.kernels import lower
+from exactc.exporter.kernels.autoplan import AutoPlan, auto_kernel_plan
+from exactc.exporter.kernels.layouts import Layout
+from exactc.exporter.kernels.plans import NestPlan, Plan, describe_choices, validate_plan
+from exactc.exporter.kernels.splits import Split
+from exactc.exporter.printer.host import print_program
+from exactc.exporter.printer.kernels import print_kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / "tests" / "printed"
+sys.path.insert(0, str(ROOT / "tests"))
+from test_kernels_print import CASES, SITES  # noqa: E402  (every primitive, every attribute branch)
+
+# Hand-written plans, one per layout field and split form, on kernels of test_kernels_print's
+# shapes (each validated before it prints): what the automatic plan of these small shapes
+# leaves out.
+PLANNED = [
+    ("linear: order, tiles, lanes, a pack, a reduction block and a split",
+     ("linear", {"x": (5, 7), "w": (19, 7), "b": (19,)}, {"has_b": True}),
+     NestPlan(Layout(order=("n", "m"), tiles=(("n", 8),), lanes=(("m", 2), ("n", 4)), packs=("w",),
+                     blocks=(("k", 3),)), Split(0, ((0, 5), (5, 5), (5, 19))))),
+    ("linear: one lane axis of width 16",
+     ("linear", {"x": (3, 7), "w": (32, 7)}, {}), NestPlan(Layout(lanes=(("n", 16),)))),
+    ("matmul: lanes on both parallel axes, b packed",
+     ("matmul", {"a": (2, 3, 4), "b": (2, 4, 8)}, {}),
+     NestPlan(Layout(order=("i", "m", "n"), lanes=(("m", 2), ("n", 4)), packs=("b",)))),
+    ("qlinear_i: the integer sums in lanes and parts",
+     ("qlinear_i", {"xq": (2, 7), "xd": (2, 3), "wq": (3, 7), "wd": (3, 3)}, {"fmt": "q8", "block": 3}),
+     NestPlan(Layout(order=("n", "m"), sums=(("k", 8, 2), ("t", 3, 1))))),
+    ("gelu_tanh: lanes over a split of whole chunks",
+     ("gelu_tanh", {"x": (33,)}, {}), NestPlan(Layout(lanes=(("i", 4),)), Split(0, ((0, 16), (16, 33))))),
+    ("softmax: a tiled row loop split in two",
+     ("softmax", {"x": (2, 3, 5)}, {"causal": True, "offset": 1}),
+     NestPlan(Layout(tiles=(("i", 2),)), Split(0, ((0, 1), (1, 2))))),
+]
+
+# (file stem, model, entry, site, plan, straight, quantized weights (fmt, block) or None)
+PROGRAMS = [
+    ("gpt-forward-f32", "gpt", "forward", "f32", None, False, None),
+    ("gpt-forward-bf16-straight", "gpt", "forward", "bf16", None, True, None),
+    ("gpt-next_token-f64-auto", "gpt", "next_token", "f64", "auto", False, None),
+    ("gpt-decode-f32-auto", "gpt", "decode", "f32", "auto", False, None),
+    ("gpt-prefill-f32-q8", "gpt", "prefill", "f32", None, False, ("q8", 32)),
+    ("bert-embed-f32-auto", "bert", "embed", "f32", "auto", False, None),
+    ("bert-forward-bf16", "bert", "forward", "bf16", None, False, None),
+    ("llama-forward-f32-q4-auto", "llama", "forward", "f32", "auto", False, ("q4", 32)),
+    ("llama-decode-bf16-straight", "llama", "decode", "bf16", None, True, None),
+]
+# Small enough to read, large enough that the automatic plan takes lanes, packs and splits.
+OVERRIDES = {"layers": 2, "tokens": 8}
+
+
+def banner(title: str) -> str:
+    return f"/* {'=' * 86}\n * {title}\n * {'=' * 86} */\n"
+
+
+def kernel_text(title: str, printed) -> str:
+    return banner(title) + printed.source + "/* cffi declarations:\n" + printed.cdef + "*/\n\n"
+
+
+def kernels(site: str) -> str:
+    """Every case of test_kernels_print.py at `site`, plain."""
+    out = []
+    for n, (primitive, shapes, attrs) in enumerate(CASES):
+        kernel = lower(primitive, site, shapes, attrs)
+        out.append(kernel_text(f"k{n}: {primitive} {shapes} {attrs} at {site}", print_kernel(kernel, f"k{n}")))
+    return "".join(out)
+
+
+def planned() -> str:
+    """The cases at f32 under their automatic plan (where it is not the plain nest), then
+    the hand-written plans of PLANNED, each with its plan's JSON."""
+    out = []
+    for n, (primitive, shapes, attrs) in enumerate(CASES):
+        kernel = lower(primitive, "f32", shapes, attrs)
+        plan = auto_kernel_plan(kernel, pieces=3)
+        if plan is not None:
+            out.append(kernel_text(f"k{n}: {primitive} {shapes} {attrs} at f32, --plan auto (3 pieces)\n"
+                                   f" * plan: {plan.dumps()}", print_kernel(kernel, f"k{n}", plan)))
+    for n, (title, (primitive, shapes, attrs), nest_plan) in enumerate(PLANNED):
+        kernel = lower(primitive, "f32", shapes, attrs)
+        plan = Plan(((kernel.nests[-1].name, nest_plan),))
+        validate_plan(kernel, plan)
+        out.append(kernel_text(f"p{n}: {title}\n * plan: {plan.dumps()}", print_kernel(kernel, f"p{n}", plan)))
+    return "".join(out)
+
+
+def choices() -> str:
+    """`exactc plan --show` of every case at f32."""
+    out = []
+    for n, (primitive, shapes, attrs) in enumerate(CASES):
+        kernel = lower(primitive, "f32", shapes, attrs)
+        out.append(f"# k{n}: {primitive} {shapes} {attrs}\n{describe_choices(kernel)}\n\n")
+    return "".join(out)
+
+
+def program(model: str, entry: str, site: str, plan: str | None, straight: bool, weights) -> str:
+    quantized = None
+    if weights is not None:
+        from exactc.exporter.graph import linear_weights
+
+        quantized = {name: weights for name in linear_weights(models.build(model, entry, OVERRIDES))}
+    traced = models.build(model, entry, OVERRIDES, quantized=quantized)
+    printed = print_program(traced, site, AutoPlan() if plan == "auto" else None, straight)
+    head = (f"{model} {entry} at {site}, {OVERRIDES}, " + ("--plan auto" if plan else "no plan")
+            + (", straight-line host" if straight else "")
+            + (f", --weights {weights[0]} --block {weights[1]}" if weights else "")
+            + f"\n * arena peak {printed.arena_peak} bytes (structured {printed.structured_peak}, straight-line "
+            f"{printed.straight_peak}); {printed.nests} nests, {printed.launches} launches, {printed.kernels} kernels")
+    return banner(head) + "".join(banner(f"file {path}") + text for path, text in sorted(printed.files.items()))
+
+
+def texts() -> dict[str, str]:
+    """Every file of tests/printed/ (its name -> its text), from the code."""
+    out = {f"kernels-{site}.c": kernels(site) for site in SITES}
+    out["planned-f32.c"] = planned()
+    out["choices.txt"] = choices()
+    for stem, *spec in PROGRAMS:
+        out[f"program-{stem}.c"] = program(*spec)
+    return out
+
+
+def stale(held: Path = FOLDER) -> list[str]:
+    """The files of tests/printed/ that differ from what the code prints, or are missing
+    or left over."""
+    printed = texts()
+    on_disk = {p.name for p in held.glob("*")} if held.is_dir() else set()
+    wrong = [n for n, t in printed.items() if n not in on_disk or (held / n).read_text() != t]
+    return sorted(wrong + sorted(on_disk - set(printed)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="rewrite tests/printed/ from the code")
+    args = parser.parse_args(argv)
+    if args.write:
+        FOLDER.mkdir(exist_ok=True)
+        printed = texts()
+        for old in FOLDER.glob("*"):
+            if old.name not in printed:
+                old.unlink()
+        for name, text in printed.items():
+            (FOLDER / name).write_text(text)
+        print(f"wrote {len(printed)} files, {sum(len(t) for t in printed.values())} bytes, to {FOLDER}")
+        return 0
+    wrong = stale()
+    for name in sorted(texts()):
+        print(f"{'differs' if name in wrong else 'same':8} tests/printed/{name}")
+    print(f"{len(wrong)} of tests/printed/ differ from the code" + ("; --write rewrites them" if wrong else ""))
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
