@@ -156,15 +156,20 @@ STAGE_TESTS = [
                                    "tests/test_prepack.py"]),
     ("exactc/exporter/frames.py", [PRINTED, "tests/test_programs.py"]),
     ("exactc/exporter/kernels/autoplan.py", [PRINTED, "tests/test_autoplan.py", "tests/test_prepack.py"]),
-    ("exactc/exporter/kernels/*.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_kernels_print.py",
-                                      "tests/test_layouts.py"]),
+    # The IR and its lowering: every change that reaches a kernel's C shows in the printed
+    # text, first; the property of test_layouts.py (seconds of C a mutant) is the planners'.
+    ("exactc/exporter/kernels/*.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_kernels_print.py"]),
     ("exactc/exporter/printer/prepack.py", [PRINTED, "tests/test_prepack.py", "tests/test_host_runtime.py"]),
     # the hosts: every program's conformance (test_programs.py) is what they answer to
     ("exactc/exporter/printer/host.py", [PRINTED, "tests/test_reach_models.py", "tests/test_programs.py"]),
     ("exactc/exporter/printer/structured.py", [PRINTED, "tests/test_reach_models.py", "tests/test_programs.py"]),
     ("exactc/exporter/printer/straight.py", [PRINTED, "tests/test_reach_models.py", "tests/test_programs.py"]),
-    ("exactc/exporter/printer/*.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
-                                      "tests/test_layouts.py"]),
+    # the planned nests and their integer sums: the layouts' property too
+    ("exactc/exporter/printer/planned.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
+                                            "tests/test_layouts.py"]),
+    ("exactc/exporter/printer/sums.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
+                                         "tests/test_layouts.py"]),
+    ("exactc/exporter/printer/*.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py"]),
     ("exactc/exporter/*.py", ["tests/test_reach_export.py"]),  # the package's __init__: no code
     ("exactc/runtime/*.py", ["tests/test_libm.py"]),
     # the command line: its --help (docs/cli.md), then what its commands do in process

@@ -85,11 +85,14 @@ def kernel_text(title: str, printed) -> str:
 
 
 def kernels(site: str) -> str:
-    """Every case of test_kernels_print.py at `site`, plain."""
+    """Every case of test_kernels_print.py at `site`, plain, after its whole IR
+    (Kernel.text: what a failure report shows)."""
     out = []
     for n, (primitive, shapes, attrs) in enumerate(CASES):
         kernel = lower(primitive, site, shapes, attrs)
-        out.append(kernel_text(f"k{n}: {primitive} {shapes} {attrs} at {site}", print_kernel(kernel, f"k{n}")))
+        ir_text = "/* the kernel's IR:\n" + kernel.text().replace("*/", "* /") + "\n */\n"
+        out.append(kernel_text(f"k{n}: {primitive} {shapes} {attrs} at {site}", print_kernel(kernel, f"k{n}"))
+                   + ir_text + "\n")
     return "".join(out)
 
 

@@ -27,6 +27,15 @@ void k0(const float *restrict a,   /* input (2, 3) */
 void k0(const float *a, const float *b, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel add at f32
+  input a : f32[2, 3]
+  input b : f32[2, 3]
+  output y : f32[2, 3]
+nest add: parallel i<6
+  y[i] = a[i] + b[i]
+ */
+
 /* ======================================================================================
  * k1: add {'a': (), 'b': ()} {} at f32
  * ====================================================================================== */
@@ -55,6 +64,15 @@ void k1(const float *restrict a,   /* input () */
 /* cffi declarations:
 void k1(const float *a, const float *b, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel add at f32
+  input a : f32[]
+  input b : f32[]
+  output y : f32[]
+nest add: parallel i<1
+  y[i] = a[i] + b[i]
+ */
 
 /* ======================================================================================
  * k2: sub {'a': (7,), 'b': (7,)} {} at f32
@@ -85,6 +103,15 @@ void k2(const float *restrict a,   /* input (7,) */
 void k2(const float *a, const float *b, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel sub at f32
+  input a : f32[7]
+  input b : f32[7]
+  output y : f32[7]
+nest sub: parallel i<7
+  y[i] = a[i] - b[i]
+ */
+
 /* ======================================================================================
  * k3: mul {'a': (2, 2, 2), 'b': (2, 2, 2)} {} at f32
  * ====================================================================================== */
@@ -114,6 +141,15 @@ void k3(const float *restrict a,   /* input (2, 2, 2) */
 void k3(const float *a, const float *b, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel mul at f32
+  input a : f32[2, 2, 2]
+  input b : f32[2, 2, 2]
+  output y : f32[2, 2, 2]
+nest mul: parallel i<8
+  y[i] = a[i] * b[i]
+ */
+
 /* ======================================================================================
  * k4: scale {'x': (5,)} {'s': 0.125} at f32
  * ====================================================================================== */
@@ -141,6 +177,14 @@ void k4(const float *restrict x,   /* input (5,) */
 void k4(const float *x, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel scale at f32 (s=0.125)
+  input x : f32[5]
+  output y : f32[5]
+nest scale: parallel i<5
+  y[i] = x[i] * 0x1p-3f
+ */
+
 /* ======================================================================================
  * k5: scale {'x': (2, 3)} {'s': -0.1} at f32
  * ====================================================================================== */
@@ -167,6 +211,14 @@ void k5(const float *restrict x,   /* input (2, 3) */
 /* cffi declarations:
 void k5(const float *x, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel scale at f32 (s=-0.1)
+  input x : f32[2, 3]
+  output y : f32[2, 3]
+nest scale: parallel i<6
+  y[i] = x[i] * (-0x1.99999ap-4f)
+ */
 
 /* ======================================================================================
  * k6: linear {'x': (3, 7), 'w': (5, 7)} {} at f32
@@ -206,6 +258,18 @@ void k6(const float *restrict x,   /* input (3, 7) */
 /* cffi declarations:
 void k6(const float *x, const float *w, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel linear at f32 (has_b=False)
+  input x : f32[3, 7]
+  input w : f32[5, 7]
+  output y : f32[3, 5]
+nest linear: parallel m<3, n<5 | body: reduce k<7
+  acc : f32 = 0.0f
+  for k<7 (reduce):
+    acc = acc + (x[m,k] * w[n,k])
+  y[m,n] = acc
+ */
 
 /* ======================================================================================
  * k7: linear {'x': (3, 7), 'w': (5, 7), 'b': (5,)} {'has_b': True} at f32
@@ -248,6 +312,19 @@ void k7(const float *restrict x,   /* input (3, 7) */
 void k7(const float *x, const float *w, const float *b, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel linear at f32 (has_b=True)
+  input x : f32[3, 7]
+  input w : f32[5, 7]
+  input b : f32[5]
+  output y : f32[3, 5]
+nest linear: parallel m<3, n<5 | body: reduce k<7
+  acc : f32 = 0.0f
+  for k<7 (reduce):
+    acc = acc + (x[m,k] * w[n,k])
+  y[m,n] = acc + b[n]
+ */
+
 /* ======================================================================================
  * k8: matmul {'a': (2, 3, 4), 'b': (2, 4, 5)} {} at f32
  * ====================================================================================== */
@@ -289,6 +366,18 @@ void k8(const float *restrict a,   /* input (2, 3, 4) */
 void k8(const float *a, const float *b, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel matmul at f32 (trans_a=False, trans_b=False, group=1)
+  input a : f32[2, 3, 4]
+  input b : f32[2, 4, 5]
+  output y : f32[2, 3, 5]
+nest matmul: parallel i<2, m<3, n<5 | body: reduce k<4
+  acc : f32 = 0.0f
+  for k<4 (reduce):
+    acc = acc + (a[i,m,k] * b[i,k,n])
+  y[i,m,n] = acc
+ */
+
 /* ======================================================================================
  * k9: matmul {'a': (2, 4, 3), 'b': (2, 5, 4)} {'trans_a': True, 'trans_b': True} at f32
  * ====================================================================================== */
@@ -329,6 +418,18 @@ void k9(const float *restrict a,   /* input (2, 4, 3) */
 /* cffi declarations:
 void k9(const float *a, const float *b, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel matmul at f32 (trans_a=True, trans_b=True, group=1)
+  input a : f32[2, 4, 3]
+  input b : f32[2, 5, 4]
+  output y : f32[2, 3, 5]
+nest matmul: parallel i<2, m<3, n<5 | body: reduce k<4
+  acc : f32 = 0.0f
+  for k<4 (reduce):
+    acc = acc + (a[i,k,m] * b[i,n,k])
+  y[i,m,n] = acc
+ */
 
 /* ======================================================================================
  * k10: matmul {'a': (4, 3, 4), 'b': (2, 5, 4)} {'trans_b': True, 'group': 2} at f32
@@ -373,6 +474,18 @@ void k10(const float *restrict a,   /* input (4, 3, 4) */
 void k10(const float *a, const float *b, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel matmul at f32 (trans_a=False, trans_b=True, group=2)
+  input a : f32[4, 3, 4]
+  input b : f32[2, 5, 4]
+  output y : f32[4, 3, 5]
+nest matmul: parallel ib<2, g<2, m<3, n<5 | body: reduce k<4
+  acc : f32 = 0.0f
+  for k<4 (reduce):
+    acc = acc + (a[2*ib + g,m,k] * b[ib,n,k])
+  y[2*ib + g,m,n] = acc
+ */
+
 /* ======================================================================================
  * k11: embedding {'table': (10, 4), 'ids': (6,)} {} at f32
  * ====================================================================================== */
@@ -413,6 +526,19 @@ void k11(const float *restrict table,  /* input (10, 4) */
 /* cffi declarations:
 void k11(const float *table, const int32_t *ids, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel embedding at f32
+  input table : f32[10, 4]
+  input ids : i32[6]
+  output y : f32[6, 4]
+nest embedding: parallel t<6, d<4
+  row : i64 = i64(ids[t])
+  if (row >= 0) && (row < 10):
+    y[t,d] = bits(table[row,d])
+  else:
+    y[t,d] = bits(0x7fc00000)
+ */
 
 /* ======================================================================================
  * k12: layernorm {'x': (3, 8), 'g': (8,), 'b': (8,)} {'eps': 1e-05} at f32
@@ -471,6 +597,27 @@ void k12(const float *restrict x,   /* input (3, 8) */
 void k12(const float *x, const float *g, const float *b, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel layernorm at f32 (eps=1e-05)
+  input x : f32[3, 8]
+  input g : f32[8]
+  input b : f32[8]
+  output y : f32[3, 8]
+nest layernorm: parallel m<3 | body: reduce ds<8, reduce dv<8, parallel dy<8
+  s : f32 = 0.0f
+  for ds<8 (reduce):
+    s = s + x[m,ds]
+  mean : f32 = s / 0x1p+3f
+  v : f32 = 0.0f
+  for dv<8 (reduce):
+    t : f32 = x[m,dv] - mean
+    v = v + (t * t)
+  var : f32 = v / 0x1p+3f
+  rstd : f32 = 0x1p+0f / sqrt(var + 0x1.4f8b58p-17f)
+  for dy<8 (parallel):
+    y[m,dy] = (((x[m,dy] - mean) * rstd) * g[dy]) + b[dy]
+ */
+
 /* ======================================================================================
  * k13: rmsnorm {'x': (3, 8), 'g': (8,)} {'eps': 1e-06} at f32
  * ====================================================================================== */
@@ -515,6 +662,21 @@ void k13(const float *restrict x,   /* input (3, 8) */
 void k13(const float *x, const float *g, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel rmsnorm at f32 (eps=1e-06)
+  input x : f32[3, 8]
+  input g : f32[8]
+  output y : f32[3, 8]
+nest rmsnorm: parallel m<3 | body: reduce ds<8, parallel dy<8
+  ss : f32 = 0.0f
+  for ds<8 (reduce):
+    v : f32 = x[m,ds]
+    ss = ss + (v * v)
+  rstd : f32 = 0x1p+0f / sqrt((ss / 0x1p+3f) + 0x1.0c6f7ap-20f)
+  for dy<8 (parallel):
+    y[m,dy] = (x[m,dy] * rstd) * g[dy]
+ */
+
 /* ======================================================================================
  * k14: l2norm {'x': (3, 8)} {} at f32
  * ====================================================================================== */
@@ -558,6 +720,21 @@ void k14(const float *restrict x,   /* input (3, 8) */
 /* cffi declarations:
 void k14(const float *x, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel l2norm at f32 (eps=1e-12)
+  input x : f32[3, 8]
+  output y : f32[3, 8]
+nest l2norm: parallel m<3 | body: reduce ds<8, parallel dy<8
+  ss : f32 = 0.0f
+  for ds<8 (reduce):
+    v : f32 = x[m,ds]
+    ss = ss + (v * v)
+  r : f32 = sqrt(ss)
+  den : f32 = select(r < 0x1.197998p-40f, 0x1.197998p-40f, r)
+  for dy<8 (parallel):
+    y[m,dy] = x[m,dy] / den
+ */
 
 /* ======================================================================================
  * k15: softmax {'x': (2, 3, 5)} {} at f32
@@ -614,6 +791,25 @@ void k15(const float *restrict x,   /* input (2, 3, 5) */
 /* cffi declarations:
 void k15(const float *x, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel softmax at f32 (causal=False, offset=0, has_keep=False)
+  input x : f32[2, 3, 5]
+  output y : f32[2, 3, 5]
+nest softmax: parallel bi<2, i<3 | body: reduce jm<5, reduce js<5, parallel jy<5
+  mx : f32 = -inf
+  for jm<5 (reduce):
+    v : f32 = x[bi,i,jm]
+    if v > mx:
+      mx = v
+  s : f32 = 0.0f
+  for js<5 (reduce):
+    e : f32 = exp(x[bi,i,js] - mx)
+    s = s + e
+    y[bi,i,js] = e
+  for jy<5 (parallel):
+    y[bi,i,jy] = y[bi,i,jy] / s
+ */
 
 /* ======================================================================================
  * k16: softmax {'x': (2, 3, 5)} {'causal': True, 'offset': 1} at f32
@@ -701,6 +897,31 @@ void k16(const float *restrict x,   /* input (2, 3, 5) */
 void k16(const float *x, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel softmax at f32 (causal=True, offset=1, has_keep=False)
+  input x : f32[2, 3, 5]
+  output y : f32[2, 3, 5]
+nest softmax: parallel bi<2, i<3 | body: reduce jm<5, parallel je<5, reduce js<5, parallel jy<5
+  mx : f32 = -inf
+  for jm<5 (reduce):
+    if jm <= i + 1:
+      v : f32 = x[bi,i,jm]
+      if v > mx:
+        mx = v
+  for je<5 (parallel):
+    if je <= i + 1:
+      y[bi,i,je] = exp(x[bi,i,je] - mx)
+  s : f32 = 0.0f
+  for js<5 (reduce):
+    if js <= i + 1:
+      s = s + y[bi,i,js]
+  for jy<5 (parallel):
+    if jy <= i + 1:
+      y[bi,i,jy] = y[bi,i,jy] / s
+    else:
+      y[bi,i,jy] = 0.0f
+ */
+
 /* ======================================================================================
  * k17: softmax {'x': (2, 3, 5), 'keep': (5,)} {'has_keep': True} at f32
  * ====================================================================================== */
@@ -771,6 +992,31 @@ void k17(const float *restrict x,       /* input (2, 3, 5) */
 /* cffi declarations:
 void k17(const float *x, const int32_t *keep, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel softmax at f32 (causal=False, offset=0, has_keep=True)
+  input x : f32[2, 3, 5]
+  input keep : i32[5]
+  output y : f32[2, 3, 5]
+nest softmax: parallel bi<2, i<3 | body: reduce jm<5, reduce js<5, parallel jy<5
+  mx : f32 = -inf
+  for jm<5 (reduce):
+    if keep[jm] != 0:
+      v : f32 = x[bi,i,jm]
+      if v > mx:
+        mx = v
+  s : f32 = 0.0f
+  for js<5 (reduce):
+    if keep[js] != 0:
+      e : f32 = exp(x[bi,i,js] - mx)
+      s = s + e
+      y[bi,i,js] = e
+  for jy<5 (parallel):
+    if keep[jy] != 0:
+      y[bi,i,jy] = y[bi,i,jy] / s
+    else:
+      y[bi,i,jy] = 0.0f
+ */
 
 /* ======================================================================================
  * k18: softmax {'x': (1, 4, 4), 'keep': (4,)} {'causal': True, 'offset': -2, 'has_keep': True} at f32
@@ -843,6 +1089,31 @@ void k18(const float *restrict x,       /* input (1, 4, 4) */
 void k18(const float *x, const int32_t *keep, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel softmax at f32 (causal=True, offset=-2, has_keep=True)
+  input x : f32[1, 4, 4]
+  input keep : i32[4]
+  output y : f32[1, 4, 4]
+nest softmax: parallel bi<1, i<4 | body: reduce jm<4, reduce js<4, parallel jy<4
+  mx : f32 = -inf
+  for jm<4 (reduce):
+    if (jm <= i - 2) && (keep[jm] != 0):
+      v : f32 = x[bi,i,jm]
+      if v > mx:
+        mx = v
+  s : f32 = 0.0f
+  for js<4 (reduce):
+    if (js <= i - 2) && (keep[js] != 0):
+      e : f32 = exp(x[bi,i,js] - mx)
+      s = s + e
+      y[bi,i,js] = e
+  for jy<4 (parallel):
+    if (jy <= i - 2) && (keep[jy] != 0):
+      y[bi,i,jy] = y[bi,i,jy] / s
+    else:
+      y[bi,i,jy] = 0.0f
+ */
+
 /* ======================================================================================
  * k19: gelu_tanh {'x': (9,)} {} at f32
  * ====================================================================================== */
@@ -876,6 +1147,17 @@ void k19(const float *restrict x,   /* input (9,) */
 void k19(const float *x, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel gelu_tanh at f32
+  input x : f32[9]
+  output y : f32[9]
+nest gelu_tanh: parallel i<9
+  v : f32 = x[i]
+  u : f32 = 0x1.988454p-1f * (v + (0x1.6e4e26p-5f * ((v * v) * v)))
+  t : f32 = tanh(u)
+  y[i] = (0x1p-1f * v) * (0x1p+0f + t)
+ */
+
 /* ======================================================================================
  * k20: gelu_erf {'x': (9,)} {} at f32
  * ====================================================================================== */
@@ -907,6 +1189,16 @@ void k20(const float *restrict x,   /* input (9,) */
 void k20(const float *x, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel gelu_erf at f32
+  input x : f32[9]
+  output y : f32[9]
+nest gelu_erf: parallel i<9
+  v : f32 = x[i]
+  e : f32 = erf(v * 0x1.6a09e6p-1f)
+  y[i] = (0x1p-1f * v) * (0x1p+0f + e)
+ */
+
 /* ======================================================================================
  * k21: silu {'x': (9,)} {} at f32
  * ====================================================================================== */
@@ -937,6 +1229,16 @@ void k21(const float *restrict x,   /* input (9,) */
 /* cffi declarations:
 void k21(const float *x, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel silu at f32
+  input x : f32[9]
+  output y : f32[9]
+nest silu: parallel i<9
+  v : f32 = x[i]
+  e : f32 = exp(-v)
+  y[i] = v / (0x1p+0f + e)
+ */
 
 /* ======================================================================================
  * k22: rope {'x': (4, 2, 6)} {} at f32
@@ -1032,6 +1334,28 @@ void k22_rotate(const float *restrict x,          /* input (4, 2, 6) */
 void k22_table(float *cos_table, float *sin_table, int64_t lo, int64_t hi);
 void k22_rotate(const float *x, const float *cos_table, const float *sin_table, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel rope at f32 (theta=10000.0, pos0=0, pairing='half')
+  input x : f32[4, 2, 6]
+  output y : f32[4, 2, 6]
+  temp cos_table : f32[4, 3]
+  temp sin_table : f32[4, 3]
+nest rope_table: parallel i<3 | body: parallel t<4, parallel u<4
+  a : f64 = f64(2*i) / 0x1.8p+2
+  freq : f64 = exp(-(a * log(0x1.388p+13)))
+  for t<4 (parallel):
+    cos_table[t,i] = f32(cos(f64(t) * freq))
+  for u<4 (parallel):
+    sin_table[u,i] = f32(sin(f64(u) * freq))
+nest rope_rotate: parallel t<4, hd<2, i<3
+  x0 : f32 = x[t,hd,i]
+  x1 : f32 = x[t,hd,i + 3]
+  c : f32 = cos_table[t,i]
+  s : f32 = sin_table[t,i]
+  y[t,hd,i] = (x0 * c) - (x1 * s)
+  y[t,hd,i + 3] = (x0 * s) + (x1 * c)
+ */
 
 /* ======================================================================================
  * k23: rope {'x': (4, 2, 6)} {'pairing': 'interleaved', 'pos0': 3, 'theta': 500000.0} at f32
@@ -1130,6 +1454,28 @@ void k23_table(float *cos_table, float *sin_table, int64_t lo, int64_t hi);
 void k23_rotate(const float *x, const float *cos_table, const float *sin_table, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel rope at f32 (theta=500000.0, pos0=3, pairing='interleaved')
+  input x : f32[4, 2, 6]
+  output y : f32[4, 2, 6]
+  temp cos_table : f32[4, 3]
+  temp sin_table : f32[4, 3]
+nest rope_table: parallel i<3 | body: parallel t<4, parallel u<4
+  a : f64 = f64(2*i) / 0x1.8p+2
+  freq : f64 = exp(-(a * log(0x1.e848p+18)))
+  for t<4 (parallel):
+    cos_table[t,i] = f32(cos(f64(t + 3) * freq))
+  for u<4 (parallel):
+    sin_table[u,i] = f32(sin(f64(u + 3) * freq))
+nest rope_rotate: parallel t<4, hd<2, i<3
+  x0 : f32 = x[t,hd,2*i]
+  x1 : f32 = x[t,hd,2*i + 1]
+  c : f32 = cos_table[t,i]
+  s : f32 = sin_table[t,i]
+  y[t,hd,2*i] = (x0 * c) - (x1 * s)
+  y[t,hd,2*i + 1] = (x0 * s) + (x1 * c)
+ */
+
 /* ======================================================================================
  * k24: mean_pool {'x': (4, 3), 'keep': (4,)} {} at f32
  * ====================================================================================== */
@@ -1173,6 +1519,21 @@ void k24(const float *restrict x,       /* input (4, 3) */
 /* cffi declarations:
 void k24(const float *x, const int32_t *keep, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel mean_pool at f32
+  input x : f32[4, 3]
+  input keep : i32[4]
+  output y : f32[3]
+nest mean_pool: parallel d<3 | body: reduce t<4
+  s : f32 = 0.0f
+  count : i64 = 0
+  for t<4 (reduce):
+    if keep[t] != 0:
+      s = s + x[t,d]
+      count = count + 1
+  y[d] = s / f32(select(count < 1, 1, count))
+ */
 
 /* ======================================================================================
  * k25: argmax {'x': (3, 5)} {} at f32
@@ -1225,6 +1586,24 @@ void k25(const float *restrict x,   /* input (3, 5) */
 void k25(const float *x, int32_t *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel argmax at f32
+  input x : f32[3, 5]
+  output y : i32[3]
+nest argmax: parallel m<3 | body: reduce j<5
+  mx : f32 = x[m,0]
+  best : i64 = 0
+  first_nan : i64 = 5
+  for j<5 (reduce):
+    v : f32 = x[m,j]
+    if isnan(v) && (first_nan == 5):
+      first_nan = j
+    if v > mx:
+      mx = v
+      best = j
+  y[m] = i32(select(first_nan < 5, first_nan, best))
+ */
+
 /* ======================================================================================
  * k26: reshape {'x': (2, 3, 4)} {'shape': (4, 6)} at f32
  * ====================================================================================== */
@@ -1252,6 +1631,14 @@ void k26(const float *restrict x,   /* input (2, 3, 4) */
 void k26(const float *x, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel reshape at f32 (shape=(4, 6))
+  input x : f32[2, 3, 4]
+  output y : f32[4, 6]
+nest reshape: parallel i<24
+  y[i] = bits(x[i])
+ */
+
 /* ======================================================================================
  * k27: reshape {'x': ()} {'shape': (1, 1)} at f32
  * ====================================================================================== */
@@ -1278,6 +1665,14 @@ void k27(const float *restrict x,   /* input () */
 /* cffi declarations:
 void k27(const float *x, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel reshape at f32 (shape=(1, 1))
+  input x : f32[]
+  output y : f32[1, 1]
+nest reshape: parallel i<1
+  y[i] = bits(x[i])
+ */
 
 /* ======================================================================================
  * k28: transpose {'x': (2, 3, 4)} {'perm': (2, 0, 1)} at f32
@@ -1311,6 +1706,14 @@ void k28(const float *restrict x,   /* input (2, 3, 4) */
 void k28(const float *x, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel transpose at f32 (perm=(2, 0, 1))
+  input x : f32[2, 3, 4]
+  output y : f32[4, 2, 3]
+nest transpose: parallel i0<4, i1<2, i2<3
+  y[i0,i1,i2] = bits(x[i1,i2,i0])
+ */
+
 /* ======================================================================================
  * k29: transpose {'x': (3, 5)} {'perm': (1, 0)} at f32
  * ====================================================================================== */
@@ -1340,6 +1743,14 @@ void k29(const float *restrict x,   /* input (3, 5) */
 /* cffi declarations:
 void k29(const float *x, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel transpose at f32 (perm=(1, 0))
+  input x : f32[3, 5]
+  output y : f32[5, 3]
+nest transpose: parallel i0<5, i1<3
+  y[i0,i1] = bits(x[i1,i0])
+ */
 
 /* ======================================================================================
  * k30: slice {'x': (3, 6, 2)} {'axis': 1, 'start': 2, 'stop': 5} at f32
@@ -1372,6 +1783,14 @@ void k30(const float *restrict x,   /* input (3, 6, 2) */
 /* cffi declarations:
 void k30(const float *x, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel slice at f32 (axis=1, start=2, stop=5)
+  input x : f32[3, 6, 2]
+  output y : f32[3, 3, 2]
+nest slice: parallel i0<3, i1<3, i2<2
+  y[i0,i1,i2] = bits(x[i0,i1 + 2,i2])
+ */
 
 /* ======================================================================================
  * k31: concat {'a': (2, 3), 'b': (4, 3)} {'axis': 0} at f32
@@ -1420,6 +1839,17 @@ void k31_b(const float *restrict b,   /* input (4, 3) */
 void k31_a(const float *a, float *y, int64_t lo, int64_t hi);
 void k31_b(const float *b, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel concat at f32 (axis=0)
+  input a : f32[2, 3]
+  input b : f32[4, 3]
+  output y : f32[6, 3]
+nest concat_a: parallel i0<2, i1<3
+  y[i0,i1] = bits(a[i0,i1])
+nest concat_b: parallel i0<4, i1<3
+  y[i0 + 2,i1] = bits(b[i0,i1])
+ */
 
 /* ======================================================================================
  * k32: concat {'a': (2, 1, 3), 'b': (2, 1, 2)} {'axis': 2} at f32
@@ -1472,6 +1902,17 @@ void k32_b(const float *restrict b,   /* input (2, 1, 2) */
 void k32_a(const float *a, float *y, int64_t lo, int64_t hi);
 void k32_b(const float *b, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel concat at f32 (axis=2)
+  input a : f32[2, 1, 3]
+  input b : f32[2, 1, 2]
+  output y : f32[2, 1, 5]
+nest concat_a: parallel i0<2, i1<1, i2<3
+  y[i0,i1,i2] = bits(a[i0,i1,i2])
+nest concat_b: parallel i0<2, i1<1, i2<2
+  y[i0,i1,i2 + 3] = bits(b[i0,i1,i2])
+ */
 
 /* ======================================================================================
  * k33: quantize {'x': (2, 7)} {'block': 3} at f32
@@ -1641,6 +2082,69 @@ void k33(const float *x, int8_t *q, float *d, int64_t lo, int64_t hi);
 void k33_tail(const float *x, int8_t *q, float *d, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel quantize at f32 (block=3)
+  input x : f32[2, 7]
+  output q : i8[2, 7]
+  output d : f32[2, 3]
+nest quantize: parallel m<2, b<2 | body: reduce ja<3, parallel jn<3, parallel jz<3, parallel jq<3
+  amax : f32 = 0.0f
+  bad : i64 = 0
+  for ja<3 (reduce):
+    v : f32 = x[m,3*b + ja]
+    a : f32 = select(v < 0.0f, -v, v)
+    if not(a <= 0x1.fffffep+127f):
+      bad = 1
+    if a > amax:
+      amax = a
+  if bad != 0:
+    d[m,b] = bits(0x7fc00000)
+    for jn<3 (parallel):
+      q[m,3*b + jn] = i8(i32(0))
+  else:
+    d_b : f32 = amax / 0x1.fcp+6f
+    d[m,b] = d_b
+    if d_b == 0.0f:
+      for jz<3 (parallel):
+        q[m,3*b + jz] = i8(i32(0))
+    else:
+      for jq<3 (parallel):
+        r : f32 = x[m,3*b + jq] / d_b
+        whole : i32 = i32(r)
+        f : f32 = r - f32(whole)
+        near : i32 = whole + select(f >= 0x1p-1f, i32(1), select(f <= (-0x1p-1f), i32(-1), i32(0)))
+        value : i32 = select(near < i32(-127), i32(-127), select(near > i32(127), i32(127), near))
+        q[m,3*b + jq] = i8(value)
+nest quantize_tail: parallel m<2 | body: reduce ja<1, parallel jn<1, parallel jz<1, parallel jq<1
+  amax : f32 = 0.0f
+  bad : i64 = 0
+  for ja<1 (reduce):
+    v : f32 = x[m,ja + 6]
+    a : f32 = select(v < 0.0f, -v, v)
+    if not(a <= 0x1.fffffep+127f):
+      bad = 1
+    if a > amax:
+      amax = a
+  if bad != 0:
+    d[m,2] = bits(0x7fc00000)
+    for jn<1 (parallel):
+      q[m,jn + 6] = i8(i32(0))
+  else:
+    d_b : f32 = amax / 0x1.fcp+6f
+    d[m,2] = d_b
+    if d_b == 0.0f:
+      for jz<1 (parallel):
+        q[m,jz + 6] = i8(i32(0))
+    else:
+      for jq<1 (parallel):
+        r : f32 = x[m,jq + 6] / d_b
+        whole : i32 = i32(r)
+        f : f32 = r - f32(whole)
+        near : i32 = whole + select(f >= 0x1p-1f, i32(1), select(f <= (-0x1p-1f), i32(-1), i32(0)))
+        value : i32 = select(near < i32(-127), i32(-127), select(near > i32(127), i32(127), near))
+        q[m,jq + 6] = i8(value)
+ */
+
 /* ======================================================================================
  * k34: qlinear_w {'x': (2, 7), 'wq': (3, 4), 'wd': (3, 2), 'b': (3,)} {'fmt': 'q4', 'block': 4, 'has_b': True} at f32
  * ====================================================================================== */
@@ -1702,6 +2206,27 @@ void k34(const float *restrict x,     /* input (2, 7) */
 void k34(const float *x, const uint8_t *wq, const float *wd, const float *b, float *y, int64_t lo, int64_t hi);
 */
 
+/* the kernel's IR:
+kernel qlinear_w at f32 (fmt='q4', block=4, has_b=True)
+  input x : f32[2, 7]
+  input wq : u8[3, 4]
+  input wd : f32[3, 2]
+  input b : f32[3]
+  output y : f32[2, 3]
+nest qlinear_w: parallel m<2, n<3 | body: reduce blk<1, reduce k<2, reduce kh<2, reduce t<2, reduce th<1
+  acc : f32 = 0.0f
+  for blk<1 (reduce):
+    for k<2 (reduce):
+      acc = acc + (x[m,4*blk + k] * (wd[n,blk] * f32((i32(wq[n,2*blk + k]) & i32(15)) - i32(8))))
+    for kh<2 (reduce):
+      acc = acc + (x[m,4*blk + kh + 2] * (wd[n,blk] * f32((i32(wq[n,2*blk + kh]) >> i32(4)) - i32(8))))
+  for t<2 (reduce):
+    acc = acc + (x[m,t + 4] * (wd[n,1] * f32((i32(wq[n,t + 2]) & i32(15)) - i32(8))))
+  for th<1 (reduce):
+    acc = acc + (x[m,th + 6] * (wd[n,1] * f32((i32(wq[n,th + 2]) >> i32(4)) - i32(8))))
+  y[m,n] = acc + b[n]
+ */
+
 /* ======================================================================================
  * k35: qlinear_i {'xq': (2, 7), 'xd': (2, 3), 'wq': (3, 7), 'wd': (3, 3)} {'fmt': 'q8', 'block': 3} at f32
  * ====================================================================================== */
@@ -1760,4 +2285,25 @@ void k35(const int8_t *restrict xq,  /* input (2, 7) */
 /* cffi declarations:
 void k35(const int8_t *xq, const float *xd, const int8_t *wq, const float *wd, float *y, int64_t lo, int64_t hi);
 */
+
+/* the kernel's IR:
+kernel qlinear_i at f32 (fmt='q8', block=3, has_b=False)
+  input xq : i8[2, 7]
+  input xd : f32[2, 3]
+  input wq : i8[3, 7]
+  input wd : f32[3, 3]
+  output y : f32[2, 3]
+nest qlinear_i: parallel m<2, n<3 | body: reduce blk<2, reduce k<3, reduce t<1
+  acc : f32 = 0.0f
+  for blk<2 (reduce):
+    s : i32 = i32(0)
+    for k<3 (reduce):
+      s = s + (i32(xq[m,3*blk + k]) * i32(wq[n,3*blk + k]))
+    acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
+  s_tail : i32 = i32(0)
+  for t<1 (reduce):
+    s_tail = s_tail + (i32(xq[m,t + 6]) * i32(wq[n,t + 6]))
+  acc = acc + (f32(s_tail) * (xd[m,2] * wd[n,2]))
+  y[m,n] = acc
+ */
 
