@@ -62,7 +62,11 @@ Grouped by what they protect:
 22. the graph builders and folds (exporter/graph.py): every builder's defaults and
     name, quantized specs of both formats, an apart layer's own body, a fold inside a
     call reporting its layers, one body folded over layers of two shapes traced twice;
-    hf.py's refusals by key, BERT's dropped names and llama's head_dim.
+    hf.py's refusals by key, BERT's dropped names and llama's head_dim;
+23. the kernel IR's statements (kernels/ir.py: a fill's bit patterns at each type's width,
+    bodies held as tuples) and the plain nests' printer (printer/nests.py: the exact form
+    of a prefix guard and of an array function's loop, renamed scalars inside an index,
+    isnan kept whole).
 """
 
 from __future__ import annotations
@@ -2255,3 +2259,68 @@ def test_hf_shard_names_and_stored_entries_refused_whole(tmp_path):
     with pytest.raises(hf.CheckpointError) as caught:
         hf.read_header(path)
     assert str(caught.value).startswith(f"{path}: tensor w: data_offsets [4, 8] leave data bytes [0, 4) to no tensor")
+
+
+# ---- 23. the kernel IR's statements and the plain nests' printer (kernels/ir.py, printer/nests.py)
+
+
+def test_fill_bits_takes_every_pattern_of_its_type_and_no_wider():
+    from exactc.exporter.kernels import ir
+
+    for type_, width, digits in (("f64", 64, 16), ("f32", 32, 8), ("bf16", 16, 4), ("i32", 32, 8)):
+        dst = ir.Access("y", type_, (0,))
+        for bits in (0, (1 << width) - 1):
+            assert ir.FillBits(dst, bits).lines(1) == [f"  y[0] = bits(0x{bits:0{digits}x})"]
+        for bits in (-1, 1 << width):
+            with pytest.raises(IRError) as caught:
+                ir.FillBits(dst, bits)
+            assert str(caught.value) == f"bit pattern {bits:#x} does not fit a {type_}"
+
+
+def test_loops_and_ifs_hold_their_bodies_as_tuples():
+    from exactc.exporter.kernels import ir
+
+    fill = ir.FillBits(ir.Access("y", "f32", (ir.Affine.var("j"),)), 0)
+    loop = ir.Loop(ir.Axis("j", 4), [fill])
+    assert loop.body == (fill,)
+    cond = ir.Binary("<=", ir.Affine.var("j"), ir.Affine.constant(2))
+    branch = ir.If(cond, [fill], [fill, fill])
+    assert branch.then == (fill,) and branch.orelse == (fill, fill)
+
+
+def _guarded(cond, then, orelse=()):
+    """for j < 8: if (cond) then [else orelse]"""
+    from exactc.exporter.kernels import ir
+
+    return ir.Loop(ir.Axis("j", 8), (ir.If(cond, tuple(then), tuple(orelse)),))
+
+
+def test_a_prefix_guard_is_exactly_j_at_most_a_bound_free_of_j():
+    from exactc.exporter.kernels import ir
+    from exactc.exporter.printer.nests import array_loop, prefix_guard
+
+    j, i = ir.Affine.var("j"), ir.Affine.var("i")
+    fill = ir.FillBits(ir.Access("y", "f32", (j,)), 0)
+    assert prefix_guard(_guarded(ir.Binary("<=", j, i), [fill])) == (i, (fill,), ())
+    for cond in (ir.Binary("<", j, i),  # another comparison
+                 ir.Binary("<=", ir.Affine((("j", 1),), 1), i),  # j + 1 <= i
+                 ir.Binary("<=", ir.Affine((("j", 2),), 0), i),  # 2 j <= i
+                 ir.Binary("<=", j, ir.Affine((("i", 1), ("j", 1)), 0))):  # a bound that moves with j
+        assert prefix_guard(_guarded(cond, [fill])) is None, cond.text()
+    # an array function's loop: a guarded exp with an else is not one
+    x = ir.Load(ir.Access("x", "f32", (j,)))
+    write = ir.Write(ir.Access("y", "f32", (j,)), ir.Call("exp", x))
+    assert array_loop(_guarded(ir.Binary("<=", j, i), [write])) == (write, i)
+    assert array_loop(_guarded(ir.Binary("<=", j, i), [write], [fill])) is None
+
+
+def test_the_body_printer_renames_inside_an_index_and_keeps_isnan_whole():
+    from exactc.exporter.kernels import ir
+    from exactc.exporter.printer.nests import BodyPrinter
+
+    printer = BodyPrinter({}, None)
+    printer.rename = {"j": "j_0"}
+    assert printer.expr(ir.Affine((("j", 2), ("i", 1)), 1)) == "(j_0 * 2 + i + 1)"
+    v = ir.Var("v", "f32")
+    assert printer.bare(ir.Unary("isnan", v)) == "isnan(v)"
+    assert printer.bare(ir.Unary("-", v)) == "-v"
