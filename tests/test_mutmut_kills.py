@@ -66,7 +66,12 @@ Grouped by what they protect:
 23. the kernel IR's statements (kernels/ir.py: a fill's bit patterns at each type's width,
     bodies held as tuples) and the plain nests' printer (printer/nests.py: the exact form
     of a prefix guard and of an array function's loop, renamed scalars inside an index,
-    isnan kept whole).
+    isnan kept whole);
+24. the command line in process (cli.py, commands.py): `exactc` alone, info's rows,
+    export's line, each refusal's one line and exit 2, run's outputs and its unreadable
+    input, the output folder removed after a failure, SIGINT, SIGTERM and a failed
+    build with their exit codes and the signal handlers given back (the tests that run
+    `exactc` as a process are invisible to mutmut).
 """
 
 from __future__ import annotations
@@ -2324,3 +2329,145 @@ def test_the_body_printer_renames_inside_an_index_and_keeps_isnan_whole():
     v = ir.Var("v", "f32")
     assert printer.bare(ir.Unary("isnan", v)) == "isnan(v)"
     assert printer.bare(ir.Unary("-", v)) == "-v"
+
+
+# ---- 24. the command line in process (cli.py, commands.py): what it prints, its exit codes
+
+
+_SMALL_GPT = ["gpt", "--entry", "forward", "--dtype", "f32", "--set", "layers=1", "--set", "tokens=4"]
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    from exactc import cli
+
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_exactc_alone_prints_its_help(capsys):
+    code, out, err = _cli(capsys)
+    assert code == 0 and err == ""
+    assert out.startswith("usage: exactc [-h] [--version] COMMAND ...\n")
+    assert "bit-for-bit twins of a numpy reference" in out and "See README.md and docs/" in out
+
+
+def test_exactc_info_prints_its_rows(capsys):
+    from exactc.exporter.export import ExportSpec
+
+    code, out, err = _cli(capsys, "info", *_SMALL_GPT)
+    assert code == 0 and err == ""
+    m = ExportSpec("gpt", "forward", "f32", 0, {"layers": "1", "tokens": "4"}).prepare().manifest()
+    config = ", ".join(f"{k}={v}" for k, v in m["config"].items())
+    assert out.splitlines() == [
+        "model          gpt.forward at f32",
+        f"config         {config}",
+        f"parameters     {m['parameters']}",
+        f"kernels        {m['kernels']}",
+        f"nests          {m['nests']} (one C function each)",
+        f"launches       {m['launches']} per run",
+        f"arena peak     {m['structured_arena_peak']} bytes (structured host)",
+        f"straight-line  {m['straight_line_arena_peak']} bytes (every buffer its own)",
+    ]
+
+
+def test_exactc_export_says_what_it_wrote(capsys, tmp_path):
+    code, out, err = _cli(capsys, "export", *_SMALL_GPT, "-o", str(tmp_path / "g"))
+    assert code == 0 and err == ""
+    manifest = json.loads((tmp_path / "g" / "exactc.json").read_text())
+    assert re.fullmatch(
+        rf"exported gpt\.forward at f32 to {re.escape(str(tmp_path / 'g'))} in \d+\.\d\d s: {manifest['kernels']} "
+        rf"kernels, {manifest['launches']} launches, arena {manifest['arena_peak']} bytes\n", out), out
+    # again without --force: refused, the first export kept
+    code, out, err = _cli(capsys, "export", *_SMALL_GPT, "-o", str(tmp_path / "g"))
+    assert code == 2 and out == "" and err.startswith("exactc export: error: ") and err.count("\n") == 1
+    code, out, err = _cli(capsys, "export", *_SMALL_GPT, "-o", str(tmp_path / "g"), "--force", "--straight-line")
+    assert code == 0 and json.loads((tmp_path / "g" / "exactc.json").read_text())["host"] == "straight-line"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["info", "--entry", "forward", "--dtype", "f32"],
+     "exactc info: error: give the MODEL (gpt, bert or llama), or a --checkpoint to read it from\n"),
+    (["info", *_SMALL_GPT, "--set", "layers"], "exactc info: error: --set 'layers': write FIELD=VALUE, e.g. --set "
+                                              "layers=2\n"),
+    (["info", *_SMALL_GPT, "--set", "=2"], "exactc info: error: --set '=2': write FIELD=VALUE, e.g. --set layers=2\n"),
+    (["info", *_SMALL_GPT, "--block", "8"], "exactc info: error: --block G goes with --weights q8 or q4\n"),
+    (["run", *_SMALL_GPT, "--input", "ids", "-o", "out"], "exactc run: error: --input 'ids': write NAME=FILE.npy\n"),
+    (["check", "."], "exactc check: error: . is not an exported directory (no Makefile or conformance/check.sh)\n"),
+])
+def test_a_refusal_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _cli(capsys, *argv)
+    assert (code, out, err) == (2, "", message)
+
+
+def test_weights_choice_defaults_to_blocks_of_32(tmp_path):
+    from exactc.commands import weights_choice
+    from types import SimpleNamespace
+
+    assert weights_choice(SimpleNamespace(weights="float", block=None)) is None
+    assert weights_choice(SimpleNamespace(weights="q8", block=None)) == ("q8", 32)
+    assert weights_choice(SimpleNamespace(weights="q4", block=64)) == ("q4", 64)
+
+
+def test_exactc_run_writes_every_output_or_names_the_unreadable_input(capsys, tmp_path):
+    code, out, err = _cli(capsys, "run", *_SMALL_GPT, "-o", str(tmp_path / "out"))
+    assert code == 0 and err == ""
+    names = sorted(p.stem for p in (tmp_path / "out").glob("*.npy"))
+    assert names and out == "".join(f"wrote {tmp_path / 'out' / n}.npy\n" for n in names)
+    missing = tmp_path / "none.npy"
+    code, out, err = _cli(capsys, "run", *_SMALL_GPT, "--input", f"input_ids={missing}", "-o", str(tmp_path / "o2"))
+    assert code == 2 and out == ""
+    assert err.startswith(f"exactc run: error: --input input_ids: cannot read {missing}: ")
+    assert not (tmp_path / "o2").exists()
+    np.save(tmp_path / "ids.npy", np.array([1, 2], dtype=np.int32))
+    code, out, err = _cli(capsys, "run", *_SMALL_GPT, "--input", f"input_ids={tmp_path / 'ids.npy'}",
+                          "-o", str(tmp_path / "o3"))
+    assert code == 0 and sorted(p.stem for p in (tmp_path / "o3").glob("*.npy")) == names
+
+
+def test_an_output_folder_made_for_a_failed_command_is_removed(tmp_path):
+    from exactc.commands import UsageError, _output_folder
+
+    made = tmp_path / "a" / "b"
+    with pytest.raises(RuntimeError):
+        with _output_folder(made):
+            assert made.is_dir()
+            raise RuntimeError("the writing failed")
+    assert not made.exists() and (tmp_path / "a").is_dir()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(RuntimeError):
+        with _output_folder(kept):
+            raise RuntimeError("the writing failed")
+    assert kept.is_dir()  # it was there before: kept
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError) as caught:
+        with _output_folder(tmp_path / "file" / "sub"):
+            pass
+    assert str(caught.value).startswith(f"-o {tmp_path / 'file' / 'sub'}: cannot make the folder (")
+
+
+@pytest.mark.parametrize("raised,code,line", [
+    (KeyboardInterrupt, 130, "exactc info: stopped by SIGINT\n"),
+    ("terminated", 143, "exactc info: stopped by SIGTERM\n"),
+    ("failure", 1, "exactc info: error: make failed: one line\n"),
+])
+def test_a_stopped_or_failed_command_says_so_with_its_exit_code(capsys, monkeypatch, raised, code, line):
+    import signal
+
+    from exactc import cli, commands
+    from exactc.verify.programs import ProgramFailure
+
+    def handler(args):
+        if raised == "terminated":
+            raise cli.Terminated()
+        if raised == "failure":
+            raise ProgramFailure("make failed: one line", "every line it printed")
+        raise raised()
+
+    monkeypatch.setattr(commands, "cmd_info", handler)
+    before = signal.getsignal(signal.SIGTERM)
+    assert _cli(capsys, "info", *_SMALL_GPT) == (code, "", line)
+    assert signal.getsignal(signal.SIGTERM) is before  # in process: the handler given back
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
