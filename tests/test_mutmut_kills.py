@@ -71,7 +71,11 @@ Grouped by what they protect:
     export's line, each refusal's one line and exit 2, run's outputs and its unreadable
     input, the output folder removed after a failure, SIGINT, SIGTERM and a failed
     build with their exit codes and the signal handlers given back (the tests that run
-    `exactc` as a process are invisible to mutmut).
+    `exactc` as a process are invisible to mutmut); the IR's float literals, in C and
+    in its own text;
+25. the automatic plan (kernels/autoplan.py): a tuned layout found by its signature,
+    split in whole lanes and named in the plan's text; the rows' stride of the matrix
+    nests and the wide variant it forbids; a row variant's least row count.
 """
 
 from __future__ import annotations
@@ -2471,3 +2475,73 @@ def test_a_stopped_or_failed_command_says_so_with_its_exit_code(capsys, monkeypa
     assert _cli(capsys, "info", *_SMALL_GPT) == (code, "", line)
     assert signal.getsignal(signal.SIGTERM) is before  # in process: the handler given back
     assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+
+
+def test_float_literals_in_c_and_in_the_ir_text():
+    from exactc.exporter.kernels import ir
+
+    inf = float("inf")
+    assert [ir.float_literal(v, t) for v, t in ((inf, "f32"), (inf, "f64"), (-inf, "f32"), (-inf, "f64"))] == [
+        "HUGE_VALF", "HUGE_VAL", "(-HUGE_VALF)", "(-HUGE_VAL)"]
+    assert [ir.float_literal(v, "f64", c=False) for v in (inf, -inf)] == ["inf", "(-inf)"]
+    assert [ir.Const(v, "f32").text() for v in (inf, -inf)] == ["inf", "(-inf)"]
+    assert [ir.float_literal(v, t) for v, t in ((0.0, "f64"), (-0.0, "f64"), (0.0, "f32"), (-0.0, "f32"))] == [
+        "0.0", "(-0.0)", "0.0f", "(-0.0f)"]
+    assert [ir.float_literal(v, "f64") for v in (0.5, 1.0, -0.5, 1.5)] == [
+        "0x1p-1", "0x1p+0", "(-0x1p-1)", "0x1.8p+0"]
+    assert ir.float_literal(-3.0, "f32") == "(-0x1.8p+1f)"
+
+
+# ---- 25. the automatic plan's tuned layouts and row variants (kernels/autoplan.py)
+
+
+def test_a_tuned_layout_is_found_by_its_signature_and_names_the_plan():
+    import hashlib
+
+    from exactc.exporter.kernels import autoplan
+
+    kernel = lower("linear", "f32", {"x": (32, 64), "w": (32, 64), "b": (32,)}, {"has_b": True})
+    nest = kernel.nests[0]
+    signature = autoplan.nest_signature(kernel, nest)
+    assert signature == "linear|f32|has_b=True|x:32x64,w:32x64,b:32,y:32x32|linear"
+    measured = Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8)))
+    plan = autoplan.AutoPlan(tuned={signature: measured})
+    chosen, used = plan.for_kernel(kernel, "k")
+    assert used == set()
+    # the measured layout, split evenly in whole lanes, and no second choice beside it
+    assert chosen.nests == (("linear", NestPlan(measured, autoplan.even_split(32, autoplan.PIECES, 8))),)
+    assert chosen.nests[0][1].split is not None
+    table = json.dumps({signature: {"order": ["n", "m"], "lanes": {"m": 4, "n": 8}}}, sort_keys=True)
+    assert plan.text() == "auto+tuned:" + hashlib.sha256(table.encode()).hexdigest()[:16]
+    assert autoplan.AutoPlan().text() == "auto" and autoplan.AutoPlan(tuned={}).text() == "auto"
+    untuned, _ = autoplan.AutoPlan().for_kernel(kernel, "k")
+    assert untuned.nests[0][1].layout != measured
+
+
+def test_the_rows_stride_of_the_matrix_nests():
+    from exactc.exporter.kernels import autoplan
+
+    def stride(primitive, shapes, attrs=None, site="f32"):
+        kernel = lower(primitive, site, shapes, attrs or {})
+        return autoplan.row_stride(kernel, kernel.nests[0])
+
+    assert stride("linear", {"x": (3, 1024), "w": (8, 1024)}) == 4096
+    assert stride("linear", {"x": (3, 1024), "w": (8, 1024)}, site="bf16") == 2048
+    assert stride("matmul", {"a": (2, 3, 5), "b": (2, 5, 4)}) == 20  # a's rows: its last axis, not its second
+    assert stride("matmul", {"a": (2, 5, 3), "b": (2, 5, 4)}, {"trans_a": True}) is None
+    assert stride("softmax", {"x": (2, 3, 5)}) is None
+    # a 4 KiB stride has no wide variant (the 16 rows' streams alias in the level-1 cache)
+    layout = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
+    aliased = lower("linear", "f32", {"x": (32, 1024), "w": (32, 1024)}, {})
+    assert autoplan.wide_layout(aliased, aliased.nests[0], layout, None) is None
+    assert autoplan.narrow_layout(aliased, aliased.nests[0], layout, None).lanes == (("m", 4), ("n", 16))
+
+
+def test_a_row_variant_needs_as_many_rows_as_its_lanes():
+    from exactc.exporter.kernels import autoplan
+
+    layout = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
+    for rows, wide in ((16, (("m", 16), ("n", 16))), (15, None)):
+        kernel = lower("linear", "f32", {"x": (rows, 64), "w": (32, 64)}, {})
+        variant = autoplan.wide_layout(kernel, kernel.nests[0], layout, None)
+        assert (variant.lanes if variant else None) == wide, rows
