@@ -37,6 +37,12 @@ FOLDER = ROOT / "tests" / "printed"
 sys.path.insert(0, str(ROOT / "tests"))
 from test_kernels_print import CASES, SITES  # noqa: E402  (every primitive, every attribute branch)
 
+# Cases beside test_kernels_print.py's: branches of the lowering its cases leave out.
+EXTRA_CASES = [
+    ("qlinear_i", {"xq": (2, 8), "xd": (2, 2), "wq": (3, 4), "wd": (3, 2)}, {"fmt": "q4", "block": 4}),
+]
+GALLERY = CASES + EXTRA_CASES
+
 # Hand-written plans, one per layout field and split form, on kernels of test_kernels_print's
 # shapes (each validated before it prints): what the automatic plan of these small shapes
 # leaves out.
@@ -85,10 +91,10 @@ def kernel_text(title: str, printed) -> str:
 
 
 def kernels(site: str) -> str:
-    """Every case of test_kernels_print.py at `site`, plain, after its whole IR
-    (Kernel.text: what a failure report shows)."""
+    """Every case of test_kernels_print.py (and EXTRA_CASES) at `site`, plain, followed
+    by its whole IR (Kernel.text: what a failure report shows)."""
     out = []
-    for n, (primitive, shapes, attrs) in enumerate(CASES):
+    for n, (primitive, shapes, attrs) in enumerate(GALLERY):
         kernel = lower(primitive, site, shapes, attrs)
         ir_text = "/* the kernel's IR:\n" + kernel.text().replace("*/", "* /") + "\n */\n"
         out.append(kernel_text(f"k{n}: {primitive} {shapes} {attrs} at {site}", print_kernel(kernel, f"k{n}"))
@@ -100,7 +106,7 @@ def planned() -> str:
     """The cases at f32 under their automatic plan (where it is not the plain nest), then
     the hand-written plans of PLANNED, each with its plan's JSON."""
     out = []
-    for n, (primitive, shapes, attrs) in enumerate(CASES):
+    for n, (primitive, shapes, attrs) in enumerate(GALLERY):
         kernel = lower(primitive, "f32", shapes, attrs)
         plan = auto_kernel_plan(kernel, pieces=3)
         if plan is not None:
@@ -117,7 +123,7 @@ def planned() -> str:
 def choices() -> str:
     """`exactc plan --show` of every case at f32."""
     out = []
-    for n, (primitive, shapes, attrs) in enumerate(CASES):
+    for n, (primitive, shapes, attrs) in enumerate(GALLERY):
         kernel = lower(primitive, "f32", shapes, attrs)
         out.append(f"# k{n}: {primitive} {shapes} {attrs}\n{describe_choices(kernel)}\n\n")
     return "".join(out)
