@@ -66,14 +66,16 @@ PLANNED = [
      NestPlan(Layout(tiles=(("i", 2),)), Split(0, ((0, 1), (1, 2))))),
 ]
 
-# (file stem, model, entry, site, plan, straight, quantized weights (fmt, block) or None)
+# (file stem, model, entry, site, plan, straight, quantized weights (fmt, block) or None,
+# config overrides)
 PROGRAMS = [
     ("gpt-forward-f32", "gpt", "forward", "f32", None, False, None),
     ("gpt-forward-bf16-straight", "gpt", "forward", "bf16", None, True, None),
     ("gpt-next_token-f64-auto", "gpt", "next_token", "f64", "auto", False, None),
     ("gpt-decode-f32-auto", "gpt", "decode", "f32", "auto", False, None),
     ("gpt-prefill-f32-q8", "gpt", "prefill", "f32", None, False, ("q8", 32)),
-    ("bert-embed-f32-auto", "bert", "embed", "f32", "auto", False, None),
+    # 32 tokens: rows enough for the wide lanes (EXACTC_WIDE_LANES) beside the narrow ones
+    ("bert-embed-f32-auto", "bert", "embed", "f32", "auto", False, None, {"layers": 2, "tokens": 32}),
     ("bert-forward-bf16", "bert", "forward", "bf16", None, False, None),
     ("llama-forward-f32-q4-auto", "llama", "forward", "f32", "auto", False, ("q4", 32)),
     ("llama-decode-bf16-straight", "llama", "decode", "bf16", None, True, None),
@@ -129,15 +131,16 @@ def choices() -> str:
     return "".join(out)
 
 
-def program(model: str, entry: str, site: str, plan: str | None, straight: bool, weights) -> str:
+def program(model: str, entry: str, site: str, plan: str | None, straight: bool, weights,
+            overrides: dict = OVERRIDES) -> str:
     quantized = None
     if weights is not None:
         from exactc.exporter.graph import linear_weights
 
-        quantized = {name: weights for name in linear_weights(models.build(model, entry, OVERRIDES))}
-    traced = models.build(model, entry, OVERRIDES, quantized=quantized)
+        quantized = {name: weights for name in linear_weights(models.build(model, entry, overrides))}
+    traced = models.build(model, entry, overrides, quantized=quantized)
     printed = print_program(traced, site, AutoPlan() if plan == "auto" else None, straight)
-    head = (f"{model} {entry} at {site}, {OVERRIDES}, " + ("--plan auto" if plan else "no plan")
+    head = (f"{model} {entry} at {site}, {overrides}, " + ("--plan auto" if plan else "no plan")
             + (", straight-line host" if straight else "")
             + (f", --weights {weights[0]} --block {weights[1]}" if weights else "")
             + f"\n * arena peak {printed.arena_peak} bytes (structured {printed.structured_peak}, straight-line "

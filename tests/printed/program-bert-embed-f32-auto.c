@@ -1,6 +1,6 @@
 /* ======================================================================================
- * bert embed at f32, {'layers': 2, 'tokens': 8}, --plan auto
- * arena peak 26624 bytes (structured 26624, straight-line 109056); 18 nests, 47 launches, 18 kernels
+ * bert embed at f32, {'layers': 2, 'tokens': 32}, --plan auto
+ * arena peak 106496 bytes (structured 106496, straight-line 508416); 18 nests, 47 launches, 18 kernels
  * ====================================================================================== */
 /* ======================================================================================
  * file kernels.h
@@ -91,7 +91,7 @@ int reshape_split(const float *restrict x, float *restrict y);
 void add(const float *restrict a,   /* input (T, 64) */
          const float *restrict b,   /* input (T, 64) */
          float *restrict y,         /* output (T, 64) */
-         int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+         int64_t T,                 /* the run-time length, 1 <= T <= 32 */
          int64_t lo, int64_t hi) {  /* the piece of i in [0, 64 * T) */
     (void)T;
     for (int64_t i = lo; i < hi; i++) {
@@ -147,7 +147,7 @@ int add_split(const float *restrict a, const float *restrict b, float *restrict 
 void embedding_segment(const float *restrict table,  /* input (2, 64) */
                        const int32_t *restrict ids,  /* input (T,) */
                        float *restrict y,            /* output (T, 64) */
-                       int64_t T,                    /* the run-time length, 1 <= T <= 8 */
+                       int64_t T,                    /* the run-time length, 1 <= T <= 32 */
                        int64_t lo, int64_t hi) {     /* the piece of t in [0, T) */
     enum { D = 64 };
     (void)T;
@@ -211,7 +211,7 @@ int embedding_segment_split(const float *restrict table, const int32_t *restrict
 void embedding_words(const float *restrict table,  /* input (512, 64) */
                      const int32_t *restrict ids,  /* input (T,) */
                      float *restrict y,            /* output (T, 64) */
-                     int64_t T,                    /* the run-time length, 1 <= T <= 8 */
+                     int64_t T,                    /* the run-time length, 1 <= T <= 32 */
                      int64_t lo, int64_t hi) {     /* the piece of t in [0, T) */
     enum { D = 64 };
     (void)T;
@@ -271,7 +271,7 @@ int embedding_words_split(const float *restrict table, const int32_t *restrict i
  */
 void gelu_erf(const float *restrict x,   /* input (T, 256) */
               float *restrict y,         /* output (T, 256) */
-              int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+              int64_t T,                 /* the run-time length, 1 <= T <= 32 */
               int64_t lo, int64_t hi) {  /* the piece of i in [0, 256 * T) */
     (void)T;
     for (int64_t i_c = lo; i_c < hi; i_c += 256) {
@@ -396,7 +396,7 @@ void layernorm(const float *restrict x,   /* input (T, 64) */
                const float *restrict g,   /* input (64,) */
                const float *restrict b,   /* input (64,) */
                float *restrict y,         /* output (T, 64) */
-               int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+               int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                int64_t lo, int64_t hi) {  /* the piece of m in [0, T) */
     enum { D = 64 };
     (void)T;
@@ -470,7 +470,7 @@ void linear_inter(const float *restrict x,   /* input (T, 64) */
                   const float *restrict w,   /* input (256, 64) */
                   const float *restrict b,   /* input (256,) */
                   float *restrict y,         /* output (T, 256) */
-                  int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                   int64_t lo, int64_t hi) {  /* the piece of n in [0, 256) */
     enum { K = 64, N = 256 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
@@ -526,6 +526,77 @@ void linear_inter(const float *restrict x,   /* input (T, 64) */
         }
     }
 }
+#elif EXACTC_WIDE_LANES
+/* nest linear: parallel m<T, n<256 | body: reduce k<64
+ *   acc : f32 = 0.0f
+ *   for k<64 (reduce):
+ *     acc = acc + (x[m,k] * w[n,k])
+ *   y[m,n] = acc + b[n]
+ *
+ * layout: order n, m; lanes m:16, n:16; packs w
+ * split of n: depth 0: [0,32) [32,64) [64,96) [96,128) [128,160) [160,192) [192,224) [224,256)
+ * w: packed when the weights load (its panels in place: printer/prepack.py)
+ */
+void linear_inter(const float *restrict x,   /* input (T, 64) */
+                  const float *restrict w,   /* input (256, 64) */
+                  const float *restrict b,   /* input (256,) */
+                  float *restrict y,         /* output (T, 256) */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
+                  int64_t lo, int64_t hi) {  /* the piece of n in [0, 256) */
+    enum { K = 64, N = 256 };
+    for (int64_t n_c = lo; n_c < hi; n_c += 16) {
+        const float *restrict w_p = w + n_c * K; /* the chunk's panel, packed at load */
+        for (int64_t m_c = 0; m_c < T; m_c += 16) {
+            if (m_c + 16 <= T && n_c + 16 <= hi) { /* full lanes */
+                float acc[16][16];
+                #pragma GCC unroll 16
+                for (int64_t m_l = 0; m_l < 16; m_l++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        acc[m_l][n_l] = 0.0f;
+                    }
+                }
+                for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 16
+                    for (int64_t m_l = 0; m_l < 16; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * K + m_l * K + k] * w_p[n_l + k * 16]);
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 16; m_l++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l] + b[n_c + n_l];
+                    }
+                }
+            } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
+                for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                    float acc[16];
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        acc[n_l] = 0.0f;
+                    }
+                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = acc[n_l] + (x[m * K + k] * w_p[n_l + k * 16]);
+                        }
+                    }
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        y[m * N + n_c + n_l] = acc[n_l] + b[n_c + n_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                    for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
+                        float acc = 0.0f;
+                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
+                            acc = acc + (x[m * K + k] * w[n * K + k]);
+                        }
+                        y[m * N + n] = acc + b[n];
+                    }
+                }
+            }
+        }
+    }
+}
 #else
 /* nest linear: parallel m<T, n<256 | body: reduce k<64
  *   acc : f32 = 0.0f
@@ -541,7 +612,7 @@ void linear_inter(const float *restrict x,   /* input (T, 64) */
                   const float *restrict w,   /* input (256, 64) */
                   const float *restrict b,   /* input (256,) */
                   float *restrict y,         /* output (T, 256) */
-                  int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                   int64_t lo, int64_t hi) {  /* the piece of n in [0, 256) */
     enum { K = 64, N = 256 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
@@ -645,7 +716,7 @@ void linear_mlp_out(const float *restrict x,   /* input (T, 256) */
                     const float *restrict w,   /* input (64, 256) */
                     const float *restrict b,   /* input (64,) */
                     float *restrict y,         /* output (T, 64) */
-                    int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                    int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                     int64_t lo, int64_t hi) {  /* the piece of n in [0, 64) */
     enum { K = 256, N = 64 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
@@ -701,6 +772,77 @@ void linear_mlp_out(const float *restrict x,   /* input (T, 256) */
         }
     }
 }
+#elif EXACTC_WIDE_LANES
+/* nest linear: parallel m<T, n<64 | body: reduce k<256
+ *   acc : f32 = 0.0f
+ *   for k<256 (reduce):
+ *     acc = acc + (x[m,k] * w[n,k])
+ *   y[m,n] = acc + b[n]
+ *
+ * layout: order n, m; lanes m:16, n:16; packs w
+ * split of n: depth 0: [0,16) [16,32) [32,48) [48,64)
+ * w: packed when the weights load (its panels in place: printer/prepack.py)
+ */
+void linear_mlp_out(const float *restrict x,   /* input (T, 256) */
+                    const float *restrict w,   /* input (64, 256) */
+                    const float *restrict b,   /* input (64,) */
+                    float *restrict y,         /* output (T, 64) */
+                    int64_t T,                 /* the run-time length, 1 <= T <= 32 */
+                    int64_t lo, int64_t hi) {  /* the piece of n in [0, 64) */
+    enum { K = 256, N = 64 };
+    for (int64_t n_c = lo; n_c < hi; n_c += 16) {
+        const float *restrict w_p = w + n_c * K; /* the chunk's panel, packed at load */
+        for (int64_t m_c = 0; m_c < T; m_c += 16) {
+            if (m_c + 16 <= T && n_c + 16 <= hi) { /* full lanes */
+                float acc[16][16];
+                #pragma GCC unroll 16
+                for (int64_t m_l = 0; m_l < 16; m_l++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        acc[m_l][n_l] = 0.0f;
+                    }
+                }
+                for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 16
+                    for (int64_t m_l = 0; m_l < 16; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * K + m_l * K + k] * w_p[n_l + k * 16]);
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 16; m_l++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l] + b[n_c + n_l];
+                    }
+                }
+            } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
+                for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                    float acc[16];
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        acc[n_l] = 0.0f;
+                    }
+                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = acc[n_l] + (x[m * K + k] * w_p[n_l + k * 16]);
+                        }
+                    }
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        y[m * N + n_c + n_l] = acc[n_l] + b[n_c + n_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                    for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
+                        float acc = 0.0f;
+                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
+                            acc = acc + (x[m * K + k] * w[n * K + k]);
+                        }
+                        y[m * N + n] = acc + b[n];
+                    }
+                }
+            }
+        }
+    }
+}
 #else
 /* nest linear: parallel m<T, n<64 | body: reduce k<256
  *   acc : f32 = 0.0f
@@ -716,7 +858,7 @@ void linear_mlp_out(const float *restrict x,   /* input (T, 256) */
                     const float *restrict w,   /* input (64, 256) */
                     const float *restrict b,   /* input (64,) */
                     float *restrict y,         /* output (T, 64) */
-                    int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                    int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                     int64_t lo, int64_t hi) {  /* the piece of n in [0, 64) */
     enum { K = 256, N = 64 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
@@ -820,7 +962,7 @@ void linear_q_k_v(const float *restrict x,   /* input (T, 64) */
                   const float *restrict w,   /* input (64, 64) */
                   const float *restrict b,   /* input (64,) */
                   float *restrict y,         /* output (T, 64) */
-                  int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                   int64_t lo, int64_t hi) {  /* the piece of n in [0, 64) */
     enum { K = 64, N = 64 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
@@ -876,6 +1018,77 @@ void linear_q_k_v(const float *restrict x,   /* input (T, 64) */
         }
     }
 }
+#elif EXACTC_WIDE_LANES
+/* nest linear: parallel m<T, n<64 | body: reduce k<64
+ *   acc : f32 = 0.0f
+ *   for k<64 (reduce):
+ *     acc = acc + (x[m,k] * w[n,k])
+ *   y[m,n] = acc + b[n]
+ *
+ * layout: order n, m; lanes m:16, n:16; packs w
+ * split of n: depth 0: [0,16) [16,32) [32,48) [48,64)
+ * w: packed when the weights load (its panels in place: printer/prepack.py)
+ */
+void linear_q_k_v(const float *restrict x,   /* input (T, 64) */
+                  const float *restrict w,   /* input (64, 64) */
+                  const float *restrict b,   /* input (64,) */
+                  float *restrict y,         /* output (T, 64) */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
+                  int64_t lo, int64_t hi) {  /* the piece of n in [0, 64) */
+    enum { K = 64, N = 64 };
+    for (int64_t n_c = lo; n_c < hi; n_c += 16) {
+        const float *restrict w_p = w + n_c * K; /* the chunk's panel, packed at load */
+        for (int64_t m_c = 0; m_c < T; m_c += 16) {
+            if (m_c + 16 <= T && n_c + 16 <= hi) { /* full lanes */
+                float acc[16][16];
+                #pragma GCC unroll 16
+                for (int64_t m_l = 0; m_l < 16; m_l++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        acc[m_l][n_l] = 0.0f;
+                    }
+                }
+                for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 16
+                    for (int64_t m_l = 0; m_l < 16; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * K + m_l * K + k] * w_p[n_l + k * 16]);
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 16; m_l++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l] + b[n_c + n_l];
+                    }
+                }
+            } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
+                for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                    float acc[16];
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        acc[n_l] = 0.0f;
+                    }
+                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = acc[n_l] + (x[m * K + k] * w_p[n_l + k * 16]);
+                        }
+                    }
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        y[m * N + n_c + n_l] = acc[n_l] + b[n_c + n_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                    for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
+                        float acc = 0.0f;
+                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
+                            acc = acc + (x[m * K + k] * w[n * K + k]);
+                        }
+                        y[m * N + n] = acc + b[n];
+                    }
+                }
+            }
+        }
+    }
+}
 #else
 /* nest linear: parallel m<T, n<64 | body: reduce k<64
  *   acc : f32 = 0.0f
@@ -891,7 +1104,7 @@ void linear_q_k_v(const float *restrict x,   /* input (T, 64) */
                   const float *restrict w,   /* input (64, 64) */
                   const float *restrict b,   /* input (64,) */
                   float *restrict y,         /* output (T, 64) */
-                  int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                   int64_t lo, int64_t hi) {  /* the piece of n in [0, 64) */
     enum { K = 64, N = 64 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
@@ -992,12 +1205,12 @@ int linear_q_k_v_split(const float *restrict x, const float *restrict w, const f
 void matmul_mixed(const float *restrict a,   /* input (4, T, T) */
                   const float *restrict b,   /* input (4, T, 16) */
                   float *restrict y,         /* output (4, T, 16) */
-                  int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                   int64_t lo, int64_t hi) {  /* the piece of i in [0, 4) */
     enum { N = 16 };
     for (int64_t i = lo; i < hi; i++) {
         for (int64_t n_c = 0; n_c < N; n_c += 16) {
-            float b_pack[128]; /* pack: the panel of b the lanes read, lane index innermost */
+            float b_pack[512]; /* pack: the panel of b the lanes read, lane index innermost */
             float *restrict b_p = b_pack; /* only this pointer touches it: the lanes stay in registers */
             if (n_c + 16 <= N) {
                 for (int64_t k = 0; k < T; k++) {
@@ -1060,6 +1273,87 @@ void matmul_mixed(const float *restrict a,   /* input (4, T, T) */
         }
     }
 }
+#elif EXACTC_WIDE_LANES
+/* nest matmul: parallel i<4, m<T, n<16 | body: reduce k<T
+ *   acc : f32 = 0.0f
+ *   for k<T (reduce):
+ *     acc = acc + (a[i,m,k] * b[i,k,n])
+ *   y[i,m,n] = acc
+ *
+ * layout: order i, n, m; lanes m:16, n:16; packs b
+ * split of i: depth 0: [0,1) [1,2) [2,3) [3,4)
+ */
+void matmul_mixed(const float *restrict a,   /* input (4, T, T) */
+                  const float *restrict b,   /* input (4, T, 16) */
+                  float *restrict y,         /* output (4, T, 16) */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
+                  int64_t lo, int64_t hi) {  /* the piece of i in [0, 4) */
+    enum { N = 16 };
+    for (int64_t i = lo; i < hi; i++) {
+        for (int64_t n_c = 0; n_c < N; n_c += 16) {
+            float b_pack[512]; /* pack: the panel of b the lanes read, lane index innermost */
+            float *restrict b_p = b_pack; /* only this pointer touches it: the lanes stay in registers */
+            if (n_c + 16 <= N) {
+                for (int64_t k = 0; k < T; k++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        b_p[n_l + k * 16] = b[i * T * N + k * N + n_c + n_l];
+                    }
+                }
+            } else {
+                memset(b_p, 0, sizeof b_pack);
+            }
+            for (int64_t m_c = 0; m_c < T; m_c += 16) {
+                if (m_c + 16 <= T && n_c + 16 <= N) { /* full lanes */
+                    float acc[16][16];
+                    #pragma GCC unroll 16
+                    for (int64_t m_l = 0; m_l < 16; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = 0.0f;
+                        }
+                    }
+                    for (int64_t k = 0; k < T; k++) { /* reduction: in index order, each lane its own */
+                        #pragma GCC unroll 16
+                        for (int64_t m_l = 0; m_l < 16; m_l++) {
+                            for (int64_t n_l = 0; n_l < 16; n_l++) {
+                                acc[m_l][n_l] = acc[m_l][n_l] + (a[i * T * T + m_c * T + m_l * T + k] * b_p[n_l + k * 16]);
+                            }
+                        }
+                    }
+                    for (int64_t m_l = 0; m_l < 16; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            y[i * T * N + m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
+                        }
+                    }
+                } else if (n_c + 16 <= N) { /* the last chunk of m, n in lanes */
+                    for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                        float acc[16];
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = 0.0f;
+                        }
+                        for (int64_t k = 0; k < T; k++) { /* reduction: in index order, each lane its own */
+                            for (int64_t n_l = 0; n_l < 16; n_l++) {
+                                acc[n_l] = acc[n_l] + (a[i * T * T + m * T + k] * b_p[n_l + k * 16]);
+                            }
+                        }
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            y[i * T * N + m * N + n_c + n_l] = acc[n_l];
+                        }
+                    }
+                } else { /* the remainder: the plain body, point by point */
+                    for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                        for (int64_t n = n_c; n < n_c + 16 && n < N; n++) {
+                            float acc = 0.0f;
+                            for (int64_t k = 0; k < T; k++) { /* reduction: in index order */
+                                acc = acc + (a[i * T * T + m * T + k] * b[i * T * N + k * N + n]);
+                            }
+                            y[i * T * N + m * N + n] = acc;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
 #else
 /* nest matmul: parallel i<4, m<T, n<16 | body: reduce k<T
  *   acc : f32 = 0.0f
@@ -1073,12 +1367,12 @@ void matmul_mixed(const float *restrict a,   /* input (4, T, T) */
 void matmul_mixed(const float *restrict a,   /* input (4, T, T) */
                   const float *restrict b,   /* input (4, T, 16) */
                   float *restrict y,         /* output (4, T, 16) */
-                  int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                  int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                   int64_t lo, int64_t hi) {  /* the piece of i in [0, 4) */
     enum { N = 16 };
     for (int64_t i = lo; i < hi; i++) {
         for (int64_t n_c = 0; n_c < N; n_c += 16) {
-            float b_pack[128]; /* pack: the panel of b the lanes read, lane index innermost */
+            float b_pack[512]; /* pack: the panel of b the lanes read, lane index innermost */
             float *restrict b_p = b_pack; /* only this pointer touches it: the lanes stay in registers */
             if (n_c + 16 <= N) {
                 for (int64_t k = 0; k < T; k++) {
@@ -1186,7 +1480,7 @@ int matmul_mixed_split(const float *restrict a, const float *restrict b, float *
 void matmul_scores(const float *restrict a,   /* input (4, T, 16) */
                    const float *restrict b,   /* input (4, T, 16) */
                    float *restrict y,         /* output (4, T, T) */
-                   int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                   int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                    int64_t lo, int64_t hi) {  /* the piece of i in [0, 4) */
     enum { K = 16 };
     for (int64_t i = lo; i < hi; i++) {
@@ -1254,6 +1548,87 @@ void matmul_scores(const float *restrict a,   /* input (4, T, 16) */
         }
     }
 }
+#elif EXACTC_WIDE_LANES
+/* nest matmul: parallel i<4, m<T, n<T | body: reduce k<16
+ *   acc : f32 = 0.0f
+ *   for k<16 (reduce):
+ *     acc = acc + (a[i,m,k] * b[i,n,k])
+ *   y[i,m,n] = acc
+ *
+ * layout: order i, n, m; lanes m:16, n:16; packs b
+ * split of i: depth 0: [0,1) [1,2) [2,3) [3,4)
+ */
+void matmul_scores(const float *restrict a,   /* input (4, T, 16) */
+                   const float *restrict b,   /* input (4, T, 16) */
+                   float *restrict y,         /* output (4, T, T) */
+                   int64_t T,                 /* the run-time length, 1 <= T <= 32 */
+                   int64_t lo, int64_t hi) {  /* the piece of i in [0, 4) */
+    enum { K = 16 };
+    for (int64_t i = lo; i < hi; i++) {
+        for (int64_t n_c = 0; n_c < T; n_c += 16) {
+            float b_pack[256]; /* pack: the panel of b the lanes read, lane index innermost */
+            float *restrict b_p = b_pack; /* only this pointer touches it: the lanes stay in registers */
+            if (n_c + 16 <= T) {
+                for (int64_t k = 0; k < K; k++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        b_p[n_l + k * 16] = b[i * T * K + n_c * K + n_l * K + k];
+                    }
+                }
+            } else {
+                memset(b_p, 0, sizeof b_pack);
+            }
+            for (int64_t m_c = 0; m_c < T; m_c += 16) {
+                if (m_c + 16 <= T && n_c + 16 <= T) { /* full lanes */
+                    float acc[16][16];
+                    #pragma GCC unroll 16
+                    for (int64_t m_l = 0; m_l < 16; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = 0.0f;
+                        }
+                    }
+                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
+                        #pragma GCC unroll 16
+                        for (int64_t m_l = 0; m_l < 16; m_l++) {
+                            for (int64_t n_l = 0; n_l < 16; n_l++) {
+                                acc[m_l][n_l] = acc[m_l][n_l] + (a[i * T * K + m_c * K + m_l * K + k] * b_p[n_l + k * 16]);
+                            }
+                        }
+                    }
+                    for (int64_t m_l = 0; m_l < 16; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            y[i * T * T + m_c * T + m_l * T + n_c + n_l] = acc[m_l][n_l];
+                        }
+                    }
+                } else if (n_c + 16 <= T) { /* the last chunk of m, n in lanes */
+                    for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                        float acc[16];
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = 0.0f;
+                        }
+                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
+                            for (int64_t n_l = 0; n_l < 16; n_l++) {
+                                acc[n_l] = acc[n_l] + (a[i * T * K + m * K + k] * b_p[n_l + k * 16]);
+                            }
+                        }
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            y[i * T * T + m * T + n_c + n_l] = acc[n_l];
+                        }
+                    }
+                } else { /* the remainder: the plain body, point by point */
+                    for (int64_t m = m_c; m < m_c + 16 && m < T; m++) {
+                        for (int64_t n = n_c; n < n_c + 16 && n < T; n++) {
+                            float acc = 0.0f;
+                            for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
+                                acc = acc + (a[i * T * K + m * K + k] * b[i * T * K + n * K + k]);
+                            }
+                            y[i * T * T + m * T + n] = acc;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
 #else
 /* nest matmul: parallel i<4, m<T, n<T | body: reduce k<16
  *   acc : f32 = 0.0f
@@ -1267,7 +1642,7 @@ void matmul_scores(const float *restrict a,   /* input (4, T, 16) */
 void matmul_scores(const float *restrict a,   /* input (4, T, 16) */
                    const float *restrict b,   /* input (4, T, 16) */
                    float *restrict y,         /* output (4, T, T) */
-                   int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                   int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                    int64_t lo, int64_t hi) {  /* the piece of i in [0, 4) */
     enum { K = 16 };
     for (int64_t i = lo; i < hi; i++) {
@@ -1382,7 +1757,7 @@ int matmul_scores_split(const float *restrict a, const float *restrict b, float 
 void mean_pool(const float *restrict x,       /* input (T, 64) */
                const int32_t *restrict keep,  /* input (T,) */
                float *restrict y,             /* output (64,) */
-               int64_t T,                     /* the run-time length, 1 <= T <= 8 */
+               int64_t T,                     /* the run-time length, 1 <= T <= 32 */
                int64_t lo, int64_t hi) {      /* the piece of d in [0, 64) */
     enum { D = 64 };
     for (int64_t d = lo; d < hi; d++) {
@@ -1478,7 +1853,7 @@ int reshape_split(const float *restrict x, float *restrict y) {
  */
 void scale(const float *restrict x,   /* input (4, T, T) */
            float *restrict y,         /* output (4, T, T) */
-           int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+           int64_t T,                 /* the run-time length, 1 <= T <= 32 */
            int64_t lo, int64_t hi) {  /* the piece of i in [0, 4 * T * T) */
     (void)T;
     for (int64_t i = lo; i < hi; i++) {
@@ -1528,7 +1903,7 @@ int scale_split(const float *restrict x, float *restrict y, int64_t T) {
  */
 void slice(const float *restrict x,   /* input (64, 64) */
            float *restrict y,         /* output (T, 64) */
-           int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+           int64_t T,                 /* the run-time length, 1 <= T <= 32 */
            int64_t lo, int64_t hi) {  /* the piece of i0 in [0, T) */
     enum { I1 = 64 };
     (void)T;
@@ -1599,7 +1974,7 @@ int slice_split(const float *restrict x, float *restrict y, int64_t T) {
 void softmax(const float *restrict x,       /* input (4, T, T) */
              const int32_t *restrict keep,  /* input (T,) */
              float *restrict y,             /* output (4, T, T) */
-             int64_t T,                     /* the run-time length, 1 <= T <= 8 */
+             int64_t T,                     /* the run-time length, 1 <= T <= 32 */
              int64_t lo, int64_t hi) {      /* the piece of bi in [0, 4) */
     for (int64_t bi = lo; bi < hi; bi++) {
         for (int64_t i_c = 0; i_c < T; i_c += 16) {
@@ -1717,7 +2092,7 @@ int softmax_split(const float *restrict x, const int32_t *restrict keep, float *
  */
 void transpose_mixed_t(const float *restrict x,   /* input (4, T, 16) */
                        float *restrict y,         /* output (T, 4, 16) */
-                       int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                       int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                        int64_t lo, int64_t hi) {  /* the piece of i0 in [0, T) */
     enum { I1 = 4, I2 = 16 };
     for (int64_t i0 = lo; i0 < hi; i0++) {
@@ -1771,7 +2146,7 @@ int transpose_mixed_t_split(const float *restrict x, float *restrict y, int64_t 
  */
 void transpose_q_k_v_t(const float *restrict x,   /* input (T, 4, 16) */
                        float *restrict y,         /* output (4, T, 16) */
-                       int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                       int64_t T,                 /* the run-time length, 1 <= T <= 32 */
                        int64_t lo, int64_t hi) {  /* the piece of i0 in [0, 4) */
     enum { I2 = 16, I0 = 4 };
     for (int64_t i0 = lo; i0 < hi; i0++) {
@@ -1804,7 +2179,7 @@ int transpose_q_k_v_t_split(const float *restrict x, float *restrict y, int64_t 
  * ====================================================================================== */
 /* exactc: bert `embed` at site type f32, structured host.
  *
- * config: Config(vocab=512, positions=64, type_vocab=2, dim=64, heads=4, layers=2, mlp=256, tokens=8, eps=1e-12)
+ * config: Config(vocab=512, positions=64, type_vocab=2, dim=64, heads=4, layers=2, mlp=256, tokens=32, eps=1e-12)
  *
  * usage: ./model WEIGHTS.safetensors INPUT_DIR OUTPUT_DIR [INPUT_DIR OUTPUT_DIR ...]
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
@@ -1912,12 +2287,12 @@ static int map_weights(void *block) {
  * A kernel call runs its nest over [lo, hi) = [0, extent) of its outer loop; a split
  * driver (`_split`) runs the pieces of a plan's thread split.
  * ---------------------------------------------------------------------------------- */
-#define ARENA_BYTES ((size_t)26624) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
- * at T_max = 8: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
+#define ARENA_BYTES ((size_t)106496) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
+ * at T_max = 32: buffers that follow T are placed for their largest size */
+static int64_t T; /* the run-time length of this run, 1 <= T <= 32: `run` sets it from the inputs' shapes */
 
 /* attention: Self-attention of x (T, D), padding columns masked: softmax(q kᵀ / √hd) v.
- * Frame 8192 bytes. */
+ * Frame 49152 bytes. */
 static void attention(const float *emb,                            /* (T, 64) */
                       const float *attention_self_query_weight,    /* (64, 64) */
                       const float *attention_self_query_bias,      /* (64,) */
@@ -1929,12 +2304,12 @@ static void attention(const float *emb,                            /* (T, 64) */
                       const float *attention_output_dense_bias,    /* (64,) */
                       const int32_t *attention_mask,               /* (T,) */
                       float *attn_out,                             /* (T, 64), written */
-                      unsigned char *arena) {                      /* 8192 bytes of scratch */
+                      unsigned char *arena) {                      /* 49152 bytes of scratch */
     float *q = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
     /* q[T, 64] = linear(emb[T, 64], attention_self_query_weight[64, 64], attention_self_query_bias[64]) */
     linear_q_k_v_split(emb, attention_self_query_weight, attention_self_query_bias, q, T);
     const float *q_heads = q;  /* (T, 4, 16): a view of q */
-    float *q_t = ARENA(float, arena + 2048, 64 * T);  /* (4, T, 16) */
+    float *q_t = ARENA(float, arena + 8192, 64 * T);  /* (4, T, 16) */
     /* q_t[4, T, 16] = transpose(q_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(q_heads, q_t, T);
     RELEASE(q, 64 * T);
@@ -1942,7 +2317,7 @@ static void attention(const float *emb,                            /* (T, 64) */
     /* k[T, 64] = linear(emb[T, 64], attention_self_key_weight[64, 64], attention_self_key_bias[64]) */
     linear_q_k_v_split(emb, attention_self_key_weight, attention_self_key_bias, k, T);
     const float *k_heads = k;  /* (T, 4, 16): a view of k */
-    float *k_t = ARENA(float, arena + 4096, 64 * T);  /* (4, T, 16) */
+    float *k_t = ARENA(float, arena + 16384, 64 * T);  /* (4, T, 16) */
     /* k_t[4, T, 16] = transpose(k_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(k_heads, k_t, T);
     RELEASE(k, 64 * T);
@@ -1950,29 +2325,29 @@ static void attention(const float *emb,                            /* (T, 64) */
     /* v[T, 64] = linear(emb[T, 64], attention_self_value_weight[64, 64], attention_self_value_bias[64]) */
     linear_q_k_v_split(emb, attention_self_value_weight, attention_self_value_bias, v, T);
     const float *v_heads = v;  /* (T, 4, 16): a view of v */
-    float *v_t = ARENA(float, arena + 6144, 64 * T);  /* (4, T, 16) */
+    float *v_t = ARENA(float, arena + 24576, 64 * T);  /* (4, T, 16) */
     /* v_t[4, T, 16] = transpose(v_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(v_heads, v_t, T);
     RELEASE(v, 64 * T);
-    float *scores = ARENA(float, arena + 0, 4 * T * T);  /* (4, T, T) */
+    float *scores = ARENA(float, arena + 32768, 4 * T * T);  /* (4, T, T) */
     /* scores[4, T, T] = matmul(q_t[4, T, 16], k_t[4, T, 16], trans_a=False, trans_b=True, group=1) */
     matmul_scores_split(q_t, k_t, scores, T);
     RELEASE(q_t, 64 * T);
     RELEASE(k_t, 64 * T);
-    float *scaled = ARENA(float, arena + 1024, 4 * T * T);  /* (4, T, T) */
+    float *scaled = ARENA(float, arena + 0, 4 * T * T);  /* (4, T, T) */
     /* scaled[4, T, T] = scale(scores[4, T, T], s=0.25) */
     scale_split(scores, scaled, T);
     RELEASE(scores, 4 * T * T);
-    float *att = ARENA(float, arena + 0, 4 * T * T);  /* (4, T, T) */
+    float *att = ARENA(float, arena + 32768, 4 * T * T);  /* (4, T, T) */
     /* att[4, T, T] = softmax(scaled[4, T, T], attention_mask[T], causal=False, offset=0) */
     softmax_split(scaled, attention_mask, att, T);
     RELEASE(scaled, 4 * T * T);
-    float *mixed = ARENA(float, arena + 1024, 64 * T);  /* (4, T, 16) */
+    float *mixed = ARENA(float, arena + 0, 64 * T);  /* (4, T, 16) */
     /* mixed[4, T, 16] = matmul(att[4, T, T], v_t[4, T, 16], trans_a=False, trans_b=False, group=1) */
     matmul_mixed_split(att, v_t, mixed, T);
     RELEASE(v_t, 64 * T);
     RELEASE(att, 4 * T * T);
-    float *mixed_t = ARENA(float, arena + 3072, 64 * T);  /* (T, 4, 16) */
+    float *mixed_t = ARENA(float, arena + 8192, 64 * T);  /* (T, 4, 16) */
     /* mixed_t[T, 4, 16] = transpose(mixed[4, T, 16], perm=(1, 0, 2)) */
     transpose_mixed_t_split(mixed, mixed_t, T);
     RELEASE(mixed, 64 * T);
@@ -1982,7 +2357,7 @@ static void attention(const float *emb,                            /* (T, 64) */
     RELEASE(mixed_t, 64 * T);
 }
 
-/* mlp: The feed-forward: output.dense(gelu_erf(intermediate.dense(x))). Frame 16384 bytes.
+/* mlp: The feed-forward: output.dense(gelu_erf(intermediate.dense(x))). Frame 65536 bytes.
  * */
 static void mlp(const float *ln_attn,                    /* (T, 64) */
                 const float *intermediate_dense_weight,  /* (256, 64) */
@@ -1990,11 +2365,11 @@ static void mlp(const float *ln_attn,                    /* (T, 64) */
                 const float *output_dense_weight,        /* (64, 256) */
                 const float *output_dense_bias,          /* (64,) */
                 float *mlp_out,                          /* (T, 64), written */
-                unsigned char *arena) {                  /* 16384 bytes of scratch */
+                unsigned char *arena) {                  /* 65536 bytes of scratch */
     float *inter = ARENA(float, arena + 0, 256 * T);  /* (T, 256) */
     /* inter[T, 256] = linear(ln_attn[T, 64], intermediate_dense_weight[256, 64], intermediate_dense_bias[256]) */
     linear_inter_split(ln_attn, intermediate_dense_weight, intermediate_dense_bias, inter, T);
-    float *act = ARENA(float, arena + 8192, 256 * T);  /* (T, 256) */
+    float *act = ARENA(float, arena + 32768, 256 * T);  /* (T, 256) */
     /* act[T, 256] = gelu_erf(inter[T, 256]) */
     gelu_erf_split(inter, act, T);
     RELEASE(inter, 256 * T);
@@ -2003,7 +2378,7 @@ static void mlp(const float *ln_attn,                    /* (T, 64) */
     RELEASE(act, 256 * T);
 }
 
-/* layer: The post-LayerNorm block: LN(x + attn(x)), then LN(. + mlp(.)). Frame 20480 bytes
+/* layer: The post-LayerNorm block: LN(x + attn(x)), then LN(. + mlp(.)). Frame 81920 bytes
  * (its callees' frames included). */
 static void layer(const float *emb,                                /* (T, 64) */
                   const float *attention_self_query_weight,        /* (64, 64) */
@@ -2024,7 +2399,7 @@ static void layer(const float *emb,                                /* (T, 64) */
                   const float *output_LayerNorm_bias,              /* (64,) */
                   const int32_t *attention_mask,                   /* (T,) */
                   float *ln_out,                                   /* (T, 64), written */
-                  unsigned char *arena) {                          /* 20480 bytes of scratch */
+                  unsigned char *arena) {                          /* 81920 bytes of scratch */
     float *attn_out = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
     attention(emb,
               attention_self_query_weight,
@@ -2037,8 +2412,8 @@ static void layer(const float *emb,                                /* (T, 64) */
               attention_output_dense_bias,
               attention_mask,
               attn_out,
-              arena + 2048);
-    float *x_attn = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+              arena + 8192);
+    float *x_attn = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
     /* x_attn[T, 64] = add(emb[T, 64], attn_out[T, 64]) */
     add_split(emb, attn_out, x_attn, T);
     RELEASE(attn_out, 64 * T);
@@ -2050,15 +2425,15 @@ static void layer(const float *emb,                                /* (T, 64) */
                     ln_attn,
                     T);
     RELEASE(x_attn, 64 * T);
-    float *mlp_out = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    float *mlp_out = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
     mlp(ln_attn,
         intermediate_dense_weight,
         intermediate_dense_bias,
         output_dense_weight,
         output_dense_bias,
         mlp_out,
-        arena + 4096);
-    float *x_mlp = ARENA(float, arena + 4096, 64 * T);  /* (T, 64) */
+        arena + 16384);
+    float *x_mlp = ARENA(float, arena + 16384, 64 * T);  /* (T, 64) */
     /* x_mlp[T, 64] = add(ln_attn[T, 64], mlp_out[T, 64]) */
     add_split(ln_attn, mlp_out, x_mlp, T);
     RELEASE(ln_attn, 64 * T);
@@ -2069,20 +2444,20 @@ static void layer(const float *emb,                                /* (T, 64) */
 }
 
 /* embed: The sentence embedding (D,): mean of the kept tokens' states, l2-normalized. Frame
- * 26624 bytes (its callees' frames included). */
+ * 106496 bytes (its callees' frames included). */
 static void embed(const Weights *w,               /* the parameters */
                   const int32_t *input_ids,       /* (T,) */
                   const int32_t *token_type_ids,  /* (T,) */
                   const int32_t *attention_mask,  /* (T,) */
                   float *sentence_embedding_out,  /* (64,), written */
-                  unsigned char *arena) {         /* 26624 bytes of scratch */
+                  unsigned char *arena) {         /* 106496 bytes of scratch */
     float *words = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
     /* words[T, 64] = embedding(embeddings_word_embeddings_weight[512, 64], input_ids[T]) */
     embedding_words_split(w->embeddings_word_embeddings_weight, input_ids, words, T);
-    float *pos = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    float *pos = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
     /* pos[T, 64] = slice(embeddings_position_embeddings_weight[64, 64], axis=0, start=0, stop=T) */
     slice_split(w->embeddings_position_embeddings_weight, pos, T);
-    float *x_pos = ARENA(float, arena + 4096, 64 * T);  /* (T, 64) */
+    float *x_pos = ARENA(float, arena + 16384, 64 * T);  /* (T, 64) */
     /* x_pos[T, 64] = add(words[T, 64], pos[T, 64]) */
     add_split(words, pos, x_pos, T);
     RELEASE(words, 64 * T);
@@ -2090,7 +2465,7 @@ static void embed(const Weights *w,               /* the parameters */
     float *segment = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
     /* segment[T, 64] = embedding(embeddings_token_type_embeddings_weight[2, 64], token_type_ids[T]) */
     embedding_segment_split(w->embeddings_token_type_embeddings_weight, token_type_ids, segment, T);
-    float *x_seg = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    float *x_seg = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
     /* x_seg[T, 64] = add(x_pos[T, 64], segment[T, 64]) */
     add_split(x_pos, segment, x_seg, T);
     RELEASE(x_pos, 64 * T);
@@ -2099,8 +2474,8 @@ static void embed(const Weights *w,               /* the parameters */
     /* emb[T, 64] = layernorm(x_seg[T, 64], embeddings_LayerNorm_weight[64], embeddings_LayerNorm_bias[64], eps=1e-12) */
     layernorm_split(x_seg, w->embeddings_LayerNorm_weight, w->embeddings_LayerNorm_bias, emb, T);
     RELEASE(x_seg, 64 * T);
-    float *emb_out_a = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
-    float *emb_out_b = ARENA(float, arena + 4096, 64 * T);  /* (T, 64) */
+    float *emb_out_a = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
+    float *emb_out_b = ARENA(float, arena + 16384, 64 * T);  /* (T, 64) */
     /* The layers: layer for l < 2, the carry (emb_out) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const float *emb_out_l = emb;  /* (T, 64) */
@@ -2125,7 +2500,7 @@ static void embed(const Weights *w,               /* the parameters */
               w->encoder_layer_output_LayerNorm_bias + l * 64,
               attention_mask,
               emb_out_next,
-              arena + 6144);
+              arena + 24576);
         emb_out_l = emb_out_next;
         EXACTC_TRACE_CARRY("layer", l, 0, emb_out_l, 64 * T);
     }
@@ -2160,7 +2535,7 @@ static const exactc_tensor_spec OUTPUTS[] = {
 };
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
- * run-time length the inputs give (1 <= T <= 8). */
+ * run-time length the inputs give (1 <= T <= 32). */
 static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
     T = length;
     embed(&weights, in[0], in[1], in[2], out[0], arena);
@@ -2177,7 +2552,7 @@ int main(int argc, char **argv) {
         .outputs = OUTPUTS,
         .output_count = 1,
         .arena_bytes = ARENA_BYTES,
-        .max_length = 8,
+        .max_length = 32,
         .map_weights = map_weights,
         .run = run,
     };
