@@ -2545,3 +2545,17 @@ def test_a_row_variant_needs_as_many_rows_as_its_lanes():
         kernel = lower("linear", "f32", {"x": (rows, 64), "w": (32, 64)}, {})
         variant = autoplan.wide_layout(kernel, kernel.nests[0], layout, None)
         assert (variant.lanes if variant else None) == wide, rows
+
+
+def test_a_kernel_name_must_be_a_c_identifier():
+    from exactc.exporter.printer.kernels import print_kernel
+
+    kernel = lower("add", "f32", {"a": (2,), "b": (2,)}, {})
+    for name in ("1add", "add-1", "", "add 1"):
+        with pytest.raises(IRError) as caught:
+            print_kernel(kernel, name)
+        assert str(caught.value) == f"kernel name {name!r} is not a C identifier"
+    with pytest.raises(IRError) as caught:
+        print_kernel(kernel, 7)
+    assert str(caught.value) == "kernel name 7 is not a C identifier"
+    assert print_kernel(kernel, "_add1").functions == ("_add1",)
