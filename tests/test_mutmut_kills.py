@@ -2559,3 +2559,29 @@ def test_a_kernel_name_must_be_a_c_identifier():
         print_kernel(kernel, 7)
     assert str(caught.value) == "kernel name 7 is not a C identifier"
     assert print_kernel(kernel, "_add1").functions == ("_add1",)
+
+
+def test_ir_nodes_hold_what_they_are_given_in_their_own_types():
+    from exactc.exporter.kernels import ir
+
+    buf = ir.Buffer("x", "float", [2, 3], "input")
+    assert buf.shape == (2, 3) and isinstance(buf.shape, tuple)
+    const = ir.Const(1, "f64")
+    assert const.value == 1.0 and type(const.value) is float
+    assert ir.Var("ok", "bool").type == "bool"
+    for name, rule in (("1v", "is not a C identifier"), ("exactc_v", "is reserved by the printed C")):
+        with pytest.raises(IRError) as caught:
+            ir.Var(name, "f32")
+        assert str(caught.value) == f"scalar name {name!r} {rule}"
+    with pytest.raises(IRError) as caught:
+        ir.Var("v", "f16")
+    assert str(caught.value) == "scalar v: type 'f16' is not f64, f32, i64, i32 or bool"
+    # integers and floats never meet in one operation, nor in a comparison or a bit operation
+    i, f = ir.Affine.var("i"), ir.Var("v", "f32")
+    for op in ("&", "<"):
+        for a, b in ((i, f), (f, i)):
+            with pytest.raises(IRError) as caught:
+                ir.Binary(op, a, b)
+            assert str(caught.value) == f"operator {op!r} on {a.type} and {b.type}: {a.text()} {op} {b.text()}"
+    assert ir.Affine((("i", -2), ("j", 1)), -3).text() == "-2*i + j - 3"
+    assert ir.Affine((("j", 1), ("i", -1)), 0).text() == "j - i"

@@ -40,6 +40,9 @@ from test_kernels_print import CASES, SITES  # noqa: E402  (every primitive, eve
 # Cases beside test_kernels_print.py's: branches of the lowering its cases leave out.
 EXTRA_CASES = [
     ("qlinear_i", {"xq": (2, 8), "xd": (2, 2), "wq": (3, 4), "wd": (3, 2)}, {"fmt": "q4", "block": 4}),
+    # a short last block of exactly half a block: its high nibbles hold nothing
+    ("qlinear_i", {"xq": (2, 6), "xd": (2, 2), "wq": (3, 4), "wd": (3, 2)}, {"fmt": "q4", "block": 4}),
+    ("qlinear_w", {"x": (2, 6), "wq": (3, 4), "wd": (3, 2)}, {"fmt": "q4", "block": 4}),
 ]
 GALLERY = CASES + EXTRA_CASES
 
