@@ -212,3 +212,46 @@ def test_count_mutants_uses_mutmut_s_own_generator_and_keeps_the_directory(campa
     here = Path.cwd()
     counts = campaign.count_mutants(["exactc/m.py", "exactc/n.py"])
     assert counts["exactc/n.py"] == 0 and counts["exactc/m.py"] >= 2 and Path.cwd() == here
+
+
+def test_a_retry_brings_the_tests_and_the_folders_they_read_into_the_stage(campaign, tmp_path, monkeypatch):
+    """A retry runs today's tests on the stage's source: tests/printed/ and the tool that
+    prints it (tools/printed_text.py) must come with them, or the printed text of the
+    stage's day is compared with today's held files."""
+    tree, stage = tmp_path / "tree", tmp_path / "stage"
+    for folder in ("tests", "tools", "docs", "fuzz", "bench"):
+        (tree / folder).mkdir(parents=True)
+        (tree / folder / f"{folder}.txt").write_text(f"today's {folder}")
+    for root in (stage, stage / "mutants"):
+        (root / "tools").mkdir(parents=True)
+        (root / "tools" / "tools.txt").write_text("the stage's day")
+    monkeypatch.setattr(campaign, "TREE", tree)
+    campaign.sync_tests(stage)
+    for root in (stage, stage / "mutants"):
+        for folder in ("tests", "tools", "docs", "fuzz", "bench"):
+            assert (root / folder / f"{folder}.txt").read_text() == f"today's {folder}", (root, folder)
+
+
+def test_under_mutmut_the_fastest_tests_run_first(tmp_path, monkeypatch):
+    """A mutant's run stops at its first failing test: the quick ones (the printed text)
+    go first, by mutmut's own timings; outside a mutmut stage the order is pytest's."""
+    import json
+    from types import SimpleNamespace
+
+    import conftest
+
+    (tmp_path / "mutmut-stats.json").write_text(json.dumps(
+        {"duration_by_test": {"t::slow": 30.0, "t::quick": 0.1, "t::middle": 2.0}}))
+    monkeypatch.chdir(tmp_path)
+    names = ["t::slow", "t::unknown", "t::middle", "t::quick"]
+    items = [SimpleNamespace(nodeid=n) for n in names]
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == names
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "mutmut")
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == ["t::quick", "t::middle", "t::slow", "t::unknown"]
+    (tmp_path / "mutmut-stats.json").unlink()
+    items.reverse()
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == ["t::unknown", "t::slow", "t::middle", "t::quick"]

@@ -267,9 +267,11 @@ def make_stage(stage: Path, max_children: int, tests: list[str]) -> None:
 
 
 def sync_tests(stage: Path) -> None:
-    """Copy the checkout's tests over the stage's (both the source copy and mutmut's)."""
+    """Copy the checkout's tests, and the folders they read (ALSO_COPY: the printed text's
+    tool and files, docs/cli.md), over the stage's (both the source copy and mutmut's)."""
     for root in (stage, stage / "mutants"):
-        shutil.copytree(TREE / "tests", root / "tests", ignore=IGNORED, dirs_exist_ok=True)
+        for folder in ("tests", *(f.rstrip("/") for f in ALSO_COPY)):
+            shutil.copytree(TREE / folder, root / folder, ignore=IGNORED, dirs_exist_ok=True)
 
 
 def mutmut_exe() -> str:

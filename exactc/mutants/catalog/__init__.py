@@ -119,6 +119,9 @@ _FIXED_CHECKS = [
     Check("spec-constants", ("tests/test_spec_constants.py",)),
     # docs/cli.md against what `exactc --help` and every command's --help print (tools/cli_docs.py).
     Check("cli-docs", ("tests/test_cli_docs.py",)),
+    # The C text the exporter prints against tests/printed/ (tools/printed_text.py): what a
+    # user reads and no bit shows, a comment's shape or a layout's note.
+    Check("printed-text", ("tests/test_printed_text.py",)),
     # ChaCha20 keys: against pycryptodome and rand_chacha's / rand_core's published values
     # (C and twin alike), and the C runtime against its twin over drawn keys.
     Check("keys:oracle", ("tests/test_keys.py",), "known or oracle"),

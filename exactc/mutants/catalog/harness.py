@@ -119,6 +119,28 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-retry-syncs-tests-alone",
+        "a mutmut retry copies today's tests/ into the stage but not the folders they read: "
+        "tests/printed/'s tool prints the stage's day, every retried mutant of a printer is "
+        "compared with the wrong text, and the retry stops on the stage's own source",
+        MUTMUT,
+        '        for folder in ("tests", *(f.rstrip("/") for f in ALSO_COPY)):',
+        '        for folder in ("tests",):',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-runs-slowest-tests-first",
+        "under mutmut the tests run slowest first: a mutant the printed text kills in a tenth "
+        "of a second waits behind builds of C (its verdict the same, the campaign hours longer)",
+        "tests/conftest.py",
+        "items.sort(key=lambda item: durations.get(item.nodeid, float(\"inf\")))",
+        "items.sort(key=lambda item: durations.get(item.nodeid, float(\"inf\")), reverse=True)",
+        ("mutmut-campaign",),
+        family="harness",
+    ),
+    Mutant(
         "mutmut-retries-write-mutants-in-threads",
         "the mutmut campaign's retries write each mutant into its source in the worker thread "
         "that then runs its tests: applied_source changes the working directory, and two at once "

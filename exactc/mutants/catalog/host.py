@@ -6,8 +6,20 @@ FRAMES = "exactc/exporter/frames.py"
 STRAIGHT = "exactc/exporter/printer/straight.py"
 TABLE = "exactc/exporter/printer/kernel_table.py"
 RUNTIME_HOST = "exactc/runtime/exactc_host.c"
+HOST = "exactc/exporter/printer/host.py"
 
 MUTANTS = [
+    Mutant(
+        "host-comments-a-layers-shape-for-the-stack",
+        "the Weights struct's comment beside a stacked parameter gives one layer's shape, not "
+        "the stack's (the pointer's shape comment, design.md's style): no bit moves, only "
+        "the text a reader relies on",
+        HOST,
+        'out.append(f"{INDENT}{field:<{width}} /* {shape_text(spec.full_shape)}: {where} */")',
+        'out.append(f"{INDENT}{field:<{width}} /* {shape_text(spec.shape)}: {where} */")',
+        ("printed-text",),
+        family="host",
+    ),
     Mutant(
         "host-drops-residual-adds",
         "the straight-line host skips every launch of an add (the residual connections): "
