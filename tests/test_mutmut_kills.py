@@ -2585,3 +2585,11 @@ def test_ir_nodes_hold_what_they_are_given_in_their_own_types():
             assert str(caught.value) == f"operator {op!r} on {a.type} and {b.type}: {a.text()} {op} {b.text()}"
     assert ir.Affine((("i", -2), ("j", 1)), -3).text() == "-2*i + j - 3"
     assert ir.Affine((("j", 1), ("i", -1)), 0).text() == "j - i"
+
+
+def test_an_affine_merges_repeated_names_and_drops_zero_terms():
+    from exactc.exporter.kernels import ir
+
+    assert ir.Affine((("i", 1), ("j", 3), ("i", 2)), 4).terms == (("i", 3), ("j", 3))
+    assert ir.Affine((("i", 1), ("j", 0), ("i", -1)), 0).terms == ()
+    assert ir.Affine((("k", 0),), 2).text() == "2"
