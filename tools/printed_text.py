@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from exactc.exporter import models
+from exactc.exporter import dims, models
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.autoplan import AutoPlan, auto_kernel_plan
 from exactc.exporter.kernels.layouts import Layout
@@ -64,6 +64,11 @@ PLANNED = [
      NestPlan(Layout(order=("n", "m"), sums=(("k", 8, 2), ("t", 3, 1))))),
     ("gelu_tanh: lanes over a split of whole chunks",
      ("gelu_tanh", {"x": (33,)}, {}), NestPlan(Layout(lanes=(("i", 4),)), Split(0, ((0, 16), (16, 33))))),
+    ("linear over the run-time length T <= 32: rows in lanes of 8 (a narrow variant of 4), a split of T in "
+     "halves (cuts between single rows: the two layouts' lanes differ)",
+     ("linear", {"x": (dims.length(32), 16), "w": (32, 16)}, {}),
+     NestPlan(Layout(order=("m", "n"), lanes=(("m", 8), ("n", 16))), Split(0, ((0, 1), (1, 2)), of=2),
+              Layout(order=("m", "n"), lanes=(("m", 4), ("n", 16))))),
     ("softmax: a tiled row loop split in two",
      ("softmax", {"x": (2, 3, 5)}, {"causal": True, "offset": 1}),
      NestPlan(Layout(tiles=(("i", 2),)), Split(0, ((0, 1), (1, 2))))),
