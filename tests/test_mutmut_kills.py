@@ -75,7 +75,9 @@ Grouped by what they protect:
     in its own text;
 25. the automatic plan (kernels/autoplan.py): a tuned layout found by its signature,
     split in whole lanes and named in the plan's text; the rows' stride of the matrix
-    nests and the wide variant it forbids; a row variant's least row count.
+    nests and the wide variant it forbids; a row variant's least row count;
+26. the JSON users hand over (exporter/jsonfile.py): each refusal whole (a key twice,
+    not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file).
 """
 
 from __future__ import annotations
@@ -2593,3 +2595,28 @@ def test_an_affine_merges_repeated_names_and_drops_zero_terms():
     assert ir.Affine((("i", 1), ("j", 3), ("i", 2)), 4).terms == (("i", 3), ("j", 3))
     assert ir.Affine((("i", 1), ("j", 0), ("i", -1)), 0).terms == ()
     assert ir.Affine((("k", 0),), 2).text() == "2"
+
+
+# ---- 26. the JSON users hand over, read strictly (exporter/jsonfile.py): each refusal whole
+
+
+def test_json_files_are_refused_whole_by_rule(tmp_path):
+    from exactc.exporter import jsonfile
+
+    def refusal(data: bytes) -> str:
+        with pytest.raises(jsonfile.JSONFileError) as caught:
+            jsonfile.parse(data, "f.json")
+        return str(caught.value)
+
+    assert jsonfile.parse('{"a": [1, {"b": "é"}]}'.encode(), "f.json") == {"a": [1, {"b": "é"}]}
+    assert refusal(b'{"a": 1, "b": {"c": 1, "c": 2}}') == "f.json: key 'c' appears twice in one object"
+    assert refusal(b'{"a": "\xff"}') == "f.json: not UTF-8 (byte 7 is 0xff); JSON is UTF-8 text"
+    assert refusal(b'{"a": }') == "f.json: not JSON (Expecting value: line 1 column 7 (char 6))"
+    assert refusal(b"[" * 100_000 + b"]" * 100_000) == "f.json: nested too deep for Python's JSON parser"
+    assert refusal(b"1" * 5000).startswith("f.json: a value JSON allows but Python cannot hold (")
+    path = tmp_path / "g.json"
+    path.write_bytes(b'{"x": 1}')
+    assert jsonfile.load(path) == {"x": 1}
+    with pytest.raises(jsonfile.JSONFileError) as caught:
+        jsonfile.load(tmp_path / "none.json")
+    assert str(caught.value) == f"{tmp_path / 'none.json'}: cannot read (No such file or directory)"
