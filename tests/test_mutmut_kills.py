@@ -2620,3 +2620,67 @@ def test_json_files_are_refused_whole_by_rule(tmp_path):
     with pytest.raises(jsonfile.JSONFileError) as caught:
         jsonfile.load(tmp_path / "none.json")
     assert str(caught.value) == f"{tmp_path / 'none.json'}: cannot read (No such file or directory)"
+
+
+def _checked_kernel(body, x_shape=(2, 3), axes=(("i", 2),)):
+    """A kernel of one nest over `axes` reading x of `x_shape` and writing y (2,): the IR
+    checker runs as it is made."""
+    from exactc.exporter.kernels import ir
+
+    bufs = (ir.Buffer("x", "float", x_shape, "input"), ir.Buffer("y", "float", (2,), "output"))
+    nest = ir.Nest("n", tuple(ir.Axis(a, e) for a, e in axes), tuple(body))
+    return ir.Kernel("add", "f32", {}, bufs, (nest,), (ir.launch(nest, bufs),))
+
+
+def test_the_ir_checker_bounds_every_index_by_its_own_dimension_and_the_run_time_length():
+    from exactc.exporter.kernels import ir
+
+    i, T = ir.Affine.var("i"), ir.Affine.var(dims.SYMBOL)
+
+    def load(*index):
+        return ir.Load(ir.Access("x", "f32", index))
+
+    def write(value):
+        return ir.Write(ir.Access("y", "f32", (i,)), value)
+
+    def refusal(body, **shape) -> str:
+        with pytest.raises(IRError) as caught:
+            _checked_kernel(body, **shape)
+        return str(caught.value)
+
+    _checked_kernel([write(load(i, ir.Affine.constant(2)))])
+    assert refusal([write(load(i, ir.Affine.constant(3)))]) == "nest n: x[i,3]: index 3 spans [3, 3], outside [0, 3)"
+    # a scalar buffer: one index, 0
+    _checked_kernel([write(load(ir.Affine.constant(0)))], x_shape=())
+    assert refusal([write(load(ir.Affine.constant(1)))], x_shape=()) == (
+        "nest n: x[1]: index 1 spans [1, 1], outside [0, 1)")
+    assert refusal([write(load(i, ir.Affine.constant(0)))], x_shape=()) == (
+        "nest n: x[i,0]: 2 indices into a buffer of shape ()")
+    # the run-time length: T - 1 is the last row, T and T + i - 1 are past it
+    rows = {"x_shape": (dims.length(4),)}
+    _checked_kernel([write(load(T + ir.Affine.constant(-1)))], **rows)
+    assert refusal([write(load(T))], **rows) == "nest n: x[T]: index T spans [T, T], outside [0, T)"
+    assert refusal([write(load(ir.Affine(((dims.SYMBOL, 1), ("i", 1)), -1)))], **rows) == (
+        "nest n: x[T + i - 1]: index T + i - 1 spans [T - 1, T], outside [0, T)")
+    assert refusal([write(load(ir.Affine.var("q")))], **rows) == (
+        "nest n: index variable q is neither an axis nor an i64 scalar in scope")
+    # T in a kernel that has no run-time length is an unknown name
+    assert refusal([write(load(T))], x_shape=(4,)) == (
+        "nest n: index variable T is neither an axis nor an i64 scalar in scope")
+
+
+def test_the_ir_checker_counts_an_index_as_a_read_and_names_every_unread_scalar():
+    from exactc.exporter.kernels import ir
+
+    i = ir.Affine.var("i")
+    k, a, b = ir.Var("k", "i64"), ir.Var("a", "f32"), ir.Var("b", "f32")
+    x = lambda col: ir.Load(ir.Access("x", "f32", (i, col)))  # noqa: E731
+    y = lambda value: ir.Write(ir.Access("y", "f32", (i,)), value)  # noqa: E731
+    _checked_kernel([ir.Declare(k, ir.Affine.constant(1)), y(x(ir.Affine.var("k")))])  # k read as an index
+    with pytest.raises(IRError) as caught:
+        _checked_kernel([ir.Declare(a, x(ir.Affine.constant(0))), ir.Declare(b, x(ir.Affine.constant(1))),
+                         y(x(ir.Affine.constant(2)))])
+    assert str(caught.value) == "nest n: scalar(s) a, b declared but never read"
+    kernel = _checked_kernel([y(x(ir.Affine.constant(2)))])
+    assert kernel.buffers == tuple(kernel.buffers) and isinstance(kernel.nests, tuple)
+    assert isinstance(kernel.launches, tuple) and kernel.nests[0].writes() == ["y"]
