@@ -75,7 +75,9 @@ Grouped by what they protect:
     in its own text;
 25. the automatic plan (kernels/autoplan.py): a tuned layout found by its signature,
     split in whole lanes and named in the plan's text; the rows' stride of the matrix
-    nests and the wide variant it forbids; a row variant's least row count;
+    nests and the wide variant it forbids; a row variant's least row count; and the IR
+    checker (kernels/ir.py): each index bounded by its own dimension and by the run-time
+    length, an index read as a read, every unread scalar named;
 26. the JSON users hand over (exporter/jsonfile.py): each refusal whole (a key twice,
     not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file).
 """
@@ -2629,7 +2631,7 @@ def _checked_kernel(body, x_shape=(2, 3), axes=(("i", 2),)):
 
     bufs = (ir.Buffer("x", "float", x_shape, "input"), ir.Buffer("y", "float", (2,), "output"))
     nest = ir.Nest("n", tuple(ir.Axis(a, e) for a, e in axes), tuple(body))
-    return ir.Kernel("add", "f32", {}, bufs, (nest,), (ir.launch(nest, bufs),))
+    return ir.Kernel("add", "f32", {}, list(bufs), [nest], [ir.launch(nest, bufs)])  # lists: held as tuples
 
 
 def test_the_ir_checker_bounds_every_index_by_its_own_dimension_and_the_run_time_length():
@@ -2682,5 +2684,5 @@ def test_the_ir_checker_counts_an_index_as_a_read_and_names_every_unread_scalar(
                          y(x(ir.Affine.constant(2)))])
     assert str(caught.value) == "nest n: scalar(s) a, b declared but never read"
     kernel = _checked_kernel([y(x(ir.Affine.constant(2)))])
-    assert kernel.buffers == tuple(kernel.buffers) and isinstance(kernel.nests, tuple)
-    assert isinstance(kernel.launches, tuple) and kernel.nests[0].writes() == ["y"]
+    assert all(isinstance(v, tuple) for v in (kernel.buffers, kernel.nests, kernel.launches))
+    assert kernel.nests[0].writes() == ["y"]
