@@ -43,6 +43,9 @@ EXTRA_CASES = [
     # a short last block of exactly half a block: its high nibbles hold nothing
     ("qlinear_i", {"xq": (2, 6), "xd": (2, 2), "wq": (3, 4), "wd": (3, 2)}, {"fmt": "q4", "block": 4}),
     ("qlinear_w", {"x": (2, 6), "wq": (3, 4), "wd": (3, 2)}, {"fmt": "q4", "block": 4}),
+    # rope on heads of 2 and 4 values: a pair of 1 is printed side by side, a pair of 2 is not
+    ("rope", {"x": (3, 1, 2)}, {}),
+    ("rope", {"x": (3, 2, 4)}, {}),
 ]
 GALLERY = CASES + EXTRA_CASES
 
