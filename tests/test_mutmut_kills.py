@@ -2686,3 +2686,15 @@ def test_the_ir_checker_counts_an_index_as_a_read_and_names_every_unread_scalar(
     kernel = _checked_kernel([y(x(ir.Affine.constant(2)))])
     assert all(isinstance(v, tuple) for v in (kernel.buffers, kernel.nests, kernel.launches))
     assert kernel.nests[0].writes() == ["y"]
+
+
+def test_a_nest_is_named_like_c_and_holds_tuples():
+    from exactc.exporter.kernels import ir
+
+    axis = ir.Axis("i", 2)
+    fill = ir.FillBits(ir.Access("y", "f32", (ir.Affine.var("i"),)), 0)
+    nest = ir.Nest("n", [axis], [fill])
+    assert nest.axes == (axis,) and nest.body == (fill,)
+    with pytest.raises(IRError) as caught:
+        ir.Nest("2n", [axis], [fill])
+    assert str(caught.value) == "nest name '2n' is not a C identifier"
