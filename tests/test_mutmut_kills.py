@@ -79,7 +79,9 @@ Grouped by what they protect:
     checker (kernels/ir.py): each index bounded by its own dimension and by the run-time
     length, an index read as a read, every unread scalar named;
 26. the JSON users hand over (exporter/jsonfile.py): each refusal whole (a key twice,
-    not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file).
+    not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file);
+27. the kernels' names in a program (printer/kernel_table.py): labels joined at their
+    underscores, a name the host or a split driver holds taken by the next number.
 """
 
 from __future__ import annotations
@@ -2698,3 +2700,40 @@ def test_a_nest_is_named_like_c_and_holds_tuples():
     with pytest.raises(IRError) as caught:
         ir.Nest("2n", [axis], [fill])
     assert str(caught.value) == "nest name '2n' is not a C identifier"
+
+
+# ---- 27. the kernels' names in a program (printer/kernel_table.py)
+
+
+def test_the_labels_of_a_kernels_values_join_into_one_name():
+    from exactc.exporter.printer.kernel_table import joined_labels
+
+    assert joined_labels(["qkv"]) == "qkv"
+    assert joined_labels(["q_t", "k_t", "v_t"]) == "q_k_v_t"  # a common suffix written once
+    assert joined_labels(["q_a_t", "k_a_t"]) == "q_k_a_t"  # cut at its first underscore
+    assert joined_labels(["a_x_q", "a_x_k"]) == "a_x_q_k"  # a common prefix, cut at its last underscore
+    assert joined_labels(["ab_cd", "ab_ce"]) == "ab_cd_ce"  # ... not inside a stem
+    assert joined_labels(["xa", "ya"]) == "xa_ya"  # a common end without an underscore is no suffix
+    assert joined_labels(["a_b", "a_b_b"]) == "a_b_a_b_b"  # a stem would be empty: the names whole
+
+
+def test_a_kernel_named_like_a_name_of_the_host_takes_the_next_number():
+    from exactc.exporter.printer.kernel_table import host_names, kernel_key, kernel_names, launched_ops, op_shapes
+
+    from exactc.exporter import models
+
+    program = models.build("gpt", "forward", {"layers": 1, "tokens": 4})
+    ops = launched_ops(program)
+    kernels = {}
+    for op in ops:
+        kernels.setdefault(kernel_key(op), lower(op.primitive, "f32", op_shapes(op), op.attrs))
+    names = kernel_names(ops, kernels, host_names(program))
+    assert sorted(names.values()) == [
+        "add", "embedding", "gelu_tanh", "layernorm", "linear_attn_out", "linear_fc", "linear_logits",
+        "linear_mlp_out", "linear_qkv", "matmul_mixed", "matmul_scores", "scale", "slice_k", "slice_pos",
+        "slice_q", "slice_v", "softmax", "transpose_mixed_t", "transpose_q_k_v_t"]
+    clashing = kernel_names(ops, kernels, host_names(program) | {"softmax", "scale_2"})
+    assert sorted(set(clashing.values()) - set(names.values())) == ["softmax_2"]
+    assert "scale" in clashing.values()  # scale_2 taken, scale itself is free
+    split = kernel_names(ops, kernels, host_names(program) | {"add_split"})  # a split driver's name counts too
+    assert "add_2" in split.values() and "add" not in split.values()
