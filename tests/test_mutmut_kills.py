@@ -2737,3 +2737,19 @@ def test_a_kernel_named_like_a_name_of_the_host_takes_the_next_number():
     assert "scale" in clashing.values()  # scale_2 taken, scale itself is free
     split = kernel_names(ops, kernels, host_names(program) | {"add_split"})  # a split driver's name counts too
     assert "add_2" in split.values() and "add" not in split.values()
+
+
+def test_no_extent_is_named_like_a_macro_of_the_c_headers():
+    from exactc.exporter.kernels import ir
+    from exactc.exporter.printer.nests import Extents
+
+    def names(axis_name: str, taken=()) -> dict:
+        axis = ir.Axis(axis_name, 3)
+        fill = ir.FillBits(ir.Access("y", "f32", (ir.Affine.var(axis_name),)), 0)
+        nest = ir.Nest("k", (axis,), (fill,))
+        return Extents(nest, {"y": ir.Buffer("y", "float", (3,), "output")}, set(taken)).value
+
+    assert names("n") == {"N": 3}
+    assert names("nan") == {} and names("eof") == {}  # macros of their own
+    assert names("flt_x") == {} and names("int8") == {}  # the prefixes of the headers' families
+    assert names("n", taken={"N"}) == {}  # a name the kernel already holds
