@@ -2784,3 +2784,17 @@ def test_exactc_embed_in_process_prints_saves_and_refuses(capsys, tmp_path):
     code, out, err = _cli(capsys, "embed", "--backend", "reference", "-o", str(tmp_path / "no" / "v.npy"), "a")
     assert code == 2 and err.startswith(f"exactc embed: error: -o {tmp_path / 'no' / 'v.npy'}: cannot write in "
                                         f"{tmp_path / 'no'} (")
+
+
+def test_a_signature_lists_every_attribute_and_a_bad_file_is_named_by_its_path(tmp_path):
+    from exactc.exporter import jsonfile
+    from exactc.exporter.kernels import autoplan
+
+    kernel = lower("matmul", "f32", {"a": (2, 3, 4), "b": (2, 4, 5)}, {})
+    assert autoplan.nest_signature(kernel, kernel.nests[0]) == (
+        "matmul|f32|group=1,trans_a=False,trans_b=False|a:2x3x4,b:2x4x5,y:2x3x5|matmul")
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"a": }')
+    with pytest.raises(jsonfile.JSONFileError) as caught:
+        jsonfile.load(bad)
+    assert str(caught.value) == f"{bad}: not JSON (Expecting value: line 1 column 7 (char 6))"
