@@ -32,15 +32,7 @@ def _tool():
 tool = _tool()
 
 
-def _printers():
-    """(file name, the function that prints it) for every file of tests/printed/."""
-    out = [(f"kernels-{site}.c", lambda site=site: tool.kernels(site)) for site in tool.SITES]
-    out += [("planned-f32.c", tool.planned), ("choices.txt", tool.choices)]
-    out += [(f"program-{stem}.c", lambda spec=spec: tool.program(*spec)) for stem, *spec in tool.PROGRAMS]
-    return out
-
-
-PRINTERS = _printers()
+PRINTERS = sorted(tool.printers().items())
 
 
 @pytest.mark.parametrize("name,printer", PRINTERS, ids=[name for name, _ in PRINTERS])
@@ -58,8 +50,7 @@ def test_printed_text_is_the_held_text(name, printer):
 
 
 def test_the_held_files_are_exactly_the_printed_ones():
-    assert sorted(p.name for p in tool.FOLDER.iterdir()) == sorted(name for name, _ in PRINTERS)
-    assert sorted(tool.texts()) == sorted(name for name, _ in PRINTERS)
+    assert sorted(p.name for p in tool.FOLDER.iterdir()) == [name for name, _ in PRINTERS]
 
 
 def test_a_changed_text_is_found_and_named(tmp_path):
@@ -68,9 +59,9 @@ def test_a_changed_text_is_found_and_named(tmp_path):
     texts = tool.texts()
     for name, text in texts.items():
         (tmp_path / name).write_text(text)
-    assert tool.stale(tmp_path) == []
+    assert tool.stale(tmp_path, texts) == []
     first, second = sorted(texts)[:2]
     (tmp_path / first).write_text(texts[first].replace("*", "+", 1))
     (tmp_path / second).unlink()
     (tmp_path / "old.c").write_text("")
-    assert tool.stale(tmp_path) == sorted([first, second, "old.c"])
+    assert tool.stale(tmp_path, texts) == sorted([first, second, "old.c"])

@@ -20,10 +20,12 @@ fresh processes): these bytes do not depend on the machine, the compiler or a tu
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
+from typing import Callable
 
-from exactc.exporter import dims, models
+from exactc.exporter import dims, export
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.autoplan import AutoPlan, auto_kernel_plan
 from exactc.exporter.kernels.layouts import Layout
@@ -144,12 +146,7 @@ def choices() -> str:
 
 def program(model: str, entry: str, site: str, plan: str | None, straight: bool, weights,
             overrides: dict = OVERRIDES) -> str:
-    quantized = None
-    if weights is not None:
-        from exactc.exporter.graph import linear_weights
-
-        quantized = {name: weights for name in linear_weights(models.build(model, entry, overrides))}
-    traced = models.build(model, entry, overrides, quantized=quantized)
+    traced = export.trace(model, entry, overrides, weights)  # the linear weights quantized as an export does
     printed = print_program(traced, site, AutoPlan() if plan == "auto" else None, straight)
     head = (f"{model} {entry} at {site}, {overrides}, " + ("--plan auto" if plan else "no plan")
             + (", straight-line host" if straight else "")
@@ -159,20 +156,24 @@ def program(model: str, entry: str, site: str, plan: str | None, straight: bool,
     return banner(head) + "".join(banner(f"file {path}") + text for path, text in sorted(printed.files.items()))
 
 
-def texts() -> dict[str, str]:
-    """Every file of tests/printed/ (its name -> its text), from the code."""
-    out = {f"kernels-{site}.c": kernels(site) for site in SITES}
-    out["planned-f32.c"] = planned()
-    out["choices.txt"] = choices()
+def printers() -> dict[str, Callable[[], str]]:
+    """Every file of tests/printed/: its name -> the function that prints its text."""
+    out: dict[str, Callable[[], str]] = {f"kernels-{site}.c": functools.partial(kernels, site) for site in SITES}
+    out["planned-f32.c"] = planned
+    out["choices.txt"] = choices
     for stem, *spec in PROGRAMS:
-        out[f"program-{stem}.c"] = program(*spec)
+        out[f"program-{stem}.c"] = functools.partial(program, *spec)
     return out
 
 
-def stale(held: Path = FOLDER) -> list[str]:
-    """The files of tests/printed/ that differ from what the code prints, or are missing
+def texts() -> dict[str, str]:
+    """Every file of tests/printed/ (its name -> its text), from the code."""
+    return {name: printer() for name, printer in printers().items()}
+
+
+def stale(held: Path, printed: dict[str, str]) -> list[str]:
+    """The files of the folder `held` that differ from `printed` (texts()), or are missing
     or left over."""
-    printed = texts()
     on_disk = {p.name for p in held.glob("*")} if held.is_dir() else set()
     wrong = [n for n, t in printed.items() if n not in on_disk or (held / n).read_text() != t]
     return sorted(wrong + sorted(on_disk - set(printed)))
@@ -192,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             (FOLDER / name).write_text(text)
         print(f"wrote {len(printed)} files, {sum(len(t) for t in printed.values())} bytes, to {FOLDER}")
         return 0
-    wrong = stale()
-    for name in sorted(texts()):
+    printed = texts()
+    wrong = stale(FOLDER, printed)
+    for name in sorted(printed):
         print(f"{'differs' if name in wrong else 'same':8} tests/printed/{name}")
     print(f"{len(wrong)} of tests/printed/ differ from the code" + ("; --write rewrites them" if wrong else ""))
     return 1 if wrong else 0
