@@ -9,9 +9,10 @@ every site type (the cases of tests/test_kernels_print.py), the same kernels at 
 under their automatic plans and under hand-written plans of each layout field, each
 kernel's `exactc plan --show` text, and the whole printed program (model.c, kernels.h,
 kernels/*.c) of each architecture's entries, plain, straight-line, planned and with
-quantized weights. tests/test_printed_text.py fails, with a diff, when the code prints
-anything else; a change meant to print otherwise rewrites them with --write, and the
-diff goes in its commit.
+quantized weights, and of two programs of the graph builder's own (BUILT).
+tests/test_printed_text.py fails, with a diff, when the code prints anything else; a
+change meant to print otherwise rewrites them with --write, and the diff goes in its
+commit.
 
 Printing is a pure function of its inputs (tests/test_kernels_print.py checks that in
 fresh processes): these bytes do not depend on the machine, the compiler or a tune table.
@@ -25,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from exactc.exporter import dims, export
+from exactc.exporter import dims, export, graph
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.autoplan import AutoPlan, auto_kernel_plan
 from exactc.exporter.kernels.layouts import Layout
@@ -156,6 +157,54 @@ def program(model: str, entry: str, site: str, plan: str | None, straight: bool,
     return banner(head) + "".join(banner(f"file {path}") + text for path, text in sorted(printed.files.items()))
 
 
+# Programs of the graph builder's own (docs/programs.md), printed under both hosts: what no
+# architecture's entry has. A static one (no run-time length, no parameters) whose values
+# take the names of a function ("block") and of a kernel ("scale_2"), with a value never
+# read and a view that is also returned; and one whose parameters' names hold "%" (the
+# PARAMS table is a format), with a fold over 3 layers whose result is never read.
+def _block(x):
+    return graph.gelu_tanh(graph.scale(x, 0.5, name="block"), name="scale_2")
+
+
+def _pair(x):
+    r = graph.reshape(graph.scale(x, 2.0), (4, 3))
+    return r, graph.silu(r)
+
+
+def _static_entry(params, x):
+    graph.silu(x, name="unused")
+    r, u = graph.call(_pair, x)
+    return {"y": graph.l2norm(graph.call(_block, graph.call(_block, x))), "r": r, "u": u}
+
+
+def _layer(h, p):
+    return graph.linear(h, p["w%"])
+
+
+def _folds_entry(params, x):
+    layers = graph.group_layers(params, "h.")
+    graph.fold(_layer, 3, x, layers, name="dead")
+    return {"y": graph.rmsnorm(graph.fold(_layer, 3, x, layers), params["g%s"])}
+
+
+BUILT = {
+    "static": (_static_entry, []),
+    "folds": (_folds_entry, [graph.ParamSpec("h.{l}.w%", (4, 4), 3), graph.ParamSpec("g%s", (4,), 0, init="gain")]),
+}
+
+
+def built(entry: str) -> str:
+    fn, params = BUILT[entry]
+    traced = graph.trace("built", entry, fn, params, [graph.InputSpec("x", (3, 4), "x")])
+    out = []
+    for straight in (False, True):
+        printed = print_program(traced, "f32", None, straight)
+        out.append(banner(f"the builder's `{entry}` at f32, {'straight-line' if straight else 'structured'} host; "
+                          f"arena peak {printed.arena_peak} bytes")
+                   + "".join(banner(f"file {path}") + text for path, text in sorted(printed.files.items())))
+    return "".join(out)
+
+
 def printers() -> dict[str, Callable[[], str]]:
     """Every file of tests/printed/: its name -> the function that prints its text."""
     out: dict[str, Callable[[], str]] = {f"kernels-{site}.c": functools.partial(kernels, site) for site in SITES}
@@ -163,6 +212,8 @@ def printers() -> dict[str, Callable[[], str]]:
     out["choices.txt"] = choices
     for stem, *spec in PROGRAMS:
         out[f"program-{stem}.c"] = functools.partial(program, *spec)
+    for entry in BUILT:
+        out[f"program-built-{entry}.c"] = functools.partial(built, entry)
     return out
 
 
