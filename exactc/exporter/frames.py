@@ -199,7 +199,7 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
                 final = (node.count - 1) % 2
                 bufs = []
                 for b in range(count):
-                    if b == final and id(v) not in outputs:
+                    if b == final:  # a fold's result is never an output: the builder copies it
                         last = max(index, release_point(last_use.get(id(v), index)))
                     else:
                         last = index
@@ -208,8 +208,6 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
                     bufs.append(buf)
                     frame.buffers.append(buf)
                 per_carry.append(bufs)
-                if id(v) not in outputs:
-                    frame.by_value[id(v)] = bufs[final]
             frame.carries[index] = per_carry
     place(frame.buffers)
 
