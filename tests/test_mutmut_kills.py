@@ -2778,7 +2778,7 @@ def test_a_kernel_named_like_a_name_of_the_host_takes_the_next_number():
     split = kernel_names(ops, kernels, host_names(program) | {"add_split"})  # a split driver's name counts too
     assert "add_2" in split.values() and "add" not in split.values()
 
-# ---- 28. the arena's placement (exporter/frames.py)
+# ---- 28. the hosts and the arena (printer/host.py, exporter/frames.py)
 
 
 def test_a_buffer_beside_one_of_odd_bytes_starts_at_the_next_64_byte_boundary_past_it():
@@ -2792,3 +2792,17 @@ def test_a_buffer_beside_one_of_odd_bytes_starts_at_the_next_64_byte_boundary_pa
         frames.place([first, second])
         assert (first.offset, second.offset) == (0, after), nbytes
     assert frames.align(0) == 0
+
+
+def test_a_program_output_not_affine_in_the_length_is_refused_by_its_name():
+    from exactc.exporter.printer.host import HostError, print_program
+
+    t = dims.length(8)
+
+    def entry(params, x):
+        return {"y": graph.reshape(graph.matmul(x, x, trans_b=True), (t * t,))}
+
+    program = graph.trace("m", "square", entry, [], [graph.InputSpec("x", (1, t, 4), "x")])
+    with pytest.raises(HostError) as caught:
+        print_program(program, "f32", None, False)
+    assert str(caught.value) == "y: dimension T * T is not affine in T; an input's or output's dimensions are b + a * T"

@@ -9,7 +9,7 @@ every site type (the cases of tests/test_kernels_print.py), the same kernels at 
 under their automatic plans and under hand-written plans of each layout field, each
 kernel's `exactc plan --show` text, and the whole printed program (model.c, kernels.h,
 kernels/*.c) of each architecture's entries, plain, straight-line, planned and with
-quantized weights, and of two programs of the graph builder's own (BUILT).
+quantized weights, and of three programs of the graph builder's own (BUILT).
 tests/test_printed_text.py fails, with a diff, when the code prints anything else; a
 change meant to print otherwise rewrites them with --write, and the diff goes in its
 commit.
@@ -161,7 +161,8 @@ def program(model: str, entry: str, site: str, plan: str | None, straight: bool,
 # architecture's entry has. A static one (no run-time length, no parameters) whose values
 # take the names of a function ("block") and of a kernel ("scale_2"), with a value never
 # read and a view that is also returned; and one whose parameters' names hold "%" (the
-# PARAMS table is a format), with a fold over 3 layers whose result is never read.
+# PARAMS table is a format), with a fold over 3 layers whose result is never read; and one
+# of no inputs (its output a function of the weights alone).
 def _block(x):
     return graph.gelu_tanh(graph.scale(x, 0.5, name="block"), name="scale_2")
 
@@ -187,15 +188,21 @@ def _folds_entry(params, x):
     return {"y": graph.rmsnorm(graph.fold(_layer, 3, x, layers), params["g%s"])}
 
 
+def _weights_entry(params):
+    return {"y": graph.l2norm(graph.silu(params["w"]))}
+
+
+X = [graph.InputSpec("x", (3, 4), "x")]
 BUILT = {
-    "static": (_static_entry, []),
-    "folds": (_folds_entry, [graph.ParamSpec("h.{l}.w%", (4, 4), 3), graph.ParamSpec("g%s", (4,), 0, init="gain")]),
+    "static": (_static_entry, [], X),
+    "folds": (_folds_entry, [graph.ParamSpec("h.{l}.w%", (4, 4), 3), graph.ParamSpec("g%s", (4,), 0, init="gain")], X),
+    "weights": (_weights_entry, [graph.ParamSpec("w", (2, 4))], []),
 }
 
 
 def built(entry: str) -> str:
-    fn, params = BUILT[entry]
-    traced = graph.trace("built", entry, fn, params, [graph.InputSpec("x", (3, 4), "x")])
+    fn, params, inputs = BUILT[entry]
+    traced = graph.trace("built", entry, fn, params, inputs)
     out = []
     for straight in (False, True):
         printed = print_program(traced, "f32", None, straight)
