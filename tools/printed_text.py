@@ -160,9 +160,10 @@ def program(model: str, entry: str, site: str, plan: str | None, straight: bool,
 # Programs of the graph builder's own (docs/programs.md), printed under both hosts: what no
 # architecture's entry has. A static one (no run-time length, no parameters) whose values
 # take the names of a function ("block") and of a kernel ("scale_2"), with a value never
-# read and a view that is also returned; and one whose parameters' names hold "%" (the
-# PARAMS table is a format), with a fold over 3 layers whose result is never read; and one
-# of no inputs (its output a function of the weights alone).
+# read and a view that is also returned; one whose parameters' names hold "%" (the PARAMS
+# table is a format), with a fold over 3 layers whose result is never read and one of two
+# carried values whose layer 0 runs apart; and one of no inputs (its output a function of
+# the weights alone).
 def _block(x):
     return graph.gelu_tanh(graph.scale(x, 0.5, name="block"), name="scale_2")
 
@@ -175,17 +176,28 @@ def _pair(x):
 def _static_entry(params, x):
     graph.silu(x, name="unused")
     r, u = graph.call(_pair, x)
-    return {"y": graph.l2norm(graph.call(_block, graph.call(_block, x))), "r": r, "u": u}
+    return {"y": graph.l2norm(graph.call(_block, graph.call(_block, graph.call(_block, x)))), "r": r, "u": u}
 
 
 def _layer(h, p):
     return graph.linear(h, p["w%"])
 
 
+def _two_layer(carry, p):
+    h, g = carry
+    return graph.linear(h, p["w%"]), graph.silu(g)
+
+
+def _first_layer(carry, p):
+    h, g = carry
+    return graph.linear(g, p["w%"]), h
+
+
 def _folds_entry(params, x):
     layers = graph.group_layers(params, "h.")
     graph.fold(_layer, 3, x, layers, name="dead")
-    return {"y": graph.rmsnorm(graph.fold(_layer, 3, x, layers), params["g%s"])}
+    h, g = graph.fold(_two_layer, 3, (x, x), layers, apart={0: _first_layer})
+    return {"y": graph.rmsnorm(graph.add(h, g), params["g%s"])}
 
 
 def _weights_entry(params):
