@@ -531,6 +531,27 @@ def test_a_call_is_traced_once_per_form():
     assert [f.name for f in program.function.walk()] == ["module", "module_2", "e"]
 
 
+@pytest.mark.parametrize("straight", [False, True], ids=["structured", "straight"])
+@pytest.mark.parametrize("entry", ["static", "folds", "weights"])
+def test_the_builders_printed_programs_build_and_equal_the_reference(tmp_path, entry, straight):
+    """The builder's programs of tests/printed/ (tools/printed_text.py BUILT), built
+    strict and checking: no parameters (the weights pointer unused), none of the
+    architectures' names, a fold whose result is never read, parameter names holding "%"
+    (the PARAMS table is a format the runtime reads), an entry named like the host's
+    `weights` and no inputs at all."""
+    from test_printed_text import tool
+
+    fn, specs, input_specs = tool.BUILT[entry]
+    program = graph.trace("built", entry, fn, specs, input_specs)
+    rng = np.random.default_rng(2)
+    params = models.draw_parameters(program, 0, "f32")
+    inputs = export.check_inputs(program, "f32", {s.name: rng.standard_normal(s.shape).astype(np.float32)
+                                                  for s in input_specs})
+    prepared = export.Export(program, "f32", 0, host.print_program(program, "f32", None, straight), params, inputs,
+                             graph.evaluate(program, "f32", params, inputs), straight)
+    conforms(build(export.write(prepared, tmp_path / entry), checking=True), prepared)
+
+
 @pytest.mark.parametrize("site", SITES)
 def test_float_inputs_are_read_at_their_type(tmp_path, site):
     """A program with a float input: f64 and f32 read as given; bf16 read from f32 and

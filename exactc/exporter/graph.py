@@ -232,10 +232,15 @@ def _trace() -> _Trace:
 
 
 _C_IDENT = re.compile(r"[^A-Za-z0-9_]")
+# C's keywords, then the names a printed program uses itself: its functions' common
+# parameters, and model.c's own globals and run()'s parameters (a function of the network
+# named `weights` or `in` would clash with them, or be hidden inside run()).
 _C_RESERVED = frozenset(
     """auto break case char const continue default do double else enum extern float for goto
     if inline int long register restrict return short signed sizeof static struct switch
-    typedef union unsigned void volatile while main arena w l lo hi T""".split()
+    typedef union unsigned void volatile while main arena w l lo hi T
+    weights Weights map_weights run length in out PARAMS INPUTS OUTPUTS PARAM_BYTES ARENA_BYTES ARENA
+    RELEASE""".split()
 )
 
 

@@ -293,6 +293,7 @@ static void static_(const Weights *w,        /* the parameters */
                     float *reshape_out,      /* (4, 3), written */
                     float *silu,             /* (4, 3), written */
                     unsigned char *arena) {  /* 176 bytes of scratch */
+    (void)w;
     float *unused = ARENA(float, arena + 0, 12);  /* (3, 4) */
     /* unused[3, 4] = silu(x[3, 4]) */
     silu_unused(x, unused, 0, 12);
@@ -614,6 +615,7 @@ static void static_(const Weights *w,        /* the parameters */
                     float *reshape_out,      /* (4, 3), written */
                     float *silu,             /* (4, 3), written */
                     unsigned char *arena) {  /* 496 bytes: every buffer its own */
+    (void)w;
     float *unused = ARENA(float, arena + 0, 12);  /* (3, 4) */
     /* unused[3, 4] = silu(x[3, 4]) */
     silu_unused(x, unused, 0, 12);

@@ -130,10 +130,10 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)32) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE) */
 
-/* weights: Frame 32 bytes. */
-static void weights(const Weights *w,        /* the parameters */
-                    float *l2norm,           /* (2, 4), written */
-                    unsigned char *arena) {  /* 32 bytes of scratch */
+/* weights_: Frame 32 bytes. */
+static void weights_(const Weights *w,        /* the parameters */
+                     float *l2norm,           /* (2, 4), written */
+                     unsigned char *arena) {  /* 32 bytes of scratch */
     float *silu = ARENA(float, arena + 0, 8);  /* (2, 4) */
     /* silu[2, 4] = silu(w_[2, 4]) */
     silu_2(w->w_, silu, 0, 8);
@@ -154,7 +154,7 @@ static const exactc_tensor_spec OUTPUTS[] = {
 static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
     (void)length;
     (void)in;
-    weights(&weights, out[0], arena);
+    weights_(&weights, out[0], arena);
 }
 
 int main(int argc, char **argv) {
@@ -307,9 +307,9 @@ static int map_weights(void *block) {
 #define ARENA_BYTES ((size_t)32) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE) */
 
 /* weights, straight-line: 2 launches in order, nothing released. */
-static void weights(const Weights *w,        /* the parameters */
-                    float *l2norm,           /* (2, 4), written */
-                    unsigned char *arena) {  /* 32 bytes: every buffer its own */
+static void weights_(const Weights *w,        /* the parameters */
+                     float *l2norm,           /* (2, 4), written */
+                     unsigned char *arena) {  /* 32 bytes: every buffer its own */
     float *silu = ARENA(float, arena + 0, 8);  /* (2, 4) */
     /* silu[2, 4] = silu(w_[2, 4]) */
     silu_2(w->w_, silu, 0, 8);
@@ -329,7 +329,7 @@ static const exactc_tensor_spec OUTPUTS[] = {
 static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
     (void)length;
     (void)in;
-    weights(&weights, out[0], arena);
+    weights_(&weights, out[0], arena);
 }
 
 int main(int argc, char **argv) {

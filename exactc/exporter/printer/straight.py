@@ -62,6 +62,8 @@ class StraightLineHost:
         for v in program.input_values:
             if id(v) not in used:
                 self.lines.insert(0, f"{INDENT}(void){v.name};")
+        if not any(id(v) in used for v in program.param_values):
+            self.lines.insert(0, f"{INDENT}(void)w;")  # a program of no parameters
 
     def run(self, fn: Function, env: dict[int, str], where: str) -> None:
         site = self.site

@@ -88,6 +88,8 @@ class StructuredHost:
         for v in (self.program.input_values if entry else fn.inputs):
             if id(v) not in used_inputs:
                 out.append(f"{INDENT}(void){v.name};")
+        if entry and not any(id(v) in used_inputs for v in self.program.param_values):
+            out.append(f"{INDENT}(void)w;")  # a program of no parameters
         if entry and not frame.peak:
             out.append(f"{INDENT}(void)arena;")
 
