@@ -78,6 +78,9 @@ _FIXED_CHECKS = [
     Check("programs:lengths", ("tests/test_programs.py",), "length"),
     # Plans passed to whole programs: applied by kernel, and refused when they match nothing.
     Check("programs:plans", ("tests/test_programs.py",), "plan"),
+    # The graph builder's own programs of tests/printed/ (no parameters, no inputs, "%" in
+    # parameter names, an entry named like a host global), built and checked.
+    Check("programs:builder", ("tests/test_programs.py",), "builders_printed"),
     # The exported Makefile's default build (-march=native) against the portable one, both
     # conformant; the laned linear's accumulators in registers (gcc and clang).
     Check("fast-build", ("tests/test_fast_build.py",)),

@@ -7,6 +7,8 @@ STRAIGHT = "exactc/exporter/printer/straight.py"
 TABLE = "exactc/exporter/printer/kernel_table.py"
 RUNTIME_HOST = "exactc/runtime/exactc_host.c"
 HOST = "exactc/exporter/printer/host.py"
+STRUCTURED = "exactc/exporter/printer/structured.py"
+GRAPH = "exactc/exporter/graph.py"
 
 MUTANTS = [
     Mutant(
@@ -74,5 +76,28 @@ MUTANTS = [
         ("host-runtime",),
         family="host",
         requires=(RUNTIME_HOST,),
+    ),
+    Mutant(
+        "host-leaves-the-weights-pointer-unused",
+        "the structured host prints no `(void)w;` in a program of no parameters: its strict "
+        "build warns of an unused parameter (no architecture is without parameters; a "
+        "builder's program is)",
+        STRUCTURED,
+        '            out.append(f"{INDENT}(void)w;")  # a program of no parameters\n',
+        "            pass\n",
+        ("programs:builder",),
+        family="host",
+        requires=(STRUCTURED,),
+    ),
+    Mutant(
+        "function-named-like-a-host-global",
+        "a network function may take a name model.c uses itself (an entry named `weights` "
+        "beside the global `weights`): the program does not compile",
+        GRAPH,
+        "    weights Weights map_weights run length in out PARAMS INPUTS OUTPUTS PARAM_BYTES ARENA_BYTES ARENA\n",
+        "    Weights map_weights run length in out PARAMS INPUTS OUTPUTS PARAM_BYTES ARENA_BYTES ARENA\n",
+        ("programs:builder",),
+        family="host",
+        requires=(GRAPH,),
     ),
 ]
