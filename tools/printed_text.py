@@ -159,21 +159,23 @@ def program(model: str, entry: str, site: str, plan: str | None, straight: bool,
 
 # Programs of the graph builder's own (docs/programs.md), printed under both hosts: what no
 # architecture's entry has. A static one (no run-time length, no parameters) whose values
-# take the names of a function ("block") and of a kernel ("scale_2"), with a value never
-# read and a view that is also returned; one whose parameters' names hold "%" (the PARAMS
-# table is a format), with a fold over 3 layers whose result is never read and one of two
-# carried values whose layer 0 runs apart; and one of no inputs (its output a function of
-# the weights alone).
+# take the names of a function ("block"), of a kernel ("scale_2") and of the entry's input
+# and output, with a value never read, an input never read, a view that is also returned,
+# and docstrings; one whose parameters' names hold "%" (the PARAMS table is a format), with
+# a fold over 3 layers whose result is never read and one of two carried values whose
+# layer 0 runs apart; and one of no inputs (its output a function of the weights alone).
 def _block(x):
+    """x */ 2 through GELU (tanh): a docstring that would end the C comment."""
     return graph.gelu_tanh(graph.scale(x, 0.5, name="block"), name="scale_2")
 
 
 def _pair(x):
-    r = graph.reshape(graph.scale(x, 2.0), (4, 3))
+    """A view returned and read, its values named like the entry's input and output: X."""
+    r = graph.reshape(graph.gelu_tanh(graph.scale(x, 2.0, name="z"), name="l2norm"), (4, 3))
     return r, graph.silu(r)
 
 
-def _static_entry(params, x):
+def _static_entry(params, x, z):
     graph.silu(x, name="unused")
     r, u = graph.call(_pair, x)
     return {"y": graph.l2norm(graph.call(_block, graph.call(_block, graph.call(_block, x)))), "r": r, "u": u}
@@ -206,7 +208,7 @@ def _weights_entry(params):
 
 X = [graph.InputSpec("x", (3, 4), "x")]
 BUILT = {
-    "static": (_static_entry, [], X),
+    "static": (_static_entry, [], X + [graph.InputSpec("z", (2,), "x")]),  # z: an input never read
     "folds": (_folds_entry, [graph.ParamSpec("h.{l}.w%", (4, 4), 3), graph.ParamSpec("g%s", (4,), 0, init="gain")], X),
     "weights": (_weights_entry, [graph.ParamSpec("w", (2, 4))], []),
 }

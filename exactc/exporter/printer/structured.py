@@ -16,7 +16,7 @@ import math
 from exactc.exporter.frames import Frame, align, by_node, ctype, is_view
 from exactc.exporter.graph import Call, Fold, Function, Op, Program
 from exactc.exporter.printer.ctext import INDENT, call_lines, shape_text, signature_lines, wrap_comment
-from exactc.exporter.printer.kernel_table import HostError, KernelTable
+from exactc.exporter.printer.kernel_table import KernelTable
 
 
 # ---- the anchor: one place for what the mutant catalog changes -------------------------------
@@ -144,7 +144,6 @@ class StructuredHost:
         out = []
         site = self.site
         carries = frame.carries[index]
-        outputs = {id(v) for v in frame.fn.outputs}
         names = [frame.fresh(f"{v.name}_l") for v in node.carry_outs]
         nexts = [frame.fresh(f"{v.name}_next") for v in node.carry_outs]
         stacked = [(expr[id(v)], math.prod(v.shape[1:])) for v in node.stacked]
@@ -191,8 +190,6 @@ class StructuredHost:
                            else f"{INDENT}{{ /* layer {start} */")
                 out.extend(INDENT + line for line in body_lines)
                 out.append(f"{INDENT}}}")
-        for k, v in enumerate(node.carry_outs):
-            if id(v) in outputs:
-                raise HostError("a fold's result is a function output; graph tracing copies it")
+        for k, v in enumerate(node.carry_outs):  # never an output: the builder copies a fold's results
             expr[id(v)] = carries[k][(node.count - 1) % 2].name
         return out
