@@ -123,7 +123,7 @@ class Frame:
 
     fn: Function
     buffers: list[Buffer]
-    by_value: dict[int, Buffer]  # temps: id(value) -> its buffer (the root of views)
+    by_value: dict[int, Buffer]  # temps: id(value) -> its buffer (a fold's stacked rows, not its carries)
     kernel_temps: dict[tuple[int, str], Buffer]  # (node index, kernel temp name) -> buffer
     carries: dict[int, list[list[Buffer]]]  # fold node index -> per carry, its buffers
     taken: set[str]  # the C names used in the function

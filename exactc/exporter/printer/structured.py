@@ -104,9 +104,8 @@ class StructuredHost:
             for buf in born.get(index, ()):
                 out.append(f"{INDENT}{buf.ctype} *{buf.name} = ARENA({buf.ctype}, arena + {buf.offset}, {buf.count});"
                            f"  /* {shape_text(buf.shape)} */")
-            for v_id, buf in named.get(index, ()):
-                if not isinstance(node, Fold) or any(id(v) == v_id for v in node.row_outs):
-                    expr[v_id] = buf.name
+            for v_id, buf in named.get(index, ()):  # a fold's: its stacked rows (frames names no carry)
+                expr[v_id] = buf.name
             if isinstance(node, Op):
                 if is_view(node) and id(node.out) not in outputs:
                     src = expr[id(node.args[0])]
