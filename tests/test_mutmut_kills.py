@@ -93,6 +93,7 @@ import itertools
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -2806,3 +2807,148 @@ def test_a_program_output_not_affine_in_the_length_is_refused_by_its_name():
     with pytest.raises(HostError) as caught:
         print_program(program, "f32", None, False)
     assert str(caught.value) == "y: dimension T * T is not affine in T; an input's or output's dimensions are b + a * T"
+
+# ---- 29. the command line in process, continued: its wiring, checkpoints, the C backend, check
+
+
+def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
+    import argparse
+
+    from exactc import __version__, cli
+
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert {name: sub.get_default("handler") for name, sub in action.choices.items()} == {
+        c.name: c.handler for c in cli.commands()}
+    assert len({c.handler for c in cli.commands()}) == len(cli.commands()) == 8
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--version"])
+    assert caught.value.code == 0 and capsys.readouterr().out == f"exactc {__version__}\n"
+
+
+def test_a_stop_before_the_command_is_known_names_exactc_alone(capsys, monkeypatch):
+    from exactc import cli
+
+    def stopped():
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(cli, "build_parser", stopped)
+    assert _cli(capsys, "info", *_SMALL_GPT) == (130, "", "exactc: stopped by SIGINT\n")
+
+
+def test_the_process_command_reads_its_arguments_and_then_ignores_both_signals(capsys, monkeypatch):
+    import signal
+
+    from exactc import cli
+
+    def handler(signum, frame):  # pragma: no cover - never called
+        pass
+
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(sys, "argv", ["exactc", "info", *_SMALL_GPT])
+    try:
+        for number in before:
+            signal.signal(number, handler)
+        assert cli.main() == 0
+        assert capsys.readouterr().out.startswith("model          gpt.forward at f32\n")
+        # the process's own command is done: a signal now changes nothing
+        assert [signal.getsignal(number) for number in before] == [signal.SIG_IGN, signal.SIG_IGN]
+    finally:
+        for number, was in before.items():
+            signal.signal(number, was)
+
+
+def _gpt_checkpoint(folder: Path, stored_head: bool) -> Path:
+    from test_checkpoints import drawn, hf_config, hf_tensors, write_hf
+
+    program, params = drawn("gpt")
+    tensors = hf_tensors("gpt", program, params)
+    if stored_head:
+        tensors["lm_head.weight"] = tensors["transformer.wte.weight"].copy()  # tied: not used
+    return write_hf(folder, "gpt", hf_config("gpt", program.config), tensors)
+
+
+def test_exactc_export_from_a_checkpoint_names_it_and_the_tensors_it_does_not_use(capsys, tmp_path):
+    for stored_head, note in ((True, "; not used by exactc: lm_head.weight"), (False, "")):
+        folder = _gpt_checkpoint(tmp_path / f"gpt-{stored_head}", stored_head)
+        target = tmp_path / f"out-{stored_head}"
+        code, out, err = _cli(capsys, "export", "--checkpoint", str(folder), "--entry", "forward", "--dtype", "f32",
+                              "-o", str(target))
+        assert code == 0 and err == ""
+        m = json.loads((target / "exactc.json").read_text())
+        first, second = out.splitlines()
+        assert first.startswith(f"exported gpt.forward at f32 to {target} in ")
+        assert second == f"parameters from {folder} (hf, {m['parameters']} values){note}"
+        seconds = float(first.split(" in ")[1].split(" s: ")[0])
+        assert 0 < seconds < 600  # the time the export took, not a clock reading
+    # the model given is checked against the checkpoint's; none given: the checkpoint's
+    code, out, err = _cli(capsys, "info", "llama", "--checkpoint", str(folder), "--entry", "forward", "--dtype", "f32")
+    assert (code, out) == (2, "") and err == (f"exactc info: error: checkpoint {folder} holds a gpt model "
+                                              f"({folder.name}); not llama\n")
+    code, out, err = _cli(capsys, "info", "gpt", "--checkpoint", str(folder), "--entry", "forward", "--dtype", "f32")
+    assert code == 0 and out.startswith("model          gpt.forward at f32\n")
+
+
+def test_exactc_run_options_seed_set_block_and_inputs(capsys, tmp_path, monkeypatch):
+    from exactc.verify import programs
+
+    def run(*argv):
+        out = tmp_path / f"o{len(list(tmp_path.iterdir()))}"
+        code, printed, err = _cli(capsys, "run", *_SMALL_GPT, *argv, "-o", str(out))
+        assert (code, err) == (0, ""), err
+        return {p.stem: np.load(p) for p in out.glob("*.npy")}
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the reference backend builds no program")
+
+    monkeypatch.setattr(programs, "exported", no_build)  # the default backend is the reference
+    plain = run()
+    assert_bits_equal(run("--seed", "0")["logits"], plain["logits"])  # 0 is the default seed
+    assert not np.array_equal(run("--seed", "1")["logits"], plain["logits"])
+    quantized = run("--weights", "q8", "--block", "16")
+    assert not np.array_equal(quantized["logits"], plain["logits"])
+    # an input file whose path holds "=": the name is what comes before the first one
+    ids = tmp_path / "ids=1.npy"
+    np.save(ids, np.array([3, 1, 2], dtype=np.int32))
+    assert run("--input", f"input_ids={ids}")["logits"].shape[0] == 3
+    pickled = tmp_path / "objects.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    code, out, err = _cli(capsys, "run", *_SMALL_GPT, "--input", f"input_ids={pickled}", "-o", str(tmp_path / "x"))
+    assert (code, out) == (2, "") and err == (f"exactc run: error: --input input_ids: cannot read {pickled}: Object "
+                                              "arrays cannot be loaded when allow_pickle=False\n")
+    # an output that cannot be written: a folder in its place
+    blocked = tmp_path / "blocked"
+    (blocked / "logits.npy").mkdir(parents=True)
+    code, out, err = _cli(capsys, "run", *_SMALL_GPT, "-o", str(blocked))
+    assert (code, out) == (2, "") and err == f"exactc run: error: -o {blocked}: cannot write logits.npy (Is a directory)\n"
+
+
+def test_exactc_info_takes_the_default_config_and_refuses_a_field_written_twice(capsys):
+    from exactc.exporter.export import ExportSpec
+
+    code, out, err = _cli(capsys, "info", "gpt", "--entry", "forward", "--dtype", "f32")
+    assert code == 0 and err == ""
+    m = ExportSpec("gpt", "forward", "f32", 0, {}).prepare().manifest()
+    assert f"parameters     {m['parameters']}\n" in out
+    code, out, err = _cli(capsys, "info", *_SMALL_GPT, "--set", "layers=2=3")
+    assert (code, out) == (2, "") and err.startswith("exactc info: error: ") and "layers" in err and "'2=3'" in err
+
+
+def test_exactc_run_by_the_c_backend_and_check_in_process(capsys, tmp_path):
+    code, out, err = _cli(capsys, "run", *_SMALL_GPT, "-o", str(tmp_path / "ref"))
+    assert code == 0
+    code, out, err = _cli(capsys, "run", *_SMALL_GPT, "--backend", "c", "--cc", "gcc", "-o", str(tmp_path / "c"))
+    assert (code, err) == (0, "") and out == f"wrote {tmp_path / 'c' / 'logits'}.npy\n"
+    assert_bits_equal(np.load(tmp_path / "c" / "logits.npy"), np.load(tmp_path / "ref" / "logits.npy"), "logits")
+
+    root = tmp_path / "g"
+    assert _cli(capsys, "export", *_SMALL_GPT, "-o", str(root))[0] == 0
+    code, out, err = _cli(capsys, "check", str(root))
+    assert code == 0 and out.endswith("conformance: bit-identical\n") and "build:" not in out
+    expected = root / "conformance" / "expected" / "logits.npy"
+    logits = np.load(expected)
+    logits.flat[0] = -logits.flat[0]
+    np.save(expected, logits)
+    code, out, err = _cli(capsys, "check", str(root), "--cc", "gcc", "--no-openmp")
+    assert code == 1
+    assert "conformance: FAILED\nbuild: make -C " in out and "CC=gcc" in out and "OPENMP=0" in out
