@@ -2952,3 +2952,29 @@ def test_exactc_run_by_the_c_backend_and_check_in_process(capsys, tmp_path):
     code, out, err = _cli(capsys, "check", str(root), "--cc", "gcc", "--no-openmp")
     assert code == 1
     assert "conformance: FAILED\nbuild: make -C " in out and "CC=gcc" in out and "OPENMP=0" in out
+
+# ---- 30. plan files: a nest's plan read field by field (kernels/plans.py parse_nest_plan)
+
+
+def test_a_nest_plan_reads_its_narrow_and_wide_layouts_and_refuses_each_bad_field_by_name():
+    from exactc.exporter.kernels.plans import PlanError, parse_plan
+
+    plan = parse_plan({"nests": {"linear": {"layout": {"lanes": {"m": 8}}, "narrow": {"lanes": {"m": 4}},
+                                            "wide": {"lanes": {"m": 16}},
+                                            "split": {"depth": 0, "pieces": [[0, 1], [1, 2]], "of": 2}}}})
+    assert plan.nests == (("linear", NestPlan(Layout(lanes=(("m", 8),)), splits.Split(0, ((0, 1), (1, 2)), of=2),
+                                               Layout(lanes=(("m", 4),)), Layout(lanes=(("m", 16),)))),)
+    for nest, message in (
+            ({"zz": 1, "yy": 2}, "field yy: unknown field; a nest's plan has 'layout', 'split', 'narrow' and 'wide'"),
+            ({"split": {"depth": 0, "pieces": [[0, 1, 2]]}}, "field split.pieces: give a list of [lo, hi] pairs"),
+            ({"split": {"depth": 0, "pieces": 3}}, "field split.pieces: give a list of [lo, hi] pairs"),
+            ({"split": {"depth": 0, "pieces": [[0, 1], [1, "a"]]}},
+             "field split.pieces.1: hi must be an integer, not 'a'"),
+            ({"split": {"depth": 0, "pieces": [["a", 1]]}}, "field split.pieces.0: lo must be an integer, not 'a'"),
+            ({"narrow": {"lanes": [["m", 4]]}},
+             "field narrow.lanes: give an object axis -> lane width, not [['m', 4]]"),
+            ({"wide": {"lanes": [["m", 16]]}},
+             "field wide.lanes: give an object axis -> lane width, not [['m', 16]]")):
+        with pytest.raises(PlanError) as caught:
+            parse_plan({"nests": {"linear": nest}})
+        assert str(caught.value) == f"plan: nest linear, {message}"
