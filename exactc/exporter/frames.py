@@ -121,7 +121,6 @@ class Frame:
     """The storage of one traced function: its buffers, placed; the end of the bytes
     live during each node; its peak, callees' frames included."""
 
-    fn: Function
     buffers: list[Buffer]
     by_value: dict[int, Buffer]  # temps: id(value) -> its buffer (a fold's stacked rows, not its carries)
     kernel_temps: dict[tuple[int, str], Buffer]  # (node index, kernel temp name) -> buffer
@@ -154,7 +153,7 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
     """One function's frame; `frames` holds its callees'."""
     outputs = {id(v) for v in fn.outputs}
     last_use: dict[int, int] = {}  # the last node that reads a value's bytes
-    frame = Frame(fn, [], {}, {}, {}, set(reserved) | {v.name for v in fn.inputs + fn.outputs})
+    frame = Frame([], {}, {}, {}, set(reserved) | {v.name for v in fn.inputs + fn.outputs})
     for node in fn.nodes:
         frame.taken.update(v.name for v in ((node.out,) if isinstance(node, Op) else node.outs))
     temps: list[tuple[Value, int]] = []

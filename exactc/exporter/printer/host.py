@@ -100,7 +100,7 @@ def head(program: Program, site: str, straight: bool) -> list[str]:
         f"{'straight-line' if straight else 'structured'} host.",
         " *",
     ]
-    cfg = getattr(program, "config", None)
+    cfg = program.config
     if cfg is not None:
         out += [f" * config: {cfg}", " *"]
     out += [
