@@ -2539,9 +2539,13 @@ def test_exactc_export_says_what_it_wrote(capsys, tmp_path):
     (["info", *_SMALL_GPT, "--block", "8"], "exactc info: error: --block G goes with --weights q8 or q4\n"),
     (["run", *_SMALL_GPT, "--input", "ids", "-o", "out"], "exactc run: error: --input 'ids': write NAME=FILE.npy\n"),
     (["check", "."], "exactc check: error: . is not an exported directory (no Makefile or conformance/check.sh)\n"),
+    (["check", "made"], "exactc check: error: made is not an exported directory (no Makefile or "
+                        "conformance/check.sh)\n"),  # a Makefile alone is not enough
 ])
 def test_a_refusal_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "made").mkdir()
+    (tmp_path / "made" / "Makefile").write_text("all:\n")
     code, out, err = _cli(capsys, *argv)
     assert (code, out, err) == (2, "", message)
 
@@ -2821,6 +2825,13 @@ def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
     assert {name: sub.get_default("handler") for name, sub in action.choices.items()} == {
         c.name: c.handler for c in cli.commands()}
     assert len({c.handler for c in cli.commands()}) == len(cli.commands()) == 8
+    from exactc import commands, embed, generate
+    from exactc.exporter.kernels import plans
+    from exactc.mutants import runner
+
+    assert [c.handler for c in cli.commands()] == [
+        commands.cmd_export, commands.cmd_run, commands.cmd_check, commands.cmd_info, embed.cmd_embed,
+        generate.cmd_generate, plans.show_command, runner.run]
     with pytest.raises(SystemExit) as caught:
         cli.main(["--version"])
     assert caught.value.code == 0 and capsys.readouterr().out == f"exactc {__version__}\n"
