@@ -154,7 +154,12 @@ def program(model: str, entry: str, site: str, plan: str | None, straight: bool,
             + (f", --weights {weights[0]} --block {weights[1]}" if weights else "")
             + f"\n * arena peak {printed.arena_peak} bytes (structured {printed.structured_peak}, straight-line "
             f"{printed.straight_peak}); {printed.nests} nests, {printed.launches} launches, {printed.kernels} kernels")
-    return banner(head) + "".join(banner(f"file {path}") + text for path, text in sorted(printed.files.items()))
+    return banner(head) + files_text(printed.files)
+
+
+def files_text(files: dict[str, str]) -> str:
+    """A printed program's files (model.c, kernels.h, kernels/*.c), each under its name."""
+    return "".join(banner(f"file {path}") + text for path, text in sorted(files.items()))
 
 
 # Programs of the graph builder's own (docs/programs.md), printed under both hosts: what no
@@ -215,15 +220,17 @@ BUILT = {
 
 
 def built(entry: str) -> str:
+    """The structured host's files, then the straight-line host's that differ from them
+    (its model.c: both hosts launch the same kernels)."""
     fn, params, inputs = BUILT[entry]
     traced = graph.trace("built", entry, fn, params, inputs)
-    out = []
-    for straight in (False, True):
-        printed = print_program(traced, "f32", None, straight)
-        out.append(banner(f"the builder's `{entry}` at f32, {'straight-line' if straight else 'structured'} host; "
-                          f"arena peak {printed.arena_peak} bytes")
-                   + "".join(banner(f"file {path}") + text for path, text in sorted(printed.files.items())))
-    return "".join(out)
+    structured, straight = (print_program(traced, "f32", None, s) for s in (False, True))
+    apart = {path: text for path, text in straight.files.items() if structured.files.get(path) != text}
+    return (banner(f"the builder's `{entry}` at f32, structured host; arena peak {structured.arena_peak} bytes")
+            + files_text(structured.files)
+            + banner(f"the builder's `{entry}` at f32, straight-line host; arena peak {straight.arena_peak} bytes; "
+                     f"its files that differ")
+            + files_text(apart))
 
 
 def printers() -> dict[str, Callable[[], str]]:
