@@ -2824,7 +2824,6 @@ def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert {name: sub.get_default("handler") for name, sub in action.choices.items()} == {
         c.name: c.handler for c in cli.commands()}
-    assert len({c.handler for c in cli.commands()}) == len(cli.commands()) == 8
     from exactc import commands, embed, generate
     from exactc.exporter.kernels import plans
     from exactc.mutants import runner
