@@ -4,6 +4,7 @@ verdicts kept across runs. (The campaign itself is `make mutmut`; these are its 
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -184,6 +185,27 @@ def test_retries_write_each_mutant_in_the_calling_thread(campaign, tmp_path, mon
     (tmp_path / "exactc" / "m.py").write_text("# m\n")
     assert campaign.retry_named(tmp_path, ["m.*"], ["tests/t.py"], 2) == 2
     assert threads == [threading.main_thread()] * 4
+
+
+def test_a_retry_finishes_what_a_stopped_run_left_unchecked(campaign, tmp_path, monkeypatch):
+    """A run stopped half way leaves mutants unchecked: a retry takes them as real edits,
+    beside the survivors, and leaves alone what mutmut killed."""
+    (tmp_path / "mutants").mkdir()
+    (tmp_path / "exactc").mkdir()
+    (tmp_path / "exactc" / "m.py").write_text("# m\n")
+    statuses = {"m.x_f__mutmut_1": "survived", "m.x_f__mutmut_2": "not checked", "m.x_f__mutmut_3": "killed",
+                "m.x_f__mutmut_4": "no tests"}
+    monkeypatch.setattr(campaign, "sync_tests", lambda stage: None)
+    monkeypatch.setattr(campaign, "stage_env", lambda stage: {})
+    monkeypatch.setattr(campaign, "load_results", lambda stage: {n: (s, "exactc/m.py") for n, s in statuses.items()})
+    monkeypatch.setattr(campaign, "applied_source", lambda stage, name, path: f"# {name}")
+    tried = []
+    monkeypatch.setattr(campaign, "confirm_one", lambda stage, source, path, tests, env, timeout:
+                        tried.append(source) or ("survived" if source == "# m\n" else "killed"))
+    assert campaign.retry_named(tmp_path, ["m.*"], ["tests/t.py"], 1) == 2
+    assert sorted(tried[1:]) == ["# m.x_f__mutmut_1", "# m.x_f__mutmut_2"]
+    assert json.loads((tmp_path / "mutants" / "confirmed.json").read_text()) == {
+        "m.x_f__mutmut_1": "killed (new test)", "m.x_f__mutmut_2": "killed (new test)"}
 
 
 def test_a_retry_refuses_tests_that_fail_without_a_mutant(campaign, tmp_path, monkeypatch):

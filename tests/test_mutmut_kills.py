@@ -2988,3 +2988,135 @@ def test_a_nest_plan_reads_its_narrow_and_wide_layouts_and_refuses_each_bad_fiel
         with pytest.raises(PlanError) as caught:
             parse_plan({"nests": {"linear": nest}})
         assert str(caught.value) == f"plan: nest linear, {message}"
+
+
+# ---- 31. plan files, continued (kernels/plans.py): a program's plan applied to one kernel,
+# every field's refusal whole, the narrow and wide variants' rule, `exactc plan` in process
+
+
+def _rope():
+    # two nests: rope_table (i) and rope_rotate (t, hd, i); in a program named rope_q
+    # their functions are rope_q_table and rope_q_rotate
+    return lower("rope", "f32", {"x": (4, 2, 6)})
+
+
+def test_a_programs_plan_applies_to_a_kernel_by_nest_and_by_function_and_is_validated():
+    from exactc.exporter.kernels.plans import PlanError
+    kernel = _rope()
+    by_nest = NestPlan(Layout(order=("hd", "t", "i")))
+    by_function = NestPlan(Layout(order=("i", "t", "hd")))
+    table = NestPlan(Layout(tiles=(("i", 2),)))
+    plan = Plan((("rope_rotate", by_nest), ("rope_q_rotate", by_function), ("rope_table", table),
+                 ("rope_table", NestPlan(Layout(tiles=(("i", 3),)))), ("gelu_tanh", by_nest)))
+    # the first entry of a nest's name counts; the function's entry wins over the nest's
+    assert plan.for_kernel(kernel, "rope_q") == (
+        Plan((("rope_table", table), ("rope_rotate", by_function))), {"rope_table", "rope_rotate", "rope_q_rotate"})
+    assert plan.for_kernel(kernel, "rope_k") == (
+        Plan((("rope_table", table), ("rope_rotate", by_nest))), {"rope_table", "rope_rotate"})
+    assert Plan((("gelu_tanh", by_nest),)).for_kernel(kernel, "rope_q") == (None, set())
+    bad = Plan((("rope_q_table", NestPlan(Layout(order=("p",)))),))
+    with pytest.raises(PlanError) as caught:
+        bad.for_kernel(kernel, "rope_q")
+    assert str(caught.value) == ("plan: nest rope_table, field layout.order.p: the nest has no axis 'p'; its "
+                                 "parallel axes are i")
+
+
+def test_a_layouts_fields_are_refused_whole_with_their_nest_and_field():
+    from exactc.exporter.kernels.plans import PlanError, parse_plan
+    for layout, message in (
+            ({"order": "mn"}, "field layout.order: give a list of names, not 'mn'"),
+            ({"order": ["m", 1]}, "field layout.order: give a list of names, not ['m', 1]"),
+            ({"packs": "w"}, "field layout.packs: give a list of names, not 'w'"),
+            ({"tiles": {"m": "a"}}, "field layout.tiles.m: tile size must be an integer, not 'a'"),
+            ({"lanes": {"m": 2.0}}, "field layout.lanes.m: lane width must be an integer, not 2.0"),
+            ({"blocks": {"k": True}}, "field layout.blocks.k: block size must be an integer, not True"),
+            ({"blocks": [1]}, "field layout.blocks: give an object axis -> block size, not [1]"),
+            ({"sums": {"k": {"parts": "a"}}}, "field layout.sums.k: parts must be an integer, not 'a'"),
+            ({"sums": {"k": {"lanes": None}}}, "field layout.sums.k: lanes must be an integer, not None"),
+            ({"zz": 1, "yy": 2}, "field layout.yy: unknown field; a layout has order, tiles, lanes, packs, "
+                                 "blocks, sums")):
+        with pytest.raises(PlanError) as caught:
+            parse_plan({"nests": {"linear": {"layout": layout}}})
+        assert str(caught.value) == f"plan: nest linear, {message}"
+    # a sum's lanes and parts are 1 each unless given
+    plan = parse_plan({"nests": {"linear": {"layout": {"sums": {"k": {}, "j": {"lanes": 4, "parts": 2}}}}}})
+    assert plan.nests[0][1].layout.sums == (("k", 1, 1), ("j", 4, 2))
+
+
+def test_a_plan_files_top_level_and_the_file_itself_refused_whole(tmp_path):
+    from exactc.exporter.kernels.plans import PlanError, load_plan, parse_plan, plan_text
+    assert parse_plan({"nests": {}, "comment": "tuned by hand"}) == Plan(())
+    for value in ({"nests": {}, "extra": 1}, ["nests"], {"comment": "c"}):
+        with pytest.raises(PlanError) as caught:
+            parse_plan(value)
+        assert str(caught.value) == ('plan: nest -, field (top): a plan is an object {"nests": {...}} (and an '
+                                     'optional "comment")')
+    path = tmp_path / "plan.json"
+    path.write_text('{"nests": {}, "nests": {}}')
+    with pytest.raises(PlanError) as caught:
+        load_plan(path)
+    assert str(caught.value).startswith(f"plan: nest -, field (file): {path}: ")
+    assert plan_text(None) == ""
+    plan = Plan((("linear", NestPlan(Layout(lanes=(("n", 8),)))),))
+    assert plan_text(plan) == plan.dumps() == '{"nests": {"linear": {"layout": {"lanes": {"n": 8}}}}}'
+
+
+def test_plan_auto_takes_the_tune_tables_layouts(tmp_path, monkeypatch):
+    from exactc import tune
+    from exactc.exporter.kernels.plans import load_plan_option
+    path = tmp_path / "tune.json"
+    path.write_text(json.dumps({"version": tune.TABLE_VERSION, "builds": {tune.build_identity("cc"): {"nests": {
+        "linear m=3 n=5 k=4": {"layout": {"lanes": {"n": 4}}, "seconds": {}, "measured": ""}}}}}))
+    monkeypatch.setenv(tune.TABLE_ENV, str(path))
+    monkeypatch.delenv("CC", raising=False)
+    auto = load_plan_option("auto")
+    assert auto.tuned == {"linear m=3 n=5 k=4": Layout(lanes=(("n", 4),))}
+    assert auto.text().startswith("auto+tuned:")
+
+
+def test_a_narrow_or_wide_layout_changes_only_its_outer_lanes_widths():
+    from exactc.exporter.kernels.plans import PlanError, check_variant
+    layout = Layout(order=("a", "b", "c"), lanes=(("a", 8), ("b", 8), ("c", 8)))
+    check_variant("n", "narrow", layout, Layout(order=("a", "b", "c"), lanes=(("a", 4), ("b", 2), ("c", 8))))
+    for variant in (Layout(order=("b", "a", "c"), lanes=layout.lanes),  # another order, the same lanes
+                    Layout(order=layout.order, lanes=layout.lanes, tiles=(("a", 2),)),
+                    Layout(order=layout.order, lanes=layout.lanes, packs=("w",)),
+                    Layout(order=layout.order, lanes=layout.lanes, blocks=(("k", 4),)),
+                    Layout(order=layout.order, lanes=layout.lanes, sums=(("k", 2, 1),)),
+                    Layout(order=layout.order, lanes=(("a", 8), ("b", 8), ("c", 4))),  # the innermost lane
+                    Layout(order=layout.order, lanes=(("b", 8), ("a", 8), ("c", 8)))):
+        with pytest.raises(PlanError) as caught:
+            check_variant("n", "wide", layout, variant)
+        assert str(caught.value) == ("plan: nest n, field wide: a wide layout changes only the widths of the "
+                                     "layout's outer lanes (the same order, tiles, packs, blocks, sums and "
+                                     "innermost lane)")
+
+
+def test_plan_option_values_split_at_their_first_equals_sign():
+    import argparse
+    from exactc.exporter.kernels.plans import _attr_arg, _shape_arg
+    assert _attr_arg("pairing=a=b") == ("pairing", "a=b")
+    assert _attr_arg("has_b=true") == ("has_b", True)
+    assert _shape_arg("x=3,4,") == ("x", (3, 4))
+    with pytest.raises(argparse.ArgumentTypeError, match=r"--shape 'x=y=3,4': give name=d0,d1"):
+        _shape_arg("x=y=3,4")
+
+
+def test_exactc_plan_in_process_check_tune_and_help(tmp_path, capsys):
+    from exactc import cli
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text('{"nests": {"linear": {"layout": {"lanes": {"n": 4}}}}}')
+    bad.write_text('{"nests": {"linear": {"layout": {"lanes": {"k": 4}}}}}')
+    shapes = ["--shape", "x=3,4", "--shape", "w=5,4"]
+    assert cli.main(["plan", "linear", "--check", str(good), *shapes]) == 0
+    assert capsys.readouterr().out == f"plan {good}: valid for linear at f32\n"
+    assert cli.main(["plan", "linear", "--check", str(bad), *shapes]) == 2
+    assert capsys.readouterr().err == ("exactc plan: error: plan: nest linear, field layout.lanes.k: k is a "
+                                       "reduction axis; lanes apply to parallel axes only (a reduction runs in "
+                                       "index order, always)\n")
+    assert cli.main(["plan", "--tune", "llama", "--dtype", "f32"]) == 2
+    assert capsys.readouterr().err == ("exactc plan: error: plan: nest -, field --tune: name the program: exactc "
+                                       "plan --tune MODEL --entry ENTRY --dtype TYPE\n")
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--help"])
+    assert "the primitive, e.g. linear" in capsys.readouterr().out

@@ -145,6 +145,7 @@ STAGE_TESTS = [
     ("exactc/exporter/kernels/splits.py", ["tests/test_reach_kernels.py"]),
     ("exactc/exporter/kernels/layouts.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_layouts.py"]),
     ("exactc/exporter/kernels/plans.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_layouts.py",
+                                          "tests/test_cli_docs.py",
                                           API_REFUSALS, "tests/test_programs.py::test_a_plan_is_passed_through_to_the_kernels",
                                           "tests/test_programs.py::test_a_plan_entry_that_matches_no_nest_is_refused"]),
     ("exactc/exporter/jsonfile.py", ["tests/test_reach_kernels.py", "tests/test_programs.py"]),
@@ -505,7 +506,11 @@ def confirm_survivors(stage: Path, results: dict[str, tuple[str, str]], jobs: in
 
 def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -> int:
     """Retry the survivors matching `patterns` as real source edits against `tests` (say,
-    a new test written to kill them), and fold the outcomes into the confirmation record."""
+    a new test written to kill them), and fold the outcomes into the confirmation record.
+    The mutants a stopped run left unchecked are retried the same way: a real edit is the
+    mutant itself, so a stopped run is finished against the tests that protect those
+    functions (a help text's mutants against tests/test_cli_docs.py, say) without
+    running the rest of its selection again."""
     import concurrent.futures
 
     sync_tests(stage)
@@ -513,7 +518,7 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
     results = load_results(stage)
     record = stage / "mutants" / "confirmed.json"
     outcome = json.loads(record.read_text()) if record.exists() else {}
-    todo = sorted(n for n, (s, _) in results.items() if s in LISTED
+    todo = sorted(n for n, (s, _) in results.items() if s in (*LISTED, "not checked")
                   and outcome.get(n, "survived") == "survived"
                   and any(fnmatch.fnmatch(n, p) for p in patterns))
     if todo:
@@ -662,8 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun", nargs="*", default=None, metavar="MUTANT",
                         help="reuse the stage, refresh its tests, rerun these mutants (globs)")
     parser.add_argument("--retry", nargs="*", default=None, metavar="MUTANT",
-                        help="retry these non-killed mutants (globs) as real source edits against "
-                        "--tests (a new test that kills them, say); then report")
+                        help="retry these non-killed mutants (globs), and those a stopped run left "
+                        "unchecked, as real source edits against --tests (a new test that kills them, say); "
+                        "then report")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: print (and --markdown) the results in the stage")
     parser.add_argument("--wall", type=float, default=None,
