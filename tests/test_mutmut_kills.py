@@ -3120,3 +3120,55 @@ def test_exactc_plan_in_process_check_tune_and_help(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["plan", "--help"])
     assert "the primitive, e.g. linear" in capsys.readouterr().out
+
+
+# ---- 32. layouts (kernels/layouts.py): sums given as a dict, one pack for several reads
+# only when each is the first renamed loop for loop, and packable's and the sums' refusals whole
+
+
+def test_a_layouts_sums_given_as_a_dict_are_held_as_triples():
+    assert Layout(sums={"k": (4, 2)}).sums == (("k", 4, 2),)
+    assert Layout(sums=(("k", 4, 2),)).sums == (("k", 4, 2),)
+
+
+def _two_reads(first, other, extents=None):
+    """A nest over n whose body loops k and k2 read w twice: w[first] then w[other],
+    each index a tuple of affine forms."""
+    from exactc.exporter.kernels.ir import REDUCE, Access, Axis, Binary, Load, Loop, Nest, Write
+    extents = extents or {"k": 4, "k2": 4}
+    read = Binary("+", Load(Access("w", "f32", first)), Load(Access("w", "f32", other)))
+    inner = Loop(Axis("k2", extents["k2"], REDUCE), (Write(Access("y", "f32", (ir.Affine.var("n"),)), read),))
+    return Nest("t", (ir.Axis("n", 4),), (Loop(Axis("k", extents["k"], REDUCE), (inner,)),))
+
+
+def test_one_pack_serves_two_reads_only_when_each_loop_is_renamed_alike():
+    from exactc.exporter.kernels.layouts import pack_accesses
+    n, k, k2 = (ir.Affine.var(a) for a in ("n", "k", "k2"))
+    first = (n, k)
+    found = pack_accesses(_two_reads(first, (n, k2)), "w")
+    assert found[1][ir.Access("w", "f32", (n, k2))] == {"k": "k2"}
+    refused = "w is read through 2 different indices; a pack needs one"
+    for other, extents in (((n, k2), {"k": 4, "k2": 5}),  # a loop of another extent
+                           ((n, n), None),  # a parallel axis is no body loop to rename to
+                           ((k2, k), None),  # k renamed k2, then k read as itself
+                           ((n, 2 * k), None)):  # another coefficient
+        nest = _two_reads((n, k) if other != (k2, k) else (k, k), other, extents)
+        assert pack_accesses(nest, "w") == refused, other
+
+
+def test_packable_refusals_whole():
+    from exactc.exporter.kernels.layouts import integer_sum_rule, packable
+    kernel = lower("linear", "f32", {"x": (3, 4), "w": (5, 4)})
+    nest, buffers = kernel.nests[0], {b.name: b for b in kernel.buffers}
+    lanes = Layout(lanes=(("m", 2), ("n", 4)))
+    assert packable(nest, lanes, "q", buffers) == "the nest reads no buffer 'q'; it reads x, w"
+    output = ir.Buffer("x", "float", (3, 4), "output")
+    assert packable(nest, lanes, "x", {**buffers, "x": output}) == "x is an output; only inputs are packed"
+    temp = ir.Buffer("x", "float", (3, 4), "temp")
+    assert packable(nest, lanes, "x", {**buffers, "x": temp}) == "x is a temp; only inputs are packed"
+    assert packable(nest, Layout(lanes=(("n", 4),)), "w", buffers) is None
+    assert packable(nest, Layout(lanes=(("m", 2), ("z", 4))), "w", buffers) == (
+        "w does not depend on the lane axes m, z; nothing to gather")
+    assert integer_sum_rule(nest, "k") == ("k is not an integer sum (its body does more than s = s + term into "
+                                           "int32 accumulators); a floating-point reduction runs in index order, "
+                                           "always")
