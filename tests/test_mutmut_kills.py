@@ -3243,3 +3243,15 @@ def test_the_body_printer_fills_bits_at_their_width_and_renames_inside_any_index
     with pytest.raises(IRError) as caught:
         printer.expr("x + 1")
     assert str(caught.value) == "the printer does not know expression 'x + 1'"
+
+
+def test_exactc_plans_options_parse_to_their_types_and_defaults():
+    import argparse
+    from exactc.exporter.kernels.plans import add_arguments
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["llama", "--tune", "--entry", "forward"])
+    assert (args.set, args.weights, args.block, args.shape, args.attr, args.dtype, args.rounds) == (
+        [], "float", None, [], [], "f32", 5)
+    args = parser.parse_args(["llama", "--tune", "--set", "dim=8", "--set", "layers=1", "--block", "32"])
+    assert (args.set, args.block) == (["dim=8", "layers=1"], 32)
