@@ -3253,8 +3253,10 @@ def test_exactc_plans_options_parse_to_their_types_and_defaults():
     args = parser.parse_args(["llama", "--tune", "--entry", "forward"])
     assert (args.set, args.weights, args.block, args.shape, args.attr, args.dtype, args.rounds) == (
         [], "float", None, [], [], "f32", 5)
-    args = parser.parse_args(["llama", "--tune", "--set", "dim=8", "--set", "layers=1", "--block", "32"])
-    assert (args.set, args.block) == (["dim=8", "layers=1"], 32)
+    assert (args.cc, args.length, args.table, args.checkpoint) == ("cc", None, None, None)
+    args = parser.parse_args(["llama", "--tune", "--set", "dim=8", "--set", "layers=1", "--block", "32", "--rounds",
+                              "3", "--length", "7"])
+    assert (args.set, args.block, args.rounds, args.length) == (["dim=8", "layers=1"], 32, 3, 7)
 
 
 # ---- 34. a checkpoint read far enough to check (exporter/checkpoints/__init__.py): the
@@ -3420,3 +3422,24 @@ def test_checkpoint_json_readers_and_fields_refused_whole(tmp_path):
         with pytest.raises(CheckpointError) as caught:
             finite_float("w", "k", bad)
         assert str(caught.value) == f"w: k={bad!r} must be a positive number"
+
+
+def test_a_plans_variants_are_validated_with_its_split_and_packs_and_refused_by_nest():
+    from exactc.exporter.kernels.plans import PlanError
+    kernel = lower("linear", "f32", {"x": (6, 4), "w": (8, 4)})
+
+    def lanes(m, n=4):
+        return Layout(lanes=(("m", m), ("n", n)), packs=("w",))
+    split = splits.Split(0, ((0, 2), (2, 6)))
+    validate_plan(kernel, Plan((("linear", NestPlan(lanes(2), split, narrow=lanes(3), wide=lanes(4))),)))
+    for plan, message in (
+            (NestPlan(lanes(2), split, wide=lanes(99)), "field layout.lanes.m: lane width 99 must be an integer in "
+             "2..16, or one of 32, 64, 128, 256 on a nest's only lane axis"),
+            (NestPlan(lanes(2), None, narrow=lanes(2, 8)), "field narrow: a narrow layout changes only the widths "
+             "of the layout's outer lanes (the same order, tiles, packs, blocks, sums and innermost lane)")):
+        with pytest.raises(PlanError) as caught:
+            validate_plan(kernel, Plan((("linear", plan),)))
+        assert str(caught.value) == f"plan: nest linear, {message}"
+    with pytest.raises(PlanError) as caught:
+        validate_plan(kernel, Plan((("lin", NestPlan(lanes(2))),)))
+    assert str(caught.value) == "plan: nest lin, field nests.lin: the kernel linear has no nest lin; its nests are linear"
