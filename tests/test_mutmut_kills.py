@@ -3443,3 +3443,18 @@ def test_a_plans_variants_are_validated_with_its_split_and_packs_and_refused_by_
     with pytest.raises(PlanError) as caught:
         validate_plan(kernel, Plan((("lin", NestPlan(lanes(2))),)))
     assert str(caught.value) == "plan: nest lin, field nests.lin: the kernel linear has no nest lin; its nests are linear"
+
+
+def test_a_plan_with_splits_and_variants_is_written_whole_and_read_back():
+    from exactc.exporter.kernels.plans import parse_plan
+    wide_only = NestPlan(wide=Layout(lanes=(("i", 8),)))
+    plan = Plan((("linear", NestPlan(Layout(lanes=(("m", 2), ("n", 4))), splits.Split(0, ((0, 2), (2, 6))),
+                                     narrow=Layout(lanes=(("m", 3), ("n", 4))), wide=Layout(lanes=(("m", 4), ("n", 4))))),
+                 ("softmax", wide_only)))
+    assert plan.dumps() == (
+        '{"nests": {"linear": {"layout": {"lanes": {"m": 2, "n": 4}}, "split": {"depth": 0, "pieces": [[0, 2], '
+        '[2, 6]]}, "narrow": {"lanes": {"m": 3, "n": 4}}, "wide": {"lanes": {"m": 4, "n": 4}}}, "softmax": '
+        '{"layout": {}, "wide": {"lanes": {"i": 8}}}}}')
+    assert parse_plan(json.loads(plan.dumps())) == plan
+    assert plan.for_nest("softmax") is wide_only and plan.for_nest("gelu") is None
+    assert wide_only.variants() == [("wide", wide_only.wide)]
