@@ -3458,3 +3458,49 @@ def test_a_plan_with_splits_and_variants_is_written_whole_and_read_back():
     assert parse_plan(json.loads(plan.dumps())) == plan
     assert plan.for_nest("softmax") is wide_only and plan.for_nest("gelu") is None
     assert wide_only.variants() == [("wide", wide_only.wide)]
+
+
+# ---- 35. llama2.c's headers at their edges (exporter/checkpoints/llama2c.py)
+
+
+def test_a_llama2c_file_is_known_by_its_magic_or_its_suffix(tmp_path):
+    import struct
+    from exactc.exporter.checkpoints import llama2c
+    cases = {"magic.dat": struct.pack("<I", llama2c.MAGIC) + b"\x01", "three.dat": struct.pack("<I", llama2c.MAGIC)[:3],
+             "zero.dat": bytes(8), "any.bin": b""}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    assert {n: llama2c.looks_like(tmp_path / n) for n in cases} == {
+        "magic.dat": True, "three.dat": False, "zero.dat": False, "any.bin": True}
+    assert llama2c.looks_like(tmp_path / "none.dat") is False
+
+
+def test_llama2c_headers_read_at_their_edges_and_refused_whole(tmp_path):
+    import struct
+    from exactc.exporter.checkpoints import CheckpointError, llama2c
+    path = tmp_path / "m.bin"
+
+    def header(data):
+        path.write_bytes(data)
+        try:
+            return llama2c.read_header(path)
+        except CheckpointError as err:
+            return str(err)
+    fields = (8, 16, 1, 2, 2, 5, 4)
+    legacy = struct.pack("<7i", *fields)
+    params = dict(zip(llama2c.FIELDS, fields))
+    assert header(legacy) == (params, 0, True, 28)  # exactly the seven int32s
+    assert header(struct.pack("<7i", *fields[:5], 1, 4)) == ({**params, "vocab_size": 1}, 0, True, 28)
+    assert header(struct.pack("<7i", *fields[:5], -5, 4)) == (params, 0, False, 28)
+    assert header(legacy[:27]) == f"{path}: too short for llama2.c's header of seven int32s"
+    magic = struct.pack("<I", llama2c.MAGIC)
+    assert header(magic + struct.pack("<i", 1)) == f"{path}: a version-1 header is 256 bytes; the file has 8"
+    assert header(magic + struct.pack("<i", -1)) == (
+        f"{path}: llama2.c version -1 is not supported (exactc reads the legacy header, version 1 (f32) and "
+        "version 2 (int8 groups))")
+    v1 = magic + struct.pack("<i", 1) + struct.pack("<7i", -8, *fields[1:]) + b"\x01"
+    assert header(v1.ljust(256, b"\x00")) == f"{path}: header field dim=-8 must be positive"
+    v2 = magic + struct.pack("<i", 2) + legacy + b"\x00" + struct.pack("<i", -4)
+    assert header(v2.ljust(256, b"\x00")) == f"{path}: header field group_size=-4 must be positive"
+    v2 = magic + struct.pack("<i", 2) + legacy + b"\x00" + struct.pack("<i", 4)
+    assert header(v2.ljust(256, b"\x00")) == ({**params, "group_size": 4}, 2, False, 256)
