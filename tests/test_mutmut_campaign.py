@@ -208,6 +208,17 @@ def test_a_retry_finishes_what_a_stopped_run_left_unchecked(campaign, tmp_path, 
         "m.x_f__mutmut_1": "killed (new test)", "m.x_f__mutmut_2": "killed (new test)"}
 
 
+def test_a_retried_unchecked_mutant_is_reported_as_the_retry_found_it(campaign, tmp_path):
+    (tmp_path / "mutants").mkdir()
+    (tmp_path / "mutants" / "confirmed.json").write_text(json.dumps(
+        {"m.a": "survived", "m.b": "survived", "m.c": "killed (new test)", "m.d": "killed"}))
+    results = {"m.a": ("not checked", "p"), "m.b": ("survived", "p"), "m.c": ("not checked", "p"),
+               "m.d": ("survived", "p"), "m.e": ("not checked", "p")}
+    assert campaign.load_confirmed(tmp_path, results) == 1
+    assert {n: s for n, (s, _) in results.items()} == {
+        "m.a": "survived", "m.b": "survived", "m.c": "killed (new test)", "m.d": "killed", "m.e": "not checked"}
+
+
 def test_a_retry_refuses_tests_that_fail_without_a_mutant(campaign, tmp_path, monkeypatch):
     """A new test that needs a fix made after the stage was taken fails on the stage's
     own source, and so on every mutant: each would be counted killed by it."""

@@ -542,13 +542,16 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
 
 def load_confirmed(stage: Path, results: dict[str, tuple[str, str]]) -> int:
     """Fold the real-edit retries into results; returns how many import-time survivors
-    they killed (a kill by a new test keeps its own status, and is listed)."""
+    they killed (a kill by a new test keeps its own status, and is listed). A mutant the
+    run left unchecked and a retry ran is what the retry found, survived included."""
     path = stage / "mutants" / "confirmed.json"
     if not path.exists():
         return 0
     on_import = 0
     for name, status in json.loads(path.read_text()).items():
-        if name not in results or results[name][0] == "killed" or status == "survived":
+        if name not in results or results[name][0] == "killed":
+            continue
+        if status == "survived" and results[name][0] != "not checked":
             continue
         results[name] = (status, results[name][1])
         on_import += status == "killed"
