@@ -194,7 +194,7 @@ def test_a_retry_finishes_what_a_stopped_run_left_unchecked(campaign, tmp_path, 
     (tmp_path / "exactc").mkdir()
     (tmp_path / "exactc" / "m.py").write_text("# m\n")
     statuses = {"m.x_f__mutmut_1": "survived", "m.x_f__mutmut_2": "not checked", "m.x_f__mutmut_3": "killed",
-                "m.x_f__mutmut_4": "no tests"}
+                "m.x_f__mutmut_4": "no tests", "m.x_f__mutmut_5": "timeout"}
     monkeypatch.setattr(campaign, "sync_tests", lambda stage: None)
     monkeypatch.setattr(campaign, "stage_env", lambda stage: {})
     monkeypatch.setattr(campaign, "load_results", lambda stage: {n: (s, "exactc/m.py") for n, s in statuses.items()})
@@ -202,21 +202,21 @@ def test_a_retry_finishes_what_a_stopped_run_left_unchecked(campaign, tmp_path, 
     tried = []
     monkeypatch.setattr(campaign, "confirm_one", lambda stage, source, path, tests, env, timeout:
                         tried.append(source) or ("survived" if source == "# m\n" else "killed"))
-    assert campaign.retry_named(tmp_path, ["m.*"], ["tests/t.py"], 1) == 2
-    assert sorted(tried[1:]) == ["# m.x_f__mutmut_1", "# m.x_f__mutmut_2"]
+    assert campaign.retry_named(tmp_path, ["m.*"], ["tests/t.py"], 1) == 4
+    assert sorted(tried[1:]) == ["# m.x_f__mutmut_1", "# m.x_f__mutmut_2", "# m.x_f__mutmut_4", "# m.x_f__mutmut_5"]
     assert json.loads((tmp_path / "mutants" / "confirmed.json").read_text()) == {
-        "m.x_f__mutmut_1": "killed (new test)", "m.x_f__mutmut_2": "killed (new test)"}
+        f"m.x_f__mutmut_{i}": "killed (new test)" for i in (1, 2, 4, 5)}
 
 
 def test_a_retried_unchecked_mutant_is_reported_as_the_retry_found_it(campaign, tmp_path):
     (tmp_path / "mutants").mkdir()
     (tmp_path / "mutants" / "confirmed.json").write_text(json.dumps(
-        {"m.a": "survived", "m.b": "survived", "m.c": "killed (new test)", "m.d": "killed"}))
+        {"m.a": "survived", "m.b": "survived", "m.c": "killed (new test)", "m.d": "killed", "m.f": "survived"}))
     results = {"m.a": ("not checked", "p"), "m.b": ("survived", "p"), "m.c": ("not checked", "p"),
-               "m.d": ("survived", "p"), "m.e": ("not checked", "p")}
+               "m.d": ("survived", "p"), "m.e": ("not checked", "p"), "m.f": ("no tests", "p")}
     assert campaign.load_confirmed(tmp_path, results) == 1
     assert {n: s for n, (s, _) in results.items()} == {
-        "m.a": "survived", "m.b": "survived", "m.c": "killed (new test)", "m.d": "killed", "m.e": "not checked"}
+        "m.a": "survived", "m.b": "survived", "m.c": "killed (new test)", "m.d": "killed", "m.e": "not checked", "m.f": "survived"}
 
 
 def test_a_retry_refuses_tests_that_fail_without_a_mutant(campaign, tmp_path, monkeypatch):

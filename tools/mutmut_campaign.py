@@ -214,6 +214,7 @@ IGNORED = shutil.ignore_patterns(*COPY_IGNORED, ".mutmut-stage")
 # the function; "not checked": the run stopped first) are counted per function.
 LISTED = ("survived", "timeout", "suspicious", "segfault", "killed (new test)")
 KILLED = ("killed", "killed (new test)")
+UNRUN = ("not checked", "no tests")  # mutants mutmut ran no test against; a retry runs them as real edits
 STATUSES = ["killed", "killed (new test)", "survived", "timeout", "suspicious", "no tests", "skipped",
             "segfault", "caught by type check", "not checked", "check was interrupted by user"]
 
@@ -507,7 +508,8 @@ def confirm_survivors(stage: Path, results: dict[str, tuple[str, str]], jobs: in
 def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -> int:
     """Retry the survivors matching `patterns` as real source edits against `tests` (say,
     a new test written to kill them), and fold the outcomes into the confirmation record.
-    The mutants a stopped run left unchecked are retried the same way: a real edit is the
+    The mutants a stopped run left unchecked (or whose functions no selected test reached)
+    are retried the same way: a real edit is the
     mutant itself, so a stopped run is finished against the tests that protect those
     functions (a help text's mutants against tests/test_cli_docs.py, say) without
     running the rest of its selection again."""
@@ -518,7 +520,7 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
     results = load_results(stage)
     record = stage / "mutants" / "confirmed.json"
     outcome = json.loads(record.read_text()) if record.exists() else {}
-    todo = sorted(n for n, (s, _) in results.items() if s in (*LISTED, "not checked")
+    todo = sorted(n for n, (s, _) in results.items() if s in (*LISTED, *UNRUN)
                   and outcome.get(n, "survived") == "survived"
                   and any(fnmatch.fnmatch(n, p) for p in patterns))
     if todo:
@@ -551,7 +553,7 @@ def load_confirmed(stage: Path, results: dict[str, tuple[str, str]]) -> int:
     for name, status in json.loads(path.read_text()).items():
         if name not in results or results[name][0] == "killed":
             continue
-        if status == "survived" and results[name][0] != "not checked":
+        if status == "survived" and results[name][0] not in UNRUN:
             continue
         results[name] = (status, results[name][1])
         on_import += status == "killed"
