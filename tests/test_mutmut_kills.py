@@ -3525,3 +3525,33 @@ def test_a_padded_batch_takes_the_tokenizers_padding_or_zeros(tmp_path, capsys):
             "attention_mask": (np.int32, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])}
     embed._note("compiling")
     assert capsys.readouterr().err == "exactc embed: compiling\n"
+
+
+def test_a_llama2c_file_with_heads_wider_than_two_reads_back_each_tensor(tmp_path):
+    """Heads of 4 (a head of 2 makes the pair permutation the identity): every tensor
+    written under its Hugging Face name reads back the same, q and k rows included, in
+    each version (version 2's quantized weights as exactc's q8 of the same rows)."""
+    from exactc.exporter import checkpoints, quant
+    from exactc.exporter.checkpoints import llama2c
+    rng = np.random.default_rng(1)
+    dim, heads, kv, mlp, vocab = 8, 2, 1, 8, 5
+    hd = dim // heads
+    tensors = {"model.embed_tokens.weight": rng.standard_normal((vocab, dim)), "model.norm.weight": rng.standard_normal(dim),
+               "lm_head.weight": rng.standard_normal((vocab, dim))}
+    for name, shape in (("input_layernorm", (dim,)), ("post_attention_layernorm", (dim,)),
+                        ("self_attn.q_proj", (heads * hd, dim)), ("self_attn.k_proj", (kv * hd, dim)),
+                        ("self_attn.v_proj", (kv * hd, dim)), ("self_attn.o_proj", (dim, heads * hd)),
+                        ("mlp.gate_proj", (mlp, dim)), ("mlp.down_proj", (dim, mlp)), ("mlp.up_proj", (mlp, dim))):
+        tensors[f"model.layers.0.{name}.weight"] = rng.standard_normal(shape)
+    fields = {"vocab": vocab, "dim": dim, "heads": heads, "kv_heads": kv, "layers": 1, "mlp": mlp}
+    for version in (0, 1, 2):
+        ckpt = checkpoints.load(llama2c.write(tmp_path / f"v{version}.bin", tensors, fields, seq_len=4,
+                                              version=version, group=4))
+        assert set(ckpt.tensors) == set(tensors)
+        for name, values in tensors.items():
+            want = values.astype(np.float32).astype(np.float64)
+            if version == 2 and ckpt.tensors[name].blocks is not None:
+                want = quant.quantize_tensor(name, want, "q8", 4).dequantize().astype(np.float64)
+            assert np.array_equal(ckpt.tensors[name].read(), want), (version, name)
+        # version 2 names a quantized tensor of one layer without its index
+        assert ckpt.tensors["model.layers.0.self_attn.q_proj.weight"].source == ("wq" if version == 2 else "wq[0]")
