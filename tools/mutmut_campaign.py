@@ -538,6 +538,7 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
             verdict = future.result()
             outcome[name] = "killed (new test)" if verdict == "killed" else verdict
             print(f"  {name}: {outcome[name]}", file=sys.stderr, flush=True)
+            record.write_text(json.dumps(outcome, indent=1))  # a retry stopped half way keeps what it found
     record.write_text(json.dumps(outcome, indent=1))
     return sum(outcome[n] == "killed (new test)" for n in todo)
 
