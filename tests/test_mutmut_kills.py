@@ -83,7 +83,24 @@ Grouped by what they protect:
     not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file, a
     bad file named by its path);
 27. the kernels' names in a program (printer/kernel_table.py): labels joined at their
-    underscores, a name the host or a split driver holds taken by the next number.
+    underscores, a name the host or a split driver holds taken by the next number;
+28. the hosts and the arena (printer/host.py, exporter/frames.py): a buffer of odd bytes,
+    an output not affine in T refused by name;
+29. the command line in process, continued: its handlers, checkpoints, the C backend,
+    `exactc check`;
+30. and 31. plan files (kernels/plans.py): a nest's plan field by field, a program's plan
+    applied to one kernel, each layout field refused whole, the variants' rule, `exactc
+    plan` in process, its options at their types and defaults;
+32. layouts (kernels/layouts.py): sums given as a dict, one pack for two reads, packable's
+    and the integer sums' refusals whole;
+33. the plain nests' printer, continued (printer/nests.py): extents past INT_MAX and shared
+    at one extent only, strides, a bit fill at its width, an index renamed;
+34. a checkpoint read far enough to check (checkpoints/__init__.py): its one settable
+    field, its tensors checked in one message, parameters stacked, the digest, the JSON
+    readers' refusals;
+35. llama2.c files (checkpoints/llama2c.py): magic or suffix, headers at their edges, heads
+    wider than two read back;
+36. `exactc embed`'s padded batch (embed.py).
 """
 
 from __future__ import annotations
