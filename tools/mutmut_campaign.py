@@ -509,10 +509,10 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
     """Retry the survivors matching `patterns` as real source edits against `tests` (say,
     a new test written to kill them), and fold the outcomes into the confirmation record.
     The mutants a stopped run left unchecked (or whose functions no selected test reached)
-    are retried the same way: a real edit is the
-    mutant itself, so a stopped run is finished against the tests that protect those
-    functions (a help text's mutants against tests/test_cli_docs.py, say) without
-    running the rest of its selection again."""
+    are retried the same way: a real edit is the mutant itself, so a stopped run is
+    finished against the tests that protect those functions (a help text's mutants against
+    tests/test_cli_docs.py, say) without running the rest of its selection again. The
+    record is written after each mutant, so a retry stopped half way keeps what it found."""
     import concurrent.futures
 
     sync_tests(stage)
@@ -538,15 +538,15 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
             verdict = future.result()
             outcome[name] = "killed (new test)" if verdict == "killed" else verdict
             print(f"  {name}: {outcome[name]}", file=sys.stderr, flush=True)
-            record.write_text(json.dumps(outcome, indent=1))  # a retry stopped half way keeps what it found
-    record.write_text(json.dumps(outcome, indent=1))
+            record.write_text(json.dumps(outcome, indent=1))
     return sum(outcome[n] == "killed (new test)" for n in todo)
 
 
 def load_confirmed(stage: Path, results: dict[str, tuple[str, str]]) -> int:
     """Fold the real-edit retries into results; returns how many import-time survivors
-    they killed (a kill by a new test keeps its own status, and is listed). A mutant the
-    run left unchecked and a retry ran is what the retry found, survived included."""
+    they killed (a kill by a new test keeps its own status, and is listed). A mutant
+    mutmut ran no test against (UNRUN) and a retry ran is what the retry found, survived
+    included."""
     path = stage / "mutants" / "confirmed.json"
     if not path.exists():
         return 0
