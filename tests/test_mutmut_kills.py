@@ -106,7 +106,10 @@ Grouped by what they protect:
     and the program, the sentences per process, the command's options and lines;
 38. llama2.c files as stored (checkpoints/llama2c.py): the first tensor where its
     version puts it (read from the bytes), what a checkpoint says of its file, the
-    wrong size and straddling groups refused whole.
+    wrong size and straddling groups refused whole;
+39. GGUF files (checkpoints/gguf_file.py): the config read key by key (defaults, types)
+    and each key refused whole, every tensor of a float and a Q8_0 file read back under
+    its names and types, llama.cpp's names mapped by layer.
 """
 
 from __future__ import annotations
@@ -3846,3 +3849,134 @@ def test_a_llama2c_file_of_the_wrong_size_or_straddling_groups_is_refused_whole(
     assert str(caught.value) == (f"{tmp_path / 'g.bin'}: group_size 3 does not divide the rows of "
                                  "token_embedding_table (8 values): runq.c's groups would straddle rows, and "
                                  "exactc's q8 blocks are per row")
+
+
+# ---- 39. GGUF files (exporter/checkpoints/gguf_file.py): the config read key by key, each
+# value refused by its key, every tensor read back under its names, the names mapped
+
+
+_GGUF_KEYS = {  # key -> (exactc's field, the value written)
+    "llama.embedding_length": ("dim", 8), "llama.feed_forward_length": ("mlp", 12), "llama.block_count": ("layers", 2),
+    "llama.attention.head_count": ("heads", 4), "llama.attention.head_count_kv": ("kv_heads", 2),
+    "llama.context_length": (None, 9), "llama.attention.layer_norm_rms_epsilon": ("eps", 0.25),
+    "llama.rope.freq_base": ("theta", 500.0),
+}
+
+
+def _gguf_of(path: Path, metadata: dict, tensors: dict[str, tuple[np.ndarray, str]]) -> Path:
+    """A GGUF file of `metadata` (int: uint32, float: float32, str: string) and `tensors`
+    (llama.cpp name -> (f32 values, F32 or a quantized type)), written with the gguf package."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for key, value in metadata.items():
+        if key == "general.architecture":
+            continue
+        {int: writer.add_uint32, float: writer.add_float32, str: writer.add_string}[type(value)](key, value)
+    for name, (values, kind) in tensors.items():
+        if kind == "F32":
+            writer.add_tensor(name, np.ascontiguousarray(values, dtype=np.float32))
+        else:
+            qtype = getattr(gguf.GGMLQuantizationType, kind)
+            writer.add_tensor(name, gguf.quants.quantize(values.astype(np.float32), qtype), raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_files_config_is_read_key_by_key_and_refused_by_key(tmp_path):
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError
+
+    metadata = {key: value for key, (_, value) in _GGUF_KEYS.items()}
+    table = {"token_embd.weight": (np.ones((5, 8)), "F32")}
+    ckpt = checkpoints.load(_gguf_of(tmp_path / "m.gguf", metadata, table))
+    assert ckpt.fields == {"dim": 8, "mlp": 12, "layers": 2, "heads": 4, "kv_heads": 2, "eps": 0.25, "theta": 500.0,
+                           "vocab": 5}
+    assert {k: type(v) for k, v in ckpt.fields.items()} == dict.fromkeys(ckpt.fields, int) | {"eps": float,
+                                                                                              "theta": float}
+    assert (ckpt.max_tokens, ckpt.format, ckpt.model, ckpt.name, ckpt.content) == (9, "gguf", "llama", "m.gguf",
+                                                                                 [tmp_path / "m.gguf"])
+    # llama.attention.head_count_kv left out: the head count; llama.rope.freq_base left out: 10000
+    lean = {k: v for k, v in metadata.items() if k not in ("llama.attention.head_count_kv", "llama.rope.freq_base")}
+    ckpt = checkpoints.load(_gguf_of(tmp_path / "lean.gguf", lean, table))
+    assert (ckpt.fields["kv_heads"], ckpt.fields["theta"]) == (4, 10000.0)
+    for key, (field, value) in _GGUF_KEYS.items():
+        path = tmp_path / f"{key}.gguf"
+        bad = -1.0 if isinstance(value, float) else 0
+        _gguf_of(path, dict(metadata, **{key: bad}), table)
+        with pytest.raises(CheckpointError) as caught:
+            checkpoints.load(path)
+        rule = "a positive number" if isinstance(value, float) else "a positive integer (at most 2,147,483,647)"
+        assert str(caught.value) == f"{path}: {key}={bad!r} must be {rule}", key
+        if key in ("llama.attention.head_count_kv", "llama.rope.freq_base"):
+            continue
+        _gguf_of(path, {k: v for k, v in metadata.items() if k != key}, table)
+        with pytest.raises(CheckpointError) as caught:
+            checkpoints.load(path)
+        assert str(caught.value) == f"{path}: metadata {key} is missing", key
+    _gguf_of(tmp_path / "text.gguf", dict(metadata, **{"llama.block_count": "2"}), table)
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.load(tmp_path / "text.gguf")
+    assert str(caught.value) == f"{tmp_path / 'text.gguf'}: llama.block_count='2' must be a positive integer " \
+                                "(at most 2,147,483,647)"
+
+
+def test_every_gguf_tensor_reads_back_under_its_names(tmp_path):
+    """Each tensor of a float file and of a Q8_0 file, under Hugging Face's name, with
+    llama.cpp's as its source, its GGUF type and stored shape, and the values written (q
+    and k rows in Hugging Face's order: heads of 4 and 2, where the permutation moves
+    rows); another type refused with the whole list of those read."""
+    import gguf
+
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError, gguf_file
+
+    rng = np.random.default_rng(3)
+    cfg = {"vocab": 5, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 9}
+    hd = 32 // 4
+    shapes = {"model.embed_tokens.weight": (5, 32), "model.norm.weight": (32,), "lm_head.weight": (5, 32),
+              "model.layers.0.input_layernorm.weight": (32,), "model.layers.0.post_attention_layernorm.weight": (32,),
+              "model.layers.0.self_attn.q_proj.weight": (32, 32), "model.layers.0.self_attn.k_proj.weight": (2 * hd, 32),
+              "model.layers.0.self_attn.v_proj.weight": (2 * hd, 32), "model.layers.0.self_attn.o_proj.weight": (32, 32),
+              "model.layers.0.mlp.gate_proj.weight": (64, 32), "model.layers.0.mlp.up_proj.weight": (64, 32),
+              "model.layers.0.mlp.down_proj.weight": (32, 64)}
+    tensors = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+    to_gguf = {hf: name for name, hf in gguf_file.NAMES.items()}
+    floats = checkpoints.load(gguf_file.write(tmp_path / "f.gguf", cfg, tensors))
+    assert floats.fields["eps"] == float(np.float32(1e-5)) and floats.fields["theta"] == 10000.0
+    assert (floats.ignored, floats.weights, sorted(floats.tensors)) == ([], None, sorted(shapes))
+    for name, values in tensors.items():
+        t = floats.tensors[name]
+        assert (t.dtype, t.shape, t.source) == ("F32", shapes[name], to_gguf[name.replace(".0.", ".{l}.")].replace(
+            "{l}", "0")), name
+        assert np.array_equal(t.read(), values.astype(np.float64)) and t.read().dtype == np.float64, name
+    linear = {n for n, s in shapes.items() if len(s) == 2 and n != "model.embed_tokens.weight"}
+    blocks = checkpoints.load(gguf_file.write(tmp_path / "q.gguf", cfg, tensors, "Q8_0", linear))
+    assert blocks.weights == ("q8", 32)
+    reader = {t.name: t for t in gguf.GGUFReader(tmp_path / "q.gguf").tensors}
+    for name in linear:
+        t = blocks.tensors[name]
+        assert (t.dtype, t.shape) == ("Q8_0", shapes[name]), name
+        stored = gguf.quants.dequantize(reader[t.source].data, gguf.GGMLQuantizationType.Q8_0).reshape(shapes[name])
+        if "q_proj" in name or "k_proj" in name:
+            stored = checkpoints.llama2c.interleaved_to_half(stored, 4 if "q_proj" in name else 2)
+        assert np.array_equal(t.read(), stored.astype(np.float64)), name
+        assert np.array_equal(t.blocks().dequantize(), stored), name
+    path = _gguf_of(tmp_path / "q5.gguf", {k: v for k, (_, v) in _GGUF_KEYS.items()},
+                    {"token_embd.weight": (np.ones((5, 8)), "F32"), "blk.0.attn_v.weight": (np.ones((8, 32)), "Q5_0")})
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.load(path)
+    assert str(caught.value) == f"{path}: tensor blk.0.attn_v.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"
+
+
+def test_llama_cpp_names_map_to_hugging_faces_by_layer():
+    from exactc.exporter.checkpoints.gguf_file import _hf_name
+
+    assert _hf_name("token_embd.weight") == ("model.embed_tokens.weight", None)
+    assert _hf_name("blk.12.ffn_down.weight") == ("model.layers.12.mlp.down_proj.weight", 12)
+    for unknown in ("blk.x.attn_q.weight", "blk.0", "blk.0.attn_q_norm.weight", "rope_freqs.weight", "blk",
+                    "b.0.attn_q.weight"):
+        assert _hf_name(unknown) is None, unknown
