@@ -169,6 +169,10 @@ OUTPUTS = [
     ("slice", {"x": (2, 5, 3)}, {"axis": 1, "start": 1, "stop": 4}, {"y": ((2, 3, 3), "x")}),
     ("slice", {"x": (6,)}, {"axis": 0, "start": 0, "stop": 6}, {"y": ((6,), "x")}),
     ("concat", {"a": (2, 3, 4), "b": (2, 5, 4)}, {"axis": 1}, {"y": ((2, 8, 4), "x")}),
+    ("quantize", {"x": (2, 9)}, {"block": 4}, {"q": ((2, 9), "i8"), "d": ((2, 3), "acc")}),
+    ("qlinear_w", {"x": (2, 9), "wq": (3, 6), "wd": (3, 3)}, {"fmt": "q4", "block": 4}, {"y": ((2, 3), "x")}),
+    ("qlinear_i", {"xq": (2, 8), "xd": (2, 2), "wq": (3, 8), "wd": (3, 2), "b": (3,)}, {"block": 4, "has_b": True},
+     {"y": ((2, 3), "x")}),
 ]
 
 
@@ -245,6 +249,34 @@ REFUSALS = [
     ("concat", {"a": (2, 3), "b": (2, 3)}, {"axis": -1},
      "concat: a (2, 3) and b (2, 3) with axis -1: same rank and a valid axis needed"),
     ("concat", {"a": (2, 3), "b": (4, 5)}, {"axis": 0}, "concat: a (2, 3) and b (4, 5) differ off axis 0"),
+    # the quantized primitives: each operand's rank and length, the block and the format
+    ("quantize", {"x": (2, 3, 4)}, {"block": 4}, "quantize: x has shape (2, 3, 4); it must have rank 2"),
+    ("quantize", {"x": (2, 8)}, {"block": 0}, "quantize: block is 0; it must be an int in 1..65536"),
+    ("qlinear_w", {"x": (2,), "wq": (3, 8), "wd": (3, 2)}, {"block": 4}, "qlinear_w: x has shape (2,); it must have rank 2"),
+    ("qlinear_w", {"x": (2, 8), "wq": (3,), "wd": (3, 2)}, {"block": 4},
+     "qlinear_w: wq has shape (3,); it must have rank 2"),
+    ("qlinear_w", {"x": (2, 8), "wq": (3, 8), "wd": (3,)}, {"block": 4},
+     "qlinear_w: wd has shape (3,); it must have rank 2"),
+    ("qlinear_w", {"x": (2, 8), "wq": (3, 7), "wd": (3, 2)}, {"block": 4},
+     "qlinear_w: wq has shape (3, 7); a q8 row of 8 values in blocks of 4 is 8 int8 values"),
+    ("qlinear_w", {"x": (2, 9), "wq": (3, 9), "wd": (3, 3)}, {"fmt": "q4", "block": 4},
+     "qlinear_w: wq has shape (3, 9); a q4 row of 9 values in blocks of 4 is 6 bytes (3 blocks of 2)"),
+    ("qlinear_w", {"x": (2, 8), "wq": (3, 8), "wd": (3, 3)}, {"block": 4},
+     "qlinear_w: wd has shape (3, 3); it must be (3, 2): one scale per row and block of 4"),
+    ("qlinear_w", {"x": (2, 8), "wq": (3, 8), "wd": (3, 2), "b": (2,)}, {"block": 4, "has_b": True},
+     "qlinear_w: b has shape (2,); it must be (3,)"),
+    ("qlinear_w", {"x": (2, 8), "wq": (3, 8), "wd": (3, 2)}, {"fmt": "q5", "block": 4},
+     "qlinear_w: fmt is 'q5'; it must be one of q8, q4"),
+    ("qlinear_w", {"x": (2, 8), "wq": (3, 8), "wd": (3, 2)}, {"fmt": "q4", "block": 3},
+     "qlinear_w: block is 3; a q4 block is an even number of values (two to a byte)"),
+    ("qlinear_i", {"xq": (2,), "xd": (2, 2), "wq": (3, 8), "wd": (3, 2)}, {"block": 4},
+     "qlinear_i: xq has shape (2,); it must have rank 2"),
+    ("qlinear_i", {"xq": (2, 8), "xd": (2, 2), "wq": (3, 8, 1), "wd": (3, 2)}, {"block": 4},
+     "qlinear_i: wq has shape (3, 8, 1); it must have rank 2"),
+    ("qlinear_i", {"xq": (2, 8), "xd": (2, 3), "wq": (3, 8), "wd": (3, 2)}, {"block": 4},
+     "qlinear_i: xd has shape (2, 3); it must be (2, 2): one activation scale per row and block of 4"),
+    ("qlinear_i", {"xq": (2, 8), "xd": (2, 2), "wq": (3, 8), "wd": (3, 3)}, {"block": 4},
+     "qlinear_i: wd has shape (3, 3); it must be (3, 2): one scale per row and block of 4"),
 ]
 
 
