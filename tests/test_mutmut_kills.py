@@ -109,7 +109,10 @@ Grouped by what they protect:
     wrong size and straddling groups refused whole;
 39. GGUF files (checkpoints/gguf_file.py): the config read key by key (defaults, types)
     and each key refused whole, every tensor of a float and a Q8_0 file read back under
-    its names and types, llama.cpp's names mapped by layer.
+    its names and types, llama.cpp's names mapped by layer;
+40. a checkpoint's checks and keys (checkpoints/__init__.py): an extra tensor alone
+    refused, the blocks taken for each weight the file holds quantized and only those, the
+    digest of the config and the files.
 """
 
 from __future__ import annotations
@@ -4020,3 +4023,55 @@ def test_llama_cpp_names_map_to_hugging_faces_by_layer():
     for unknown in ("blk.x.attn_q.weight", "blk.0", "blk.0.attn_q_norm.weight", "rope_freqs.weight", "blk",
                     "b.0.attn_q.weight"):
         assert _hf_name(unknown) is None, unknown
+
+
+# ---- 40. a checkpoint's checks and keys (exporter/checkpoints/__init__.py): an extra tensor
+# alone refused, the blocks taken where the file holds them, the digest of the config too
+
+
+def test_a_checkpoint_with_one_extra_tensor_is_refused_naming_it(tmp_path):
+    from exactc.exporter import checkpoints, models
+    from exactc.exporter.checkpoints import CheckpointError, Tensor, llama2c
+
+    tensors, fields = _llama2c_tensors(1, shared=False)
+    ckpt = checkpoints.load(llama2c.write(tmp_path / "m.bin", tensors, fields, seq_len=4))
+    program = models.build("llama", "forward", ckpt.overrides({"tokens": 4}))
+    ckpt.check(program.params)
+    ckpt.tensors["model.extra.weight"] = Tensor("F32", (2,), "an_extra_one", lambda: np.zeros(2))
+    with pytest.raises(CheckpointError) as caught:
+        ckpt.check(program.params)
+    assert str(caught.value).endswith(": extra an_extra_one")
+
+
+def test_a_files_blocks_are_taken_for_every_weight_it_holds_quantized(tmp_path):
+    """A GGUF file of one layer whose q projection is F32 and every other linear weight
+    Q8_0: the blocks of each of the others, a layer's stacked over the one layer."""
+    from exactc.exporter import checkpoints, graph, models
+    from exactc.exporter.checkpoints import gguf_file
+
+    rng = np.random.default_rng(4)
+    cfg = {"vocab": 5, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 4}
+    program = models.build("llama", "forward", cfg)
+    tensors = {}
+    for spec in program.params:
+        tensors[spec.layer_name(0) if spec.layers else spec.name] = rng.standard_normal(spec.shape).astype(np.float32)
+    linear = set(graph.linear_weights(program))
+    held = {spec.layer_name(0) if spec.layers else spec.name for spec in program.params
+            if spec.name in linear and "q_proj" not in spec.name}
+    ckpt = checkpoints.load(gguf_file.write(tmp_path / "m.gguf", cfg, tensors, "Q8_0", held))
+    quantized = models.build("llama", "forward", ckpt.overrides({"tokens": 4}), dict.fromkeys(linear, ("q8", 32)))
+    blocks = ckpt.quantized_weights(quantized)
+    assert sorted(blocks) == sorted(n for n in linear if "q_proj" not in n)
+    stacked = {spec.name for spec in quantized.params if spec.layers}
+    for name, q in blocks.items():
+        one = ckpt.tensors[name.replace("{l}", "0")].blocks()
+        assert np.array_equal(q.values, one.values[None] if name in stacked else one.values), name
+
+
+def test_a_checkpoints_digest_is_24_hex_digits_of_its_config_and_files(tmp_path):
+    from exactc.exporter.checkpoints import Checkpoint
+
+    (tmp_path / "w").write_bytes(b"weights")
+    one = Checkpoint(tmp_path, "hf", "gpt", {"dim": 8}, {}, content=[tmp_path / "w"])
+    other = Checkpoint(tmp_path, "hf", "gpt", {"dim": 16}, {}, content=[tmp_path / "w"])
+    assert re.fullmatch(r"[0-9a-f]{24}", one.digest()) and one.digest() != other.digest()
