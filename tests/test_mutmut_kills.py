@@ -109,7 +109,8 @@ Grouped by what they protect:
     wrong size and straddling groups refused whole;
 39. GGUF files (checkpoints/gguf_file.py): the config read key by key (defaults, types)
     and each key refused whole, every tensor of a float and a Q8_0 file read back under
-    its names and types, llama.cpp's names mapped by layer;
+    its names and types, a block's infinite scale refused by its tensor's name,
+    llama.cpp's names mapped by layer;
 40. a checkpoint's checks and keys (checkpoints/__init__.py): an extra tensor alone
     refused, the blocks taken for each weight the file holds quantized and only those, the
     digest of the config and the files.
@@ -3940,8 +3941,8 @@ def test_a_gguf_files_config_is_read_key_by_key_and_refused_by_key(tmp_path):
                            "vocab": 5}
     assert {k: type(v) for k, v in ckpt.fields.items()} == dict.fromkeys(ckpt.fields, int) | {"eps": float,
                                                                                               "theta": float}
-    assert (ckpt.max_tokens, ckpt.format, ckpt.model, ckpt.name, ckpt.content) == (9, "gguf", "llama", "m.gguf",
-                                                                                 [tmp_path / "m.gguf"])
+    assert (ckpt.max_tokens, ckpt.format, ckpt.model, ckpt.name, ckpt.path, ckpt.content) == (
+        9, "gguf", "llama", "m.gguf", tmp_path / "m.gguf", [tmp_path / "m.gguf"])
     # llama.attention.head_count_kv left out: the head count; llama.rope.freq_base left out: 10000
     lean = {k: v for k, v in metadata.items() if k not in ("llama.attention.head_count_kv", "llama.rope.freq_base")}
     ckpt = checkpoints.load(_gguf_of(tmp_path / "lean.gguf", lean, table))
@@ -4013,6 +4014,23 @@ def test_every_gguf_tensor_reads_back_under_its_names(tmp_path):
     with pytest.raises(CheckpointError) as caught:
         checkpoints.load(path)
     assert str(caught.value) == f"{path}: tensor blk.0.attn_v.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"
+
+
+def test_a_gguf_block_of_an_infinite_scale_is_refused_naming_its_tensor(tmp_path):
+    import gguf
+
+    from exactc.exporter import checkpoints, quant
+
+    path = _gguf_of(tmp_path / "m.gguf", {k: v for k, (_, v) in _GGUF_KEYS.items()},
+                    {"token_embd.weight": (np.ones((5, 8)), "F32"), "blk.0.attn_v.weight": (np.ones((8, 32)), "Q8_0")})
+    start = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.0.attn_v.weight").data_offset
+    data = bytearray(path.read_bytes())
+    data[start:start + 2] = np.float16(np.inf).tobytes()  # the first block's scale
+    path.write_bytes(bytes(data))
+    with pytest.raises(quant.QuantError) as caught:
+        checkpoints.load(path).tensors["model.layers.0.self_attn.v_proj.weight"].blocks()
+    assert str(caught.value) == ("tensor blk.0.attn_v.weight: scale at index (0, 0) is inf; quantized weights must "
+                                 "be finite (1 element(s) are not)")
 
 
 def test_llama_cpp_names_map_to_hugging_faces_by_layer():
