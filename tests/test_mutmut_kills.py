@@ -113,7 +113,10 @@ Grouped by what they protect:
     llama.cpp's names mapped by layer;
 40. a checkpoint's checks and keys (checkpoints/__init__.py): an extra tensor alone
     refused, the blocks taken for each weight the file holds quantized and only those, the
-    digest of the config and the files.
+    digest of the config and the files;
+41. the models as traced (models/gpt.py, llama.py): a llama entry's own nodes and outputs
+    named, the config's eps in every GPT layer norm of each entry, GPT's heads refusal and
+    its own head's spread, drawn ids that take token 0.
 """
 
 from __future__ import annotations
@@ -4093,3 +4096,64 @@ def test_a_checkpoints_digest_is_24_hex_digits_of_its_config_and_files(tmp_path)
     one = Checkpoint(tmp_path, "hf", "gpt", {"dim": 8}, {}, content=[tmp_path / "w"])
     other = Checkpoint(tmp_path, "hf", "gpt", {"dim": 16}, {}, content=[tmp_path / "w"])
     assert re.fullmatch(r"[0-9a-f]{24}", one.digest()) and one.digest() != other.digest()
+
+
+# ---- 41. the models as traced (exporter/models/gpt.py, llama.py): what each entry's own
+# nodes are named, the config's eps in every layer norm, the head's spread, the ids drawn
+
+
+def test_a_llama_entrys_own_nodes_and_outputs_are_named():
+    from exactc.exporter import graph, models
+
+    cfg = {"vocab": 16, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 1, "mlp": 8, "tokens": 4}
+
+    def named(entry):
+        program = models.build("llama", entry, cfg)
+        return program.output_names, [(n.primitive, n.out.name) for n in program.function.nodes
+                                      if isinstance(n, graph.Op)]
+    assert named("next_token") == (("next_token",), [
+        ("embedding", "x"), ("slice", "last"), ("rmsnorm", "norm"), ("linear", "logits"),
+        ("argmax", "next_token_")])  # the output's own name taken by the entry's result
+    assert named("prefill") == (("logits", "k", "v"), [
+        ("embedding", "x"), ("slice", "last"), ("rmsnorm", "norm"), ("linear", "logits"),
+        ("reshape", "k_t_rows_out"), ("reshape", "v_t_rows_out")])
+
+
+@pytest.mark.parametrize("entry", ["forward", "prefill", "decode"])
+def test_every_gpt_layer_norm_takes_the_configs_eps(entry):
+    from exactc.exporter import graph, models
+
+    program = models.build("gpt", entry, {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 2, "mlp": 8,
+                                          "tokens": 4, "eps": 1e-3})
+    found = {}
+    for fn in program.function.walk():
+        for node in fn.nodes:
+            for body in ([node.body, *node.apart.values()] if isinstance(node, graph.Fold) else []):
+                found |= {n.out.name: n.attrs["eps"] for f in body.walk() for n in f.nodes
+                          if isinstance(n, graph.Op) and n.primitive == "layernorm"}
+            if isinstance(node, graph.Op) and node.primitive == "layernorm":
+                found[node.out.name] = node.attrs["eps"]
+    assert found == {"ln_1": 1e-3, "ln_2": 1e-3, "ln_f": 1e-3}
+
+
+def test_a_gpt_configs_heads_refusal_and_its_own_heads_spread():
+    import math
+
+    from exactc.exporter import models
+    from exactc.exporter.models import gpt
+
+    with pytest.raises(ValueError) as caught:
+        gpt.Config(dim=10, heads=4).check()
+    assert str(caught.value) == "gpt config: dim 10 is not a multiple of heads 4"
+    cfg = models.config("gpt", {"vocab": 16, "dim": 16, "heads": 2, "tied": False})
+    (head,) = [s for s in gpt.parameters(cfg) if s.name == "lm_head.weight"]
+    assert (head.shape, head.std) == ((16, 16), 1 / math.sqrt(16))
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_the_drawn_ids_take_every_token_zero_included(model):
+    from exactc.exporter import models
+
+    cfg = {"vocab": 2, "tokens": 64} | ({"positions": 64} if model == "gpt" else {})
+    ids = models.draw_inputs(models.build(model, "forward", cfg), 3)["input_ids"]
+    assert set(ids.tolist()) == {0, 1}
