@@ -116,7 +116,9 @@ Grouped by what they protect:
     digest of the config and the files;
 41. the models as traced (models/gpt.py, llama.py): a llama entry's own nodes and outputs
     named, the config's eps in every GPT layer norm of each entry, GPT's heads refusal and
-    its own head's spread, drawn ids that take token 0.
+    its own head's spread, drawn ids that take token 0;
+42. the models' configs and entries (models/__init__.py): each field parsed, bounded and
+    typed, every refusal whole, an entry built at its config or refused whole.
 """
 
 from __future__ import annotations
@@ -4157,3 +4159,61 @@ def test_the_drawn_ids_take_every_token_zero_included(model):
     cfg = {"vocab": 2, "tokens": 64} | ({"positions": 64} if model == "gpt" else {})
     ids = models.draw_inputs(models.build(model, "forward", cfg), 3)["input_ids"]
     assert set(ids.tolist()) == {0, 1}
+
+
+# ---- 42. the models' configs and entries (exporter/models/__init__.py): every field's
+# parsing, bounds and type, every refusal whole
+
+
+def test_a_config_parses_and_bounds_each_field_and_refuses_it_whole():
+    from exactc.exporter import models
+    from exactc.exporter.models import ModelError
+
+    cfg = models.config("llama", {"dim": "16", "heads": 4, "kv_heads": np.int64(2), "eps": "0.5", "theta": 100,
+                                  "layers": 1, "vocab": 1, "mlp": 16})
+    assert (cfg.dim, cfg.heads, cfg.kv_heads, cfg.eps, cfg.theta, cfg.vocab) == (16, 4, 2, 0.5, 100.0, 1)
+    assert [type(v) for v in (cfg.dim, cfg.kv_heads, cfg.eps, cfg.theta)] == [int, int, float, float]
+    for spelled, flag in (("TRUE", True), ("False", False), ("1", True), ("0", False), (True, True)):
+        assert models.config("gpt", {"tied": spelled}).tied is flag
+    assert models.config("gpt", {"vocab": 2**31 - 1, "dim": 1, "heads": 1, "layers": 1, "mlp": 1,
+                                 "positions": 1, "tokens": 1}).vocab == 2**31 - 1
+    count = "must be an integer from 1 to 2,147,483,647 (2^31 - 1)"
+    for model, overrides, message in (
+            ("gpt", {"dim": 0}, f"gpt config field dim=0 {count}"),
+            ("gpt", {"dim": 2**31}, f"gpt config field dim=2147483648 {count}"),
+            ("gpt", {"dim": 8.0}, f"gpt config field dim=8.0 {count}"),
+            ("gpt", {"dim": True}, f"gpt config field dim=True {count}"),
+            ("gpt", {"dim": "eight"}, "gpt config field dim='eight' is not a int"),
+            ("gpt", {"tied": "yes"}, "gpt config field tied='yes' is not a bool"),
+            ("gpt", {"tied": 1}, "gpt config field tied=1 must be true or false"),
+            ("gpt", {"eps": 0.0}, "gpt config field eps=0.0 must be a positive finite number"),
+            ("gpt", {"eps": "inf"}, "gpt config field eps=inf must be a positive finite number"),
+            ("gpt", {"eps": True}, "gpt config field eps=True must be a positive finite number"),
+            ("gpt", {"eps": "small"}, "gpt config field eps='small' is not a float"),
+            ("gpt", {"width": 8}, "gpt config has no field 'width'; its fields are vocab, positions, dim, heads, "
+                                  "layers, mlp, tokens, eps, tied"),
+            ("gpt", {"dim": 2**16, "vocab": 2**16 + 1},
+             "gpt config: the parameters have 73,155,412,992 elements; exactc exports at most 4,294,967,296 "
+             "(2^32)"),
+            ("t5", {}, "unknown model 't5'; exactc knows bert, gpt, llama")):
+        with pytest.raises(ModelError) as caught:
+            models.config(model, overrides)
+        assert str(caught.value) == message, overrides
+
+
+def test_an_entry_is_built_at_its_config_or_refused_whole():
+    from exactc.exporter import dims, models
+    from exactc.exporter.models import ModelError
+
+    program = models.build("gpt", "decode", {"tokens": 3, "positions": 4})
+    assert (program.model, program.entry, program.config.tokens, program.max_length) == ("gpt", "decode", 3, 2)
+    assert models.entries("gpt") == ("forward", "next_token", "prefill", "decode")
+    for model, entry, overrides, message in (
+            ("gpt", "embed", {}, "gpt has no entry 'embed'; its entries are forward, next_token, prefill, decode"),
+            ("gpt", "decode", {"tokens": 1}, "gpt.decode: tokens=1 leaves no room for a cached position; a decode "
+                                             "step needs tokens >= 2")):
+        with pytest.raises(ModelError) as caught:
+            models.build(model, entry, overrides)
+        assert str(caught.value) == message
+    assert models.build("llama", "forward", {"tokens": 5}).max_length == 5
+    assert dims.is_extent(models.build("llama", "forward", {"tokens": 5}).inputs[0].shape[0])
