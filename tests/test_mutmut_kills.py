@@ -4195,6 +4195,7 @@ def test_a_config_parses_and_bounds_each_field_and_refuses_it_whole():
             ("gpt", {"dim": 2**16, "vocab": 2**16 + 1},
              "gpt config: the parameters have 73,155,412,992 elements; exactc exports at most 4,294,967,296 "
              "(2^32)"),
+            ("llama", {"heads": 4, "kv_heads": 3}, "llama config: heads 4 is not a multiple of kv_heads 3"),
             ("t5", {}, "unknown model 't5'; exactc knows bert, gpt, llama")):
         with pytest.raises(ModelError) as caught:
             models.config(model, overrides)
