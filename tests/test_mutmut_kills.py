@@ -118,7 +118,8 @@ Grouped by what they protect:
     named, the config's eps in every GPT layer norm of each entry, GPT's heads refusal and
     its own head's spread, drawn ids that take token 0;
 42. the models' configs and entries (models/__init__.py): each field parsed, bounded and
-    typed, every refusal whole, an entry built at its config or refused whole.
+    typed, every refusal whole, an entry built at its config or refused whole, a seed's
+    range, a draw past the machine's memory refused.
 """
 
 from __future__ import annotations
@@ -4218,3 +4219,28 @@ def test_an_entry_is_built_at_its_config_or_refused_whole():
         assert str(caught.value) == message
     assert models.build("llama", "forward", {"tokens": 5}).max_length == 5
     assert dims.is_extent(models.build("llama", "forward", {"tokens": 5}).inputs[0].shape[0])
+
+
+def test_a_seed_is_an_integer_in_range_and_a_draw_past_memory_is_refused(monkeypatch):
+    from exactc.exporter import models
+    from exactc.exporter.models import ModelError
+
+    assert models.check_seed(2**64 - 1) == 2**64 - 1 and models.check_seed(np.uint8(0)) == 0
+    for bad in (-1, 2**64, True, 1.0, "1"):
+        with pytest.raises(ModelError) as caught:
+            models.check_seed(bad)
+        assert str(caught.value) == f"seed {bad!r} must be an integer from 0 to 18,446,744,073,709,551,615 (2^64 - 1)"
+    # tokens=2: one cached position, the least a decode step takes
+    assert models.build("gpt", "decode", {"tokens": 2, "positions": 2}).max_length == 1
+    program = models.build("gpt", "forward", {"vocab": 4, "positions": 2, "dim": 2, "heads": 1, "layers": 1,
+                                              "mlp": 2, "tokens": 2})
+
+    class NoMemory:
+        def standard_normal(self, shape):
+            raise MemoryError()
+
+    monkeypatch.setattr(np.random, "default_rng", lambda seed: NoMemory())
+    with pytest.raises(ModelError) as caught:
+        models.draw_parameters(program, 0, "f32")
+    assert str(caught.value) == (f"gpt: its {program.parameter_count():,} parameters, drawn as f64, do not fit in "
+                                 "this machine's memory")
