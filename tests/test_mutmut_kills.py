@@ -119,7 +119,8 @@ Grouped by what they protect:
     its own head's spread, drawn ids that take token 0;
 42. the models' configs and entries (models/__init__.py): each field parsed, bounded and
     typed, every refusal whole, an entry built at its config or refused whole, a seed's
-    range, a draw past the machine's memory refused.
+    range, a draw past the machine's memory refused; BERT's drawn segments and padding at
+    each length.
 """
 
 from __future__ import annotations
@@ -4244,3 +4245,17 @@ def test_a_seed_is_an_integer_in_range_and_a_draw_past_memory_is_refused(monkeyp
         models.draw_parameters(program, 0, "f32")
     assert str(caught.value) == (f"gpt: its {program.parameter_count():,} parameters, drawn as f64, do not fit in "
                                  "this machine's memory")
+
+
+def test_bert_draws_a_padded_pair_of_segments_at_each_length():
+    from exactc.exporter import models
+
+    program = models.build("bert", "embed", {"vocab": 2, "tokens": 64, "positions": 64})
+    for length, types_, kept in ((4, [0, 0, 1, 1], 3), (7, [0, 0, 0, 1, 1, 1, 1], 6), (8, [0] * 4 + [1] * 4, 6),
+                                 (10, [0] * 5 + [1] * 5, 8)):
+        drawn = models.draw_inputs(program, 3, length)
+        assert drawn["token_type_ids"].tolist() == types_, length
+        assert drawn["attention_mask"].tolist() == [1] * kept + [0] * (length - kept), length
+    assert set(models.draw_inputs(program, 3, 64)["input_ids"].tolist()) == {0, 1}
+    (key,) = [s for s in program.params if s.name.endswith("attention.self.key.bias")]
+    assert key.std == 0.1
