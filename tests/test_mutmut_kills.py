@@ -120,7 +120,7 @@ Grouped by what they protect:
 42. the models' configs and entries (models/__init__.py): each field parsed, bounded and
     typed, every refusal whole, an entry built at its config or refused whole, a seed's
     range, a draw past the machine's memory refused; BERT's drawn segments and padding at
-    each length.
+    each length, its parameters' spreads.
 """
 
 from __future__ import annotations
@@ -4259,3 +4259,29 @@ def test_bert_draws_a_padded_pair_of_segments_at_each_length():
     assert set(models.draw_inputs(program, 3, 64)["input_ids"].tolist()) == {0, 1}
     (key,) = [s for s in program.params if s.name.endswith("attention.self.key.bias")]
     assert key.std == 0.1
+
+
+def test_bert_parameters_are_drawn_at_their_own_spreads():
+    """Every BERT parameter's shape, layers and draw (D 16, mlp 64: linear weights at
+    1/sqrt of their inputs, biases 0.1, embeddings 1 and 0.5, norms' gains about 1), and
+    tokens up to the positions."""
+    from exactc.exporter import models
+    from exactc.exporter.models import bert
+
+    cfg = models.config("bert", {"dim": 16, "mlp": 64, "heads": 2, "tokens": 64, "positions": 64})
+    layer = [("attention.self.query.weight", (16, 16), 0.25), ("attention.self.query.bias", (16,), 0.1),
+             ("attention.self.key.weight", (16, 16), 0.25), ("attention.self.key.bias", (16,), 0.1),
+             ("attention.self.value.weight", (16, 16), 0.25), ("attention.self.value.bias", (16,), 0.1),
+             ("attention.output.dense.weight", (16, 16), 0.25), ("attention.output.dense.bias", (16,), 0.1),
+             ("attention.output.LayerNorm.weight", (16,), "gain"), ("attention.output.LayerNorm.bias", (16,), 0.1),
+             ("intermediate.dense.weight", (64, 16), 0.25), ("intermediate.dense.bias", (64,), 0.1),
+             ("output.dense.weight", (16, 64), 0.125), ("output.dense.bias", (16,), 0.1),
+             ("output.LayerNorm.weight", (16,), "gain"), ("output.LayerNorm.bias", (16,), 0.1)]
+    want = [("embeddings.word_embeddings.weight", (512, 16), 0, 1.0),
+            ("embeddings.position_embeddings.weight", (64, 16), 0, 0.5),
+            ("embeddings.token_type_embeddings.weight", (2, 16), 0, 0.5),
+            ("embeddings.LayerNorm.weight", (16,), 0, "gain"), ("embeddings.LayerNorm.bias", (16,), 0, 0.1),
+            *((f"encoder.layer.{{l}}.{name}", shape, 4, draw) for name, shape, draw in layer)]
+    got = [(s.name, s.shape, s.layers, "gain" if s.init == "gain" else s.std) for s in bert.parameters(cfg)]
+    assert got == want
+    assert all(s.init == "normal" for s in bert.parameters(cfg) if not s.name.endswith("LayerNorm.weight"))
