@@ -85,6 +85,9 @@ def test_own_tests_take_each_file_s_protecting_tests(campaign):
     assert campaign.own_tests("exactc/exporter/reference/ops.py")[-1] == campaign.KILLS
     assert campaign.own_tests("exactc/exporter/reference/sampling.py")[0] == "tests/test_sampling.py"
     assert campaign.own_tests("exactc/verify/build.py") == campaign.TESTS  # no entry: the default set
+    # the loaders' quantized blocks: read only by the quantized files' tests
+    assert ("tests/test_quant_programs.py::test_a_gguf_file_holds_the_blocks_exactc_makes_of_its_f32_twin"
+            in campaign.own_tests("exactc/exporter/checkpoints/gguf_file.py"))
     tree = TOOL.parent.parent
     for glob, tests in campaign.STAGE_TESTS:
         assert list(tree.glob(glob)), glob
