@@ -3696,12 +3696,17 @@ def test_embed_hands_the_cache_and_the_program_what_it_was_given(monkeypatch, tm
 
     packaged = embed.default_checkpoint()
     seen = {}
-    load, check_entry = checkpoints.load, checkpoints.Checkpoint.check_entry
-    monkeypatch.setattr(checkpoints, "load", lambda folder, model: seen.setdefault("load", (folder, model)) and
-                        load(folder, model))
+
+    def heard_by(key, then):
+        def call(*args):
+            seen[key] = args
+            return then(*args)
+        return call
+
+    monkeypatch.setattr(checkpoints, "load", heard_by("load", checkpoints.load))
     monkeypatch.setattr(checkpoints.Checkpoint, "check_entry",
-                        lambda self, entry: seen.setdefault("entry", entry) and check_entry(self, entry))
-    monkeypatch.setattr(embed, "cached_program", lambda *args: seen.setdefault("cached", args) and "program")
+                        heard_by("entry", checkpoints.Checkpoint.check_entry))
+    monkeypatch.setattr(embed, "cached_program", heard_by("cached", lambda *args: "program"))
     monkeypatch.setattr(embed, "run_program", lambda program, batch: (program, batch))
 
     def progress(message):
@@ -3713,7 +3718,7 @@ def test_embed_hands_the_cache_and_the_program_what_it_was_given(monkeypatch, tm
     assert str(caught.value) == "give at least one sentence"
     program, batch = embed.embed(["a cat"], str(packaged), "bf16", cc="gcc", progress=progress, plan="none",
                                  weights=("q8", 32))
-    assert seen["load"] == (packaged, "bert") and seen["entry"] == "embed"
+    assert seen["load"] == (packaged, "bert") and seen["entry"][1] == "embed"
     ckpt, dtype, tokens, cc, heard, plan, weights = seen.pop("cached")
     assert (ckpt.path, dtype, tokens, cc, heard, plan, weights) == (packaged, "bf16", 256, "gcc", progress, "none",
                                                                      ("q8", 32))
