@@ -3574,23 +3574,26 @@ def test_llama2c_headers_read_at_their_edges_and_refused_whole(tmp_path):
     assert header(v2.ljust(256, b"\x00")) == ({**params, "group_size": 4}, 2, False, 256)
 
 
+# A Llama whose heads are 4 wide (a head of 2 makes the q/k pair permutation the identity).
+_LLAMA_FIELDS = {"vocab": 5, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 1, "mlp": 8}
+
+
+def _llama_tensors(fields: dict, seed: int = 1) -> dict[str, np.ndarray]:
+    """The parameters of a Llama of `fields` (exactc's Config fields), drawn from `seed`,
+    under Hugging Face's names, f32 (test_checkpoints.py's hf_tensors)."""
+    from test_checkpoints import hf_tensors
+    from exactc.exporter import models
+    program = models.build("llama", "forward", fields)
+    return hf_tensors("llama", program, models.draw_parameters(program, seed, "f32"))
+
+
 def test_a_llama2c_file_with_heads_wider_than_two_reads_back_each_tensor(tmp_path):
     """Heads of 4 (a head of 2 makes the pair permutation the identity): every tensor
     written under its Hugging Face name reads back the same, q and k rows included, in
     each version (version 2's quantized weights as exactc's q8 of the same rows)."""
     from exactc.exporter import checkpoints, quant
     from exactc.exporter.checkpoints import llama2c
-    rng = np.random.default_rng(1)
-    dim, heads, kv, mlp, vocab = 8, 2, 1, 8, 5
-    hd = dim // heads
-    tensors = {"model.embed_tokens.weight": rng.standard_normal((vocab, dim)), "model.norm.weight": rng.standard_normal(dim),
-               "lm_head.weight": rng.standard_normal((vocab, dim))}
-    for name, shape in (("input_layernorm", (dim,)), ("post_attention_layernorm", (dim,)),
-                        ("self_attn.q_proj", (heads * hd, dim)), ("self_attn.k_proj", (kv * hd, dim)),
-                        ("self_attn.v_proj", (kv * hd, dim)), ("self_attn.o_proj", (dim, heads * hd)),
-                        ("mlp.gate_proj", (mlp, dim)), ("mlp.down_proj", (dim, mlp)), ("mlp.up_proj", (mlp, dim))):
-        tensors[f"model.layers.0.{name}.weight"] = rng.standard_normal(shape)
-    fields = {"vocab": vocab, "dim": dim, "heads": heads, "kv_heads": kv, "layers": 1, "mlp": mlp}
+    tensors, fields = _llama_tensors(_LLAMA_FIELDS), _LLAMA_FIELDS
     for version in (0, 1, 2):
         ckpt = checkpoints.load(llama2c.write(tmp_path / f"v{version}.bin", tensors, fields, seq_len=4,
                                               version=version, group=4))
@@ -3836,26 +3839,12 @@ def test_the_command_passes_its_options_on_and_cuts_long_sentences_at_forty(caps
 # tensor lies in each version, what a checkpoint says of its file, the refusals whole
 
 
-def _llama2c_tensors(layers: int, shared: bool) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    rng = np.random.default_rng(2)
-    dim, heads, kv, mlp, vocab = 8, 2, 1, 8, 5
-    tensors = {"model.embed_tokens.weight": rng.standard_normal((vocab, dim)), "model.norm.weight": rng.standard_normal(dim)}
-    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"] if shared else rng.standard_normal((vocab, dim))
-    for layer in range(layers):
-        for name, shape in (("input_layernorm", (dim,)), ("post_attention_layernorm", (dim,)),
-                            ("self_attn.q_proj", (dim, dim)), ("self_attn.k_proj", (dim // heads * kv, dim)),
-                            ("self_attn.v_proj", (dim // heads * kv, dim)), ("self_attn.o_proj", (dim, dim)),
-                            ("mlp.gate_proj", (mlp, dim)), ("mlp.down_proj", (dim, mlp)), ("mlp.up_proj", (mlp, dim))):
-            tensors[f"model.layers.{layer}.{name}.weight"] = rng.standard_normal(shape)
-    return tensors, {"vocab": vocab, "dim": dim, "heads": heads, "kv_heads": kv, "layers": layers, "mlp": mlp}
-
-
 def test_a_llama2c_files_first_tensor_lies_where_its_version_puts_it(tmp_path):
     """The legacy file starts with the token embedding, version 1 with the final norm:
     read from the bytes, not through the reader (which shares the writer's layout)."""
     from exactc.exporter.checkpoints import llama2c
 
-    tensors, fields = _llama2c_tensors(1, shared=False)
+    tensors, fields = _llama_tensors(_LLAMA_FIELDS), _LLAMA_FIELDS
     for version, start, first in ((0, 28, "model.embed_tokens.weight"), (1, 256, "model.norm.weight")):
         data = llama2c.write(tmp_path / f"v{version}.bin", tensors, fields, seq_len=4, version=version).read_bytes()
         want = tensors[first].astype(np.float32)
@@ -3866,7 +3855,8 @@ def test_a_llama2c_checkpoint_says_what_its_file_holds(tmp_path):
     from exactc.exporter import checkpoints
     from exactc.exporter.checkpoints import llama2c
 
-    tensors, fields = _llama2c_tensors(2, shared=False)
+    fields = dict(_LLAMA_FIELDS, layers=2)
+    tensors = _llama_tensors(fields)
     v0 = checkpoints.load(llama2c.write(tmp_path / "v0.bin", tensors, fields, seq_len=4, version=0))
     assert (v0.name, v0.ignored, v0.weights, v0.max_tokens) == ("v0.bin", ["freq_cis_real", "freq_cis_imag"], None, 4)
     assert {v0.tensors[n].source for n in ("model.norm.weight", "model.embed_tokens.weight", "lm_head.weight")} == {
@@ -3888,7 +3878,9 @@ def test_a_llama2c_file_of_the_wrong_size_or_straddling_groups_is_refused_whole(
             (0, True, f"legacy; {described}; shared", "f32 weights"),
             (1, False, f"version 1; {described}; separate", "f32 weights"),
             (2, False, f"version 2; {described}, group_size=4; separate", "f32 norms and int8 groups of 4")):
-        tensors, fields = _llama2c_tensors(1, shared)
+        tensors, fields = _llama_tensors(_LLAMA_FIELDS), _LLAMA_FIELDS
+        if shared:
+            tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
         path = llama2c.write(tmp_path / f"v{version}.bin", tensors, fields, seq_len=4, version=version, group=4)
         size = path.stat().st_size
         path.write_bytes(path.read_bytes()[:-1])
@@ -3896,8 +3888,8 @@ def test_a_llama2c_file_of_the_wrong_size_or_straddling_groups_is_refused_whole(
             checkpoints.load(path)
         assert str(caught.value) == (f"{path}: the header ({header} classifier) needs {size} bytes of header and "
                                      f"{kind}; the file has {size - 1}")
-    data = bytearray(llama2c.write(tmp_path / "g.bin", *_llama2c_tensors(1, False), seq_len=4, version=2,
-                                   group=4).read_bytes())
+    data = bytearray(llama2c.write(tmp_path / "g.bin", _llama_tensors(_LLAMA_FIELDS), _LLAMA_FIELDS, seq_len=4,
+                                   version=2, group=4).read_bytes())
     data[37:41] = (3).to_bytes(4, "little")  # group_size 3: the rows hold 8 values
     (tmp_path / "g.bin").write_bytes(bytes(data))
     with pytest.raises(CheckpointError) as caught:
@@ -3919,61 +3911,40 @@ _GGUF_KEYS = {  # key -> (exactc's field, the value written)
 }
 
 
-def _gguf_of(path: Path, metadata: dict, tensors: dict[str, tuple[np.ndarray, str]]) -> Path:
-    """A GGUF file of `metadata` (int: uint32, float: float32, str: string) and `tensors`
-    (llama.cpp name -> (f32 values, F32 or a quantized type)), written with the gguf package."""
-    import gguf
-
-    writer = gguf.GGUFWriter(str(path), "llama")
-    for key, value in metadata.items():
-        if key == "general.architecture":
-            continue
-        {int: writer.add_uint32, float: writer.add_float32, str: writer.add_string}[type(value)](key, value)
-    for name, (values, kind) in tensors.items():
-        if kind == "F32":
-            writer.add_tensor(name, np.ascontiguousarray(values, dtype=np.float32))
-        else:
-            qtype = getattr(gguf.GGMLQuantizationType, kind)
-            writer.add_tensor(name, gguf.quants.quantize(values.astype(np.float32), qtype), raw_dtype=qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
 def test_a_gguf_files_config_is_read_key_by_key_and_refused_by_key(tmp_path):
     from exactc.exporter import checkpoints
     from exactc.exporter.checkpoints import CheckpointError
 
+    from test_reach_checkpoints import raw_gguf
+
     metadata = {key: value for key, (_, value) in _GGUF_KEYS.items()}
-    table = {"token_embd.weight": (np.ones((5, 8)), "F32")}
-    ckpt = checkpoints.load(_gguf_of(tmp_path / "m.gguf", metadata, table))
+    table = {"token_embd.weight": "F32"}  # (8, 32): a vocabulary of 8
+    ckpt = checkpoints.load(raw_gguf(tmp_path / "m.gguf", table, metadata=metadata))
     assert ckpt.fields == {"dim": 8, "mlp": 12, "layers": 2, "heads": 4, "kv_heads": 2, "eps": 0.25, "theta": 500.0,
-                           "vocab": 5}
+                           "vocab": 8}
     assert {k: type(v) for k, v in ckpt.fields.items()} == dict.fromkeys(ckpt.fields, int) | {"eps": float,
                                                                                               "theta": float}
     assert (ckpt.max_tokens, ckpt.format, ckpt.model, ckpt.name, ckpt.path, ckpt.content) == (
         9, "gguf", "llama", "m.gguf", tmp_path / "m.gguf", [tmp_path / "m.gguf"])
     # llama.attention.head_count_kv left out: the head count; llama.rope.freq_base left out: 10000
-    lean = {k: v for k, v in metadata.items() if k not in ("llama.attention.head_count_kv", "llama.rope.freq_base")}
-    ckpt = checkpoints.load(_gguf_of(tmp_path / "lean.gguf", lean, table))
+    ckpt = checkpoints.load(raw_gguf(tmp_path / "lean.gguf", table, metadata=metadata,
+                                     drop=("llama.attention.head_count_kv", "llama.rope.freq_base")))
     assert (ckpt.fields["kv_heads"], ckpt.fields["theta"]) == (4, 10000.0)
     for key, (field, value) in _GGUF_KEYS.items():
         path = tmp_path / f"{key}.gguf"
         bad = -1.0 if isinstance(value, float) else 0
-        _gguf_of(path, dict(metadata, **{key: bad}), table)
+        raw_gguf(path, table, metadata=dict(metadata, **{key: bad}))
         with pytest.raises(CheckpointError) as caught:
             checkpoints.load(path)
         rule = "a positive number" if isinstance(value, float) else "a positive integer (at most 2,147,483,647)"
         assert str(caught.value) == f"{path}: {key}={bad!r} must be {rule}", key
         if key in ("llama.attention.head_count_kv", "llama.rope.freq_base"):
             continue
-        _gguf_of(path, {k: v for k, v in metadata.items() if k != key}, table)
+        raw_gguf(path, table, metadata=metadata, drop=(key,))
         with pytest.raises(CheckpointError) as caught:
             checkpoints.load(path)
         assert str(caught.value) == f"{path}: metadata {key} is missing", key
-    _gguf_of(tmp_path / "text.gguf", dict(metadata, **{"llama.block_count": "2"}), table)
+    raw_gguf(tmp_path / "text.gguf", table, metadata=dict(metadata, **{"llama.block_count": "2"}))
     with pytest.raises(CheckpointError) as caught:
         checkpoints.load(tmp_path / "text.gguf")
     assert str(caught.value) == f"{tmp_path / 'text.gguf'}: llama.block_count='2' must be a positive integer " \
@@ -3986,20 +3957,14 @@ def test_every_gguf_tensor_reads_back_under_its_names(tmp_path):
     and k rows in Hugging Face's order: heads of 4 and 2, where the permutation moves
     rows); another type refused with the whole list of those read."""
     import gguf
+    from test_reach_checkpoints import raw_gguf
 
     from exactc.exporter import checkpoints
     from exactc.exporter.checkpoints import CheckpointError, gguf_file
 
-    rng = np.random.default_rng(3)
     cfg = {"vocab": 5, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 9}
-    hd = 32 // 4
-    shapes = {"model.embed_tokens.weight": (5, 32), "model.norm.weight": (32,), "lm_head.weight": (5, 32),
-              "model.layers.0.input_layernorm.weight": (32,), "model.layers.0.post_attention_layernorm.weight": (32,),
-              "model.layers.0.self_attn.q_proj.weight": (32, 32), "model.layers.0.self_attn.k_proj.weight": (2 * hd, 32),
-              "model.layers.0.self_attn.v_proj.weight": (2 * hd, 32), "model.layers.0.self_attn.o_proj.weight": (32, 32),
-              "model.layers.0.mlp.gate_proj.weight": (64, 32), "model.layers.0.mlp.up_proj.weight": (64, 32),
-              "model.layers.0.mlp.down_proj.weight": (32, 64)}
-    tensors = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+    tensors = _llama_tensors(cfg, seed=3)
+    shapes = {name: values.shape for name, values in tensors.items()}
     to_gguf = {hf: name for name, hf in gguf_file.NAMES.items()}
     floats = checkpoints.load(gguf_file.write(tmp_path / "f.gguf", cfg, tensors))
     assert floats.fields["eps"] == float(np.float32(1e-5)) and floats.fields["theta"] == 10000.0
@@ -4021,27 +3986,26 @@ def test_every_gguf_tensor_reads_back_under_its_names(tmp_path):
             stored = checkpoints.llama2c.interleaved_to_half(stored, 4 if "q_proj" in name else 2)
         assert np.array_equal(t.read(), stored.astype(np.float64)), name
         assert np.array_equal(t.blocks().dequantize(), stored), name
-    path = _gguf_of(tmp_path / "q5.gguf", {k: v for k, (_, v) in _GGUF_KEYS.items()},
-                    {"token_embd.weight": (np.ones((5, 8)), "F32"), "blk.0.attn_v.weight": (np.ones((8, 32)), "Q5_0")})
+    path = raw_gguf(tmp_path / "q5.gguf", {"token_embd.weight": "F32", "blk.0.attn_q.weight": "Q5_0"})
     with pytest.raises(CheckpointError) as caught:
         checkpoints.load(path)
-    assert str(caught.value) == f"{path}: tensor blk.0.attn_v.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"
+    assert str(caught.value) == f"{path}: tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"
 
 
 def test_a_gguf_block_of_an_infinite_scale_is_refused_naming_its_tensor(tmp_path):
     import gguf
+    from test_reach_checkpoints import raw_gguf
 
     from exactc.exporter import checkpoints, quant
 
-    path = _gguf_of(tmp_path / "m.gguf", {k: v for k, (_, v) in _GGUF_KEYS.items()},
-                    {"token_embd.weight": (np.ones((5, 8)), "F32"), "blk.0.attn_v.weight": (np.ones((8, 32)), "Q8_0")})
-    start = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.0.attn_v.weight").data_offset
+    path = raw_gguf(tmp_path / "m.gguf", {"token_embd.weight": "F32", "blk.0.attn_q.weight": "Q8_0"})
+    start = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.0.attn_q.weight").data_offset
     data = bytearray(path.read_bytes())
     data[start:start + 2] = np.float16(np.inf).tobytes()  # the first block's scale
     path.write_bytes(bytes(data))
     with pytest.raises(quant.QuantError) as caught:
-        checkpoints.load(path).tensors["model.layers.0.self_attn.v_proj.weight"].blocks()
-    assert str(caught.value) == ("tensor blk.0.attn_v.weight: scale at index (0, 0) is inf; quantized weights must "
+        checkpoints.load(path).tensors["model.layers.0.self_attn.q_proj.weight"].blocks()
+    assert str(caught.value) == ("tensor blk.0.attn_q.weight: scale at index (0, 0) is inf; quantized weights must "
                                  "be finite (1 element(s) are not)")
 
 
@@ -4063,8 +4027,7 @@ def test_a_checkpoint_with_one_extra_tensor_is_refused_naming_it(tmp_path):
     from exactc.exporter import checkpoints, models
     from exactc.exporter.checkpoints import CheckpointError, Tensor, llama2c
 
-    tensors, fields = _llama2c_tensors(1, shared=False)
-    ckpt = checkpoints.load(llama2c.write(tmp_path / "m.bin", tensors, fields, seq_len=4))
+    ckpt = checkpoints.load(llama2c.write(tmp_path / "m.bin", _llama_tensors(_LLAMA_FIELDS), _LLAMA_FIELDS, seq_len=4))
     program = models.build("llama", "forward", ckpt.overrides({"tokens": 4}))
     ckpt.check(program.params)
     ckpt.tensors["model.extra.weight"] = Tensor("F32", (2,), "an_extra_one", lambda: np.zeros(2))
@@ -4079,12 +4042,9 @@ def test_a_files_blocks_are_taken_for_every_weight_it_holds_quantized(tmp_path):
     from exactc.exporter import checkpoints, graph, models
     from exactc.exporter.checkpoints import gguf_file
 
-    rng = np.random.default_rng(4)
     cfg = {"vocab": 5, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 4}
     program = models.build("llama", "forward", cfg)
-    tensors = {}
-    for spec in program.params:
-        tensors[spec.layer_name(0) if spec.layers else spec.name] = rng.standard_normal(spec.shape).astype(np.float32)
+    tensors = _llama_tensors(cfg, seed=4)
     linear = set(graph.linear_weights(program))
     held = {spec.layer_name(0) if spec.layers else spec.name for spec in program.params
             if spec.name in linear and "q_proj" not in spec.name}

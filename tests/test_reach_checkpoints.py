@@ -56,14 +56,17 @@ GGUF_SHAPES = {"token_embd.weight": (8, 32), "output.weight": (8, 32), "blk.0.at
                "output_norm.weight": (32,), "rope_freqs.weight": (4,), "blk.0.attn_q_norm.weight": (8,)}
 
 
-def raw_gguf(path: Path, types: dict[str, str], arch: str = "llama", drop: tuple[str, ...] = ()) -> Path:
-    """A GGUF file written with the gguf package: GGUF_METADATA less the keys in `drop`,
-    under `arch`, and one tensor per entry of `types` (llama.cpp name -> GGUF type name:
-    F32, Q8_0, Q4_0), of its GGUF_SHAPES shape, values drawn from a fixed seed."""
+def raw_gguf(path: Path, types: dict[str, str], arch: str = "llama", drop: tuple[str, ...] = (),
+             metadata: dict | None = None) -> Path:
+    """A GGUF file written with the gguf package: GGUF_METADATA with the values of
+    `metadata` (an int as uint32, a float as float32, a str as a string) less the keys
+    in `drop`, under `arch`, and one tensor per entry of `types` (llama.cpp name -> GGUF
+    type name: F32, Q8_0, Q4_0, ...), of its GGUF_SHAPES shape, values drawn from a
+    fixed seed."""
     writer = gguf.GGUFWriter(str(path), arch)
-    for key, value in GGUF_METADATA.items():
+    for key, value in {**GGUF_METADATA, **(metadata or {})}.items():
         if key not in drop:
-            (writer.add_float32 if isinstance(value, float) else writer.add_uint32)(key, value)
+            {int: writer.add_uint32, float: writer.add_float32, str: writer.add_string}[type(value)](key, value)
     rng = np.random.default_rng(7)
     for name, kind in types.items():
         values = rng.standard_normal(GGUF_SHAPES[name]).astype(np.float32)
