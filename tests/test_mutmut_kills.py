@@ -6,7 +6,8 @@ Grouped by what they protect:
 1. the primitive catalogue's shape rules: every output's shape and kind, and every
    refusal's exact message (the primitive's name, the operand, the rule), so that a
    message naming the wrong primitive or operand, or a rule that refuses too much or
-   too little, fails here;
+   too little, fails here; extents that follow the run-time length where a rule needs
+   them static, and a quantized weight's kind by its format;
 2. the libm twins' array contract: the shape and dtype of what they return, and the f32
    sites' single rounding of their input to f32 (an f64 argument is rounded first, as
    the C function's float parameter does);
@@ -81,9 +82,11 @@ Grouped by what they protect:
     of the matrix nests and the wide variant it forbids; a row variant's least row count;
 26. the JSON users hand over (exporter/jsonfile.py): each refusal whole (a key twice,
     not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file, a
-    bad file named by its path);
+    bad file named by its path, a file of the size limit read whole and one byte more
+    refused);
 27. the kernels' names in a program (printer/kernel_table.py): labels joined at their
-    underscores, a name the host or a split driver holds taken by the next number;
+    underscores, a name the host, one of its functions or a split driver holds taken by
+    the next number;
 28. the hosts and the arena (printer/host.py, exporter/frames.py): a buffer of odd bytes,
     an output not affine in T refused by name;
 29. the command line in process, continued: its handlers, checkpoints, the C backend,
@@ -120,7 +123,11 @@ Grouped by what they protect:
 42. the models' configs and entries (models/__init__.py): each field parsed, bounded and
     typed, every refusal whole, an entry built at its config or refused whole, a seed's
     range, a draw past the machine's memory refused; BERT's drawn segments and padding at
-    each length, its parameters' spreads.
+    each length, its parameters' spreads;
+43. the graph's trees at their edges (exporter/graph.py): a quantized weight passed
+    alone, one module over the same leaves in two arrangements, one value returned twice,
+    attributes given as numpy scalars, C names at their ends, a fold inside a fold
+    reporting its layers, a function's summary its docstring's first paragraph.
 """
 
 from __future__ import annotations
@@ -151,6 +158,8 @@ from exactc.verify.compare import assert_bits_equal
 
 # ---- 1. the catalogue's shape rules ------------------------------------------------------
 
+T8 = dims.length(8)  # a run-time length of at most 8: the extents that follow it
+
 # (primitive, operand shapes, attributes, the outputs)
 OUTPUTS = [
     ("add", {"a": (2, 3), "b": (2, 3)}, {}, {"y": ((2, 3), "x")}),
@@ -172,6 +181,7 @@ OUTPUTS = [
     ("softmax", {"x": (1, 2, 3)}, {"causal": True, "offset": -1}, {"y": ((1, 2, 3), "x")}),
     ("softmax", {"x": (1, 2, 3), "keep": (3,)}, {"has_keep": True}, {"y": ((1, 2, 3), "x")}),
     ("rope", {"x": (3, 2, 4)}, {"pairing": "interleaved", "pos0": 5}, {"y": ((3, 2, 4), "x")}),
+    ("rope", {"x": (T8, 2, 4)}, {"pos0": T8 - 1}, {"y": ((T8, 2, 4), "x")}),  # affine, and >= 0 at T = 1
     ("mean_pool", {"x": (5, 3), "keep": (5,)}, {}, {"y": ((3,), "x")}),
     ("l2norm", {"x": (2, 6)}, {}, {"y": ((2, 6), "x")}),
     ("argmax", {"x": (4, 6)}, {}, {"y": ((4,), "i32")}),
@@ -181,6 +191,7 @@ OUTPUTS = [
     ("slice", {"x": (6,)}, {"axis": 0, "start": 0, "stop": 6}, {"y": ((6,), "x")}),
     ("concat", {"a": (2, 3, 4), "b": (2, 5, 4)}, {"axis": 1}, {"y": ((2, 8, 4), "x")}),
     ("quantize", {"x": (2, 9)}, {"block": 4}, {"q": ((2, 9), "i8"), "d": ((2, 3), "acc")}),
+    ("quantize", {"x": (2, 9)}, {"block": 65536}, {"q": ((2, 9), "i8"), "d": ((2, 1), "acc")}),  # the largest block
     ("qlinear_w", {"x": (2, 9), "wq": (3, 6), "wd": (3, 3)}, {"fmt": "q4", "block": 4}, {"y": ((2, 3), "x")}),
     ("qlinear_i", {"xq": (2, 8), "xd": (2, 2), "wq": (3, 8), "wd": (3, 2), "b": (3,)}, {"block": 4, "has_b": True},
      {"y": ((2, 3), "x")}),
@@ -222,7 +233,11 @@ REFUSALS = [
     ("layernorm", {"x": (2, 3), "g": (2,), "b": (3,)}, {}, "layernorm: g has shape (2,); it must be (3,)"),
     ("layernorm", {"x": (2, 3), "g": (3,), "b": (3, 1)}, {},
      "layernorm: b has shape (3, 1); it must be (3,)"),
+    ("layernorm", {"x": (2, T8), "g": (T8,), "b": (T8,)}, {},
+     "layernorm: x (2, T): the normalized dimension follows the run-time length; it must be static"),
     ("rmsnorm", {"x": (1, 2, 3), "g": (3,)}, {}, "rmsnorm: x has shape (1, 2, 3); it must have rank 2"),
+    ("rmsnorm", {"x": (2, T8), "g": (T8,)}, {},
+     "rmsnorm: x (2, T): the normalized dimension follows the run-time length; it must be static"),
     ("rmsnorm", {"x": (2, 3), "g": (2,)}, {}, "rmsnorm: g has shape (2,); it must be (3,)"),
     ("softmax", {"x": (2, 3)}, {}, "softmax: x has shape (2, 3); it must have rank 3"),
     ("softmax", {"x": (1, 2, 3), "keep": (2,)}, {"has_keep": True},
@@ -230,6 +245,12 @@ REFUSALS = [
     ("softmax", {"x": (1, 2, 3)}, {"offset": 1.0}, "softmax: offset is 1.0; it must be an int"),
     ("rope", {"x": (2, 4)}, {}, "rope: x has shape (2, 4); it must have rank 3"),
     ("rope", {"x": (2, 1, 5)}, {}, "rope: x (2, 1, 5): the head dimension must be even"),
+    ("rope", {"x": (2, 1, T8)}, {},
+     "rope: x (2, 1, T): the head dimension follows the run-time length; it must be static"),
+    ("rope", {"x": (T8, 1, 4)}, {"pos0": T8 * T8},
+     "rope: pos0 is T * T; it must be an int >= 0, or >= 0 and affine in the run-time length"),
+    ("rope", {"x": (T8, 1, 4)}, {"pos0": T8 - 2},  # -1 at T = 1
+     "rope: pos0 is T - 2; it must be an int >= 0, or >= 0 and affine in the run-time length"),
     ("rope", {"x": (2, 1, 4)}, {"pairing": "halves"},
      "rope: pairing is 'halves'; it must be 'half' or 'interleaved'"),
     ("rope", {"x": (2, 1, 4)}, {"pos0": -1}, "rope: pos0 is -1; it must be an int >= 0, or >= 0 and affine in the run-time length"),
@@ -263,6 +284,8 @@ REFUSALS = [
     # the quantized primitives: each operand's rank and length, the block and the format
     ("quantize", {"x": (2, 3, 4)}, {"block": 4}, "quantize: x has shape (2, 3, 4); it must have rank 2"),
     ("quantize", {"x": (2, 8)}, {"block": 0}, "quantize: block is 0; it must be an int in 1..65536"),
+    ("quantize", {"x": (2, 8)}, {"block": True}, "quantize: block is True; it must be an int in 1..65536"),
+    ("quantize", {"x": (2, 8)}, {"block": 65537}, "quantize: block is 65537; it must be an int in 1..65536"),
     ("qlinear_w", {"x": (2,), "wq": (3, 8), "wd": (3, 2)}, {"block": 4}, "qlinear_w: x has shape (2,); it must have rank 2"),
     ("qlinear_w", {"x": (2, 8), "wq": (3,), "wd": (3, 2)}, {"block": 4},
      "qlinear_w: wq has shape (3,); it must have rank 2"),
@@ -323,6 +346,10 @@ def test_operands_and_defaults_are_the_catalogue_s():
     assert get_primitive("softmax").operand_names({}) == ["x"]
     assert get_primitive("embedding").operand_kind("ids") == "i32"
     assert get_primitive("embedding").operand_kind("table") == "x"
+    # a quantized weight's kind follows the format it is given, q8's by default
+    assert get_primitive("qlinear_w").operand_kind("wq", {"fmt": "q4", "block": 4}) == "u8"
+    assert get_primitive("qlinear_w").operand_kind("wq", {"fmt": "q8"}) == "i8"
+    assert get_primitive("qlinear_w").operand_kind("wq") == "i8"
     assert get_primitive("matmul").full_attrs({"group": 2}) == {
         "trans_a": False, "trans_b": False, "group": 2}
     assert sorted(PRIMITIVES) == sorted(p.name for p in PRIMITIVES.values())
@@ -2807,6 +2834,19 @@ def test_json_files_are_refused_whole_by_rule(tmp_path):
     assert str(caught.value) == f"{tmp_path / 'none.json'}: cannot read (No such file or directory)"
 
 
+def test_a_json_file_of_the_limit_is_read_whole_and_one_byte_more_is_refused(tmp_path, monkeypatch):
+    from exactc.exporter import jsonfile
+
+    monkeypatch.setattr(jsonfile, "MAX_BYTES", 12)  # the rule at 12 bytes, not 100 MB of a test's disk
+    path = tmp_path / "limit.json"
+    path.write_bytes(b' {"x": 1234}')
+    assert jsonfile.load(path) == {"x": 1234}  # all 12 bytes read: a byte short leaves the object open
+    path.write_bytes(b'{"x": 1234}  ')
+    with pytest.raises(jsonfile.JSONFileError) as caught:
+        jsonfile.load(path)
+    assert str(caught.value) == f"{path}: more than 12 bytes; exactc reads JSON files up to that size"
+
+
 def test_a_bad_json_file_is_named_by_its_path(tmp_path):
     from exactc.exporter import jsonfile
 
@@ -2851,6 +2891,22 @@ def test_a_kernel_named_like_a_name_of_the_host_takes_the_next_number():
     assert "scale" in clashing.values()  # scale_2 taken, scale itself is free
     split = kernel_names(ops, kernels, host_names(program) | {"add_split"})  # a split driver's name counts too
     assert "add_2" in split.values() and "add" not in split.values()
+
+
+def test_a_kernel_named_like_a_function_of_the_program_takes_the_next_number():
+    from exactc.exporter.printer.kernel_table import host_names, kernel_key, kernel_names, launched_ops, op_shapes
+
+    def silu(x):  # a module function named as the kernel it launches
+        return graph.silu(x, name="act")
+
+    def entry(params, x):
+        return {"y": graph.call(silu, x)}
+
+    program = graph.trace("m", "e", entry, [], [graph.InputSpec("x", (2, 4), "x")])
+    ops = launched_ops(program)
+    kernels = {kernel_key(op): lower(op.primitive, "f32", op_shapes(op), op.attrs) for op in ops}
+    assert "silu" in host_names(program)
+    assert list(kernel_names(ops, kernels, host_names(program)).values()) == ["silu_2"]
 
 # ---- 28. the hosts and the arena (printer/host.py, exporter/frames.py)
 
@@ -4250,3 +4306,107 @@ def test_bert_parameters_are_drawn_at_their_own_spreads():
     got = [(s.name, s.shape, s.layers, "gain" if s.init == "gain" else s.std) for s in bert.parameters(cfg)]
     assert got == want
     assert all(s.init == "normal" for s in bert.parameters(cfg) if not s.name.endswith("LayerNorm.weight"))
+
+
+# ---- 43. the graph's trees at their edges (exporter/graph.py): a quantized weight passed
+# alone, one module over the same leaves in two arrangements, one value returned twice,
+# attributes given as numpy scalars, C names at their ends, folds inside folds
+
+
+def _traced(entry, params, inputs, **quantized):
+    return graph.trace("m", "e", entry, params, inputs, quantized=quantized or None)
+
+
+def test_graph_a_quantized_weight_passed_alone_keeps_its_tensors_names():
+    """A QuantizedWeight handed to a module outside a dict has no key for a path: its values
+    and its scales go in under their own names (`proj`, `proj_scale`)."""
+    def module(x, w):
+        return graph.linear(x, w)
+
+    def entry(params, x):
+        return {"y": graph.call(module, x, params["proj"])}
+
+    program = _traced(entry, [graph.ParamSpec("proj", (6, 64), 0)], [graph.InputSpec("x", (2, 64), "x")],
+                      proj=("q8", 32))
+    (node,) = program.function.nodes
+    assert [v.name for v in node.function.inputs] == ["x", "proj", "proj_scale"]
+
+
+def test_graph_one_module_over_the_same_leaves_in_another_arrangement_is_traced_again():
+    """Two calls of one module whose arguments hold values of the same shapes under other
+    keys are two forms: sharing one would hand `a` where the module reads `b`."""
+    def module(p):
+        return graph.sub(p["a"], p["b"])
+
+    def entry(params, x, z):
+        return {"first": graph.call(module, {"a": x, "b": z}), "second": graph.call(module, {"b": x, "a": z})}
+
+    program = _traced(entry, [], [graph.InputSpec("x", (2, 4), "x"), graph.InputSpec("z", (2, 4), "x")])
+    calls = [n for n in program.function.nodes if isinstance(n, graph.Call)]
+    assert len(calls) == 2 and calls[0].function is not calls[1].function
+    x, z = np.linspace(-1, 1, 8).reshape(2, 4), np.linspace(3, 5, 8).reshape(2, 4)
+    out = graph.evaluate(program, "f64", {}, {"x": x, "z": z})
+    assert (out["first"] == x - z).all() and (out["second"] == z - x).all()
+
+
+def test_graph_a_value_returned_twice_is_copied_once_for_its_second_output():
+    """The host writes each output through its own pointer: a module returning one value
+    twice writes it, then a copy of it (`y_out`)."""
+    def module(x):
+        y = graph.silu(x, name="y")
+        return y, y
+
+    def entry(params, x):
+        first, second = graph.call(module, x)
+        return {"a": first, "b": second}
+
+    program = _traced(entry, [], [graph.InputSpec("x", (2, 4), "x")])
+    (call,) = [n for n in program.function.nodes if isinstance(n, graph.Call)]
+    outputs = call.function.outputs
+    assert len(outputs) == 2 and outputs[0] is not outputs[1]
+    assert [v.name for v in outputs] == ["y", "y_out"]
+    copy = call.function.nodes[-1]
+    assert (copy.primitive, copy.copy, copy.args, copy.out) == ("reshape", True, (outputs[0],), outputs[1])
+
+
+def test_graph_attributes_given_as_numpy_scalars_are_held_as_python_numbers():
+    def entry(params, x):
+        return {"y": graph.reshape(x, (np.int64(4), np.int32(2)))}
+
+    program = _traced(entry, [], [graph.InputSpec("x", (2, 4), "x")])
+    (node,) = [n for n in program.function.nodes if isinstance(n, graph.Op) and not n.copy]
+    assert node.attrs["shape"] == (4, 2) and [type(d) for d in node.attrs["shape"]] == [int, int]
+    assert node.out.shape == (4, 2) and [type(d) for d in node.out.shape] == [int, int]
+
+
+def test_graph_c_names_keep_their_letters_and_lose_only_underscores_at_their_ends():
+    def entry(params, x):
+        return {"y": graph.linear(x, params["_Xw.X_"])}
+
+    program = _traced(entry, [graph.ParamSpec("_Xw.X_", (3, 4), 0)], [graph.InputSpec("X_", (2, 4), "x")])
+    assert [v.name for v in program.function.inputs] == ["Xw_X", "X"]
+
+
+def test_graph_a_fold_inside_a_fold_reports_its_layers_and_a_doc_is_its_first_paragraph():
+    from exactc.exporter import models
+
+    def inner(x, p):
+        return graph.silu(graph.linear(x, p["w"]))
+
+    def outer(x, layer, ws):
+        """Two layers of inner ones.
+
+        A second paragraph, not the function's summary."""
+        return graph.fold(inner, 2, graph.scale(x, 0.5), {"w": ws})
+
+    def entry(params, x):
+        return {"y": graph.fold(outer, 3, x, {}, params["ws"])}
+
+    program = _traced(entry, [graph.ParamSpec("ws", (2, 4, 4), 0)], [graph.InputSpec("x", (2, 4), "x")])
+    assert [(f.name, f.doc) for f in program.function.walk()] == [
+        ("inner", ""), ("outer", "Two layers of inner ones."), ("e", "")]
+    steps = []
+    graph.evaluate(program, "f64", models.draw_parameters(program, 0, "f64"), {"x": np.ones((2, 4))},
+                   on_layer=steps.append)
+    assert [(s.fold.count, s.layer) for s in steps] == [(2, 0), (2, 1), (3, 0), (2, 0), (2, 1), (3, 1),
+                                                        (2, 0), (2, 1), (3, 2)]

@@ -704,4 +704,8 @@ def test_a_plan_entry_that_matches_no_nest_is_refused(tmp_path):
     path.write_text(json.dumps({"nests": {"linear_nothing": {"layout": {}}}}))
     with pytest.raises(host.HostError, match="linear_nothing match no nest"):
         export.ExportSpec("gpt", "forward", "f32", overrides=SMALL["gpt"], plan=str(path)).prepare()
+    # every such entry, named in one message
+    path.write_text(json.dumps({"nests": {"linear_nothing": {"layout": {}}, "softmax_nothing": {"layout": {}}}}))
+    with pytest.raises(host.HostError, match="^plan: nest\\(s\\) linear_nothing, softmax_nothing match no nest of this program$"):
+        export.ExportSpec("gpt", "forward", "f32", overrides=SMALL["gpt"], plan=str(path)).prepare()
 
