@@ -127,7 +127,8 @@ Grouped by what they protect:
 43. the graph's trees at their edges (exporter/graph.py): a quantized weight passed
     alone, one module over the same leaves in two arrangements, one value returned twice,
     attributes given as numpy scalars, C names at their ends, a fold inside a fold
-    reporting its layers, a function's summary its docstring's first paragraph.
+    reporting its layers, a function's summary its docstring's first paragraph, an
+    operand of the wrong kind refused with the kind its format needs.
 """
 
 from __future__ import annotations
@@ -4310,7 +4311,7 @@ def test_bert_parameters_are_drawn_at_their_own_spreads():
 
 # ---- 43. the graph's trees at their edges (exporter/graph.py): a quantized weight passed
 # alone, one module over the same leaves in two arrangements, one value returned twice,
-# attributes given as numpy scalars, C names at their ends, folds inside folds
+# attributes given as numpy scalars, C names at their ends, folds inside folds, an operand's kind
 
 
 def _traced(entry, params, inputs, **quantized):
@@ -4410,3 +4411,14 @@ def test_graph_a_fold_inside_a_fold_reports_its_layers_and_a_doc_is_its_first_pa
                    on_layer=steps.append)
     assert [(s.fold.count, s.layer) for s in steps] == [(2, 0), (2, 1), (3, 0), (2, 0), (2, 1), (3, 1),
                                                         (2, 0), (2, 1), (3, 2)]
+
+
+def test_graph_an_operand_of_the_wrong_kind_is_refused_with_the_kind_its_format_needs():
+    def entry(params, x):
+        return {"y": graph.apply("qlinear_w", {"x": x, "wq": params["wq"], "wd": params["wd"]},
+                                 {"fmt": "q4", "block": 32})}
+
+    with pytest.raises(graph.GraphError) as caught:
+        _traced(entry, [graph.ParamSpec("wq", (6, 32), kind="i8"), graph.ParamSpec("wd", (6, 2), kind="f32")],
+                [graph.InputSpec("x", (2, 64), "x")])
+    assert str(caught.value) == "qlinear_w: operand wq (wq) holds i8; it must hold u8"

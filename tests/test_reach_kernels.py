@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
+import numpy as np
 import pytest
 
 from exactc.exporter import dims
@@ -274,6 +275,13 @@ def test_lowering_refuses_what_the_catalogue_leaves_to_it(primitive, site, shape
     with pytest.raises(PrimitiveError) as caught:
         lower(primitive, site, shapes, attrs)
     assert str(caught.value) == message
+
+
+def test_lowering_holds_numpy_attributes_as_python_numbers():
+    """A shape given as numpy integers is held (and printed in the IR text) as ints."""
+    kernel = lower("reshape", "f32", {"x": (2, 3)}, {"shape": (np.int64(3), np.int32(2))})
+    assert kernel.attrs["shape"] == (3, 2) and [type(d) for d in kernel.attrs["shape"]] == [int, int]
+    assert kernel.text().startswith("kernel reshape at f32 (shape=(3, 2))\n")
 
 
 def test_a_rank_0_transpose_is_one_bit_copy():
