@@ -296,6 +296,18 @@ def test_a_rank_0_transpose_is_one_bit_copy():
     )
 
 
+def test_a_rank_1_transpose_is_one_bit_copy():
+    """One axis, the identity permutation: y = x, every bit (no second axis to index)."""
+    kernel = lower("transpose", "f32", {"x": (3,)}, {"perm": (0,)})
+    assert kernel.text() == (
+        "kernel transpose at f32 (perm=(0,))\n"
+        "  input x : f32[3]\n"
+        "  output y : f32[3]\n"
+        "nest transpose: parallel i0<3\n"
+        "  y[i0] = bits(x[i0])"
+    )
+
+
 # ---- 4. layouts --------------------------------------------------------------------------
 
 LINEAR = lower("linear", "f32", {"x": (5, 7), "w": (19, 7)}, {})
