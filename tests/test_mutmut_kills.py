@@ -82,8 +82,7 @@ Grouped by what they protect:
     of the matrix nests and the wide variant it forbids; a row variant's least row count;
 26. the JSON users hand over (exporter/jsonfile.py): each refusal whole (a key twice,
     not UTF-8, not JSON, nested too deep, a number Python cannot hold, a missing file, a
-    bad file named by its path, a file of the size limit read whole and one byte more
-    refused);
+    bad file named by its path);
 27. the kernels' names in a program (printer/kernel_table.py): labels joined at their
     underscores, a name the host, one of its functions or a split driver holds taken by
     the next number;
@@ -127,8 +126,8 @@ Grouped by what they protect:
 43. the graph's trees at their edges (exporter/graph.py): a quantized weight passed
     alone, one module over the same leaves in two arrangements, one value returned twice,
     attributes given as numpy scalars, C names at their ends, a fold inside a fold
-    reporting its layers, a function's summary its docstring's first paragraph, an
-    operand of the wrong kind refused with the kind its format needs.
+    reporting its layers, a function's summary its docstring's first paragraph, one body
+    folded over another arrangement or another row count traced again.
 """
 
 from __future__ import annotations
@@ -2835,19 +2834,6 @@ def test_json_files_are_refused_whole_by_rule(tmp_path):
     assert str(caught.value) == f"{tmp_path / 'none.json'}: cannot read (No such file or directory)"
 
 
-def test_a_json_file_of_the_limit_is_read_whole_and_one_byte_more_is_refused(tmp_path, monkeypatch):
-    from exactc.exporter import jsonfile
-
-    monkeypatch.setattr(jsonfile, "MAX_BYTES", 12)  # the rule at 12 bytes, not 100 MB of a test's disk
-    path = tmp_path / "limit.json"
-    path.write_bytes(b' {"x": 1234}')
-    assert jsonfile.load(path) == {"x": 1234}  # all 12 bytes read: a byte short leaves the object open
-    path.write_bytes(b'{"x": 1234}  ')
-    with pytest.raises(jsonfile.JSONFileError) as caught:
-        jsonfile.load(path)
-    assert str(caught.value) == f"{path}: more than 12 bytes; exactc reads JSON files up to that size"
-
-
 def test_a_bad_json_file_is_named_by_its_path(tmp_path):
     from exactc.exporter import jsonfile
 
@@ -4311,7 +4297,7 @@ def test_bert_parameters_are_drawn_at_their_own_spreads():
 
 # ---- 43. the graph's trees at their edges (exporter/graph.py): a quantized weight passed
 # alone, one module over the same leaves in two arrangements, one value returned twice,
-# attributes given as numpy scalars, C names at their ends, folds inside folds, an operand's kind
+# attributes given as numpy scalars, C names at their ends, folds inside folds and their forms
 
 
 def _traced(entry, params, inputs, **quantized):
@@ -4413,12 +4399,34 @@ def test_graph_a_fold_inside_a_fold_reports_its_layers_and_a_doc_is_its_first_pa
                                                         (2, 0), (2, 1), (3, 2)]
 
 
-def test_graph_an_operand_of_the_wrong_kind_is_refused_with_the_kind_its_format_needs():
-    def entry(params, x):
-        return {"y": graph.apply("qlinear_w", {"x": x, "wq": params["wq"], "wd": params["wd"]},
-                                 {"fmt": "q4", "block": 32})}
+def test_graph_one_body_folded_over_another_arrangement_or_row_count_is_traced_again():
+    """A fold's form is its body with the carry's arrangement and each layer's shape: a
+    carry dict with its keys swapped, or layers with other rows, is a body of its own
+    (sharing one would hand `a` where the body reads `b`, or read rows a layer lacks).
+    A carry dict's formals are named by its keys."""
+    def body(c, p):  # the carry returned in the order it came
+        return {k: graph.sub(c["a"], c["b"]) if k == "a" else c[k] for k in c}
 
-    with pytest.raises(graph.GraphError) as caught:
-        _traced(entry, [graph.ParamSpec("wq", (6, 32), kind="i8"), graph.ParamSpec("wd", (6, 2), kind="f32")],
-                [graph.InputSpec("x", (2, 64), "x")])
-    assert str(caught.value) == "qlinear_w: operand wq (wq) holds i8; it must hold u8"
+    def entry(params, x, z):
+        return {"first": graph.fold(body, 2, {"a": x, "b": z}, {})["a"],
+                "second": graph.fold(body, 2, {"b": x, "a": z}, {})["a"]}
+
+    program = _traced(entry, [], [graph.InputSpec("x", (2, 4), "x"), graph.InputSpec("z", (2, 4), "x")])
+    folds = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
+    assert len(folds) == 2 and folds[0].body is not folds[1].body
+    assert [v.name for v in folds[0].body.inputs] == ["a", "b"]
+    x, z = np.linspace(-1, 1, 8).reshape(2, 4), np.linspace(3, 5, 8).reshape(2, 4)
+    out = graph.evaluate(program, "f64", {}, {"x": x, "z": z})
+    assert (out["first"] == (x - z) - z).all() and (out["second"] == (z - x) - x).all()
+
+    def rows(x, p):
+        return graph.add(x, graph.slice(p["t"], 0, 0, 2))
+
+    def tables(params, x):
+        return {"y": graph.fold(rows, 2, graph.fold(rows, 2, x, graph.group_layers(params, "h.")),
+                                graph.group_layers(params, "g."))}
+
+    program = _traced(tables, [graph.ParamSpec("h.{l}.t", (8, 4), 2), graph.ParamSpec("g.{l}.t", (6, 4), 2)],
+                      [graph.InputSpec("x", (2, 4), "x")])
+    folds = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
+    assert len(folds) == 2 and folds[0].body is not folds[1].body  # (8, 4) and (6, 4) tables: two forms

@@ -277,6 +277,14 @@ def nothing(x):
     return None
 
 
+def rearranged(c, p):
+    return {"a": graph.linear(c["a"], p["w"]), "b": c["b"]}
+
+
+def q4_given_q8(params, x):
+    return {"y": graph.apply("qlinear_w", {"x": x, "wq": params["wq"], "wd": params["wd"]}, {"fmt": "q4", "block": 4})}
+
+
 def folding(body, count=2, carry=lambda x: x, **options):
     """An entry that folds `body` over the stacked `h.{l}.w`."""
 
@@ -310,6 +318,9 @@ def uses_w(params, x):
 GRAPH_REFUSALS = [
     ("an array for an operand", add_an_array, [], [X], {}, "add: operand b is a ndarray; give a traced Value"),
     ("an operand of the wrong kind", add_ids, [], [X, IDS], {}, "add: operand b (ids) holds i32; it must hold x"),
+    ("a q8 operand where q4 is asked", q4_given_q8, [graph.ParamSpec("wq", (4, 4), kind="i8"),
+                                                      graph.ParamSpec("wd", (4, 1), kind="f32")], [X], {},
+     "qlinear_w: operand wq (wq) holds i8; it must hold u8"),
     ("an entry of constants", returns_a_constant, [], [X], {}, "returns_a_constant returned no traced value"),
     ("a module of nothing", calls_a_module_of_nothing, [], [X], {}, "nothing returned no traced value"),
     ("no layers", folding(layer, count=0), [STACKED], [X], {}, "fold of layer: count 0 must be an int >= 1"),
@@ -320,6 +331,9 @@ GRAPH_REFUSALS = [
      "fold body layer with rows must return (carry, rows)"),
     ("a carry reshaped", folding(shrink), [STACKED], [X], {},
      "fold body shrink returned [<slice x[2, 2]>]; it must return a carry shaped as its input [<x x[2, 4]>]"),
+    ("a carry given back in another order", folding(rearranged, carry=lambda x: {"b": x, "a": x}), [STACKED], [X], {},
+     "fold body rearranged returned its carry as {'a': *, 'b': *}; it must return it arranged as it came, "
+     "{'b': *, 'a': *}"),
     ("apart past the end", folding(layer, apart={2: layer}), [STACKED], [X], {},
      "fold of layer: apart iteration 2 is not in [0, 2)"),
     ("apart before the start", folding(layer, apart={-1: layer}), [STACKED], [X], {},

@@ -478,6 +478,20 @@ class _Slot:
     index: int
 
 
+def _arrangement(skeleton: Any) -> str:
+    """A skeleton's structure as text, each value `*`: {'a': *, 'b': *} (a list and a tuple
+    alike: both go round by position)."""
+    if isinstance(skeleton, _Slot):
+        return "*"
+    if isinstance(skeleton, QuantizedWeight):
+        return f"quantized({_arrangement(skeleton.values)}, {_arrangement(skeleton.scales)})"
+    if isinstance(skeleton, dict):
+        return "{" + ", ".join(f"{k!r}: {_arrangement(v)}" for k, v in skeleton.items()) + "}"
+    if isinstance(skeleton, (list, tuple)):
+        return "[" + ", ".join(_arrangement(v) for v in skeleton) + "]"
+    return repr(skeleton)
+
+
 def _rebuild(skeleton: Any, values: list[Value]) -> Any:
     if isinstance(skeleton, _Slot):
         return values[skeleton.index]
@@ -604,11 +618,18 @@ def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *s
             result = fn(_rebuild(carry_skel, c), _rebuild(layer_skel, lay), *_rebuild(shared_skel, sh))
             if rows and not (isinstance(result, tuple) and len(result) == 2):
                 raise GraphError(f"fold body {fn.__qualname__} with rows must return (carry, rows)")
-            got, _ = _flatten(result[0] if rows else result)
+            got, got_skeleton = _flatten(result[0] if rows else result)
             if [(v.shape, v.kind) for _, v in got] != [(v.shape, v.kind) for _, v in carry_leaves]:
                 raise GraphError(
                     f"fold body {fn.__qualname__} returned {[v for _, v in got]}; it must return "
                     f"a carry shaped as its input {[v for _, v in carry_leaves]}"
+                )
+            # The carry goes round by position: a dict given back with its keys in another
+            # order would hand one layer's `a` to the next as `b`.
+            if _arrangement(got_skeleton) != _arrangement(carry_skel):
+                raise GraphError(
+                    f"fold body {fn.__qualname__} returned its carry as {_arrangement(got_skeleton)}; it must "
+                    f"return it arranged as it came, {_arrangement(carry_skel)}"
                 )
             return result
 

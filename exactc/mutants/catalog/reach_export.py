@@ -48,6 +48,16 @@ MUTANTS: list[Mutant] = [
         family="reach",
     ),
     Mutant(
+        "fold-carry-rearranged-silently",
+        "a fold body that gives its carry dict back with the keys in another order is taken: the "
+        "carry goes round by position, so the next layer reads one value under the other's key",
+        GRAPH,
+        "            if _arrangement(got_skeleton) != _arrangement(carry_skel):\n",
+        "            if False:\n",
+        ("reach:export",),
+        family="reach",
+    ),
+    Mutant(
         "fold-apart-index-may-equal-count",
         "a fold's apart iteration bounded by count inclusive: an apart body at index count, an "
         "iteration that never runs, is taken silently",
