@@ -281,6 +281,10 @@ def rearranged(c, p):
     return {"a": graph.linear(c["a"], p["w"]), "b": c["b"]}
 
 
+def counting(c, p):
+    return [graph.linear(c[0], p["w"]), c[1] + 1]
+
+
 def q4_given_q8(params, x):
     return {"y": graph.apply("qlinear_w", {"x": x, "wq": params["wq"], "wd": params["wd"]}, {"fmt": "q4", "block": 4})}
 
@@ -334,6 +338,8 @@ GRAPH_REFUSALS = [
     ("a carry given back in another order", folding(rearranged, carry=lambda x: {"b": x, "a": x}), [STACKED], [X], {},
      "fold body rearranged returned its carry as {'a': *, 'b': *}; it must return it arranged as it came, "
      "{'b': *, 'a': *}"),
+    ("a carry's static part changed", folding(counting, carry=lambda x: [x, 2]), [STACKED], [X], {},
+     "fold body counting returned its carry as [*, 3]; it must return it arranged as it came, [*, 2]"),
     ("apart past the end", folding(layer, apart={2: layer}), [STACKED], [X], {},
      "fold of layer: apart iteration 2 is not in [0, 2)"),
     ("apart before the start", folding(layer, apart={-1: layer}), [STACKED], [X], {},
@@ -342,6 +348,10 @@ GRAPH_REFUSALS = [
      [X], {}, "fold of layer_and_row: an apart body's outputs differ from the body's"),
     ("quantizing what is not there", uses_w, [graph.ParamSpec("w", (4, 4))], [X], {"quantized": {"v": ("q8", 4)}},
      "m.e: no parameter v to quantize"),
+    ("quantizing two that are not there", uses_w, [graph.ParamSpec("w", (4, 4))], [X],
+     {"quantized": {"v": ("q8", 4), "u": ("q4", 4)}}, "m.e: no parameter v, u to quantize"),
+    ("two parameters never used", uses_w, [graph.ParamSpec(n, (4, 4)) for n in ("w", "a", "b")], [X], {},
+     "m.e: parameter(s) a, b are never used; drop them"),
 ]
 
 
