@@ -583,7 +583,9 @@ def _unique_names(formals: list[Value]) -> list[Value]:
 def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *shared: Any,
          apart: Mapping[int, Callable] | None = None, name: str | None = None, rows: bool = False) -> Any:
     """Run `body(carry, layer, *shared) -> carry` for layers 0 … count-1, layer l seeing
-    slice l of each stacked value in `layers`. Traced once; a loop in the host. With
+    slice l of each stacked value in `layers`; the body returns its carry arranged as it
+    came (a dict's keys in their order), since the carry goes round by position. Traced
+    once; a loop in the host. With
     `rows`, the body returns (carry, rows), a tree of values per layer, and the fold
     returns (carry, the rows stacked: (count, ...) each)."""
     trace = _trace()
