@@ -86,10 +86,12 @@ mutmut: install
 
 # Everything but the harness, each file with the tests that protect it (STAGE_TESTS), one
 # batch per file on dask (EXACTC_SCHEDULER=tcp://host:port for a real cluster); prints the score.
+# RESUME=1 goes on with a stopped campaign in its stage (finished batches kept, its wall
+# time the sum of its runs').
 mutmut-whole: install
 	@$(PY) -c 'import mutmut' 2>/dev/null || $(VENV)/bin/pip install -q 'mutmut>=3,<4'
 	$(PY) tools/mutmut_campaign.py --cluster --own-tests --whole --no-confirm --max-children $(JOBS) \
-		--stage $(or $(STAGE),/tmp/exactc-mutmut-whole)
+		--stage $(or $(STAGE),/tmp/exactc-mutmut-whole) $(if $(RESUME),--resume)
 
 # callgrind counts (valgrind, gcc): growth ratios per doubling and the baseline of this
 # toolchain (verify/probe_baselines.json; THRESHOLD percent, --update to rewrite it)

@@ -291,3 +291,80 @@ def test_under_mutmut_the_fastest_tests_run_first(tmp_path, monkeypatch):
     items.reverse()
     conftest.pytest_collection_modifyitems(None, items)
     assert [i.nodeid for i in items] == ["t::unknown", "t::slow", "t::middle", "t::quick"]
+
+
+# ---- a stopped campaign goes on where it stopped (--resume) -----------------------------
+
+JSON_TESTS = [f"tests/test_mutmut_kills.py::{t}" for t in (
+    "test_json_files_are_refused_whole_by_rule", "test_a_bad_json_file_is_named_by_its_path")]
+
+
+def score(out: str) -> str:
+    return re.findall(r"^mutmut: \d+/\d+ killed.*$", out, re.M)[-1]
+
+
+def test_a_stopped_campaign_goes_on_where_it_stopped(campaign, tmp_path, monkeypatch, capsys):
+    """A real campaign (jsonfile.py against two of its kill tests, on a LocalCluster),
+    stopped as a kill at a session's end leaves it: some mutants unrun, the batch not
+    marked finished. --resume runs the unrun mutants only (a verdict written before the
+    stop stands, even a wrong one planted here), marks the batch finished, and adds the
+    runs' wall times; a second --resume runs no batch at all."""
+    monkeypatch.setattr(campaign, "MUTATE", list(campaign.MUTATE))
+    monkeypatch.setattr(campaign, "DO_NOT_MUTATE", list(campaign.DO_NOT_MUTATE))
+    monkeypatch.setattr(campaign, "TESTS", list(campaign.TESTS))
+    stage = tmp_path / "stage"
+    common = ["--cluster", "--max-children", "1", "--no-confirm", "--stage", str(stage)]
+    assert campaign.main([*common, "--mutate", "exporter/jsonfile.py", "--tests", *JSON_TESTS]) == 0
+    first = score(capsys.readouterr().out)
+    killed, total = map(int, re.match(r"mutmut: (\d+)/(\d+)", first).groups())
+    part = stage / "part-000"
+    assert (part / campaign.FINISHED).is_file()
+
+    meta = part / "mutants" / "exactc" / "exporter" / "jsonfile.py.meta"
+    data = json.loads(meta.read_text())
+    decided = [n for n, code in data["exit_code_by_key"].items() if code not in (None, 0)]
+    planted, unrun = decided[0], decided[1:4]
+    data["exit_code_by_key"][planted] = 0  # "survived": only a rerun of it would undo this
+    for name in unrun:
+        data["exit_code_by_key"][name] = None
+    meta.write_text(json.dumps(data))
+    (part / campaign.FINISHED).unlink()
+
+    assert campaign.main([*common, "--resume"]) == 0
+    out = capsys.readouterr()
+    assert "0 finished before, 1 to go on with" in out.err
+    assert score(out.out).startswith(f"mutmut: {killed - 1}/{total} killed")
+    after = json.loads(meta.read_text())["exit_code_by_key"]
+    assert after[planted] == 0 and all(after[n] not in (None, 0) for n in unrun)
+    assert (part / campaign.FINISHED).is_file()
+    walls = json.loads((stage / campaign.LEDGER).read_text())["walls"]
+    assert len(walls) == 2 and all(w > 0 for w in walls)
+    assert f"wall time: {sum(walls):.0f} s" in out.out
+
+    assert campaign.main([*common, "--resume"]) == 0
+    out = capsys.readouterr()
+    assert "1 finished before, 0 to go on with" in out.err
+    assert score(out.out).startswith(f"mutmut: {killed - 1}/{total} killed")
+    assert len(json.loads((stage / campaign.LEDGER).read_text())["walls"]) == 3
+
+
+def test_a_batch_with_unrun_mutants_is_not_marked_finished(campaign, tmp_path, monkeypatch):
+    """mutmut ends well when ^C stops it, its unrun mutants left without a verdict: such a
+    batch must not be marked finished, or --resume would never run them."""
+    monkeypatch.setattr(campaign, "MUTATE", ["exactc/exporter/jsonfile.py"])
+    meta = tmp_path / "mutants" / "exactc" / "exporter" / "jsonfile.py.meta"
+    meta.parent.mkdir(parents=True)
+    codes = {"exactc.exporter.jsonfile.x_parse__mutmut_1": 1, "exactc.exporter.jsonfile.x_parse__mutmut_2": None}
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    assert not campaign.mark_finished(tmp_path, 5.0)
+    assert not (tmp_path / campaign.FINISHED).exists()
+    codes["exactc.exporter.jsonfile.x_parse__mutmut_2"] = 0
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    assert campaign.mark_finished(tmp_path, 5.0)
+    assert (tmp_path / campaign.FINISHED).is_file()
+
+
+def test_resume_needs_a_campaign_s_stage(campaign, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        campaign.main(["--cluster", "--resume", "--stage", str(tmp_path / "none")])
+    assert "--resume needs a stopped --cluster campaign's stage" in capsys.readouterr().err

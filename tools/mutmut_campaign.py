@@ -702,6 +702,10 @@ def main(argv: list[str] | None = None) -> int:
                         "or EXACTC_SCHEDULER's cluster); then report over every part")
     parser.add_argument("--parts", type=int, default=None,
                         help="with --cluster: the number of batches (default: --max-children)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --cluster: go on with the stopped campaign in STAGE (its snapshot of the "
+                        "tree, its finished batches kept; a stopped batch goes on at its first unrun mutant); "
+                        "the wall time reported is the sum of its runs'")
     parser.add_argument("--own-tests", action="store_true",
                         help="with --cluster: each file with the tests that protect it (STAGE_TESTS, "
                         "the mutmut kills always), one batch per test set, instead of --tests for all")
@@ -723,6 +727,11 @@ def main(argv: list[str] | None = None) -> int:
         DO_NOT_MUTATE[:] = HARNESS
     if args.mutate is not None:
         MUTATE[:] = [f"exactc/{g}" for g in args.mutate]
+    if args.resume and args.cluster:
+        if not (args.stage / LEDGER).is_file():
+            parser.error(f"--resume needs a stopped --cluster campaign's stage at {args.stage} (it has no {LEDGER})")
+        begun = json.loads((args.stage / LEDGER).read_text())  # what the campaign mutates is what it began with
+        MUTATE[:], DO_NOT_MUTATE[:] = begun["mutate"], begun["do_not_mutate"]
     tests = TESTS if args.tests is None else list(args.tests)
     tests = [t for t in tests if (TREE / t.partition("::")[0]).exists()]  # files, or pytest node ids
     TESTS[:] = tests
@@ -755,11 +764,18 @@ def main(argv: list[str] | None = None) -> int:
         return report(stage, args, argv, args.wall or 0.0, confirm=args.confirm_only)
     if args.cluster:
         status = run_parts(stage, tests, args.parts or args.max_children, args.max_children, args.no_confirm,
-                           own=args.own_tests)
+                           own=args.own_tests, resume=args.resume)
+        walls = json.loads((stage / LEDGER).read_text())["walls"]
+        if len(walls) > 1:
+            runs = " + ".join(f"{w:.0f}" for w in walls)
+            args.note = (args.note + " " if args.note else "") + f"Run in {len(walls)} parts ({runs} s), resumed."
         if status:
             return status
-        return report(stage, args, argv, time.monotonic() - start)
-    if args.rerun is None:
+        return report(stage, args, argv, sum(walls))
+    if args.resume and (stage / "mutants").is_dir():  # a stopped batch: mutmut goes on where it stopped
+        print(f"mutmut: resuming the run in {stage}", file=sys.stderr, flush=True)
+        cmd = [exe, "run", "--max-children", str(args.max_children)]
+    elif args.rerun is None:
         print(f"mutmut: staging the tree in {stage}", file=sys.stderr, flush=True)
         make_stage(stage, args.max_children, tests)
         cmd = [exe, "run", "--max-children", str(args.max_children)]
@@ -791,6 +807,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"mutmut: {problem}", file=sys.stderr)
             return 2
+    mark_finished(stage, wall)
 
     return report(stage, args, argv, wall, confirm=not args.no_confirm)
 
@@ -838,31 +855,92 @@ def batches(files: list[str], tests: list[str], parts: int, own: bool,
     return [([path], own_tests(path)) for path in sorted(files, key=lambda p: (-size(p), p))]
 
 
+LEDGER = "campaign.json"  # a --cluster stage's batches and the wall time of each run of it
+FINISHED = "finished"  # in a batch's stage once mutmut has run every one of its mutants
+
+
 def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confirm: bool,
-              own: bool = False) -> int:
+              own: bool = False, resume: bool = False) -> int:
     """The campaign in batches on dask (batches()), each mutated by this script in
-    STAGE/part-NNN (its own mutmut work directory) with its batch's tests."""
-    files = files_to_mutate()
-    groups = batches(files, tests, parts, own)
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
-    # One snapshot of the checkout for every batch: a batch that starts an hour in stages
-    # the tree as it was when the campaign began, not as it is being edited then.
-    snapshot = stage / "tree"
-    shutil.copytree(TREE, snapshot, ignore=IGNORED, symlinks=True)
-    tool = snapshot / Path(__file__).resolve().relative_to(TREE)
-    commands = [[sys.executable, str(tool), "--stage", str(stage / f"part-{i:03d}"),
-                 "--max-children", "1", "--mutate", *(f.removeprefix("exactc/") for f in group),
-                 "--tests", *group_tests, *(["--no-confirm"] if no_confirm else [])]
-                for i, (group, group_tests) in enumerate(groups)]
-    print(f"mutmut: {len(files)} files in {len(groups)} batches on dask", file=sys.stderr, flush=True)
-    progress = engine.Progress("mutmut", len(commands))
-    outcomes = engine.run_all(engine.run_command, commands, workers, progress)
-    failed = [(i, tail) for i, (code, tail) in enumerate(outcomes) if code != 0]
-    for i, tail in failed:
-        print(f"mutmut: batch {i} ({' '.join(groups[i][0])}) failed:\n{tail}", file=sys.stderr)
+    STAGE/part-NNN (its own mutmut work directory) with its batch's tests. STAGE/LEDGER
+    keeps the batches and each run's wall time (rewritten every HEARTBEAT seconds, so a
+    run that is killed leaves its time behind); with `resume`, the batches of a stopped
+    campaign that have not finished run again (mutmut keeps every verdict it wrote)."""
+    if resume:
+        ledger = json.loads((stage / LEDGER).read_text())
+    else:
+        files = files_to_mutate()
+        groups = batches(files, tests, parts, own)
+        if stage.exists():
+            shutil.rmtree(stage)
+        stage.mkdir(parents=True)
+        # One snapshot of the checkout for every batch: a batch that starts an hour in stages
+        # the tree as it was when the campaign began, not as it is being edited then.
+        snapshot = stage / "tree"
+        shutil.copytree(TREE, snapshot, ignore=IGNORED, symlinks=True)
+        tool = snapshot / Path(__file__).resolve().relative_to(TREE)
+        ledger = {"mutate": MUTATE, "do_not_mutate": DO_NOT_MUTATE, "walls": [], "batches": [
+            {"files": group, "stage": str(stage / f"part-{i:03d}"),
+             "command": [sys.executable, str(tool), "--stage", str(stage / f"part-{i:03d}"),
+                         "--max-children", "1", "--mutate", *(f.removeprefix("exactc/") for f in group),
+                         "--tests", *group_tests, *(["--no-confirm"] if no_confirm else [])]}
+            for i, (group, group_tests) in enumerate(groups)]}
+    todo = [b for b in ledger["batches"] if not (Path(b["stage"]) / FINISHED).is_file()]
+    commands = [b["command"] + (["--resume"] if resume else []) for b in todo]
+    files = sum(len(b["files"]) for b in ledger["batches"])
+    done = len(ledger["batches"]) - len(todo)
+    print(f"mutmut: {files} files in {len(ledger['batches'])} batches on dask"
+          + (f", {done} finished before, {len(todo)} to go on with" if resume else ""), file=sys.stderr, flush=True)
+    with wall_clock(stage / LEDGER, ledger):
+        progress = engine.Progress("mutmut", len(commands))
+        outcomes = engine.run_all(engine.run_command, commands, workers, progress)
+    failed = [(b, tail) for b, (code, tail) in zip(todo, outcomes) if code != 0]
+    for b, tail in failed:
+        print(f"mutmut: batch {Path(b['stage']).name} ({' '.join(b['files'])}) failed:\n{tail}", file=sys.stderr)
     return 2 if failed else 0
+
+
+def mark_finished(stage: Path, wall: float) -> bool:
+    """Mark a batch's stage finished (a resumed campaign skips it) if mutmut ran every one
+    of its mutants: a run stopped by ^C also ends well, with mutants left unrun."""
+    if any(status == "not checked" for status, _ in load_results(stage).values()):
+        return False
+    (stage / FINISHED).write_text(f"mutmut ran every mutant of this stage ({wall:.0f} s)\n")
+    return True
+
+
+HEARTBEAT = 30.0
+
+
+@contextlib.contextmanager
+def wall_clock(path: Path, ledger: dict):
+    """This run's wall time appended to ledger["walls"] and the ledger written to `path`
+    now, every HEARTBEAT seconds and at the end: a campaign stopped by a kill keeps all
+    but the last beat of its time."""
+    import threading
+
+    start, stop = time.monotonic(), threading.Event()
+    ledger["walls"].append(0.0)
+
+    def write() -> None:
+        ledger["walls"][-1] = round(time.monotonic() - start, 1)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(ledger, indent=1) + "\n")
+        partial.replace(path)
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT):
+            write()
+
+    write()
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        write()
 
 
 def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:

@@ -107,6 +107,50 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-resume-restages-stopped-batches",
+        "the mutmut campaign's --resume starts its stopped batches afresh: every verdict a batch "
+        "wrote before the stop is judged again (a whole-exporter campaign repeats its hours)",
+        MUTMUT,
+        '    commands = [b["command"] + (["--resume"] if resume else []) for b in todo]',
+        '    commands = [b["command"] for b in todo]',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-resume-reruns-finished-batches",
+        "the mutmut campaign's --resume runs its finished batches again (each one's clean "
+        "tests, stats check and forced fail: minutes a batch for nothing)",
+        MUTMUT,
+        '    todo = [b for b in ledger["batches"] if not (Path(b["stage"]) / FINISHED).is_file()]',
+        '    todo = list(ledger["batches"])',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-stopped-batch-marked-finished",
+        "a mutmut batch stopped by ^C (mutmut ends well, mutants left unrun) is marked "
+        "finished: --resume never runs its unrun mutants, and the score counts them as never made",
+        MUTMUT,
+        '    if any(status == "not checked" for status, _ in load_results(stage).values()):\n        return False\n',
+        '    if any(status == "not checked" for status, _ in load_results(stage).values()):\n        pass\n',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-resume-reports-the-last-run-only",
+        "a resumed mutmut campaign reports the wall time of its last run alone, not the sum of "
+        "its runs': a campaign of three sessions says it took one",
+        MUTMUT,
+        "        return report(stage, args, argv, sum(walls))",
+        "        return report(stage, args, argv, walls[-1])",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-stage-leaves-docs-out",
         "the mutmut campaign's stage copies tools/ alone beside exactc/ and tests/: the tests that "
         "read docs/cli.md and docs/semantics.md fail the clean run, and every batch that selects "
