@@ -14,7 +14,8 @@ TREE = Path(__file__).resolve().parent.parent  # the checkout: exactc/, tests/, 
 
 @pytest.mark.parametrize("mutant", CATALOG, ids=[m.name for m in CATALOG])
 def test_anchor_occurs_once(mutant, tmp_path):
-    if not mutant.applies(TREE):
+    # (a mutant whose CPU is not this one is still checked: its anchor must not rot here)
+    if any(not (TREE / p).exists() for p in mutant.requires):
         pytest.skip(f"{mutant.name} needs {mutant.requires}")
     target = tmp_path / mutant.path
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -30,6 +31,27 @@ def test_a_rotten_anchor_is_an_error_that_names_the_mutant(tmp_path):
     rotten = Mutant("rotten", "its anchor is gone", "f.py", "y = 2", "y = 3", ("npy",))
     with pytest.raises(CatalogError, match="rotten.*no longer occurs"):
         rotten.apply(tmp_path)
+
+
+def test_a_mistake_this_cpu_cannot_show_does_not_apply_and_says_what_it_needs(tmp_path):
+    """A mutant of code compiled only for a CPU feature (AVX-512, VNNI) cannot be seen
+    on a CPU without it: its outcome there is "does not apply", naming the feature, not
+    NOT CAUGHT; on a CPU with it, it runs."""
+    from exactc.mutants.runner import run_mutant
+    from exactc.verify.build import native_macros
+
+    assert "__x86_64__" in native_macros("gcc") or "__aarch64__" in native_macros("gcc")
+    present = sorted(native_macros("gcc") & {"__x86_64__", "__aarch64__"})[0]
+    absent = "__EXACTC_NO_SUCH_FEATURE__"
+    (tmp_path / "f.py").write_text("x = 1\n")
+    lacking = Mutant("lacking", "needs a feature", "f.py", "x = 1", "x = 2", ("npy",),
+                     cpu=(absent, f"{present}|{absent}"))
+    assert not lacking.applies(tmp_path)
+    assert lacking.missing(tmp_path) == [f"a CPU whose gcc -march=native defines {absent}"]
+    either = Mutant("either", "needs one of two", "f.py", "x = 1", "x = 2", ("npy",), cpu=(f"{absent}|{present}",))
+    assert either.applies(tmp_path) and either.missing(tmp_path) == []
+    result = run_mutant(tmp_path, lacking, timeout=60)
+    assert result.outcome == "does not apply" and absent in result.detail
 
 
 def test_the_runner_patches_a_copy_that_python_imports():

@@ -45,6 +45,11 @@ class Mutant:
     # Paths that must exist for the mutant to apply (its feature exists); when one is
     # missing the outcome is "does not apply", not an error.
     requires: tuple[str, ...] = ()
+    # What the CPU must have for the mistake to show, as macros gcc -march=native
+    # predefines on it ("__AVX512F__"; "__AVXVNNI__|__AVX512VNNI__" for either): a mistake
+    # in code compiled only for AVX-512 cannot be seen on a CPU without it, and is "does
+    # not apply" there, not NOT CAUGHT.
+    cpu: tuple[str, ...] = ()
 
     def apply(self, root: Path) -> None:
         """Patch the copy at `root`; a missing or ambiguous anchor is a CatalogError."""
@@ -62,4 +67,12 @@ class Mutant:
         target.write_text(text.replace(self.anchor, self.replacement))
 
     def applies(self, root: Path) -> bool:
-        return all((root / p).exists() for p in self.requires)
+        return not self.missing(root)
+
+    def missing(self, root: Path) -> list[str]:
+        """What this mutant needs and the copy at `root` or this CPU lacks."""
+        from exactc.verify.build import native_macros
+
+        gone = [p for p in self.requires if not (root / p).exists()]
+        lacking = [need for need in self.cpu if not set(need.split("|")) & native_macros("gcc")]
+        return gone + [f"a CPU whose gcc -march=native defines {' or '.join(need.split('|'))}" for need in lacking]

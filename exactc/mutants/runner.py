@@ -3,8 +3,9 @@
     python -m exactc.mutants.runner [-j 2] [--only NAME ...] [--json FILE] [--markdown FILE]
 
 Outcomes are kept apart: caught, NOT CAUGHT, crashed (the checks could not run: an import
-or collection error), timed out, does not apply (the mutant's feature is absent), and
-catalog error (its anchor is gone). The exit status is non-zero if the baseline fails or
+or collection error), timed out, does not apply (the mutant's feature is absent, or this
+CPU cannot show it: a mistake in code compiled for AVX-512 only), and catalog error (its
+anchor is gone). The exit status is non-zero if the baseline fails or
 any mutant is anything but caught or does not apply. The last line is
 
     mutants: <caught>/<total> caught
@@ -104,9 +105,10 @@ def run_mutant(tree: Path, mutant: Mutant, timeout: float) -> Result:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"exactc-mutant-{mutant.name}-") as tmp:
         root = make_copy(tree, Path(tmp))
-        if not mutant.applies(root):
+        missing = mutant.missing(root)
+        if missing:
             return Result(mutant.name, "does not apply", [], time.monotonic() - start,
-                          f"needs {', '.join(mutant.requires)}")
+                          f"needs {', '.join(missing)}")
         try:
             mutant.apply(root)
         except CatalogError as error:

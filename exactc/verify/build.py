@@ -90,17 +90,27 @@ def have_compiler(cc: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
+def native_macros(cc: str = "gcc") -> frozenset[str]:
+    """The macros `cc -march=native` predefines (__AVX512F__, __AVXVNNI__, ...): what the
+    default build targets on this CPU; empty if the compiler cannot be run."""
+    try:
+        native = subprocess.run([cc, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
+                                text=True)
+    except OSError:
+        return frozenset()
+    return frozenset(line.split()[1] for line in native.stdout.splitlines() if line.startswith("#define "))
+
+
+@functools.lru_cache(maxsize=None)
 def wide_vectors(cc: str) -> tuple[str, ...]:
     """What the exported Makefile's default adds to -march=native (its WIDE): the
     preference for 512-bit vectors, on a CPU with AVX-512 where the compiler takes it."""
     try:
-        native = subprocess.run([cc, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
-                                text=True)
         wide = subprocess.run([cc, "-mprefer-vector-width=512", "-x", "c", "-c", "-o", os.devnull, os.devnull],
                               capture_output=True)
     except OSError:
         return ()
-    return ("-mprefer-vector-width=512",) if "__AVX512F__" in native.stdout and wide.returncode == 0 else ()
+    return ("-mprefer-vector-width=512",) if "__AVX512F__" in native_macros(cc) and wide.returncode == 0 else ()
 
 
 @dataclasses.dataclass(frozen=True)

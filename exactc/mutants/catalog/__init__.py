@@ -116,6 +116,7 @@ _FIXED_CHECKS = [
     Check("gcov-builds", ("tests/test_gcov_builds.py",)),
     # make mutants-report's page: its own sections rewritten, every later one kept.
     Check("mutants-report", ("tests/test_mutants.py",), "report_keeps"),
+    Check("mutants-cpu", ("tests/test_mutants.py",), "this_cpu_cannot_show"),
     # The mutmut campaign's cheap parts: its staged config, verdicts, batches and their tests.
     Check("mutmut-campaign", ("tests/test_mutmut_campaign.py",)),
     # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).

@@ -75,6 +75,16 @@ MUTANTS = [
         family="harness",
     ),
     Mutant(
+        "cpu-the-mistake-needs-ignored",
+        "the mutant runner ignores the CPU a mistake needs to show (AVX-512, VNNI): on a CPU "
+        "without it, such a mutant is NOT CAUGHT and make mutants fails, where it does not apply",
+        "exactc/mutants/model.py",
+        '        lacking = [need for need in self.cpu if not set(need.split("|")) & native_macros("gcc")]',
+        '        lacking = []',
+        ("mutants-cpu",),
+        family="harness",
+    ),
+    Mutant(
         "mutants-report-keeps-only-the-mutmut-section",
         "make mutants-report keeps only the mutmut campaign's section of the page it rewrites: "
         "a section written after its own (a cluster run's notes) is lost",

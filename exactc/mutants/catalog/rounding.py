@@ -19,6 +19,7 @@ MUTANTS = [
         '    if False:\n        nest = dataclasses.replace(nest, gcc_unvectorized=NIBBLE_SUMS_WRONG)',
         ("compilers",),
         family="rounding",
+        cpu=("__AVXVNNI__|__AVX512VNNI__",),
     ),
     Mutant(
         "rotation-compiled-with-the-vectorizer",

@@ -21,6 +21,7 @@ MUTANTS = [
         "CFLAGS  ?= -O2 $(NATIVE)\n",
         ("fast-build",),
         family="speed",
+        cpu=("__AVX512F__",),
     ),
     Mutant(
         "pack-panels-not-transposed",

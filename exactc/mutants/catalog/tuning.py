@@ -128,5 +128,6 @@ MUTANTS = [
         "#if defined(__AVX512F__)\n#define EXACTC_WIDE_LANES 1",
         ("tune",),
         family="tune",
+        cpu=("__AVX512F__",),
     ),
 ]
