@@ -340,6 +340,9 @@ def test_a_stopped_campaign_goes_on_where_it_stopped(campaign, tmp_path, monkeyp
     walls = json.loads((stage / campaign.LEDGER).read_text())["walls"]
     assert len(walls) == 2 and all(w > 0 for w in walls)
     assert f"wall time: {sum(walls):.0f} s" in out.out
+    assert campaign.main(["--report-only", "--stage", str(stage)]) == 0  # its runs' time, read back
+    out = capsys.readouterr().out
+    assert f"wall time: {sum(walls):.0f} s" in out and "batches: 1 finished, 0 begun and not finished, 0 not begun" in out
 
     assert campaign.main([*common, "--resume"]) == 0
     out = capsys.readouterr()
@@ -362,6 +365,18 @@ def test_a_batch_with_unrun_mutants_is_not_marked_finished(campaign, tmp_path, m
     meta.write_text(json.dumps({"exit_code_by_key": codes}))
     assert campaign.mark_finished(tmp_path, 5.0)
     assert (tmp_path / campaign.FINISHED).is_file()
+
+
+def test_a_campaign_s_report_names_the_batches_not_yet_run(campaign, tmp_path):
+    """A stopped campaign's report counts only the mutants of the batches that began: the
+    others are named by file, so a partial score is not read as the whole one."""
+    batches = [{"files": [f"exactc/{name}.py"], "stage": str(tmp_path / f"part-00{i}")}
+               for i, name in enumerate(("graph", "embed", "cli"))]
+    (tmp_path / "part-000").mkdir()
+    (tmp_path / "part-000" / campaign.FINISHED).write_text("")
+    (tmp_path / "part-001").mkdir()
+    assert campaign.batches_line({"batches": batches}) == \
+        "batches: 1 finished, 1 begun and not finished, 1 not begun (cli.py: `--resume` runs them)"
 
 
 def test_resume_needs_a_campaign_s_stage(campaign, tmp_path, capsys):

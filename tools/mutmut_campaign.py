@@ -761,7 +761,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutmut: {killed} of the retried mutants killed as real source edits")
         return report(stage, args, argv, args.wall or 0.0)
     if args.report_only or args.confirm_only:
-        return report(stage, args, argv, args.wall or 0.0, confirm=args.confirm_only)
+        wall = args.wall
+        if wall is None and (stage / LEDGER).is_file():  # a --cluster campaign's runs, stopped or not
+            wall = sum(json.loads((stage / LEDGER).read_text())["walls"])
+        return report(stage, args, argv, wall or 0.0, confirm=args.confirm_only)
     if args.cluster:
         status = run_parts(stage, tests, args.parts or args.max_children, args.max_children, args.no_confirm,
                            own=args.own_tests, resume=args.resume)
@@ -900,6 +903,16 @@ def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confir
     return 2 if failed else 0
 
 
+def batches_line(ledger: dict) -> str:
+    """How far a --cluster campaign got: its batches finished, begun (stopped, or running
+    still) and not begun, these last by file (their mutants are in no count yet)."""
+    finished = [b for b in ledger["batches"] if (Path(b["stage"]) / FINISHED).is_file()]
+    begun = [b for b in ledger["batches"] if Path(b["stage"]).is_dir() and b not in finished]
+    waiting = [f for b in ledger["batches"] if not Path(b["stage"]).is_dir() for f in b["files"]]
+    return (f"batches: {len(finished)} finished, {len(begun)} begun and not finished, {len(waiting)} not begun"
+            + (f" ({', '.join(f.removeprefix('exactc/') for f in waiting)}: `--resume` runs them)" if waiting else ""))
+
+
 def mark_finished(stage: Path, wall: float) -> bool:
     """Mark a batch's stage finished (a resumed campaign skips it) if mutmut ran every one
     of its mutants: a run stopped by ^C also ends well, with mutants left unrun."""
@@ -964,6 +977,8 @@ def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:
             print(f"      {line}")
     for status, where in unlisted(results):
         print(f"{status}: " + ", ".join(f"{w} ({n})" for w, n in where))
+    if (stage / LEDGER).is_file():
+        print(batches_line(json.loads((stage / LEDGER).read_text())))
     print(f"wall time: {wall:.0f} s; stage kept at {stage} (`cd {stage} && mutmut show NAME`)")
     if args.markdown:
         command = args.command or ("make mutmut" if args.rerun is None and args.tests is None

@@ -161,6 +161,28 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-report-forgets-the-campaign-s-runs",
+        "the mutmut campaign's --report-only over a --cluster stage reports a wall time of 0 s, "
+        "not the sum of the campaign's runs kept in its ledger",
+        MUTMUT,
+        '        if wall is None and (stage / LEDGER).is_file():',
+        '        if wall is None and False:',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-report-hides-the-batches-not-begun",
+        "a stopped mutmut campaign's report counts the mutants of the batches that began and "
+        "names no other: a partial score reads as the whole exporter's",
+        MUTMUT,
+        '    waiting = [f for b in ledger["batches"] if not Path(b["stage"]).is_dir() for f in b["files"]]',
+        '    waiting = []',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-stage-leaves-docs-out",
         "the mutmut campaign's stage copies tools/ alone beside exactc/ and tests/: the tests that "
         "read docs/cli.md and docs/semantics.md fail the clean run, and every batch that selects "
