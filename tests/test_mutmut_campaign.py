@@ -370,13 +370,13 @@ def test_a_batch_with_unrun_mutants_is_not_marked_finished(campaign, tmp_path, m
 def test_a_campaign_s_report_names_the_batches_not_yet_run(campaign, tmp_path):
     """A stopped campaign's report counts only the mutants of the batches that began: the
     others are named by file, so a partial score is not read as the whole one."""
-    batches = [{"files": [f"exactc/{name}.py"], "stage": str(tmp_path / f"part-00{i}")}
-               for i, name in enumerate(("graph", "embed", "cli"))]
+    batches = [{"files": files, "stage": str(tmp_path / f"part-00{i}")}
+               for i, files in enumerate((["exactc/graph.py"], ["exactc/embed.py"], ["exactc/cli.py", "exactc/tune.py"]))]
     (tmp_path / "part-000").mkdir()
     (tmp_path / "part-000" / campaign.FINISHED).write_text("")
     (tmp_path / "part-001").mkdir()
     assert campaign.batches_line({"batches": batches}) == \
-        "batches: 1 finished, 1 begun and not finished, 1 not begun (cli.py: `--resume` runs them)"
+        "batches: 1 finished, 1 begun and not finished, 1 not begun (cli.py, tune.py: `--resume` runs them)"
 
 
 def test_resume_needs_a_campaign_s_stage(campaign, tmp_path, capsys):

@@ -728,9 +728,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.mutate is not None:
         MUTATE[:] = [f"exactc/{g}" for g in args.mutate]
     if args.resume and args.cluster:
-        if not (args.stage / LEDGER).is_file():
+        begun = read_ledger(args.stage)  # what the campaign mutates is what it began with
+        if begun is None:
             parser.error(f"--resume needs a stopped --cluster campaign's stage at {args.stage} (it has no {LEDGER})")
-        begun = json.loads((args.stage / LEDGER).read_text())  # what the campaign mutates is what it began with
         MUTATE[:], DO_NOT_MUTATE[:] = begun["mutate"], begun["do_not_mutate"]
     tests = TESTS if args.tests is None else list(args.tests)
     tests = [t for t in tests if (TREE / t.partition("::")[0]).exists()]  # files, or pytest node ids
@@ -761,14 +761,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutmut: {killed} of the retried mutants killed as real source edits")
         return report(stage, args, argv, args.wall or 0.0)
     if args.report_only or args.confirm_only:
-        wall = args.wall
-        if wall is None and (stage / LEDGER).is_file():  # a --cluster campaign's runs, stopped or not
-            wall = sum(json.loads((stage / LEDGER).read_text())["walls"])
+        wall, ledger = args.wall, read_ledger(stage)
+        if wall is None and ledger is not None:  # a --cluster campaign's runs, stopped or not
+            wall = sum(ledger["walls"])
         return report(stage, args, argv, wall or 0.0, confirm=args.confirm_only)
     if args.cluster:
         status = run_parts(stage, tests, args.parts or args.max_children, args.max_children, args.no_confirm,
                            own=args.own_tests, resume=args.resume)
-        walls = json.loads((stage / LEDGER).read_text())["walls"]
+        walls = read_ledger(stage)["walls"]
         if len(walls) > 1:
             runs = " + ".join(f"{w:.0f}" for w in walls)
             args.note = (args.note + " " if args.note else "") + f"Run in {len(walls)} parts ({runs} s), resumed."
@@ -870,7 +870,7 @@ def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confir
     run that is killed leaves its time behind); with `resume`, the batches of a stopped
     campaign that have not finished run again (mutmut keeps every verdict it wrote)."""
     if resume:
-        ledger = json.loads((stage / LEDGER).read_text())
+        ledger = read_ledger(stage)
     else:
         files = files_to_mutate()
         groups = batches(files, tests, parts, own)
@@ -903,14 +903,21 @@ def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confir
     return 2 if failed else 0
 
 
+def read_ledger(stage: Path) -> dict | None:
+    """A --cluster stage's LEDGER, or None in a stage that has none."""
+    path = stage / LEDGER
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def batches_line(ledger: dict) -> str:
     """How far a --cluster campaign got: its batches finished, begun (stopped, or running
-    still) and not begun, these last by file (their mutants are in no count yet)."""
+    still) and not begun, these last with their files (their mutants are in no count yet)."""
     finished = [b for b in ledger["batches"] if (Path(b["stage"]) / FINISHED).is_file()]
     begun = [b for b in ledger["batches"] if Path(b["stage"]).is_dir() and b not in finished]
-    waiting = [f for b in ledger["batches"] if not Path(b["stage"]).is_dir() for f in b["files"]]
+    waiting = [b for b in ledger["batches"] if not Path(b["stage"]).is_dir()]
+    files = [f.removeprefix("exactc/") for b in waiting for f in b["files"]]
     return (f"batches: {len(finished)} finished, {len(begun)} begun and not finished, {len(waiting)} not begun"
-            + (f" ({', '.join(f.removeprefix('exactc/') for f in waiting)}: `--resume` runs them)" if waiting else ""))
+            + (f" ({', '.join(files)}: `--resume` runs them)" if waiting else ""))
 
 
 def mark_finished(stage: Path, wall: float) -> bool:
@@ -977,8 +984,9 @@ def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:
             print(f"      {line}")
     for status, where in unlisted(results):
         print(f"{status}: " + ", ".join(f"{w} ({n})" for w, n in where))
-    if (stage / LEDGER).is_file():
-        print(batches_line(json.loads((stage / LEDGER).read_text())))
+    ledger = read_ledger(stage)
+    if ledger is not None:
+        print(batches_line(ledger))
     print(f"wall time: {wall:.0f} s; stage kept at {stage} (`cd {stage} && mutmut show NAME`)")
     if args.markdown:
         command = args.command or ("make mutmut" if args.rerun is None and args.tests is None

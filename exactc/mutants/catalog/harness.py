@@ -165,7 +165,7 @@ MUTANTS = [
         "the mutmut campaign's --report-only over a --cluster stage reports a wall time of 0 s, "
         "not the sum of the campaign's runs kept in its ledger",
         MUTMUT,
-        '        if wall is None and (stage / LEDGER).is_file():',
+        '        if wall is None and ledger is not None:',
         '        if wall is None and False:',
         ("mutmut-campaign",),
         family="harness",
@@ -176,7 +176,7 @@ MUTANTS = [
         "a stopped mutmut campaign's report counts the mutants of the batches that began and "
         "names no other: a partial score reads as the whole exporter's",
         MUTMUT,
-        '    waiting = [f for b in ledger["batches"] if not Path(b["stage"]).is_dir() for f in b["files"]]',
+        '    waiting = [b for b in ledger["batches"] if not Path(b["stage"]).is_dir()]',
         '    waiting = []',
         ("mutmut-campaign",),
         family="harness",
