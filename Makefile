@@ -21,7 +21,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 JOBS   ?= 2
 
-.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut mutmut-whole probes probes-baseline coverage fuzz clean
+.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut mutmut-whole mutmut-record probes probes-baseline coverage fuzz clean
 
 install: system-deps $(VENV)/.installed
 
@@ -91,7 +91,14 @@ mutmut: install
 mutmut-whole: install
 	@$(PY) -c 'import mutmut' 2>/dev/null || $(VENV)/bin/pip install -q 'mutmut>=3,<4'
 	$(PY) tools/mutmut_campaign.py --cluster --own-tests --whole --no-confirm --max-children $(JOBS) \
-		--stage $(or $(STAGE),/tmp/exactc-mutmut-whole) $(if $(RESUME),--resume)
+		--stage $(or $(STAGE),/tmp/exactc-mutmut-whole) $(if $(or $(RESUME),$(RECORD)),--resume) \
+		$(if $(RECORD),--restore-record $(RECORD))
+
+# A campaign's record (its ledger and mutmut's verdicts, a few hundred kB): a stopped campaign
+# goes on on another machine with `make mutmut-whole RECORD=FILE` in a checkout of its commit.
+mutmut-record: install
+	$(PY) tools/mutmut_campaign.py --save-record $(or $(RECORD),mutmut-record.tar.xz) \
+		--stage $(or $(STAGE),/tmp/exactc-mutmut-whole)
 
 # callgrind counts (valgrind, gcc): growth ratios per doubling and the baseline of this
 # toolchain (verify/probe_baselines.json; THRESHOLD percent, --update to rewrite it)

@@ -4,8 +4,11 @@ verdicts kept across runs. (The campaign itself is `make mutmut`; these are its 
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import re
+import shutil
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -306,18 +309,20 @@ def score(out: str) -> str:
 def test_a_stopped_campaign_goes_on_where_it_stopped(campaign, tmp_path, monkeypatch, capsys):
     """A real campaign (jsonfile.py against two of its kill tests, on a LocalCluster),
     stopped as a kill at a session's end leaves it: some mutants unrun, the batch not
-    marked finished. --resume runs the unrun mutants only (a verdict written before the
-    stop stands, even a wrong one planted here), marks the batch finished, and adds the
-    runs' wall times; a second --resume runs no batch at all."""
+    marked finished; then recorded, its stage lost (another machine's empty /tmp) and
+    restored elsewhere from the record and this checkout. --resume runs the unrun mutants
+    only (a verdict written before the stop stands, even a wrong one planted here), marks
+    the batch finished, and adds the runs' wall times; a second --resume, after a second
+    record and restore, runs no batch at all."""
     monkeypatch.setattr(campaign, "MUTATE", list(campaign.MUTATE))
     monkeypatch.setattr(campaign, "DO_NOT_MUTATE", list(campaign.DO_NOT_MUTATE))
     monkeypatch.setattr(campaign, "TESTS", list(campaign.TESTS))
-    stage = tmp_path / "stage"
-    common = ["--cluster", "--max-children", "1", "--no-confirm", "--stage", str(stage)]
-    assert campaign.main([*common, "--mutate", "exporter/jsonfile.py", "--tests", *JSON_TESTS]) == 0
+    first_stage = tmp_path / "stage"
+    common = ["--cluster", "--max-children", "1", "--no-confirm", "--stage"]
+    assert campaign.main([*common, str(first_stage), "--mutate", "exporter/jsonfile.py", "--tests", *JSON_TESTS]) == 0
     first = score(capsys.readouterr().out)
     killed, total = map(int, re.match(r"mutmut: (\d+)/(\d+)", first).groups())
-    part = stage / "part-000"
+    part = first_stage / "part-000"
     assert (part / campaign.FINISHED).is_file()
 
     meta = part / "mutants" / "exactc" / "exporter" / "jsonfile.py.meta"
@@ -330,13 +335,16 @@ def test_a_stopped_campaign_goes_on_where_it_stopped(campaign, tmp_path, monkeyp
     meta.write_text(json.dumps(data))
     (part / campaign.FINISHED).unlink()
 
-    assert campaign.main([*common, "--resume"]) == 0
+    stage = move_by_record(campaign, first_stage, tmp_path / "elsewhere", capsys)
+    assert f"{total - len(unrun)} verdicts, batches: 0 finished, 1 begun and not finished" in stage.restored
+    meta = stage / "part-000" / "mutants" / "exactc" / "exporter" / "jsonfile.py.meta"
+    assert campaign.main([*common, str(stage), "--resume"]) == 0
     out = capsys.readouterr()
     assert "0 finished before, 1 to go on with" in out.err
     assert score(out.out).startswith(f"mutmut: {killed - 1}/{total} killed")
     after = json.loads(meta.read_text())["exit_code_by_key"]
     assert after[planted] == 0 and all(after[n] not in (None, 0) for n in unrun)
-    assert (part / campaign.FINISHED).is_file()
+    assert (stage / "part-000" / campaign.FINISHED).is_file()
     walls = json.loads((stage / campaign.LEDGER).read_text())["walls"]
     assert len(walls) == 2 and all(w > 0 for w in walls)
     assert f"wall time: {sum(walls):.0f} s" in out.out
@@ -344,11 +352,77 @@ def test_a_stopped_campaign_goes_on_where_it_stopped(campaign, tmp_path, monkeyp
     out = capsys.readouterr().out
     assert f"wall time: {sum(walls):.0f} s" in out and "batches: 1 finished, 0 begun and not finished, 0 not begun" in out
 
-    assert campaign.main([*common, "--resume"]) == 0
+    record = tmp_path / "second.tar.xz"  # recorded again, and restored as --resume begins (make mutmut-whole RECORD=)
+    assert campaign.main(["--save-record", str(record), "--stage", str(stage)]) == 0
+    shutil.rmtree(stage)
+    stage = tmp_path / "third"
+    assert campaign.main([*common, str(stage), "--resume", "--restore-record", str(record)]) == 0
     out = capsys.readouterr()
+    assert f"mutmut: restored {record} into {stage}: {total} verdicts, batches: 1 finished" in out.out
     assert "1 finished before, 0 to go on with" in out.err
     assert score(out.out).startswith(f"mutmut: {killed - 1}/{total} killed")
     assert len(json.loads((stage / campaign.LEDGER).read_text())["walls"]) == 3
+
+
+class Restored(type(Path())):
+    restored = ""
+
+
+def move_by_record(campaign, stage: Path, to: Path, capsys) -> Path:
+    """`stage` recorded, removed, and restored at `to` from the record and this checkout."""
+    record = stage.parent / (stage.name + ".tar.xz")
+    assert campaign.main(["--save-record", str(record), "--stage", str(stage)]) == 0
+    assert "recorded" in capsys.readouterr().out
+    shutil.rmtree(stage)
+    assert campaign.main(["--restore-record", str(record), "--stage", str(to)]) == 0
+    moved = Restored(to)
+    moved.restored = capsys.readouterr().out
+    return moved
+
+
+def tampered(record: Path, change) -> Path:
+    """A copy of `record` whose index `change` has changed."""
+    out = record.with_name("tampered.tar.xz")
+    with tarfile.open(record, "r:xz") as src, tarfile.open(out, "w:xz") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read()
+            if member.name == "record.json":
+                index = json.loads(data)
+                change(index)
+                data = json.dumps(index).encode()
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data))
+    return out
+
+
+def test_a_record_is_restored_only_over_the_tree_and_the_mutmut_it_was_made_with(campaign, tmp_path, monkeypatch, capsys):
+    """A recorded verdict holds for the source it was judged on, and the mutants one mutmut
+    makes: a record restored over a checkout whose files differ, or with another mutmut,
+    is refused, naming the difference, and leaves no stage behind."""
+    monkeypatch.setattr(campaign, "MUTATE", list(campaign.MUTATE))
+    stage = tmp_path / "stage"
+    (stage / "tree").mkdir(parents=True)
+    shutil.copytree(campaign.TREE / "exactc" / "exporter", stage / "tree" / "exactc" / "exporter",
+                    ignore=campaign.IGNORED)
+    (stage / campaign.LEDGER).write_text(json.dumps({"mutate": ["exactc/exporter/jsonfile.py"],
+                                                     "do_not_mutate": [], "walls": [1.0], "batches": []}))
+    record = tmp_path / "record.tar.xz"
+    assert campaign.main(["--save-record", str(record), "--stage", str(stage)]) == 0
+    tree = stage / "tree"
+    elsewhere = tmp_path / "elsewhere"
+    assert campaign.main(["--restore-record", str(record), "--stage", str(elsewhere), "--tree", str(tree)]) == 0
+    assert "0 verdicts, batches: 0 finished, 0 begun and not finished, 0 not begun" in capsys.readouterr().out
+
+    def edited(index):
+        index["tree"]["exactc/exporter/jsonfile.py"] = "0" * 64
+
+    for change, said in ((edited, "(1 files: changed exactc/exporter/jsonfile.py)"),
+                         (lambda index: index.update(mutmut="2.4.5"), "made with mutmut 2.4.5")):
+        with pytest.raises(SystemExit) as refused:
+            campaign.main(["--restore-record", str(tampered(record, change)), "--stage",
+                           str(tmp_path / "refused"), "--tree", str(tree)])
+        assert said in str(refused.value)
+        assert not (tmp_path / "refused").exists()
 
 
 def test_a_batch_with_unrun_mutants_is_not_marked_finished(campaign, tmp_path, monkeypatch):

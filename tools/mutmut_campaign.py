@@ -52,6 +52,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import hashlib
+import io
 import json
 import os
 import re
@@ -706,6 +708,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --cluster: go on with the stopped campaign in STAGE (its snapshot of the "
                         "tree, its finished batches kept; a stopped batch goes on at its first unrun mutant); "
                         "the wall time reported is the sum of its runs'")
+    parser.add_argument("--save-record", type=Path, default=None, metavar="FILE",
+                        help="write the --cluster campaign in STAGE (stopped or finished) to FILE (.tar.xz): its "
+                        "ledger and mutmut's verdicts, not the copies of the tree, so that another machine goes on with it")
+    parser.add_argument("--restore-record", type=Path, default=None, metavar="FILE",
+                        help="make STAGE (which must not exist) again from a record and --tree, a checkout of the "
+                        "tree the campaign began with; with --cluster --resume, then go on with it")
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="with --restore-record: the checkout of the campaign's tree (default: this one)")
     parser.add_argument("--own-tests", action="store_true",
                         help="with --cluster: each file with the tests that protect it (STAGE_TESTS, "
                         "the mutmut kills always), one batch per test set, instead of --tests for all")
@@ -720,6 +730,13 @@ def main(argv: list[str] | None = None) -> int:
     stage = args.stage.resolve()
     if stage == TREE or TREE in stage.parents:
         parser.error("the stage must lie outside the repository")
+    if args.save_record:
+        print(save_record(stage, args.save_record.resolve()))
+        return 0
+    if args.restore_record:
+        print(restore_record(args.restore_record.resolve(), stage, (args.tree or TREE).resolve()), flush=True)
+        if not (args.resume and args.cluster):
+            return 0
     if args.full:
         MUTATE[:] = FULL
     if args.whole:
@@ -927,6 +944,139 @@ def mark_finished(stage: Path, wall: float) -> bool:
         return False
     (stage / FINISHED).write_text(f"mutmut ran every mutant of this stage ({wall:.0f} s)\n")
     return True
+
+
+# ---- a campaign's record: its verdicts carried to another machine ---------------------
+#
+# A whole-exporter campaign takes more hours than a sitting, and a sitting may end on one
+# machine and the next begin on another, whose /tmp is empty. A record keeps what mutmut
+# decided and what the ledger counted (campaign.json; each batch's mutmut table, verdicts
+# and function hashes (.meta), test stats and finished mark), not the copies of the tree or
+# the mutated sources, which the restore makes again from a checkout of the same tree with
+# the same mutmut: mutmut's names for mutants are its generator's and a verdict stands only
+# for the source it was judged on, so the restore refuses another mutmut, or a tree whose
+# files differ from the campaign's snapshot.
+
+RECORD_INDEX = "record.json"
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """Each file of a copy of the tree (relative path) -> its sha256."""
+    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(folder.rglob("*")) if f.is_file() and not f.is_symlink()}
+
+
+def record_members(stage: Path) -> list[Path]:
+    """What a record keeps of a --cluster stage (relative to it)."""
+    members = [Path(LEDGER)]
+    for part in sorted(stage.glob("part-*")):
+        members += [f.relative_to(stage) for f in (part / "pyproject.toml", part / FINISHED) if f.is_file()]
+        mutants = part / "mutants"
+        kept = [*mutants.rglob("*.py.meta"), mutants / "mutmut-stats.json"]
+        members += sorted(f.relative_to(stage) for f in kept if f.is_file())
+    return members
+
+
+def save_record(stage: Path, path: Path) -> str:
+    """Write `stage`'s record to `path` (a .tar.xz); the line that says what it holds."""
+    import tarfile
+    from mutmut import __version__ as mutmut_version
+
+    ledger = read_ledger(stage)
+    if ledger is None:
+        sys.exit(f"mutmut: {stage} holds no --cluster campaign ({LEDGER}): nothing to record")
+    MUTATE[:] = ledger["mutate"]  # what load_results counts: what the campaign mutates
+    index = {"stage": str(stage), "mutmut": mutmut_version, "tree": tree_digest(stage / "tree")}
+    members = record_members(stage)
+    decided = sum(1 for p in stage.glob("part-*") for s, _ in load_results(p).values() if s != "not checked")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with tarfile.open(partial, "w:xz") as tar:
+        data = (json.dumps(index, indent=1) + "\n").encode()
+        info = tarfile.TarInfo(RECORD_INDEX)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        for member in members:
+            tar.add(stage / member, arcname=str(member))
+    partial.replace(path)
+    return (f"mutmut: recorded {stage} in {path} ({path.stat().st_size / 1e3:.0f} kB): "
+            f"{decided} verdicts, {batches_line(ledger)}, wall time {sum(ledger['walls']):.0f} s")
+
+
+def tree_changes(recorded: dict[str, str], found: dict[str, str]) -> list[str]:
+    """How the tree at hand differs from a record's: 'changed F', 'missing F', 'new F'."""
+    return ([f"changed {f}" for f in sorted(recorded) if f in found and found[f] != recorded[f]]
+            + [f"missing {f}" for f in sorted(recorded) if f not in found]
+            + [f"new {f}" for f in sorted(found) if f not in recorded])
+
+
+def mutmut_main():
+    """mutmut.__main__ (its mutant generation), imported without this script's folder on
+    sys.path: tools/coverage.py would stand in for the coverage package mutmut imports."""
+    here = str(Path(__file__).resolve().parent)
+    path = sys.path[:]
+    sys.path[:] = [p for p in path if Path(p or ".").resolve() != Path(here)]
+    try:
+        import mutmut.__main__ as main_module
+    finally:
+        sys.path[:] = path
+    return main_module
+
+
+def restore_record(path: Path, stage: Path, tree: Path) -> str:
+    """Make `stage` again from the record at `path` and a checkout `tree` of the campaign's
+    tree: its snapshot, each begun batch's stage (the tree, its mutmut table, mutmut's
+    verdicts, its mutated sources made again), the ledger with its paths moved to `stage`
+    and its batches run by this interpreter. --resume then goes on with it."""
+    import tarfile
+    from mutmut import __version__ as mutmut_version
+
+    if stage.exists():
+        sys.exit(f"mutmut: {stage} exists: a record is restored into a stage of its own (remove it first)")
+    with tarfile.open(path, "r:xz") as tar:
+        index = json.loads(tar.extractfile(RECORD_INDEX).read())
+        if index["mutmut"] != mutmut_version:
+            sys.exit(f"mutmut: the record was made with mutmut {index['mutmut']}, this is {mutmut_version}: "
+                     f"its mutants would not be the same (pip install mutmut=={index['mutmut']})")
+        shutil.copytree(tree, stage / "tree", ignore=IGNORED, symlinks=True)
+        changes = tree_changes(index["tree"], tree_digest(stage / "tree"))
+        if changes:
+            shutil.rmtree(stage)
+            sys.exit(f"mutmut: {tree} is not the tree the recorded campaign mutated ({len(changes)} files: "
+                     + ", ".join(changes[:8]) + (", ..." if len(changes) > 8 else "")
+                     + "): check out the commit it began at")
+        tar.extractall(stage, members=[m for m in tar.getmembers() if m.name != RECORD_INDEX],
+                       filter="data")
+    old = index["stage"]
+    ledger = json.loads((stage / LEDGER).read_text())
+    for batch in ledger["batches"]:
+        batch["stage"] = batch["stage"].replace(old, str(stage), 1)
+        batch["command"] = [sys.executable, *(a.replace(old, str(stage), 1) for a in batch["command"][1:])]
+    (stage / LEDGER).write_text(json.dumps(ledger, indent=1) + "\n")
+    MUTATE[:] = ledger["mutate"]  # what load_results counts: what the campaign mutates
+    verdicts = 0
+    for batch in ledger["batches"]:
+        part = Path(batch["stage"])
+        if not part.is_dir():
+            continue  # not begun when the record was made
+        table = (part / "pyproject.toml").read_text()
+        shutil.copytree(stage / "tree", part, ignore=IGNORED, symlinks=True, dirs_exist_ok=True)
+        (part / "pyproject.toml").write_text(table)  # the batch's own, with its mutmut table
+        print(f"mutmut: restoring {part.name} ({', '.join(batch['files'])})", file=sys.stderr, flush=True)
+        # mutmut's generation phase, as `mutmut run` begins (it reads its config when first
+        # imported), without the list of what it copies
+        with mutmut_in(part), contextlib.redirect_stdout(io.StringIO()):
+            from mutmut.utils.file_utils import copy_also_copy_files, copy_src_dir
+
+            copy_src_dir()
+            copy_also_copy_files()
+            for name in batch["files"]:
+                result = mutmut_main().create_file_mutants(Path(name))
+                if result.error:
+                    raise result.error
+        verdicts += sum(1 for s, _ in load_results(part).values() if s != "not checked")
+    return (f"mutmut: restored {path} into {stage}: {verdicts} verdicts, {batches_line(ledger)}, "
+            f"wall time so far {sum(ledger['walls']):.0f} s (`--resume` goes on with it)")
 
 
 HEARTBEAT = 30.0

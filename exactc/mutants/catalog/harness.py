@@ -183,6 +183,62 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-record-leaves-the-verdicts-out",
+        "a mutmut campaign's record keeps its ledger but not mutmut's verdicts: restored on "
+        "another machine, every mutant a sitting judged is judged again",
+        MUTMUT,
+        '        kept = [*mutants.rglob("*.py.meta"), mutants / "mutmut-stats.json"]',
+        '        kept = [mutants / "mutmut-stats.json"]',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-record-leaves-the-finished-marks-out",
+        "a mutmut campaign's record forgets which batches finished: restored, --resume runs "
+        "every finished batch again (its clean tests, stats and forced fail)",
+        MUTMUT,
+        '        members += [f.relative_to(stage) for f in (part / "pyproject.toml", part / FINISHED) if f.is_file()]',
+        '        members += [f.relative_to(stage) for f in (part / "pyproject.toml",) if f.is_file()]',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-restore-keeps-the-recorded-paths",
+        "a restored mutmut campaign's batches keep the stage paths of the machine that recorded "
+        "it: --resume starts each stopped batch afresh there, and the restored verdicts go unused",
+        MUTMUT,
+        '        batch["stage"] = batch["stage"].replace(old, str(stage), 1)\n'
+        '        batch["command"] = [sys.executable, *(a.replace(old, str(stage), 1) for a in batch["command"][1:])]\n',
+        '        batch["command"] = [sys.executable, *batch["command"][1:]]\n',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-restore-takes-any-tree",
+        "a mutmut campaign's record is restored over a checkout whose files differ from the "
+        "campaign's: verdicts judged on one source are counted for another",
+        MUTMUT,
+        "        if changes:\n            shutil.rmtree(stage)\n",
+        "        if False:\n            shutil.rmtree(stage)\n",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-restore-takes-any-mutmut",
+        "a mutmut campaign's record is restored with another mutmut, whose names for mutants "
+        "are another generator's: verdicts land on other mutants",
+        MUTMUT,
+        '        if index["mutmut"] != mutmut_version:',
+        '        if False:',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-stage-leaves-docs-out",
         "the mutmut campaign's stage copies tools/ alone beside exactc/ and tests/: the tests that "
         "read docs/cli.md and docs/semantics.md fail the clean run, and every batch that selects "
