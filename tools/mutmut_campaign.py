@@ -396,6 +396,9 @@ def score_line(counts: Counter, killed: int, total: int) -> str:
 # and the report says how many were killed only this way.
 
 
+CONFIRMED = "confirmed.json"  # in a stage's mutants/: the real-edit retries' verdicts
+
+
 def applied_source(stage: Path, name: str, path: str) -> str:
     """The stage's original source of `path` with mutant `name` written in."""
     import libcst as cst
@@ -486,7 +489,7 @@ def confirm_survivors(stage: Path, results: dict[str, tuple[str, str]], jobs: in
     tests = [t for t in TESTS if t not in CONFIRM_SKIP]
     limit = (sum(d for t, d in duration.items() if t.split("::")[0] in tests)
              + TIMEOUT_CONSTANT) * TIMEOUT_MULTIPLIER
-    record = stage / "mutants" / "confirmed.json"
+    record = stage / "mutants" / CONFIRMED
     done = json.loads(record.read_text()) if record.exists() else {}
     todo = sorted(n for n, (s, _) in results.items() if s == "survived" and n not in done
                   and n.partition("__mutmut_")[0] in at_import)
@@ -530,7 +533,7 @@ def retry_named(stage: Path, patterns: list[str], tests: list[str], jobs: int) -
     sync_tests(stage)
     env = stage_env(stage)
     results = load_results(stage)
-    record = stage / "mutants" / "confirmed.json"
+    record = stage / "mutants" / CONFIRMED
     outcome = json.loads(record.read_text()) if record.exists() else {}
     todo = sorted(n for n, (s, _) in results.items() if s in (*LISTED, *UNRUN)
                   and outcome.get(n, "survived") == "survived"
@@ -559,7 +562,7 @@ def load_confirmed(stage: Path, results: dict[str, tuple[str, str]]) -> int:
     they killed (a kill by a new test keeps its own status, and is listed). A mutant
     mutmut ran no test against (UNRUN) and a retry ran is what the retry found, survived
     included."""
-    path = stage / "mutants" / "confirmed.json"
+    path = stage / "mutants" / CONFIRMED
     if not path.exists():
         return 0
     on_import = 0
@@ -951,7 +954,7 @@ def mark_finished(stage: Path, wall: float) -> bool:
 # A whole-exporter campaign takes more hours than a sitting, and a sitting may end on one
 # machine and the next begin on another, whose /tmp is empty. A record keeps what mutmut
 # decided and what the ledger counted (campaign.json; each batch's mutmut table, verdicts
-# and function hashes (.meta), test stats and finished mark), not the copies of the tree or
+# and function hashes (.meta), test stats, real-edit retries and finished mark), not the copies of the tree or
 # the mutated sources, which the restore makes again from a checkout of the same tree with
 # the same mutmut: mutmut's names for mutants are its generator's and a verdict stands only
 # for the source it was judged on, so the restore refuses another mutmut, or a tree whose
@@ -972,7 +975,7 @@ def record_members(stage: Path) -> list[Path]:
     for part in sorted(stage.glob("part-*")):
         members += [f.relative_to(stage) for f in (part / "pyproject.toml", part / FINISHED) if f.is_file()]
         mutants = part / "mutants"
-        kept = [*mutants.rglob("*.py.meta"), mutants / "mutmut-stats.json"]
+        kept = [*mutants.rglob("*.py.meta"), mutants / "mutmut-stats.json", mutants / CONFIRMED]
         members += sorted(f.relative_to(stage) for f in kept if f.is_file())
     return members
 

@@ -187,8 +187,19 @@ MUTANTS = [
         "a mutmut campaign's record keeps its ledger but not mutmut's verdicts: restored on "
         "another machine, every mutant a sitting judged is judged again",
         MUTMUT,
+        '        kept = [*mutants.rglob("*.py.meta"), mutants / "mutmut-stats.json", mutants / CONFIRMED]',
+        '        kept = [mutants / "mutmut-stats.json", mutants / CONFIRMED]',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-record-leaves-the-retries-out",
+        "a mutmut campaign's record leaves out the real-edit retries' verdicts (confirmed.json): "
+        "restored, the survivors they killed (import-time code, new tests) count as survivors again",
+        MUTMUT,
+        '        kept = [*mutants.rglob("*.py.meta"), mutants / "mutmut-stats.json", mutants / CONFIRMED]',
         '        kept = [*mutants.rglob("*.py.meta"), mutants / "mutmut-stats.json"]',
-        '        kept = [mutants / "mutmut-stats.json"]',
         ("mutmut-campaign",),
         family="harness",
         requires=(MUTMUT,),
