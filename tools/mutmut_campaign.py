@@ -954,11 +954,11 @@ def mark_finished(stage: Path, wall: float) -> bool:
 # A whole-exporter campaign takes more hours than a sitting, and a sitting may end on one
 # machine and the next begin on another, whose /tmp is empty. A record keeps what mutmut
 # decided and what the ledger counted (campaign.json; each batch's mutmut table, verdicts
-# and function hashes (.meta), test stats, real-edit retries and finished mark), not the copies of the tree or
-# the mutated sources, which the restore makes again from a checkout of the same tree with
-# the same mutmut: mutmut's names for mutants are its generator's and a verdict stands only
-# for the source it was judged on, so the restore refuses another mutmut, or a tree whose
-# files differ from the campaign's snapshot.
+# and function hashes (.meta), test stats, real-edit retries and finished mark), not the
+# copies of the tree or the mutated sources, which the restore makes again from a checkout
+# of the same tree with the same mutmut: mutmut's names for mutants are its generator's
+# and a verdict stands only for the source it was judged on, so the restore refuses
+# another mutmut, or a tree whose files differ from the campaign's snapshot.
 
 RECORD_INDEX = "record.json"
 
