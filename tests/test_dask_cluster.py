@@ -38,7 +38,8 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture
 def cluster(tmp_path):
     """The scheduler's address; the scheduler and both workers torn down after."""
-    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False",
+               DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0")  # as README says
     env.pop(engine.SCHEDULER_ENV, None)
     folders = {name: tmp_path / name for name in ("scheduler", "worker-1", "worker-2")}
     for folder in folders.values():
@@ -82,3 +83,16 @@ def test_a_campaign_on_a_scheduler_and_two_workers_equals_a_local_run(cluster, m
 def test_the_engine_refuses_a_campaign_missing_a_batch():
     with pytest.raises(RuntimeError, match="2 results for 3 batches; missing \\[1\\]"):
         engine.collect({0: "a", 2: "c"}, 3)
+
+
+def test_batches_start_in_their_order_and_none_waits_behind_a_long_one(monkeypatch):
+    """A worker takes a batch only when it is free, the scheduler keeping the rest in their
+    order: were a batch handed ahead of time to a busy worker, it would wait behind that
+    worker's long batch while the other worker ran the later ones (a campaign of long
+    batches, mutmut's files or the mutants, then ends with one worker running alone).
+    Each batch prints when it started."""
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+    batches = [["sh", "-c", "date +%s%N; sleep 5"]] + [["sh", "-c", "date +%s%N; sleep 0.3"]] * 5
+    starts = [int(tail) for code, tail in engine.run_all(engine.run_command, batches, jobs=2)]
+    short = starts[1:]  # the other worker's, one after another while the long one runs
+    assert short == sorted(short), f"started out of order (ns after the first): {[s - starts[0] for s in starts]}"

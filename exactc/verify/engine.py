@@ -7,7 +7,8 @@ the results in the items' order, reporting each as it comes back (a progress lin
 batch may fork children of its own (verify/kernels.py runs each batch in one), so the
 workers must not be daemonic processes: the LocalCluster is made so, and the workers of
 a named cluster are started with DASK_DISTRIBUTED__WORKER__DAEMON=False (docs: README,
-make verify). Each worker imports exactc from its own installation: the items and the
+make verify). A worker takes a batch only when it is free (worker-saturation 1.0; a named
+cluster's scheduler started with DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION=1.0). Each worker imports exactc from its own installation: the items and the
 functions travel by reference to their module.
 """
 
@@ -62,7 +63,11 @@ def client(jobs: int = 2):
         with Client(address) as connected:
             yield connected
         return
-    with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.system-monitor.gil.enabled": False}):
+    # worker-saturation 1.0: a worker is handed a batch only when it is free, so the batches
+    # start in their order (the longest first) and none waits behind another's long batch
+    # while a worker idles (dask's default queues one more on each busy worker).
+    with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.system-monitor.gil.enabled": False,
+                          "distributed.scheduler.worker-saturation": 1.0}):
         with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None,
                           silence_logs=logging.ERROR) as cluster, Client(cluster) as connected:
             yield connected

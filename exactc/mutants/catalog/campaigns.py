@@ -60,4 +60,15 @@ MUTANTS = [
         ("dask-cluster",),
         family="campaigns",
     ),
+    Mutant(
+        "engine-queues-batches-on-busy-workers",
+        "the LocalCluster keeps dask's default worker saturation: each busy worker is handed "
+        "one batch more, which waits behind its long batch while the other worker runs the "
+        "later ones (a mutmut campaign's export.py waited an hour behind graph.py)",
+        ENGINE,
+        '                          "distributed.scheduler.worker-saturation": 1.0}):',
+        "                          }):",
+        ("dask-cluster",),
+        family="campaigns",
+    ),
 ]
