@@ -991,7 +991,7 @@ def save_record(stage: Path, path: Path) -> str:
     MUTATE[:] = ledger["mutate"]  # what load_results counts: what the campaign mutates
     index = {"stage": str(stage), "mutmut": mutmut_version, "tree": tree_digest(stage / "tree")}
     members = record_members(stage)
-    decided = sum(1 for p in stage.glob("part-*") for s, _ in load_results(p).values() if s != "not checked")
+    decided = sum(verdicts_in(part) for part in stage.glob("part-*"))
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     with tarfile.open(partial, "w:xz") as tar:
@@ -1004,6 +1004,11 @@ def save_record(stage: Path, path: Path) -> str:
     partial.replace(path)
     return (f"mutmut: recorded {stage} in {path} ({path.stat().st_size / 1e3:.0f} kB): "
             f"{decided} verdicts, {batches_line(ledger)}, wall time {sum(ledger['walls']):.0f} s")
+
+
+def verdicts_in(part: Path) -> int:
+    """How many of a batch's mutants mutmut has decided."""
+    return sum(1 for status, _ in load_results(part).values() if status != "not checked")
 
 
 def tree_changes(recorded: dict[str, str], found: dict[str, str]) -> list[str]:
@@ -1077,7 +1082,7 @@ def restore_record(path: Path, stage: Path, tree: Path) -> str:
                 result = mutmut_main().create_file_mutants(Path(name))
                 if result.error:
                     raise result.error
-        verdicts += sum(1 for s, _ in load_results(part).values() if s != "not checked")
+        verdicts += verdicts_in(part)
     return (f"mutmut: restored {path} into {stage}: {verdicts} verdicts, {batches_line(ledger)}, "
             f"wall time so far {sum(ledger['walls']):.0f} s (`--resume` goes on with it)")
 
