@@ -69,6 +69,24 @@ def test_a_verdict_survives_a_rerun_only_while_its_mutant_is_the_same_change(cam
     assert page.read_text().count("## The mutmut campaign") == 1
 
 
+def test_a_campaign_of_own_selections_names_each_files_tests(campaign, tmp_path):
+    page = tmp_path / "mutants.md"
+    results = {"exactc.a.x_f__mutmut_1": ("killed", "exactc/a.py"),
+               "exactc.b.x_g__mutmut_1": ("killed", "exactc/b.py"),
+               "exactc.c.x_h__mutmut_1": ("killed", "exactc/c.py")}
+    selections = {"exactc/a.py": ["tests/test_a.py", campaign.KILLS],
+                  "exactc/b.py": ["tests/test_b.py", campaign.KILLS],
+                  "exactc/c.py": ["tests/test_a.py", campaign.KILLS]}
+    campaign.write_section(page, results, {}, "make mutmut-whole", 60.0, "", 0, selections)
+    text = page.read_text()
+    assert "  - a.py, c.py: `tests/test_a.py`, `tests/test_mutmut_kills.py`" in text
+    assert "  - b.py: `tests/test_b.py`, `tests/test_mutmut_kills.py`" in text
+    # one selection for every file: the one line, as a campaign of one stage writes it
+    campaign.write_section(page, results, {}, "make mutmut", 60.0, "", 0,
+                           dict.fromkeys(selections, campaign.TESTS))
+    assert "each file its own" not in page.read_text()
+
+
 def test_real_edit_retries_fold_into_the_results(campaign, tmp_path):
     (tmp_path / "mutants").mkdir()
     (tmp_path / "mutants" / "confirmed.json").write_text(

@@ -599,8 +599,9 @@ def old_verdicts(page: Path) -> dict[str, tuple[str, str]]:
 
 
 def write_section(page: Path, results, diffs, command: str, wall: float, note: str,
-                  on_import: int = 0) -> list[str]:
-    """Rewrite the section; returns the survivors that have no verdict yet."""
+                  on_import: int = 0, selections: dict[str, list[str]] | None = None) -> list[str]:
+    """Rewrite the section; returns the survivors that have no verdict yet. `selections`:
+    file -> its tests, for a campaign whose batches each took their own (--own-tests)."""
     counts, killed, total = summary(results)
     previous = old_verdicts(page)
     rows, unexplained = [], []
@@ -619,7 +620,7 @@ def write_section(page: Path, results, diffs, command: str, wall: float, note: s
     lines = [
         SECTION,
         "",
-        "mutmut 3 over exactc's Python stages, run by `make mutmut` "
+        "mutmut 3 over exactc's Python stages, run by `make mutmut` or `make mutmut-whole` "
         "(tools/mutmut_campaign.py) in a staging copy of the checkout, never in the repository "
         "itself (mutmut writes its own `mutants/` work directory where it runs). A survivor is "
         "either killed by a new test (tests/test_mutmut_kills.py; status `killed (new test)`: "
@@ -640,9 +641,18 @@ def write_section(page: Path, results, diffs, command: str, wall: float, note: s
         f"- wall time: {wall / 60:.0f} min on this machine's 2 cores",
         "- mutated: " + ", ".join(f"`{g.removeprefix('exactc/')}`" for g in MUTATE)
         + (("; not mutated: " + ", ".join(DO_NOT_MUTATE)) if DO_NOT_MUTATE else "; nothing excluded"),
-        "- tests mutmut picks from (per mutant, the ones that reach the mutated function): "
-        + ", ".join(f"`{t}`" for t in TESTS),
-    ]
+        ]
+    by_tests: dict[tuple[str, ...], list[str]] = {}
+    for path, tests in sorted((selections or {}).items()):
+        by_tests.setdefault(tuple(tests), []).append(path.removeprefix("exactc/"))
+    if len(by_tests) > 1:
+        lines.append("- tests mutmut picks from (per mutant, the ones that reach the mutated function), "
+                     "each file its own (tools/mutmut_campaign.py's STAGE_TESTS):")
+        lines += [f"  - {', '.join(paths)}: " + ", ".join(f"`{t}`" for t in tests)
+                  for tests, paths in sorted(by_tests.items(), key=lambda item: item[1])]
+    else:
+        lines.append("- tests mutmut picks from (per mutant, the ones that reach the mutated function): "
+                     + ", ".join(f"`{t}`" for t in TESTS))
     if note:
         lines.append(f"- note: {note}")
     for status, where in unlisted(results):
@@ -776,6 +786,9 @@ def main(argv: list[str] | None = None) -> int:
         staged = [tomllib.loads(t.read_text())["tool"]["mutmut"] for t in tables]
         MUTATE[:] = [g for table in staged for g in table["only_mutate"]]
         TESTS[:] = staged[0]["pytest_add_cli_args_test_selection"]
+        begun = read_ledger(stage)
+        if begun is not None:  # a --cluster campaign: what it mutates, as it was asked (globs)
+            MUTATE[:], DO_NOT_MUTATE[:] = begun["mutate"], begun["do_not_mutate"]
     if args.retry:
         killed = retry_named(stage, args.retry, tests, args.max_children)
         print(f"mutmut: {killed} of the retried mutants killed as real source edits")
@@ -1122,8 +1135,12 @@ def wall_clock(path: Path, ledger: dict):
 
 
 def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:
-    results, diffs, on_import = {}, {}, 0
+    import tomllib
+
+    results, diffs, on_import, selections = {}, {}, 0, {}
     for part in sorted(stage.glob("part-*")) or [stage]:  # a cluster run's batches, else the one stage
+        table = tomllib.loads((part / "pyproject.toml").read_text())["tool"]["mutmut"]
+        selections.update(dict.fromkeys(table["only_mutate"], table["pytest_add_cli_args_test_selection"]))
         found = load_results(part)
         if confirm and any(s == "survived" for s, _ in found.values()):
             begin = time.monotonic()
@@ -1151,7 +1168,7 @@ def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:
                                    and args.mutate is None and not args.full and not args.whole else "python tools/mutmut_campaign.py "
                                    + " ".join(argv if argv is not None else sys.argv[1:]))
         unexplained = write_section(args.markdown, results, diffs, command, wall, args.note,
-                                    on_import)
+                                    on_import, selections)
         print(f"wrote {args.markdown}: {len(unexplained)} survivors without a verdict yet")
     if on_import:
         print(f"of the killed, {on_import} only as real source edits (code run at import)")
