@@ -232,6 +232,36 @@ def test_a_retry_finishes_what_a_stopped_run_left_unchecked(campaign, tmp_path, 
         f"m.x_f__mutmut_{i}": "killed (new test)" for i in (1, 2, 4, 5)}
 
 
+def test_each_batch_confirms_its_import_time_survivors_against_its_own_selection(campaign, tmp_path, monkeypatch):
+    """A campaign of batches (--own-tests) confirmed afterwards (--confirm-only): each
+    batch's import-time survivors are retried against that batch's tests and probed for
+    that batch's files, not the campaign's first batch's (the campaign-wide TESTS)."""
+    for part, (mutated, tests) in {"part-000": ("exactc/a.py", ["tests/test_a.py", "tests/test_primitives.py"]),
+                                   "part-001": ("exactc/b.py", ["tests/test_b.py"])}.items():
+        stage = tmp_path / part
+        (stage / "mutants" / "exactc").mkdir(parents=True)
+        (stage / "mutants" / mutated).write_text("# mutated\n")
+        (stage / "mutants" / "mutmut-stats.json").write_text('{"duration_by_test": {}}')
+        (stage / "pyproject.toml").write_text(
+            campaign.mutmut_table(1, tests).replace("only_mutate = ", f"only_mutate = [\"{mutated}\"] #"))
+    monkeypatch.setattr(campaign, "TESTS", ["tests/test_first_batch.py"])
+    probed, judged = [], []
+
+    def probe(argv, cwd, **kwargs):
+        probed.append(argv[3:])
+        return type("Out", (), {"stdout": json.dumps([f"exactc.{argv[3][7:]}.x_f"])})()
+
+    monkeypatch.setattr(campaign.subprocess, "run", probe)
+    monkeypatch.setattr(campaign, "applied_source", lambda stage, name, path: "# mutant\n")
+    monkeypatch.setattr(campaign, "confirm_one", lambda stage, source, path, tests, env, timeout:
+                        judged.append(tests) or "killed")
+    for part, name in (("part-000", "exactc.a.x_f__mutmut_1"), ("part-001", "exactc.b.x_f__mutmut_1")):
+        results = {name: ("survived", f"exactc/{name[7]}.py")}
+        assert campaign.confirm_survivors(tmp_path / part, results, 1, {}) == {name: "killed"}
+    assert probed == [["exactc.a"], ["exactc.b"]]
+    assert judged == [["tests/test_a.py"], ["tests/test_b.py"]]  # test_primitives.py left out (CONFIRM_SKIP)
+
+
 def test_a_retried_unchecked_mutant_is_reported_as_the_retry_found_it(campaign, tmp_path):
     (tmp_path / "mutants").mkdir()
     (tmp_path / "mutants" / "confirmed.json").write_text(json.dumps(

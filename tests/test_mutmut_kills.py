@@ -127,7 +127,32 @@ Grouped by what they protect:
     alone, one module over the same leaves in two arrangements, one value returned twice,
     attributes given as numpy scalars, C names at their ends, a fold inside a fold
     reporting its layers, a function's summary its docstring's first paragraph, one body
-    folded over another arrangement or another row count traced again.
+    folded over another arrangement or another row count traced again;
+44. the command line in process, continued (commands.py): --plan handed to the export
+    (a plan's split nest in model.c, a plan that does not fit refused by export, run and
+    info), every tensor exactc does not use named, and the compiler `exactc run
+    --backend c` builds with: cc unless --cc names another;
+45. `exactc generate` from a checkpoint and as a stream (generate.py): a Hugging Face
+    folder's own tokenizer.json and parameters, its model checked against the one asked
+    for, its config's fields refused and its positions the limit, the C backend's
+    document the reference's; each token's text flushed as it is drawn, with a tokenizer
+    and without; a prompt that ends inside a character or in a space; a tokenizer.bin
+    that cannot encode the prompt refused through generate, whole;
+46. `exactc plan --tune`'s candidates (tune.py): a quantized linear whose block leaves a
+    short last block keeps the unpacked layouts after its packed ones are refused;
+47. checkpoints at their edges (checkpoints/hf.py, gguf_file.py): a sentence-transformers
+    folder's Transformer read from its subfolder, or from the folder itself when no path
+    is given, a type without a dot, every module after Pooling named; the refusals of a
+    shard's weight_map, a tensor in two shards, a range of the wrong size and a GGUF
+    file without general.architecture, whole; the quantizer's zero and non-finite
+    blocks (exporter/quant.py) quantized with no NaN cast (warnings as errors);
+48. `exactc plan` at its edges (kernels/plans.py): --show's packs at the pack limit with
+    the probe's lane width of 8, a refusal that lists a kernel's two nests whole;
+49. refusals and printed text joined over two or more (reference/ops.py, kernels/layouts.py,
+    printer/planned.py): the reference's refusal of a quantized operand of the wrong dtype
+    (i8, u8, f32, acc) whole, Layout.text of two tiles and two blocks, the layout refusals
+    that list two parallel axes or two reductions whole, a q8 weight's panels packed at
+    load with rows shorter than one block, a split in parts cut at whole chunks of 2.
 """
 
 from __future__ import annotations
@@ -137,7 +162,9 @@ import itertools
 import json
 import os
 import re
+import struct
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -146,12 +173,15 @@ import pytest
 from exactc import tokenizer_bin
 from exactc.exporter import dims, graph, reference, types
 from exactc.exporter.kernels import ir, splits
+from exactc.exporter.kernels.autoplan import auto_kernel_plan
 from exactc.exporter.kernels.ir import IRError
-from exactc.exporter.kernels.layouts import Layout, LayoutError
+from exactc.exporter.kernels.layouts import Layout, LayoutError, validate_layout
 from exactc.exporter.kernels.lower import lower
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
+from exactc.exporter.kernels.splits import Split
 from exactc.exporter.primitives import PRIMITIVES, PrimitiveError, get_primitive
 from exactc.exporter.printer import ctext
+from exactc.exporter.printer.kernels import print_kernel
 from exactc.exporter.reference import arith
 from exactc.runtime import libm_twin
 from exactc.verify.compare import assert_bits_equal
@@ -4430,3 +4460,535 @@ def test_graph_one_body_folded_over_another_arrangement_or_row_count_is_traced_a
                       [graph.InputSpec("x", (2, 4), "x")])
     folds = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
     assert len(folds) == 2 and folds[0].body is not folds[1].body  # (8, 4) and (6, 4) tables: two forms
+
+
+# ---- 44. the command line in process, continued (commands.py): --plan, the unused tensors, run's --cc
+
+def test_exactc_export_follows_a_plan_file_and_every_command_refuses_one_that_does_not_fit(capsys, tmp_path):
+    """--plan FILE reaches the export: linear_qkv split in two pieces is printed with its
+    driver, and exactc.json says the export is planned; a plan whose pieces do not cover
+    the rows is refused whole, with exit 2, by export, run and info alike, nothing written."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 1], [1, 2]], "of": 2}}}}))
+    planned, plain = tmp_path / "planned", tmp_path / "plain"
+    assert _cli(capsys, "export", *_SMALL_GPT, "--plan", str(plan), "-o", str(planned))[0] == 0
+    assert _cli(capsys, "export", *_SMALL_GPT, "-o", str(plain))[0] == 0
+    assert "linear_qkv_split(" in (planned / "model.c").read_text()
+    assert "linear_qkv_split(" not in (plain / "model.c").read_text()
+    assert json.loads((planned / "exactc.json").read_text())["planned"] is True
+    assert json.loads((plain / "exactc.json").read_text())["planned"] is False
+
+    plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 1], [1, 3]], "of": 2}}}}))
+    refusal = ("plan: nest linear, field split.pieces: piece [1,3) is not within [0,2] with lo <= hi; the pieces "
+               "must cover m in [0,2) exactly once (parts of `of`)\n")
+    for command, output in (("export", ["-o", str(tmp_path / "bad")]), ("run", ["-o", str(tmp_path / "bad")]),
+                            ("info", [])):
+        assert _cli(capsys, command, *_SMALL_GPT, "--plan", str(plan), *output) == (
+            2, "", f"exactc {command}: error: {refusal}")
+        assert not (tmp_path / "bad").exists()
+
+
+def test_exactc_export_names_every_tensor_it_does_not_use_separated_by_commas(capsys, tmp_path):
+    """An older GPT-2 folder: its causal-mask buffers h.N.attn.bias and a tied lm_head.weight
+    are read past, and export's second line names them all, sorted, ", " between them."""
+    from test_checkpoints import drawn, hf_config, hf_tensors, write_hf
+
+    program, params = drawn("gpt")  # 2 layers
+    tensors = hf_tensors("gpt", program, params)
+    tensors["lm_head.weight"] = tensors["transformer.wte.weight"].copy()  # tied: not used
+    mask = np.tril(np.ones((program.config.positions,) * 2, dtype=np.float32))[None, None]
+    for layer in (1, 0):
+        tensors[f"h.{layer}.attn.bias"] = mask
+    folder = write_hf(tmp_path / "gpt2", "gpt", hf_config("gpt", program.config), tensors)
+    target = tmp_path / "out"
+    code, out, err = _cli(capsys, "export", "--checkpoint", str(folder), "--entry", "forward", "--dtype", "f32",
+                          "-o", str(target))
+    assert (code, err) == (0, "")
+    m = json.loads((target / "exactc.json").read_text())
+    assert out.splitlines()[1] == (f"parameters from {folder} (hf, {m['parameters']} values); not used by exactc: "
+                                   "h.0.attn.bias, h.1.attn.bias, lm_head.weight")
+
+
+def test_exactc_run_by_the_c_backend_builds_with_cc_unless_told_otherwise(capsys, tmp_path, monkeypatch):
+    """The Build `exactc run --backend c` hands to programs.exported: CC=cc by default,
+    --cc's compiler when given (here a stand-in for the build that reports the compiler it
+    was given, exit 1, no output folder left)."""
+    from exactc.verify import programs
+
+    def exported(spec, build=programs.Build(), *args, **kwargs):  # the real one's default
+        raise programs.ProgramBuildError(f"CC={build.cc}: the build this test stands in for")
+
+    monkeypatch.setattr(programs, "exported", exported)
+    for given, cc in (([], "cc"), (["--cc", "gcc"], "gcc")):
+        assert _cli(capsys, "run", *_SMALL_GPT, "--backend", "c", *given, "-o", str(tmp_path / "out")) == (
+            1, "", f"exactc run: error: CC={cc}: the build this test stands in for\n")
+        assert not (tmp_path / "out").exists()
+
+
+def test_exactc_run_by_the_c_backend_refuses_a_cc_that_is_no_compiler(capsys, tmp_path):
+    """--cc /bin/false: its --version fails before anything is exported or built; exit 1,
+    the whole line, no output folder."""
+    assert _cli(capsys, "run", *_SMALL_GPT, "--backend", "c", "--cc", "/bin/false", "-o", str(tmp_path / "out")) == (
+        1, "", "exactc run: error: CC=/bin/false: `/bin/false --version` exited with 1; is it a C compiler?\n")
+    assert not (tmp_path / "out").exists()
+
+
+# ---- 45. exactc generate from a checkpoint and as a stream (generate.py): the folder's own
+# tokenizer and parameters, the model and fields it refuses, each token flushed -------------
+
+
+def _word_tokenizer(path: Path, vocab: int):
+    """A tokenizer.json of the words w0 ... w{vocab-1}, written to `path`."""
+    from tokenizers import Tokenizer, decoders, models as tk_models, pre_tokenizers
+    tok = Tokenizer(tk_models.WordLevel({f"w{i}": i for i in range(vocab)}, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece()  # joins with spaces
+    tok.save(str(path))
+    return tok
+
+
+def _gpt_folder_with_words(folder: Path):
+    """tests/test_checkpoints.py's small GPT as a Hugging Face folder (vocab 40, 10
+    positions, drawn at seed 5), with a tokenizer.json of its 40 words beside it."""
+    _gpt_checkpoint(folder, stored_head=False)
+    return _word_tokenizer(folder / "tokenizer.json", 40)
+
+
+def _gen_from_checkpoint(folder: Path, prompt, count, seed, options):
+    """The reference generation with the checkpoint's own parameters, at prompt + count positions."""
+    from exactc.exporter import checkpoints, models
+    from exactc.exporter.reference.generation import generate
+    from exactc.runtime import keys_twin
+    ckpt = checkpoints.load(str(folder), None)
+    overrides = ckpt.overrides({"tokens": str(len(prompt) + count)})
+    p = {e: models.build("gpt", e, overrides) for e in ("prefill", "decode")}
+    return generate(p["prefill"], p["decode"], "f32", ckpt.parameters(p["prefill"], "f32"), prompt, count,
+                    keys_twin.key_from_seed(seed), options, None)
+
+
+def test_generate_from_a_hugging_face_folder_reads_its_tokenizer_json_and_its_parameters(tmp_path, capsys):
+    """--prompt TEXT through the folder's own tokenizer.json (no --tokenizer), the tokens
+    and the document those of the checkpoint's parameters (not drawn ones), the text
+    printed; the model named is checked against the folder's, and --set refused but for
+    tokens, which the folder's positions bound."""
+    from exactc.exporter.reference.sampling import SamplingOptions
+    folder = tmp_path / "gpt"
+    tok = _gpt_folder_with_words(folder)
+    doc = tmp_path / "run.json"
+    code, out, err = _cli(capsys, "generate", "--checkpoint", str(folder), "--prompt", "w3 w5", "-n", "3",
+                          "--seed", "4", "--json", str(doc))
+    assert (code, err) == (0, ""), err
+    want = _gen_from_checkpoint(folder, [3, 5], 3, 4, SamplingOptions())
+    assert doc.read_text() == json.dumps(dict(_gen_document([3, 5], 4, SamplingOptions(), 3, None, "f32", want),
+                                              model="gpt"), indent=1) + "\n"
+    assert out == tok.decode([3, 5, *want.tokens])[len(tok.decode([3, 5])):] + "\n"
+    refusals = [
+        (["llama", "--checkpoint", str(folder), "--prompt-ids", "1"],
+         f"checkpoint {folder} holds a gpt model ({folder.name}); not llama"),
+        (["--checkpoint", str(folder), "--set", "layers=2", "--prompt-ids", "1"],
+         f"--set layers: with a checkpoint the config comes from {folder.name}; only tokens (the sequence length "
+         "the program is exported for) can be set"),
+        (["--checkpoint", str(folder), "--prompt-ids", "1,2", "-n", "9"],  # 11 positions of the folder's 10
+         f"tokens 11 > 10, the most positions {folder.name} has"),
+    ]
+    for argv, message in refusals:
+        assert _cli(capsys, "generate", *argv) == (2, "", f"exactc generate: error: {message}\n"), argv
+
+
+def test_generate_from_a_checkpoint_by_the_c_backend_gives_the_reference_document(tmp_path, capsys):
+    """The exported decode program holds the checkpoint's parameters at its config: the
+    same document, byte for byte, as the reference's."""
+    folder = tmp_path / "gpt"
+    _gpt_folder_with_words(folder)
+    ref, c = tmp_path / "ref.json", tmp_path / "c.json"
+    argv = ["generate", "--checkpoint", str(folder), "--prompt-ids", "3,5", "-n", "3", "--seed", "9"]
+    assert _cli(capsys, *argv, "--json", str(ref))[0] == 0
+    code, out, err = _cli(capsys, *argv, "--json", str(c), "--backend", "c", "--cc", "gcc")
+    assert code == 0, err
+    assert c.read_bytes() == ref.read_bytes()
+
+
+class _Terminal(io.StringIO):
+    """A stdout that keeps what had been written at each flush."""
+
+    def __init__(self):
+        super().__init__()
+        self.flushed: list[str] = []
+
+    def flush(self):
+        self.flushed.append(self.getvalue())
+        super().flush()
+
+
+def test_generate_flushes_each_token_as_it_is_drawn(tmp_path, monkeypatch):
+    """Without a tokenizer each id, with one each token's text, is flushed as it is drawn:
+    a terminal's line-buffered stdout would show nothing until the last newline."""
+    from exactc import cli
+    from exactc.exporter.reference.sampling import SamplingOptions
+    want = _gen_reference([5, 6], 3, 11, SamplingOptions())
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert cli.main(["generate", *_GEN_LLAMA, "--prompt-ids", "5,6", "-n", "3", "--seed", "11"]) == 0
+    shown = [" ".join(map(str, want.tokens[:k])) + " " for k in (1, 2, 3)]
+    assert (terminal.flushed, terminal.getvalue()) == (shown, shown[-1] + "\n")
+
+    tok = _word_tokenizer(tmp_path / "tokenizer.json", 24)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert cli.main(["generate", *_GEN_LLAMA, "--tokenizer", str(tmp_path / "tokenizer.json"), "--prompt", "w5 w6",
+                     "-n", "3", "--seed", "11"]) == 0
+    prompt = len(tok.decode([5, 6]))
+    shown = [tok.decode([5, 6, *want.tokens[:k]])[prompt:] for k in (1, 2, 3)]
+    assert (terminal.flushed, terminal.getvalue()) == (shown, shown[-1] + "\n")
+
+
+def test_generate_prints_after_a_prompt_that_ends_inside_a_character_or_in_a_space(tmp_path, capsys, monkeypatch):
+    """A prompt whose last byte tokens start a character (E2 82 of €): the token that
+    completes it prints the whole character, not nothing; a prompt that ends in a space:
+    the next token's text is printed without the space again."""
+    from test_tokenizer_bin import PIECES, SCORES, SP, SP_AB, TINY_LLAMA, C, byte
+    from exactc import cli, generate
+    from exactc.exporter.reference.generation import Generation
+    from exactc.tokenizer_bin import write
+    tokenizer = write(tmp_path / "tokenizer.bin", PIECES, SCORES)
+    for prompt, drawn, printed in [([1, SP_AB, byte(0xE2), byte(0x82)], [byte(0xAC), C], ["€", "c"]),
+                                   ([1, SP_AB, SP], [C, C], ["c", "c"])]:
+        seen = []
+
+        def fake_loop(run, cfg, ids, count, key, options, stop, on_token):
+            for token in drawn:
+                on_token(token, 1.0)
+                seen.append(capsys.readouterr().out)
+            return Generation(list(ids), drawn, [1.0] * len(drawn), [], [0.5] * len(drawn))
+
+        monkeypatch.setattr(generate, "run_loop", fake_loop)
+        assert cli.main(["generate", "llama", *[f"--set={k}={v}" for k, v in TINY_LLAMA.items()],
+                         "--tokenizer", str(tokenizer), "--prompt-ids", ",".join(map(str, prompt)),
+                         "-n", str(len(drawn))]) == 0
+        assert (seen, capsys.readouterr().out) == (printed, "\n"), prompt
+
+
+def test_generate_refuses_a_prompt_its_tokenizer_bin_cannot_encode_whole(tmp_path, capsys):
+    """The tokenizer's own message is generate's one-line refusal: a file with no ' '
+    piece for the dummy prefix, and one with no byte token for a codepoint it lacks."""
+    from exactc.tokenizer_bin import write
+    specials = [b"<unk>", b"<s>", b"</s>"]
+    no_space = write(tmp_path / "no-space.bin", specials + [bytes([c]) for c in b"abcdefghijklmnopqrstu"], [0.0] * 24)
+    no_bytes = write(tmp_path / "no-bytes.bin", specials + [bytes([c]) for c in b" abcdefghijklmnopqrst"], [0.0] * 24)
+    for path, text, message in [
+            (no_space, "ab", f"{no_space}: no piece ' ' (the dummy prefix); a llama2.c tokenizer has one"),
+            (no_bytes, "az", f"{no_bytes}: 'z' is no piece and the vocab of 24 has no byte token <0x7A> (id 125)")]:
+        assert _cli(capsys, "generate", *_GEN_LLAMA, "--tokenizer", str(path), "--prompt", text, "-n", "1") == \
+            (2, "", f"exactc generate: error: {message}\n")
+
+
+# ---- 46. exactc plan --tune's candidates of a quantized linear with a short last block (tune.py)
+
+
+def test_tune_candidates_of_a_quantized_linear_with_a_short_last_block():
+    """llama's default mlp of 172 at --weights q8, block 32 (five blocks and one of 12):
+    the packed layouts are refused by the plan's checks, and the unpacked lane shapes
+    after them are still candidates; with whole blocks (160) the packed ones are too."""
+    from exactc import tune
+    from exactc.exporter import dims
+    
+    def labels(k):
+        kernel = lower("qlinear_w", "f32", {"x": (dims.length(8), k), "wq": (64, k), "wd": (64, -(-k // 32))},
+                       {"fmt": "q8", "block": 32})
+        return [tune.label(layout) for layout in tune.candidates(kernel, kernel.nests[0])]
+
+    assert labels(172) == ["plain", "order n, m; lanes m:4, n:16", "order n, m; lanes n:16"]
+    assert labels(160) == ["plain", "order n, m; lanes m:8, n:16; packs wq, wd",
+                           "order n, m; lanes m:4, n:16; packs wq, wd", "order n, m; lanes n:16; packs wq, wd",
+                           "order n, m; lanes m:4, n:16; packs wd", "order n, m; lanes n:16; packs wd",
+                           "order n, m; lanes m:4, n:16", "order n, m; lanes n:16"]
+
+
+# ---- 47. checkpoint folders and files at their edges (exporter/checkpoints/hf.py, gguf_file.py):
+# a sentence-transformers folder read where its modules say, the refusals' names whole; zero
+# and non-finite blocks quantized without a NaN cast (exporter/quant.py)
+
+
+def _bert_folder(folder, modules=None, pooling_modes=("pooling_mode_mean_tokens",), subfolder=""):
+    """A BERT checkpoint (written by tests/test_checkpoints.py's helpers) in `folder /
+    subfolder`, and, given `modules` (type, path), a sentence-transformers modules.json
+    in `folder` (a None path left out of the module), with a Pooling config of the modes
+    given in each Pooling module's own folder."""
+    from test_checkpoints import drawn, hf_config, hf_tensors, write_hf
+
+    program, params = drawn("bert", "embed")
+    write_hf(folder / subfolder, "bert", hf_config("bert", program.config), hf_tensors("bert", program, params))
+    if modules is not None:
+        listed = [{"idx": k, "name": str(k), "type": kind} | ({} if path is None else {"path": path})
+                  for k, (kind, path) in enumerate(modules)]
+        (folder / "modules.json").write_text(json.dumps(listed))
+        for kind, path in modules:
+            if kind.endswith("Pooling") and path is not None:
+                (folder / path).mkdir(exist_ok=True)
+                modes = {"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False}
+                (folder / path / "config.json").write_text(json.dumps(modes | dict.fromkeys(pooling_modes, True)))
+    return folder
+
+
+_ST = "sentence_transformers.models."
+
+
+def test_a_sentence_transformers_transformer_is_read_from_its_subfolder(tmp_path):
+    """The Transformer module's path in modules.json (0_Transformer, as the library's
+    save writes it) is where config.json and the weights are; the folder names the
+    checkpoint, and embed is allowed (mean pooling, then Normalize)."""
+    from exactc.exporter.checkpoints import hf
+
+    folder = _bert_folder(tmp_path / "st", [(_ST + "Transformer", "0_Transformer"), (_ST + "Pooling", "1_Pooling"),
+                                            (_ST + "Normalize", "2_Normalize")], subfolder="0_Transformer")
+    ck = hf.load(folder)
+    inner = folder / "0_Transformer"
+    assert (ck.path, ck.format, ck.model, ck.name) == (folder, "sentence-transformers", "bert", "st")
+    assert ck.content == [inner / "model.safetensors", inner / "config.json"]
+    assert ck.entries == {} and ck.fields["dim"] == 16
+
+
+def test_a_sentence_transformers_module_without_a_path_or_a_dotted_type_is_read(tmp_path):
+    """A module may leave out its path (modules.json's check allows it): it is the folder
+    itself; a type without a dot (hand-written, or a custom module's) is its own last
+    part. The Transformer at the top, its Pooling in the folder itself (whose config.json
+    is the model's: no pooling mode set, so embed is refused naming it)."""
+    from exactc.exporter.checkpoints import hf
+
+    for kind in ("Transformer", _ST + "Transformer"):
+        folder = _bert_folder(tmp_path / kind, [(kind, None), (_ST + "Pooling", "1_Pooling"),
+                                                (_ST + "Normalize", "2_Normalize")])
+        ck = hf.load(folder)
+        assert (ck.format, ck.model, ck.entries) == ("sentence-transformers", "bert", {}), kind
+        assert ck.content == [folder / "model.safetensors", folder / "config.json"], kind
+    folder = _bert_folder(tmp_path / "pool-at-top", [("Transformer", ""), ("Pooling", None), ("Normalize", None)])
+    ck = hf.load(folder)
+    assert ck.entries == {"embed": f"{folder / 'config.json'}: pooling none; exactc's embed entry pools by masked "
+                                   "mean only (pooling_mode_mean_tokens); export --entry forward instead"}
+
+
+def test_the_embed_refusal_names_every_module_after_pooling(tmp_path):
+    from exactc.exporter.checkpoints import hf
+
+    head = [(_ST + "Transformer", ""), (_ST + "Pooling", "1_Pooling")]
+    for after, named in ((["Dense", "Normalize"], "Dense, Normalize"), (["Dense"], "Dense"), ([], "nothing")):
+        folder = _bert_folder(tmp_path / named, head + [(_ST + kind, f"{k + 2}_{kind}")
+                                                                     for k, kind in enumerate(after)])
+        assert hf.load(folder).entries == {
+            "embed": f"{folder / 'modules.json'}: Pooling is followed by {named}; exactc's embed entry is Pooling "
+                     "(mean) then Normalize only"}, named
+
+
+def _safetensors(path, header: dict, data: bytes) -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+
+
+def test_a_data_range_of_the_wrong_size_is_refused_with_its_byte_count(tmp_path):
+    """end - begin bytes, for a tensor that does not start at data byte 0."""
+    from exactc.exporter.checkpoints import hf
+
+    path = tmp_path / "model.safetensors"
+    _safetensors(path, {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                        "b": {"dtype": "F32", "shape": [3], "data_offsets": [4, 12]}}, bytes(12))
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(path)
+    assert str(caught.value) == (f"{path}: tensor b: data_offsets [4, 12] hold 8 bytes; a F32 tensor of shape (3,) "
+                                 "needs 12")
+
+
+def test_a_shard_index_is_refused_naming_what_it_found_and_the_first_shard(tmp_path):
+    from exactc.exporter.checkpoints import hf
+
+    index = tmp_path / "model.safetensors.index.json"
+    for weight_map, kind in (([], "a list"), ("shard", "a string"), (None, "null"), ({"w": 1}, "an object")):
+        index.write_text(json.dumps({"weight_map": weight_map}))
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf.safetensors_files(tmp_path)
+        assert str(caught.value) == f"{index}: weight_map must be an object tensor name -> shard file name, not {kind}"
+    # one tensor in two shards: the second names the first's file
+    folder = _bert_folder(tmp_path / "sharded")
+    (folder / "model.safetensors").unlink()
+    one = {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+    for shard in ("a.safetensors", "b.safetensors"):
+        _safetensors(folder / shard, one, bytes(4))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": "a.safetensors",
+                                                                                    "v": "b.safetensors"}}))
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.load(folder)
+    assert str(caught.value) == (f"{folder / 'b.safetensors'}: tensor w is also in {folder / 'a.safetensors'}; "
+                                 "a tensor is stored once")
+
+
+def test_a_gguf_file_without_its_architecture_is_refused_naming_it(tmp_path):
+    """A hand-made header (the gguf package's writer always writes the key): magic,
+    version 3, no tensors, no metadata."""
+    from exactc.exporter import checkpoints
+
+    path = tmp_path / "bare.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 0))
+    with pytest.raises(checkpoints.CheckpointError) as caught:
+        checkpoints.load(path)
+    assert str(caught.value) == f"{path}: metadata general.architecture is missing"
+
+
+def test_zero_and_nonfinite_blocks_quantize_to_zero_without_a_nan_cast():
+    """A block of scale 0 (zeros, or values whose amax / 127 underflows) and a block
+    holding NaN or inf (zeroed first) are divided by 1, not by NaN: q 0 with no
+    `invalid value encountered in cast` (that NaN is 0 in int8 only by x86-64's
+    conversion)."""
+    from exactc.exporter import quant
+
+    ulp = 2.0 ** -149
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q, scales = quant.quantize_q8_blocks(
+            np.array([[0, 0, 0, 0, np.nan, 1, 2, 3, ulp, 0, 0, -ulp, 127, -254, 0, 1]], np.float32), 4)
+        q64, scales64 = quant.quantize_q8_blocks(np.array([[0, 0, 0, np.inf, 1, 2]], np.float64), 3)
+        nibbles, scales4 = quant.quantize_q4_blocks(np.array([[0, 0, 0, 0, 8, -16, 0, 1]], np.float32), 4)
+    assert q.dtype == np.int8 and q.tolist() == [[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64, -127, 0, 1]]
+    assert scales.dtype == np.float32 and np.array_equal(scales, np.array([[0, np.nan, 0, 2]], np.float32),
+                                                         equal_nan=True)
+    assert q64.tolist() == [[0, 0, 0, 0, 0, 0]] and np.array_equal(scales64, [[0, np.nan]], equal_nan=True)
+    assert nibbles.tolist() == [[[8, 8, 8, 8], [12, 0, 8, 9]]] and scales4.tolist() == [[0, 2]]
+
+
+# ---- 48. `exactc plan` at its edges (kernels/plans.py): --show lists a pack at the limit
+# of its panel with lanes of 8 on n, and a refusal lists a kernel's nests whole
+
+def _shown_linear(k):
+    # describe_choices' whole text for linear x (3, k), w (5, k) at f32, but its packs line
+    return [
+        "kernel linear at f32",
+        "nest linear",
+        "  parallel axes (outermost first): m<3, n<5",
+        f"  body loops: reduce k<{k}",
+        "  layout.order: any order of m, n",
+        "  layout.tiles: {axis: size >= 1} for axes m, n",
+        "  layout.lanes: {axis: width in 2..16}, up to 2 of m, n (the last innermost); one axis alone may also "
+        "take 32, 64, 128, 256",
+        "  layout.blocks: {axis: size >= 1} for reductions k",
+        "  layout.sums: none (no integer sum)",
+        "  split.depth: 0 (m<3 in the nest's order), 1 (n<5 in the nest's order); the depth counts the loops of "
+        "layout.order",
+        "  split.pieces: [[lo, hi], ...] covering [0, extent) exactly once (empty pieces allowed)",
+        "  split.of: N > 0 when the axis follows the run-time length T: the pieces cover [0, N) and",
+        "            run [E * lo / N, E * hi / N) of the extent E at the length the program runs",
+    ]
+
+
+@pytest.mark.parametrize("k, packs", [
+    (8192, "  layout.packs: w (with lanes on n)"),  # 8 lanes of 8192: 65536 elements, the most a pack holds
+    (8193, "  layout.packs: none with lanes on n"),  # 65544: one row of 8 too many
+], ids=["at-the-limit", "past-it"])
+def test_plan_show_lists_a_pack_up_to_its_limit_with_lanes_of_8(capsys, k, packs):
+    """--show probes the packs with lanes of 8 on the last axis: w's panel is 8 * K
+    elements, so w is listed up to K = 8192 (a probe of 9 lanes would stop at 7281)."""
+    code, out, err = _cli(capsys, "plan", "--show", "linear", "--shape", f"x=3,{k}", "--shape", f"w=5,{k}")
+    assert (code, err) == (0, "")
+    want = _shown_linear(k)
+    want.insert(7, packs)
+    assert out == "\n".join(want) + "\n"
+
+
+def test_plan_check_refuses_a_nest_the_kernel_lacks_listing_its_nests_whole(tmp_path, capsys):
+    """A plan naming rope's primitive instead of its nests: the refusal lists both of
+    rope's nests, in the kernel's order, comma-separated."""
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"nests": {"rope": {"layout": {}}}}')
+    assert _cli(capsys, "plan", "rope", "--check", str(plan), "--shape", "x=4,2,6") == (
+        2, "", "exactc plan: error: plan: nest rope, field nests.rope: the kernel rope has no nest rope; its nests "
+               "are rope_table, rope_rotate\n")
+
+
+# ---- 49. refusals and printed text joined over two or more (reference/ops.py, kernels/
+# layouts.py, printer/planned.py): a quantized operand of the wrong dtype refused whole, a
+# layout's two tiles and two blocks, the refusals that list two axes, a panel packed at load
+# of rows shorter than one block, a run-time split's cuts at whole chunks of 2 lanes
+
+from exactc.exporter.kernels.lower import lower
+
+
+_QUANTIZE = "(quantize with exactc.exporter.quant)"
+_X32 = types.round_to_site(np.zeros((2, 8)), "f32")
+_QI = {"xq": np.zeros((2, 8), np.int8), "xd": np.zeros((2, 2), np.float64),
+       "wq": np.zeros((3, 8), np.int8), "wd": np.zeros((3, 2), np.float32)}  # qlinear_i at f64, block 4
+_QW = {"x": _X32, "wq": np.zeros((3, 4), np.uint8), "wd": np.zeros((3, 2), np.float32)}  # qlinear_w q4 at f32
+
+
+# (primitive, site, attributes, the operands, the whole message): one operand of each
+# quantized kind (i8, acc, u8, f32) given in another dtype
+QUANTIZED_DTYPES = [
+    ("qlinear_i", "f64", {"block": 4}, {**_QI, "xq": _QI["xq"].astype(np.int16)},
+     f"qlinear_i at f64: operand xq has dtype int16; it must be int8 {_QUANTIZE}"),
+    ("qlinear_i", "f64", {"block": 4}, {**_QI, "xd": _QI["xd"].astype(np.float32)},
+     f"qlinear_i at f64: operand xd has dtype float32; it must be float64 {_QUANTIZE}"),
+    ("qlinear_w", "f32", {"fmt": "q4", "block": 4}, {**_QW, "wq": _QW["wq"].astype(np.int8)},
+     f"qlinear_w at f32: operand wq has dtype int8; it must be uint8 {_QUANTIZE}"),
+    ("qlinear_w", "f32", {"fmt": "q4", "block": 4}, {**_QW, "wd": _QW["wd"].astype(np.float64)},
+     f"qlinear_w at f32: operand wd has dtype float64; it must be float32 {_QUANTIZE}"),
+]
+
+
+@pytest.mark.parametrize("name, site, attrs, operands, message", QUANTIZED_DTYPES,
+                         ids=["i8", "acc", "u8", "f32"])
+def test_the_reference_refuses_a_quantized_operand_of_another_dtype_whole(name, site, attrs, operands, message):
+    with pytest.raises(PrimitiveError, match=re.escape(message) + r"\Z"):
+        reference.run(name, site, operands, attrs)
+
+
+def test_a_layouts_text_joins_two_tiles_and_two_blocks():
+    # the layout line of a planned function's C comment and of `exactc tune`'s labels
+    assert Layout(tiles=(("m", 2), ("n", 8))).text() == "tiles m:2, n:8"
+    assert Layout(blocks=(("k", 3), ("kh", 2))).text() == "blocks k:3, kh:2"
+
+
+def _refusal(nest, layout, buffers):
+    with pytest.raises(LayoutError) as caught:
+        validate_layout(nest, layout, buffers)
+    return str(caught.value)
+
+
+def test_layout_refusals_list_two_parallel_axes_and_two_reductions_whole():
+    # softmax's nest: parallel axes bi, i; body loops jm, js (reductions) and jy
+    softmax = lower("softmax", "f32", {"x": (2, 3, 4)}, {})
+    nest = softmax.nests[0]
+    assert _refusal(nest, Layout(lanes=(("jy", 4),)), softmax.buffers) == (
+        "plan: nest softmax, field layout.lanes.jy: jy is a loop of the body; lanes apply to the nest's "
+        "parallel axes bi, i")
+    assert _refusal(nest, Layout(blocks=(("q", 2),)), softmax.buffers) == (
+        "plan: nest softmax, field layout.blocks.q: the nest has no reduction 'q'; its reductions are jm, js")
+    linear = lower("linear", "f32", {"x": (3, 4), "w": (5, 4)}, {})
+    assert _refusal(linear.nests[0], Layout(order=("m",)), linear.buffers) == (
+        "plan: nest linear, field layout.order: ['m'] is not an order of the parallel axes m, n "
+        "(each exactly once)")
+
+
+def test_a_q8_weight_of_rows_shorter_than_a_block_reads_its_panels_packed_at_load():
+    # K = 16 < block 32: wq's panel loop is the tail loop t (no name: its number), wd's has
+    # no body loop (a row of one)
+    kernel = lower("qlinear_w", "f32", {"x": (3, 16), "wq": (40, 16), "wd": (40, 1)}, {"fmt": "q8", "block": 32})
+    plan = auto_kernel_plan(kernel)
+    assert plan.for_nest("qlinear_w").layout == Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq", "wd"))
+    source = print_kernel(kernel, "ql", plan, frozenset({"wq", "wd"})).source
+    assert [line for line in source.splitlines() if "packed at load */" in line] == [
+        "        const int8_t *restrict wq_p = wq + n_c * 16; /* the chunk's panel, packed at load */",
+        "        const float *restrict wd_p = wd + n_c * 1; /* the chunk's panel, packed at load */",
+    ]
+
+
+def test_a_split_in_parts_over_lanes_of_two_cuts_at_whole_chunks_of_two():
+    kernel = lower("linear", "f32", {"x": (T8, 4), "w": (5, 4)}, {})
+    plan = Plan((("linear", NestPlan(Layout(lanes=(("m", 2),)), Split(0, ((0, 1), (1, 2)), of=2))),))
+    validate_plan(kernel, plan)
+    lines = print_kernel(kernel, "lin", plan).source.splitlines()
+    start = lines.index("int lin_split(const float *restrict x, const float *restrict w, float *restrict y, "
+                        "int64_t T) {")
+    assert lines[start + 1:lines.index("    int status = 0;", start)] == [
+        "    static const int64_t parts[2][2] = {{0, 1}, {1, 2}};  /* in parts of 2 */",
+        "    int64_t pieces[2][2];",
+        "    for (int p = 0; p < 2; p++) {",
+        "        pieces[p][0] = parts[p][0] == 2 ? T : T * parts[p][0] / 2 / 2 * 2;  /* whole chunks of 2 */",
+        "        pieces[p][1] = parts[p][1] == 2 ? T : T * parts[p][1] / 2 / 2 * 2;  /* whole chunks of 2 */",
+        "    }",
+    ]

@@ -202,6 +202,10 @@ STAGE_TESTS = [
                                             "tests/test_layouts.py"]),
     ("exactc/exporter/printer/sums.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
                                          "tests/test_layouts.py"]),
+    # the kernel table applies a program's plan: the plan's two programs beside the printed text
+    ("exactc/exporter/printer/kernel_table.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
+                                                 "tests/test_programs.py::test_a_plan_is_passed_through_to_the_kernels",
+                                                 "tests/test_programs.py::test_a_plan_entry_that_matches_no_nest_is_refused"]),
     ("exactc/exporter/printer/*.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py"]),
     ("exactc/exporter/*.py", ["tests/test_reach_export.py"]),  # the package's __init__: no code
     ("exactc/runtime/*.py", ["tests/test_libm.py"]),
@@ -465,10 +469,18 @@ print(json.dumps(sorted(state()._stats)))
 """
 
 
+def staged_table(stage: Path) -> dict:
+    """A stage's own mutmut table (what it mutates, the tests it selects): in a campaign
+    of batches each has its own, which the campaign-wide MUTATE and TESTS are not."""
+    import tomllib
+
+    return tomllib.loads((stage / "pyproject.toml").read_text())["tool"]["mutmut"]
+
+
 def import_time_functions(stage: Path, env: dict[str, str]) -> set[str]:
     """The mutated functions that run while exactc's modules are imported."""
     modules = []
-    for glob in MUTATE:
+    for glob in staged_table(stage)["only_mutate"]:
         for path in sorted((stage / "mutants").glob(glob)):
             rel = path.relative_to(stage / "mutants").with_suffix("")
             modules.append(".".join(rel.parts).removesuffix(".__init__"))
@@ -486,7 +498,7 @@ def confirm_survivors(stage: Path, results: dict[str, tuple[str, str]], jobs: in
     stats = json.loads((stage / "mutants" / "mutmut-stats.json").read_text())
     duration = stats["duration_by_test"]
     at_import = import_time_functions(stage, env)
-    tests = [t for t in TESTS if t not in CONFIRM_SKIP]
+    tests = [t for t in staged_table(stage)["pytest_add_cli_args_test_selection"] if t not in CONFIRM_SKIP]
     limit = (sum(d for t, d in duration.items() if t.split("::")[0] in tests)
              + TIMEOUT_CONSTANT) * TIMEOUT_MULTIPLIER
     record = stage / "mutants" / CONFIRMED
@@ -1135,11 +1147,9 @@ def wall_clock(path: Path, ledger: dict):
 
 
 def report(stage: Path, args, argv, wall: float, confirm: bool = False) -> int:
-    import tomllib
-
     results, diffs, on_import, selections = {}, {}, 0, {}
     for part in sorted(stage.glob("part-*")) or [stage]:  # a cluster run's batches, else the one stage
-        table = tomllib.loads((part / "pyproject.toml").read_text())["tool"]["mutmut"]
+        table = staged_table(part)
         selections.update(dict.fromkeys(table["only_mutate"], table["pytest_add_cli_args_test_selection"]))
         found = load_results(part)
         if confirm and any(s == "survived" for s, _ in found.values()):

@@ -183,6 +183,18 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-confirm-takes-the-first-batch-s-tests",
+        "a mutmut campaign of batches confirmed afterwards (--confirm-only) retries every batch's "
+        "import-time survivors against the first batch's tests, not the batch's own: libm_twin's "
+        "table mutants judged by the lowering's tests",
+        MUTMUT,
+        '    tests = [t for t in staged_table(stage)["pytest_add_cli_args_test_selection"] if t not in CONFIRM_SKIP]',
+        '    tests = [t for t in TESTS if t not in CONFIRM_SKIP]',
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-record-leaves-the-verdicts-out",
         "a mutmut campaign's record keeps its ledger but not mutmut's verdicts: restored on "
         "another machine, every mutant a sitting judged is judged again",
