@@ -156,7 +156,10 @@ Grouped by what they protect:
 50. the models' parameter bound at its edge (models/__init__.py): exactly 2^32 elements
     taken, one more refused whole; a fold's one-layer segments as the structured host
     prints them (printer/structured.py): a one-layer model's only layer and the layers
-    around one apart in the middle, each with its own comment and indentation.
+    around one apart in the middle, each with its own comment and indentation;
+51. weights laid out as panels at load, continued (printer/prepack.py): a q4 weight whose
+    rows are shorter than half a block keeps the copy of its values (only its scales are
+    laid out at load), in the kernel and in a model.
 """
 
 from __future__ import annotations
@@ -5070,3 +5073,38 @@ def test_a_layer_apart_in_the_middle_of_a_fold_and_the_layers_around_it_print_ea
         "    { /* layer 2 */", "        float *add_out_next = add_out_a;",
     ]
     assert '        EXACTC_TRACE_CARRY("block", 2, 0, add_out_l, 48);\n    }\n' in text
+
+
+# ---- 51. weights laid out as panels at load, continued (printer/prepack.py): a q4 row
+# shorter than half a block is read only in part, so its values keep their pack
+
+
+def test_a_q4_weight_of_rows_shorter_than_half_a_block_keeps_the_pack_of_its_values():
+    # A q4 row of K values in blocks of 32 is one block's 16 bytes. At K = 8 the tail loop
+    # t reads wq[n, t] over the first 8 bytes only: laid out at load as panels of 16-byte
+    # rows, chunk c lies at 16 c W, but the kernel would step its chunks by 8 (its panel
+    # is its body loops, t). So wq keeps its copy at every call and only wd is laid out.
+    # At K = 16 the tail loop reads the whole row: both are.
+    from exactc.exporter.printer.prepack import panel_widths
+    laned = Plan((("qlinear_w", NestPlan(Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq", "wd")))),))
+    for k, widths in ((8, {"wd": 16}), (16, {"wq": 16, "wd": 16})):
+        kernel = lower("qlinear_w", "f32", {"x": (1, k), "wq": (40, 16), "wd": (40, 1)},
+                       {"fmt": "q4", "block": 32, "has_b": False})
+        assert panel_widths(kernel, laned) == widths, k
+
+
+def test_a_q4_model_of_dim_8_lays_out_only_the_scales_of_its_weights():
+    # llama of dim 8 in q4 blocks of 32 under the automatic plan: gate, up and the head
+    # (40 rows of 8 values, one kernel) have their scales laid out at load and their
+    # values copied at every call; q, k, v and o (8 and 4 rows) and down (rows of 40
+    # values, which end in a short block) lay out nothing
+    from exactc.exporter import export
+    from exactc.exporter.kernels.autoplan import AutoPlan
+    from exactc.exporter.printer.kernel_table import KernelTable
+    sizes = {"vocab": 40, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 2, "mlp": 40, "tokens": 10}
+    program = export.build_program("llama", "forward", "f32", 0, sizes, None, ("q4", 32))[0]
+    assert sorted(KernelTable(program, "f32", AutoPlan()).packed) == [
+        "lm_head.weight_scale",
+        "model.layers.{l}.mlp.gate_proj.weight_scale",
+        "model.layers.{l}.mlp.up_proj.weight_scale",
+    ]
