@@ -491,6 +491,35 @@ def test_a_batch_with_unrun_mutants_is_not_marked_finished(campaign, tmp_path, m
     assert (tmp_path / campaign.FINISHED).is_file()
 
 
+def test_a_batch_of_a_file_without_a_function_is_finished_with_nothing_to_run(campaign, tmp_path, monkeypatch, capsys):
+    """A package's __init__.py without a function gives mutmut no mutant, and mutmut 3 then
+    stops with exit 1 (no test reaches a mutant): that batch is finished, not failed (the
+    whole-exporter campaign's five __init__.py batches each ended it with `no score`).
+    A batch whose mutants exist and whose mutmut fails is still a failure."""
+    for name in ("MUTATE", "DO_NOT_MUTATE", "TESTS"):
+        monkeypatch.setattr(campaign, name, list(getattr(campaign, name)))
+    stage = tmp_path / "part"
+    meta = stage / "mutants" / "exactc" / "runtime" / "__init__.py.meta"
+    meta.parent.mkdir(parents=True)
+    monkeypatch.setattr(campaign, "mutmut_exe", lambda: "mutmut")
+    monkeypatch.setattr(campaign, "check_import", lambda stage, env: "")
+    monkeypatch.setattr(campaign.subprocess, "Popen", lambda cmd, cwd, env: type(
+        "Run", (), {"returncode": 1, "poll": lambda self: 1, "wait": lambda self: 1})())
+    argv = ["--stage", str(stage), "--resume", "--mutate", "runtime/__init__.py", "--tests", "tests/test_libm.py",
+            "--no-confirm"]
+    (stage / "pyproject.toml").write_text('[tool.mutmut]\nonly_mutate = ["exactc/runtime/__init__.py"]\n'
+                                          'pytest_add_cli_args_test_selection = ["tests/test_libm.py"]\n')
+    meta.write_text(json.dumps({"exit_code_by_key": {}}))
+    assert campaign.main(argv) == 0
+    assert (stage / campaign.FINISHED).is_file()
+    assert "runtime/__init__.py: no mutant (no function or method to mutate); nothing to run" in capsys.readouterr().err
+    (stage / campaign.FINISHED).unlink()
+    meta.write_text(json.dumps({"exit_code_by_key": {"exactc.runtime.x_f__mutmut_1": None}}))
+    assert campaign.main(argv) == 2
+    assert not (stage / campaign.FINISHED).exists()
+    assert "`mutmut run` failed (exit 1): no score" in capsys.readouterr().err
+
+
 def test_a_campaign_s_report_names_the_batches_not_yet_run(campaign, tmp_path):
     """A stopped campaign's report counts only the mutants of the batches that began: the
     others are named by file, so a partial score is not read as the whole one."""

@@ -847,7 +847,12 @@ def main(argv: list[str] | None = None) -> int:
             checked = "yes"
         time.sleep(2)
     wall = time.monotonic() - start
-    if proc.returncode != 0:
+    if proc.returncode != 0 and holds_no_mutant(stage):
+        # mutmut 3 stops with exit 1 when no test reaches a mutant, and so when there is none:
+        # a package's __init__.py without a function is a batch with nothing to run
+        print(f"mutmut: {', '.join(MUTATE)}: no mutant (no function or method to mutate); nothing to run",
+              file=sys.stderr, flush=True)
+    elif proc.returncode != 0:
         print(f"mutmut: `mutmut run` failed (exit {proc.returncode}): no score", file=sys.stderr)
         return 2
     if not checked:
@@ -963,6 +968,13 @@ def batches_line(ledger: dict) -> str:
     files = [f.removeprefix("exactc/") for b in waiting for f in b["files"]]
     return (f"batches: {len(finished)} finished, {len(begun)} begun and not finished, {len(waiting)} not begun"
             + (f" ({', '.join(files)}: `--resume` runs them)" if waiting else ""))
+
+
+def holds_no_mutant(stage: Path) -> bool:
+    """True when mutmut made its mutants of the stage's files and there are none."""
+    metas = [m for m in (stage / "mutants").rglob("*.py.meta")
+             if any(fnmatch.fnmatch(str(m.relative_to(stage / "mutants"))[: -len(".meta")], g) for g in MUTATE)]
+    return bool(metas) and not any(json.loads(m.read_text())["exit_code_by_key"] for m in metas)
 
 
 def mark_finished(stage: Path, wall: float) -> bool:

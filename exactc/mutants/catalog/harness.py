@@ -195,6 +195,18 @@ MUTANTS = [
         requires=(MUTMUT,),
     ),
     Mutant(
+        "mutmut-empty-batch-fails-the-campaign",
+        "a mutmut batch of a file without a function (a package's __init__.py: no mutant, and "
+        "mutmut 3 stops with exit 1) is counted a failed batch: the whole-exporter campaign ends "
+        "with `no score` though every mutant was run",
+        MUTMUT,
+        "    if proc.returncode != 0 and holds_no_mutant(stage):",
+        "    if proc.returncode != 0 and False:",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
         "mutmut-record-leaves-the-verdicts-out",
         "a mutmut campaign's record keeps its ledger but not mutmut's verdicts: restored on "
         "another machine, every mutant a sitting judged is judged again",
