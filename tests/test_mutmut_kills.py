@@ -159,7 +159,11 @@ Grouped by what they protect:
     around one apart in the middle, each with its own comment and indentation;
 51. weights laid out as panels at load, continued (printer/prepack.py): a q4 weight whose
     rows are shorter than half a block keeps the copy of its values (only its scales are
-    laid out at load), in the kernel and in a model.
+    laid out at load), in the kernel and in a model;
+52. the reference's check of a backend against the catalogue, continued
+    (reference/__init__.py): outputs named unlike the catalogue's and a named output's
+    dtype, each refused with its whole message; the signal handlers an in-process
+    command gives back when the process had its own (cli.py).
 """
 
 from __future__ import annotations
@@ -169,6 +173,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import struct
 import sys
 import warnings
@@ -5108,3 +5113,50 @@ def test_a_q4_model_of_dim_8_lays_out_only_the_scales_of_its_weights():
         "model.layers.{l}.mlp.gate_proj.weight_scale",
         "model.layers.{l}.mlp.up_proj.weight_scale",
     ]
+
+
+# ---- 52. the reference's catalogue check, continued (reference/__init__.py), and the signal
+# handlers given back in process (cli.py)
+
+
+def test_run_refuses_a_backend_whose_outputs_are_named_unlike_the_catalogue(monkeypatch):
+    a = types.round_to_site([1.0, 2.0], "f32")
+    monkeypatch.setitem(reference.FUNCTIONS, "add", lambda a, b, site: {"z": a + b})
+    with pytest.raises(AssertionError) as caught:
+        reference.run("add", "f32", {"a": a, "b": a})
+    assert str(caught.value) == "reference add at f32 gave ['z']; the catalogue says ['y']"
+
+
+def test_run_names_the_output_of_a_backend_that_gives_it_the_wrong_dtype(monkeypatch):
+    # quantize has two outputs, q and d: a wrong one is named in the message (y is not)
+    quantize = reference.FUNCTIONS["quantize"]
+
+    def wide_scales(x, site, block):
+        out = quantize(x, site=site, block=block)
+        return {"q": out["q"], "d": out["d"].astype(np.float64)}
+
+    monkeypatch.setitem(reference.FUNCTIONS, "quantize", wide_scales)
+    x = types.round_to_site(np.arange(16.0).reshape(2, 8), "f32")
+    with pytest.raises(AssertionError, match=re.escape(
+            "reference quantize at f32 gave d = float64 (2, 2); the catalogue says float32 (2, 2)")):
+        reference.run("quantize", "f32", {"x": x}, {"block": 4})
+
+
+def test_an_in_process_command_gives_back_the_handlers_the_process_had():
+    # The test process's own handlers may be SIG_IGN already (a campaign run in the
+    # background): set handlers of our own, so that "given back" differs from "ignored".
+    from exactc import cli
+
+    def handler(signum, frame):  # pragma: no cover - never called
+        pass
+
+    stops = (signal.SIGINT, signal.SIGTERM)
+    before = {number: signal.getsignal(number) for number in stops}
+    try:
+        for number in stops:
+            signal.signal(number, handler)
+        assert cli.main([]) == 0  # `exactc` alone: its help
+        assert [signal.getsignal(number) for number in stops] == [handler, handler]
+    finally:
+        for number, was in before.items():
+            signal.signal(number, was)
