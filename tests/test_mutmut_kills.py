@@ -163,7 +163,12 @@ Grouped by what they protect:
 52. the reference's check of a backend against the catalogue, continued
     (reference/__init__.py): outputs named unlike the catalogue's and a named output's
     dtype, each refused with its whole message; the signal handlers an in-process
-    command gives back when the process had its own (cli.py).
+    command gives back when the process had its own (cli.py);
+53. Hugging Face folders' refusals whole, to their last word (checkpoints/hf.py): a
+    safetensors file too short, missing, with a gap or an overlap in its data; a
+    model_type or an architectures exactc does not read; a Pooling of two modes; the
+    automatic plan's split of a run-time extent into 1 and 2 pieces (kernels/autoplan.py);
+    the spellings of each fixed kind, and an unknown name refused (types.py).
 """
 
 from __future__ import annotations
@@ -5160,3 +5165,96 @@ def test_an_in_process_command_gives_back_the_handlers_the_process_had():
     finally:
         for number, was in before.items():
             signal.signal(number, was)
+
+
+# ---- 53. Hugging Face folders' refusals to their last word (exporter/checkpoints/hf.py); a
+# run-time extent split in 1 and 2 pieces (kernels/autoplan.py); the fixed kinds' spellings
+# (types.py)
+
+
+def test_a_safetensors_file_too_short_or_missing_is_refused_whole(tmp_path):
+    """4 bytes cannot hold the header length; a missing file is named with the system's
+    words for why (its strerror, not the OSError's whole text)."""
+    from exactc.exporter.checkpoints import hf
+
+    short = tmp_path / "short.safetensors"
+    short.write_bytes(b"\0" * 4)
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(short)
+    assert str(caught.value) == (f"{short}: 4 bytes, too short for a .safetensors file (its first 8 bytes are "
+                                 "the header length)")
+    missing = tmp_path / "missing.safetensors"
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(missing)
+    assert str(caught.value) == f"{missing}: not a readable .safetensors file (No such file or directory)"
+
+
+def test_a_gap_or_an_overlap_in_the_data_section_is_refused_whole(tmp_path):
+    from exactc.exporter.checkpoints import hf
+
+    path = tmp_path / "model.safetensors"
+    _safetensors(path, {"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, bytes(8))
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(path)
+    assert str(caught.value) == (f"{path}: tensor a: data_offsets [4, 8] leave data bytes [0, 4) to no tensor; a "
+                                 "file's tensors must tile its data section exactly")
+    _safetensors(path, {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                        "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, bytes(8))
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.read_header(path)
+    assert str(caught.value) == (f"{path}: tensor b: data_offsets [4, 8] overlap tensor a's [0, 8]; a file's "
+                                 "tensors must tile its data section exactly")
+
+
+def test_a_model_type_or_architectures_exactc_does_not_read_is_refused_whole(tmp_path):
+    """The model types listed, and the example of architectures each model's first class
+    (its head model for GPT-2 and llama, BertModel for BERT)."""
+    from exactc.exporter.checkpoints import hf
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "mistral"}))
+    with pytest.raises(hf.CheckpointError) as caught:
+        hf.load(tmp_path)
+    assert str(caught.value) == f"{config}: model_type 'mistral' is not one exactc reads (gpt2, bert, llama)"
+    for model_type, example in (("gpt2", "GPT2LMHeadModel"), ("bert", "BertModel"), ("llama", "LlamaForCausalLM")):
+        config.write_text(json.dumps({"model_type": model_type, "architectures": "Model"}))
+        with pytest.raises(hf.CheckpointError) as caught:
+            hf.load(tmp_path)
+        assert str(caught.value) == (f"{config}: architectures='Model' must be a list of class names, e.g. "
+                                     f"['{example}']"), model_type
+
+
+def test_a_pooling_of_two_modes_refuses_embed_naming_both(tmp_path):
+    """CLS and mean both set (the pipeline concatenates them): the modes sorted, joined
+    by a comma, and the refusal whole to its fix."""
+    from exactc.exporter.checkpoints import hf
+
+    (tmp_path / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "type": "sentence_transformers.models.Transformer", "path": ""},
+        {"idx": 1, "name": "1", "type": "sentence_transformers.models.Pooling", "path": "1_Pooling"}]))
+    (tmp_path / "1_Pooling").mkdir()
+    pool = tmp_path / "1_Pooling" / "config.json"
+    pool.write_text(json.dumps({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": True,
+                                "pooling_mode_max_tokens": False}))
+    assert hf._sentence_transformers(tmp_path) == {"transformer": "", "refusals": {
+        "embed": f"{pool}: pooling pooling_mode_cls_token, pooling_mode_mean_tokens; exactc's embed entry pools by "
+                 "masked mean only (pooling_mode_mean_tokens); export --entry forward instead"}}
+
+
+def test_even_split_of_a_run_time_extent_into_one_and_two_pieces():
+    """Two pieces are two parts of 2; one piece is nothing to share (None), as for a
+    static extent of one chunk."""
+    from exactc.exporter.kernels.autoplan import even_split
+
+    t = dims.length(64)
+    assert even_split(t, 2) == Split(0, ((0, 1), (1, 2)), of=2)
+    assert even_split(t, 1) is None
+    assert even_split(t, 0) is None
+
+
+def test_storage_of_each_fixed_kind_and_an_unknown_name():
+    for kind in types.FIXED_KINDS + ("f64", "bf16"):
+        assert types.storage(kind) is types.STORAGE[kind], kind
+    with pytest.raises(types.SiteTypeError) as caught:
+        types.storage("f16")
+    assert str(caught.value) == "unknown site type 'f16'; exactc knows f64, f32, bf16"
