@@ -168,7 +168,13 @@ Grouped by what they protect:
     safetensors file too short, missing, with a gap or an overlap in its data; a
     model_type or an architectures exactc does not read; a Pooling of two modes; the
     automatic plan's split of a run-time extent into 1 and 2 pieces (kernels/autoplan.py);
-    the spellings of each fixed kind, and an unknown name refused (types.py).
+    the spellings of each fixed kind, and an unknown name refused (types.py);
+54. the checkpoint writers tests and benches use (checkpoints/llama2c.py, gguf_file.py):
+    a llama2.c file written with no version named (legacy) and version 2's default group
+    of 64, the header's fields packed as int32s, the legacy rope tables as llama2.c's
+    export.py writes them, f64 tensors rounded to f32 before the classifier is judged
+    shared, a non-finite weight refused by its llama2.c name; a GGUF file's vocabulary
+    only when asked for, its scores 0, every tensor stored F32 whatever it is given as.
 """
 
 from __future__ import annotations
@@ -5258,3 +5264,136 @@ def test_storage_of_each_fixed_kind_and_an_unknown_name():
     with pytest.raises(types.SiteTypeError) as caught:
         types.storage("f16")
     assert str(caught.value) == "unknown site type 'f16'; exactc knows f64, f32, bf16"
+
+
+# ---- 54. the checkpoint writers tests and benches use (exporter/checkpoints/llama2c.py and
+# gguf_file.py write): defaults, header packing, the legacy rope tables, dtypes, the refusal
+
+
+def test_a_llama2c_file_written_with_no_version_named_is_legacy_and_version_2_groups_64(tmp_path):
+    """No version named: the legacy file (seven int32s, a negative vocab_size for a
+    classifier apart), byte for byte the one written as version 0; version 2 with no
+    group named: groups of 64 in the header's bytes 37-40."""
+    from exactc.exporter.checkpoints import llama2c
+
+    tensors, fields = _llama_tensors(_LLAMA_FIELDS), _LLAMA_FIELDS
+    plain = llama2c.write(tmp_path / "plain.bin", tensors, fields, seq_len=4).read_bytes()
+    assert plain[:28] == struct.pack("<7i", 8, 8, 1, 2, 1, -5, 4)
+    assert plain == llama2c.write(tmp_path / "v0.bin", tensors, fields, seq_len=4, version=0).read_bytes()
+    v2 = llama2c.write(tmp_path / "v2.bin", tensors, fields, seq_len=4, version=2).read_bytes()
+    assert struct.unpack("<i", v2[37:41]) == (64,)
+    assert v2 == llama2c.write(tmp_path / "g64.bin", tensors, fields, seq_len=4, version=2, group=64).read_bytes()
+
+
+def test_a_llama2c_header_holds_its_fields_as_int32s(tmp_path):
+    """Versions 1 and 2 pack the header's seven fields as int32 (struct's "i"): a
+    seq_len of -1 is written as its two's complement, and the reader refuses the file
+    by that field."""
+    from exactc.exporter.checkpoints import CheckpointError, llama2c
+
+    tensors, fields = _llama_tensors(_LLAMA_FIELDS), _LLAMA_FIELDS
+    for version in (1, 2):
+        path = llama2c.write(tmp_path / f"v{version}.bin", tensors, fields, seq_len=-1, version=version, group=4)
+        data = path.read_bytes()
+        assert data[:37] == struct.pack("<Ii7iB", llama2c.MAGIC, version, 8, 8, 1, 2, 1, 5, -1, 0), version
+        assert data[32:36] == b"\xff\xff\xff\xff"
+        with pytest.raises(CheckpointError) as caught:
+            llama2c.read_header(path)
+        assert str(caught.value) == f"{path}: header field seq_len=-1 must be positive"
+
+
+def test_a_legacy_llama2c_files_rope_tables_are_llama2cs(tmp_path):
+    """freq_cis_real and freq_cis_imag (seq_len, head_size/2), as llama2.c's export.py
+    writes them (model.py precompute_freqs_cis, in f32): freq_i = 1 / 10000^(2i/head_size),
+    the angle t * freq_i at position t, then cos and sin of the f32 angle, in f32. Heads
+    of 64 and 128 positions, so that a frequency or an angle computed in f64 shows."""
+    from exactc.exporter.checkpoints import llama2c
+
+    fields = {"vocab": 5, "dim": 64, "heads": 1, "kv_heads": 1, "layers": 1, "mlp": 8}
+    tensors = _llama_tensors(fields)
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]  # shared: the tables end the file
+    seq_len, hd = 128, 64
+    data = llama2c.write(tmp_path / "m.bin", tensors, fields, seq_len=seq_len).read_bytes()
+    f32 = np.float32
+    freq = f32(1.0) / f32(10000.0) ** (np.arange(0, hd, 2, dtype=f32) / f32(hd))
+    angles = np.arange(seq_len, dtype=f32)[:, None] * freq[None, :]
+    assert freq.dtype == angles.dtype == np.float32 and angles.shape == (seq_len, hd // 2)
+    n = seq_len * hd // 2
+    real = np.frombuffer(data, "<f4", n, len(data) - 8 * n).reshape(seq_len, hd // 2)
+    imag = np.frombuffer(data, "<f4", n, len(data) - 4 * n).reshape(seq_len, hd // 2)
+    assert np.array_equal(real.view(np.uint32), np.cos(angles).view(np.uint32))
+    assert np.array_equal(imag.view(np.uint32), np.sin(angles).view(np.uint32))
+    assert (real[0] == 1).all() and (imag[0] == 0).all() and real[1, 0] == np.cos(f32(1)) and freq[0] == 1
+    assert len(data) == 28 + 4 * sum(v.size for k, v in tensors.items() if k != "lm_head.weight") + 8 * n
+
+
+def test_llama2c_write_rounds_f64_tensors_to_f32_before_judging_the_classifier_shared(tmp_path):
+    """An f64 classifier that differs from the f64 embedding only below f32's precision
+    is the embedding once rounded to f32: the file is the one written from the f32
+    tensors with the classifier shared (a positive vocab_size, no wcls)."""
+    from exactc.exporter.checkpoints import llama2c
+
+    tensors, fields = _llama_tensors(_LLAMA_FIELDS), _LLAMA_FIELDS
+    f32 = {k: v.astype(np.float32) for k, v in tensors.items()}
+    f32["lm_head.weight"] = f32["model.embed_tokens.weight"]
+    f64 = {k: v.astype(np.float64) for k, v in f32.items()}
+    f64["lm_head.weight"] = f64["model.embed_tokens.weight"] * (1 + 2.0 ** -40)
+    assert not np.array_equal(f64["lm_head.weight"], f64["model.embed_tokens.weight"])
+    data = llama2c.write(tmp_path / "f64.bin", f64, fields, seq_len=4).read_bytes()
+    assert data[:28] == struct.pack("<7i", 8, 8, 1, 2, 1, 5, 4)
+    assert data == llama2c.write(tmp_path / "f32.bin", f32, fields, seq_len=4).read_bytes()
+
+
+def test_llama2c_write_refuses_a_non_finite_weight_by_its_llama2c_name(tmp_path):
+    from exactc.exporter import quant
+    from exactc.exporter.checkpoints import llama2c
+
+    fields = dict(_LLAMA_FIELDS, layers=2)
+    tensors = _llama_tensors(fields)
+    tensors["model.layers.1.mlp.down_proj.weight"][2, 3] = np.inf
+    with pytest.raises(quant.QuantError) as caught:
+        llama2c.write(tmp_path / "m.bin", tensors, fields, seq_len=4, version=2, group=4)
+    assert str(caught.value) == ("tensor w2[1]: element at index (2, 3) is inf; quantized weights must be finite "
+                                 "(1 element(s) are not)")
+
+
+_GGUF_CFG = {"vocab": 300, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 9}
+
+
+def test_a_gguf_file_holds_a_vocabulary_only_when_asked_its_scores_zero(tmp_path):
+    """No vocabulary named: no tokenizer key at all. With one: the placeholder pieces
+    (<unk>, <s>, </s>, the 256 byte tokens, t0, ...), each scored 0.0, typed unknown,
+    control, byte and normal, bos 1 and eos 2."""
+    import gguf
+
+    from exactc.exporter.checkpoints import gguf_file
+
+    tensors = _llama_tensors(_GGUF_CFG, seed=3)
+    plain = gguf.GGUFReader(gguf_file.write(tmp_path / "plain.gguf", _GGUF_CFG, tensors))
+    assert [k for k in plain.fields if k.startswith("tokenizer.")] == []
+    assert plain.fields["general.architecture"].contents() == "llama"
+    reader = gguf.GGUFReader(gguf_file.write(tmp_path / "vocab.gguf", _GGUF_CFG, tensors, vocabulary=True))
+    pieces = reader.fields["tokenizer.ggml.tokens"].contents()
+    assert pieces == ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + [f"t{i}" for i in range(41)]
+    scores = reader.fields["tokenizer.ggml.scores"].contents()
+    assert scores == [0.0] * 300 and all(np.float32(s).tobytes() == bytes(4) for s in scores)  # +0.0 each
+    assert reader.fields["tokenizer.ggml.token_type"].contents() == [2, 3, 3] + [6] * 256 + [1] * 41
+    assert (reader.fields["tokenizer.ggml.model"].contents(), reader.fields["tokenizer.ggml.bos_token_id"].contents(),
+            reader.fields["tokenizer.ggml.eos_token_id"].contents()) == ("llama", 1, 2)
+
+
+def test_a_gguf_file_stores_every_float_tensor_as_f32(tmp_path):
+    """f64 tensors given: each stored F32, their values rounded to f32, and the file loads."""
+    import gguf
+
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import gguf_file
+
+    tensors = {k: v.astype(np.float64) / 3 for k, v in _llama_tensors(_GGUF_CFG, seed=3).items()}
+    path = gguf_file.write(tmp_path / "m.gguf", _GGUF_CFG, tensors)
+    stored = gguf.GGUFReader(path).tensors
+    assert {t.tensor_type.name for t in stored} == {"F32"} and len(stored) == len(tensors)
+    ckpt = checkpoints.load(path)
+    for name, values in tensors.items():
+        assert ckpt.tensors[name].dtype == "F32", name
+        assert np.array_equal(ckpt.tensors[name].read(), values.astype(np.float32).astype(np.float64)), name
