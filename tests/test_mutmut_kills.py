@@ -174,7 +174,11 @@ Grouped by what they protect:
     of 64, the header's fields packed as int32s, the legacy rope tables as llama2.c's
     export.py writes them, f64 tensors rounded to f32 before the classifier is judged
     shared, a non-finite weight refused by its llama2.c name; a GGUF file's vocabulary
-    only when asked for, its scores 0, every tensor stored F32 whatever it is given as.
+    only when asked for, its scores 0, every tensor stored F32 whatever it is given as;
+55. `exactc generate`'s printed text at its edges (generate.py): a prompt and drawn
+    tokens whose text ends in a capital X, each token's text printed as it is drawn
+    (only U+FFFD is held back), and a one-token prompt with -n 1 on a GPT of exactly
+    2 positions (the programs' T_max of 2, not refused).
 """
 
 from __future__ import annotations
@@ -5397,3 +5401,62 @@ def test_a_gguf_file_stores_every_float_tensor_as_f32(tmp_path):
     for name, values in tensors.items():
         assert ckpt.tensors[name].dtype == "F32", name
         assert np.array_equal(ckpt.tensors[name].read(), values.astype(np.float32).astype(np.float64)), name
+
+
+# ---- 55. exactc generate's printed text at its edges (generate.py): text ending in X is no
+# unfinished character, a GPT of 2 positions generates one token after a one-token prompt ---
+
+
+def _words_ending_in_x(path):
+    """A tokenizer.json of 24 words, w0 ... w23 but for id 7, "maX", and id 9, "X"."""
+    from tokenizers import Tokenizer, decoders, models as tk_models, pre_tokenizers
+    words = [f"w{i}" for i in range(24)]
+    words[7], words[9] = "maX", "X"
+    tok = Tokenizer(tk_models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece()  # joins with spaces
+    tok.save(str(path))
+    return tok
+
+
+def test_generate_prints_text_that_ends_in_a_capital_x_as_it_is_drawn(tmp_path, capsys, monkeypatch):
+    """Only a trailing U+FFFD is held back as a character still to be finished: a prompt
+    whose text ends in X is not printed again with the first token, and a drawn token
+    whose text ends in X is printed as it is drawn, not with the next one."""
+    from exactc import cli, generate
+    from exactc.exporter.reference.generation import Generation
+    tok = _words_ending_in_x(tmp_path / "tokenizer.json")
+    drawn, seen = [9, 4, 7], []
+    assert tok.decode([3, 7, *drawn]) == "w3 maX X w4 maX"
+
+    def fake_loop(run, cfg, ids, count, key, options, stop, on_token):
+        assert ids == [3, 7]
+        for token in drawn:
+            on_token(token, 1.0)
+            seen.append(capsys.readouterr().out)
+        return Generation(list(ids), drawn, [1.0] * 3, [], [0.5] * 3)
+
+    monkeypatch.setattr(generate, "run_loop", fake_loop)
+    assert cli.main(["generate", *_GEN_LLAMA, "--tokenizer", str(tmp_path / "tokenizer.json"),
+                     "--prompt", "w3 maX", "-n", "3"]) == 0
+    assert (seen, capsys.readouterr().out) == ([" X", " w4", " maX"], "\n")
+
+
+def test_generate_one_token_after_a_one_token_prompt_on_a_gpt_of_two_positions(tmp_path, capsys):
+    """The programs' T_max is the prompt and -n, at least 2: a one-token prompt with -n 1
+    fits a GPT of exactly 2 positions (not refused as 3 > 2), and draws the token of a
+    program of T_max 2."""
+    from exactc.exporter import models
+    from exactc.exporter.reference.generation import generate
+    from exactc.exporter.reference.sampling import SamplingOptions
+    from exactc.runtime import keys_twin
+    fields = {"layers": "1", "dim": "16", "heads": "4", "vocab": "24", "mlp": "20", "positions": "2"}
+    doc = tmp_path / "run.json"
+    code, out, err = _cli(capsys, "generate", "gpt", *[f"--set={k}={v}" for k, v in fields.items()],
+                          "--prompt-ids", "5", "-n", "1", "--seed", "3", "--json", str(doc))
+    assert (code, err) == (0, ""), err
+    p = {e: models.build("gpt", e, {**fields, "tokens": "2"}) for e in ("prefill", "decode")}
+    want = generate(p["prefill"], p["decode"], "f32", models.draw_parameters(p["prefill"], 0, "f32"), [5], 1,
+                    keys_twin.key_from_seed(3), SamplingOptions(), None)
+    assert out == f"{want.tokens[0]} \n"
+    assert json.loads(doc.read_text())["new_tokens"] == want.tokens
