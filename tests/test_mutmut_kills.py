@@ -4673,22 +4673,13 @@ def test_generate_prints_after_a_prompt_that_ends_inside_a_character_or_in_a_spa
     """A prompt whose last byte tokens start a character (E2 82 of €): the token that
     completes it prints the whole character, not nothing; a prompt that ends in a space:
     the next token's text is printed without the space again."""
-    from test_tokenizer_bin import PIECES, SCORES, SP, SP_AB, TINY_LLAMA, C, byte
-    from exactc import cli, generate
-    from exactc.exporter.reference.generation import Generation
+    from test_tokenizer_bin import PIECES, SCORES, SP, SP_AB, TINY_LLAMA, C, byte, drawing
+    from exactc import cli
     from exactc.tokenizer_bin import write
     tokenizer = write(tmp_path / "tokenizer.bin", PIECES, SCORES)
     for prompt, drawn, printed in [([1, SP_AB, byte(0xE2), byte(0x82)], [byte(0xAC), C], ["€", "c"]),
                                    ([1, SP_AB, SP], [C, C], ["c", "c"])]:
-        seen = []
-
-        def fake_loop(run, cfg, ids, count, key, options, stop, on_token):
-            for token in drawn:
-                on_token(token, 1.0)
-                seen.append(capsys.readouterr().out)
-            return Generation(list(ids), drawn, [1.0] * len(drawn), [], [0.5] * len(drawn))
-
-        monkeypatch.setattr(generate, "run_loop", fake_loop)
+        seen, _ = drawing(monkeypatch, capsys, drawn)
         assert cli.main(["generate", "llama", *[f"--set={k}={v}" for k, v in TINY_LLAMA.items()],
                          "--tokenizer", str(tokenizer), "--prompt-ids", ",".join(map(str, prompt)),
                          "-n", str(len(drawn))]) == 0
@@ -5423,23 +5414,15 @@ def test_generate_prints_text_that_ends_in_a_capital_x_as_it_is_drawn(tmp_path, 
     """Only a trailing U+FFFD is held back as a character still to be finished: a prompt
     whose text ends in X is not printed again with the first token, and a drawn token
     whose text ends in X is printed as it is drawn, not with the next one."""
-    from exactc import cli, generate
-    from exactc.exporter.reference.generation import Generation
+    from test_tokenizer_bin import drawing
+    from exactc import cli
     tok = _words_ending_in_x(tmp_path / "tokenizer.json")
-    drawn, seen = [9, 4, 7], []
+    drawn = [9, 4, 7]
     assert tok.decode([3, 7, *drawn]) == "w3 maX X w4 maX"
-
-    def fake_loop(run, cfg, ids, count, key, options, stop, on_token):
-        assert ids == [3, 7]
-        for token in drawn:
-            on_token(token, 1.0)
-            seen.append(capsys.readouterr().out)
-        return Generation(list(ids), drawn, [1.0] * 3, [], [0.5] * 3)
-
-    monkeypatch.setattr(generate, "run_loop", fake_loop)
+    seen, prompts = drawing(monkeypatch, capsys, drawn)
     assert cli.main(["generate", *_GEN_LLAMA, "--tokenizer", str(tmp_path / "tokenizer.json"),
                      "--prompt", "w3 maX", "-n", "3"]) == 0
-    assert (seen, capsys.readouterr().out) == ([" X", " w4", " maX"], "\n")
+    assert (prompts, seen, capsys.readouterr().out) == ([[3, 7]], [" X", " w4", " maX"], "\n")
 
 
 def test_generate_one_token_after_a_one_token_prompt_on_a_gpt_of_two_positions(tmp_path, capsys):

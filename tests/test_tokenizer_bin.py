@@ -207,19 +207,27 @@ def test_generate_refuses_a_tokenizer_with_one_line(tmp_path, capsys, extra, rul
     assert len(err) == 1 and rule in err[0], err
 
 
-def test_a_character_in_byte_tokens_is_printed_once_whole(tmp_path, capsys, monkeypatch):
-    """BOS, then " ab" (its space dropped after BOS), then € as three byte tokens: the
-    stream prints "ab", nothing for the first two bytes, then "€", and never U+FFFD."""
-    drawn = [SP_AB, byte(0xE2), byte(0x82), byte(0xAC), C]
-    seen = []
+def drawing(monkeypatch, capsys, drawn: list[int]) -> tuple[list[str], list[list[int]]]:
+    """generate's loop replaced by one that draws `drawn`, whatever the model: returns what
+    each token printed as it was drawn, and the prompt ids each generation was given (both
+    filled as generate runs)."""
+    printed, prompts = [], []
 
     def fake_loop(run, cfg, prompt, count, key, options, stop, on_token):
+        prompts.append(list(prompt))
         for token in drawn:
             on_token(token, 1.0)
-            seen.append(capsys.readouterr().out)
+            printed.append(capsys.readouterr().out)
         return Generation(list(prompt), drawn, [1.0] * len(drawn), [], [0.5] * len(drawn))
 
     monkeypatch.setattr(generate, "run_loop", fake_loop)
+    return printed, prompts
+
+
+def test_a_character_in_byte_tokens_is_printed_once_whole(tmp_path, capsys, monkeypatch):
+    """BOS, then " ab" (its space dropped after BOS), then € as three byte tokens: the
+    stream prints "ab", nothing for the first two bytes, then "€", and never U+FFFD."""
+    seen, _ = drawing(monkeypatch, capsys, [SP_AB, byte(0xE2), byte(0x82), byte(0xAC), C])
     tokenizer = write(tmp_path / "tokenizer.bin", PIECES, SCORES)
     assert cli.main(["generate", "llama", *[f"--set={k}={v}" for k, v in TINY_LLAMA.items()],
                      "--tokenizer", str(tokenizer), "--prompt", "", "-n", "5"]) == 0
@@ -228,15 +236,8 @@ def test_a_character_in_byte_tokens_is_printed_once_whole(tmp_path, capsys, monk
 
 
 def test_bytes_that_never_make_a_character_are_printed_at_the_end(tmp_path, capsys, monkeypatch):
-    drawn = [C, byte(0xE2)]
-
-    def fake_loop(run, cfg, prompt, count, key, options, stop, on_token):
-        for token in drawn:
-            on_token(token, 1.0)
-        return Generation(list(prompt), drawn, [1.0] * len(drawn), [], [0.5] * len(drawn))
-
-    monkeypatch.setattr(generate, "run_loop", fake_loop)
+    seen, _ = drawing(monkeypatch, capsys, [C, byte(0xE2)])
     tokenizer = write(tmp_path / "tokenizer.bin", PIECES, SCORES)
     assert cli.main(["generate", "llama", *[f"--set={k}={v}" for k, v in TINY_LLAMA.items()],
                      "--tokenizer", str(tokenizer), "--prompt-ids", "1,5", "-n", "2"]) == 0
-    assert capsys.readouterr().out == "c\ufffd\n"
+    assert (seen, capsys.readouterr().out) == (["c", ""], "\ufffd\n")

@@ -791,13 +791,10 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.monotonic()
     if args.report_only or args.confirm_only or args.retry or args.rerun is not None:
-        import tomllib
-
-        parts = sorted(stage.glob("part-*/pyproject.toml"))  # a --cluster run: one stage per batch
-        tables = parts or [stage / "pyproject.toml"]
-        if not all(t.is_file() for t in tables):
+        stages = sorted(stage.glob("part-*")) or [stage]  # a --cluster run: one stage per batch
+        if not all((s / "pyproject.toml").is_file() for s in stages):
             parser.error(f"no previous run's stage at {stage}")
-        staged = [tomllib.loads(t.read_text())["tool"]["mutmut"] for t in tables]
+        staged = [staged_table(s) for s in stages]
         MUTATE[:] = [g for table in staged for g in table["only_mutate"]]
         TESTS[:] = staged[0]["pytest_add_cli_args_test_selection"]
         begun = read_ledger(stage)
