@@ -30,6 +30,9 @@ system-deps:
 	@command -v clang >/dev/null 2>&1 && [ -e /usr/lib/llvm-14/lib/libomp.so ] || { \
 	  echo "installing Debian's clang and libomp-dev"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libomp-dev >/dev/null; }
+	@command -v clang-19 >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || { \
+	  echo "installing clang-19 and the AArch64 cross compiler (the foreign targets' compile checks)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 gcc-aarch64-linux-gnu >/dev/null; }
 	@command -v valgrind >/dev/null 2>&1 || { \
 	  echo "installing valgrind (instruction-count probes)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }

@@ -35,7 +35,7 @@ from exactc.exporter.kernels import autoplan
 from exactc.exporter.kernels.autoplan import even_split
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
-from exactc.verify.build import BuildOptions
+from exactc.verify.build import BuildOptions, wide_vectors
 from exactc.verify.compare import assert_bits_equal
 from linear_speed import best_seconds
 from quant_speed import BLOCK, Kernel, operands
@@ -52,9 +52,7 @@ class MakefileDefaults(BuildOptions):
 
 @functools.cache
 def wide_flags(cc: str) -> list[str]:
-    native = subprocess.run([cc, "-march=native", "-dM", "-E", "-x", "c", "/dev/null"],
-                            capture_output=True, text=True).stdout
-    return ["-mprefer-vector-width=512"] if "__AVX512F__" in native else []
+    return list(wide_vectors(cc))
 
 
 OPTIONS = MakefileDefaults(cc="gcc", opt="-O2", march_native=True, openmp=True)

@@ -75,11 +75,13 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def build_flags(cc: str) -> tuple[str, ...]:
-    """The exported Makefile's default CFLAGS for `cc` on this machine."""
+def build_flags(cc: str, march: str = "native") -> tuple[str, ...]:
+    """The exported Makefile's default CFLAGS for `cc` on this machine (or, for a
+    compile-only check, on the CPU `march` names); STRICT is not among them: it goes on
+    every compiler line apart."""
     from exactc.verify.build import wide_vectors
 
-    return ("-O2", "-march=native", *wide_vectors(cc))
+    return ("-O2", f"-march={march}", *wide_vectors(cc, march))
 
 
 def build_identity(cc: str) -> str:
@@ -299,13 +301,14 @@ def program_kernels(program, site: str) -> list:
     return list(kernels.values())
 
 
-def compiled_variant(cc: str) -> str | None:
-    """The layout variant `cc` with the default flags compiles: "narrow" where it sets
-    EXACTC_NARROW_LANES (exactc_rt.h), "wide" where it sets EXACTC_WIDE_LANES, else
-    None; the header's own answer, from the preprocessor."""
-    from exactc.runtime import RUNTIME_DIR
+def compiled_variant(cc: str, march: str = "native") -> str | None:
+    """The layout variant `cc` with the default flags (for this CPU, or the one `march`
+    names) compiles: "narrow" where it sets EXACTC_NARROW_LANES (exactc_rt.h), "wide"
+    where it sets EXACTC_WIDE_LANES, else None; the header's own answer, from the
+    preprocessor under the program's own flags, STRICT included."""
+    from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 
-    done = subprocess.run([cc, *build_flags(cc), f"-I{RUNTIME_DIR}", "-E", "-P", "-x", "c", "-"],
+    done = subprocess.run([cc, *STRICT_FLAGS, *build_flags(cc, march), f"-I{RUNTIME_DIR}", "-E", "-P", "-x", "c", "-"],
                           input='#include "exactc_rt.h"\nexactc_lanes = EXACTC_NARROW_LANES EXACTC_WIDE_LANES;\n',
                           capture_output=True, text=True)
     found = re.search(r"exactc_lanes = (\d+) (\d+);", done.stdout)

@@ -29,10 +29,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 HARNESSES = ("npy", "safetensors")
-# The flags of every harness build: the runtime as the programs compile it (C11, no
-# contraction), plus the sanitizers; a broken promise is a crash, never a report to skip.
-FLAGS = ["-std=c11", "-ffp-contract=off", "-g", "-O1", "-Wall", "-Wextra", "-Werror",
-         "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+# The flags of every harness build besides STRICT (the runtime as the programs compile it):
+# the sanitizers; a broken promise is a crash, never a report to skip.
+FLAGS = ["-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 INSTALL_HINT = "clang's libFuzzer runtime is missing: `make install` installs it (Debian: libclang-rt-14-dev)"
 
 
@@ -41,6 +40,14 @@ def runtime_dir() -> Path:
     from exactc.runtime import RUNTIME_DIR
 
     return Path(RUNTIME_DIR)
+
+
+def strict_flags() -> list[str]:
+    """The flags bit identity rests on (exactc/runtime), first on every harness build."""
+    runtime_dir()
+    from exactc.runtime import STRICT_FLAGS
+
+    return list(STRICT_FLAGS)
 
 
 def sources(harness: str, main: str | None = None) -> list[str]:
@@ -57,7 +64,7 @@ def build(harness: str, out: Path, cc: str = "clang", libfuzzer: bool = True) ->
     """The harness's executable at `out`: with libFuzzer's main (clang only), or with
     replay.c's main (gcc or clang). Raises RuntimeError with the compiler's words."""
     sanitize = ["-fsanitize=fuzzer"] if libfuzzer else []
-    cmd = [cc, *FLAGS, *sanitize, f"-I{runtime_dir()}", f"-I{HERE}", "-o", str(out),
+    cmd = [cc, *strict_flags(), *FLAGS, *sanitize, f"-I{runtime_dir()}", f"-I{HERE}", "-o", str(out),
            *sources(harness, None if libfuzzer else "replay.c")]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0 or done.stderr.strip():

@@ -65,7 +65,9 @@ def _clang_links_openmp() -> bool:
     if shutil.which("clang") is None:
         return False
     program = "#include <omp.h>\nint main(void) { return omp_get_max_threads() < 1; }\n"
-    done = subprocess.run(["clang", "-fopenmp", "-x", "c", "-", "-o", os.devnull],
+    from exactc.runtime import STRICT_FLAGS
+
+    done = subprocess.run(["clang", *STRICT_FLAGS, "-fopenmp", "-x", "c", "-", "-o", os.devnull],
                           input=program, capture_output=True, text=True)
     return done.returncode == 0
 
@@ -103,6 +105,11 @@ PIECES: dict[str, Piece] = {
         Piece("clang", _command("clang"), "clang is not installed", _apt("clang")),
         Piece("libomp", _clang_links_openmp, "clang cannot link an OpenMP program (libomp is missing)",
               _apt("libomp-dev")),
+        # The compile-only checks of foreign targets (tests/test_compilers.py): a compiler
+        # that knows Zen 4 and Zen 5, and a cross compiler for AArch64.
+        Piece("clang-19", _command("clang-19"), "clang-19 is not installed", _apt("clang-19")),
+        Piece("aarch64-linux-gnu-gcc", _command("aarch64-linux-gnu-gcc"),
+              "the AArch64 cross compiler is not installed", _apt("gcc-aarch64-linux-gnu")),
         Piece("valgrind", _command("valgrind"), "valgrind is not installed", _apt("valgrind")),
         Piece("callgrind.h", lambda: Path("/usr/include/valgrind/callgrind.h").exists(),
               "valgrind/callgrind.h is not installed", _apt("valgrind")),

@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 
+from exactc.runtime import STRICT_FLAGS
 from exactc.verify.callgrind import CallgrindError, parse_callgrind, run_callgrind
 
 pytestmark = pytest.mark.needs("valgrind")  # tests/installed.py
@@ -35,7 +36,7 @@ int main(int argc, char **argv) {
 def program(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cg")
     (folder / "p.c").write_text(PROGRAM)
-    subprocess.run(["gcc", "-O1", "-g", "-o", str(folder / "p"), str(folder / "p.c")], check=True)
+    subprocess.run(["gcc", *STRICT_FLAGS, "-O1", "-g", "-o", str(folder / "p"), str(folder / "p.c")], check=True)
     return str(folder / "p")
 
 
@@ -101,7 +102,7 @@ def test_regions_marked_by_client_requests_are_dumped_apart(tmp_path):
     from exactc.verify.callgrind import run_callgrind_parts
 
     (tmp_path / "r.c").write_text(REGIONS)
-    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "r"), str(tmp_path / "r.c")], check=True)
+    subprocess.run(["gcc", *STRICT_FLAGS, "-O1", "-o", str(tmp_path / "r"), str(tmp_path / "r.c")], check=True)
     parts = run_callgrind_parts([str(tmp_path / "r")])
     assert [label for label, _ in parts] == ["n=1000", "n=2000"]
     small, large = (p.functions["spin"].self_ir for _, p in parts)

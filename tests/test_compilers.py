@@ -76,3 +76,69 @@ def test_the_integer_q4_linear_is_not_miscompiled_with_march_native(cc):
     for opt in ("-O2", "-O3"):
         assert_all_equal(run_cases([q4_integer_case(1, 768, 288), q4_integer_case(3, 40, 64, 1)],
                                    BuildOptions(cc=cc, opt=opt, march_native=True)))
+
+
+# ---- foreign targets, compile only ----------------------------------------------------
+# CI runs on whichever CPU the machine has that day, and a break that only one target shows
+# must show on every host: gcc's GNU mode predefines FLT_EVAL_METHOD as 16 for a CPU with
+# AVX512-FP16 (sapphirerapids), and exactc_rt.h then stops the build, so a compiler call
+# without STRICT fails there only. Each target's compiler preprocesses exactc_rt.h as
+# `exactc plan --tune` does, then builds two exported programs with their own Makefile
+# (warnings refused); nothing is run. clang-19 knows Zen 4 and Zen 5, gcc 12 does not.
+FOREIGN_TARGETS = [
+    ("gcc", "sapphirerapids"),
+    ("gcc", "icelake-server"),
+    ("gcc", "x86-64-v2"),
+    ("clang-19", "sapphirerapids"),
+    ("clang-19", "znver4"),
+    ("clang-19", "znver5"),
+    ("aarch64-linux-gnu-gcc", "armv8.2-a"),
+]
+FOREIGN_PROGRAMS = {
+    "gpt-forward-auto": dict(model="gpt", entry="forward", site="f32", plan="auto"),
+    "llama-decode-q4-auto": dict(model="llama", entry="decode", site="f32", plan="auto", weights=("q4", 32)),
+}
+FOREIGN_SIZES = {
+    "gpt": {"vocab": 40, "positions": 10, "dim": 32, "heads": 2, "layers": 2, "mlp": 40, "tokens": 6},
+    "llama": {"vocab": 40, "dim": 64, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 96, "tokens": 6},
+}
+
+
+@pytest.fixture(scope="module")
+def foreign_exports(tmp_path_factory):
+    """The two programs, exported once: the GPT's laned f32 kernels and the Llama's
+    integer sums (their VNNI paths) under the automatic plan."""
+    from exactc.exporter import export
+
+    root = tmp_path_factory.mktemp("foreign")
+    return {name: export.write(export.ExportSpec(overrides=FOREIGN_SIZES[spec["model"]], **spec).prepare(),
+                               root / name)
+            for name, spec in FOREIGN_PROGRAMS.items()}
+
+
+@pytest.mark.parametrize("cc,march", FOREIGN_TARGETS, ids=[f"{cc}-{march}" for cc, march in FOREIGN_TARGETS])
+def test_foreign_targets_preprocess_and_build(cc, march, foreign_exports, tmp_path):
+    import shutil
+
+    from exactc import tune
+    from exactc.verify import programs
+    from exactc.verify.build import target_macros
+
+    need(cc)
+    # The tuner's preprocessing of the header, for this target (a TuneError if it stops):
+    # the lanes exactc_rt.h picks, narrow for clang on x86 without AVX-512, wide for gcc with it.
+    macros = target_macros(cc, march)
+    assert macros, f"{cc} does not know -march={march}"
+    avx512 = "__AVX512F__" in macros
+    x86 = "__x86_64__" in macros
+    expected = ("narrow" if x86 and not avx512 else None) if "clang" in cc else ("wide" if avx512 else None)
+    assert tune.compiled_variant(cc, march) == expected
+    flags = " ".join(tune.build_flags(cc, march))
+    assert f"-march={march}" in flags
+    for name, folder in foreign_exports.items():
+        copy = shutil.copytree(folder, tmp_path / name)
+        # OpenMP where the target's runtime is installed: gcc's libgomp (native and cross);
+        # clang-19 has no libomp here, and a program without OpenMP is the same source.
+        build = programs.Build(cc=cc, openmp=cc != "clang-19", cflags=flags)
+        program = programs.make(copy, build, refuse_warnings=True, cached=False)
+        assert program.path.is_file(), f"{name}: {program.make_line()}"

@@ -25,6 +25,7 @@ from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
+from exactc.verify.build import native_macros
 from exactc.verify.programs import Build, make
 
 COMPILERS = ("gcc", "clang")
@@ -34,15 +35,12 @@ BERT = {"vocab": 64, "positions": 16, "dim": 32, "heads": 2, "layers": 1, "mlp":
 
 
 def accepts_native(cc: str) -> bool:
-    done = subprocess.run([cc, "-march=native", "-x", "c", "-c", "-o", os.devnull, os.devnull],
-                          capture_output=True)
-    return done.returncode == 0
+    return bool(native_macros(cc))
 
 
 def has_avx512(cc: str) -> bool:
     """Does -march=native give this compiler AVX-512 (the CPU has it)?"""
-    done = subprocess.run([cc, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True, text=True)
-    return "__AVX512F__" in done.stdout
+    return "__AVX512F__" in native_macros(cc)
 
 
 @pytest.fixture(scope="module")

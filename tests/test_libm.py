@@ -26,7 +26,7 @@ import pytest
 
 from exactc.runtime import libm_twin
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
-from exactc.verify.build import BuildOptions, runtime_source
+from exactc.verify.build import BuildOptions, native_macros, runtime_source
 from exactc.verify.compare import first_mismatch, hexval
 from exactc.verify.exhaustive import FUNCTIONS, LANED, LANED_BUILD, load_libm
 from installed import need  # tests/installed.py
@@ -323,9 +323,7 @@ def test_laned_forms_same_bits_every_build(options):
 def native_avx() -> bool:
     """Whether -march=native gives this CPU's AVX (4 doubles a vector), where the laned
     forms are vectorized."""
-    done = subprocess.run(["gcc", "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
-                          text=True)
-    return "__AVX__" in done.stdout
+    return "__AVX__" in native_macros("gcc")
 
 
 @pytest.mark.parametrize("cc", ["gcc", "clang"])
@@ -435,9 +433,7 @@ def test_accuracy_under_one_ulp(libm, name):
 # ------------------------------------------------------------------------------------
 def native_fma() -> bool:
     """Whether -march=native gives this CPU's fused multiply-add (two_prod's fused form)."""
-    done = subprocess.run(["gcc", "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
-                          text=True)
-    return "__FMA__" in done.stdout
+    return "__FMA__" in native_macros("gcc")
 
 
 # two_prod's two forms (exactc_libm.c, EXACTC_FMA): Dekker's split, the twin's, and the

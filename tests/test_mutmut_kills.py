@@ -808,7 +808,7 @@ def test_tune_build_identity_names_the_executable_version_flags_and_cpu(monkeypa
     from exactc import tune
     import exactc.verify.build as build
     monkeypatch.setattr(tune, "cpu_name", lambda: "CPU")
-    monkeypatch.setattr(tune, "build_flags", lambda cc: ("-O2", "-march=native"))
+    monkeypatch.setattr(tune, "build_flags", lambda cc, march="native": ("-O2", "-march=native"))
     gcc = tune.shutil.which("gcc")
     for version, shown in [("gcc (Debian 12.2.0-14) 12.2.0", "(Debian 12.2.0-14) 12.2.0"),
                            ("gcc", ""), ("cc gcc x", "cc gcc x"), ("gcc 1 2", "1 2")]:
@@ -1059,7 +1059,7 @@ def test_tune_build_identity_strips_only_the_name_and_one_space(monkeypatch):
     from exactc import tune
     import exactc.verify.build as build
     monkeypatch.setattr(tune, "cpu_name", lambda: "CPU")
-    monkeypatch.setattr(tune, "build_flags", lambda cc: ("-O2",))
+    monkeypatch.setattr(tune, "build_flags", lambda cc, march="native": ("-O2",))
     exe = tune.os.path.realpath(tune.shutil.which("gcc"))
     for version, shown in [("gcc\t1", "gcc\t1"), ("gcc  1", " 1")]:  # a tab is no separator; one space only
         monkeypatch.setattr(build, "compiler_version", lambda cc, v=version: v)
@@ -1074,7 +1074,7 @@ def test_tune_compiled_variant_reads_the_header_s_answer(monkeypatch):
                     SimpleNamespace(returncode=0, stdout="exactc_lanes = 0 0;", stderr=""),
                     SimpleNamespace(returncode=0, stdout="nothing", stderr=""),
                     SimpleNamespace(returncode=1, stdout="exactc_lanes = 0 0;", stderr=" " + "e" * 400 + " ")])
-    monkeypatch.setattr(tune, "build_flags", lambda cc: ("-O2",))  # no compiler run of its own
+    monkeypatch.setattr(tune, "build_flags", lambda cc, march="native": ("-O2",))  # no compiler run of its own
     monkeypatch.setattr(tune.subprocess, "run", lambda *a, **k: next(answers))
     assert [tune.compiled_variant("mycc") for _ in range(3)] == ["narrow", "wide", None]
     with pytest.raises(tune.TuneError) as caught:

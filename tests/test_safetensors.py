@@ -28,7 +28,7 @@ from safetensors import SafetensorError
 from safetensors.numpy import load as library_load
 from safetensors.numpy import save as library_save
 
-from exactc.verify.build import RUNTIME_DIR, have_compiler, load_library, runtime_source
+from exactc.verify.build import RUNTIME_DIR, STRICT_FLAGS, have_compiler, load_library, runtime_source
 from exactc.verify.callgrind import run_callgrind
 
 CDEF = """
@@ -256,7 +256,7 @@ def driver(tmp_path_factory):
     work = tmp_path_factory.mktemp("reader")
     (work / "reader.c").write_text(DRIVER)
     exe = work / "reader"
-    subprocess.run(["gcc", "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", f"-I{RUNTIME_DIR}", "-o", str(exe),
+    subprocess.run(["gcc", *STRICT_FLAGS, "-O1", "-g", "-Wall", "-Wextra", "-Werror", f"-I{RUNTIME_DIR}", "-o", str(exe),
                     str(work / "reader.c"), str(RUNTIME_DIR / "exactc_safetensors.c"),
                     str(RUNTIME_DIR / "exactc_npy.c")], check=True)
     return exe

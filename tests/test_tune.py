@@ -17,6 +17,7 @@ from exactc.exporter.kernels import autoplan
 from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.lower import lower
 from exactc.exporter.kernels.plans import load_plan_option
+from exactc.runtime import STRICT_FLAGS
 from exactc.verify.build import BuildOptions
 from test_programs import build, conforms, exactc
 
@@ -163,7 +164,7 @@ def test_auto_without_the_table_names_the_layout_the_build_compiles():
     x86 = platform.machine() in ("x86_64", "i686")
     for cc in ("gcc", "clang"):
         flags = tune.build_flags(cc)
-        avx512 = "__AVX512F__" in subprocess.run([cc, *flags, "-dM", "-E", "-x", "c", "/dev/null"],
+        avx512 = "__AVX512F__" in subprocess.run([cc, *STRICT_FLAGS, *flags, "-dM", "-E", "-x", "c", "/dev/null"],
                                                  capture_output=True, text=True).stdout
         expected = ("narrow" if x86 and not avx512 else None) if cc == "clang" else ("wide" if avx512 else None)
         assert tune.compiled_variant(cc) == expected, cc

@@ -550,6 +550,35 @@ done
 exit $status
 """
 
+# The flags that let gcc or clang change a floating-point value, from the floating-point
+# sections of their manuals (gcc: Optimize Options and x86 Options; clang: Controlling
+# Floating-Point Behavior). The exported Makefile refuses each (its UNSAFE line; `%` is
+# make's wildcard). Allowed, since they only make the compiler more careful or touch no
+# value: -frounding-math, -fsignaling-nans, -ffloat-store, -fno-math-errno,
+# -fno-trapping-math, -ffp-exception-behavior=..., -fexcess-precision=standard.
+VALUE_CHANGING_FLAGS = (
+    # whole modes
+    "-ffast-math", "-Ofast", "-ffp-model=%",
+    # their parts: reassociation, reciprocals, no NaN, infinity or signed zero, approximate functions
+    "-funsafe-math-optimizations", "-fassociative-math", "-freciprocal-math", "-fno-signed-zeros",
+    "-ffinite-math-only", "-fno-honor-nans", "-fno-honor-infinities", "-fapprox-func",
+    # contraction into fused multiply-adds (one rounding where the spec has two)
+    "-ffp-contract=fast", "-ffp-contract=on", "-ffp-contract=fast-honor-pragmas",
+    # constants and intermediates at another precision
+    "-fsingle-precision-constant", "-fexcess-precision=fast", "-fexcess-precision=16",
+    "-ffp-eval-method=double", "-ffp-eval-method=extended",
+    "-mfpmath=387", "-mfpmath=387+sse", "-mfpmath=sse+387", "-mfpmath=both",
+    # subnormals flushed to zero
+    "-mdaz-ftz", "-fdenormal-fp-math=preserve-sign", "-fdenormal-fp-math=positive-zero",
+    "-fdenormal-fp-math=dynamic", "-fdenormal-fp-math-f32=preserve-sign",
+    "-fdenormal-fp-math-f32=positive-zero", "-fdenormal-fp-math-f32=dynamic",
+    # approximate reciprocals and square roots
+    "-mrecip", "-mrecip=%",
+    # complex arithmetic without the C rules
+    "-fcx-limited-range", "-fcx-fortran-rules", "-fcomplex-arithmetic=basic",
+    "-fcomplex-arithmetic=improved", "-fcomplex-arithmetic=promoted",
+)
+
 MAKEFILE = """\
 # Build the exported program.
 #   make                 with OpenMP (-fopenmp), for this machine's CPU (-march=native)
@@ -574,11 +603,11 @@ MAKEFILE = """\
 # instructions it has, the same bits; `make CFLAGS=-O2` builds a program for any CPU of
 # the architecture.
 override STRICT := @STRICT@
-NATIVE  := $(shell $(CC) -march=native -x c -c -o /dev/null /dev/null 2>/dev/null && echo -march=native)
+NATIVE  := $(shell $(CC) $(STRICT) -march=native -x c -c -o /dev/null /dev/null 2>/dev/null && echo -march=native)
 # With AVX-512, gcc and clang still prefer 256-bit vectors under -march=native; the laned
 # kernels run faster in 512-bit ones (a lane chunk of 16 floats is one register).
-WIDE    := $(if $(NATIVE),$(shell $(CC) -march=native -dM -E -x c /dev/null 2>/dev/null | grep -q __AVX512F__ && \
-             $(CC) -mprefer-vector-width=512 -x c -c -o /dev/null /dev/null 2>/dev/null && echo -mprefer-vector-width=512))
+WIDE    := $(if $(NATIVE),$(shell $(CC) $(STRICT) -march=native -dM -E -x c /dev/null 2>/dev/null | grep -q __AVX512F__ && \
+             $(CC) $(STRICT) -mprefer-vector-width=512 -x c -c -o /dev/null /dev/null 2>/dev/null && echo -mprefer-vector-width=512))
 CFLAGS  ?= -O2 $(NATIVE) $(WIDE)
 WARN    ?= -Wall -Wextra
 OPENMP  ?= 1
@@ -594,10 +623,10 @@ else
 PROGRAM := model
 endif
 
-UNSAFE  := -ffast-math -Ofast -funsafe-math-optimizations -fassociative-math -freciprocal-math \
-           -fno-signed-zeros -ffinite-math-only -fno-honor-nans -fno-honor-infinities -fapprox-func \
-           -ffp-contract=fast -ffp-contract=on -ffp-contract=fast-honor-pragmas -ffp-model=% -mdaz-ftz \
-           -fcx-limited-range
+# The flags that let the compiler change a value (gcc's and clang's manuals, their
+# floating-point options; exactc/exporter/export.py's VALUE_CHANGING_FLAGS says why each):
+# refused whichever variable brings them.
+UNSAFE  := @UNSAFE@
 REFUSED := $(filter $(UNSAFE),$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES))
 ifneq ($(REFUSED),)
 $(error $(REFUSED) would change the program's bits; exactc's outputs rest on STRICT ($(STRICT)): build without it)
@@ -642,7 +671,8 @@ check: $(PROGRAM) $(COMPARE)
 
 clean:
 \trm -rf model model-checking $(COMPARE) build
-""".replace("@STRICT@", " ".join(STRICT_FLAGS))
+""".replace("@STRICT@", " ".join(STRICT_FLAGS)).replace("@UNSAFE@", " \\\n           ".join(
+    " ".join(VALUE_CHANGING_FLAGS[i:i + 5]) for i in range(0, len(VALUE_CHANGING_FLAGS), 5)))
 
 
 def readme(m: Mapping[str, Any]) -> str:

@@ -90,27 +90,37 @@ def have_compiler(cc: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def native_macros(cc: str = "gcc") -> frozenset[str]:
-    """The macros `cc -march=native` predefines (__AVX512F__, __AVXVNNI__, ...): what the
-    default build targets on this CPU; empty if the compiler cannot be run."""
+def target_macros(cc: str = "gcc", march: str = "native") -> frozenset[str]:
+    """The macros `cc -march=MARCH` predefines under STRICT (__AVX512F__, __AVXVNNI__,
+    ...): what a build for that target may use; empty if the compiler cannot be run or
+    does not know the target. STRICT is on the line as on every compiler call: gcc's GNU
+    mode predefines other values (FLT_EVAL_METHOD 16 on a CPU with AVX512-FP16)."""
     try:
-        native = subprocess.run([cc, "-march=native", "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
-                                text=True)
+        done = subprocess.run([cc, *STRICT_FLAGS, f"-march={march}", "-dM", "-E", "-x", "c", os.devnull],
+                              capture_output=True, text=True)
     except OSError:
         return frozenset()
-    return frozenset(line.split()[1] for line in native.stdout.splitlines() if line.startswith("#define "))
+    if done.returncode != 0:
+        return frozenset()
+    return frozenset(line.split()[1] for line in done.stdout.splitlines() if line.startswith("#define "))
+
+
+def native_macros(cc: str = "gcc") -> frozenset[str]:
+    """The macros `cc -march=native` predefines: what the default build targets on this CPU."""
+    return target_macros(cc, "native")
 
 
 @functools.lru_cache(maxsize=None)
-def wide_vectors(cc: str) -> tuple[str, ...]:
-    """What the exported Makefile's default adds to -march=native (its WIDE): the
-    preference for 512-bit vectors, on a CPU with AVX-512 where the compiler takes it."""
+def wide_vectors(cc: str, march: str = "native") -> tuple[str, ...]:
+    """What the exported Makefile's default adds to -march=native (its WIDE), for a build
+    for `march`: the preference for 512-bit vectors, on a target with AVX-512 where the
+    compiler takes it."""
     try:
-        wide = subprocess.run([cc, "-mprefer-vector-width=512", "-x", "c", "-c", "-o", os.devnull, os.devnull],
-                              capture_output=True)
+        wide = subprocess.run([cc, *STRICT_FLAGS, "-mprefer-vector-width=512", "-x", "c", "-c", "-o", os.devnull,
+                               os.devnull], capture_output=True)
     except OSError:
         return ()
-    return ("-mprefer-vector-width=512",) if "__AVX512F__" in native_macros(cc) and wide.returncode == 0 else ()
+    return ("-mprefer-vector-width=512",) if "__AVX512F__" in target_macros(cc, march) and wide.returncode == 0 else ()
 
 
 @dataclasses.dataclass(frozen=True)

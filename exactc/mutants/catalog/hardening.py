@@ -28,6 +28,26 @@ COMMANDS = "exactc/commands.py"
 
 MUTANTS = [
     Mutant(
+        "makefile-single-precision-constant-accepted",
+        "a value-changing flag dropped from the exported Makefile's refused list: make "
+        "CFLAGS='-O2 -fsingle-precision-constant' builds, and the constants (so the bits) change",
+        EXPORT,
+        '"-fsingle-precision-constant", ',
+        "",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "tune-preprocesses-without-strict",
+        "exactc plan --tune preprocesses exactc_rt.h with the build's flags but not STRICT: gcc's GNU "
+        "mode on a CPU with AVX512-FP16 predefines FLT_EVAL_METHOD 16 and the header stops the tuner",
+        "exactc/tune.py",
+        '[cc, *STRICT_FLAGS, *build_flags(cc, march), f"-I{RUNTIME_DIR}"',
+        '[cc, *build_flags(cc, march), f"-I{RUNTIME_DIR}"',
+        ("compilers:foreign",),
+        family="hardening",
+    ),
+    Mutant(
         "export-from-a-removed-directory-traceback",
         "exactc export run from a directory removed under it ends in a FileNotFoundError "
         "traceback of the current directory's lookup, whatever -o names",
