@@ -40,7 +40,7 @@ from exactc import tokenizer_bin
 from exactc.exporter import checkpoints, export, models, types
 from exactc.exporter.reference.generation import (Generation, GenerationError, check_request, reference_runner,
                                                    run_loop)
-from exactc.exporter.reference.sampling import SamplingError, SamplingOptions
+from exactc.exporter.reference.sampling import SamplingError, SamplingOptions, check_options
 from exactc.runtime import keys_twin
 
 
@@ -195,6 +195,28 @@ def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: ar
                       got["uniforms"].tolist())
 
 
+# The command line's name of each sampling rule (reference/sampling.py's RULES).
+OPTION_OF_RULE = {"temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p"}
+
+
+def sampling_options(args: argparse.Namespace, prompt_length: int) -> SamplingOptions:
+    """The options, judged once for both backends by the spec's rules (section 14): the
+    reference and the C program then take every request this accepts, and a refusal is
+    the same line whichever backend was asked for."""
+    if args.n < 1 or prompt_length + args.n > models.MAX_COUNT:
+        raise GenerateError(f"-n {args.n}: give an integer from 1 to {models.MAX_COUNT - prompt_length:,} (the "
+                            f"prompt's {prompt_length} tokens and N new ones make at most {models.MAX_COUNT:,} "
+                            "positions)")
+    options = SamplingOptions(args.temperature, args.top_k, args.top_p)
+    try:
+        check_options(options, 0.0)
+    except SamplingError as exc:
+        option = OPTION_OF_RULE[exc.rule]
+        rule = str(exc).partition(" must ")[2]  # "sampling: top_k 5 must be ...": the rule, named once
+        raise GenerateError(f"{option} {getattr(args, option[2:].replace('-', '_'))}: must {rule}") from None
+    return options
+
+
 def document(args: argparse.Namespace, model: str, options: SamplingOptions, out: Generation) -> dict:
     """The run as JSON: nothing in it depends on the backend."""
     key = keys_twin.key_from_seed(args.seed)
@@ -227,7 +249,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
              else models.config(model, {"tokens": "1", **user}).vocab)
     tokenizer = load_tokenizer(args.tokenizer, checkpoint, vocab)
     ids = prompt_ids(args, tokenizer)
-    options = SamplingOptions(args.temperature, args.top_k, args.top_p)
+    options = sampling_options(args, len(ids))
     user.setdefault("tokens", str(max(2, len(ids) + args.n)))  # the programs' T_max: the prompt and N
     overrides = checkpoint.overrides(user) if checkpoint is not None else user
     progress = lambda line: print(f"exactc generate: {line}", file=sys.stderr, flush=True)  # noqa: E731

@@ -170,7 +170,7 @@ def programs_for(argv: list[str]) -> dict[str, graph.Program]:
     ([], "give the prompt once"),
     (["--prompt", "hello"], "needs a checkpoint with a tokenizer.json"),
     (["--prompt-ids", "1,x"], "integers separated by commas"),
-    (["--prompt-ids", "1", "--top-p", "2"], "top_p"),
+    (["--prompt-ids", "1", "--top-p", "2"], "--top-p 2.0: must be in [0, 1]"),
 ])
 def test_generate_command_refuses_with_one_line(capsys, extra, rule):
     from exactc import cli
@@ -178,3 +178,36 @@ def test_generate_command_refuses_with_one_line(capsys, extra, rule):
     assert cli.main(["generate", *SMALL_LLAMA, "-n", "2", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and rule in err[0], err
+
+
+# Options the reference took and the C program refused with its usage message: one
+# validation judges them for both backends, with the same bounds and the same line.
+@pytest.mark.parametrize("extra,line", [
+    (["--top-k", "99999999999999999999"], "--top-k 99999999999999999999: must be an integer in [0, 2^63)"),
+    (["-n", "100000000000000000000"], "-n 100000000000000000000: give an integer from 1 to 2,147,483,646"),
+    (["-n", "0"], "-n 0: give an integer from 1 to 2,147,483,646"),
+    (["--top-p", "1.5"], "--top-p 1.5: must be in [0, 1]"),
+    (["--temperature", "nan"], "--temperature nan: must be finite and >= 0"),
+])
+def test_generate_command_refuses_an_option_the_same_way_in_both_backends(capsys, extra, line):
+    from exactc import cli
+
+    for backend in ("reference", "c"):
+        assert cli.main(["generate", *SMALL_LLAMA, "--prompt-ids", "1", *extra, "--backend", backend]) == 2, backend
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"exactc generate: error: {line}"), (backend, err)
+
+
+def test_generate_command_takes_subnormal_options_in_both_backends(tmp_path, capsys):
+    """A temperature or top-p of 1e-320 is a number (the C program's strtod says ERANGE for
+    it): both backends generate, with the same document."""
+    from exactc import cli
+
+    docs = {}
+    for backend in ("reference", "c"):
+        docs[backend] = tmp_path / f"{backend}.json"
+        argv = ["generate", *SMALL_LLAMA, "--prompt-ids", "1,2", "-n", "3", "--temperature", "1e-320", "--top-p",
+                "1e-320", "--top-k", str(2**63 - 1), "--backend", backend, "--json", str(docs[backend])]
+        assert cli.main(argv) == 0, capsys.readouterr().err
+    assert docs["reference"].read_bytes() == docs["c"].read_bytes()
+    assert json.loads(docs["c"].read_text())["options"]["temperature"] == 1e-320

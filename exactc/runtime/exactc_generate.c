@@ -34,6 +34,7 @@
  * the cache); the sampler is one exp per logit; the cache's moves are a memmove of it.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,9 @@ static int parse_real(const char *option, const char *text, double *out, char *e
     char *end;
     errno = 0;
     double v = strtod(text, &end); /* correctly rounded: Python's repr of a float reads back exactly */
+    /* ERANGE on underflow (a subnormal or zero result, 1e-320) is a number like any other,
+     * as Python's float() reads it; on overflow the value is infinite, refused below. */
+    if (errno == ERANGE && fabs(v) <= DBL_MIN) errno = 0;
     if (errno != 0 || end == text || *end != '\0' || !isfinite(v))
         return exactc_fail(err, errlen, "%s %s: give a finite decimal number", option, text);
     *out = v;

@@ -28,6 +28,35 @@ COMMANDS = "exactc/commands.py"
 
 MUTANTS = [
     Mutant(
+        "generate-options-judged-by-each-backend",
+        "exactc generate leaves the sampling options to each backend: --top-k 99999999999999999999 "
+        "generates with the reference and fails with the C program's usage message",
+        "exactc/generate.py",
+        "    try:\n        check_options(options, 0.0)\n",
+        "    try:\n        pass\n",
+        ("generate:command",),
+        family="hardening",
+    ),
+    Mutant(
+        "sampling-top-k-unbounded",
+        "the spec's top-k has no upper bound, while the C program holds it in an int64",
+        "exactc/exporter/reference/sampling.py",
+        "not 0 <= k < 2**63:",
+        "not 0 <= k:",
+        ("generate:command",),
+        family="hardening",
+    ),
+    Mutant(
+        "program-refuses-subnormal-options",
+        "the decode program's option reader takes strtod's ERANGE on underflow as an error: "
+        "--temperature 1e-320 generates with the reference and is refused by the C program",
+        "exactc/runtime/exactc_generate.c",
+        "    if (errno == ERANGE && fabs(v) <= DBL_MIN) errno = 0;\n",
+        "",
+        ("generate:command",),
+        family="hardening",
+    ),
+    Mutant(
         "makefile-single-precision-constant-accepted",
         "a value-changing flag dropped from the exported Makefile's refused list: make "
         "CFLAGS='-O2 -fsingle-precision-constant' builds, and the constants (so the bits) change",
