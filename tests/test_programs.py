@@ -246,6 +246,22 @@ def test_a_wrong_input_is_refused_by_name(tmp_path):
     assert "input attention_mask must be int32" in done.stderr
 
 
+@pytest.mark.parametrize("array,holds", [(np.zeros(3, np.int64), "int64 (<i8) of shape (3,)"),
+                                         (np.zeros((2, 3), np.int32), "int32 (<i4) of shape (2, 3)")])
+def test_an_input_refused_before_the_length_is_known_names_t_and_its_range(tmp_path, array, holds):
+    """No input has given T yet (the only one that follows it has another dtype or rank):
+    the refusal writes the shape with T and T's range, not the shape at length 0."""
+    _, root = _export(tmp_path, "gpt", "forward", "f32")
+    program = build(root)
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    np.save(inputs / "input_ids.npy", array)
+    done = program.run([(inputs, tmp_path / "out")])
+    assert done.returncode == 1, done.stderr
+    assert (f"input input_ids must be int32 (<i4) of shape (T,); the file holds {holds} (T is the length, 1 to "
+            "T_max = 6)") in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("length", [0, 7])
 def test_a_length_outside_1_to_t_max_is_refused_and_nothing_is_written(tmp_path, length):
     """The program takes 1 to T_max positions: an empty input or one longer than T_max is

@@ -103,6 +103,31 @@ static void shape_text(char *dst, size_t cap, const int64_t *shape, int ndim) {
     snprintf(dst + used, cap - used, ndim == 1 ? ",)" : ")");
 }
 
+/* "(T,)", "(2*T + 1, 48)": the shape a spec asks for, the run-time length T written as
+ * T where it has not been read yet (a dimension that grows with it). */
+static void spec_shape_text(char *dst, size_t cap, const exactc_tensor_spec *spec) {
+    snprintf(dst, cap, "(");
+    for (int d = 0; d < spec->ndim; d++) {
+        size_t used = strlen(dst);
+        long long base = (long long)spec->shape[d], per = (long long)spec->per_length[d];
+        const char *comma = d ? ", " : "";
+        if (per == 0) snprintf(dst + used, cap - used, "%s%lld", comma, base);
+        else if (per == 1 && base == 0) snprintf(dst + used, cap - used, "%sT", comma);
+        else if (base == 0) snprintf(dst + used, cap - used, "%s%lld*T", comma, per);
+        else if (per == 1) snprintf(dst + used, cap - used, "%sT + %lld", comma, base);
+        else snprintf(dst + used, cap - used, "%s%lld*T + %lld", comma, per, base);
+    }
+    size_t used = strlen(dst);
+    snprintf(dst + used, cap - used, spec->ndim == 1 ? ",)" : ")");
+}
+
+/* Whether a spec's shape grows with the run-time length. */
+static int spec_follows_length(const exactc_tensor_spec *spec) {
+    for (int d = 0; d < spec->ndim; d++)
+        if (spec->per_length[d] != 0) return 1;
+    return 0;
+}
+
 /* Append one line to a message that lists problems; a full buffer keeps what fits. */
 static void append_line(char *err, size_t errlen, const char *line) {
     if (err == NULL || errlen == 0) return;
@@ -177,7 +202,7 @@ int exactc_input_take(const exactc_array *a, const exactc_tensor_spec *spec, voi
     if (!ok) {
         char got[200], need[200];
         shape_text(got, sizeof got, a->shape, a->ndim);
-        shape_text(need, sizeof need, spec->shape, spec->ndim);
+        spec_shape_text(need, sizeof need, spec);
         return exactc_fail(err, errlen, "input %s must be %s of shape %s; the file holds %s of shape %s",
                            spec->name, kind_name(spec->kind), need, npy_dtype_name(a->dtype), got);
     }
@@ -463,10 +488,18 @@ static int read_inputs(const exactc_program *program, const char *dir, void **in
         }
     }
     for (size_t i = 0; rc == 0 && i < count; i++) {
-        exactc_tensor_spec at = exactc_spec_at(&program->inputs[i], *length);
+        /* No input has given the length yet (each that follows it has another dtype or
+         * rank): the refusal names the shape with T, and T's range. */
+        const exactc_tensor_spec *spec = &program->inputs[i];
+        int unread = *length == 0 && spec_follows_length(spec);
+        exactc_tensor_spec at = unread ? *spec : exactc_spec_at(spec, *length);
         if (exactc_input_take(&arrays[i], &at, inputs[i], why, sizeof why) != 0) {
             npy_path(path, sizeof path, dir, at.name);
-            rc = exactc_fail(err, errlen, "%s: %s", path, why);
+            if (unread)
+                rc = exactc_fail(err, errlen, "%s: %s (T is the length, 1 to T_max = %lld)", path, why,
+                                 (long long)program->max_length);
+            else
+                rc = exactc_fail(err, errlen, "%s: %s", path, why);
         }
     }
     for (size_t i = 0; i < read; i++) exactc_array_free(&arrays[i]);

@@ -28,6 +28,16 @@ COMMANDS = "exactc/commands.py"
 
 MUTANTS = [
     Mutant(
+        "input-shape-refusal-at-length-zero",
+        "an input refused before any input gave the run-time length names the shape at T = 0, "
+        "`shape (0,)`, instead of `(T,)` and T's range",
+        HOST,
+        "        int unread = *length == 0 && spec_follows_length(spec);\n",
+        "        int unread = 0 && spec_follows_length(spec);\n",
+        ("programs:lengths",),
+        family="hardening",
+    ),
+    Mutant(
         "generate-options-judged-by-each-backend",
         "exactc generate leaves the sampling options to each backend: --top-k 99999999999999999999 "
         "generates with the reference and fails with the C program's usage message",
