@@ -466,6 +466,36 @@ MUTANTS = [
         family="hardening",
     ),
     Mutant(
+        "safetensors-leading-zeros-accepted",
+        "the runtime's reader takes data_offsets [00, 16] as [0, 16]; the safetensors library "
+        "refuses the number (JSON has no leading zero)",
+        SAFETENSORS,
+        "    if (j->s[j->pos] == '0' && j->len - j->pos > 1 && j->s[j->pos + 1] >= '0' && j->s[j->pos + 1] <= '9')\n",
+        "    if (0)\n",
+        ("safetensors", "fuzz:replay"),
+        family="hardening",
+    ),
+    Mutant(
+        "safetensors-header-not-utf8-accepted",
+        "the runtime's reader copies a name's bytes as they are: a name that is not UTF-8, "
+        "which the library refuses, is read",
+        SAFETENSORS,
+        "        if (c >= 0x80) {\n",
+        "        if (0) {\n",
+        ("safetensors", "fuzz:replay"),
+        family="hardening",
+    ),
+    Mutant(
+        "safetensors-metadata-values-not-checked",
+        "the runtime's reader skips __metadata__ as any JSON value: numbers, objects and lists "
+        "as its values, which the library refuses, are read",
+        SAFETENSORS,
+        "            if (skip_metadata(&j) != 0) return -1;",
+        "            if (skip_value(&j) != 0) return -1;",
+        ("safetensors", "fuzz:replay"),
+        family="hardening",
+    ),
+    Mutant(
         "checkpoint-minus-zero-read-as-zero",
         "the Python reader reads data_offsets [-0, 192] as [0, 192], as Python's json does; "
         "the safetensors library reads -0 as the float -0.0 and refuses it",
