@@ -17,16 +17,18 @@ leading zero, hex, a dimension or a byte count past 63 bits, more than 8 dimensi
 safetensors/: what exactc's exporter and the safetensors library write (several dtypes,
 empty tensors, metadata, escaped names, a padded header), headers written by hand that
 the reader must still read (every JSON escape, whitespace everywhere, unknown fields,
-more tensors than the first table holds, empty tensors sharing an offset), and files one
+more tensors than the first table holds, empty tensors sharing an offset, names and
+metadata of 2-, 3- and 4-byte UTF-8), and files one
 step from valid (a gap, an overlap, a name twice, trailing bytes, a header length one
 off, a header nested past the limit). Then a refusal for each rule of the reader, group
 by group: the length and the header's object (a length cut, over the limit or past the
 end, no object, bytes after it, a comma or a colon missing, __metadata__ not an object
-of values); strings (a control byte, a cut or unknown escape, bad hex, each wrong use of
-a surrogate, \\u0000); a tensor's object (cut, empty, a field missing, twice, of the
-wrong type, an unknown dtype); its shape and data_offsets (cut, signed, fractions and
-exponents, past 63 bits, 9 dimensions, the wrong number of offsets, reversed, a size
-that overflows or disagrees); and the tiling of the data section when empty tensors and
+of strings); strings (a control byte, a cut or unknown escape, bad hex, each wrong use of
+a surrogate, \\u0000, bytes that are not UTF-8: a stray continuation, a cut sequence, an
+overlong form, a surrogate, past U+10FFFF); a tensor's object (cut, empty, a field
+missing, twice, of the wrong type, an unknown dtype); its shape and data_offsets (cut,
+signed, -0, a leading zero, fractions and exponents, past 63 bits, 9 dimensions, the
+wrong number of offsets, reversed, a size that overflows or disagrees); and the tiling of the data section when empty tensors and
 tensors that begin together sort among the others.
 """
 
@@ -264,6 +266,9 @@ def handmade_safetensors_read() -> dict[str, bytes]:
             {f"t{k:02d}": f32_entry(4 * k, 4 * k + 4, (1,)) for k in range(17)}, bytes(68)),
         "same-begin-empty-first.safetensors": safetensors_image(
             {"a": f32_entry(0, 0, (0,)), "b": f32_entry(0, 8, (2,)), "c": f32_entry(8, 8, (2, 0))}, bytes(8)),
+        "utf8-names-and-metadata.safetensors": safetensors_image(
+            '{"__metadata__":{"café":"€","k":"😀"},"é":%s,"€":%s,"😀":%s}'.encode()
+            % tuple(json.dumps(f32_entry(4 * k, 4 * k + 4, (1,))).encode() for k in range(3)), bytes(12)),
     }
 
 
@@ -304,6 +309,11 @@ def refused_safetensors_length_and_object() -> dict[str, bytes]:
         "refused-metadata-cut-after-brace.safetensors": safetensors_image(b'{"__metadata__":{'),
         "refused-metadata-cut-in-object.safetensors": safetensors_image(b'{"__metadata__":{"k":"v"'),
         "refused-metadata-bad-value.safetensors": safetensors_image(b'{"__metadata__":{"k":-1}}'),
+        # the library reads __metadata__ as a map of string to string: any other value is refused
+        "refused-metadata-number.safetensors": safetensors_image(b'{"__metadata__":{"k":1}}'),
+        "refused-metadata-null-value.safetensors": safetensors_image(b'{"__metadata__":{"k":null}}'),
+        "refused-metadata-object-value.safetensors": safetensors_image(b'{"__metadata__":{"k":"v","l":{}}}'),
+        "refused-metadata-cut-after-colon.safetensors": safetensors_image(b'{"__metadata__":{"k":'),
         "refused-metadata-no-comma.safetensors": safetensors_image(b'{"__metadata__":{"k":"v" "l":"w"}}'),
         "refused-metadata-key-no-colon.safetensors": safetensors_image(b'{"__metadata__":{"k" "v"}}'),
     }
@@ -324,6 +334,19 @@ def refused_safetensors_strings() -> dict[str, bytes]:
         "refused-string-high-surrogate-then-newline.safetensors": safetensors_image(rb'{"a\ud83d\n":{}}'),
         "refused-string-lone-low-surrogate.safetensors": safetensors_image(rb'{"a\ude00":{}}'),
         "refused-string-u0000.safetensors": safetensors_image(rb'{"a\u0000":{}}'),
+        # not UTF-8, which the library refuses before it reads the JSON
+        "refused-string-byte-ff.safetensors": safetensors_image(b'{"a\xff":{}}'),
+        "refused-string-continuation-first.safetensors": safetensors_image(b'{"\x80":{}}'),
+        "refused-string-utf8-cut.safetensors": safetensors_image(b'{"caf\xc3":{}}'),
+        "refused-string-utf8-cut-by-header-end.safetensors": safetensors_image(b'{"caf\xe2\x82'),
+        "refused-string-utf8-bad-third-byte.safetensors": safetensors_image(b'{"\xe2\x82\x41":{}}'),
+        "refused-string-utf8-overlong.safetensors": safetensors_image(b'{"\xc0\xaf":{}}'),
+        "refused-string-utf8-overlong-3.safetensors": safetensors_image(b'{"\xe0\x80\xaf":{}}'),
+        "refused-string-utf8-surrogate.safetensors": safetensors_image(b'{"\xed\xa0\x80":{}}'),
+        "refused-string-utf8-past-10ffff.safetensors": safetensors_image(b'{"\xf4\x90\x80\x80":{}}'),
+        "refused-string-utf8-overlong-4.safetensors": safetensors_image(b'{"\xf0\x80\x80\xaf":{}}'),
+        "refused-string-utf8-f5.safetensors": safetensors_image(b'{"\xf5\x80\x80\x80":{}}'),
+        "refused-metadata-value-not-utf8.safetensors": safetensors_image(b'{"__metadata__":{"k":"\xc3("}}'),
     }
 
 
@@ -378,6 +401,17 @@ def refused_safetensors_shape_and_offsets() -> dict[str, bytes]:
         "refused-tensor-shape-nine-dims.safetensors": tensor_a_with(
             b'"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,8]'),
         "refused-tensor-offsets-letter.safetensors": tensor_a_with(b'"dtype":"F32","shape":[2],"data_offsets":[0,x]'),
+        # JSON numbers have no leading zero (the library: "invalid number"), and -0 is the float -0.0 to it
+        "refused-tensor-offsets-leading-zero.safetensors": tensor_a_with(
+            b'"dtype":"F32","shape":[2],"data_offsets":[00,8]'),
+        "refused-tensor-offsets-end-leading-zero.safetensors": tensor_a_with(
+            b'"dtype":"F32","shape":[2],"data_offsets":[0,08]'),
+        "refused-tensor-shape-leading-zero.safetensors": tensor_a_with(
+            b'"dtype":"F32","shape":[02],"data_offsets":[0,8]'),
+        "refused-tensor-unknown-field-leading-zero.safetensors": tensor_a_with(
+            b'"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":007'),
+        "refused-tensor-offsets-minus-zero.safetensors": tensor_a_with(
+            b'"dtype":"F32","shape":[2],"data_offsets":[-0,8]'),
         "refused-tensor-offsets-one.safetensors": tensor_a_with(b'"dtype":"F32","shape":[2],"data_offsets":[8]'),
         "refused-tensor-offsets-three.safetensors": tensor_a_with(
             b'"dtype":"F32","shape":[2],"data_offsets":[0,8,8]'),

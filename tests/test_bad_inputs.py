@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from exactc.exporter import checkpoints, export, models
-from exactc.exporter.checkpoints import CheckpointError, llama2c
+from exactc.exporter.checkpoints import CheckpointError, gguf_file, llama2c
 from exactc.exporter.kernels import plans
 from exactc.exporter.kernels.plans import PlanError
 from exactc.exporter.models import ModelError
@@ -41,6 +41,7 @@ SMALL = {
     "gpt": {"vocab": 40, "positions": 10, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
     "llama": {"vocab": 40, "dim": 24, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
 }
+QUANT_LLAMA = {"vocab": 40, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 32, "tokens": 6}  # rows of 32
 REFUSALS = (CheckpointError, ModelError, PlanError)
 
 
@@ -54,6 +55,10 @@ class Goods:
     gpt: Path  # a GPT-2 Hugging Face folder
     llama: Path  # a Llama Hugging Face folder
     bin: Path  # the same Llama as a llama2.c file (legacy header)
+    bin_v2: Path  # the same Llama as a llama2.c version-2 file (int8 groups of 4)
+    gguf: Path  # the same Llama as a GGUF file (F32)
+    gguf_q8: Path  # a Llama of QUANT_LLAMA as GGUF, its linear weights Q8_0
+    gguf_q4: Path  # the same, Q4_0
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +81,15 @@ def goods(tmp_path_factory) -> Goods:
     llama_folder, llama_tensors = folders["llama"]
     fields = checkpoints.load(llama_folder).fields
     binary = llama2c.write(root / "llama.bin", llama_tensors, fields, seq_len=16)
-    return Goods(folders["gpt"][0], llama_folder, binary)
+    binary_v2 = llama2c.write(root / "llama-v2.bin", llama_tensors, fields, seq_len=16, version=2, group=4)
+    gguf_f32 = gguf_file.write(root / "llama.gguf", SMALL["llama"], llama_tensors)
+    program = models.build("llama", "forward", QUANT_LLAMA)
+    params = models.draw_parameters(program, 5, "f32")
+    tensors = {name: array for name, (_, array) in export.weight_tensors(program, params, "f32").items()}
+    linear = {name for name, array in tensors.items() if array.ndim == 2 and name != "model.embed_tokens.weight"}
+    quantized = [gguf_file.write(root / f"llama-{qtype}.gguf", QUANT_LLAMA, tensors, qtype, linear)
+                 for qtype in ("Q8_0", "Q4_0")]
+    return Goods(folders["gpt"][0], llama_folder, binary, binary_v2, gguf_f32, *quantized)
 
 
 def _gpt_config(cfg) -> dict:
@@ -161,6 +174,17 @@ def entry_changed(**fields):
     return change
 
 
+def first_begin_written(text: str):
+    """The first tensor's data_offsets with its begin (0) written as `text` ("-0", "00"):
+    JSON Python's json module reads as 0, or refuses."""
+
+    def change(header: dict, body: bytes) -> bytes:
+        header[first_tensors(header)[0]]["data_offsets"][0] = "BEGIN"
+        return safetensors_image(json.dumps(header).encode().replace(b'"BEGIN"', text.encode()), body)
+
+    return change
+
+
 def second_moved(delta: int):
     """The second tensor's data_offsets moved by `delta` bytes (an overlap or a gap)."""
 
@@ -179,6 +203,19 @@ def name_twice(header: dict, body: bytes) -> bytes:
     again["data_offsets"] = [again["data_offsets"][0], again["data_offsets"][0] + 4 * int(np.prod(again["shape"]))]
     text = json.dumps(header).encode()[:-1] + b", " + json.dumps(first).encode() + b": " + json.dumps(again).encode()
     return safetensors_image(text + b"}", body)
+
+
+def weights_replaced(make_in_place: Callable[[Path], None]):
+    """A GPT-2 folder whose model.safetensors is replaced by what `make_in_place` makes at
+    its path (a FIFO, a folder, a symlink)."""
+
+    def make(goods: Goods, work: Path) -> list[str]:
+        folder = copy_folder(goods.gpt, work)
+        (folder / "model.safetensors").unlink()
+        make_in_place(folder / "model.safetensors")
+        return ["--checkpoint", str(folder)]
+
+    return make
 
 
 def sharded(index: dict | list | Callable[[dict], dict]):
@@ -205,13 +242,17 @@ def sharded(index: dict | list | Callable[[dict], dict]):
     return make
 
 
-def with_bin(change: Callable[[bytes], bytes]):
+def with_bin(change: Callable[[bytes], bytes], good: str = "bin"):
     def make(goods: Goods, work: Path) -> list[str]:
         path = work / "model.bin"
-        path.write_bytes(change(goods.bin.read_bytes()))
+        path.write_bytes(change(getattr(goods, good).read_bytes()))
         return ["--checkpoint", str(path)]
 
     return make
+
+
+def with_bin_v2(change: Callable[[bytes], bytes]):
+    return with_bin(change, "bin_v2")
 
 
 def legacy_header(**fields) -> Callable[[bytes], bytes]:
@@ -223,6 +264,71 @@ def legacy_header(**fields) -> Callable[[bytes], bytes]:
         return struct.pack("<7i", *values.values()) + data[28:]
 
     return change
+
+
+def v2_scale(row: int, group: int, value: float) -> Callable[[bytes], bytes]:
+    """llama2.c version 2: the f32 scale of group `group` of row `row` of the token
+    embedding (the first quantized tensor: after the header and the f32 norms, its int8
+    values, then its scales) set to `value`."""
+
+    def change(data: bytes) -> bytes:
+        p = dict(zip(llama2c.FIELDS, struct.unpack("<7i", data[8:36])))
+        (group_size,) = struct.unpack("<i", data[37:41])
+        D, L, V = p["dim"], p["n_layers"], p["vocab_size"]
+        at = llama2c.HEADER_V1 + 4 * (2 * L * D + D) + V * D + 4 * (row * (D // group_size) + group)
+        return data[:at] + struct.pack("<f", value) + data[at + 4:]
+
+    return change
+
+
+def with_gguf(good: str, change: Callable[[bytearray, "gguf.GGUFReader"], None]):
+    """A copy of a GGUF good (goods.gguf, gguf_q8, gguf_q4) changed in place by `change`
+    (the file's bytes, the gguf package's reading of the good)."""
+
+    def make(goods: Goods, work: Path) -> list[str]:
+        import gguf
+
+        source = getattr(goods, good)
+        data = bytearray(source.read_bytes())
+        change(data, gguf.GGUFReader(source))
+        path = work / "model.gguf"
+        path.write_bytes(bytes(data))
+        return ["--checkpoint", str(path)]
+
+    return make
+
+
+def gguf_tensor(reader, name: str):
+    return next(t for t in reader.tensors if t.name == name)
+
+
+def gguf_offset(name: str, offset: int):
+    """Tensor `name`'s data offset (a uint64 in its tensor info, the field's last part)
+    written as `offset`."""
+
+    def change(data: bytearray, reader) -> None:
+        field = gguf_tensor(reader, name).field
+        at = field.offset + sum(int(part.nbytes) for part in field.parts[:-1])
+        data[at:at + 8] = struct.pack("<Q", offset)
+
+    return change
+
+
+def gguf_scale(name: str, row: int, block: int, bits: int):
+    """The f16 scale of block `block` of row `row` of Q8_0 or Q4_0 tensor `name` (each
+    block its scale, then its values) set to the f16 of `bits`."""
+
+    def change(data: bytearray, reader) -> None:
+        t = gguf_tensor(reader, name)
+        rows = int(t.shape[1])
+        block_bytes = t.n_bytes // (rows * (int(t.shape[0]) // 32))
+        at = reader.data_offset + int(t.field.parts[-1][0]) + block_bytes * (row * (int(t.shape[0]) // 32) + block)
+        data[at:at + 2] = struct.pack("<H", bits)
+
+    return change
+
+
+F16_INF, F16_NAN = 0x7C00, 0x7E00
 
 
 def setting(*items: str, model: str = "gpt"):
@@ -289,6 +395,11 @@ TABLE = [
      "data_offsets ['0', '64'] must be [begin, end], integers"),
     ("safetensors header", "offsets that end before they begin", with_weights(entry_changed(data_offsets=[64, 0])),
      "data_offsets [64, 0] must be [begin, end], integers with 0 <= begin <= end"),
+    # -0 is 0 to Python's json module; the safetensors library (serde_json) reads the float -0.0 and refuses it
+    ("safetensors header", "data_offsets [-0, 192]", with_weights(first_begin_written("-0")),
+     "data_offsets [-0.0, 192] must be [begin, end], integers with 0 <= begin <= end"),
+    ("safetensors header", "data_offsets [00, 192] (a leading zero)", with_weights(first_begin_written("00")),
+     "the header: not JSON"),
     ("safetensors header", "a shape of [16.9]", with_weights(entry_changed(shape=[16.9])),
      "shape [16.9] must be a list of non-negative integers"),
     ("safetensors header", "a shape of [16.0]", with_weights(entry_changed(shape=[16.0])),
@@ -320,6 +431,12 @@ TABLE = [
     ("safetensors header", "four bytes long", with_weights(b"\0\0\0\0"), "4 bytes, too short for a .safetensors file"),
     ("safetensors header", "a digit string Python will not convert",
      with_weights(safetensors_image(b'{"a": ' + b"9" * 5000 + b"}", b"")), "a value JSON allows but Python cannot hold"),
+    # model.safetensors that is no regular file (reported as missing; a FIFO must not block)
+    ("weights file", "a FIFO", weights_replaced(os.mkfifo),
+     "model.safetensors is a FIFO, not a regular file"),
+    ("weights file", "a folder", weights_replaced(os.mkdir), "model.safetensors is a folder, not a regular file"),
+    ("weights file", "a symlink to /dev/zero", weights_replaced(lambda path: path.symlink_to("/dev/zero")),
+     "model.safetensors is a character device (a symlink to /dev/zero), not a regular file"),
     # the sharded index
     ("index", "weight_map a list", sharded({"weight_map": ["a.safetensors"]}), "weight_map must be an object"),
     ("index", "no weight_map", sharded({"metadata": {}}), "weight_map must be an object tensor name -> shard file name, not null"),
@@ -338,6 +455,24 @@ TABLE = [
      "header field dim=0 must be positive"),
     ("llama2.c header", "heads that do not divide dim", with_bin(legacy_header(n_heads=5)),
      "dim 24 / n_heads 5 must be an even integer"),
+    # GGUF files: offsets llama.cpp refuses (the gguf package read them as other bytes), and
+    # block scales that are not finite (a QuantError traceback)
+    ("GGUF", "an offset not a multiple of the alignment", with_gguf("gguf", gguf_offset("blk.0.attn_q.weight", 4)),
+     "model.gguf: tensor blk.0.attn_q.weight: offset 4 is not a multiple of the alignment 32 (general.alignment"),
+    ("GGUF", "an offset inside another tensor", with_gguf("gguf", gguf_offset("blk.0.attn_q.weight", 32)),
+     "tensor blk.0.attn_q.weight: offset 32 overlaps tensor token_embd.weight's bytes [0, 3840)"),
+    ("GGUF", "an offset of 2^64 - 32 (it wrapped to before the data section)",
+     with_gguf("gguf", gguf_offset("blk.0.attn_q.weight", 2**64 - 32)),
+     "tensor blk.0.attn_q.weight: offset 18446744073709551584 and its 2304 bytes end past the data section's"),
+    ("GGUF", "a Q8_0 block scale of inf", with_gguf("gguf_q8", gguf_scale("blk.0.attn_v.weight", 1, 0, F16_INF)),
+     "tensor blk.0.attn_v.weight: the scale of block 0 of row 1 is inf; every scale must be finite"),
+    ("GGUF", "a Q4_0 block scale of NaN", with_gguf("gguf_q4", gguf_scale("blk.0.ffn_down.weight", 3, 0, F16_NAN)),
+     "tensor blk.0.ffn_down.weight: the scale of block 0 of row 3 is nan; every scale must be finite"),
+    # llama2.c version 2: int8 groups whose f32 scale is not finite (were read as inf and NaN weights)
+    ("llama2.c groups", "a group scale of inf", with_bin_v2(v2_scale(2, 1, float("inf"))),
+     "model.bin: tensor token_embedding_table: the scale of group 1 of row 2 is inf; every scale must be finite"),
+    ("llama2.c groups", "a group scale of NaN", with_bin_v2(v2_scale(0, 5, float("nan"))),
+     "tensor token_embedding_table: the scale of group 5 of row 0 is nan"),
     # --set
     ("--set", "eps=-1", setting("eps=-1"), "gpt config field eps=-1.0 must be a positive finite number"),
     ("--set", "eps=nan", setting("eps=nan"), "eps=nan must be a positive finite number"),
@@ -426,7 +561,8 @@ def test_refused_on_one_line_by_exactc_export_with_exit_2(goods, tmp_path, kind,
 
 def test_the_table_covers_every_kind():
     kinds = {kind for kind, *_ in TABLE}
-    assert kinds == {"config.json", "safetensors header", "index", "llama2.c header", "--set", "plan"}
+    assert kinds == {"config.json", "safetensors header", "weights file", "index", "llama2.c header",
+                     "llama2.c groups", "GGUF", "--set", "plan"}
     assert len(IDS) == len(set(IDS))
 
 

@@ -169,6 +169,75 @@ def test_a_name_given_twice_is_refused():
     assert c_parse(image(text, bytes(8)))[0] == "tensor b appears twice in the header"
 
 
+def tensor_a(offsets: bytes = b"[0,8]", name: bytes = b"a", metadata: bytes | None = None) -> bytes:
+    """A file of one F32 tensor of 2 values, its header written by hand: `offsets` and
+    `name` as their JSON text, and a __metadata__ object's text first if given."""
+    first = b'"__metadata__":' + metadata + b"," if metadata is not None else b""
+    return image(b"{" + first + b'"' + name + b'":{"dtype":"F32","shape":[2],"data_offsets":' + offsets + b"}}",
+                 bytes(8))
+
+
+# What the library (safetensors 0.x, serde_json underneath) does with each, found by
+# running it: a number with a leading zero is "invalid JSON in header: invalid number"; -0
+# is "invalid type: floating point `-0.0`, expected usize"; a byte that is not UTF-8 is
+# "invalid UTF-8 in header: invalid utf-8 sequence"; a __metadata__ value other than a
+# string is "invalid type: integer `1` (null, map, sequence, boolean), expected a string".
+# (case, file, words of the library's message, words of the C reader's, or None where both read it)
+LIBRARY_RULES = [
+    ("offsets [00, 8]", tensor_a(b"[00,8]"), "invalid number", "an offset has a leading zero"),
+    ("offsets [0, 08]", tensor_a(b"[0,08]"), "invalid number", "an offset has a leading zero"),
+    ("offsets [0, 8]", tensor_a(b"[0,8]"), None, None),
+    ("a shape of [02]", image(b'{"a":{"dtype":"F32","shape":[02],"data_offsets":[0,8]}}', bytes(8)),
+     "invalid number", "a dimension has a leading zero"),
+    ("a number 01 in an unknown field", image(b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":01}}',
+                                               bytes(8)), "invalid number", "a number has a leading zero"),
+    ("offsets [-0, 8]", tensor_a(b"[-0,8]"), "invalid type: floating point `-0.0`, expected usize",
+     "an offset must be a non-negative integer"),
+    ("a name of byte 0xff", tensor_a(name=b"a\xff"), "invalid UTF-8 in header", "not UTF-8 (0xff begins no UTF-8"),
+    ("a name cut inside a UTF-8 sequence", tensor_a(name=b"caf\xc3"), "invalid UTF-8 in header",
+     "not UTF-8 (0xc3 begins no UTF-8"),
+    ("an overlong '/' (c0 af)", tensor_a(name=b"\xc0\xaf"), "invalid UTF-8 in header", "not UTF-8 (0xc0"),
+    ("a surrogate as UTF-8 (ed a0 80)", tensor_a(name=b"\xed\xa0\x80"), "invalid UTF-8 in header",
+     "not UTF-8 (0xed"),
+    ("past U+10FFFF (f4 90 80 80)", tensor_a(name=b"\xf4\x90\x80\x80"), "invalid UTF-8 in header",
+     "not UTF-8 (0xf4"),
+    ("a __metadata__ value not UTF-8", tensor_a(metadata=b'{"k":"\xc3("}'), "invalid UTF-8 in header",
+     "not UTF-8 (0xc3"),
+    ("names of 2, 3 and 4 UTF-8 bytes", image('{"café":%s,"€":%s,"😀":%s}'.encode() % tuple(
+        json.dumps(f32([4 * k, 4 * k + 4], (1,))).encode() for k in range(3)), bytes(12)), None, None),
+    ("a __metadata__ value 1", tensor_a(metadata=b'{"k":1}'), "invalid type: integer `1`, expected a string",
+     "a __metadata__ value must be a string"),
+    ("a __metadata__ value null", tensor_a(metadata=b'{"k":null}'), "invalid type: null, expected a string",
+     "a __metadata__ value must be a string"),
+    ("a __metadata__ value {}", tensor_a(metadata=b'{"k":"v","l":{}}'), "invalid type: map, expected a string",
+     "a __metadata__ value must be a string"),
+    ("a __metadata__ value []", tensor_a(metadata=b'{"k":[]}'), "invalid type: sequence, expected a string",
+     "a __metadata__ value must be a string"),
+    ("a __metadata__ value true", tensor_a(metadata=b'{"k":true}'), "invalid type: boolean `true`, expected a string",
+     "a __metadata__ value must be a string"),
+    ("__metadata__ of strings", tensor_a(metadata=b'{"k":"v","caf\xc3\xa9":"\xe2\x82\xac"}'), None, None),
+]
+
+
+@pytest.mark.parametrize("case,data,library_words,words", LIBRARY_RULES, ids=[c[0] for c in LIBRARY_RULES])
+def test_the_c_reader_refuses_what_the_library_refuses(case, data, library_words, words):
+    """Each of these the C reader once read (a leading zero, bytes that are not UTF-8, a
+    __metadata__ value that is not a string) or the Python reader did (-0): the library,
+    the outside oracle, decides."""
+    message, found = c_parse(data)
+    try:
+        by_library, library_message = library_load(data), None
+    except SafetensorError as exc:
+        by_library, library_message = None, str(exc)
+    if library_words is None:
+        assert message is None and by_library is not None, (message, library_message)
+        assert {name: (dtype, shape) for name, (dtype, shape, _) in found.items()} == {
+            name: ("F32", array.shape) for name, array in by_library.items()}
+    else:
+        assert library_message is not None and library_words in library_message, library_message
+        assert message is not None and words in message, message
+
+
 # ------------------------------------------------------------------------------------
 # (2) What the library writes, the C reader reads; one byte off, refused
 # ------------------------------------------------------------------------------------

@@ -29,15 +29,23 @@ def _no_key_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def parse(data: bytes, where: str) -> Any:
-    """The JSON value of `data` (`where`: how messages name it, e.g. a path)."""
+def _serde_int(text: str) -> int | float:
+    """An integer as serde_json (the safetensors library's parser) reads it: -0 is the
+    float -0.0 there, so a count written -0 ([-0, 768]) is refused as a float, as that
+    library refuses it; Python's json reads it as the integer 0."""
+    return -0.0 if text == "-0" else int(text)
+
+
+def parse(data: bytes, where: str, serde_numbers: bool = False) -> Any:
+    """The JSON value of `data` (`where`: how messages name it, e.g. a path). With
+    `serde_numbers`, integers are read as the safetensors library reads them (-0 a float)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JSONFileError(f"{where}: not UTF-8 (byte {exc.start} is 0x{data[exc.start]:02x}); JSON is UTF-8 "
                             "text") from None
     try:
-        return json.loads(text, object_pairs_hook=_no_key_twice)
+        return json.loads(text, object_pairs_hook=_no_key_twice, parse_int=_serde_int if serde_numbers else None)
     except JSONFileError as exc:
         raise JSONFileError(f"{where}: {exc}") from None
     except json.JSONDecodeError as exc:

@@ -8,8 +8,9 @@
  *
  * What is checked, each failure a message in `err` naming the field and the rule: N is
  * at most EXACTC_ST_MAX_HEADER (the safetensors library's limit) and fits the file; the
- * header is one JSON object (strings with their escapes, non-negative integers, arrays,
- * nested objects; nothing after it but spaces); each tensor has the three fields, at most
+ * header is one JSON object (strings of UTF-8 with their escapes, non-negative integers
+ * without a leading zero, arrays, nested objects; nothing after it but spaces);
+ * __metadata__ is null or an object of strings; each tensor has the three fields, at most
  * EXACTC_ST_MAX_DIMS dimensions, begin <= end, and end - begin = the element size times
  * the product of the shape (no overflow); no name twice; and the tensors tile the data
  * section exactly, as the safetensors library requires: sorted by offset, the first
@@ -86,6 +87,29 @@ static int hex4(st_json *j, unsigned *out) {
     return 0;
 }
 
+/* The length of the well-formed UTF-8 sequence at s (`avail` bytes there), or 0 if there
+ * is none: RFC 3629's table of lead and second bytes, so no overlong form, no surrogate,
+ * nothing past U+10FFFF. The safetensors library refuses a header that is not UTF-8, and a
+ * name read here must be the name it reads. */
+static size_t utf8_length(const unsigned char *s, size_t avail) {
+    unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+    size_t n;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) n = 2;
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+        n = 3;
+        if (s[0] == 0xE0) lo = 0xA0;      /* not overlong */
+        else if (s[0] == 0xED) hi = 0x9F; /* not a surrogate */
+    } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+        n = 4;
+        if (s[0] == 0xF0) lo = 0x90;      /* not overlong */
+        else if (s[0] == 0xF4) hi = 0x8F; /* not past U+10FFFF */
+    } else return 0;
+    if (avail < n || s[1] < lo || s[1] > hi) return 0;
+    for (size_t k = 2; k < n; k++)
+        if (s[k] < 0x80 || s[k] > 0xBF) return 0;
+    return n;
+}
+
 /* Read a string into a new malloc'd, NUL-terminated buffer (escapes decoded; \u to
  * UTF-8). A NUL inside a name is refused: C could not ask for that tensor. */
 static int read_string(st_json *j, char **out) {
@@ -107,7 +131,17 @@ static int read_string(st_json *j, char **out) {
             free(buf);
             return exactc_fail(j->err, j->errlen, "header byte %zu: control byte 0x%02x inside a string", j->pos - 1, c);
         }
-        if (c != '\\') {
+        if (c >= 0x80) {
+            size_t n8 = utf8_length(j->s + j->pos - 1, j->len - j->pos + 1);
+            if (n8 == 0) {
+                free(buf);
+                return exactc_fail(j->err, j->errlen, "header byte %zu: not UTF-8 (0x%02x begins no UTF-8 sequence "
+                                   "there); a header is UTF-8 text", j->pos - 1, c);
+            }
+            memcpy(enc, j->s + j->pos - 1, n8);
+            k = n8;
+            j->pos += n8 - 1;
+        } else if (c != '\\') {
             enc[k++] = c;
         } else {
             if (j->pos >= j->len) {
@@ -178,11 +212,15 @@ static int read_string(st_json *j, char **out) {
     return 0;
 }
 
-/* A non-negative integer that fits in 63 bits (no sign, fraction or exponent). */
+/* A non-negative integer that fits in 63 bits (no sign, fraction or exponent), written as
+ * JSON writes one: no leading zero, which the library's parser refuses ([00, 16]). */
 static int read_uint(st_json *j, const char *what, uint64_t *out) {
     skip_space(j);
     if (j->pos >= j->len || j->s[j->pos] < '0' || j->s[j->pos] > '9')
         return exactc_fail(j->err, j->errlen, "header byte %zu: %s must be a non-negative integer", j->pos, what);
+    if (j->s[j->pos] == '0' && j->len - j->pos > 1 && j->s[j->pos + 1] >= '0' && j->s[j->pos + 1] <= '9')
+        return exactc_fail(j->err, j->errlen, "header byte %zu: %s has a leading zero; JSON numbers have none",
+                           j->pos, what);
     uint64_t v = 0;
     while (j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
         unsigned d = (unsigned)(j->s[j->pos] - '0');
@@ -243,6 +281,34 @@ static int skip_value(st_json *j) {
         }
     }
     return exactc_fail(j->err, j->errlen, "header byte %zu: 0x%02x does not start a JSON value this reader accepts", j->pos, c);
+}
+
+/* __metadata__: null, or an object of strings. The library reads it as a map of string to
+ * string and refuses a file whose metadata holds a number, an object, a list, true, false
+ * or null as a value. */
+static int skip_metadata(st_json *j) {
+    unsigned char c = 0;
+    if (peek(j, &c) != 0) return -1;
+    if (c == 'n') return skip_value(j); /* null (any other word is refused there) */
+    if (c != '{') return exactc_fail(j->err, j->errlen, "__metadata__ must be an object of strings (or null)");
+    j->pos++;
+    if (peek(j, &c) != 0) return -1;
+    if (c == '}') { j->pos++; return 0; }
+    for (;;) {
+        char *s;
+        if (read_string(j, &s) != 0) return -1;
+        free(s);
+        if (expect(j, ':', "a colon") != 0) return -1;
+        if (peek(j, &c) != 0) return -1;
+        if (c != '"')
+            return exactc_fail(j->err, j->errlen, "header byte %zu: a __metadata__ value must be a string", j->pos);
+        if (read_string(j, &s) != 0) return -1;
+        free(s);
+        if (peek(j, &c) != 0) return -1;
+        j->pos++;
+        if (c == '}') return 0;
+        if (c != ',') return exactc_fail(j->err, j->errlen, "header byte %zu: expected ',' or '}'", j->pos - 1);
+    }
 }
 
 /* ------------------------------------------------------------------------------------
@@ -416,9 +482,7 @@ static int parse_header(const unsigned char *header, size_t n, exactc_safetensor
         if (expect(&j, ':', "a colon") != 0) { free(name); return -1; }
         if (strcmp(name, "__metadata__") == 0) {
             free(name);
-            if (peek(&j, &c) != 0) return -1;
-            if (c != '{' && c != 'n') return exactc_fail(err, errlen, "__metadata__ must be an object (or null)");
-            if (skip_value(&j) != 0) return -1;
+            if (skip_metadata(&j) != 0) return -1;
         } else {
             if (st->count == cap) {
                 size_t grown_cap = cap ? cap * 2 : 16;

@@ -224,9 +224,10 @@ def read_json(path: Path, kind: type = dict) -> Any:
 
 
 def json_object(data: bytes, where: str) -> dict[str, Any]:
-    """JSON text held in memory (a safetensors header), read as read_json reads a file."""
+    """JSON text held in memory (a safetensors header), read as read_json reads a file,
+    its integers as the safetensors library reads them (-0 is no count)."""
     try:
-        return _top_level(jsonfile.parse(data, where), dict, where)
+        return _top_level(jsonfile.parse(data, where, serde_numbers=True), dict, where)
     except jsonfile.JSONFileError as exc:
         raise CheckpointError(str(exc)) from None
 
@@ -248,3 +249,14 @@ def finite_float(where: str, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise CheckpointError(f"{where}: {key}={value!r} must be a positive number")
     return float(value)
+
+
+def finite_scales(path: Path, tensor: str, scales: np.ndarray, block: str) -> None:
+    """A quantized tensor's scales (rows, blocks per row) as stored: an inf or NaN scale
+    is refused, naming the first such block (`block`: the format's word for it); its
+    dequantized values would be inf or NaN, which a checkpoint's weights never are."""
+    bad = np.argwhere(~np.isfinite(scales))
+    if bad.size:
+        row, index = (int(i) for i in bad[0])
+        raise CheckpointError(f"{path}: tensor {tensor}: the scale of {block} {index} of row {row} is "
+                              f"{scales[row, index]}; every scale must be finite ({len(bad)} of its {scales.size} are not)")

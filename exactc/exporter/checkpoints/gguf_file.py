@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from exactc.exporter.checkpoints import Checkpoint, CheckpointError, Tensor, finite_float, positive_int
+from exactc.exporter.checkpoints import (Checkpoint, CheckpointError, Tensor, finite_float, finite_scales,
+                                         positive_int)
 from exactc.exporter.checkpoints.llama2c import interleaved_to_half
 
 MAGIC = b"GGUF"
@@ -85,9 +86,14 @@ def load(path: Path) -> Checkpoint:
     import gguf
 
     try:
-        reader = gguf.GGUFReader(path)
+        # The package adds a tensor's offset to the data section's start in uint64 (2^64 - 32
+        # wraps to 32 bytes before it) and numpy warns on stderr; _check_offsets refuses
+        # such an offset, computed again in Python ints.
+        with np.errstate(over="ignore"):
+            reader = gguf.GGUFReader(path)
     except (ValueError, OSError, IndexError) as exc:
         raise CheckpointError(f"{path}: not a GGUF file the gguf package reads ({exc})") from None
+    _check_offsets(path, reader)
     arch = _field(reader, path, "general.architecture")
     if arch != "llama":
         raise CheckpointError(f"{path}: general.architecture is {arch!r}; exactc reads GGUF files of 'llama'")
@@ -126,7 +132,7 @@ def load(path: Path) -> Checkpoint:
         if len(shape) != 2 or shape[1] % BLOCK:
             raise CheckpointError(f"{path}: tensor {t.name} is {kind} of shape {shape}; rows of whole blocks of "
                                   f"{BLOCK} are expected")
-        blocks = _blocks_reader(t, QUANT_TYPES[kind], shape, heads)
+        blocks = _blocks_reader(path, t, QUANT_TYPES[kind], shape, heads)
         tensors[name] = Tensor(kind, shape, t.name, lambda blocks=blocks: blocks().dequantize().astype(np.float64),
                                blocks=blocks)
         if name != "model.embed_tokens.weight":
@@ -146,6 +152,34 @@ def load(path: Path) -> Checkpoint:
                       weights=weights)
 
 
+def _check_offsets(path: Path, reader: Any) -> None:
+    """Every tensor's offset (relative to the data section) is a multiple of the file's
+    alignment, its bytes lie inside the data section, and no two tensors share a byte:
+    llama.cpp's gguf reader refuses a file that breaks any of these, and the gguf package
+    reads it anyway (a misaligned or overlapping tensor as other bytes, an offset of
+    2^64 - 32 as the 32 bytes before the data section)."""
+    alignment = int(reader.alignment)
+    data_len = len(reader.data) - int(reader.data_offset)
+    spans = []
+    for t in reader.tensors:
+        offset, size = int(t.field.parts[-1][0]), int(t.n_bytes)  # Python ints: no wrap
+        if offset % alignment:
+            raise CheckpointError(f"{path}: tensor {t.name}: offset {offset} is not a multiple of the alignment "
+                                  f"{alignment} (general.alignment, default 32); llama.cpp refuses a tensor "
+                                  "that is not aligned")
+        if offset + size > data_len:
+            raise CheckpointError(f"{path}: tensor {t.name}: offset {offset} and its {size} bytes end past the "
+                                  f"data section's {data_len} bytes; a tensor must lie inside the data section")
+        spans.append((offset, offset + size, t.name))
+    at, before = 0, None
+    for begin, end, name in sorted(spans, key=lambda span: span[0]):  # ties in file order: the later one is named
+        if begin < at:
+            raise CheckpointError(f"{path}: tensor {name}: offset {begin} overlaps tensor {before[2]}'s bytes "
+                                  f"[{before[0]}, {before[1]}); two tensors must not share bytes")
+        if end > at:
+            at, before = end, (begin, end, name)
+
+
 def _float_reader(t: Any, shape: tuple[int, ...], heads: int | None):
     def read() -> np.ndarray:
         values = np.asarray(t.data).astype(np.float64).reshape(shape)
@@ -154,7 +188,7 @@ def _float_reader(t: Any, shape: tuple[int, ...], heads: int | None):
     return read
 
 
-def _blocks_reader(t: Any, fmt: str, shape: tuple[int, int], heads: int | None):
+def _blocks_reader(path: Path, t: Any, fmt: str, shape: tuple[int, int], heads: int | None):
     """The reader of a Q8_0 or Q4_0 tensor: a QuantizedTensor, rows in Hugging Face's order."""
 
     def read():
@@ -163,7 +197,9 @@ def _blocks_reader(t: Any, fmt: str, shape: tuple[int, int], heads: int | None):
         rows, k = shape
         nb = k // BLOCK
         raw = np.asarray(t.data, dtype=np.uint8).reshape(rows, nb, -1)  # per block: f16 scale, then its values
-        scales = quant.scales_from_f16(t.name, np.ascontiguousarray(raw[..., :2]).view("<f2")[..., 0])
+        f16 = np.ascontiguousarray(raw[..., :2]).view("<f2")[..., 0]
+        finite_scales(path, t.name, f16, "block")  # rows as stored, before the q/k permutation
+        scales = quant.scales_from_f16(t.name, f16)
         payload = np.ascontiguousarray(raw[..., 2:]).reshape(rows, -1)
         values = payload.view(np.int8) if fmt == "q8" else payload
         if heads is not None:

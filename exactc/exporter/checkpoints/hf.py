@@ -24,6 +24,7 @@ import dataclasses
 import math
 import os
 import re
+import stat
 import struct
 from pathlib import Path
 from typing import Any, Callable
@@ -71,12 +72,34 @@ class Stored:
     end: int
 
 
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def regular_file(path: Path) -> bool:
+    """Whether `path` names a regular file (through symlinks): False if nothing is there,
+    and a refusal saying what it is if it is something else. Such a file is never opened:
+    a FIFO blocks its reader until someone writes, and /dev/zero has no end."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISREG(mode):
+        return True
+    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+    link = f" (a symlink to {os.readlink(path)})" if path.is_symlink() else ""
+    raise CheckpointError(f"{path} is {kind}{link}, not a regular file; exactc reads a checkpoint from regular files")
+
+
 def read_header(path: Path) -> tuple[dict[str, Stored], int]:
     """The tensor index of a .safetensors file (name -> Stored) and where its data starts.
     Each entry is checked (dtype a string, shape and offsets non-negative integers, the
     byte count of a known dtype), no name twice, and the entries tile the data section
     exactly: sorted by offset, the first begins at 0, each where the one before ends, the
     last at the file's end, as the safetensors library and exactc's C reader require."""
+    regular_file(path)  # a shard that is a FIFO or a device: refused before it is opened
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -163,10 +186,10 @@ def tensor_reader(path: Path, entry: Stored, data: int, transform: Callable[[np.
 
 def safetensors_files(folder: Path) -> list[Path]:
     single = folder / "model.safetensors"
-    if single.is_file():
+    if regular_file(single):
         return [single]
     index = folder / "model.safetensors.index.json"
-    if index.is_file():
+    if regular_file(index):
         weight_map = read_json(index).get("weight_map")
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise CheckpointError(f"{index}: weight_map must be an object tensor name -> shard file name, not "
@@ -190,7 +213,7 @@ def load(folder: Path) -> Checkpoint:
     modules = _sentence_transformers(folder)
     model_folder = folder / modules["transformer"] if modules else folder
     config_path = model_folder / "config.json"
-    if not config_path.is_file():
+    if not regular_file(config_path):
         raise CheckpointError(f"{folder}: no config.json (a Hugging Face checkpoint folder has one)")
     config = read_json(config_path)
     model_type = config.get("model_type")

@@ -45,7 +45,7 @@ from typing import Mapping
 
 import numpy as np
 
-from exactc.exporter.checkpoints import Checkpoint, CheckpointError, Tensor
+from exactc.exporter.checkpoints import Checkpoint, CheckpointError, Tensor, finite_scales
 
 MAGIC = 0x616B3432
 HEADER_V1 = 256  # the header of versions 1 and 2, in bytes
@@ -204,7 +204,7 @@ def load(path: Path) -> Checkpoint:
         heads = {"wq": H, "wk": KV}.get(name)
         for layer in range(n):
             source = f"{name}[{layer}]" if n > 1 else name
-            blocks = _blocks_reader(path, offset, shape, group, heads)
+            blocks = _blocks_reader(path, source, offset, shape, group, heads)
             tensors[_NAMES[name].replace("{l}", str(layer))] = Tensor(
                 "Q8", shape, source, lambda blocks=blocks: blocks().dequantize().astype(np.float64), blocks=blocks)
             offset += shape[0] * shape[1] + 4 * shape[0] * (shape[1] // group)
@@ -225,7 +225,8 @@ def _reader(path: Path, offset: int, shape: tuple[int, ...], heads: int | None):
     return read
 
 
-def _blocks_reader(path: Path, offset: int, shape: tuple[int, int], group: int, heads: int | None):
+def _blocks_reader(path: Path, source: str, offset: int, shape: tuple[int, int], group: int,
+                   heads: int | None):
     """The reader of one version-2 tensor: a q8 QuantizedTensor (rows permuted to
     Hugging Face's order for wq and wk: values and scales together, whole rows)."""
 
@@ -236,6 +237,7 @@ def _blocks_reader(path: Path, offset: int, shape: tuple[int, int], group: int, 
         values = np.fromfile(path, dtype=np.int8, count=rows * k, offset=offset).reshape(rows, k)
         scales = np.fromfile(path, dtype="<f4", count=rows * (k // group), offset=offset + rows * k)
         scales = scales.astype(np.float32).reshape(rows, k // group)
+        finite_scales(path, source, scales, "group")  # rows as stored, before the q/k permutation
         if heads is not None:
             values, scales = interleaved_to_half(values, heads), interleaved_to_half(scales, heads)
         return quant.QuantizedTensor("q8", group, k, values, scales)

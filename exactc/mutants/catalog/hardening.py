@@ -25,6 +25,8 @@ EMBED = "exactc/embed.py"
 BUILD = "exactc/verify/build.py"
 HOST = "exactc/runtime/exactc_host.c"
 COMMANDS = "exactc/commands.py"
+GGUF = "exactc/exporter/checkpoints/gguf_file.py"
+LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
 
 MUTANTS = [
     Mutant(
@@ -470,6 +472,106 @@ MUTANTS = [
         "        memcpy(dst, a->data, count * exactc_kind_size(spec->kind));\n"
         "        { volatile unsigned char past = ((const unsigned char *)a->data)[a->nbytes]; (void)past; }\n",
         ("host-runtime", "sanitizers"),
+        family="hardening",
+    ),
+    Mutant(
+        "gguf-alignment-not-checked",
+        "a GGUF tensor whose offset is not a multiple of general.alignment (default 32) is read "
+        "from wherever it points, as the gguf package reads it; llama.cpp refuses the file",
+        GGUF,
+        "        if offset % alignment:\n",
+        "        if False:\n",
+        ("bad-inputs:api",),
+        family="hardening",
+    ),
+    Mutant(
+        "gguf-overlapping-tensors-accepted",
+        "a GGUF tensor whose offset points inside another tensor's bytes is read as that "
+        "tensor's values",
+        GGUF,
+        "        if begin < at:\n",
+        "        if False:\n",
+        ("bad-inputs:api",),
+        family="hardening",
+    ),
+    Mutant(
+        "gguf-tensor-outside-the-data-section",
+        "a GGUF offset whose tensor ends past the data section is not refused: 2^64 - 32 wraps "
+        "in the gguf package to the 32 bytes before the data section, read as weights",
+        GGUF,
+        "        if offset + size > data_len:\n",
+        "        if False:\n",
+        ("bad-inputs:api",),
+        family="hardening",
+    ),
+    Mutant(
+        "gguf-block-scale-not-finite-traceback",
+        "a Q8_0 or Q4_0 block whose f16 scale is inf or NaN reaches the quantizer's own check, "
+        "whose QuantError ends `exactc export` in a traceback",
+        GGUF,
+        "        finite_scales(path, t.name, f16, \"block\")",
+        "        pass",
+        ("bad-inputs:api",),
+        family="hardening",
+    ),
+    Mutant(
+        "llama2c-group-scale-not-finite-accepted",
+        "a llama2.c version-2 group whose f32 scale is inf or NaN is read: its weights are "
+        "inf or NaN, and the export goes on",
+        LLAMA2C,
+        "        finite_scales(path, source, scales, \"group\")",
+        "        pass",
+        ("bad-inputs:api",),
+        family="hardening",
+    ),
+    Mutant(
+        "safetensors-leading-zeros-accepted",
+        "the runtime's reader takes data_offsets [00, 16] as [0, 16]; the safetensors library "
+        "refuses the number (JSON has no leading zero)",
+        SAFETENSORS,
+        "    if (j->s[j->pos] == '0' && j->len - j->pos > 1 && j->s[j->pos + 1] >= '0' && j->s[j->pos + 1] <= '9')\n",
+        "    if (0)\n",
+        ("safetensors", "fuzz:replay"),
+        family="hardening",
+    ),
+    Mutant(
+        "safetensors-header-not-utf8-accepted",
+        "the runtime's reader copies a name's bytes as they are: a name that is not UTF-8, "
+        "which the library refuses, is read",
+        SAFETENSORS,
+        "        if (c >= 0x80) {\n",
+        "        if (0) {\n",
+        ("safetensors", "fuzz:replay"),
+        family="hardening",
+    ),
+    Mutant(
+        "safetensors-metadata-values-not-checked",
+        "the runtime's reader skips __metadata__ as any JSON value: numbers, objects and lists "
+        "as its values, which the library refuses, are read",
+        SAFETENSORS,
+        "            if (skip_metadata(&j) != 0) return -1;",
+        "            if (skip_value(&j) != 0) return -1;",
+        ("safetensors", "fuzz:replay"),
+        family="hardening",
+    ),
+    Mutant(
+        "checkpoint-minus-zero-read-as-zero",
+        "the Python reader reads data_offsets [-0, 192] as [0, 192], as Python's json does; "
+        "the safetensors library reads -0 as the float -0.0 and refuses it",
+        JSONFILE,
+        "parse_int=_serde_int if serde_numbers else None",
+        "parse_int=None",
+        ("bad-inputs:api",),
+        family="hardening",
+    ),
+    Mutant(
+        "hf-weights-file-kind-not-said",
+        "a model.safetensors that is a FIFO, a folder or a symlink to /dev/zero is reported as "
+        "missing",
+        HF,
+        "    if regular_file(single):\n",
+        "    if single.is_file():\n",
+        ("bad-inputs:api",),
         family="hardening",
     ),
 ]
