@@ -218,6 +218,17 @@ def weights_replaced(make_in_place: Callable[[Path], None]):
     return make
 
 
+def checkpoint_made(make_at: Callable[[Path], None]):
+    """--checkpoint FILE naming what `make_at` makes (a FIFO, a symlink to /dev/zero): the
+    format is sniffed from the file's first bytes, which must not block or never end."""
+
+    def make(goods: Goods, work: Path) -> list[str]:
+        make_at(work / "model.bin")
+        return ["--checkpoint", str(work / "model.bin")]
+
+    return make
+
+
 def sharded(index: dict | list | Callable[[dict], dict]):
     """A GPT-2 folder in two shards with a model.safetensors.index.json given by `index`
     (a dict, or a function of the true weight_map)."""
@@ -437,6 +448,9 @@ TABLE = [
     ("weights file", "a folder", weights_replaced(os.mkdir), "model.safetensors is a folder, not a regular file"),
     ("weights file", "a symlink to /dev/zero", weights_replaced(lambda path: path.symlink_to("/dev/zero")),
      "model.safetensors is a character device (a symlink to /dev/zero), not a regular file"),
+    ("weights file", "--checkpoint FILE a FIFO", checkpoint_made(os.mkfifo), "model.bin is a FIFO, not a regular file"),
+    ("weights file", "--checkpoint FILE a symlink to /dev/zero", checkpoint_made(lambda p: p.symlink_to("/dev/zero")),
+     "model.bin is a character device (a symlink to /dev/zero), not a regular file"),
     # the sharded index
     ("index", "weight_map a list", sharded({"weight_map": ["a.safetensors"]}), "weight_map must be an object"),
     ("index", "no weight_map", sharded({"metadata": {}}), "weight_map must be an object tensor name -> shard file name, not null"),

@@ -187,6 +187,8 @@ def load(path: str | Path, model: str | None = None) -> Checkpoint:
         path = path.parent  # a file of a Hugging Face folder: the folder
     if path.is_dir():
         ckpt = hf.load(path)
+    elif not hf.regular_file(path):  # a FIFO would block the format's sniffing, /dev/zero never end it
+        raise CheckpointError(f"checkpoint {path}: no such file or directory")
     elif gguf_file.looks_like(path):
         ckpt = gguf_file.load(path)
     elif llama2c.looks_like(path):

@@ -30,6 +30,16 @@ LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
 
 MUTANTS = [
     Mutant(
+        "checkpoint-file-kind-not-checked",
+        "--checkpoint naming a FIFO blocks in the format's sniffing (a symlink to /dev/zero is read "
+        "as an unknown format) instead of being refused as no regular file",
+        "exactc/exporter/checkpoints/__init__.py",
+        "    elif not hf.regular_file(path):",
+        "    elif False:",
+        ("bad-inputs:api",),
+        family="hardening",
+    ),
+    Mutant(
         "input-shape-refusal-at-length-zero",
         "an input refused before any input gave the run-time length names the shape at T = 0, "
         "`shape (0,)`, instead of `(T,)` and T's range",
