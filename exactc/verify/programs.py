@@ -107,7 +107,10 @@ class Program:
         for inputs, outputs in pairs:
             Path(outputs).mkdir(parents=True, exist_ok=True)
             args += [str(inputs), str(outputs)]
-        return subprocess.run(args, capture_output=True, text=True, env=_env(threads, env))
+        try:
+            return subprocess.run(args, capture_output=True, text=True, env=_env(threads, env))
+        except OSError as exc:  # not a program (empty, garbage) or not executable: one line, not a traceback
+            raise ProgramRunError(f"{self.path} cannot be run: {exc.strerror or exc}") from None
 
     def run_or_fail(self, pairs: Sequence[tuple[Path, Path]], threads: int | None = None,
                     env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -127,8 +130,12 @@ class Program:
         outputs.mkdir(parents=True, exist_ok=True)
         args = [str(self.path), "generate", str(self.root / "weights.safetensors"), str(inputs), str(outputs),
                 *options]
-        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=_env(threads, env)) as child:
+        try:
+            child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=_env(threads, env))
+        except OSError as exc:  # as in run
+            raise ProgramRunError(f"{self.path} cannot be run: {exc.strerror or exc}") from None
+        with child:
             for line in child.stdout:
                 if on_token is not None:
                     on_token(int(line))
