@@ -12,13 +12,19 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
 
 class UsageError(ValueError):
     """A refusal that is the user's to fix: reported on one line, exit code 2."""
+
+
+def _note(command: str) -> Callable[[str], None]:
+    """What `exactc COMMAND` says on stderr on the way, one line each (a cache entry
+    rebuilt)."""
+    return lambda message: print(f"exactc {command}: {message}", file=sys.stderr, flush=True)
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -177,7 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     from exactc.verify import programs
 
-    program = programs.exported(spec, programs.Build(cc=args.cc))
+    program = programs.exported(spec, programs.Build(cc=args.cc), note=_note("run"))
     with _output_folder(outdir):  # the program writes every output, or none (exactc_host.c)
         program.run_or_fail([(program.root / "conformance" / "inputs", outdir.resolve())])
     for name in sorted(p.stem for p in (program.root / "conformance" / "expected").glob("*.npy")):
@@ -191,7 +197,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     root = Path(args.directory)
     if not (root / "Makefile").is_file() or not (root / "conformance" / "check.sh").is_file():
         raise UsageError(f"{root} is not an exported directory (no Makefile or conformance/check.sh)")
-    program = programs.make(root, programs.Build(cc=args.cc or "cc", openmp=not args.no_openmp))
+    program = programs.make(root, programs.Build(cc=args.cc or "cc", openmp=not args.no_openmp), note=_note("check"))
     check = program.check()
     sys.stdout.write(check.stdout)
     sys.stderr.write(check.stderr)

@@ -341,8 +341,9 @@ MUTANTS = [
         "`exactc run` makes its output folder before the program is built: a failed build "
         "leaves it behind, empty",
         COMMANDS,
-        "    program = programs.exported(spec, programs.Build(cc=args.cc))\n",
-        "    outdir.mkdir(parents=True, exist_ok=True)\n    program = programs.exported(spec, programs.Build(cc=args.cc))\n",
+        "    program = programs.exported(spec, programs.Build(cc=args.cc), note=_note(\"run\"))\n",
+        "    outdir.mkdir(parents=True, exist_ok=True)\n"
+        "    program = programs.exported(spec, programs.Build(cc=args.cc), note=_note(\"run\"))\n",
         ("bad-inputs:doors",),
         family="hardening",
     ),
