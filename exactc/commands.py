@@ -1,4 +1,4 @@
-"""The program subcommands of `exactc`: export, run, check, info.
+"""The program subcommands of `exactc`: export, run, check, info, cache.
 
 Each has an `*_arguments` function that adds its options and a `cmd_*` handler; cli.py
 lists them in its one table and reports every refusal (UsageError and the stages' own
@@ -85,6 +85,22 @@ def check_arguments(p: argparse.ArgumentParser) -> None:
 
 def info_arguments(p: argparse.ArgumentParser) -> None:
     _model_options(p)
+
+
+CACHE_DESCRIPTION = """The built programs in the cache folder ($EXACTC_CACHE, else ~/.cache/exactc): the
+exports of `exactc run --backend c`, `embed` and `generate` (exports/), the builds
+(builds/) and the runtime's objects (objects/). Each entry is checked against its
+manifest when it is used and rebuilt if it fails. When one is added, the least
+recently used go until all fit in $EXACTC_CACHE_MAX_MB megabytes (default 4000); an
+entry that a running command uses is never removed."""
+
+
+def cache_arguments(p: argparse.ArgumentParser) -> None:
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--list", action="store_true",
+                      help="print each entry: its size, its last use and what it is, least recently used first")
+    what.add_argument("--clear", action="store_true",
+                      help="remove every entry that no running command uses, and say how much was freed")
 
 
 def _overrides(items: list[str]) -> dict[str, str]:
@@ -205,6 +221,30 @@ def cmd_check(args: argparse.Namespace) -> int:
     if check.returncode != 0:
         print(f"build: {program.make_line()}")
     return 0 if check.returncode == 0 else 1
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from exactc.verify import build, programs
+
+    folder = build.cache_dir()
+    bound = programs.max_bytes()
+    if args.clear:
+        removed, freed, kept = programs.clear_cache()
+        print(f"removed {removed} entr{'y' if removed == 1 else 'ies'} from {folder}, freed {_mb(freed)}"
+              + (f"; kept {kept} that a running command uses" if kept else ""))
+        return 0
+    entries = programs.cache_entries()
+    for e in entries:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_use))
+        print(f"{e.path.relative_to(folder)}  {_mb(e.size):>9}  used {used}  {e.what}")
+    total = sum(e.size for e in entries)
+    print(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} in {folder}, {_mb(total)} of at most "
+          f"{_mb(bound)} ({programs.MAX_MB})")
+    return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
