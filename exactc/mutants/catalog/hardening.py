@@ -25,6 +25,7 @@ EMBED = "exactc/embed.py"
 BUILD = "exactc/verify/build.py"
 HOST = "exactc/runtime/exactc_host.c"
 COMMANDS = "exactc/commands.py"
+PROGRAMS = "exactc/verify/programs.py"
 
 MUTANTS = [
     Mutant(
@@ -412,6 +413,35 @@ MUTANTS = [
         "        memcpy(dst, a->data, count * exactc_kind_size(spec->kind));\n"
         "        { volatile unsigned char past = ((const unsigned char *)a->data)[a->nbytes]; (void)past; }\n",
         ("host-runtime", "sanitizers"),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-checksum-ignored",
+        "a cache entry is checked against its manifest and used whatever the check says: a "
+        "flipped byte in a cached weights file gives wrong logits with exit 0",
+        PROGRAMS,
+        "    reason = check_entry(entry, needed)\n    if reason is None:\n",
+        "    reason = check_entry(entry, needed)\n    if reason is None or True:\n",
+        ("cache:check",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-most-recently-used-removed-first",
+        "the size bound removes the most recently used entries first: the ones in use every day go",
+        PROGRAMS,
+        "    return sorted(found, key=lambda e: e.last_use)\n",
+        "    return sorted(found, key=lambda e: -e.last_use)\n",
+        ("cache:bound",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-removes-an-entry-in-use",
+        "the size bound and exactc cache --clear remove an entry that a running command holds, "
+        "its program and weights deleted under it",
+        PROGRAMS,
+        "    fd = _lock(entry, exclusive=True)\n",
+        "    fd = os.open(entry, os.O_RDONLY)\n",
+        ("cache:bound",),
         family="hardening",
     ),
 ]
