@@ -45,6 +45,8 @@ def commands() -> list[Command]:
                 program_commands.check_arguments, program_commands.cmd_check),
         Command("info", "nests, launches, arena peak and parameter count of an entry",
                 program_commands.info_arguments, program_commands.cmd_info),
+        Command("cache", "list the cache folder's built programs, or clear them",
+                program_commands.cache_arguments, program_commands.cmd_cache, program_commands.CACHE_DESCRIPTION),
         Command("embed", "embed sentences with a sentence-transformers checkpoint, in C",
                 embed.add_arguments, embed.cmd_embed),
         Command("generate", "generate tokens with a GPT or Llama (key/value cache), by the reference or in C",

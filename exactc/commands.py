@@ -1,4 +1,4 @@
-"""The program subcommands of `exactc`: export, run, check, info.
+"""The program subcommands of `exactc`: export, run, check, info, cache.
 
 Each has an `*_arguments` function that adds its options and a `cmd_*` handler; cli.py
 lists them in its one table and reports every refusal (UsageError and the stages' own
@@ -12,13 +12,19 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
 
 class UsageError(ValueError):
     """A refusal that is the user's to fix: reported on one line, exit code 2."""
+
+
+def _note(command: str) -> Callable[[str], None]:
+    """What `exactc COMMAND` says on stderr on the way, one line each (a cache entry
+    rebuilt)."""
+    return lambda message: print(f"exactc {command}: {message}", file=sys.stderr, flush=True)
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -79,6 +85,22 @@ def check_arguments(p: argparse.ArgumentParser) -> None:
 
 def info_arguments(p: argparse.ArgumentParser) -> None:
     _model_options(p)
+
+
+CACHE_DESCRIPTION = """The built programs in the cache folder ($EXACTC_CACHE, else ~/.cache/exactc): the
+exports of `exactc run --backend c`, `embed` and `generate` (exports/), the builds
+(builds/) and the runtime's objects (objects/). Each entry is checked against its
+manifest when it is used and rebuilt if it fails. When one is added, the least
+recently used go until all fit in $EXACTC_CACHE_MAX_MB megabytes (default 4000); an
+entry that a running command uses is never removed."""
+
+
+def cache_arguments(p: argparse.ArgumentParser) -> None:
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--list", action="store_true",
+                      help="print each entry: its size, its last use and what it is, least recently used first")
+    what.add_argument("--clear", action="store_true",
+                      help="remove every entry that no running command uses, and say how much was freed")
 
 
 def _overrides(items: list[str]) -> dict[str, str]:
@@ -177,7 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     from exactc.verify import programs
 
-    program = programs.exported(spec, programs.Build(cc=args.cc))
+    program = programs.exported(spec, programs.Build(cc=args.cc), note=_note("run"))
     with _output_folder(outdir):  # the program writes every output, or none (exactc_host.c)
         program.run_or_fail([(program.root / "conformance" / "inputs", outdir.resolve())])
     for name in sorted(p.stem for p in (program.root / "conformance" / "expected").glob("*.npy")):
@@ -191,7 +213,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     root = Path(args.directory)
     if not (root / "Makefile").is_file() or not (root / "conformance" / "check.sh").is_file():
         raise UsageError(f"{root} is not an exported directory (no Makefile or conformance/check.sh)")
-    program = programs.make(root, programs.Build(cc=args.cc or "cc", openmp=not args.no_openmp))
+    program = programs.make(root, programs.Build(cc=args.cc or "cc", openmp=not args.no_openmp), note=_note("check"))
     check = program.check()
     sys.stdout.write(check.stdout)
     sys.stderr.write(check.stderr)
@@ -199,6 +221,30 @@ def cmd_check(args: argparse.Namespace) -> int:
     if check.returncode != 0:
         print(f"build: {program.make_line()}")
     return 0 if check.returncode == 0 else 1
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from exactc.verify import build, programs
+
+    folder = build.cache_dir()
+    bound = programs.max_bytes()
+    if args.clear:
+        removed, freed, kept = programs.clear_cache()
+        print(f"removed {removed} entr{'y' if removed == 1 else 'ies'} from {folder}, freed {_mb(freed)}"
+              + (f"; kept {kept} that a running command uses" if kept else ""))
+        return 0
+    entries = programs.cache_entries()
+    for e in entries:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_use))
+        print(f"{e.path.relative_to(folder)}  {_mb(e.size):>9}  used {used}  {e.what}")
+    total = sum(e.size for e in entries)
+    print(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} in {folder}, {_mb(total)} of at most "
+          f"{_mb(bound)} ({programs.MAX_MB})")
+    return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:

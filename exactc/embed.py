@@ -134,7 +134,7 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
         progress(f"first use of {ckpt.name} at {dtype} for up to {tokens} tokens: exporting and building the C "
                  f"program (a few seconds) ...")
 
-    program = programs.exported(spec, programs.Build(cc=cc), first_use)
+    program = programs.exported(spec, programs.Build(cc=cc), first_use, note=progress)
     if started:
         progress(f"exported and built into {program.root} in {time.perf_counter() - started[0]:.1f} s")
     return program

@@ -180,7 +180,7 @@ def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: ar
     from exactc.verify import conformance, programs
 
     check_request(cfg.tokens, cfg.vocab, ids, args.n, args.stop)  # the reference's refusals, word for word
-    built = programs.exported(spec, programs.Build(cc=cc), progress)
+    built = programs.exported(spec, programs.Build(cc=cc), progress, note=progress)
     flags = ["-n", str(args.n), "--temperature", repr(options.temperature), "--top-k", str(options.top_k),
              "--top-p", repr(options.top_p)] + (["--stop", str(args.stop)] if args.stop is not None else [])
     with tempfile.TemporaryDirectory(prefix="exactc-generate-") as tmp:

@@ -94,6 +94,11 @@ _FIXED_CHECKS = [
     Check("programs:report", ("tests/test_programs.py",), "skips_a_layer"),
     # The one build: each compiler really builds; the export cache keys on what matters.
     Check("programs:build", ("tests/test_programs.py",), "rebuilds or cached_by or concurrent"),
+    # The cache's entries (tests/test_cache.py): a byte flipped or a program broken in a real
+    # entry is caught and rebuilt; the size bound removes the least recently used first,
+    # never one a running command holds, nor does exactc cache --clear.
+    Check("cache:check", ("tests/test_cache.py",), "rebuilt"),
+    Check("cache:bound", ("tests/test_cache.py",), "least_recently_used or running_command"),
     # The command line: one-line refusals (exit 2) and failed builds (exit 1).
     Check("cli", ("tests/test_programs.py",), "cli"),
     # The one comparison: Python and C (conformance/compare) agree; check.sh applies it.

@@ -27,6 +27,7 @@ HOST = "exactc/runtime/exactc_host.c"
 COMMANDS = "exactc/commands.py"
 GGUF = "exactc/exporter/checkpoints/gguf_file.py"
 LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
+PROGRAMS = "exactc/verify/programs.py"
 
 MUTANTS = [
     Mutant(
@@ -412,8 +413,9 @@ MUTANTS = [
         "`exactc run` makes its output folder before the program is built: a failed build "
         "leaves it behind, empty",
         COMMANDS,
-        "    program = programs.exported(spec, programs.Build(cc=args.cc))\n",
-        "    outdir.mkdir(parents=True, exist_ok=True)\n    program = programs.exported(spec, programs.Build(cc=args.cc))\n",
+        "    program = programs.exported(spec, programs.Build(cc=args.cc), note=_note(\"run\"))\n",
+        "    outdir.mkdir(parents=True, exist_ok=True)\n"
+        "    program = programs.exported(spec, programs.Build(cc=args.cc), note=_note(\"run\"))\n",
         ("bad-inputs:doors",),
         family="hardening",
     ),
@@ -582,6 +584,35 @@ MUTANTS = [
         "    if regular_file(single):\n",
         "    if single.is_file():\n",
         ("bad-inputs:api",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-checksum-ignored",
+        "a cache entry is checked against its manifest and used whatever the check says: a "
+        "flipped byte in a cached weights file gives wrong logits with exit 0",
+        PROGRAMS,
+        "    reason = check_entry(entry, needed)\n    if reason is None:\n",
+        "    reason = check_entry(entry, needed)\n    if reason is None or True:\n",
+        ("cache:check",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-most-recently-used-removed-first",
+        "the size bound removes the most recently used entries first: the ones in use every day go",
+        PROGRAMS,
+        "    return sorted(found, key=lambda e: e.last_use)\n",
+        "    return sorted(found, key=lambda e: -e.last_use)\n",
+        ("cache:bound",),
+        family="hardening",
+    ),
+    Mutant(
+        "cache-removes-an-entry-in-use",
+        "the size bound and exactc cache --clear remove an entry that a running command holds, "
+        "its program and weights deleted under it",
+        PROGRAMS,
+        "    fd = _lock(entry, exclusive=True)\n",
+        "    fd = os.open(entry, os.O_RDONLY)\n",
+        ("cache:bound",),
         family="hardening",
     ),
 ]
