@@ -30,8 +30,8 @@ from exactc import embed, tune  # noqa: E402
 from exactc.exporter import checkpoints, export  # noqa: E402
 from exactc.exporter.kernels.autoplan import AutoPlan  # noqa: E402
 from exactc.runtime import STRICT_FLAGS  # noqa: E402
-from exactc.verify import programs  # noqa: E402
-from exactc.verify.build import compiler_version  # noqa: E402
+from exactc import programs  # noqa: E402
+from exactc.runtime.toolchain import compiler_version  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from minilm_sentences import MIXED_BATCH  # noqa: E402  (tests/minilm_sentences.py)
@@ -79,8 +79,8 @@ def machine_lines() -> list[str]:
 def tune_line() -> str:
     """Whether `--plan auto` follows a tune table here (exactc plan --tune, docs/plans.md),
     for each compiler's build: the programs below are exported with those layouts."""
-    path = tune.table_path()
-    counts = {cc: len(tune.tuned_layouts(cc)) for cc in ("gcc", "clang") if shutil.which(cc)}
+    path = tuned.table_path()
+    counts = {cc: len(tuned.tuned_layouts(cc)) for cc in ("gcc", "clang") if shutil.which(cc)}
     if not any(counts.values()):
         return f"tune table: none for these builds ({path or 'off'}): --plan auto is autoplan's own choice"
     per_build = ", ".join(f"{cc} {n}" for cc, n in counts.items())
@@ -139,7 +139,7 @@ def makefile_cflags(root: Path) -> str:
 
 
 def build_exported(root: Path, cc: str) -> Path:
-    """`make CC=cc` with the Makefile's defaults (verify/programs.py, the one build);
+    """`make CC=cc` with the Makefile's defaults (programs.py, the one build);
     then the conformance check (the bits)."""
     program = programs.make(root, programs.Build(cc=cc), refuse_warnings=True, cached=False)
     check = program.check()
@@ -221,7 +221,7 @@ class DecoderBench:
         for cc in compilers:
             # --plan auto as `exactc export` gives it for a build by cc: with that build's
             # tuned layouts where the tune table has them (tune_line says which)
-            plan = AutoPlan(tuned=tune.tuned_layouts(cc))
+            plan = AutoPlan(tuned=tuned.tuned_layouts(cc))
             prepared = export.prepare(kind, "forward", "f32", overrides={"tokens": shapes["tokens"]},
                                       checkpoint=ckpt, plan=plan, inputs={"input_ids": self.ids})
             root = export.write(prepared, work / f"{kind}-{cc}")
@@ -352,7 +352,7 @@ class GenerateBench:
         hd = shape["dim"] // shape["heads"]
         cache = np.zeros((shape["layers"], shape["kv_heads"], 1, hd), np.float32)  # a cheap reference run
         prepared = export.prepare("llama", "decode", "f32", overrides={"tokens": shape["tokens"]}, checkpoint=ckpt,
-                                  plan=AutoPlan(tuned=tune.tuned_layouts(cc)), weights=WEIGHTS[weights],
+                                  plan=AutoPlan(tuned=tuned.tuned_layouts(cc)), weights=WEIGHTS[weights],
                                   inputs={"token": np.array([1], np.int32), "past_k": cache, "past_v": cache})
         root = export.write(prepared, work / f"{name}-{weights}-decode")
         self.flags = makefile_cflags(root)

@@ -35,7 +35,8 @@ from exactc.exporter.kernels import autoplan
 from exactc.exporter.kernels.autoplan import even_split
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
-from exactc.verify.build import BuildOptions, wide_vectors
+from exactc.verify.build import BuildOptions
+from exactc.runtime.toolchain import wide_vectors
 from exactc.verify.compare import assert_bits_equal
 from linear_speed import best_seconds
 from quant_speed import BLOCK, Kernel, operands

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from exactc.verify.build import have_compiler
+from exactc.runtime.toolchain import have_compiler
 from exactc.verify.compare import assert_bits_equal
 
 from exactc.exporter.kernels.layouts import Layout

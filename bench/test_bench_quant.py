@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from exactc.verify.build import have_compiler
+from exactc.runtime.toolchain import have_compiler
 from quant_speed import measure, table
 
 

@@ -29,7 +29,7 @@ import functools
 import numpy as np
 import pytest
 
-from exactc.verify.build import have_compiler
+from exactc.runtime.toolchain import have_compiler
 from exactc.verify.compare import bit_equal_mask
 
 from linear_speed import Built, gflops, lanes_layout

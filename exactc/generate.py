@@ -177,7 +177,7 @@ def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: ar
     """The whole loop in the exported decode program (`model generate`,
     runtime/exactc_generate.c), built once into the cache: the prompt and the seed in, the
     tokens, their probabilities and the step uniforms out."""
-    from exactc.verify import conformance, programs
+    from exactc import programs
 
     check_request(cfg.tokens, cfg.vocab, ids, args.n, args.stop)  # the reference's refusals, word for word
     built = programs.exported(spec, programs.Build(cc=cc), progress, note=progress)
@@ -190,7 +190,7 @@ def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: ar
         seed = np.array([args.seed], np.uint64).view(np.int64)  # the seed's 64 bits (seed.npy is int64)
         (ins / "seed.npy").write_bytes(export.npy_bytes(seed))
         built.generate(ins, outs, flags, on_token=on_token)
-        got = conformance.load_outputs(outs)
+        got = programs.load_outputs(outs)
     return Generation(list(ids), got["tokens"].tolist(), got["probabilities"].tolist(), [],
                       got["uniforms"].tolist())
 

@@ -94,7 +94,7 @@ class Outcome:
 
 def cache_root() -> Path:
     sys.path.insert(0, str(HERE.parent))
-    from exactc.verify.build import cache_dir
+    from exactc.runtime.toolchain import cache_dir
 
     return cache_dir() / "fuzz"
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from exactc.exporter import export
-from exactc.verify import conformance, programs as built
+from exactc import programs as built
+from exactc.verify import conformance
 from exactc.verify.kernels import record_checks
 from test_generation import TINY
 

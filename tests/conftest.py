@@ -36,7 +36,7 @@ settings.register_profile("mutmut", max_examples=8, derandomize=True, database=N
                           phases=[Phase.explicit, Phase.reuse, Phase.generate], **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# `--plan auto` follows the tune table of `exactc plan --tune` (exactc/tune.py): the tests
+# `--plan auto` follows the tune table of `exactc plan --tune` (exactc/verify/tune.py): the tests
 # see autoplan's own choices, whatever this machine's table holds (tests/test_tune.py
 # names a table of its own).
 os.environ["EXACTC_TUNED"] = ""

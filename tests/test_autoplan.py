@@ -16,7 +16,7 @@ from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.lower import lower
 from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
 from exactc.exporter.printer.kernels import print_kernel
-from exactc.verify import programs
+from exactc import programs
 from test_programs import build, conforms, needs_clang
 
 # Dimensions where lanes of 8 rows and 16 columns are both full and partial.

@@ -733,7 +733,7 @@ def test_door_a_signal_during_an_export_leaves_one_line_and_nothing_half_written
 
 
 def test_door_exports_are_made_with_the_umask_and_the_cache_folder_private(tmp_path, monkeypatch):
-    from exactc.verify.build import cache_dir
+    from exactc.runtime.toolchain import cache_dir
 
     mask = os.umask(0o022)
     try:
@@ -840,7 +840,7 @@ def test_door_embed_runs_its_sentences_a_bounded_number_per_process(monkeypatch)
     """24,000 sentences in one process overflowed the command line (E2BIG): the program
     runs PAIRS_PER_RUN of them at a time, with the same bits."""
     from exactc import embed
-    from exactc.verify import programs
+    from exactc import programs
     from exactc.verify.compare import assert_bits_equal
 
     runs = []

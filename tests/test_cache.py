@@ -1,4 +1,4 @@
-"""The cache folder's built programs (verify/programs.py): each entry checked against its
+"""The cache folder's built programs (programs.py): each entry checked against its
 manifest on use and rebuilt, with one line, when it fails; the least recently used
 removed first when the entries outgrow $EXACTC_CACHE_MAX_MB, never one that a running
 command holds; `exactc cache --list | --clear`.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from exactc.verify import programs
+from exactc import programs
 from test_bad_inputs import SMALL
 
 RUN = ("run", "gpt", "--entry", "forward", "--dtype", "f32", *(f"--set={k}={v}" for k, v in SMALL["gpt"].items()),
@@ -154,7 +154,7 @@ def test_a_program_that_cannot_be_run_fails_on_one_line(tmp_path):
 HOLD = """
 import sys
 from pathlib import Path
-from exactc.verify import programs
+from exactc import programs
 fd = programs._hold(Path(sys.argv[1]))
 print("held" if fd is not None else "gone", flush=True)
 sys.stdin.read()
@@ -218,7 +218,7 @@ def test_cache_a_malformed_bound_is_refused_on_one_line(tmp_path):
 USE = """
 import sys
 from exactc.exporter import export
-from exactc.verify import programs
+from exactc import programs
 from test_bad_inputs import SMALL
 program = programs.exported(export.ExportSpec("gpt", "forward", "f32", 0, SMALL["gpt"]), programs.Build(cc="gcc"))
 print(program.root, flush=True)

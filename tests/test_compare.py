@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from exactc.exporter import export
 from exactc.exporter.types import BF16
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
-from exactc.verify import programs
+from exactc import programs
 from exactc.verify.compare import bit_equal_mask, first_mismatch, hexval
 from installed import need  # tests/installed.py
 

@@ -120,9 +120,11 @@ def foreign_exports(tmp_path_factory):
 def test_foreign_targets_preprocess_and_build(cc, march, foreign_exports, tmp_path):
     import shutil
 
-    from exactc import tune
-    from exactc.verify import programs
-    from exactc.verify.build import target_macros
+    from exactc.exporter.kernels import tuned
+
+    from exactc.verify import tune
+    from exactc import programs
+    from exactc.runtime.toolchain import target_macros
 
     need(cc)
     # The tuner's preprocessing of the header, for this target (a TuneError if it stops):

@@ -25,8 +25,8 @@ from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
-from exactc.verify.build import native_macros
-from exactc.verify.programs import Build, make
+from exactc.runtime.toolchain import native_macros
+from exactc.programs import Build, make
 
 COMPILERS = ("gcc", "clang")
 # Large enough that the laned linear's full chunks (8 rows by 16 outputs) run.

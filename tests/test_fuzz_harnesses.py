@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from exactc.verify.build import have_compiler, load_library, runtime_source
+from exactc.verify.build import load_library, runtime_source
+from exactc.runtime.toolchain import have_compiler
 
 FUZZ = Path(__file__).resolve().parent.parent / "fuzz"
 _spec = importlib.util.spec_from_file_location("exactc_fuzz_run", FUZZ / "run.py")

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from exactc.exporter import export
 from exactc.exporter.reference.sampling import SamplingOptions
 from exactc.runtime import keys_twin
-from exactc.verify import conformance, programs as built
+from exactc import programs as built
+from exactc.verify import conformance
 from exactc.verify.kernels import record_checks
 from test_generation import TINY, run
 

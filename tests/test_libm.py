@@ -26,7 +26,8 @@ import pytest
 
 from exactc.runtime import libm_twin
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
-from exactc.verify.build import BuildOptions, native_macros, runtime_source
+from exactc.verify.build import BuildOptions, runtime_source
+from exactc.runtime.toolchain import native_macros
 from exactc.verify.compare import first_mismatch, hexval
 from exactc.verify.exhaustive import FUNCTIONS, LANED, LANED_BUILD, load_libm
 from installed import need  # tests/installed.py

@@ -38,7 +38,7 @@ def test_a_mistake_this_cpu_cannot_show_does_not_apply_and_says_what_it_needs(tm
     on a CPU without it: its outcome there is "does not apply", naming the feature, not
     NOT CAUGHT; on a CPU with it, it runs."""
     from exactc.mutants.runner import run_mutant
-    from exactc.verify.build import native_macros
+    from exactc.runtime.toolchain import native_macros
 
     assert "__x86_64__" in native_macros("gcc") or "__aarch64__" in native_macros("gcc")
     present = sorted(native_macros("gcc") & {"__x86_64__", "__aarch64__"})[0]

@@ -524,7 +524,7 @@ def test_a_campaign_s_report_names_the_batches_not_yet_run(campaign, tmp_path):
     """A stopped campaign's report counts only the mutants of the batches that began: the
     others are named by file, so a partial score is not read as the whole one."""
     batches = [{"files": files, "stage": str(tmp_path / f"part-00{i}")}
-               for i, files in enumerate((["exactc/graph.py"], ["exactc/embed.py"], ["exactc/cli.py", "exactc/tune.py"]))]
+               for i, files in enumerate((["exactc/graph.py"], ["exactc/embed.py"], ["exactc/cli.py", "exactc/verify/tune.py"]))]
     (tmp_path / "part-000").mkdir()
     (tmp_path / "part-000" / campaign.FINISHED).write_text("")
     (tmp_path / "part-001").mkdir()

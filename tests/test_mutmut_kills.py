@@ -749,7 +749,8 @@ def _tune_buffer(name, type_, shape, role="input"):
 
 
 def test_tune_operands_are_drawn_in_their_documented_ranges():
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     top = dims.length(64)
     draw = lambda name, type_, shape=(top, 512): tune._operand(_tune_buffer(name, type_, shape), 50,
                                                                np.random.default_rng(3))
@@ -768,68 +769,72 @@ def test_tune_operands_are_drawn_in_their_documented_ranges():
 
 
 def test_tune_cpu_name_reads_the_first_processor_and_falls_back(tmp_path, monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     info = tmp_path / "cpuinfo"
     info.write_bytes(b"processor\t: 0\nvendor\t: \xff\nmodel name\t: Some CPU  \ncpu family\t: 25\nmodel\t\t: 17\n"
                      b"flags: x model: 3\n\nprocessor\t: 1\nmodel name\t: Other\ncpu family\t: 9\nmodel\t: 8\n")
-    real = tune.Path
-    monkeypatch.setattr(tune, "Path", lambda p: info if p == "/proc/cpuinfo" else real(p))
-    assert tune.cpu_name() == "Some CPU (family 25, model 17)"
+    real = tuned.Path
+    monkeypatch.setattr(tuned, "Path", lambda p: info if p == "/proc/cpuinfo" else real(p))
+    assert tuned.cpu_name() == "Some CPU (family 25, model 17)"
     info.write_text("model name: Bare\n")
-    assert tune.cpu_name() == "Bare (family ?, model ?)"
+    assert tuned.cpu_name() == "Bare (family ?, model ?)"
     info.write_text("cpu family: 25\n")
-    monkeypatch.setattr(tune.platform, "processor", lambda: "")
-    monkeypatch.setattr(tune.platform, "machine", lambda: "m68k")
-    assert tune.cpu_name() == "m68k"
-    monkeypatch.setattr(tune.platform, "processor", lambda: "proc")
-    assert tune.cpu_name() == "proc"
-    monkeypatch.setattr(tune.platform, "processor", lambda: "")
-    monkeypatch.setattr(tune.platform, "machine", lambda: "")
-    assert tune.cpu_name() == "unknown"
+    monkeypatch.setattr(tuned.platform, "processor", lambda: "")
+    monkeypatch.setattr(tuned.platform, "machine", lambda: "m68k")
+    assert tuned.cpu_name() == "m68k"
+    monkeypatch.setattr(tuned.platform, "processor", lambda: "proc")
+    assert tuned.cpu_name() == "proc"
+    monkeypatch.setattr(tuned.platform, "processor", lambda: "")
+    monkeypatch.setattr(tuned.platform, "machine", lambda: "")
+    assert tuned.cpu_name() == "unknown"
     info.unlink()  # no /proc: the platform's answer
-    assert tune.cpu_name() == "unknown"
+    assert tuned.cpu_name() == "unknown"
 
 
 def test_tune_table_path_from_the_environment(tmp_path, monkeypatch):
-    from exactc import tune
-    from exactc.verify.build import user_cache_dir
-    monkeypatch.setenv(tune.TABLE_ENV, str(tmp_path / "t.json"))
-    assert tune.table_path() == tmp_path / "t.json"
-    monkeypatch.setenv(tune.TABLE_ENV, "")
-    assert tune.table_path() is None
-    monkeypatch.delenv(tune.TABLE_ENV)
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
+    from exactc.runtime.toolchain import user_cache_dir
+    monkeypatch.setenv(tuned.TABLE_ENV, str(tmp_path / "t.json"))
+    assert tuned.table_path() == tmp_path / "t.json"
+    monkeypatch.setenv(tuned.TABLE_ENV, "")
+    assert tuned.table_path() is None
+    monkeypatch.delenv(tuned.TABLE_ENV)
     monkeypatch.setenv("EXACTC_CACHE", str(tmp_path / "cache"))
-    assert tune.table_path() == tmp_path / "cache" / "tune.json"
+    assert tuned.table_path() == tmp_path / "cache" / "tune.json"
     monkeypatch.delenv("EXACTC_CACHE")
-    assert tune.table_path() == user_cache_dir() / "tune.json"
+    assert tuned.table_path() == user_cache_dir() / "tune.json"
 
 
 def test_tune_build_identity_names_the_executable_version_flags_and_cpu(monkeypatch, tmp_path):
-    from exactc import tune
-    import exactc.verify.build as build
-    monkeypatch.setattr(tune, "cpu_name", lambda: "CPU")
-    monkeypatch.setattr(tune, "build_flags", lambda cc, march="native": ("-O2", "-march=native"))
-    gcc = tune.shutil.which("gcc")
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
+    import exactc.runtime.toolchain as build
+    monkeypatch.setattr(tuned, "cpu_name", lambda: "CPU")
+    monkeypatch.setattr(tuned, "build_flags", lambda cc, march="native": ("-O2", "-march=native"))
+    gcc = tuned.shutil.which("gcc")
     for version, shown in [("gcc (Debian 12.2.0-14) 12.2.0", "(Debian 12.2.0-14) 12.2.0"),
                            ("gcc", ""), ("cc gcc x", "cc gcc x"), ("gcc 1 2", "1 2")]:
         monkeypatch.setattr(build, "compiler_version", lambda cc, v=version: v)
-        assert tune.build_identity("gcc") == f"{tune.os.path.realpath(gcc)} {shown} | -O2 -march=native | CPU"
+        assert tuned.build_identity("gcc") == f"{tuned.os.path.realpath(gcc)} {shown} | -O2 -march=native | CPU"
     monkeypatch.setattr(build, "compiler_version", lambda cc: "cc 1")
-    assert tune.build_identity(str(tmp_path / "cc")) == f"{tmp_path / 'cc'} 1 | -O2 -march=native | CPU"
+    assert tuned.build_identity(str(tmp_path / "cc")) == f"{tmp_path / 'cc'} 1 | -O2 -march=native | CPU"
 
 
 def test_tune_tuned_layouts_take_the_build_cc_names(tmp_path, monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     kernel, nest = _tune_linear()
     seen = []
-    monkeypatch.setattr(tune, "build_identity", lambda cc: seen.append(cc) or f"build {cc}")
-    monkeypatch.setenv(tune.TABLE_ENV, str(tmp_path / "t.json"))
+    monkeypatch.setattr(tuned, "build_identity", lambda cc: seen.append(cc) or f"build {cc}")
+    monkeypatch.setenv(tuned.TABLE_ENV, str(tmp_path / "t.json"))
     m = _tune_measured(kernel, nest, 1)
-    tune.write_table(tmp_path / "t.json", "build mycc", [m])
+    tuned.write_table(tmp_path / "t.json", "build mycc", [m])
     monkeypatch.setenv("CC", "mycc")
-    assert tune.tuned_layouts() == {m.signature: m.winner}
+    assert tuned.tuned_layouts() == {m.signature: m.winner}
     monkeypatch.delenv("CC")
-    assert tune.tuned_layouts() == {} and tune.tuned_layouts("mycc") == {m.signature: m.winner}
+    assert tuned.tuned_layouts() == {} and tuned.tuned_layouts("mycc") == {m.signature: m.winner}
     assert seen == ["mycc", "cc", "mycc"]
 
 
@@ -839,7 +844,8 @@ def _tune_linear():
 
 
 def _tune_measured(kernel, nest, fastest: int):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     from exactc.exporter.kernels import autoplan
     layouts = tune.candidates(kernel, nest)
     m = tune.Measured(autoplan.nest_signature(kernel, nest), kernel, nest.name, layouts)
@@ -849,12 +855,13 @@ def _tune_measured(kernel, nest, fastest: int):
 
 
 def test_tune_table_written_whole_and_merged(tmp_path, monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     kernel, nest = _tune_linear()
     m = _tune_measured(kernel, nest, 2)
     path = tmp_path / "deep" / "er" / "t.json"  # folders made
     monkeypatch.setattr(tune.time, "gmtime", lambda: tune.time.struct_time((2026, 12, 3, 8, 9, 10, 3, 337, 0)))
-    tune.write_table(path, "build B", [m])
+    tuned.write_table(path, "build B", [m])
     text = path.read_text()
     table = json.loads(text)
     assert text == json.dumps(table, indent=1, sort_keys=True) + "\n"
@@ -862,37 +869,39 @@ def test_tune_table_written_whole_and_merged(tmp_path, monkeypatch):
     assert entry["measured"] == "2026-12-03 08:09:10 UTC" and entry["layout"] == m.winner.to_json()
     assert entry["seconds"] == {k: round(s, 9) for k, s in m.seconds.items()}
     assert entry["seconds"][tune.label(m.layouts[3])] == 5.704e-06  # 5.7037037e-06 to the nanosecond
-    tune.write_table(path, "build C", [m])  # merged: the first build stays
+    tuned.write_table(path, "build C", [m])  # merged: the first build stays
     assert set(json.loads(path.read_text())["builds"]) == {"build B", "build C"}
 
 
 def test_tune_damaged_tables_are_refused_whole(tmp_path):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     path = tmp_path / "t.json"
     again = "; remove it or run `exactc plan --tune` again"
     for text in ['[]', '{"version": 2, "builds": {}}', '{"version": 1, "builds": []}', '{"version": 1}']:
         path.write_text(text)
-        with pytest.raises(tune.TuneError) as caught:
-            tune.read_table(path)
+        with pytest.raises(tuned.TuneError) as caught:
+            tuned.read_table(path)
         assert str(caught.value) == f"{path}: not an exactc tune table of version 1" + again, text
     for text in ['{"version": 1, "builds": {"b": []}}', '{"version": 1, "builds": {"b": {"nests": 1}}}']:
         path.write_text(text)
-        with pytest.raises(tune.TuneError) as caught:
-            tune.read_table(path)
+        with pytest.raises(tuned.TuneError) as caught:
+            tuned.read_table(path)
         assert str(caught.value) == f"{path}: build 'b' has no nests object"
     path.write_text("{")
-    with pytest.raises(tune.TuneError) as caught:
-        tune.read_table(path)
+    with pytest.raises(tuned.TuneError) as caught:
+        tuned.read_table(path)
     assert str(caught.value).startswith(f"{path}: ") and str(caught.value).endswith(again)
     table = {"version": 1, "builds": {"b": {"nests": {"linear|x": {"layout": {"lanes": "no"}}}}}}
-    with pytest.raises(tune.TuneError) as caught:
-        tune.layouts_of(table, "b", path)
+    with pytest.raises(tuned.TuneError) as caught:
+        tuned.layouts_of(table, "b", path)
     assert str(caught.value).startswith(f"{path}: the entry 'linear|x' has no valid layout (")
-    assert tune.layouts_of(table, "other", path) == {}
+    assert tuned.layouts_of(table, "other", path) == {}
 
 
 def test_tune_candidates_of_each_kind_of_nest():
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     from exactc.exporter.kernels.lower import lower
     shapes = ["lanes m:8, n:16; packs {p}", "lanes n:16; packs {p}", "lanes n:16", "lanes m:4, n:16; packs {p}",
               "lanes m:6, n:16; packs {p}", "lanes m:12, n:16; packs {p}", "lanes m:16, n:16; packs {p}",
@@ -916,7 +925,8 @@ def test_tune_candidates_of_each_kind_of_nest():
 
 
 def test_tune_report_lines_whole():
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     kernel, nest = _tune_linear()
     m = _tune_measured(kernel, nest, 4)  # lanes m:4, n:16 kept; auto's own is m:8, n:16
     lines = tune.report([m]).splitlines()
@@ -928,7 +938,8 @@ def test_tune_report_lines_whole():
 
 
 def test_tune_timed_compiles_its_layout_with_its_options(monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     import exactc.exporter.printer.kernels as printer_kernels
     import exactc.verify.build as build
     from exactc.verify.build import BuildOptions
@@ -951,7 +962,8 @@ def test_tune_timed_compiles_its_layout_with_its_options(monkeypatch):
 
 def test_tune_timed_at_a_run_time_length():
     """A kernel whose rows follow T is timed at the length asked: operands and ranges."""
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     from exactc.exporter.kernels.lower import lower
     from exactc.verify.build import BuildOptions
     kernel = lower("gelu_tanh", "f32", {"x": (dims.length(32), 16)}, {})
@@ -969,7 +981,8 @@ def _tune_program(**changes):
 
 
 def test_tune_times_every_candidate_in_rounds_keeping_the_best(monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     runs, bests = [], {}
     monkeypatch.setattr(tune.Timed, "run", lambda self: runs.append(id(self)))
     script = iter([3.0, 1.0, 2.0] * 100)  # per candidate: rounds 1, 2, 3 of best()
@@ -993,7 +1006,8 @@ def test_tune_times_every_candidate_in_rounds_keeping_the_best(monkeypatch):
 
 
 def test_tune_nothing_to_tune_when_no_nest_has_a_choice(monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     monkeypatch.setattr(tune, "candidates", lambda kernel, nest: [Layout()])
     assert tune.tune(_tune_program(), "f32", "gcc", rounds=1) == []
 
@@ -1005,11 +1019,12 @@ def _tune_cli(*args):
 
 
 def test_tune_command_in_process_reports_and_writes_the_table(tmp_path, monkeypatch, capsys):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     path = tmp_path / "sub" / "t.json"
     assert _tune_cli("--rounds", "1", "--table", str(path)) == 0
     out = capsys.readouterr().out.splitlines()
-    identity = tune.build_identity("gcc")
+    identity = tuned.build_identity("gcc")
     last = re.fullmatch(r"tune: 2 nests, 15 candidates in [0-9.]+ s; ([0-9]) differ from auto's own choice; "
                         r"table (.*) \(build: (.*)\)", out[-1])
     assert last and last.group(2) == str(path) and last.group(3) == identity, out[-1]
@@ -1019,7 +1034,7 @@ def test_tune_command_in_process_reports_and_writes_the_table(tmp_path, monkeypa
     assert len(kept) == 2
     differ = sum("(auto without the table)" not in line for line in kept)
     assert int(last.group(1)) == differ
-    monkeypatch.setenv(tune.TABLE_ENV, str(tmp_path / "env.json"))  # no --table: the table_path()
+    monkeypatch.setenv(tuned.TABLE_ENV, str(tmp_path / "env.json"))  # no --table: the table_path()
     assert _tune_cli("--rounds", "1") == 0 and (tmp_path / "env.json").is_file()
     capsys.readouterr()
     monkeypatch.setattr(tune, "candidates", lambda kernel, nest: [Layout()])
@@ -1029,17 +1044,19 @@ def test_tune_command_in_process_reports_and_writes_the_table(tmp_path, monkeypa
 
 
 def test_tune_command_refusals_whole(tmp_path, monkeypatch, capsys):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     assert _tune_cli("--rounds", "0", "--table", str(tmp_path / "t.json")) == 2
     assert capsys.readouterr().err == "exactc plan: error: --rounds 0: give at least 1\n"
-    monkeypatch.setenv(tune.TABLE_ENV, "")
+    monkeypatch.setenv(tuned.TABLE_ENV, "")
     assert _tune_cli("--rounds", "1") == 2
     assert capsys.readouterr().err == ("exactc plan: error: EXACTC_TUNED is empty (the table is off): give "
                                        "--table FILE to write one\n")
 
 
 def test_tune_progress_note_only_on_a_terminal(monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
 
     class Terminal(io.StringIO):
         tty = True
@@ -1056,18 +1073,20 @@ def test_tune_progress_note_only_on_a_terminal(monkeypatch):
 
 
 def test_tune_build_identity_strips_only_the_name_and_one_space(monkeypatch):
-    from exactc import tune
-    import exactc.verify.build as build
-    monkeypatch.setattr(tune, "cpu_name", lambda: "CPU")
-    monkeypatch.setattr(tune, "build_flags", lambda cc, march="native": ("-O2",))
-    exe = tune.os.path.realpath(tune.shutil.which("gcc"))
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
+    import exactc.runtime.toolchain as build
+    monkeypatch.setattr(tuned, "cpu_name", lambda: "CPU")
+    monkeypatch.setattr(tuned, "build_flags", lambda cc, march="native": ("-O2",))
+    exe = tuned.os.path.realpath(tuned.shutil.which("gcc"))
     for version, shown in [("gcc\t1", "gcc\t1"), ("gcc  1", " 1")]:  # a tab is no separator; one space only
         monkeypatch.setattr(build, "compiler_version", lambda cc, v=version: v)
-        assert tune.build_identity("gcc") == f"{exe} {shown} | -O2 | CPU", version
+        assert tuned.build_identity("gcc") == f"{exe} {shown} | -O2 | CPU", version
 
 
 def test_tune_compiled_variant_reads_the_header_s_answer(monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     from types import SimpleNamespace
     answers = iter([SimpleNamespace(returncode=0, stdout="x\nexactc_lanes = 1 0;\n", stderr=""),
                     SimpleNamespace(returncode=0, stdout="exactc_lanes = 0 1;", stderr=""),
@@ -1077,37 +1096,40 @@ def test_tune_compiled_variant_reads_the_header_s_answer(monkeypatch):
     monkeypatch.setattr(tune, "build_flags", lambda cc, march="native": ("-O2",))  # no compiler run of its own
     monkeypatch.setattr(tune.subprocess, "run", lambda *a, **k: next(answers))
     assert [tune.compiled_variant("mycc") for _ in range(3)] == ["narrow", "wide", None]
-    with pytest.raises(tune.TuneError) as caught:
+    with pytest.raises(tuned.TuneError) as caught:
         tune.compiled_variant("mycc")
     assert str(caught.value) == "mycc could not preprocess exactc_rt.h: "
-    with pytest.raises(tune.TuneError) as caught:
+    with pytest.raises(tuned.TuneError) as caught:
         tune.compiled_variant("mycc")
     assert str(caught.value) == "mycc could not preprocess exactc_rt.h: " + "e" * 300
 
 
 def test_tune_cpu_name_keeps_a_colon_in_the_value(tmp_path, monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     info = tmp_path / "cpuinfo"
     info.write_text("model name\t: Vendor: Model 9\ncpu family\t: 6\nmodel\t: 1\n")
-    real = tune.Path
-    monkeypatch.setattr(tune, "Path", lambda p: info if p == "/proc/cpuinfo" else real(p))
-    assert tune.cpu_name() == "Vendor: Model 9 (family 6, model 1)"
+    real = tuned.Path
+    monkeypatch.setattr(tuned, "Path", lambda p: info if p == "/proc/cpuinfo" else real(p))
+    assert tuned.cpu_name() == "Vendor: Model 9 (family 6, model 1)"
 
 
 def test_tune_table_errors_name_the_table_file(tmp_path, monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     path = tmp_path / "t.json"
     path.write_text('{"version": 1, "builds": {"build cc": {"nests": {"linear|x": {"layout": {"lanes": "no"}}}}}}')
-    monkeypatch.setenv(tune.TABLE_ENV, str(path))
-    monkeypatch.setattr(tune, "build_identity", lambda cc: f"build {cc}")
-    with pytest.raises(tune.TuneError) as caught:
-        tune.tuned_layouts("cc")
+    monkeypatch.setenv(tuned.TABLE_ENV, str(path))
+    monkeypatch.setattr(tuned, "build_identity", lambda cc: f"build {cc}")
+    with pytest.raises(tuned.TuneError) as caught:
+        tuned.tuned_layouts("cc")
     assert str(caught.value) == (f"{path}: the entry 'linear|x' has no valid layout (plan: nest linear|x, field "
                                  "layout.lanes: give an object axis -> lane width, not 'no')")
 
 
 def test_tune_report_in_microseconds_to_a_tenth():
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     kernel, nest = _tune_linear()
     m = _tune_measured(kernel, nest, 0)
     m.seconds = {k: 0.125 for k in m.seconds}
@@ -1115,7 +1137,8 @@ def test_tune_report_in_microseconds_to_a_tenth():
 
 
 def test_tune_times_with_the_default_build_each_nest_at_the_length(monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     from exactc.verify.build import BuildOptions
     made, events = [], []
 
@@ -1151,7 +1174,8 @@ def test_tune_times_with_the_default_build_each_nest_at_the_length(monkeypatch):
 
 
 def test_tune_command_passes_its_options_on(tmp_path, monkeypatch, capsys):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     calls, notes = [], []
     monkeypatch.setattr(tune, "tune", lambda *a: calls.append(a) or [])
     monkeypatch.setattr(tune, "_note", notes.append)
@@ -1163,7 +1187,8 @@ def test_tune_command_passes_its_options_on(tmp_path, monkeypatch, capsys):
 
 
 def test_tune_command_times_in_seconds_and_best_is_a_duration(tmp_path, capsys, monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     from exactc.verify.build import BuildOptions
     # A clock far from zero that ticks a quarter second a call: the command's whole run on
     # a fast machine with its kernels cached takes less than the 0.1 s its line shows.
@@ -1215,7 +1240,8 @@ def test_tune_command_reads_the_checkpoint_config(tmp_path, capsys, monkeypatch)
 
 
 def test_tune_progress_note_is_flushed(monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
 
     class Terminal(io.StringIO):
         flushed = 0
@@ -2759,7 +2785,7 @@ def test_a_stopped_or_failed_command_says_so_with_its_exit_code(capsys, monkeypa
     import signal
 
     from exactc import cli, commands
-    from exactc.verify.programs import ProgramFailure
+    from exactc.programs import ProgramFailure
 
     def handler(args):
         if raised == "terminated":
@@ -2994,12 +3020,11 @@ def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
     assert {name: sub.get_default("handler") for name, sub in action.choices.items()} == {
         c.name: c.handler for c in cli.commands()}
     from exactc import commands, embed, generate
-    from exactc.exporter.kernels import plans
     from exactc.mutants import runner
 
     assert [c.handler for c in cli.commands()] == [
         commands.cmd_export, commands.cmd_run, commands.cmd_check, commands.cmd_info, embed.cmd_embed,
-        generate.cmd_generate, plans.show_command, runner.run]
+        generate.cmd_generate, cli.plan_or_tune, runner.run]
     with pytest.raises(SystemExit) as caught:
         cli.main(["--version"])
     assert caught.value.code == 0 and capsys.readouterr().out == f"exactc {__version__}\n"
@@ -3069,7 +3094,7 @@ def test_exactc_export_from_a_checkpoint_names_it_and_the_tensors_it_does_not_us
 
 
 def test_exactc_run_options_seed_set_block_and_inputs(capsys, tmp_path, monkeypatch):
-    from exactc.verify import programs
+    from exactc import programs
 
     def run(*argv):
         out = tmp_path / f"o{len(list(tmp_path.iterdir()))}"
@@ -3231,12 +3256,13 @@ def test_a_plan_files_top_level_and_the_file_itself_refused_whole(tmp_path):
 
 
 def test_plan_auto_takes_the_tune_tables_layouts(tmp_path, monkeypatch):
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     from exactc.exporter.kernels.plans import load_plan_option
     path = tmp_path / "tune.json"
-    path.write_text(json.dumps({"version": tune.TABLE_VERSION, "builds": {tune.build_identity("cc"): {"nests": {
+    path.write_text(json.dumps({"version": tuned.TABLE_VERSION, "builds": {tuned.build_identity("cc"): {"nests": {
         "linear m=3 n=5 k=4": {"layout": {"lanes": {"n": 4}}, "seconds": {}, "measured": ""}}}}}))
-    monkeypatch.setenv(tune.TABLE_ENV, str(path))
+    monkeypatch.setenv(tuned.TABLE_ENV, str(path))
     monkeypatch.delenv("CC", raising=False)
     auto = load_plan_option("auto")
     assert auto.tuned == {"linear m=3 n=5 k=4": Layout(lanes=(("n", 4),))}
@@ -3263,7 +3289,7 @@ def test_a_narrow_or_wide_layout_changes_only_its_outer_lanes_widths():
 
 def test_plan_option_values_split_at_their_first_equals_sign():
     import argparse
-    from exactc.exporter.kernels.plans import _attr_arg, _shape_arg
+    from exactc.plan import _attr_arg, _shape_arg
     assert _attr_arg("pairing=a=b") == ("pairing", "a=b")
     assert _attr_arg("has_b=true") == ("has_b", True)
     assert _shape_arg("x=3,4,") == ("x", (3, 4))
@@ -3293,7 +3319,7 @@ def test_exactc_plan_in_process_check_tune_and_help(tmp_path, capsys):
 
 def test_exactc_plans_options_parse_to_their_types_and_defaults():
     import argparse
-    from exactc.exporter.kernels.plans import add_arguments
+    from exactc.plan import add_arguments
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["llama", "--tune", "--entry", "forward"])
@@ -3854,7 +3880,7 @@ def test_the_cached_program_is_asked_for_by_its_spec_and_says_what_it_did(monkey
 
     from exactc import embed
     from exactc.exporter import checkpoints, export
-    from exactc.verify import programs
+    from exactc import programs
 
     ckpt = checkpoints.Checkpoint(Path("/m"), "sentence-transformers", "bert", {}, {}, name="mini")
     asked = []
@@ -4540,7 +4566,7 @@ def test_exactc_run_by_the_c_backend_builds_with_cc_unless_told_otherwise(capsys
     """The Build `exactc run --backend c` hands to programs.exported: CC=cc by default,
     --cc's compiler when given (here a stand-in for the build that reports the compiler it
     was given, exit 1, no output folder left)."""
-    from exactc.verify import programs
+    from exactc import programs
 
     def exported(spec, build=programs.Build(), *args, **kwargs):  # the real one's default
         raise programs.ProgramBuildError(f"CC={build.cc}: the build this test stands in for")
@@ -4707,7 +4733,8 @@ def test_tune_candidates_of_a_quantized_linear_with_a_short_last_block():
     """llama's default mlp of 172 at --weights q8, block 32 (five blocks and one of 12):
     the packed layouts are refused by the plan's checks, and the unpacked lane shapes
     after them are still candidates; with whole blocks (160) the packed ones are too."""
-    from exactc import tune
+    from exactc.exporter.kernels import tuned
+    from exactc.verify import tune
     from exactc.exporter import dims
     
     def labels(k):

@@ -30,7 +30,8 @@ from exactc.exporter import frames
 from exactc.exporter.models import cache
 from exactc.exporter.printer import host, structured
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
-from exactc.verify import conformance, programs
+from exactc import programs
+from exactc.verify import conformance
 from exactc.verify.compare import assert_bits_equal
 
 # Small dimensions: every code path (stacked layers, GQA, padding, rope) at a size a
@@ -57,7 +58,7 @@ def _export(tmp: Path, model: str, entry: str, site: str, straight: bool = False
 
 def build(root: Path, cc: str = "gcc", openmp: bool = True, checking: bool = False,
           quiet: bool = True) -> programs.Program:
-    """make in `root` (verify/programs.py, cached); fails on any warning when `quiet`."""
+    """make in `root` (programs.py, cached); fails on any warning when `quiet`."""
     try:
         return programs.make(root, programs.Build(cc=cc, openmp=openmp, checking=checking), refuse_warnings=quiet)
     except programs.ProgramBuildError as error:

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from exactc.exporter import export, graph, models, quant
-from exactc.verify import conformance, programs
+from exactc import programs
+from exactc.verify import conformance
 from exactc.verify.compare import assert_bits_equal
 
 SMALL = {

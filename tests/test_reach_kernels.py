@@ -37,13 +37,12 @@ from exactc.exporter.kernels.plans import (
     NestPlan,
     Plan,
     PlanError,
-    add_arguments,
     describe_choices,
     load_plan_option,
     parse_plan,
-    show_command,
     validate_plan,
 )
+from exactc.plan import add_arguments, show_command
 from exactc.exporter.kernels.splits import MAX_PIECES, Split
 from exactc.exporter.primitives import PrimitiveError
 

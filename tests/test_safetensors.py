@@ -28,7 +28,8 @@ from safetensors import SafetensorError
 from safetensors.numpy import load as library_load
 from safetensors.numpy import save as library_save
 
-from exactc.verify.build import RUNTIME_DIR, STRICT_FLAGS, have_compiler, load_library, runtime_source
+from exactc.verify.build import RUNTIME_DIR, STRICT_FLAGS, load_library, runtime_source
+from exactc.runtime.toolchain import have_compiler
 from exactc.verify.callgrind import run_callgrind
 
 CDEF = """

@@ -1,4 +1,4 @@
-"""`exactc plan --tune` (exactc/tune.py): the candidates of a program's nests timed on this
+"""`exactc plan --tune` (exactc/verify/tune.py): the candidates of a program's nests timed on this
 machine, the fastest kept in the tune table, and `--plan auto` then choosing them for the
 build they were measured for, and only for it; a tuned program keeps the reference's bits."""
 
@@ -11,7 +11,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from exactc import tune
+from exactc.exporter.kernels import tuned
+
+from exactc.verify import tune
 from exactc.exporter import export
 from exactc.exporter.kernels import autoplan
 from exactc.exporter.kernels.layouts import Layout
@@ -29,7 +31,7 @@ SIXTEEN_ROWS = Layout(order=("n", "m"), lanes=(("m", 16), ("n", 16)), packs=("w"
 def table(tmp_path, monkeypatch):
     """A tune table of its own for the test (conftest turns the user's off)."""
     path = tmp_path / "tune.json"
-    monkeypatch.setenv(tune.TABLE_ENV, str(path))
+    monkeypatch.setenv(tuned.TABLE_ENV, str(path))
     return path
 
 
@@ -51,7 +53,7 @@ def test_the_candidates_are_legal_and_the_fastest_is_kept(table):
     assert Layout() in layouts and SIXTEEN_ROWS in layouts and len(layouts) == len(set(layouts))
     m = _measured(kernel, nest, {tune.label(SIXTEEN_ROWS): 0.25, "plain": 0.5})
     assert m.winner == SIXTEEN_ROWS
-    tune.write_table(table, "build A", [m])
+    tuned.write_table(table, "build A", [m])
     entry = json.loads(table.read_text())["builds"]["build A"]["nests"][m.signature]
     assert entry["layout"] == SIXTEEN_ROWS.to_json() and entry["seconds"]["plain"] == 0.5
     report = tune.report([m])
@@ -61,18 +63,18 @@ def test_the_candidates_are_legal_and_the_fastest_is_kept(table):
 def test_auto_uses_the_table_of_this_build_only(table, monkeypatch):
     kernel, nest = _linear()
     m = _measured(kernel, nest, {tune.label(SIXTEEN_ROWS): 0.25})
-    tune.write_table(table, "another compiler | -O2 | another CPU", [m])
-    assert tune.tuned_layouts("gcc") == {}, "a layout measured for another build was taken"
+    tuned.write_table(table, "another compiler | -O2 | another CPU", [m])
+    assert tuned.tuned_layouts("gcc") == {}, "a layout measured for another build was taken"
     assert dict(autoplan.auto_kernel_plan(kernel).nests[0][1].layout.lanes) == {"m": 8, "n": 16}
-    tune.write_table(table, tune.build_identity("gcc"), [m])
-    assert tune.tuned_layouts("gcc") == {m.signature: SIXTEEN_ROWS}
+    tuned.write_table(table, tuned.build_identity("gcc"), [m])
+    assert tuned.tuned_layouts("gcc") == {m.signature: SIXTEEN_ROWS}
     monkeypatch.setenv("CC", "gcc")
     plan = load_plan_option("auto")
     assert plan.for_kernel(kernel, "k")[0].nests[0][1].layout == SIXTEEN_ROWS
     # the split still follows the chosen lanes: pieces of whole chunks of 16 columns
     assert all(lo % 16 == 0 for lo, _ in plan.for_kernel(kernel, "k")[0].nests[0][1].split.pieces)
-    monkeypatch.setenv(tune.TABLE_ENV, "")
-    assert tune.tuned_layouts("gcc") == {}
+    monkeypatch.setenv(tuned.TABLE_ENV, "")
+    assert tuned.tuned_layouts("gcc") == {}
 
 
 def test_a_tuned_layout_the_nest_cannot_take_is_passed_over(table):
@@ -93,7 +95,7 @@ def test_a_tuned_program_keeps_the_reference_bytes_and_its_own_cache_key(table, 
             if nest.name == "linear":
                 chosen.append(_measured(kernel, nest, {tune.label(SIXTEEN_ROWS): 0.25}))
     assert chosen, "the program has no linear nest"
-    tune.write_table(table, tune.build_identity("gcc"), chosen)
+    tuned.write_table(table, tuned.build_identity("gcc"), chosen)
     assert spec.digest() != untuned, "the export cache would serve the program exported before the table"
     prepared = spec.prepare()
     root = export.write(prepared, tmp_path / "program")
@@ -125,7 +127,7 @@ def test_tune_command_writes_the_table_and_auto_follows_it(table, tmp_path):
     assert done.returncode == 0, done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("tune: ") and str(table) in last, done.stdout
-    layouts = tune.tuned_layouts("gcc")
+    layouts = tuned.tuned_layouts("gcc")
     assert layouts and all(sig.split("|")[0] in ("linear", "matmul", "gelu_tanh", "softmax") for sig in layouts)
 
 

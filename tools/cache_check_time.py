@@ -1,4 +1,4 @@
-"""What checking a cache entry against its manifest costs (verify/programs.py's
+"""What checking a cache entry against its manifest costs (programs.py's
 check_entry): by the stat fields alone, as on every ordinary use, and hashing every file,
 as when the times or inodes differ from the manifest's (a copied cache folder).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from exactc import embed
 from exactc.exporter import checkpoints
-from exactc.verify import programs
+from exactc import programs
 
 
 def minilm_entry() -> Path:

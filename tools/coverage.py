@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS  # noqa: E402
-from exactc.verify.build import GCOV_ENV, cache_dir  # noqa: E402
+from exactc.verify.build import GCOV_ENV  # noqa: E402
+from exactc.runtime.toolchain import cache_dir
 
 READERS = ("exactc_npy.c", "exactc_safetensors.c")
 HARNESSES = ("npy", "safetensors")

@@ -27,8 +27,8 @@ import numpy as np
 
 from exactc import embed
 from exactc.exporter import checkpoints, export, graph
-from exactc.verify import programs
-from exactc.verify.build import compiler_version
+from exactc import programs
+from exactc.runtime.toolchain import compiler_version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from minilm_sentences import SENTENCES  # noqa: E402  (the sentences of the tests)

@@ -67,7 +67,7 @@ from pathlib import Path
 
 from exactc.mutants.runner import COPY_IGNORED
 from exactc.verify import engine
-from exactc.verify.build import cache_dir
+from exactc.runtime.toolchain import cache_dir
 
 TREE = Path(__file__).resolve().parent.parent
 SECTION = "## The mutmut campaign"  # docs/mutants.md keeps everything from this line on
@@ -168,7 +168,7 @@ STAGE_TESTS = [
     ("exactc/runtime/libm_twin.py", ["tests/test_libm.py"]),
     ("exactc/runtime/keys_twin.py", ["tests/test_keys.py"]),
     ("exactc/tokenizer_bin.py", ["tests/test_tokenizer_bin.py"]),
-    ("exactc/tune.py", ["tests/test_tune.py"]),
+    ("exactc/verify/tune.py", ["tests/test_tune.py"]),
     ("exactc/exporter/checkpoints/*.py", ["tests/test_reach_checkpoints.py", "tests/test_checkpoints.py",
                                           # every bad file's refusal, in process (the rest of the file runs exactc)
                                           API_REFUSALS,

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from exactc.exporter import export, graph
-from exactc.verify import programs
-from exactc.verify.build import compiler_version
+from exactc import programs
+from exactc.runtime.toolchain import compiler_version
 
 MODELS = (("gpt", "forward"), ("bert", "forward"), ("llama", "forward"))
 SITES = ("f64", "f32", "bf16")

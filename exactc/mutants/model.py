@@ -71,7 +71,7 @@ class Mutant:
 
     def missing(self, root: Path) -> list[str]:
         """What this mutant needs and the copy at `root` or this CPU lacks."""
-        from exactc.verify.build import native_macros
+        from exactc.runtime.toolchain import native_macros
 
         gone = [p for p in self.requires if not (root / p).exists()]
         lacking = [need for need in self.cpu if not set(need.split("|")) & native_macros("gcc")]

@@ -29,7 +29,7 @@ from pathlib import Path
 from exactc.mutants.catalog import CATALOG, CHECKS
 from exactc.mutants.model import CatalogError, Mutant
 from exactc.verify import engine
-from exactc.verify.build import cache_dir
+from exactc.runtime.toolchain import cache_dir
 from exactc.verify.checkout import checkout_root
 
 # What a copy leaves out: environments, caches and history, never source.

@@ -24,7 +24,8 @@ import mpmath
 import numpy as np
 
 from exactc.runtime import libm_twin
-from exactc.verify.build import BuildOptions, compiler_version
+from exactc.verify.build import BuildOptions
+from exactc.runtime.toolchain import compiler_version
 from exactc.verify.compare import first_mismatch
 from exactc.verify.exhaustive import FUNCTIONS, load_libm
 

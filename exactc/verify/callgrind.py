@@ -53,7 +53,7 @@ def valgrind_version() -> str:
 
 def toolchain_key(cc: str = "gcc", flags: Sequence[str] = ()) -> dict[str, str]:
     """What an instruction count depends on besides the program and its input."""
-    from exactc.verify.build import compiler_version
+    from exactc.runtime.toolchain import compiler_version
 
     return {
         "valgrind": valgrind_version(),

@@ -33,17 +33,13 @@ import numpy as np
 
 from exactc.exporter import export, graph
 from exactc.verify.compare import Mismatch, first_mismatch
-from exactc.verify.programs import Program, ProgramBuildError, make
+from exactc.programs import Program, ProgramBuildError, load_outputs, make
 
 TRACE = re.compile(r"^(\d+)-(\w+)-(\d+)-(\d+)\.npy$")
 
 
 class ProgramMismatch(AssertionError):
     """A program's outputs differ from the reference's; the message is the report."""
-
-
-def load_outputs(folder: Path) -> dict[str, np.ndarray]:
-    return {p.stem: np.load(p, allow_pickle=False) for p in sorted(Path(folder).glob("*.npy"))}
 
 
 def output_mismatches(expected: Mapping[str, np.ndarray], actual: Mapping[str, np.ndarray],

@@ -75,7 +75,7 @@ class TaskResult:
 def database_dir():
     """The campaign's Hypothesis example database: a folder of the cache, shared by every
     worker of this machine (a failing example saved there is replayed first next time)."""
-    from exactc.verify.build import cache_dir
+    from exactc.runtime.toolchain import cache_dir
 
     return cache_dir() / "hypothesis-campaign"
 

@@ -39,7 +39,8 @@ from exactc.exporter.printer.kernels import print_kernel
 from exactc.exporter.printer.nests import takes_length
 from exactc.exporter.printer.planned import SPLIT_STATUS
 from exactc.strategies.cases import Case
-from exactc.verify.build import BuildOptions, cache_dir, load_library, runtime_source
+from exactc.verify.build import BuildOptions, load_library, runtime_source
+from exactc.runtime.toolchain import cache_dir
 from exactc.verify.compare import (
     RED_ZONE,
     GuardedBuffer,

@@ -75,7 +75,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from exactc.verify.callgrind import Profile, run_callgrind, run_callgrind_parts, toolchain_key
-from exactc.verify.programs import Build
+from exactc.programs import Build
 
 BASELINES = Path(__file__).resolve().with_name("probe_baselines.json")
 
@@ -174,8 +174,8 @@ def export_program(workdir: Path, model: str, entry: str, site: str, overrides: 
 
 
 def build_probe(root: Path) -> Path:
-    """`make OPENMP=0 CFLAGS=...` in the exported directory (verify/programs.py, cached)."""
-    from exactc.verify.programs import ProgramBuildError, make
+    """`make OPENMP=0 CFLAGS=...` in the exported directory (programs.py, cached)."""
+    from exactc.programs import ProgramBuildError, make
 
     try:
         return make(root, BUILD).path

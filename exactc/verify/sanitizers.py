@@ -3,7 +3,7 @@ valgrind's memcheck: part of `make verify`.
 
 A sample of whole programs, every architecture's forward in f32 and bf16, plain and with
 `--plan auto`, is exported at small dimensions and built by its own Makefile (the one
-build path, verify/programs.py, and its export cache) with
+build path, programs.py, and its export cache) with
 
     CFLAGS='-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all'
 
@@ -40,7 +40,7 @@ from typing import Callable, Sequence
 from exactc.exporter import export
 from exactc.verify.conformance import load_outputs, output_mismatches
 from exactc.verify.probes import SMALL
-from exactc.verify.programs import Build, Program, ProgramFailure, exported
+from exactc.programs import Build, Program, ProgramFailure, exported
 
 SANITIZE = "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
 MEMCHECK_CFLAGS = "-O2 -g"

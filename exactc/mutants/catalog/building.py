@@ -1,9 +1,9 @@
-"""Building programs (verify/programs.py, the one way) and the command line's exit codes."""
+"""Building programs (programs.py, the one way) and the command line's exit codes."""
 
 from exactc.mutants.model import Mutant
 
 EXPORT = "exactc/exporter/export.py"
-PROGRAMS = "exactc/verify/programs.py"
+PROGRAMS = "exactc/programs.py"
 CLI = "exactc/cli.py"
 
 MUTANTS = [

@@ -22,12 +22,12 @@ PLANS = "exactc/exporter/kernels/plans.py"
 EXPORT = "exactc/exporter/export.py"
 CLI = "exactc/cli.py"
 EMBED = "exactc/embed.py"
-BUILD = "exactc/verify/build.py"
+TOOLCHAIN = "exactc/runtime/toolchain.py"
 HOST = "exactc/runtime/exactc_host.c"
 COMMANDS = "exactc/commands.py"
 GGUF = "exactc/exporter/checkpoints/gguf_file.py"
 LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
-PROGRAMS = "exactc/verify/programs.py"
+PROGRAMS = "exactc/programs.py"
 
 MUTANTS = [
     Mutant(
@@ -93,7 +93,7 @@ MUTANTS = [
         "tune-preprocesses-without-strict",
         "exactc plan --tune preprocesses exactc_rt.h with the build's flags but not STRICT: gcc's GNU "
         "mode on a CPU with AVX512-FP16 predefines FLT_EVAL_METHOD 16 and the header stops the tuner",
-        "exactc/tune.py",
+        "exactc/verify/tune.py",
         '[cc, *STRICT_FLAGS, *build_flags(cc, march), f"-I{RUNTIME_DIR}"',
         '[cc, *build_flags(cc, march), f"-I{RUNTIME_DIR}"',
         ("compilers:foreign",),
@@ -380,7 +380,7 @@ MUTANTS = [
     Mutant(
         "cache-folder-error-traceback",
         "EXACTC_CACHE=/sys/cache: the cache folder's OSError ends in a traceback",
-        BUILD,
+        TOOLCHAIN,
         "    except OSError as exc:\n        origin = ",
         "    except ZeroDivisionError as exc:\n        origin = ",
         ("bad-inputs:doors",),
@@ -431,7 +431,7 @@ MUTANTS = [
     Mutant(
         "cache-folder-made-world-readable",
         "the cache folder (built programs, their inputs) is made with the umask's mode",
-        BUILD,
+        TOOLCHAIN,
         "        path.mkdir(mode=0o700, parents=True, exist_ok=True)",
         "        path.mkdir(parents=True, exist_ok=True)",
         ("bad-inputs:doors",),

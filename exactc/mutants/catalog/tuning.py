@@ -1,8 +1,10 @@
-"""`exactc plan --tune` (exactc/tune.py) and the tuned layouts `--plan auto` takes."""
+"""`exactc plan --tune` (exactc/verify/tune.py) and the tuned layouts `--plan auto` takes
+(exactc/exporter/kernels/tuned.py)."""
 
 from exactc.mutants.model import Mutant
 
-TUNE = "exactc/tune.py"
+TUNE = "exactc/verify/tune.py"
+TABLE = "exactc/exporter/kernels/tuned.py"
 AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
 RT = "exactc/runtime/exactc_rt.h"
 PLANS = "exactc/exporter/kernels/plans.py"
@@ -13,7 +15,7 @@ MUTANTS = [
         "tune-table-of-any-build",
         "--plan auto takes the tuned layouts of whatever build the table holds first: layouts "
         "measured for another compiler, flags or CPU",
-        TUNE,
+        TABLE,
         'table["builds"].get(identity, {"nests": {}})["nests"]',
         'next(iter(table["builds"].values()), {"nests": {}})["nests"]',
         ("tune",),

@@ -41,10 +41,17 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from exactc.exporter import export
-from exactc.verify.build import CacheError, CompileError, cache_dir, compiler_version
+from exactc.runtime.toolchain import CacheError, CompileError, cache_dir, compiler_version
 
 COMPARER = "conformance/compare"  # the comparer check.sh runs (runtime/exactc_compare.c)
+
+
+def load_outputs(folder: Path) -> dict[str, np.ndarray]:
+    """The .npy files a program wrote into `folder`, by name."""
+    return {p.stem: np.load(p, allow_pickle=False) for p in sorted(Path(folder).glob("*.npy"))}
 
 
 class ProgramFailure(RuntimeError):
