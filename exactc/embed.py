@@ -31,6 +31,7 @@ import numpy as np
 
 from exactc import commands
 from exactc.exporter import checkpoints, export, graph
+from exactc.exporter.reference import walk
 
 if TYPE_CHECKING:
     from exactc.programs import Program
@@ -178,7 +179,7 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
     batch = tokenize(folder, sentences, tokens)
     if backend == "reference":
         program, params = export.build_program("bert", "embed", dtype, 0, {"tokens": tokens}, ckpt, weights)
-        rows = [graph.evaluate(program, dtype, params, sentence)["sentence_embedding"] for sentence in batch]
+        rows = [walk.evaluate(program, dtype, params, sentence)["sentence_embedding"] for sentence in batch]
         return np.stack([export.npy_value(r) for r in rows]).astype(np.float32)
     return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights), batch)
 

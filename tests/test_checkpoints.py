@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 from exactc.exporter import checkpoints, export, graph, models, reference, types
+
+from exactc.exporter.reference import walk
 from exactc.exporter.checkpoints import CheckpointError, llama2c
 from exactc.verify.compare import assert_bits_equal
 from installed import need_module  # tests/installed.py
@@ -146,7 +148,7 @@ def test_a_llama2c_file_gives_the_bits_of_the_hugging_face_route(tmp_path, versi
     outs = []
     for ckpt in (a, b):
         p = ckpt.parameters(program, "f32")
-        outs.append(graph.evaluate(program, "f32", p, inputs)["logits"])
+        outs.append(walk.evaluate(program, "f32", p, inputs)["logits"])
         for k in params:
             assert_bits_equal(expected[k], p[k], f"{ckpt.format}: {k}", every_bit=True)
     assert_bits_equal(outs[0], outs[1], "logits", labels=("Hugging Face route", "llama2.c route"))

@@ -20,6 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exactc.exporter import graph, models
+
+from exactc.exporter.reference import walk
 from exactc.exporter.reference.generation import GenerationError, generate
 from exactc.exporter.reference.sampling import SamplingOptions
 from exactc.runtime import keys_twin
@@ -112,11 +114,11 @@ def test_a_decode_step_is_the_last_row_of_forward_at_every_position():
         p = programs(model)
         params = parameters(model, "f32")
         ids = np.arange(1, 8, dtype=np.int32)
-        pre = graph.evaluate(p["prefill"], "f32", params, {"input_ids": ids[:6]})
+        pre = walk.evaluate(p["prefill"], "f32", params, {"input_ids": ids[:6]})
         for T in range(1, 7):
-            step = graph.evaluate(p["decode"], "f32", params, {
+            step = walk.evaluate(p["decode"], "f32", params, {
                 "token": ids[T:T + 1], "past_k": pre["k"][:, :, :T], "past_v": pre["v"][:, :, :T]})
-            full = graph.evaluate(p["forward"], "f32", params, {"input_ids": ids[:T + 1]})
+            full = walk.evaluate(p["forward"], "f32", params, {"input_ids": ids[:T + 1]})
             assert step["logits"][0].tobytes() == full["logits"][-1].tobytes(), (model, T)
 
 

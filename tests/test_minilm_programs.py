@@ -18,6 +18,7 @@ import pytest
 
 from exactc import embed
 from exactc.exporter import checkpoints, export, graph
+from exactc.exporter.reference import walk
 from exactc.verify import conformance
 
 from minilm_sentences import SENTENCES  # tests/minilm_sentences.py
@@ -43,7 +44,7 @@ def test_minilm_embed_program_gives_the_reference_bits_at_each_length(tmp_path, 
                               inputs=sentences[0])
     assert prepared.manifest()["max_length"] == top
     root = export.write(prepared, tmp_path / "program")
-    expected = [graph.evaluate(prepared.program, site, prepared.params, ins) for ins in sentences]
+    expected = [walk.evaluate(prepared.program, site, prepared.params, ins) for ins in sentences]
     assert len({export.npy_bytes(e["sentence_embedding"]) for e in expected}) == len(sentences)
     for cc in ("gcc", "clang"):
         program = build(root, cc=cc)

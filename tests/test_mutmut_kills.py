@@ -199,6 +199,7 @@ import pytest
 
 from exactc import tokenizer_bin
 from exactc.exporter import dims, graph, reference, types
+from exactc.exporter.reference import walk
 from exactc.exporter.kernels import ir, splits
 from exactc.exporter.kernels.autoplan import auto_kernel_plan
 from exactc.exporter.kernels.ir import IRError
@@ -1674,17 +1675,17 @@ def test_graph_evaluate_reports_every_layer_as_it_ran():
     params = models.draw_parameters(program, 1, "f32")
     inputs = {"input_ids": np.array([3, 1, 4, 1], np.int32)}  # T = 4 of 6
     steps = []
-    out = graph.evaluate(program, "f32", params, inputs, on_layer=steps.append)
-    assert (graph.evaluate(program, "f32", params, inputs)["logits"] == out["logits"]).all()
+    out = walk.evaluate(program, "f32", params, inputs, on_layer=steps.append)
+    assert (walk.evaluate(program, "f32", params, inputs)["logits"] == out["logits"]).all()
     (fold,) = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
     assert [s.layer for s in steps] == [0, 1, 2] and all(s.fold is fold and s.length == 4 for s in steps)
     for before, after in zip(steps, steps[1:]):
         assert all((a == b).all() for a, b in zip(after.carry_in, before.carry_out))
     assert steps[0].carry_in[0].shape == (4, 8) and all(s.stacked[0].shape[0] == 3 for s in steps)
     for step in steps:
-        again = graph.rerun_layer(step, "f32", step.layer)
+        again = walk.rerun_layer(step, "f32", step.layer)
         assert len(again) == len(step.carry_out) and all((a == b).all() for a, b in zip(again, step.carry_out))
-    other = graph.rerun_layer(steps[2], "f32", 1)  # layer 2 run on layer 1's slice: not its own output
+    other = walk.rerun_layer(steps[2], "f32", 1)  # layer 2 run on layer 1's slice: not its own output
     assert not (other[0] == steps[2].carry_out[0]).all()
     assert program.parameter_count() == sum(int(np.prod(p.full_shape)) for p in program.params) == \
         sum(a.size for a in params.values())
@@ -1952,7 +1953,7 @@ def test_generation_recompute_runs_forward_and_each_token_is_heard_with_its_prob
     from exactc.runtime import keys_twin
     p = programs("llama")
     ran = []
-    evaluate = generation.graph.evaluate
+    evaluate = generation.walk.evaluate
     monkeypatch.setattr(generation.graph, "evaluate",
                         lambda program, *a: ran.append(program.entry) or evaluate(program, *a))
     options = SamplingOptions(temperature=1.0)
@@ -2209,19 +2210,19 @@ def test_graph_an_apart_layer_runs_its_own_body_and_a_call_reports_its_layers():
     params = models.draw_parameters(program, 0, "f64")
     x = np.linspace(-1, 1, 8).reshape(2, 4)
     steps = []
-    got = graph.evaluate(program, "f64", params, {"x": x}, on_layer=steps.append)["y"]
+    got = walk.evaluate(program, "f64", params, {"x": x}, on_layer=steps.append)["y"]
 
     def plain(params, x):
         return {"y": graph.silu(graph.linear(graph.linear(x, params["a"]), params["b"]))}
     straight = graph.trace("m", "plain", plain, [graph.ParamSpec("a", (4, 4), 0), graph.ParamSpec("b", (4, 4), 0)],
                            [graph.InputSpec("x", (2, 4), "x")])
     w = params["h.{l}.w"]
-    assert (got == graph.evaluate(straight, "f64", {"a": w[0], "b": w[1]}, {"x": x})["y"]).all()
+    assert (got == walk.evaluate(straight, "f64", {"a": w[0], "b": w[1]}, {"x": x})["y"]).all()
     assert [s.layer for s in steps] == [0, 1]  # the fold inside the call reports its layers too
     # the ops of both bodies are reached: the main body's linear, the apart one's linear and silu
     reached = sorted(op.primitive for op, _ in graph.parameter_reach(program))
     assert reached.count("linear") == 2 and "silu" in reached, reached
-    assert (graph.rerun_layer(steps[1], "f64", 1)[0] == got).all()  # layer 1 again: its own (apart) body
+    assert (walk.rerun_layer(steps[1], "f64", 1)[0] == got).all()  # layer 1 again: its own (apart) body
 
 
 def test_hf_config_readers_refuse_each_bad_value_by_its_key():
@@ -2315,7 +2316,7 @@ def test_graph_one_body_folded_over_layers_of_two_shapes_is_traced_twice():
     assert len(folds) == 2 and folds[0].body is not folds[1].body  # (8, 4) and (6, 4) layers: two forms
     params = models.draw_parameters(program, 0, "f64")
     x = np.linspace(-1, 1, 8).reshape(2, 4)
-    y = graph.evaluate(program, "f64", params, {"x": x})["y"]
+    y = walk.evaluate(program, "f64", params, {"x": x})["y"]
     for prefix in ("h.", "g."):
         for layer in range(2):
             x = x @ params[prefix + "{l}.a"][layer].T @ params[prefix + "{l}.b"][layer].T
@@ -2365,7 +2366,7 @@ def test_export_build_program_quantizes_the_reals_and_names_bad_blocks_and_tags(
     ps = models.draw_parameters(synthetic, 0, "f32")
     ins = {"x": np.ones((1, 32), np.float32), "z": np.ones((3, 32), np.float32)}
     e = export.Export(synthetic, "f32", 0, host.print_program(synthetic, "f32"), ps, ins,
-                      graph.evaluate(synthetic, "f32", ps, ins), False)
+                      walk.evaluate(synthetic, "f32", ps, ins), False)
     assert e.manifest()["config"] is None
     same = {"input_ids": np.array([1, 2], np.int32)}
     a = export.ExportSpec("gpt", "forward", "f32", 3, {"tokens": 4}, inputs=same).digest()
@@ -4415,7 +4416,7 @@ def test_graph_one_module_over_the_same_leaves_in_another_arrangement_is_traced_
     calls = [n for n in program.function.nodes if isinstance(n, graph.Call)]
     assert len(calls) == 2 and calls[0].function is not calls[1].function
     x, z = np.linspace(-1, 1, 8).reshape(2, 4), np.linspace(3, 5, 8).reshape(2, 4)
-    out = graph.evaluate(program, "f64", {}, {"x": x, "z": z})
+    out = walk.evaluate(program, "f64", {}, {"x": x, "z": z})
     assert (out["first"] == x - z).all() and (out["second"] == z - x).all()
 
 
@@ -4476,7 +4477,7 @@ def test_graph_a_fold_inside_a_fold_reports_its_layers_and_a_doc_is_its_first_pa
     assert [(f.name, f.doc) for f in program.function.walk()] == [
         ("inner", ""), ("outer", "Two layers of inner ones."), ("e", "")]
     steps = []
-    graph.evaluate(program, "f64", models.draw_parameters(program, 0, "f64"), {"x": np.ones((2, 4))},
+    walk.evaluate(program, "f64", models.draw_parameters(program, 0, "f64"), {"x": np.ones((2, 4))},
                    on_layer=steps.append)
     assert [(s.fold.count, s.layer) for s in steps] == [(2, 0), (2, 1), (3, 0), (2, 0), (2, 1), (3, 1),
                                                         (2, 0), (2, 1), (3, 2)]
@@ -4499,7 +4500,7 @@ def test_graph_one_body_folded_over_another_arrangement_or_row_count_is_traced_a
     assert len(folds) == 2 and folds[0].body is not folds[1].body
     assert [v.name for v in folds[0].body.inputs] == ["a", "b"]
     x, z = np.linspace(-1, 1, 8).reshape(2, 4), np.linspace(3, 5, 8).reshape(2, 4)
-    out = graph.evaluate(program, "f64", {}, {"x": x, "z": z})
+    out = walk.evaluate(program, "f64", {}, {"x": x, "z": z})
     assert (out["first"] == (x - z) - z).all() and (out["second"] == (z - x) - x).all()
 
     def rows(x, p):

@@ -34,6 +34,7 @@ transformers = need_module("transformers")
 
 from exactc import embed  # noqa: E402
 from exactc.exporter import checkpoints, graph, models  # noqa: E402
+from exactc.exporter.reference import walk
 
 from minilm_sentences import SENTENCES  # noqa: E402  (tests/minilm_sentences.py)
 
@@ -59,7 +60,7 @@ def reference_embeddings(ckpt, batch, site="f32") -> np.ndarray:
     tokens = batch["input_ids"].shape[1]
     program = models.build("bert", "embed", ckpt.overrides({"tokens": tokens}))
     params = ckpt.parameters(program, site)
-    rows = [graph.evaluate(program, site, params, {k: v[i] for k, v in batch.items()})["sentence_embedding"]
+    rows = [walk.evaluate(program, site, params, {k: v[i] for k, v in batch.items()})["sentence_embedding"]
             for i in range(len(batch["input_ids"]))]
     return np.stack(rows).astype(np.float32)
 
@@ -108,7 +109,7 @@ def torch_logits(model, ids: np.ndarray) -> np.ndarray:
 def reference_logits(folder, model: str, tokens: int, ids: np.ndarray) -> np.ndarray:
     ckpt = checkpoints.load(folder, model)
     program = models.build(model, "forward", ckpt.overrides({"tokens": tokens}))
-    return graph.evaluate(program, "f32", ckpt.parameters(program, "f32"), {"input_ids": ids})["logits"]
+    return walk.evaluate(program, "f32", ckpt.parameters(program, "f32"), {"input_ids": ids})["logits"]
 
 
 @pytest.mark.parametrize("tied", [True, False])
@@ -147,7 +148,7 @@ def test_bert_checkpoint_matches_bertmodel(tmp_path):
              "token_type_ids": (np.arange(T) >= 5).astype(np.int32)[None],
              "attention_mask": (np.arange(T) < 10).astype(np.int32)[None]}  # three padded positions
     program = models.build("bert", "forward", ckpt.overrides({"tokens": T}))
-    ours = graph.evaluate(program, "f32", ckpt.parameters(program, "f32"),
+    ours = walk.evaluate(program, "f32", ckpt.parameters(program, "f32"),
                           {k: v[0] for k, v in batch.items()})["last_hidden_state"]
     model.eval()
     with torch.no_grad():

@@ -26,6 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exactc.exporter import export, graph, models
+
+from exactc.exporter.reference import walk
 from exactc.exporter import frames
 from exactc.exporter.models import cache
 from exactc.exporter.printer import host, structured
@@ -176,7 +178,7 @@ def test_fold_iteration_apart_runs_outside_the_loop(tmp_path):
     params = models.draw_parameters(program, 0, "f32")
     inputs = models.draw_inputs(program, 0)
     prepared = export.Export(program, "f32", 0, host.print_program(program, "f32"), params, inputs,
-                             graph.evaluate(program, "f32", params, inputs), False)
+                             walk.evaluate(program, "f32", params, inputs), False)
     root = export.write(prepared, tmp_path / "apart")
     text = (root / "model.c").read_text()
     assert "for (int l = 0; l < 2; l++)" in text and "layer 2 runs apart: last_block" in text
@@ -565,7 +567,7 @@ def test_the_builders_printed_programs_build_and_equal_the_reference(tmp_path, e
     inputs = export.check_inputs(program, "f32", {s.name: rng.standard_normal(s.shape).astype(np.float32)
                                                   for s in input_specs})
     prepared = export.Export(program, "f32", 0, host.print_program(program, "f32", None, straight), params, inputs,
-                             graph.evaluate(program, "f32", params, inputs), straight)
+                             walk.evaluate(program, "f32", params, inputs), straight)
     conforms(build(export.write(prepared, tmp_path / entry), checking=True), prepared)
 
 
@@ -583,7 +585,7 @@ def test_float_inputs_are_read_at_their_type(tmp_path, site):
     raw = rng.standard_normal((3, 7)).astype(np.float64 if site == "f64" else np.float32)
     params = models.draw_parameters(program, 0, site)
     inputs = export.check_inputs(program, site, {"x": raw})
-    expected = graph.evaluate(program, site, params, inputs)
+    expected = walk.evaluate(program, site, params, inputs)
     prepared = export.Export(program, site, 0, host.print_program(program, site), params, inputs, expected, False)
     root = export.write(prepared, tmp_path / "floats")
     np.save(root / "conformance" / "inputs" / "x.npy", raw)  # not pre-rounded: the program rounds

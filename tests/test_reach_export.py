@@ -32,6 +32,8 @@ import numpy as np
 import pytest
 
 from exactc.exporter import checkpoints, dims, export, graph, jsonfile
+
+from exactc.exporter.reference import walk
 from exactc.verify.compare import assert_bits_equal
 from test_checkpoints import drawn, hf_config, hf_tensors, write_hf  # tests/test_checkpoints.py
 from test_programs import SMALL  # tests/test_programs.py
@@ -386,7 +388,7 @@ def test_sub_is_traced_and_runs_as_the_rounded_difference():
     rng = np.random.default_rng(3)
     x, y = rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
     assert [op.primitive for op in program.function.ops()] == ["sub"]
-    assert_bits_equal(x - y, graph.evaluate(program, "f64", {}, {"x": x, "y": y})["d"], "d", every_bit=True)
+    assert_bits_equal(x - y, walk.evaluate(program, "f64", {}, {"x": x, "y": y})["d"], "d", every_bit=True)
 
 
 def returns_twice(params, x):
@@ -409,7 +411,7 @@ def test_an_entry_returning_values_names_its_outputs_after_them(entry, names, va
     program = graph.trace("m", "e", entry, [], [X])
     assert program.output_names == names
     x = np.random.default_rng(4).standard_normal((2, 4))
-    got = graph.evaluate(program, "f64", {}, {"x": x})
+    got = walk.evaluate(program, "f64", {}, {"x": x})
     assert list(got) == list(names)
     for name, value in zip(names, values):
         assert_bits_equal(value(x), got[name], name, every_bit=True)

@@ -27,6 +27,7 @@ import numpy as np
 
 from exactc import embed
 from exactc.exporter import checkpoints, export, graph
+from exactc.exporter.reference import walk
 from exactc import programs
 from exactc.runtime.toolchain import compiler_version
 
@@ -74,7 +75,7 @@ def main() -> None:
                 network += float(re.search(r"([0-9.]+) s per run", done.stderr).group(1))
             start = time.perf_counter()
             for i in range(n):
-                graph.evaluate(prepared.program, site, prepared.params, {k: v[i] for k, v in batch.items()})
+                walk.evaluate(prepared.program, site, prepared.params, {k: v[i] for k, v in batch.items()})
             ref_s = time.perf_counter() - start
             m = prepared.manifest()
             rows.append((label, export_s, build_s, (root / "weights.safetensors").stat().st_size, m["arena_peak"],

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 from exactc.exporter import export, graph
+
+from exactc.exporter.reference import walk
 from exactc import programs
 from exactc.runtime.toolchain import compiler_version
 
@@ -45,7 +47,7 @@ def main() -> None:
                                            threads=1, env={"EXACTC_REPEAT": str(args.repeat)})
                 c_s = float(done.stderr.split(": ")[-1].split(" s per run")[0])
                 start = time.perf_counter()
-                graph.evaluate(prepared.program, site, prepared.params, prepared.inputs)
+                walk.evaluate(prepared.program, site, prepared.params, prepared.inputs)
                 ref_s = time.perf_counter() - start
                 m = prepared.manifest()
                 rows.append((model, entry, site, export_s, generated_bytes(root), source_bytes(root),

@@ -24,6 +24,7 @@ import numpy as np
 
 from exactc import embed
 from exactc.exporter import export, graph, models
+from exactc.exporter.reference import walk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from minilm_sentences import SENTENCES  # noqa: E402  (the sentences of the tests)
@@ -53,14 +54,14 @@ def minilm(block: int) -> None:
 def logits(model: str, block: int) -> None:
     program = models.build(model, "forward")
     inputs = models.draw_inputs(program, 0)
-    base = graph.evaluate(program, "f32", models.draw_parameters(program, 0, "f32"), inputs)["logits"]
+    base = walk.evaluate(program, "f32", models.draw_parameters(program, 0, "f32"), inputs)["logits"]
     cfg = ", ".join(f"{k}={v}" for k, v in vars(program.config).items())
     print(f"## tiny {model} ({cfg}), f32 site, blocks of {block}: logits of {base.shape[0]} positions against f32\n")
     print("| weights | min cosine | mean cosine | max abs difference / max abs logit | argmax agrees |")
     print("|---|---|---|---|---|")
     for fmt in FORMATS:
         q_program, params = export.build_program(model, "forward", "f32", 0, None, None, (fmt, block))
-        got = graph.evaluate(q_program, "f32", params, inputs)["logits"]
+        got = walk.evaluate(q_program, "f32", params, inputs)["logits"]
         c = cosines(got, base)
         relative = float(np.max(np.abs(got.astype(np.float64) - base)) / np.max(np.abs(base)))
         agree = int(np.sum(np.argmax(got, axis=1) == np.argmax(base, axis=1)))

@@ -35,6 +35,8 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from exactc.exporter import dims, graph, models, types
+
+from exactc.exporter.reference import walk
 from exactc.exporter.printer.host import PrintedProgram, print_program
 
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
@@ -261,12 +263,12 @@ def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping
     ins = dict(inputs) if inputs is not None else models.draw_inputs(program, seed)
     ins = check_inputs(program, site, ins)
     printed = print_program(program, site, plan=plan, straight=straight)
-    expected = graph.evaluate(program, site, params, ins)
+    expected = walk.evaluate(program, site, params, ins)
     lengths = {}
     for length in conformance_lengths(program.max_length):
         if length != graph.run_length(program, ins):
             at = check_inputs(program, site, models.draw_inputs(program, seed, length))
-            lengths[length] = (at, graph.evaluate(program, site, params, at))
+            lengths[length] = (at, walk.evaluate(program, site, params, at))
     return Export(program, site, seed, printed, params, ins, expected, straight, plan is not None, checkpoint,
                   lengths)
 

@@ -10,7 +10,7 @@ over layers, the first layer whose output differs.
 
 How the layer is found. The checking build of the same directory (make CHECKING=1) writes
 what each fold iteration carries out (EXACTC_TRACE_CARRY, runtime/exactc_npy.c) when
-EXACTC_TRACE_DIR is set; the reference records the same values (graph.evaluate's
+EXACTC_TRACE_DIR is set; the reference records the same values (walk.evaluate's
 on_layer). They are compared in execution order with the one comparison: the first
 iteration whose output differs while every earlier one is equal is the first layer that
 computed wrongly, whatever the output's index. That layer is then run again in the
@@ -32,6 +32,8 @@ from typing import Mapping
 import numpy as np
 
 from exactc.exporter import export, graph
+
+from exactc.exporter.reference import walk
 from exactc.verify.compare import Mismatch, first_mismatch
 from exactc.programs import Program, ProgramBuildError, load_outputs, make
 
@@ -72,7 +74,7 @@ def _write_inputs(folder: Path, inputs: Mapping[str, np.ndarray]) -> Path:
     return folder
 
 
-def _layer_params(prepared: export.Export, step: graph.LayerStep) -> str:
+def _layer_params(prepared: export.Export, step: walk.LayerStep) -> str:
     """The checkpoint names of the stacked parameters `step`'s layer reads."""
     program = prepared.program
     by_value = {id(v): spec for spec, v in zip(program.params, program.param_values)}
@@ -84,11 +86,11 @@ def _same(want: list[np.ndarray], got: list[np.ndarray], site: str) -> bool:
     return all(first_mismatch("", export.npy_value(w).reshape(-1), g, site) is None for w, g in zip(want, got))
 
 
-def _slice_read(prepared: export.Export, step: graph.LayerStep, got: list[np.ndarray]) -> int | None:
+def _slice_read(prepared: export.Export, step: walk.LayerStep, got: list[np.ndarray]) -> int | None:
     """The other layer whose slice of the stacked values gives the C's output of this
     layer from the same carry-in, if one does."""
     for other in range(step.fold.count):
-        if other != step.layer and _same(graph.rerun_layer(step, prepared.site, other), got, prepared.site):
+        if other != step.layer and _same(walk.rerun_layer(step, prepared.site, other), got, prepared.site):
             return other
     return None
 
@@ -123,8 +125,8 @@ def first_differing_layer(program: Program, prepared: export.Export,
     """Which fold iteration is the first whose carried-out values differ from the
     reference's (see the module's docstring); None when the program has no fold."""
     inputs = dict(prepared.inputs if inputs is None else inputs)
-    steps: list[graph.LayerStep] = []
-    graph.evaluate(prepared.program, prepared.site, prepared.params, inputs, on_layer=steps.append)
+    steps: list[walk.LayerStep] = []
+    walk.evaluate(prepared.program, prepared.site, prepared.params, inputs, on_layer=steps.append)
     if not steps:
         return None
     traces = _traces(program, inputs)
@@ -202,7 +204,7 @@ def assert_conforms(program: Program, prepared: export.Export, out: Path | None 
                     cases.append((case, Path(tmp) / f"out-T{length}", want, at))
         else:
             inputs_dir = _write_inputs(Path(tmp) / "in", inputs)
-            cases.append((inputs_dir, folder, expected if expected is not None else graph.evaluate(
+            cases.append((inputs_dir, folder, expected if expected is not None else walk.evaluate(
                 prepared.program, prepared.site, prepared.params, inputs), inputs))
         for _, target, _, _ in cases:
             target.mkdir(parents=True, exist_ok=True)

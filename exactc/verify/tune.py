@@ -169,7 +169,7 @@ def program_kernels(program, site: str) -> list:
     """The distinct kernels of a program at a site type, in order of first launch (as the
     exported C has them, printer/kernel_table.py)."""
     from exactc.exporter.kernels import lower
-    from exactc.exporter.printer.kernel_table import kernel_key, launched_ops, op_shapes
+    from exactc.exporter.launches import kernel_key, launched_ops, op_shapes
 
     kernels = {}
     for op in launched_ops(program):

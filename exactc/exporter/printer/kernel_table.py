@@ -17,8 +17,7 @@ from typing import Any, Iterable
 
 from exactc.exporter import dims
 from exactc.exporter.dims import SYMBOL
-from exactc.exporter.frames import is_view
-from exactc.exporter.graph import Call, Function, Op, Program
+from exactc.exporter.graph import Op, Program
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.ir import Kernel
 from exactc.exporter.kernels.plans import function_name
@@ -26,6 +25,7 @@ from exactc.exporter.printer.ctext import call_lines
 from exactc.exporter.printer.kernels import PrintedKernel, print_kernel
 from exactc.exporter.printer.nests import takes_length
 from exactc.exporter.printer.prepack import packed_ahead
+from exactc.exporter.launches import kernel_key, launched_ops, op_shapes
 
 # Names a kernel never takes: C keywords and what model.c, exactc_rt.h and the C library
 # already use.
@@ -64,39 +64,6 @@ class KernelUse:
             else:
                 lines.extend(call_lines(fn, args + ["0", dims.c_text(extent)], ""))
         return lines
-
-
-def op_shapes(op: Op) -> dict[str, tuple[int, ...]]:
-    return {k: v.shape for k, v in op.operands().items()}
-
-
-def kernel_key(op: Op) -> tuple:
-    """What makes two launches the same kernel."""
-    return (op.primitive, tuple(sorted(op_shapes(op).items())), tuple(sorted((k, repr(v)) for k, v in op.attrs.items())))
-
-
-def launched_ops(program: Program) -> list[Op]:
-    """Every launch of the program (views are not), each traced op once, in the order
-    the host first runs them."""
-    ops: list[Op] = []
-    seen: set[int] = set()
-
-    def visit(fn: Function) -> None:
-        if id(fn) in seen:
-            return
-        seen.add(id(fn))
-        for node in fn.nodes:
-            if isinstance(node, Op):
-                if not is_view(node):
-                    ops.append(node)
-            elif isinstance(node, Call):
-                visit(node.function)
-            else:
-                for _, _, body in node.segments():
-                    visit(body)
-
-    visit(program.function)
-    return ops
 
 
 def joined_labels(names: list[str]) -> str:

@@ -39,6 +39,7 @@ import dataclasses
 from typing import Any
 
 from exactc.exporter.graph import Program, parameter_reach
+from exactc.exporter.launches import kernel_key
 from exactc.exporter.kernels.ir import Affine, Kernel
 from exactc.exporter.kernels.layouts import pack_accesses, pack_panel
 
@@ -61,8 +62,6 @@ def parameter_uses(program: Program) -> tuple[dict[str, set[tuple[Any, str]]], d
     """Which kernel operands each parameter reaches (by kernel_key and operand name), and
     for each kernel operand that can be read as panels the parameter each launch passes
     as it (None: not one)."""
-    from exactc.exporter.printer.kernel_table import kernel_key
-
     uses: dict[str, set[tuple[Any, str]]] = {spec.name: set() for spec in program.params}
     passed: dict[tuple[Any, str], list[str | None]] = {}
     for op, params in parameter_reach(program):

@@ -22,6 +22,8 @@ from typing import Callable, Mapping
 import numpy as np
 
 from exactc.exporter import graph
+
+from exactc.exporter.reference import walk
 from exactc.exporter.reference.sampling import SamplingOptions, sample
 from exactc.runtime import keys_twin
 
@@ -69,7 +71,7 @@ Runner = Callable[[str, Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]
 
 def reference_runner(programs: Mapping[str, graph.Program], site: str, params: Mapping[str, np.ndarray]) -> Runner:
     """run(entry, inputs) -> outputs of the reference backend for the programs by entry."""
-    return lambda entry, inputs: graph.evaluate(programs[entry], site, params, inputs)
+    return lambda entry, inputs: walk.evaluate(programs[entry], site, params, inputs)
 
 
 def generate(prefill: graph.Program, decode: graph.Program, site: str, params: Mapping[str, np.ndarray],
