@@ -475,4 +475,24 @@ MUTANTS = [
         ("bad-inputs:doors",),
         family="hardening",
     ),
+    Mutant(
+        "broken-pipe-traceback",
+        "a reader that closes stdout early (`exactc embed ... | head -c 1`) ends the command "
+        "in a BrokenPipeError traceback",
+        CLI,
+        "    except BrokenPipeError:\n        if not _stdout_reader_gone():",
+        "    except BlockingIOError:\n        if not _stdout_reader_gone():",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "stdout-flushed-at-the-interpreter-s-exit",
+        "what a command printed is written when the interpreter exits, outside the error path: "
+        "a reader gone by then is \"Exception ignored ... BrokenPipeError\" and status 120",
+        CLI,
+        "        code = _run(args)\n        if argv is None:\n",
+        "        return _run(args)\n        if argv is None:\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
 ]
