@@ -722,8 +722,11 @@ def test_door_a_reader_that_closes_stdout_early_ends_the_command_quietly(output_
     reading, writing = os.pipe()
     fcntl.fcntl(writing, fcntl.F_SETPIPE_SZ, 4096)  # one page: the writer waits for the reader from there on
     command, read = STREAMS[case]
+    # stdout block-buffered, as a shell starts the command (PYTHONUNBUFFERED would write
+    # every print at once, and the flush at the end would never meet the closed pipe).
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
     process = subprocess.Popen([sys.executable, "-m", "exactc.cli", *command], cwd=output_work,
-                               stdout=writing, stderr=subprocess.PIPE)
+                               stdout=writing, stderr=subprocess.PIPE, env=env)
     os.close(writing)
     try:
         if read:
