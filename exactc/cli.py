@@ -6,13 +6,17 @@ error path: one line on stderr, `exactc COMMAND: error: ...`, and exit 2 when th
 is the user's to fix (a model, a type, a plan, a checkpoint, a file), 1 when a build or
 a program run failed. SIGINT (Ctrl-C) and SIGTERM stop a command the same way: the
 clean-ups run (an export's half-written directory is removed), one line says so, and
-the exit status is 130 or 143 (128 + the signal's number), as a shell reports them.
+the exit status is 130 or 143 (128 + the signal's number), as a shell reports them. A
+reader of stdout that closes it early (`| head`) ends a command quietly, status 141, as
+SIGPIPE would.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import select
 import signal
 import sys
 from typing import Callable
@@ -138,7 +142,23 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         command = f"exactc {args.command}"
-        return _run(args)
+        code = _run(args)
+        if argv is None:
+            # The process's own command: what is still buffered is written here, inside the
+            # error path. Left to the interpreter's exit, a closed pipe would be "Exception
+            # ignored ... BrokenPipeError" and status 120.
+            sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # another pipe (a child's): a bug, and its traceback says where
+        # The reader of stdout has gone (`exactc embed ... | head -c 1`): there is no one to
+        # tell, so stop quietly as `yes | head` does, with the status a shell reports for a
+        # tool SIGPIPE stopped. (Python ignores SIGPIPE: the write raised instead, and the
+        # clean-ups on the way here have run.) stdout is pointed at /dev/null so that the
+        # flush at the interpreter's exit does not fail again.
+        _silence_stdout()
+        return 128 + signal.SIGPIPE.value
     except (KeyboardInterrupt, Terminated) as exc:
         for number in stops:  # a second signal must not cut this line
             signal.signal(number, signal.SIG_IGN)
@@ -150,6 +170,24 @@ def main(argv: list[str] | None = None) -> int:
             # The process's own command is done: a signal that comes now changes nothing (and
             # must not end in a traceback on the way out). Called in-process: as it was.
             signal.signal(number, signal.SIG_IGN if argv is None else previous[number])
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reading end is closed: poll reports an error on it."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced by an object without one (a test's capture)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _silence_stdout() -> None:
+    """Point stdout's descriptor at /dev/null (Python's documented idiom, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _run(args: argparse.Namespace) -> int:

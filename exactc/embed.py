@@ -216,16 +216,24 @@ def check_sentences(sentences: list[str]) -> None:
 
 
 def check_output(output: str) -> Path:
-    """The -o file, refused before any work if it is not a .npy in a folder that can be
-    written (tried with a temporary file there)."""
+    """The -o file, refused before any work if it is not a .npy, is a directory, or is to
+    be replaced in a folder that cannot be written (tried with a temporary file there; a
+    symlink's target's folder). A device or a FIFO is written through at the end: not
+    opened here, where a FIFO's reader would see an empty file."""
     path = Path(output)
     if not output.endswith(".npy"):
         raise EmbedError(f"-o {output}: the output is a .npy file")
     try:
-        with tempfile.TemporaryFile(dir=path.parent):
-            pass
+        target = export.output_target(path)
     except OSError as exc:
-        raise EmbedError(f"-o {output}: cannot write in {path.parent} ({exc.strerror or exc})") from None
+        raise EmbedError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
+    if target.replaced:
+        try:
+            with tempfile.TemporaryFile(dir=target.path.parent):
+                pass
+        except OSError as exc:
+            folder = target.path.parent if path.is_symlink() else path.parent
+            raise EmbedError(f"-o {output}: cannot write in {folder} ({exc.strerror or exc})") from None
     return path
 
 

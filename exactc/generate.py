@@ -234,10 +234,21 @@ def document(args: argparse.Namespace, model: str, options: SamplingOptions, out
     }
 
 
+def check_json(path: str) -> None:
+    """--json refused before the run when it names what replace_file refuses (a
+    directory, a block device), not after the whole generation."""
+    try:
+        export.output_target(path)
+    except OSError as exc:
+        raise GenerateError(f"--json {path}: cannot write it ({exc.strerror or exc})") from None
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from exactc.commands import _overrides
 
     types.check_site(args.dtype)
+    if args.json:
+        check_json(args.json)
     checkpoint = checkpoints.load(args.checkpoint, args.model) if args.checkpoint else None
     model = checkpoint.model if checkpoint is not None else args.model
     if model not in ("gpt", "llama"):

@@ -594,6 +594,64 @@ def user_files(work: Path) -> None:
     (work / "mine" / "notes.txt").write_text("not exactc's\n")
 
 
+# The output files of generate (--json) and embed (-o): a small GPT drawn at seed 0, and a
+# BERT sentence folder of 40 words evaluated by the reference (no C program to build).
+GENERATE = ("generate", "gpt", *(f"--set={k}={v}" for k, v in SMALL["gpt"].items()), "--prompt-ids", "1", "-n", "3")
+EMBED = ("embed", "--backend", "reference", "--checkpoint", "bert", "w1 w2", "w3")
+
+
+def word_tokenizer(path: Path, vocab: int = 40, width: int = 0) -> None:
+    """A tokenizer.json of the words w0 ... w{vocab-1}, each padded with x to `width` characters."""
+    from tokenizers import Tokenizer, models as tk_models, pre_tokenizers
+
+    words = {f"w{i}".ljust(width, "x"): i for i in range(vocab)}
+    tokenizer = Tokenizer(tk_models.WordLevel(words, unk_token=next(iter(words))))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(path))
+
+
+def bert_folder(work: Path) -> None:
+    """work/bert: a small BERT Hugging Face folder with a tokenizer.json, what EMBED reads."""
+    program = models.build("bert", "embed", dict(SMALL["gpt"], layers=1))
+    cfg = program.config
+    folder = work / "bert"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "bert", "architectures": ["BertModel"], "vocab_size": cfg.vocab,
+        "max_position_embeddings": cfg.positions, "type_vocab_size": cfg.type_vocab, "hidden_size": cfg.dim,
+        "num_attention_heads": cfg.heads, "num_hidden_layers": cfg.layers, "intermediate_size": cfg.mlp,
+        "layer_norm_eps": cfg.eps, "hidden_act": "gelu"}))
+    tensors = export.weight_tensors(program, models.draw_parameters(program, 5, "f32"), "f32")
+    (folder / "model.safetensors").write_bytes(export.safetensors_bytes(tensors))
+    word_tokenizer(folder / "tokenizer.json")
+
+
+def device_node(path: Path, like: str, kind: int = 0) -> None:
+    """A device node at `path` with the numbers of `like` (a character device unless `kind`
+    says otherwise): a /dev/full or /dev/null of the test's own, never /dev itself."""
+    import stat
+
+    try:
+        os.mknod(path, (kind or stat.S_IFCHR) | 0o666, os.stat(like).st_rdev if isinstance(like, str) else like)
+    except PermissionError:
+        pytest.skip("making a device node needs root (CAP_MKNOD)")
+
+
+def with_device(name: str, like: str | int, kind: int = 0, checkpoint: bool = False) -> Callable[[Path], None]:
+    def setup(work: Path) -> None:
+        user_files(work)
+        if checkpoint:
+            bert_folder(work)
+        device_node(work / name, like, kind)
+
+    return setup
+
+
+def with_bert(work: Path) -> None:
+    user_files(work)
+    bert_folder(work)
+
+
 @dataclasses.dataclass(frozen=True)
 class Door:
     kind: str
@@ -636,6 +694,24 @@ DOORS = [
     Door("embed", "-o /sys/x.npy", ("embed", "-o", "/sys/x.npy", "x"), 2, "-o /sys/x.npy: cannot write in /sys"),
     Door("embed", "-o under a folder that does not exist", ("embed", "-o", "no/x.npy", "x"), 2,
          "-o no/x.npy: cannot write in no"),
+    # What stands at the output path is written as it is, never renamed over (docs/errors.md):
+    # a full device is a one-line refusal and stays a device; a directory or a block device
+    # is refused before any work (the prompt or the checkpoint after it is not read).
+    Door("generate --json", "a character device that is full (/dev/full's numbers)",
+         (*GENERATE, "--json", "full.json"), 2, "--json full.json: cannot write it (No space left on device)",
+         with_device("full.json", "/dev/full")),
+    Door("embed -o", "a character device that is full (/dev/full's numbers)", (*EMBED, "-o", "full.npy"), 2,
+         "-o full.npy: cannot write it (No space left on device)", with_device("full.npy", "/dev/full", checkpoint=True)),
+    Door("generate --json", "a directory, refused before the prompt is read", ("generate", "gpt", "--prompt-ids", "1,x",
+                                                                            "--json", "mine"), 2,
+         "--json mine: cannot write it (Is a directory)"),
+    Door("embed -o", "a directory, refused before the checkpoint is read",
+         ("embed", "--checkpoint", "none", "-o", "mine.npy", "x"), 2, "-o mine.npy: cannot write it (Is a directory)",
+         lambda work: (user_files(work), (work / "mine.npy").mkdir())),
+    Door("generate --json", "a block device, refused before the prompt is read",
+         ("generate", "gpt", "--prompt-ids", "1,x", "--json", "disk.json"), 2,
+         "--json disk.json: cannot write it (a block device or a socket: give a file, a character device or a FIFO)",
+         with_device("disk.json", os.makedev(240, 0), kind=0o060000)),  # S_IFBLK, a local-use major: no disk
 ]
 
 DOOR_IDS = [f"{d.kind}: {d.case}" for d in DOORS]
@@ -688,6 +764,127 @@ def test_door_force_replaces_an_earlier_export(tmp_path):
 
 def test_the_doors_table_has_no_duplicate_ids():
     assert len(DOOR_IDS) == len(set(DOOR_IDS))
+
+
+def exactc_in(work: Path, *args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "exactc.cli", *args], cwd=work, stdout=stdout,
+                          stderr=subprocess.PIPE, timeout=600)
+
+
+# (the command, the option naming its output file, the file's suffix)
+OUTPUTS = [(GENERATE, "--json", ".json"), (EMBED, "-o", ".npy")]
+OUTPUT_IDS = ["generate --json", "embed -o"]
+
+
+@pytest.fixture
+def output_work(tmp_path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    bert_folder(work)
+    return work
+
+
+def written(work: Path, command: tuple, option: str, suffix: str) -> bytes:
+    """The bytes the command writes to a regular file."""
+    done = exactc_in(work, *command, option, f"want{suffix}")
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return (work / f"want{suffix}").read_bytes()
+
+
+@pytest.mark.parametrize("command,option,suffix", OUTPUTS, ids=OUTPUT_IDS)
+def test_door_an_output_is_written_through_a_device_and_a_fifo_never_renamed_over_them(output_work, command, option,
+                                                                                        suffix):
+    """A temporary renamed over the path replaced a device node with a regular file (and as
+    root, --json /dev/full said nothing and exited 0): a character device and a FIFO are
+    written through, and stay what they were."""
+    import stat
+    import threading
+
+    work = output_work
+    want = written(work, command, option, suffix)
+    device_node(work / f"null{suffix}", "/dev/null")
+    done = exactc_in(work, *command, option, f"null{suffix}")
+    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()[-3000:]
+    assert stat.S_ISCHR(os.lstat(work / f"null{suffix}").st_mode)
+    fifo = work / f"fifo{suffix}"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    done = exactc_in(work, *command, option, str(fifo))
+    reader.join(timeout=60)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()[-3000:]
+    assert got == [want] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in work.iterdir()) == sorted(["bert", f"want{suffix}", f"null{suffix}", fifo.name])
+
+
+@pytest.mark.parametrize("command,option,suffix", OUTPUTS, ids=OUTPUT_IDS)
+def test_door_an_output_through_a_symlink_replaces_its_target_and_keeps_the_link(output_work, command, option, suffix):
+    """A symlink is followed, as a shell's `>` follows it: the file it names is replaced
+    (its temporary written in that file's folder), the link left a link; a link to nothing
+    yet makes the file it names. Renamed over, the link became a file and its target kept
+    the old bytes."""
+    work = output_work
+    want = written(work, command, option, suffix)
+    (work / "runs").mkdir()
+    (work / "runs" / f"old{suffix}").write_bytes(b"old")
+    for link, text, target in ((f"link{suffix}", f"runs/old{suffix}", work / "runs" / f"old{suffix}"),
+                               (f"new{suffix}", f"runs/new{suffix}", work / "runs" / f"new{suffix}")):
+        os.symlink(text, work / link)
+        done = exactc_in(work, *command, option, link)
+        assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()[-3000:]
+        assert os.readlink(work / link) == text and target.read_bytes() == want
+    assert sorted(p.name for p in (work / "runs").iterdir()) == [f"new{suffix}", f"old{suffix}"]  # no temporary left
+
+
+def test_door_json_to_dev_stdout_redirected_to_a_file_follows_the_tokens(output_work):
+    """--json /dev/stdout writes where stdout is: after the tokens printed, not over them (a
+    file opened again by that name is written from its start) and not renamed over the
+    file the shell opened."""
+    out = output_work / "out.txt"
+    with out.open("wb") as stdout:
+        done = exactc_in(output_work, *GENERATE, "--json", "/dev/stdout", stdout=stdout)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()[-3000:]
+    tokens, _, document = out.read_text().partition("\n")
+    assert json.loads(document)["new_tokens"] == [int(t) for t in tokens.split()] and len(tokens.split()) == 3
+
+
+# (the command, the bytes read before the reader closes): more than a pipe of one page
+# holds (words of 3,000 characters; 60 lines of 16 values), so that a write is still to
+# come whatever was read; and one line, still buffered when the command's work is done.
+STREAMS = {
+    "generate, after the first byte": ((*GENERATE, "--tokenizer", "wide.json", "-n", "5"), 1),
+    "generate, before any byte": ((*GENERATE, "--tokenizer", "wide.json", "-n", "5"), 0),
+    "embed, after the first byte": (("embed", "--backend", "reference", "--checkpoint", "bert", "--full",
+                                     *(f"w{k % 40}" for k in range(60))), 1),
+    "embed, before any byte, one line buffered to the end": (EMBED[:-1], 0),
+}
+
+
+@pytest.mark.parametrize("case", STREAMS)
+def test_door_a_reader_that_closes_stdout_early_ends_the_command_quietly(output_work, case):
+    """`exactc embed ... | head -c 1` and generate's tokens into `| head -n 1` ended in a
+    BrokenPipeError traceback (or, the output still buffered at exit, "Exception ignored"
+    and status 120): now quietly, with the status a shell reports for SIGPIPE, 141."""
+    import fcntl
+
+    word_tokenizer(output_work / "wide.json", width=3000)
+    reading, writing = os.pipe()
+    fcntl.fcntl(writing, fcntl.F_SETPIPE_SZ, 4096)  # one page: the writer waits for the reader from there on
+    command, read = STREAMS[case]
+    # stdout block-buffered, as a shell starts the command (PYTHONUNBUFFERED would write
+    # every print at once, and the flush at the end would never meet the closed pipe).
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    process = subprocess.Popen([sys.executable, "-m", "exactc.cli", *command], cwd=output_work,
+                               stdout=writing, stderr=subprocess.PIPE, env=env)
+    os.close(writing)
+    try:
+        if read:
+            assert os.read(reading, read)  # the command has started to write
+    finally:
+        os.close(reading)
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 141 and stderr == b"", stderr.decode()[-3000:]
 
 
 def _interrupted_export(tmp_path: Path, stop: signal.Signals, vocab: int) -> tuple[subprocess.Popen, bool, str]:

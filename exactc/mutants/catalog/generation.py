@@ -79,7 +79,7 @@ MUTANTS = [
     Mutant(
         "fold-rows-stacked-in-reverse",
         "the reference stacks a fold's per-layer rows last layer first (the cache's layers swapped)",
-        GRAPH,
+        "exactc/exporter/reference/walk.py",
         "            values.update({id(v): np.stack(r) for v, r in zip(node.row_outs, rows)})",
         "            values.update({id(v): np.stack(r[::-1]) for v, r in zip(node.row_outs, rows)})",
         ("generate:cache",),

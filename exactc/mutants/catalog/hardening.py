@@ -28,6 +28,7 @@ COMMANDS = "exactc/commands.py"
 GGUF = "exactc/exporter/checkpoints/gguf_file.py"
 LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
 PROGRAMS = "exactc/programs.py"
+GENERATE = "exactc/generate.py"
 
 MUTANTS = [
     Mutant(
@@ -613,6 +614,87 @@ MUTANTS = [
         "    fd = _lock(entry, exclusive=True)\n",
         "    fd = os.open(entry, os.O_RDONLY)\n",
         ("cache:bound",),
+        family="hardening",
+    ),
+    Mutant(
+        "output-renamed-over-a-device",
+        "an output file is written as a temporary renamed over its path even when a character "
+        "device or a FIFO stands there: the device becomes a regular file, and /dev/full's "
+        "ENOSPC is never seen (exit 0)",
+        EXPORT,
+        "    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):\n        return OutputTarget(here, False)\n",
+        "    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):\n        return OutputTarget(here, True)\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "output-symlink-replaced",
+        "a symlink at an output path is not followed: the file is renamed over the link, and "
+        "the file it named keeps its old bytes",
+        EXPORT,
+        "        try:\n            link = os.readlink(here)\n        except OSError:",
+        "        try:\n            link = os.readlink(here)\n            break\n        except OSError:",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "output-descriptor-opened-again",
+        "--json /dev/stdout opens the file stdout is anew, from its start: the document is "
+        "written over the tokens printed before it",
+        EXPORT,
+        "            return OutputTarget(Path(path), False, int(named[2]) if own else None)",
+        "            return OutputTarget(Path(path), False, None)",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "output-block-device-written-through",
+        "a block device at an output path is written through like a character device: as "
+        "root, a disk overwritten by a JSON document",
+        EXPORT,
+        "    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):\n",
+        "    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISBLK(mode):\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "generate-json-directory-refused-after-the-run",
+        "exactc generate --json DIR is refused only when the document is written, after the "
+        "whole generation (and after every other refusal)",
+        GENERATE,
+        "    if args.json:\n        check_json(args.json)\n",
+        "",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "embed-output-directory-refused-after-the-run",
+        "exactc embed -o DIR.npy is refused only when the embeddings are written, after the "
+        "checkpoint is read and every sentence run",
+        EMBED,
+        "        target = export.output_target(path)\n",
+        "        target = export.OutputTarget(path.absolute(), True)\n",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "broken-pipe-traceback",
+        "a reader that closes stdout early (`exactc embed ... | head -c 1`) ends the command "
+        "in a BrokenPipeError traceback",
+        CLI,
+        "    except BrokenPipeError:\n        if not _stdout_reader_gone():",
+        "    except BlockingIOError:\n        if not _stdout_reader_gone():",
+        ("bad-inputs:doors",),
+        family="hardening",
+    ),
+    Mutant(
+        "stdout-flushed-at-the-interpreter-s-exit",
+        "what a command printed is written when the interpreter exits, outside the error path: "
+        "a reader gone by then is \"Exception ignored ... BrokenPipeError\" and status 120",
+        CLI,
+        "        code = _run(args)\n        if argv is None:\n",
+        "        return _run(args)\n        if argv is None:\n",
+        ("bad-inputs:doors",),
         family="hardening",
     ),
 ]
