@@ -3024,7 +3024,7 @@ def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
     from exactc.mutants import runner
 
     assert [c.handler for c in cli.commands()] == [
-        commands.cmd_export, commands.cmd_run, commands.cmd_check, commands.cmd_info, embed.cmd_embed,
+        commands.cmd_export, commands.cmd_run, commands.cmd_check, commands.cmd_info, commands.cmd_cache, embed.cmd_embed,
         generate.cmd_generate, cli.plan_or_tune, runner.run]
     with pytest.raises(SystemExit) as caught:
         cli.main(["--version"])
@@ -3886,7 +3886,7 @@ def test_the_cached_program_is_asked_for_by_its_spec_and_says_what_it_did(monkey
     ckpt = checkpoints.Checkpoint(Path("/m"), "sentence-transformers", "bert", {}, {}, name="mini")
     asked = []
 
-    def exported(spec, build, first_use):
+    def exported(spec, build, first_use, note=None):
         asked.append((spec, build))
         if len(asked) == 1:
             first_use("exporting")  # not in the cache yet

@@ -229,8 +229,8 @@ MUTANTS = [
         "a key given twice in a JSON object (a tensor named twice in a header) keeps its last "
         "value, as Python's json module does",
         JSONFILE,
-        "        return json.loads(text, object_pairs_hook=_no_key_twice)",
-        "        return json.loads(text)",
+        "json.loads(text, object_pairs_hook=_no_key_twice, ",
+        "json.loads(text, ",
         ("bad-inputs:api",),
         family="hardening",
     ),
