@@ -75,10 +75,10 @@ accuracy: install
 	$(PY) -m exactc.verify.accuracy --out docs/accuracy.md
 
 mutants: install
-	$(PY) -m exactc.mutants.runner -j $(JOBS)
+	$(PY) -m exactc mutants -j $(JOBS)
 
 mutants-report: install
-	$(PY) -m exactc.mutants.runner -j $(JOBS) --markdown docs/mutants.md
+	$(PY) -m exactc mutants -j $(JOBS) --markdown docs/mutants.md
 
 # mutmut writes a mutants/ work directory where it runs: the script runs it in staging
 # copies (outside the tree), one per batch of files on dask (--cluster: a LocalCluster of

@@ -26,7 +26,8 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from exactc import embed, tune  # noqa: E402
+from exactc import embed  # noqa: E402
+from exactc.exporter.kernels import tuned  # noqa: E402
 from exactc.exporter import checkpoints, export  # noqa: E402
 from exactc.exporter.kernels.autoplan import AutoPlan  # noqa: E402
 from exactc.runtime import STRICT_FLAGS  # noqa: E402

@@ -117,6 +117,7 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None):
     """The export the options ask for (export.ExportSpec), its model, type and
     checkpoint checked."""
     from exactc.exporter import checkpoints, export, models, types
+    from exactc.exporter import files
 
     types.check_site(args.dtype)
     checkpoint = None
@@ -134,6 +135,7 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None):
 
 def cmd_export(args: argparse.Namespace) -> int:
     from exactc.exporter import export
+    from exactc.exporter import files
 
     start = time.perf_counter()
     prepared = _spec(args, straight=args.straight_line).prepare()
@@ -184,6 +186,7 @@ def _output_folder(path: Path) -> Iterator[None]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from exactc.exporter import export
+    from exactc.exporter import files
 
     spec = _spec(args, inputs=_read_inputs(args.input))
     outdir = Path(args.output)
@@ -192,7 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _output_folder(outdir):
             for name, array in expected.items():
                 try:
-                    export.replace_file(outdir / f"{name}.npy", export.npy_bytes(array))
+                    files.replace_file(outdir / f"{name}.npy", export.npy_bytes(array))
                 except OSError as exc:
                     raise UsageError(f"-o {outdir}: cannot write {name}.npy ({exc.strerror or exc})") from None
                 print(f"wrote {outdir / name}.npy")

@@ -31,6 +31,7 @@ import numpy as np
 
 from exactc import commands
 from exactc.exporter import checkpoints, export, graph
+from exactc.exporter import files
 from exactc.exporter.reference import walk
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ def check_output(output: str) -> Path:
     if not output.endswith(".npy"):
         raise EmbedError(f"-o {output}: the output is a .npy file")
     try:
-        target = export.output_target(path)
+        target = files.output_target(path)
     except OSError as exc:
         raise EmbedError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
     if target.replaced:
@@ -247,7 +248,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
                     weights=commands.weights_choice(args))
     if output is not None:
         try:
-            export.replace_file(output, export.npy_bytes(vectors))
+            files.replace_file(output, export.npy_bytes(vectors))
         except OSError as exc:
             raise EmbedError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
         print(f"wrote {args.output}: {vectors.shape} float32, one row per sentence")

@@ -38,6 +38,7 @@ import numpy as np
 
 from exactc import tokenizer_bin
 from exactc.exporter import checkpoints, export, models, types
+from exactc.exporter import files
 from exactc.exporter.reference.generation import (Generation, GenerationError, check_request, reference_runner,
                                                    run_loop)
 from exactc.exporter.reference.sampling import SamplingError, SamplingOptions, check_options
@@ -238,7 +239,7 @@ def check_json(path: str) -> None:
     """--json refused before the run when it names what replace_file refuses (a
     directory, a block device), not after the whole generation."""
     try:
-        export.output_target(path)
+        files.output_target(path)
     except OSError as exc:
         raise GenerateError(f"--json {path}: cannot write it ({exc.strerror or exc})") from None
 
@@ -304,7 +305,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.json:
         text = json.dumps(document(args, model, options, out), indent=1) + "\n"
         try:
-            export.replace_file(args.json, text.encode())
+            files.replace_file(args.json, text.encode())
         except OSError as exc:
             raise GenerateError(f"--json {args.json}: cannot write it ({exc.strerror or exc})") from None
     return 0

@@ -978,6 +978,8 @@ _TUNE_TINY = {"vocab": 4, "dim": 4, "heads": 1, "kv_heads": 1, "layers": 1, "mlp
 
 def _tune_program(**changes):
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     return export.trace("llama", "forward", {**_TUNE_TINY, **changes}, None)
 
 
@@ -1413,6 +1415,8 @@ def test_quant_stacked_tensors_are_their_layers():
 
 def test_quant_parameters_round_the_float_ones_to_the_site():
     from exactc.exporter import export, quant
+    from exactc.exporter import templates
+    from exactc.exporter import files
     program = export.trace("llama", "forward", {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1,
                                                 "mlp": 16, "tokens": 4}, ("q8", 8))
     from exactc.exporter import models
@@ -1557,6 +1561,8 @@ def test_generate_with_a_tokenizer_json_prints_the_text(tmp_path, capsys):
 
 def test_export_manifest_whole():
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
     p = export.ExportSpec("gpt", "forward", "f32", 3, tiny).prepare()
     figures = {"arena_peak": p.printed.arena_peak, "structured_arena_peak": p.printed.structured_peak,
@@ -1590,6 +1596,8 @@ def test_export_manifest_whole():
 
 def test_export_npy_bytes_round_trip_with_bf16_widened():
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # not contiguous
     for array, want in [(x, x), (np.array([1, -2], np.int32), np.array([1, -2], np.int32)),
                         (x.astype(types.BF16), x)]:
@@ -1601,16 +1609,18 @@ def test_export_npy_bytes_round_trip_with_bf16_widened():
 
 def test_export_replace_file_beside_the_target_with_the_umask_s_mode(tmp_path, monkeypatch):
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     target = tmp_path / "out.bin"
     old = os.umask(0o027)
     try:
-        export.replace_file(target, b"abc")
+        files.replace_file(target, b"abc")
     finally:
         os.umask(old)
     assert target.read_bytes() == b"abc" and (target.stat().st_mode & 0o777) == 0o640
     old = os.umask(0o022)  # a mask that leaves others' bits: none is set that 0o666 does not give
     try:
-        export.replace_file(target, b"abc")
+        files.replace_file(target, b"abc")
     finally:
         os.umask(old)
     assert (target.stat().st_mode & 0o777) == 0o644
@@ -1621,7 +1631,7 @@ def test_export_replace_file_beside_the_target_with_the_umask_s_mode(tmp_path, m
         moved.append(Path(src))
         return real(src, dst)
     monkeypatch.setattr(export.os, "replace", replace)
-    export.replace_file(str(target), b"de")  # a str path too
+    files.replace_file(str(target), b"de")  # a str path too
     assert target.read_bytes() == b"de" and moved[0].parent == tmp_path
     assert moved[0].name.startswith(".out.bin.partial-")
 
@@ -1630,7 +1640,7 @@ def test_export_replace_file_beside_the_target_with_the_umask_s_mode(tmp_path, m
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(export.os, "replace", vanish_then_fail)
     with pytest.raises(OSError) as caught:
-        export.replace_file(target, b"xyz")
+        files.replace_file(target, b"xyz")
     assert caught.value.errno == 28 and target.read_bytes() == b"de"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
 
@@ -1696,6 +1706,8 @@ def test_graph_names_name_the_kernels():
     has more than one kernel of that primitive (printer/kernel_table.py): the names the
     models give their nodes are the files' names."""
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     gpt = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
     llama = {"vocab": 16, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 1, "mlp": 8, "tokens": 4}
     want = {
@@ -1722,6 +1734,8 @@ def test_export_writes_the_whole_directory(tmp_path):
     the runtime, the weights, every conformance array (lengths below T_max too), check.sh,
     the Makefile, exactc.json, the README and the marker."""
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     from exactc.runtime import RUNTIME_DIR
     p = export.ExportSpec("llama", "forward", "bf16", 2, {"vocab": 16, "dim": 8, "heads": 2, "kv_heads": 1,
                                                           "layers": 1, "mlp": 8, "tokens": 4}).prepare()
@@ -1750,11 +1764,11 @@ def test_export_writes_the_whole_directory(tmp_path):
                 got = load(conf / "lengths" / f"T{length}" / part / f"{name}.npy")
                 assert got.shape == array.shape and (got == export.npy_value(array)).all()
     check = conf / "check.sh"
-    assert check.read_text() == export.CHECK_SH.replace("@SITE@", "bf16") and (check.stat().st_mode & 0o777) == 0o755
+    assert check.read_text() == templates.CHECK_SH.replace("@SITE@", "bf16") and (check.stat().st_mode & 0o777) == 0o755
     assert "@SITE@" not in check.read_text()
-    assert (root / "Makefile").read_text() == export.MAKEFILE
+    assert (root / "Makefile").read_text() == templates.MAKEFILE
     assert (root / "exactc.json").read_text() == json.dumps(p.manifest(), indent=2, sort_keys=True) + "\n"
-    assert (root / "README.md").read_text() == export.readme(p.manifest())
+    assert (root / "README.md").read_text() == templates.readme(p.manifest())
     assert (root / export.MARKER).read_text() == export.MARKER_TEXT
     assert not [f for f in (tmp_path / "a" / "b").iterdir() if f.name != "out"]  # no temporary left
 
@@ -1917,6 +1931,8 @@ def test_quant_rounding_keeps_the_type_and_dequantize_overflows_quietly():
 
 def test_quant_parameters_refuse_a_nonfinite_weight_by_its_name():
     from exactc.exporter import export, models, quant
+    from exactc.exporter import templates
+    from exactc.exporter import files
     program = export.trace("llama", "forward", {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1,
                                                 "mlp": 16, "tokens": 4}, ("q8", 8))
     reals = {k: np.asarray(v, np.float64) for k, v in models.draw_parameters(program, 0, "f64").items()}
@@ -1995,7 +2011,9 @@ _README_MANIFEST = {
 
 def test_export_readme_pins_every_figure_row_and_choice():
     from exactc.exporter import export
-    text = export.readme(_README_MANIFEST)
+    from exactc.exporter import templates
+    from exactc.exporter import files
+    text = templates.readme(_README_MANIFEST)
     lines = text.splitlines()
     assert lines[0] == "# llama `decode` at bf16, exported by exactc"
     assert lines[7:12] == [
@@ -2013,7 +2031,7 @@ def test_export_readme_pins_every_figure_row_and_choice():
         "| `next` | output | (1,) | int32 (`<i4`) |"]
     assert ("This export follows a plan: the nests it splits run their pieces on an\nOpenMP team (one after another "
             "without OpenMP); the others run on the calling thread.") in text
-    plain = export.readme(dict(_README_MANIFEST, dtype="f32", checkpoint=None, planned=False, config=None))
+    plain = templates.readme(dict(_README_MANIFEST, dtype="f32", checkpoint=None, planned=False, config=None))
     lines = plain.splitlines()
     assert lines[7:9] == ["- model: `llama` (), entry `decode`, site type `f32`,",
                           "  parameters drawn from seed 7 (99 values)"]
@@ -2023,12 +2041,14 @@ def test_export_readme_pins_every_figure_row_and_choice():
         "| `next` | output | (1,) | int32 (`<i4`) |"]
     assert ("This export runs each nest over its whole range on the calling thread; a\nplan (`exactc export --plan`) "
             "splits them.") in plain
-    assert [line for line in export.readme(dict(_README_MANIFEST, dtype="f64")).splitlines()
+    assert [line for line in templates.readme(dict(_README_MANIFEST, dtype="f64")).splitlines()
             if line.startswith("| `p")] == ["| `past_k` | input | (2, 'T') | f64 (`<f8`) |"]
 
 
 def test_export_check_target_refusals_whole(tmp_path, monkeypatch):
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine").mkdir()
     (tmp_path / "a.c").write_text("")
@@ -2052,6 +2072,8 @@ def test_export_check_target_refusals_whole(tmp_path, monkeypatch):
 def test_export_write_works_beside_the_target_and_cleans_up(tmp_path, monkeypatch):
     import errno
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
     p = export.ExportSpec("gpt", "forward", "f32", 3, tiny).prepare()
     seen, replaced = [], []
@@ -2088,6 +2110,8 @@ def test_export_write_works_beside_the_target_and_cleans_up(tmp_path, monkeypatc
 
 def test_export_digest_tells_every_request_apart_and_ignores_the_order_of_overrides(tmp_path):
     from exactc.exporter import checkpoints, export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 4}
     base = export.ExportSpec("gpt", "forward", "f32", 3, tiny)
     same = export.ExportSpec("gpt", "forward", "f32", 3, dict(reversed(list(tiny.items()))))
@@ -2110,6 +2134,8 @@ def test_export_digest_tells_every_request_apart_and_ignores_the_order_of_overri
 def test_export_sources_digest_reads_every_exporter_and_runtime_source(tmp_path, monkeypatch):
     import exactc
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     files = ["exporter/a.py", "exporter/sub/b.py", "runtime/x.c", "runtime/y.h"]
     for name in files + ["runtime/notes.txt", "other.py"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -2132,6 +2158,8 @@ def test_export_sources_digest_reads_every_exporter_and_runtime_source(tmp_path,
 def test_export_safetensors_header_is_compact_sorted_and_padded_to_8():
     import struct
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     image = export.safetensors_bytes({"b": ("F32", np.ones((2,), np.float32)), "a": ("I8", np.zeros((3,), np.int8))})
     (n,) = struct.unpack("<Q", image[:8])
     header = image[8:8 + n]
@@ -2147,6 +2175,8 @@ def test_export_safetensors_header_is_compact_sorted_and_padded_to_8():
 
 def test_export_check_inputs_rounds_bf16_through_f32_and_names_every_extra():
     from exactc.exporter import export, types
+    from exactc.exporter import templates
+    from exactc.exporter import files
     program = _one_weight_two_linears()
     # 1 + 2^-8 + 2^-30: bf16 from f64 directly rounds up, through f32 it is a tie, to even (1.0)
     x = np.full((1, 32), 1 + 2.0**-8 + 2.0**-30)
@@ -2264,6 +2294,8 @@ def test_export_prepare_defaults_lengths_plan_and_a_checkpoint_s_own_blocks(tmp_
     import dataclasses
     from test_quant_programs import _llama2c_v2
     from exactc.exporter import checkpoints, export, models
+    from exactc.exporter import templates
+    from exactc.exporter import files
     from exactc.exporter.kernels.autoplan import AutoPlan
     tiny = {"vocab": 16, "positions": 8, "dim": 8, "heads": 2, "layers": 1, "mlp": 8, "tokens": 8}
     p = export.prepare("gpt", "forward", "f32", overrides=tiny)
@@ -2344,6 +2376,8 @@ def test_generate_a_fresh_c_build_reports_progress_and_gpt_generates_bert_does_n
 def test_export_build_program_quantizes_the_reals_and_names_bad_blocks_and_tags(tmp_path, monkeypatch):
     import dataclasses
     from exactc.exporter import checkpoints, export, models, quant
+    from exactc.exporter import templates
+    from exactc.exporter import files
     from exactc.exporter.printer import host
     tiny = {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1, "mlp": 16, "tokens": 4}
     program, params = export.build_program("llama", "forward", "bf16", 0, tiny, None, ("q8", 8))
@@ -3259,7 +3293,7 @@ def test_a_plan_files_top_level_and_the_file_itself_refused_whole(tmp_path):
 def test_plan_auto_takes_the_tune_tables_layouts(tmp_path, monkeypatch):
     from exactc.exporter.kernels import tuned
     from exactc.verify import tune
-    from exactc.exporter.kernels.plans import load_plan_option
+    from exactc.exporter.kernels.autoplan import load_plan_option
     path = tmp_path / "tune.json"
     path.write_text(json.dumps({"version": tuned.TABLE_VERSION, "builds": {tuned.build_identity("cc"): {"nests": {
         "linear m=3 n=5 k=4": {"layout": {"lanes": {"n": 4}}, "seconds": {}, "measured": ""}}}}}))
@@ -3881,6 +3915,8 @@ def test_the_cached_program_is_asked_for_by_its_spec_and_says_what_it_did(monkey
 
     from exactc import embed
     from exactc.exporter import checkpoints, export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     from exactc import programs
 
     ckpt = checkpoints.Checkpoint(Path("/m"), "sentence-transformers", "bert", {}, {}, name="mini")
@@ -3931,6 +3967,8 @@ def test_the_program_runs_its_sentences_a_few_per_process_in_its_own_folder(tmp_
 def test_the_command_passes_its_options_on_and_cuts_long_sentences_at_forty(capsys, monkeypatch, tmp_path):
     from exactc import embed
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
 
     calls = []
 
@@ -5138,6 +5176,8 @@ def test_a_q4_model_of_dim_8_lays_out_only_the_scales_of_its_weights():
     # values copied at every call; q, k, v and o (8 and 4 rows) and down (rows of 40
     # values, which end in a short block) lay out nothing
     from exactc.exporter import export
+    from exactc.exporter import templates
+    from exactc.exporter import files
     from exactc.exporter.kernels.autoplan import AutoPlan
     from exactc.exporter.printer.kernel_table import KernelTable
     sizes = {"vocab": 40, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 2, "mlp": 40, "tokens": 10}

@@ -33,6 +33,8 @@ import pytest
 
 from exactc.exporter import checkpoints, dims, export, graph, jsonfile
 
+from exactc.exporter import files
+
 from exactc.exporter.reference import walk
 from exactc.verify.compare import assert_bits_equal
 from test_checkpoints import drawn, hf_config, hf_tensors, write_hf  # tests/test_checkpoints.py
@@ -158,7 +160,7 @@ def test_a_failed_replace_file_propagates_and_leaves_what_was_there(tmp_path, ca
     path = tmp_path / "weights.bin"
     data = make(path)
     with pytest.raises(raised):
-        export.replace_file(path, data)
+        files.replace_file(path, data)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["weights.bin"]  # no temporary left
     assert (path / "kept" if path.is_dir() else path).read_bytes() == b"old"
 
@@ -193,7 +195,7 @@ HELD = [
 
 @pytest.mark.parametrize("sent,raised", HELD, ids=["one", "twice", "both"])
 def test_signals_are_held_through_the_block_and_raised_once_each_after_it(recorded_signals, sent, raised):
-    with export.signals_held():
+    with files.signals_held():
         for number in sent:
             os.kill(os.getpid(), number)
         inside = list(recorded_signals)
@@ -206,14 +208,14 @@ def test_outside_the_main_thread_nothing_is_held(recorded_signals):
     seen: list[object] = []
 
     def hold() -> None:
-        with export.signals_held():
+        with files.signals_held():
             seen.append(signal.getsignal(signal.SIGTERM))
 
     worker = threading.Thread(target=hold)
     worker.start()
     worker.join()
     assert seen == [before]
-    with export.signals_held():  # the main thread's block does hold: another handler
+    with files.signals_held():  # the main thread's block does hold: another handler
         assert signal.getsignal(signal.SIGTERM) is not before
     assert signal.getsignal(signal.SIGTERM) is before
 

@@ -38,10 +38,10 @@ from exactc.exporter.kernels.plans import (
     Plan,
     PlanError,
     describe_choices,
-    load_plan_option,
     parse_plan,
     validate_plan,
 )
+from exactc.exporter.kernels.autoplan import load_plan_option
 from exactc.plan import add_arguments, show_command
 from exactc.exporter.kernels.splits import MAX_PIECES, Split
 from exactc.exporter.primitives import PrimitiveError

@@ -18,7 +18,7 @@ from exactc.exporter import export
 from exactc.exporter.kernels import autoplan
 from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.lower import lower
-from exactc.exporter.kernels.plans import load_plan_option
+from exactc.exporter.kernels.autoplan import load_plan_option
 from exactc.runtime import STRICT_FLAGS
 from exactc.verify.build import BuildOptions
 from test_programs import build, conforms, exactc

@@ -19,31 +19,25 @@ leaves a half-written directory.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import errno
 import hashlib
 import json
 import os
-import re
 import shutil
-import signal
-import stat
 import struct
-import sys
 import tempfile
-import threading
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from exactc.exporter import dims, graph, models, types
-
 from exactc.exporter.reference import walk
+from exactc.exporter.files import signals_held, umask
 from exactc.exporter.printer.host import PrintedProgram, print_program
+from exactc.exporter.templates import CHECK_SH, MAKEFILE, readme
 
-from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
+from exactc.runtime import RUNTIME_DIR
 
 # The runtime's files every exported directory carries; exactc_compare.c is the
 # conformance comparer (conformance/compare), the others build into the program.
@@ -105,103 +99,6 @@ def npy_bytes(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(npy_value(array)), allow_pickle=False)
     return buf.getvalue()
-
-
-@dataclasses.dataclass(frozen=True)
-class OutputTarget:
-    """Where replace_file writes a path it is given, and how."""
-
-    path: Path  # the file written: a symlink's target, else the path as given
-    replaced: bool  # True: a temporary written beside it and renamed over it; False: written through
-    descriptor: int | None = None  # the path names this process's open descriptor (/dev/stdout: 1)
-
-
-# A name of an open descriptor, once its folders are resolved: /dev/stdout is a link to
-# /proc/self/fd/1, /proc/self to /proc/PID, /dev/fd to /proc/self/fd.
-_DESCRIPTOR_NAME = re.compile(r"/proc/(\d+)(?:/task/\d+)?/fd/(\d+)")
-
-
-def output_target(path: str | os.PathLike) -> OutputTarget:
-    """How replace_file writes `path`. A regular file, or nothing yet, is replaced whole
-    (a temporary renamed over it). What is not a file is written through, never renamed
-    over: a character device (a terminal, /dev/null, /dev/full), a FIFO, a name of an open
-    descriptor (/dev/stdout, even when it is a file: the shell's redirection keeps
-    writing to it). A symlink is followed, the link left as it is: its target is what
-    is written, as a shell's `>` writes it. A directory or a block device is refused (an
-    OSError, nothing written)."""
-    here = Path(path).absolute()
-    for _ in range(40):  # the kernel's own bound on links followed
-        here = Path(os.path.realpath(here.parent)) / here.name  # the folders' links resolved
-        named = _DESCRIPTOR_NAME.fullmatch(str(here))
-        if named:
-            own = int(named[1]) == os.getpid()
-            return OutputTarget(Path(path), False, int(named[2]) if own else None)
-        try:
-            link = os.readlink(here)
-        except OSError:  # not a link (EINVAL), or nothing there (ENOENT): the end of the chain
-            break
-        here = here.parent / link  # a relative link names a path in its own folder
-    else:
-        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
-    try:
-        mode = os.stat(here).st_mode
-    except FileNotFoundError:
-        return OutputTarget(here, True)
-    if stat.S_ISREG(mode):
-        return OutputTarget(here, True)
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-        return OutputTarget(here, False)
-    raise OSError(errno.EINVAL, "a block device or a socket: give a file, a character device or a FIFO")
-
-
-def replace_file(path: str | os.PathLike, data: bytes) -> None:
-    """Write `data` to `path` as output_target says: a file is written to a temporary name
-    beside it and renamed into place, so that a reader never sees a half-written file
-    and a failed or interrupted write leaves none (an OSError propagates, the temporary
-    removed); a device, a FIFO or a descriptor is written through."""
-    target = output_target(path)
-    if not target.replaced:
-        _write_through(target, data)
-        return
-    path = target.path
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.partial-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, path)
-    except BaseException:
-        with signals_held():
-            Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _write_through(target: OutputTarget, data: bytes) -> None:
-    """Write `data` to a device, a FIFO or a descriptor as it is (a FIFO's open waits for
-    its reader, as a shell's redirection does); a write error (ENOSPC from /dev/full,
-    EPIPE) propagates as an OSError."""
-    # What this process printed comes first: /dev/stdout may be the same pipe or file.
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            stream.flush()
-    # This process's own descriptor is written where it stands: opened again by its name,
-    # a file would be written from its start, over what the process printed before.
-    fd = target.descriptor if target.descriptor is not None else os.open(target.path, os.O_WRONLY)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        if target.descriptor is None:
-            os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 # ---- the export -----------------------------------------------------------------------------
@@ -391,7 +288,7 @@ class ExportSpec:
     weights: tuple[str, int] | None = None  # (fmt, block): the linear weights quantized
 
     def loaded_plan(self) -> Any:
-        from exactc.exporter.kernels.plans import load_plan_option
+        from exactc.exporter.kernels.autoplan import load_plan_option
 
         return load_plan_option(self.plan)
 
@@ -495,7 +392,7 @@ def write(export: Export, target: str | os.PathLike, force: bool = False) -> Pat
         target.parent.mkdir(parents=True, exist_ok=True)
         with signals_held():
             work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
-        os.chmod(work, 0o777 & ~_umask())  # mkdtemp's 0700 is for a temporary, not for an export
+        os.chmod(work, 0o777 & ~umask())  # mkdtemp's 0700 is for a temporary, not for an export
         _fill(export, work)
         with signals_held():  # the swap runs to its end; a signal lands after it
             _swap(work, target)
@@ -526,28 +423,6 @@ def _swap(work: Path, target: Path) -> None:
             raise
     finally:
         shutil.rmtree(old, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back until the block ends (then raised again): for renames
-    and clean-ups that must not stop halfway. Python handlers that only take note, not a
-    blocked signal mask: the kernel may hand a process's signal to any of its threads
-    (numpy's among them), and Python then runs the handler in the main thread at once.
-    Outside the main thread, where handlers cannot be set, nothing is held."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {number: signal.signal(number, lambda number, frame: caught.append(number))
-                for number in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, signal.SIG_DFL if handler is None else handler)
-        for number in dict.fromkeys(caught):
-            signal.raise_signal(number)
 
 
 def _fill(export: Export, root: Path) -> None:
@@ -582,277 +457,3 @@ def _fill(export: Export, root: Path) -> None:
     (root / MARKER).write_text(MARKER_TEXT)
 
 
-CHECK_SH = """\
-#!/bin/sh
-# Conformance: run the program on conformance/inputs and compare each output with the
-# numpy reference's (conformance/expected) by exactc's rule (docs/semantics.md): every
-# bit, except that any f64 or f32 NaN equals any other; bf16 values on every bit.
-# conformance/compare (built by make) applies it and, for an output that differs, prints
-# the first differing index, both values in hex and how many elements differ.
-# Usage: conformance/check.sh [PROGRAM]
-set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-program=${1:-$here/../model}
-compare=$here/compare
-site=@SITE@
-if [ ! -x "$compare" ]; then
-    echo "check.sh: $compare is not built: run make in $(dirname "$here")" >&2
-    exit 2
-fi
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-# The main case (conformance/inputs), then one per run-time length in lengths/T<n>/:
-# one process runs them all, the weights loaded once.
-set -- "$here/inputs" "$out/main"
-mkdir "$out/main"
-for case in "$here"/lengths/T*; do
-    [ -d "$case" ] || continue
-    mkdir "$out/$(basename "$case")"
-    set -- "$@" "$case/inputs" "$out/$(basename "$case")"
-done
-"$program" "$here/../weights.safetensors" "$@"
-status=0
-compare_case() {  # expected folder, output folder, label
-    for expected in "$1"/*.npy; do
-        name=$(basename "$expected")
-        if "$compare" --site "$site" "$expected" "$2/$name"; then
-            echo "ok       $3$name"
-        else
-            status=1
-        fi
-    done
-}
-compare_case "$here/expected" "$out/main" ""
-for case in "$here"/lengths/T*; do
-    [ -d "$case" ] || continue
-    compare_case "$case/expected" "$out/$(basename "$case")" "$(basename "$case")/"
-done
-exit $status
-"""
-
-# The flags that let gcc or clang change a floating-point value, from the floating-point
-# sections of their manuals (gcc: Optimize Options and x86 Options; clang: Controlling
-# Floating-Point Behavior). The exported Makefile refuses each (its UNSAFE line; `%` is
-# make's wildcard). Allowed, since they only make the compiler more careful or touch no
-# value: -frounding-math, -fsignaling-nans, -ffloat-store, -fno-math-errno,
-# -fno-trapping-math, -ffp-exception-behavior=..., -fexcess-precision=standard.
-VALUE_CHANGING_FLAGS = (
-    # whole modes
-    "-ffast-math", "-Ofast", "-ffp-model=%",
-    # their parts: reassociation, reciprocals, no NaN, infinity or signed zero, approximate functions
-    "-funsafe-math-optimizations", "-fassociative-math", "-freciprocal-math", "-fno-signed-zeros",
-    "-ffinite-math-only", "-fno-honor-nans", "-fno-honor-infinities", "-fapprox-func",
-    # contraction into fused multiply-adds (one rounding where the spec has two)
-    "-ffp-contract=fast", "-ffp-contract=on", "-ffp-contract=fast-honor-pragmas",
-    # constants and intermediates at another precision
-    "-fsingle-precision-constant", "-fexcess-precision=fast", "-fexcess-precision=16",
-    "-ffp-eval-method=double", "-ffp-eval-method=extended",
-    "-mfpmath=387", "-mfpmath=387+sse", "-mfpmath=sse+387", "-mfpmath=both",
-    # subnormals flushed to zero
-    "-mdaz-ftz", "-fdenormal-fp-math=preserve-sign", "-fdenormal-fp-math=positive-zero",
-    "-fdenormal-fp-math=dynamic", "-fdenormal-fp-math-f32=preserve-sign",
-    "-fdenormal-fp-math-f32=positive-zero", "-fdenormal-fp-math-f32=dynamic",
-    # approximate reciprocals and square roots
-    "-mrecip", "-mrecip=%",
-    # complex arithmetic without the C rules
-    "-fcx-limited-range", "-fcx-fortran-rules", "-fcomplex-arithmetic=basic",
-    "-fcomplex-arithmetic=improved", "-fcomplex-arithmetic=promoted",
-)
-
-MAKEFILE = """\
-# Build the exported program.
-#   make                 with OpenMP (-fopenmp), for this machine's CPU (-march=native)
-#   make OPENMP=0        without
-#   make CC=clang        any C11 compiler
-#   make CHECKING=1      the checking build (model-checking): NaN-filled arena, bounds
-#                        checked, the arena peak reached reported on stderr, and with
-#                        EXACTC_TRACE_DIR set, each layer's output written there
-#   make check           build, then conformance/check.sh
-#   make -j              compile the sources in parallel
-#
-# Each source compiles to an object in build/<n>/, n a checksum of the compile line: a
-# build with other flags, another compiler or OPENMP=0 gets its own folder, so an
-# object is never reused under flags it was not compiled with, and switching back and
-# forth compiles nothing twice.
-# STRICT holds the flags bit identity rests on: never change them (`make STRICT=...` is
-# ignored). CFLAGS is yours (-O3, -march=..., ...): any value gives the same bits.
-# STRICT comes last on every compiler line, so that no flag before it overrides it, and
-# a flag that lets the compiler change values (fast-math and its parts, contraction into
-# FMAs) is refused with a message, whichever variable brings it. The default builds for
-# this machine's CPU (-march=native, where the compiler accepts it): the vector
-# instructions it has, the same bits; `make CFLAGS=-O2` builds a program for any CPU of
-# the architecture.
-override STRICT := @STRICT@
-NATIVE  := $(shell $(CC) $(STRICT) -march=native -x c -c -o /dev/null /dev/null 2>/dev/null && echo -march=native)
-# With AVX-512, gcc and clang still prefer 256-bit vectors under -march=native; the laned
-# kernels run faster in 512-bit ones (a lane chunk of 16 floats is one register).
-WIDE    := $(if $(NATIVE),$(shell $(CC) $(STRICT) -march=native -dM -E -x c /dev/null 2>/dev/null | grep -q __AVX512F__ && \
-             $(CC) $(STRICT) -mprefer-vector-width=512 -x c -c -o /dev/null /dev/null 2>/dev/null && echo -mprefer-vector-width=512))
-CFLAGS  ?= -O2 $(NATIVE) $(WIDE)
-WARN    ?= -Wall -Wextra
-OPENMP  ?= 1
-CHECKING ?= 0
-
-ifeq ($(OPENMP),1)
-OMPFLAGS := -fopenmp
-endif
-ifeq ($(CHECKING),1)
-PROGRAM := model-checking
-DEFINES := -DEXACTC_CHECKING
-else
-PROGRAM := model
-endif
-
-# The flags that let the compiler change a value (gcc's and clang's manuals, their
-# floating-point options; exactc/exporter/export.py's VALUE_CHANGING_FLAGS says why each):
-# refused whichever variable brings them.
-UNSAFE  := @UNSAFE@
-REFUSED := $(filter $(UNSAFE),$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES))
-ifneq ($(REFUSED),)
-$(error $(REFUSED) would change the program's bits; exactc's outputs rest on STRICT ($(STRICT)): build without it)
-endif
-
-SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c exactc_keys.c exactc_sample.c \\
-           exactc_generate.c $(sort $(wildcard kernels/*.c))
-HEADERS := exactc_rt.h exactc_keys.h exactc_sample.h kernels.h
-COMPARE := conformance/compare
-COMPARE_SOURCES := exactc_compare.c exactc_npy.c
-
-# The compile lines, and the object folders named by their checksums.
-COMPILE := $(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(STRICT) -I.
-COMPARE_COMPILE := $(CC) $(CFLAGS) $(WARN) $(STRICT) -I.
-OBJ := build/$(firstword $(shell echo '$(COMPILE)' | cksum))
-COMPARE_OBJ := build/$(firstword $(shell echo '$(COMPARE_COMPILE)' | cksum))
-OBJECTS := $(SOURCES:%.c=$(OBJ)/%.o)
-COMPARE_OBJECTS := $(COMPARE_SOURCES:%.c=$(COMPARE_OBJ)/%.o)
-
-.PHONY: all check clean
-all: $(PROGRAM) $(COMPARE)
-
-$(PROGRAM): $(OBJECTS)
-\t$(CC) $(CFLAGS) $(OMPFLAGS) -o $@ $(OBJECTS) -lm
-
-$(OBJ)/%.o: %.c $(HEADERS)
-\t@mkdir -p $(@D)
-\t$(COMPILE) -c -o $@ $<
-
-# The conformance comparer: the spec's comparison, for check.sh (no Python needed).
-$(COMPARE): $(COMPARE_OBJECTS)
-\t$(CC) $(CFLAGS) -o $@ $(COMPARE_OBJECTS) -lm
-
-ifneq ($(COMPARE_OBJ),$(OBJ))
-$(COMPARE_OBJ)/%.o: %.c exactc_rt.h
-\t@mkdir -p $(@D)
-\t$(COMPARE_COMPILE) -c -o $@ $<
-endif
-
-check: $(PROGRAM) $(COMPARE)
-\t./conformance/check.sh ./$(PROGRAM)
-
-clean:
-\trm -rf model model-checking $(COMPARE) build
-""".replace("@STRICT@", " ".join(STRICT_FLAGS)).replace("@UNSAFE@", " \\\n           ".join(
-    " ".join(VALUE_CHANGING_FLAGS[i:i + 5]) for i in range(0, len(VALUE_CHANGING_FLAGS), 5)))
-
-
-def readme(m: Mapping[str, Any]) -> str:
-    ins = "\n".join(f"| `{k}` | input | {tuple(v['shape'])} | {_dtype_doc(v['kind'], m['dtype'], True)} |"
-                    for k, v in m["inputs"].items())
-    outs = "\n".join(f"| `{k}` | output | {tuple(v['shape'])} | {_dtype_doc(v['kind'], m['dtype'], False)} |"
-                     for k, v in m["outputs"].items())
-    config = ", ".join(f"{k}={v}" for k, v in (m["config"] or {}).items())
-    ckpt = m.get("checkpoint")
-    origin = (f"parameters from the checkpoint `{ckpt['name']}` ({ckpt['format']}), inputs drawn from seed "
-              f"{m['seed']}" if ckpt else f"parameters drawn from seed {m['seed']}")
-    if m.get("planned"):
-        threads = ("This export follows a plan: the nests it splits run their pieces on an\nOpenMP "
-                   "team (one after another without OpenMP); the others run on the calling thread.")
-    else:
-        threads = ("This export runs each nest over its whole range on the calling thread; a\nplan "
-                   "(`exactc export --plan`) splits them.")
-    return f"""\
-# {m['model']} `{m['entry']}` at {m['dtype']}, exported by exactc
-
-A standalone C11 program: no Python, no BLAS, no platform libm in its results. Its
-outputs are the bit-for-bit twins of exactc's numpy reference for the same weights and
-inputs, on any number of threads, built with gcc or clang, at any optimization level,
-with or without OpenMP.
-
-- model: `{m['model']}` ({config}), entry `{m['entry']}`, site type `{m['dtype']}`,
-  {origin} ({m['parameters']} values)
-- host: {m['host']}; {m['kernels']} kernels, {m['nests']} nest functions, {m['launches']} launches per run
-- arena: {m['arena_peak']} bytes (the peak computed from the host's structure; the
-  straight-line host would need {m['straight_line_arena_peak']})
-
-## Build
-
-    make                # gcc or cc, with OpenMP, for this machine's CPU (-O2 -march=native)
-    make OPENMP=0       # without OpenMP
-    make CC=clang
-    make CFLAGS=-O2     # for any CPU of the architecture (x86-64: SSE2 only, slower)
-
-The Makefile keeps the flags bit identity rests on (`STRICT`: `{" ".join(STRICT_FLAGS)}`)
-apart from `CFLAGS` and puts them last on every compiler line, so no other flag
-overrides them; the default `CFLAGS` adds `-march=native` where the compiler accepts it
-(and `-mprefer-vector-width=512` on a CPU with AVX-512): the same bits, the vector
-instructions of the CPU at hand. It refuses, with a message, a
-flag that lets the compiler change values (`-ffast-math`, `-Ofast`,
-`-funsafe-math-optimizations`, `-fassociative-math`, `-ffp-contract=fast` and the like),
-and the kernels refuse a target whose `FLT_EVAL_METHOD` is not 0.
-
-## Run
-
-    ./model weights.safetensors INPUT_DIR OUTPUT_DIR [INPUT_DIR OUTPUT_DIR ...]
-
-reads `INPUT_DIR/<name>.npy` for each input and writes `OUTPUT_DIR/<name>.npy` for each
-output; more pairs run the network once each with the weights loaded once:
-
-| name | | shape | .npy dtype |
-|---|---|---|---|
-{ins}
-{outs}
-
-bf16 values travel through .npy as f32: a bf16 output is written widened to f32 (exact,
-so the bytes still compare); a bf16 input is read as f32 and rounded to bf16 (nearest,
-ties to even) as the reference rounds it. A missing or mis-shaped input or tensor is
-refused with a message naming it, and the exit status is non-zero.
-
-`EXACTC_REPEAT=N ./model ...` runs the network N times and prints the time per run.
-
-## Threads
-
-`OMP_NUM_THREADS` sets the thread count of an OpenMP build, `OMP_WAIT_POLICY=passive`
-keeps idle threads from spinning. The outputs do not depend on either: a thread split
-divides a loop into pieces that write disjoint elements, and every reduction runs in
-index order in its accumulator type (docs/semantics.md in exactc). {threads}
-
-## Check
-
-    make check          # or: conformance/check.sh [PROGRAM]
-
-runs the program on `conformance/inputs` and compares every output with
-`conformance/expected`, written by the numpy reference: every bit, except that any f64
-or f32 NaN equals any other (their payload and sign are not specified); bf16 values on
-every bit. `conformance/compare` (built by `make`) does the comparing and, for an output
-that differs, prints its first differing index, both values in hex and decimal, and how
-many elements differ. `make CHECKING=1`
-builds `model-checking`: its arena is filled with NaN before the run and every buffer
-again when it is released, allocations are bounds-checked, and it prints the arena peak
-it reaches, which equals the computed one.
-
-## What is guaranteed
-
-Every bit of every output equals the reference's (docs/semantics.md in exactc defines
-each primitive's rounded operations), except the payload and sign of an f64/f32 NaN.
-That holds for any `CFLAGS`, compiler, thread count and OpenMP setting, given the
-`STRICT` flags, IEEE binary32/binary64 arithmetic and `FLT_EVAL_METHOD == 0`.
-"""
-
-
-def _dtype_doc(kind: str, site: str, is_input: bool) -> str:
-    if kind == "i32":
-        return f"int32 (`{types.STORAGE['i32'].npy}`)"
-    text = f"{'f32' if site == 'bf16' else site} (`{types.storage(site).npy}`)"
-    if site == "bf16":
-        text += ", rounded to bf16" if is_input else ", bf16 values widened"
-    return text

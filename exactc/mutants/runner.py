@@ -1,6 +1,6 @@
 """The mutation runner: a baseline, a self-test, then every mutant in its own copy.
 
-    python -m exactc.mutants.runner [-j 2] [--only NAME ...] [--json FILE] [--markdown FILE]
+    exactc mutants [-j 2] [--only NAME ...] [--json FILE] [--markdown FILE]
 
 Outcomes are kept apart: caught, NOT CAUGHT, crashed (the checks could not run: an import
 or collection error), timed out, does not apply (the mutant's feature is absent, or this
@@ -199,13 +199,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the catalog and exit")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m exactc.mutants.runner ...` is `exactc mutants ...`."""
-    from exactc.cli import main as cli_main
-
-    return cli_main(["mutants", *(sys.argv[1:] if argv is None else argv)])
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the catalog (or --only NAME ...): 0 when every applicable mutant is caught."""
     catalog = [m for m in CATALOG if args.only is None or m.name in args.only]
@@ -299,7 +292,3 @@ def sections_kept(previous: str) -> str:
         return previous[previous.find(MUTMUT_SECTION):] if MUTMUT_SECTION in previous else ""
     following = previous.find("\n## ", own_last + 1)
     return previous[following + 1:] if following >= 0 else ""
-
-
-if __name__ == "__main__":
-    sys.exit(main())

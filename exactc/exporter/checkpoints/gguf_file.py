@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from exactc.exporter.checkpoints import (Checkpoint, CheckpointError, Tensor, finite_float, finite_scales,
+from exactc.exporter.checkpoints.base import (Checkpoint, CheckpointError, Tensor, finite_float, finite_scales,
                                          positive_int)
 from exactc.exporter.checkpoints.llama2c import interleaved_to_half
 

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from exactc.exporter.checkpoints import (
+from exactc.exporter.checkpoints.base import (
     Checkpoint,
     CheckpointError,
     Tensor,

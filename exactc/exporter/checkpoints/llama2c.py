@@ -45,7 +45,7 @@ from typing import Mapping
 
 import numpy as np
 
-from exactc.exporter.checkpoints import Checkpoint, CheckpointError, Tensor, finite_scales
+from exactc.exporter.checkpoints.base import Checkpoint, CheckpointError, Tensor, finite_scales
 
 MAGIC = 0x616B3432
 HEADER_V1 = 256  # the header of versions 1 and 2, in bytes

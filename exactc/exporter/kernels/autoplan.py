@@ -49,12 +49,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Mapping
+from pathlib import Path
+from typing import Any, Mapping
 
 from exactc.exporter import dims
 from exactc.exporter.kernels.ir import CTYPE_TO_TYPE, Kernel, Nest
 from exactc.exporter.kernels.layouts import Layout, LayoutError
-from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
+from exactc.exporter.kernels.plans import NestPlan, Plan, PlanError, load_plan, validate_plan
 from exactc.exporter.kernels.splits import Split, split_pieces
 from exactc.exporter.types import STORAGE
 
@@ -324,3 +325,19 @@ class AutoPlan:
 
     def entry_names(self) -> tuple[str, ...]:
         return ()  # it names no nest, so none can go unused
+
+
+def load_plan_option(option: str | None) -> Any:
+    """The plan a `--plan` option names: None for no option or `none` (the plain nests),
+    the automatic plan (autoplan.AutoPlan) for `auto`, else the plan file at that path.
+    Every command and test that takes a plan reads it here (the automatic plan, with the
+    tune table's layouts, is this module's; a plan file is plans.py's)."""
+    if option is None or option == "none":
+        return None
+    if option == "auto":
+        from exactc.exporter.kernels.tuned import tuned_layouts  # the table of `exactc plan --tune`, if any
+
+        return AutoPlan(tuned=tuned_layouts())
+    if not Path(option).is_file():
+        raise PlanError("-", "(file)", f"{option}: no such file; give a plan file, `auto` or `none`")
+    return load_plan(option)

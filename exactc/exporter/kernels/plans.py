@@ -223,22 +223,6 @@ def load_plan(path: str | Path) -> Plan:
     return parse_plan(value)
 
 
-def load_plan_option(option: str | None) -> Any:
-    """The plan a `--plan` option names: None for no option or `none` (the plain nests),
-    the automatic plan (autoplan.AutoPlan) for `auto`, else the plan file at that path.
-    Every command and test that takes a plan reads it here."""
-    if option is None or option == "none":
-        return None
-    if option == "auto":
-        from exactc.exporter.kernels.autoplan import AutoPlan  # autoplan builds on this module
-        from exactc.exporter.kernels.tuned import tuned_layouts  # the table of `exactc plan --tune`, if any
-
-        return AutoPlan(tuned=tuned_layouts())
-    if not Path(option).is_file():
-        raise PlanError("-", "(file)", f"{option}: no such file; give a plan file, `auto` or `none`")
-    return load_plan(option)
-
-
 def plan_text(plan: Any) -> str:
     """What identifies a loaded plan in a cache key: "" for none, "auto", or the plan's JSON."""
     if plan is None:

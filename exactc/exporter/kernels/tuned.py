@@ -1,6 +1,6 @@
 """The table of `exactc plan --tune`: for each build (the compiler's executable and
 version, the exported Makefile's default flags, the CPU), the layout timed fastest for each
-nest signature. `--plan auto` reads it (plans.load_plan_option); the timing runs that
+nest signature. `--plan auto` reads it (autoplan.load_plan_option); the timing runs that
 write it are the harness's (exactc/verify/tune.py). A table changes speed only: every
 layout gives the reference's bits (docs/plans.md).
 """
@@ -126,7 +126,7 @@ def tuned_layouts(cc: str | None = None) -> dict:
 
 def write_table(path: Path, identity: str, measured: list[Any]) -> None:
     """Merge the winners of one tuning run into the table at `path` (made if absent)."""
-    from exactc.exporter.export import replace_file
+    from exactc.exporter.files import replace_file
 
     table = read_table(path) if path.is_file() else {"version": TABLE_VERSION, "builds": {}}
     entry = table["builds"].setdefault(identity, {"nests": {}})

@@ -14,6 +14,7 @@ from exactc.mutants.catalog import (
     comparison,
     constants,
     extents,
+    floors,
     generation,
     hardening,
     harness,
@@ -47,6 +48,8 @@ def kernels(primitive: str) -> str:
 
 _FIXED_CHECKS = [
     Check("compilers", ("tests/test_compilers.py",)),
+    # The floors of docs/design.md and no circle of imports, read from the source.
+    Check("imports", ("tests/test_imports.py",)),
     # Compile-only builds for CPUs other than this one (sapphirerapids, Zen 4 and 5, AArch64):
     # the header preprocessed as the tuner does, two exported programs built warning-free.
     Check("compilers:foreign", ("tests/test_compilers.py",), "foreign"),
@@ -206,7 +209,7 @@ _FIXED_CHECKS = [
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
             tuning, reach_kernels, reach_export, reach_checkpoints, reach_readers,
-            reach_models]
+            reach_models, floors]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

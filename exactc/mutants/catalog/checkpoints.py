@@ -5,6 +5,7 @@ from exactc.mutants.model import Mutant
 HF = "exactc/exporter/checkpoints/hf.py"
 LLAMA2C = "exactc/exporter/checkpoints/llama2c.py"
 CHECKPOINTS = "exactc/exporter/checkpoints/__init__.py"
+BASE = "exactc/exporter/checkpoints/base.py"
 REQUIRES = (HF, LLAMA2C, CHECKPOINTS)
 
 MUTANTS = [
@@ -42,7 +43,7 @@ MUTANTS = [
     Mutant(
         "checkpoint-shapes-not-checked",
         "a tensor's stored shape is not compared with the config's",
-        CHECKPOINTS,
+        BASE,
         "if tuple(t.shape) != tuple(stored) or (t.dtype not in FLOAT_DTYPES and t.blocks is None):",
         "if t.dtype not in FLOAT_DTYPES and t.blocks is None:",
         ("checkpoints",),

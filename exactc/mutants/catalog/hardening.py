@@ -84,7 +84,7 @@ MUTANTS = [
         "makefile-single-precision-constant-accepted",
         "a value-changing flag dropped from the exported Makefile's refused list: make "
         "CFLAGS='-O2 -fsingle-precision-constant' builds, and the constants (so the bits) change",
-        EXPORT,
+        "exactc/exporter/templates.py",
         '"-fsingle-precision-constant", ',
         "",
         ("bad-inputs:doors",),
@@ -424,7 +424,7 @@ MUTANTS = [
         "export-left-at-mode-0700",
         "an export keeps the 0700 of its temporary directory: no one else can read it",
         EXPORT,
-        "        os.chmod(work, 0o777 & ~_umask())",
+        "        os.chmod(work, 0o777 & ~umask())",
         "        pass",
         ("bad-inputs:doors",),
         family="hardening",
@@ -441,7 +441,7 @@ MUTANTS = [
     Mutant(
         "makefile-value-changing-flags-accepted",
         "make CFLAGS='-O2 -ffp-contract=fast' builds without a word, and the bits change",
-        EXPORT,
+        "exactc/exporter/templates.py",
         "ifneq ($(REFUSED),)\n",
         "ifneq ($(REFUSED),$(REFUSED))\n",
         ("bad-inputs:doors",),
@@ -450,7 +450,7 @@ MUTANTS = [
     Mutant(
         "makefile-strict-flags-first",
         "STRICT comes first on the compiler line: a later CFLAGS flag overrides it",
-        EXPORT,
+        "exactc/exporter/templates.py",
         "\nCOMPILE := $(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(STRICT) -I.\n",
         "\nCOMPILE := $(CC) $(STRICT) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) -I.\n",
         ("bad-inputs:doors",),
@@ -459,7 +459,7 @@ MUTANTS = [
     Mutant(
         "makefile-strict-overridable",
         "make STRICT=-O0 replaces the flags bit identity rests on",
-        EXPORT,
+        "exactc/exporter/templates.py",
         "override STRICT := @STRICT@",
         "STRICT  := @STRICT@",
         ("bad-inputs:doors",),
@@ -621,7 +621,7 @@ MUTANTS = [
         "an output file is written as a temporary renamed over its path even when a character "
         "device or a FIFO stands there: the device becomes a regular file, and /dev/full's "
         "ENOSPC is never seen (exit 0)",
-        EXPORT,
+        "exactc/exporter/files.py",
         "    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):\n        return OutputTarget(here, False)\n",
         "    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):\n        return OutputTarget(here, True)\n",
         ("bad-inputs:doors",),
@@ -631,7 +631,7 @@ MUTANTS = [
         "output-symlink-replaced",
         "a symlink at an output path is not followed: the file is renamed over the link, and "
         "the file it named keeps its old bytes",
-        EXPORT,
+        "exactc/exporter/files.py",
         "        try:\n            link = os.readlink(here)\n        except OSError:",
         "        try:\n            link = os.readlink(here)\n            break\n        except OSError:",
         ("bad-inputs:doors",),
@@ -641,7 +641,7 @@ MUTANTS = [
         "output-descriptor-opened-again",
         "--json /dev/stdout opens the file stdout is anew, from its start: the document is "
         "written over the tokens printed before it",
-        EXPORT,
+        "exactc/exporter/files.py",
         "            return OutputTarget(Path(path), False, int(named[2]) if own else None)",
         "            return OutputTarget(Path(path), False, None)",
         ("bad-inputs:doors",),
@@ -651,7 +651,7 @@ MUTANTS = [
         "output-block-device-written-through",
         "a block device at an output path is written through like a character device: as "
         "root, a disk overwritten by a JSON document",
-        EXPORT,
+        "exactc/exporter/files.py",
         "    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):\n",
         "    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISBLK(mode):\n",
         ("bad-inputs:doors",),
@@ -672,8 +672,8 @@ MUTANTS = [
         "exactc embed -o DIR.npy is refused only when the embeddings are written, after the "
         "checkpoint is read and every sentence run",
         EMBED,
-        "        target = export.output_target(path)\n",
-        "        target = export.OutputTarget(path.absolute(), True)\n",
+        "        target = files.output_target(path)\n",
+        "        target = files.OutputTarget(path.absolute(), True)\n",
         ("bad-inputs:doors",),
         family="hardening",
     ),

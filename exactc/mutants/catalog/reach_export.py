@@ -11,7 +11,7 @@ MUTANTS: list[Mutant] = [
         "replace-file-leaves-its-temporary",
         "a write that fails keeps its temporary beside the file: every failed or interrupted "
         "write leaves a `.name.partial-*` behind",
-        EXPORT,
+        "exactc/exporter/files.py",
         "            Path(temporary).unlink(missing_ok=True)\n",
         "            pass\n",
         ("reach:export",),
@@ -31,7 +31,7 @@ MUTANTS: list[Mutant] = [
         "held-signal-raised-once-per-arrival",
         "signals held through a block are raised again once per arrival, not once per kind: a "
         "second Ctrl-C during a rename lands after the handler that the first one ran",
-        EXPORT,
+        "exactc/exporter/files.py",
         "for number in dict.fromkeys(caught):",
         "for number in caught:",
         ("reach:export",),

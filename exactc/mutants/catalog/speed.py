@@ -16,7 +16,7 @@ MUTANTS = [
         "makefile-default-not-wide",
         "the exported Makefile's default CFLAGS leave out -mprefer-vector-width=512 on a CPU "
         "with AVX-512: the laned kernels run in 256-bit vectors (caught on such a CPU only)",
-        EXPORT,
+        "exactc/exporter/templates.py",
         "CFLAGS  ?= -O2 $(NATIVE) $(WIDE)\n",
         "CFLAGS  ?= -O2 $(NATIVE)\n",
         ("fast-build",),
@@ -78,7 +78,7 @@ MUTANTS = [
         "makefile-default-not-native",
         "the exported Makefile's default CFLAGS lose -march=native: `make` builds SSE2-only "
         "code on x86-64, several times slower, and nothing else shows it",
-        EXPORT,
+        "exactc/exporter/templates.py",
         "CFLAGS  ?= -O2 $(NATIVE) $(WIDE)\n",
         "CFLAGS  ?= -O2 $(WIDE)\n",
         ("fast-build",),
