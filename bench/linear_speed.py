@@ -3,7 +3,7 @@ plain nest and under layouts the strategies can express, built for speed, and a 
 
 Used by bench/test_bench_linear.py (pytest-benchmark, `make bench`). Flags:
 -std=c11 -ffp-contract=off -fno-fast-math -O2 -march=native -fopenmp (STRICT_FLAGS plus
-the tunable ones; no FMA contraction, so peak is the separate mul+add peak of design.md).
+the tunable ones; no FMA contraction, so peak is the separate mul+add peak of docs/design.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from exactc.verify.kernels import CDEF_PRELUDE
 
 M, K, N = 256, 384, 1536
 FLOPS = 2 * M * N * K  # one multiply and one add per (m, n, k)
-PEAK_GFLOPS = 115.0  # design.md: one core, f32, no FMA, -O2 -march=native
+PEAK_GFLOPS = 115.0  # docs/design.md: one core, f32, no FMA, -O2 -march=native
 
 SHAPES = {"x": (M, K), "w": (N, K)}
 

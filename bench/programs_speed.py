@@ -37,7 +37,7 @@ from exactc.runtime.toolchain import compiler_version  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from minilm_sentences import MIXED_BATCH  # noqa: E402  (tests/minilm_sentences.py)
 
-# The GPT-2-like model of design.md's numbers, and a Llama-like model of the same width
+# The GPT-2-like model of docs/design.md's figures, and a Llama-like model of the same width
 # and depth (grouped-query attention, 2 key/value heads; SwiGLU's 1024 is 2/3 of 1536).
 GPT = dict(vocab=4096, dim=384, layers=6, heads=6, mlp=1536, tokens=256)
 LLAMA = dict(vocab=4096, dim=384, layers=6, heads=6, kv_heads=2, mlp=1024, tokens=256)

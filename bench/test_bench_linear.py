@@ -1,6 +1,6 @@
 """`make bench`: the f32 linear 256x384 by 384x1536, the plain nest against the best
 layouts the strategies express, one and two threads; GFLOP/s and the share of this
-machine's f32 peak without FMA (design.md: about 115 GFLOP/s on one core at
+machine's f32 peak without FMA (docs/design.md: about 115 GFLOP/s on one core at
 -O2 -march=native). A benchmark, not a test of speed: it asserts bits, never times.
 
 Build: STRICT_FLAGS (-std=c11 -ffp-contract=off -fno-fast-math) + -O2 -march=native

@@ -1,6 +1,6 @@
 """`exactc export --plan auto`: every nest laned and split by the automatic plan, and the
 program still gives the reference's bits, on 1 and 2 threads, with gcc, clang and
-without OpenMP (principle 2: a plan changes speed, never bits)."""
+without OpenMP (docs/design.md, principle 2: a plan changes speed, never bits)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One batch of every primitive x type, built with gcc and clang at -O0, -O2, -O3 and
 -march=native: no warning (-Werror), and the same bits as the reference in each build
-(design.md, principle 4: the strict flags make optimization invisible)."""
+(docs/design.md, principle 4: the strict flags make optimization invisible)."""
 
 import numpy as np
 import pytest

@@ -39,7 +39,7 @@ def _stop(proc: subprocess.Popen) -> None:
 def cluster(tmp_path):
     """The scheduler's address; the scheduler and both workers torn down after."""
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False",
-               DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0")  # as README says
+               DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0")  # as CONTRIBUTING.md says
     env.pop(engine.SCHEDULER_ENV, None)
     folders = {name: tmp_path / name for name in ("scheduler", "worker-1", "worker-2")}
     for folder in folders.values():

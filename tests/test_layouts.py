@@ -1,4 +1,4 @@
-"""Layouts, plans and thread splits change speed, never bits (design.md, principle 2).
+"""Layouts, plans and thread splits change speed, never bits (docs/design.md, principle 2).
 
 The property: for every primitive case x site type x legal layout x valid split, the C
 kernel equals the reference bit for bit, red zones on, built with and without OpenMP

@@ -1,5 +1,5 @@
 """Every primitive x {f64, f32, bf16}: the printed C kernel equals the reference bit for
-bit, with NaN-poisoned red zones around every buffer (design.md principles 1, 6)."""
+bit, with NaN-poisoned red zones around every buffer (docs/design.md, principles 1 and 6)."""
 
 import os
 

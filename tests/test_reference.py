@@ -15,7 +15,7 @@ Grouped by what they protect:
    shape, through `run` and through its plain function, bit for bit the same.
 
 Plus a guard that the backend's source calls none of numpy's pairwise, BLAS or
-transcendental functions (design.md, principles 1-3).
+transcendental functions (docs/design.md, principles 1-3).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python tools/printed_text.py            # list the files and say which differ
     python tools/printed_text.py --write    # rewrite tests/printed/ from the code
 
-Generated C is code too (design.md): a user reads it, and a diff of two exports should
+Generated C is code too (docs/design.md): a user reads it, and a diff of two exports should
 show what changed. These files are that diff's other side: every primitive's kernel at
 every site type (the cases of tests/test_kernels_print.py), the same kernels at f32
 under their automatic plans and under hand-written plans of each layout field, each

@@ -1,7 +1,7 @@
 /* exactc_libm.c: exactc's own transcendental functions (exp, log, tanh, erf, sin, cos).
  *
  * Why not libm: glibc, musl and numpy's SIMD paths return different bits for the same
- * input (design.md, principle 3). These functions are the definition instead, and
+ * input (docs/design.md, principle 3). These functions are the definition instead, and
  * runtime/libm_twin.py executes the same algorithms, with the same IEEE double
  * operations in the same order, in numpy. Every helper and branch below has a twin
  * there with the same name and shape: change both together, or tests/test_libm.py

@@ -12,7 +12,7 @@
  * subset of Python literal syntax that such a dict needs: either quote, whitespace and
  * '#' comments anywhere, a trailing comma or none, a '+' sign, Python 2's 'L' suffix
  * before version 3.0. Everything else is refused with a message that names the field
- * and the rule (design.md, principle 8). This parser sees files from anywhere and is
+ * and the rule (docs/design.md, principle 8). This parser sees files from anywhere and is
  * fuzzed: every byte it reads is first checked against the length it was given.
  *
  * Where exactc is stricter than np.load, on purpose: trailing bytes after the data are

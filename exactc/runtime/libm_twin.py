@@ -12,7 +12,7 @@ What is allowed here, and why it is safe: + - * / on float64 arrays (IEEE, corre
 rounded, whatever SIMD path numpy takes; numpy never contracts to FMA), comparisons,
 np.where, integer and bit operations on uint64/int64 arrays, and exact conversions
 (a small integer to float64). Never numpy's exp/log/sin/..., np.power, np.sum, np.dot:
-their results depend on the CPU and on numpy's build (design.md, principle 3).
+their results depend on the CPU and on numpy's build (docs/design.md, principle 3).
 
 The f32-site forms `expf`, `logf`, ... compute float32(f(float64(x))), as the inline
 exactc_expf ... in exactc_rt.h do.

@@ -1,7 +1,7 @@
 """Compile C into shared libraries, many sources per compiler call, cached by content
 hash, and load them with cffi.
 
-The strict flags that bit identity rests on (design.md, principle 4) are kept apart from
+The strict flags that bit identity rests on (docs/design.md, principle 4) are kept apart from
 the ones a caller may tune (optimization level, -march, warnings, OpenMP).
 """
 

@@ -2,7 +2,7 @@
 interest, parse callgrind.out files (totals, each function's self and inclusive
 instructions), and record the toolchain that every figure depends on.
 
-Counts, not clocks (design.md, principle 7): the same binary, input and toolchain give
+Counts, not clocks (docs/design.md, principle 7): the same binary, input and toolchain give
 the same count whatever else the machine is doing. The parser reads callgrind's file
 format itself (name compression, subposition compression, calls= lines) and does not
 depend on callgrind_annotate's text layout.

@@ -6,9 +6,9 @@ cores by default, or on the cluster whose scheduler EXACTC_SCHEDULER names
 the results in the items' order, reporting each as it comes back (a progress line). A
 batch may fork children of its own (verify/kernels.py runs each batch in one), so the
 workers must not be daemonic processes: the LocalCluster is made so, and the workers of
-a named cluster are started with DASK_DISTRIBUTED__WORKER__DAEMON=False (docs: README,
-make verify). A worker takes a batch only when it is free (worker-saturation 1.0; a named
-cluster's scheduler started with DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION=1.0).
+a named cluster are started with DASK_DISTRIBUTED__WORKER__DAEMON=False (CONTRIBUTING.md,
+"Campaigns on a cluster"). A worker takes a batch only when it is free (worker-saturation
+1.0; a named cluster's scheduler started with DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION=1.0).
 Each worker imports exactc from its own installation: the items and the functions travel
 by reference to their module.
 """

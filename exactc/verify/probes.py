@@ -5,7 +5,7 @@
 
 Some mistakes change no output: an exporter pass gone quadratic, a fold unrolled, a
 kernel that computes twice. Only a count of the work sees them. Every count here is
-callgrind's instruction count (design.md, principle 7) or a byte count, and every
+callgrind's instruction count (docs/design.md, principle 7) or a byte count, and every
 figure is printed with the toolchain it depends on (`probe_key`).
 
 Growth probes (each prints its ratio per doubling of the size):

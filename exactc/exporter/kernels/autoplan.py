@@ -3,9 +3,10 @@ every nest of a program, chosen from its shapes alone.
 
 - linear nests get the layout the benchmark found fastest (bench/,
   docs/performance.md): the output columns in lanes of 16 over rows in lanes of 8, the
-  weight panel packed; each output's sum still runs in index order (principle 2). A
-  layout the nest's shapes make illegal falls back to fewer lanes, then to the plain nest;
-  so does one whose lanes an axis cannot fill (rows in lanes of 8 for one row).
+  weight panel packed; each output's sum still runs in index order (docs/design.md,
+  principle 2). A layout the nest's shapes make illegal falls back to fewer lanes, then
+  to the plain nest; so does one whose lanes an axis cannot fill (rows in lanes of 8 for
+  one row).
 - matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
   outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
   Both also get rows in lanes of 4 as their narrow layout, which the C compiles instead

@@ -3,7 +3,7 @@
 A Layout is data the printer reads (exporter/printer/planned.py). Every field may only
 move the work of the nest's PARALLEL axes around, or cut a reduction into blocks that
 still run in index order, so that every legal layout gives the plain nest's bits
-(design.md, principle 2):
+(docs/design.md, principle 2):
 
 - `order`: the loop order of the nest's parallel axes, outermost first.
 - `tiles`: axis -> tile size (>= 1, any size; the last tile holds the remainder). The

@@ -5,7 +5,7 @@ lists the pieces. The printer gives the nest function a (lo, hi) range on that a
 and prints a driver, `<function>_split(args...)`, that calls it once per piece
 from an OpenMP team capped at omp_get_max_threads() (so OMP_NUM_THREADS=1 runs it on
 one thread), or one piece after another when built without OpenMP. Pieces write
-disjoint elements, so any legal split gives the same bits (design.md, principle 2).
+disjoint elements, so any legal split gives the same bits (docs/design.md, principle 2).
 
 A legal split covers its axis exactly once: sorted, gapless, non-overlapping pieces
 from 0 to the extent (empty pieces allowed). An axis whose extent follows the run-time
