@@ -45,7 +45,7 @@ import numpy as np
 
 from exactc.exporter import export
 
-from exactc.exporter import files
+from exactc.exporter.files import replace_file
 from exactc.runtime.toolchain import CacheError, CompileError, cache_dir, compiler_version
 
 COMPARER = "conformance/compare"  # the comparer check.sh runs (runtime/exactc_compare.c)
@@ -418,7 +418,7 @@ def _record(entry: Path, what: str) -> None:
     for path in sorted(entry.rglob("*")):
         if path.is_file() and path.name != MANIFEST:
             files[path.relative_to(entry).as_posix()] = dict(_fields(path.stat()), sha256=_sha256(path))
-    files.replace_file(entry / MANIFEST, json.dumps({"what": what, "files": files}, indent=1).encode())
+    replace_file(entry / MANIFEST, json.dumps({"what": what, "files": files}, indent=1).encode())
 
 
 def _manifest(entry: Path) -> dict | None:
@@ -462,7 +462,7 @@ def check_entry(entry: Path, needed: Sequence[str] = ()) -> str | None:
             moved[name] = dict(have, sha256=digest)
     if moved:  # the same bytes under new times: checked by their stat alone again next time
         try:
-            files.replace_file(entry / MANIFEST, json.dumps(dict(manifest, files={**files, **moved}),
+            replace_file(entry / MANIFEST, json.dumps(dict(manifest, files={**files, **moved}),
                                                              indent=1).encode())
         except OSError:
             pass  # a read-only entry is checked by hashing again next time; nothing is wrong with it
