@@ -45,7 +45,6 @@ import numpy as np
 
 from exactc.exporter import export
 
-from exactc.exporter import files
 from exactc.runtime.toolchain import CacheError, CompileError, cache_dir, compiler_version
 
 COMPARER = "conformance/compare"  # the comparer check.sh runs (runtime/exactc_compare.c)
