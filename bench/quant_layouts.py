@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from exactc.exporter import quant, reference
 from exactc.exporter.kernels import autoplan
 from exactc.exporter.kernels.autoplan import even_split
 from exactc.exporter.kernels.layouts import Layout, LayoutError
-from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
+from exactc.exporter.kernels.plans import NestPlan, Plan
 from exactc.verify.build import BuildOptions
 from exactc.runtime.toolchain import wide_vectors
 from exactc.verify.compare import assert_bits_equal

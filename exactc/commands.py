@@ -117,7 +117,6 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None):
     """The export the options ask for (export.ExportSpec), its model, type and
     checkpoint checked."""
     from exactc.exporter import checkpoints, export, models, types
-    from exactc.exporter import files
 
     types.check_site(args.dtype)
     checkpoint = None
@@ -135,7 +134,6 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None):
 
 def cmd_export(args: argparse.Namespace) -> int:
     from exactc.exporter import export
-    from exactc.exporter import files
 
     start = time.perf_counter()
     prepared = _spec(args, straight=args.straight_line).prepare()

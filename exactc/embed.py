@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from exactc import commands
-from exactc.exporter import checkpoints, export, graph
+from exactc.exporter import checkpoints, export
 from exactc.exporter import files
 from exactc.exporter.reference import walk
 

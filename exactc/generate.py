@@ -32,7 +32,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 

@@ -44,7 +44,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from exactc.exporter import export
-
 from exactc.exporter.files import replace_file
 from exactc.runtime.toolchain import CacheError, CompileError, cache_dir, compiler_version
 

@@ -5,7 +5,7 @@ position reaches the positions it must (rope's pos0, GPT's position row).
 
 Everything here runs in the reference backend on tiny configs (a fraction of a second an
 example); the exported prefill and decode programs against the reference are make
-verify's `generate:` campaign (tests/campaign_generation.py).
+verify's `generate:` campaign (tests/test_generate_program.py's slow tests).
 """
 
 from __future__ import annotations

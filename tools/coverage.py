@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS  # noqa: E402
 from exactc.verify.build import GCOV_ENV  # noqa: E402
-from exactc.runtime.toolchain import cache_dir
+from exactc.runtime.toolchain import cache_dir  # noqa: E402
 
 READERS = ("exactc_npy.c", "exactc_safetensors.c")
 HARNESSES = ("npy", "safetensors")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from exactc import embed
-from exactc.exporter import checkpoints, export, graph
+from exactc.exporter import checkpoints, export
 from exactc.exporter.reference import walk
 from exactc import programs
 from exactc.runtime.toolchain import compiler_version

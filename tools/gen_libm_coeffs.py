@@ -177,7 +177,7 @@ def derive_erf() -> dict:
     # the first four are used in double-double, the rest in double
     dd = [split_dd(c) for c in raw[:4]]
     rest = [to_double(c) for c in raw[4:]]
-    as_used = [mpf(h) + mpf(l) for h, l in dd] + rest
+    as_used = [mpf(hi) + mpf(lo) for hi, lo in dd] + rest
     err_series = fit_error(s, as_used, 0, zmax, weight=lambda z: 1 / s(z))
 
     def g(a):  # erfc(a) = exp(-a^2) G(a)

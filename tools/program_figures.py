@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from exactc.exporter import export, graph
+from exactc.exporter import export
 
 from exactc.exporter.reference import walk
 from exactc import programs

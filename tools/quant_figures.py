@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from exactc import embed
-from exactc.exporter import export, graph, models
+from exactc.exporter import export, models
 from exactc.exporter.reference import walk
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import functools
 import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Mapping

@@ -43,7 +43,6 @@ CAMPAIGN_TESTS = [
     "tests/test_quant.py",
     "tests/test_generation.py",
     "tests/test_generate_program.py",
-    "tests/campaign_generation.py",
 ]
 
 # Families a run must check at least this often when the test file that feeds them runs.

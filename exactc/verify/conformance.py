@@ -31,7 +31,7 @@ from typing import Mapping
 
 import numpy as np
 
-from exactc.exporter import export, graph
+from exactc.exporter import export
 
 from exactc.exporter.reference import walk
 from exactc.verify.compare import Mismatch, first_mismatch

@@ -52,7 +52,7 @@ from exactc.exporter.kernels.ir import (
     Write,
     launch,
 )
-from exactc.exporter.primitives import PrimitiveError, Shape, block_count, get_primitive
+from exactc.exporter.primitives import PrimitiveError, Shape, get_primitive
 
 # The quiet NaN an out-of-range embedding id gives (semantics.md, section 4).
 QUIET_NAN_BITS = {"f64": 0x7FF8000000000000, "f32": 0x7FC00000, "bf16": 0x7FC0}

@@ -334,9 +334,9 @@ def rope_tables(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The cos and sin tables (T, D/2) in A, computed in f64 with exactc's functions."""
     half = dim // 2
-    l = libm64("log", np.array([float(theta)]))[0]  # theta as f64
+    log_theta = libm64("log", np.array([float(theta)]))[0]  # theta as f64
     a = np.arange(half, dtype=np.float64) * 2.0 / np.float64(dim)  # f64(2i) exact, one ⊘
-    freq = libm64("exp", -(a * l))  # one rounded product, negated
+    freq = libm64("exp", -(a * log_theta))  # one rounded product, negated
     pos = (np.arange(positions, dtype=np.int64) + pos0).astype(np.float64)
     angle = pos[:, None] * freq[None, :]  # (T, D/2), one rounded product
     acc = types.acc_dtype(site)

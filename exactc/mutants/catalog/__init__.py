@@ -17,6 +17,7 @@ from exactc.mutants.catalog import (
     floors,
     generation,
     hardening,
+    hygiene,
     harness,
     host,
     keys,
@@ -50,6 +51,8 @@ _FIXED_CHECKS = [
     Check("compilers", ("tests/test_compilers.py",)),
     # The floors of docs/design.md and no circle of imports, read from the source.
     Check("imports", ("tests/test_imports.py",)),
+    # ruff's lint and format check and mypy, as pyproject.toml configures them.
+    Check("lint", ("tests/test_lint.py",)),
     # Compile-only builds for CPUs other than this one (sapphirerapids, Zen 4 and 5, AArch64):
     # the header preprocessed as the tuner does, two exported programs built warning-free.
     Check("compilers:foreign", ("tests/test_compilers.py",), "foreign"),
@@ -155,7 +158,7 @@ _FIXED_CHECKS = [
     Check("generate:program", ("tests/test_generate_program.py",)),
     # make verify's side: the exported prefill and decode programs (both hosts) against the
     # reference, one model and type (about a minute).
-    Check("generate:programs", ("tests/campaign_generation.py",), "prefill_and_decode and llama-f32"),
+    Check("generate:programs", ("tests/test_generate_program.py",), "prefill_and_decode and llama-f32"),
     # Sampling: the spec's worked examples on both implementations, and C against the
     # reference over drawn logits and options.
     Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
@@ -209,7 +212,7 @@ _FIXED_CHECKS = [
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
             tuning, reach_kernels, reach_export, reach_checkpoints, reach_readers,
-            reach_models, floors]
+            reach_models, floors, hygiene]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
