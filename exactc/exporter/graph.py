@@ -534,7 +534,10 @@ def _owned_output(function: Function, value: Value) -> Value:
     """An output the function writes itself: an input, a view or a repeated output is
     copied (the host writes each output through its own pointer)."""
     producers = {id(n.out): n for n in function.nodes if isinstance(n, Op)}
+    # a call's outputs and a fold's stacked rows are written through the pointer given
+    # (a fold's carry is not: it alternates between two buffers of the fold's own)
     made_here = {id(v) for n in function.nodes if isinstance(n, Call) for v in n.outs}
+    made_here |= {id(v) for n in function.nodes if isinstance(n, Fold) for v in n.row_outs}
     already = {id(v) for v in function.outputs}
     node = producers.get(id(value))
     owned = (node is not None and not (node.primitive == "reshape" and not node.copy)) or id(value) in made_here
