@@ -46,6 +46,18 @@ MUTANTS = [
         requires=(FRAMES,),
     ),
     Mutant(
+        "fold-rows-copied-to-the-output",
+        "an output made by a fold's stacked rows (prefill's and decode's keys and values) is "
+        "not written through the output pointer but copied there by an identity reshape at "
+        "the end of every run: the same bits, one more copy and its arena bytes",
+        GRAPH,
+        "    made_here |= {id(v) for n in function.nodes if isinstance(n, Fold) for v in n.row_outs}\n",
+        "",
+        ("printed-text",),
+        family="host",
+        requires=(GRAPH,),
+    ),
+    Mutant(
         "buffer-released-one-launch-early",
         "a buffer is released after the launch before its last read",
         FRAMES,
