@@ -44,12 +44,15 @@ class SamplingOptions:
     top_p: float = 1.0
 
 
+MAX_TOP_K = (1 << 63) - 1  # the C program holds top_k in an int64
+
+
 def check_options(options: SamplingOptions, u: float) -> None:
     """Refuse options and u outside the spec's ranges, naming the rule."""
     t, k, p = options.temperature, options.top_k, options.top_p
     if not (np.isfinite(t) and t >= 0):
         raise SamplingError("temperature", f"temperature {t!r} must be finite and >= 0 (0 is greedy)")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < 2**63:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= MAX_TOP_K:
         raise SamplingError("top_k", f"top_k {k!r} must be an integer in [0, 2^63) (0 is no top-k)")
     if not 0.0 <= p <= 1.0:  # false for NaN too
         raise SamplingError("top_p", f"top_p {p!r} must be in [0, 1] (1 is no top-p)")

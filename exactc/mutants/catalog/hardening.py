@@ -65,7 +65,7 @@ MUTANTS = [
         "sampling-top-k-unbounded",
         "the spec's top-k has no upper bound, while the C program holds it in an int64",
         "exactc/exporter/reference/sampling.py",
-        "not 0 <= k < 2**63:",
+        "not 0 <= k <= MAX_TOP_K:",
         "not 0 <= k:",
         ("generate:command",),
         family="hardening",
