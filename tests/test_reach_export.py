@@ -46,8 +46,6 @@ def cache(length: int, hd: int = 8) -> np.ndarray:
     return np.zeros((2, 2, length, hd))
 
 
-# ---- 1. an entry's inputs ----------------------------------------------------------------
-
 # (entry of gpt at SMALL, the inputs given, the whole message)
 INPUT_REFUSALS = [
     ("forward", {}, "gpt.forward: input input_ids is missing"),
@@ -75,11 +73,12 @@ def test_an_export_refuses_its_inputs_naming_the_input_and_the_rule(entry, input
     assert str(refused.value) == message
 
 
-def _silu_each(params, *inputs):
+def silu_each(params, *inputs):
     return {f"y{k}": graph.silu(x) for k, x in enumerate(inputs)}
 
 
 T5 = dims.length(5)
+
 # (the traced program's inputs, the inputs given, the whole message)
 TRACED_REFUSALS = [
     ([graph.InputSpec("x", (3, 7), "x")], {"x": np.zeros((3, 6))},
@@ -92,13 +91,10 @@ TRACED_REFUSALS = [
 
 @pytest.mark.parametrize("specs,inputs,message", TRACED_REFUSALS, ids=[m for _, _, m in TRACED_REFUSALS])
 def test_a_traced_program_refuses_its_inputs_naming_the_input_and_the_rule(specs, inputs, message):
-    program = graph.trace("m", "e", _silu_each, [], specs)
+    program = graph.trace("m", "e", silu_each, [], specs)
     with pytest.raises(export.ExportError) as refused:
         export.check_inputs(program, "f64", inputs)
     assert str(refused.value) == message
-
-
-# ---- 2. where and how an export is written -----------------------------------------------
 
 
 @pytest.mark.parametrize("target", [".", "..", "sub/.."])
@@ -216,8 +212,6 @@ def test_outside_the_main_thread_nothing_is_held(recorded_signals):
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-# ---- 3. what an export is made from ------------------------------------------------------
-
 # (T_max, the run-time lengths conformance/ holds)
 LENGTHS = [(None, []), (0, []), (1, [1]), (2, [1, 2]), (5, [1, 2, 5]), (7, [1, 2, 7]), (16, [1, 2, 7, 16])]
 
@@ -248,10 +242,10 @@ def test_a_checkpoint_s_nonfinite_weight_is_refused_when_quantized(tmp_path):
                                   "quantized weights must be finite (1 element(s) are not)")
 
 
-# ---- 4. tracing --------------------------------------------------------------------------
-
 X = graph.InputSpec("x", (2, 4), "x")
+
 IDS = graph.InputSpec("ids", (2, 4), "i32")
+
 STACKED = graph.ParamSpec("h.{l}.w", (4, 4), 2)
 
 
@@ -364,6 +358,7 @@ def test_tracing_refuses_an_entry_naming_the_value_and_the_rule(case, entry, par
 
 
 V = graph.Value((2, 4), "x", "v")
+
 OUTSIDE = [
     ("a primitive", lambda: graph.add(V, V)),
     ("a call", lambda: graph.call(nothing, V)),
@@ -439,11 +434,8 @@ C_NAMES = [("2d", "v2d"), ("a.b-c", "a_b_c"), ("__", "v"), ("int", "int_"), ("T"
 
 @pytest.mark.parametrize("given,c_name", C_NAMES, ids=[g for g, _ in C_NAMES])
 def test_a_value_gets_a_c_name_from_any_text(given, c_name):
-    program = graph.trace("m", "e", _silu_each, [], [graph.InputSpec(given, (2,), "x")])
+    program = graph.trace("m", "e", silu_each, [], [graph.InputSpec(given, (2,), "x")])
     assert [v.name for v in program.input_values] == [c_name]
-
-
-# ---- 5. strict JSON files ----------------------------------------------------------------
 
 
 def test_an_unreadable_json_path_is_refused_naming_it(tmp_path):

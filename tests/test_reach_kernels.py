@@ -47,13 +47,16 @@ from exactc.exporter.kernels.plans import (
 from exactc.exporter.kernels.splits import MAX_PIECES, Split
 from exactc.exporter.primitives import PrimitiveError
 
-T = dims.length(8)
 
-# ---- 1. the IR's nodes -------------------------------------------------------------------
+T8 = dims.length(8)
+
 
 F32 = ir.Const(1.0, "f32")
+
 F64 = ir.Const(1.0, "f64")
+
 I = Affine.var("i")
+
 TRUE = ir.Binary("<", F32, F32)
 
 # (the node, built; the whole message of its refusal)
@@ -64,7 +67,7 @@ NODES = [
                  "buffer name 'exactc_x' is reserved by the printed C", id="buffer-runtime-prefix"),
     pytest.param(lambda: ir.Axis("i", 0), "axis i: extent 0 must be an int >= 1 (at every run-time length)",
                  id="axis-empty"),
-    pytest.param(lambda: ir.Axis("i", T - 1), "axis i: extent T - 1 must be an int >= 1 (at every run-time length)",
+    pytest.param(lambda: ir.Axis("i", T8 - 1), "axis i: extent T - 1 must be an int >= 1 (at every run-time length)",
                  id="axis-empty-at-T-1"),
     pytest.param(lambda: ir.Axis("i", "3"), "axis i: extent '3' must be an int >= 1 (at every run-time length)",
                  id="axis-extent-text"),
@@ -78,7 +81,7 @@ NODES = [
     pytest.param(lambda: Affine((("i", 1.5),)), "affine coefficient 1.5 of i must be an int", id="affine-coef"),
     pytest.param(lambda: Affine((("i", True),)), "affine coefficient True of i must be an int", id="affine-coef-bool"),
     pytest.param(lambda: Affine((), 2.0), "affine constant 2.0 must be an int", id="affine-const"),
-    pytest.param(lambda: Affine.of(T * T), "T * T is not affine in T; an index may name T linearly only",
+    pytest.param(lambda: Affine.of(T8 * T8), "T * T is not affine in T; an index may name T linearly only",
                  id="affine-of-square"),
     pytest.param(lambda: ir.Const(1.0, "bf16"), "constant 1.0: type 'bf16' is not f64 or f32", id="const-type"),
     pytest.param(lambda: ir.Const(float("nan"), "f64"), "a constant may not be NaN (write NaN results with FillBits)",
@@ -126,10 +129,10 @@ def test_a_malformed_node_is_refused_by_name_and_rule(build, message):
     assert str(caught.value) == message
 
 
-# ---- 2. the IR checker of a kernel -------------------------------------------------------
-
 X = ir.Buffer("x", "float", (4,), "input")
+
 Y = ir.Buffer("y", "float", (4,), "output")
+
 AXIS = ir.Axis("i", 4)
 
 
@@ -157,6 +160,7 @@ def copy_kernel(*nests: ir.Nest, buffers=(X, Y), launches=None) -> ir.Kernel:
 
 
 T32 = ir.Var("t", "f32")
+
 IN_LOOP = ir.Loop(ir.Axis("k", 2, REDUCE), (ir.Declare(T32, load("x", I)),))
 
 # (the kernel, built; the whole message of the checker's refusal)
@@ -224,8 +228,6 @@ def test_a_reversed_index_spans_the_other_way_and_the_kernel_prints_whole():
     with pytest.raises(KeyError, match="'z'"):
         kernel.buffer("z")
 
-
-# ---- 3. lowering -------------------------------------------------------------------------
 
 # (primitive, site, operand shapes, attributes, the whole message)
 LOWERINGS = [
@@ -308,14 +310,17 @@ def test_a_rank_1_transpose_is_one_bit_copy():
     )
 
 
-# ---- 4. layouts --------------------------------------------------------------------------
-
 LINEAR = lower("linear", "f32", {"x": (5, 7), "w": (19, 7)}, {})
+
 LAYERNORM = lower("layernorm", "f32", {"x": (3, 8), "g": (8,), "b": (8,)}, {})
+
 ADD = lower("add", "f32", {"a": (3,), "b": (3,)}, {})
-ADD_OVER_T = lower("add", "f32", {"a": (T, 4), "b": (T, 4)}, {})
+
+ADD_OVER_T = lower("add", "f32", {"a": (T8, 4), "b": (T8, 4)}, {})
+
 QLINEAR_I = lower("qlinear_i", "f32", {"xq": (3, 10), "xd": (3, 3), "wq": (5, 6), "wd": (5, 3)},
                   {"fmt": "q4", "block": 4})
+
 # w's panel for one chunk of 8 lanes on n: 8 * 8193 elements, over the pack's limit by 8
 LINEAR_WIDE = lower("linear", "f32", {"x": (1, 8193), "w": (8, 8193)}, {})
 
@@ -420,8 +425,6 @@ def test_a_fresh_name_avoids_the_taken_names_and_the_range_parameters(base, take
     assert expected in taken
 
 
-# ---- 5. thread splits --------------------------------------------------------------------
-
 # (kernel, split, the whole message)
 SPLITS = [
     pytest.param(LINEAR, Split(0, ()), f"plan: nest linear, field split.pieces: 0 pieces; give 1 to {MAX_PIECES}",
@@ -453,8 +456,6 @@ def test_an_illegal_split_is_refused_by_nest_field_and_rule(kernel, split, messa
 def test_a_run_time_axis_is_split_in_parts_of_of():
     validate(ADD_OVER_T, split=Split(0, ((0, 1), (1, 1), (1, 2)), of=2))
 
-
-# ---- 6. plan files and `exactc plan` -----------------------------------------------------
 
 SPLIT_RULE = ("give an object with exactly 'depth' and 'pieces' (and 'of' for an axis that follows the run-time "
               "length)")

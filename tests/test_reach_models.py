@@ -23,6 +23,7 @@ from exactc.exporter.printer import ctext
 from exactc.exporter.printer.host import HostError, spec_dims
 from exactc.exporter.kernels.ir import IRError
 
+
 TINY = {"layers": 1, "tokens": 4, "dim": 8, "heads": 2, "mlp": 8, "vocab": 10, "positions": 8}
 
 
@@ -55,15 +56,15 @@ def test_inputs_are_drawn_only_at_a_length_the_program_takes(length):
     assert models.draw_inputs(program, 0, 4)["input_ids"].shape == (4,)
 
 
-T = dims.length(8)
+T8 = dims.length(8)
 
 
 @pytest.mark.parametrize("name, shapes, attrs, message", [
-    ("layernorm", {"x": (3, T), "g": (T,), "b": (T,)}, {},
+    ("layernorm", {"x": (3, T8), "g": (T8,), "b": (T8,)}, {},
      "layernorm: x (3, T): the normalized dimension follows the run-time length; it must be static"),
-    ("rmsnorm", {"x": (3, T), "g": (T,)}, {},
+    ("rmsnorm", {"x": (3, T8), "g": (T8,)}, {},
      "rmsnorm: x (3, T): the normalized dimension follows the run-time length; it must be static"),
-    ("rope", {"x": (3, 2, T)}, {},
+    ("rope", {"x": (3, 2, T8)}, {},
      "rope: x (3, 2, T): the head dimension follows the run-time length; it must be static"),
     ("qlinear_w", {"x": (2, 32), "wq": (4, 32), "wd": (4, 1), "b": (5,)}, {"fmt": "q8", "block": 32, "has_b": True},
      "qlinear_w: b has shape (5,); it must be (4,)"),
@@ -87,13 +88,13 @@ def test_a_function_of_no_parameters_says_void():
 
 
 def test_an_input_dimension_must_be_affine_in_the_length():
-    assert spec_dims("x", (3, 2 * T + 1)) == (["3", "1"], ["0", "2"])
+    assert spec_dims("x", (3, 2 * T8 + 1)) == (["3", "1"], ["0", "2"])
     with pytest.raises(HostError) as err:
-        spec_dims("x", (T * T,))
+        spec_dims("x", (T8 * T8,))
     assert str(err.value) == "x: dimension T * T is not affine in T; an input's or output's dimensions are b + a * T"
 
 
-def test_a_kernel_name_must_be_a_c_identifier():
+def test_a_kernel_name_must_be_a_c_identifier_MERGE():
     from exactc.exporter.kernels.lower import lower
     from exactc.exporter.printer.kernels import print_kernel
 

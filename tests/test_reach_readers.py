@@ -37,7 +37,8 @@ from exactc.verify.build import load_library, runtime_source
 
 from test_npy import CODE_OF, c_array, np_save_bytes  # tests/test_npy.py
 
-CDEF = """
+
+READERS_CDEF = """
 typedef enum { EXACTC_F64 = 0, EXACTC_F32 = 1, EXACTC_I32 = 2, EXACTC_I64 = 3 } exactc_dtype;
 typedef struct { exactc_dtype dtype; int ndim; int64_t shape[8]; void *data; size_t nbytes; } exactc_array;
 size_t exactc_dtype_size(exactc_dtype t);
@@ -66,13 +67,14 @@ void free(void *p);
 """
 
 SIZE_MAX = 2 ** (8 * struct.calcsize("N")) - 1
+
 F4_2x3 = np.arange(6, dtype="<f4").reshape(2, 3)
 
 
 @pytest.fixture(scope="module")
 def rt():
     """Both readers in one library, as tests/test_safetensors.py loads them."""
-    return load_library({name: runtime_source(name) for name in ("exactc_safetensors.c", "exactc_npy.c")}, CDEF)
+    return load_library({name: runtime_source(name) for name in ("exactc_safetensors.c", "exactc_npy.c")}, READERS_CDEF)
 
 
 def message(rt, err) -> str:
@@ -103,9 +105,6 @@ def pipe_stream(rt, data: bytes, fails_after: bool):
         for fd in (r, w):
             if fd >= 0:
                 os.close(fd)
-
-
-# ---- 1. the guards of the public functions ---------------------------------------------
 
 
 class Arguments:
@@ -179,9 +178,6 @@ def test_freeing_and_closing_null_or_twice_is_harmless(rt):
     lib.exactc_st_close(st)
     assert (st.tensors, st.count, st.bytes) == (ffi.NULL, 0, ffi.NULL)
     lib.exactc_st_close(st)
-
-
-# ---- 2. the writer's refusals of an array that is not one ------------------------------
 
 
 def npy_header_bytes(descr: str, shape: tuple[int, ...]) -> int:
@@ -261,11 +257,12 @@ def test_an_array_that_is_one_formats_as_numpy_saves_it(rt):
         lib.free(buf[0])
 
 
-# ---- 3. read errors at each step of the stepwise reads --------------------------------
-
 NPY = np_save_bytes(F4_2x3)
+
 NPY_DATA_AT = len(NPY) - F4_2x3.nbytes
+
 ST = safetensors_bytes({"w": ("F32", F4_2x3)})
+
 ST_DATA_AT = len(ST) - F4_2x3.nbytes
 
 # (the step that fails, the bytes the stream holds before its read error)
@@ -276,12 +273,14 @@ NPY_STEPS = [
     ("the data", NPY[:NPY_DATA_AT]),
     ("the byte after the data", NPY),
 ]
+
 ST_STEPS = [
     ("the header length", b""),
     ("the header", ST[:8]),
     ("the data", ST[:ST_DATA_AT]),
     ("the byte after the data", ST),
 ]
+
 EAGAIN = os.strerror(errno.EAGAIN)
 
 
@@ -371,8 +370,6 @@ def test_files_that_cannot_be_opened_are_named(rt, tmp_path):
     assert message(rt, err) == f"npy: cannot open '{tmp_path}' for writing: {os.strerror(errno.EISDIR)}"
 
 
-# ---- 4. looking tensors up ------------------------------------------------------------
-
 # (case, the name, dtype and shape asked for, the whole message); the file holds w, F32 (2, 3)
 LOOKUPS = [
     ("a missing tensor", "v", "F32", (2, 3), "tensor v is missing"),
@@ -429,9 +426,6 @@ def test_a_file_without_tensors_finds_none(rt):
         assert message(rt, err) == "tensor w is missing"
     finally:
         lib.exactc_st_close(st)
-
-
-# ---- 5. dtype names and sizes outside the enum ----------------------------------------
 
 
 @pytest.mark.parametrize("code, name, size", [(0, "<f8", 8), (1, "<f4", 4), (2, "<i4", 4), (3, "<i8", 8),
