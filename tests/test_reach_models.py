@@ -75,35 +75,6 @@ def test_the_catalogue_refuses_shapes_its_kernels_cannot_take(name, shapes, attr
     assert str(err.value) == message
 
 
-def test_a_comment_that_would_close_early_is_refused():
-    with pytest.raises(IRError, match="would break the C comment"):
-        ctext.comment_block(["a */ b"])
-    with pytest.raises(IRError, match="would break the C comment"):
-        ctext.comment_block(["fine", "/* nested"])
-    assert ctext.comment_block(["one", "two "]) == ["/* one", " * two", " */"]
-
-
-def test_a_function_of_no_parameters_says_void():
-    assert ctext.signature_lines("static void run", []) == ["static void run(void) {"]
-
-
-def test_an_input_dimension_must_be_affine_in_the_length():
-    assert spec_dims("x", (3, 2 * T8 + 1)) == (["3", "1"], ["0", "2"])
-    with pytest.raises(HostError) as err:
-        spec_dims("x", (T8 * T8,))
-    assert str(err.value) == "x: dimension T * T is not affine in T; an input's or output's dimensions are b + a * T"
-
-
-def test_a_kernel_name_must_be_a_c_identifier_MERGE():
-    from exactc.exporter.kernels.lower import lower
-    from exactc.exporter.printer.kernels import print_kernel
-
-    kernel = lower("add", "f32", {"a": (3,), "b": (3,)}, {})
-    for name in ("2add", "add-1", "", None):
-        with pytest.raises(IRError, match="is not a C identifier"):
-            print_kernel(kernel, name)
-
-
 def test_a_c_declaration_takes_a_site_type_only():
     from exactc.exporter import types
 
