@@ -112,17 +112,18 @@ def test_every_gguf_tensor_reads_back_under_its_names(tmp_path):
 def test_a_gguf_block_of_an_infinite_scale_is_refused_naming_its_tensor(tmp_path):
     import gguf
 
-    from exactc.exporter import checkpoints, quant
+    from exactc.exporter import checkpoints
 
     path = raw_gguf(tmp_path / "m.gguf", {"token_embd.weight": "F32", "blk.0.attn_q.weight": "Q8_0"})
     start = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.0.attn_q.weight").data_offset
     data = bytearray(path.read_bytes())
     data[start:start + 2] = np.float16(np.inf).tobytes()  # the first block's scale
     path.write_bytes(bytes(data))
-    with pytest.raises(quant.QuantError) as caught:
+    with pytest.raises(checkpoints.CheckpointError) as caught:
         checkpoints.load(path).tensors["model.layers.0.self_attn.q_proj.weight"].blocks()
-    assert str(caught.value) == ("tensor blk.0.attn_q.weight: scale at index (0, 0) is inf; quantized weights must "
-                                 "be finite (1 element(s) are not)")
+    message = str(caught.value)  # refused as the file is read: the file, the tensor, the block, the value
+    assert message.startswith(f"{path}: tensor blk.0.attn_q.weight: ")
+    assert "the scale of block 0 of row 0 is inf" in message and "must be finite" in message
 
 
 def test_llama_cpp_names_map_to_hugging_faces_by_layer():
