@@ -346,9 +346,7 @@ def test_a_row_variant_needs_as_many_rows_as_its_lanes():
         assert (variant.lanes if variant else None) == wide, rows
 
 
-# ---- Hugging Face folders' refusals to their last word (exporter/checkpoints/hf.py); a run-
-# time extent split in 1 and 2 pieces (kernels/autoplan.py); the fixed kinds' spellings
-# (types.py)
+# ---- a run-time extent split in 1 and 2 pieces
 
 
 def test_even_split_of_a_run_time_extent_into_one_and_two_pieces():

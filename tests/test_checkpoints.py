@@ -566,8 +566,8 @@ def test_checkpoint_json_readers_and_fields_refused_whole(tmp_path):
         assert str(caught.value) == f"w: k={bad!r} must be a positive number"
 
 
-# ---- llama2.c's headers at their edges, and heads wider than two read back
-# (exporter/checkpoints/llama2c.py)
+# ---- a Llama's tensors as a checkpoint holds them (test_llama2c.py and test_gguf_file.py write
+# them)
 
 
 # A Llama whose heads are 4 wide (a head of 2 makes the q/k pair permutation the identity).

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-# ---- the command line in process (cli.py, commands.py, embed.py): what it prints, its exit
-# codes
+# ---- the command line in process: `exactc` run by cli.main, what it prints and its exit code
+# (the tests that run `exactc` as a process are test_bad_inputs.py's)
 
 
 SMALL_GPT = ["gpt", "--entry", "forward", "--dtype", "f32", "--set", "layers=1", "--set", "tokens=4"]
@@ -22,10 +22,6 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-# ---- the command line in process (cli.py, commands.py, embed.py): what it prints, its exit
-# codes
 
 
 def test_exactc_alone_prints_its_help(capsys):
@@ -102,7 +98,7 @@ def test_a_stopped_or_failed_command_says_so_with_its_exit_code(capsys, monkeypa
     assert {number: signal.getsignal(number) for number in before} == before
 
 
-# ---- the command line in process, continued: its wiring, checkpoints, the C backend, check
+# ---- the parser's wiring, a stop before the command is known, the process's own signals
 
 
 def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
@@ -158,8 +154,7 @@ def test_the_process_command_reads_its_arguments_and_then_ignores_both_signals(c
             signal.signal(number, was)
 
 
-# ---- the reference's catalogue check, continued (reference/__init__.py), and the signal
-# handlers given back in process (cli.py)
+# ---- the signal handlers an in-process command gives back
 
 
 def test_an_in_process_command_gives_back_the_handlers_the_process_had():

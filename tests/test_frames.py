@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# ---- the hosts and the arena (printer/host.py, exporter/frames.py)
+# ---- the arena: a buffer beside one of odd bytes
 
 
 def test_a_buffer_beside_one_of_odd_bytes_starts_at_the_next_64_byte_boundary_past_it():

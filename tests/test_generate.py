@@ -145,7 +145,7 @@ def test_generate_with_a_tokenizer_json_prints_the_text(tmp_path, capsys):
                                               "package cannot read it (")
 
 
-# ---- the graph builders and folds at their edges (exporter/graph.py)
+# ---- a fresh C build's progress; GPT generates, BERT does not
 
 
 def test_generate_a_fresh_c_build_reports_progress_and_gpt_generates_bert_does_not(tmp_path, capsys, monkeypatch):

@@ -136,9 +136,7 @@ def test_llama_cpp_names_map_to_hugging_faces_by_layer():
         assert _hf_name(unknown) is None, unknown
 
 
-# ---- checkpoint folders and files at their edges (exporter/checkpoints/hf.py, gguf_file.py): a
-# sentence-transformers folder read where its modules say, the refusals' names whole; zero and
-# non-finite blocks quantized without a NaN cast (exporter/quant.py)
+# ---- a GGUF file without general.architecture
 
 
 def test_a_gguf_file_without_its_architecture_is_refused_naming_it(tmp_path):
@@ -153,8 +151,8 @@ def test_a_gguf_file_without_its_architecture_is_refused_naming_it(tmp_path):
     assert str(caught.value) == f"{path}: metadata general.architecture is missing"
 
 
-# ---- the checkpoint writers tests and benches use (exporter/checkpoints/llama2c.py and
-# gguf_file.py write): defaults, header packing, the legacy rope tables, dtypes, the refusal
+# ---- the GGUF writer tests and benches use: a vocabulary only when asked for, every tensor
+# stored F32
 
 
 _GGUF_CFG = {"vocab": 300, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 9}

@@ -103,7 +103,8 @@ def test_hf_gpt_and_bert_fields_defaults_and_every_key():
             assert str(caught.value) == f"w: no {key}"
 
 
-# ---- the graph builders and folds at their edges (exporter/graph.py)
+# ---- config.json's refusals by key, BERT's dropped names, llama's head_dim, the header's
+# length, a load filled whole, shards
 
 
 def test_hf_config_readers_refuse_each_bad_value_by_its_key():
@@ -227,9 +228,8 @@ def test_hf_shard_names_and_stored_entries_refused_whole(tmp_path):
     assert str(caught.value).startswith(f"{path}: tensor w: data_offsets [4, 8] leave data bytes [0, 4) to no tensor")
 
 
-# ---- checkpoint folders and files at their edges (exporter/checkpoints/hf.py, gguf_file.py): a
-# sentence-transformers folder read where its modules say, the refusals' names whole; zero and
-# non-finite blocks quantized without a NaN cast (exporter/quant.py)
+# ---- sentence-transformers folders read where their modules say, a data range of the wrong
+# size, a shard index
 
 
 def _bert_folder(folder, modules=None, pooling_modes=("pooling_mode_mean_tokens",), subfolder=""):
@@ -343,9 +343,9 @@ def test_a_shard_index_is_refused_naming_what_it_found_and_the_first_shard(tmp_p
                                  "a tensor is stored once")
 
 
-# ---- Hugging Face folders' refusals to their last word (exporter/checkpoints/hf.py); a run-
-# time extent split in 1 and 2 pieces (kernels/autoplan.py); the fixed kinds' spellings
-# (types.py)
+# ---- Hugging Face folders' refusals to their last word: a safetensors file too short, missing,
+# with a gap or an overlap; a model_type or architectures exactc does not read; a Pooling of two
+# modes
 
 
 def test_a_safetensors_file_too_short_or_missing_is_refused_whole(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from exactc.exporter import dims, graph
 from exactc.exporter.printer.host import HostError, spec_dims
 
-# ---- the hosts and the arena (printer/host.py, exporter/frames.py)
+# ---- an input's or output's dimensions: affine in T, or refused by name
 
 
 def test_a_program_output_not_affine_in_the_length_is_refused_by_its_name():

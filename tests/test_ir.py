@@ -9,8 +9,7 @@ from exactc.exporter import dims
 from exactc.exporter.kernels import ir
 from exactc.exporter.kernels.ir import REDUCE, Affine, IRError
 
-# ---- the kernel IR (kernels/ir.py): its statements, literals, nodes and checker; the plain
-# nests' printer (printer/nests.py); a kernel's name (printer/kernels.py)
+# ---- the kernel IR: its statements, literals, nodes and checker
 
 
 def test_fill_bits_takes_every_pattern_of_its_type_and_no_wider():

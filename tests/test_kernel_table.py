@@ -6,7 +6,7 @@ from __future__ import annotations
 from exactc.exporter import graph
 from exactc.exporter.kernels.lower import lower
 
-# ---- the graph: fold segments, the layers the reference reports, node names
+# ---- the kernels' names in the models' programs
 
 
 def test_graph_names_name_the_kernels():

@@ -533,10 +533,8 @@ def test_packable_refusals_whole():
                                            "always")
 
 
-# ---- refusals and printed text joined over two or more (reference/ops.py, kernels/ layouts.py,
-# printer/planned.py): a quantized operand of the wrong dtype refused whole, a layout's two
-# tiles and two blocks, the refusals that list two axes, a panel packed at load of rows shorter
-# than one block, a run-time split's cuts at whole chunks of 2 lanes
+# ---- a layout's text of two tiles and two blocks; the refusals that list two parallel axes or
+# two reductions
 
 
 def test_a_layouts_text_joins_two_tiles_and_two_blocks():

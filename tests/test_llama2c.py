@@ -16,7 +16,8 @@ from exactc.exporter.checkpoints import CheckpointError, llama2c
 
 from test_checkpoints import LLAMA_FIELDS, drawn, hf_tensors, llama_tensors
 
-# ---- exactc plan --tune's table, candidates and timing
+# ---- a tiny llama2.c file of a config no default has (test_tune.py and test_export.py read it
+# too)
 
 
 # A llama2.c file of a tiny Llama whose config no default has (mlp 8).
@@ -166,8 +167,8 @@ def test_a_llama2c_file_of_the_wrong_size_or_straddling_groups_is_refused_whole(
                                  "exactc's q8 blocks are per row")
 
 
-# ---- the checkpoint writers tests and benches use (exporter/checkpoints/llama2c.py and
-# gguf_file.py write): defaults, header packing, the legacy rope tables, dtypes, the refusal
+# ---- the llama2.c writer tests and benches use: defaults, the header's packing, the legacy
+# rope tables, dtypes, a non-finite weight refused
 
 
 def test_a_llama2c_file_written_with_no_version_named_is_legacy_and_version_2_groups_64(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from exactc.exporter import models
 from exactc.exporter.models import ModelError
 
-# ---- the sampler's refusals and the cache's shapes
+# ---- the cache's shapes, T_max and drawn decode inputs (models/cache.py)
 
 
 def test_cache_shapes_and_longest():
@@ -214,8 +214,7 @@ def test_bert_parameters_are_drawn_at_their_own_spreads():
     assert all(s.init == "normal" for s in bert.parameters(cfg) if not s.name.endswith("LayerNorm.weight"))
 
 
-# ---- the models' parameter bound at its edge, a fold's one-layer segments printed
-# (exporter/models/__init__.py, printer/structured.py)
+# ---- the models' parameter bound at its edge
 
 
 def test_a_config_of_exactly_two_to_the_32_parameter_elements_is_taken_and_one_more_refused_whole():

@@ -9,8 +9,8 @@ from exactc.exporter import dims
 from exactc.exporter.kernels import ir
 from exactc.exporter.kernels.ir import IRError
 
-# ---- the kernel IR (kernels/ir.py): its statements, literals, nodes and checker; the plain
-# nests' printer (printer/nests.py); a kernel's name (printer/kernels.py)
+# ---- the plain nests' printer: a prefix guard, renamed scalars inside an index, isnan kept
+# whole, no extent named like a C macro
 
 
 def _guarded(cond, then, orelse=()):

@@ -10,16 +10,10 @@ from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.kernels.splits import Split
 from exactc.exporter.printer.kernels import print_kernel
 
-# ---- the catalogue's shape rules
+# ---- a run-time split in parts over lanes of 2, cut at whole chunks
 
 
 T8 = dims.length(8)  # a run-time length of at most 8: the extents that follow it
-
-
-# ---- refusals and printed text joined over two or more (reference/ops.py, kernels/ layouts.py,
-# printer/planned.py): a quantized operand of the wrong dtype refused whole, a layout's two
-# tiles and two blocks, the refusals that list two axes, a panel packed at load of rows shorter
-# than one block, a run-time split's cuts at whole chunks of 2 lanes
 
 
 def test_a_split_in_parts_over_lanes_of_two_cuts_at_whole_chunks_of_two():

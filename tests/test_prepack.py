@@ -204,10 +204,7 @@ def test_prepack_split_axis_from_the_nest_order_and_no_scaled_split():
     assert widths(ordered, Split(0, ((0, 16), (16, 40)), of=40)) == {}
 
 
-# ---- refusals and printed text joined over two or more (reference/ops.py, kernels/ layouts.py,
-# printer/planned.py): a quantized operand of the wrong dtype refused whole, a layout's two
-# tiles and two blocks, the refusals that list two axes, a panel packed at load of rows shorter
-# than one block, a run-time split's cuts at whole chunks of 2 lanes
+# ---- a q8 weight's panels packed at load, of rows shorter than one block
 
 
 def test_a_q8_weight_of_rows_shorter_than_a_block_reads_its_panels_packed_at_load():

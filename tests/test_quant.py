@@ -417,9 +417,7 @@ def test_quant_parameters_refuse_a_nonfinite_weight_by_its_name():
     assert str(caught.value).startswith(f"tensor {name}: element at index (0, 3, 7) is nan")
 
 
-# ---- checkpoint folders and files at their edges (exporter/checkpoints/hf.py, gguf_file.py): a
-# sentence-transformers folder read where its modules say, the refusals' names whole; zero and
-# non-finite blocks quantized without a NaN cast (exporter/quant.py)
+# ---- zero and non-finite blocks quantized without a NaN cast (warnings as errors)
 
 
 def test_zero_and_nonfinite_blocks_quantize_to_zero_without_a_nan_cast():

@@ -1219,10 +1219,7 @@ def test_an_unknown_site_type_is_refused_with_the_known_ones():
         types.check_site("f16")
 
 
-# ---- refusals and printed text joined over two or more (reference/ops.py, kernels/ layouts.py,
-# printer/planned.py): a quantized operand of the wrong dtype refused whole, a layout's two
-# tiles and two blocks, the refusals that list two axes, a panel packed at load of rows shorter
-# than one block, a run-time split's cuts at whole chunks of 2 lanes
+# ---- a quantized operand of the wrong dtype, refused whole
 
 
 _QUANTIZE = "(quantize with exactc.exporter.quant)"
@@ -1256,8 +1253,7 @@ def test_the_reference_refuses_a_quantized_operand_of_another_dtype_whole(name, 
         reference.run(name, site, operands, attrs)
 
 
-# ---- the reference's catalogue check, continued (reference/__init__.py), and the signal
-# handlers given back in process (cli.py)
+# ---- the reference's check of a backend against the catalogue, continued
 
 
 def test_run_refuses_a_backend_whose_outputs_are_named_unlike_the_catalogue(monkeypatch):

@@ -232,7 +232,7 @@ def test_c_equals_reference_every_build(build, cases):
     assert_c_equals_reference(load_sampler(build), cases)
 
 
-# ---- the sampler's refusals and the cache's shapes
+# ---- the sampler's refusals, and its silence at a tiny temperature
 
 
 def test_sampling_refusals_whole():

@@ -63,13 +63,7 @@ def test_split_pieces_up_to_the_limit_and_overlaps_by_their_span():
 T8 = dims.length(8)
 
 
-# ---- layouts
-
-
 ADD_OVER_T = lower("add", "f32", {"a": (T8, 4), "b": (T8, 4)}, {})
-
-
-# ---- thread splits
 
 
 # (kernel, split, the whole message)

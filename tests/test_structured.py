@@ -4,8 +4,7 @@ with its own comment and indentation."""
 from __future__ import annotations
 
 
-# ---- the models' parameter bound at its edge, a fold's one-layer segments printed
-# (exporter/models/__init__.py, printer/structured.py)
+# ---- a fold's one-layer segments as the structured host prints them
 
 
 def _fold_segment_lines(text: str) -> list[str]:

@@ -7,9 +7,7 @@ import pytest
 
 from exactc.exporter import types
 
-# ---- Hugging Face folders' refusals to their last word (exporter/checkpoints/hf.py); a run-
-# time extent split in 1 and 2 pieces (kernels/autoplan.py); the fixed kinds' spellings
-# (types.py)
+# ---- the spellings of each fixed kind, and an unknown name refused
 
 
 def test_storage_of_each_fixed_kind_and_an_unknown_name():
