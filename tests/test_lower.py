@@ -37,6 +37,8 @@ LOWERINGS = [
     ("l2norm", "f32", {"x": (2, 3)}, {"eps": 10**400},
      "l2norm: attribute eps is an integer of 401 digits; it must be a real number within f64's range"),
     ("rope", "f32", {"x": (2, 1, 4)}, {"theta": None}, "rope: attribute theta is None; it must be a real number"),
+    ("rope", "f32", {"x": (2, 1, 4)}, {"pairing": ["half"]},
+     "rope: attribute pairing is ['half']; a list attribute holds ints (a shape, a permutation)"),
     ("softmax", "f32", {"x": (1, 2, 3)}, {"has_keep": 0}, "softmax: attribute has_keep is 0; it must be True or False"),
     ("matmul", "f32", {"a": (1, 2, 3), "b": (1, 3, 4)}, {"trans_a": 1},
      "matmul: attribute trans_a is 1; it must be True or False"),
