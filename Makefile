@@ -95,7 +95,7 @@ mutmut: install
 	@$(PY) -c 'import mutmut' 2>/dev/null || $(VENV)/bin/pip install -q 'mutmut>=3,<4'
 	$(PY) tools/mutmut_campaign.py --cluster --max-children $(JOBS) --markdown docs/mutants.md
 
-# Everything but the harness, each file with the tests that protect it (STAGE_TESTS), one
+# Everything but the harness, each file with the tests that protect it (own_tests), one
 # batch per file on dask (EXACTC_SCHEDULER=tcp://host:port for a real cluster); prints the score.
 # RESUME=1 goes on with a stopped campaign in its stage (finished batches kept, its wall
 # time the sum of its runs').

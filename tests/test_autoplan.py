@@ -1,22 +1,25 @@
 """`exactc export --plan auto`: every nest laned and split by the automatic plan, and the
 program still gives the reference's bits, on 1 and 2 threads, with gcc, clang and
-without OpenMP (docs/design.md, principle 2: a plan changes speed, never bits)."""
+without OpenMP (principle 2: a plan changes speed, never bits)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from exactc.exporter import dims, export, models
-from exactc.exporter.primitives import block_count, quantized_row_length
-from exactc.exporter.models import cache
 from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split, nest_signature
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.lower import lower
 from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
+from exactc.exporter.kernels.splits import Split
+from exactc.exporter.models import cache
+from exactc.exporter.primitives import block_count, quantized_row_length
 from exactc.exporter.printer.kernels import print_kernel
 from exactc import programs
+
 from test_programs import build, conforms, needs_clang
 
 # Dimensions where lanes of 8 rows and 16 columns are both full and partial.
@@ -278,3 +281,80 @@ def test_every_layout_of_a_program_gives_the_reference_bytes(tmp_path, model):
         program = programs.make(root, programs.Build(cc="gcc", cflags=cflags), refuse_warnings=True)
         for threads in (1, 2):
             conforms(program, prepared, threads)
+
+
+# ---- the automatic plan's tuned layouts and row variants (kernels/autoplan.py)
+
+
+def test_a_tuned_layout_is_found_by_its_signature_and_names_the_plan():
+    import hashlib
+
+    from exactc.exporter.kernels import autoplan
+
+    kernel = lower("linear", "f32", {"x": (32, 64), "w": (32, 64), "b": (32,)}, {"has_b": True})
+    nest = kernel.nests[0]
+    signature = autoplan.nest_signature(kernel, nest)
+    assert signature == "linear|f32|has_b=True|x:32x64,w:32x64,b:32,y:32x32|linear"
+    measured = Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8)))
+    plan = autoplan.AutoPlan(tuned={signature: measured})
+    chosen, used = plan.for_kernel(kernel, "k")
+    assert used == set()
+    # the measured layout, split evenly in whole lanes, and no second choice beside it
+    assert chosen.nests == (("linear", NestPlan(measured, autoplan.even_split(32, autoplan.PIECES, 8))),)
+    assert chosen.nests[0][1].split is not None
+    table = json.dumps({signature: {"order": ["n", "m"], "lanes": {"m": 4, "n": 8}}}, sort_keys=True)
+    assert plan.text() == "auto+tuned:" + hashlib.sha256(table.encode()).hexdigest()[:16]
+    assert autoplan.AutoPlan().text() == "auto" and autoplan.AutoPlan(tuned={}).text() == "auto"
+    untuned, _ = autoplan.AutoPlan().for_kernel(kernel, "k")
+    assert untuned.nests[0][1].layout != measured
+
+
+def test_a_signature_lists_every_attribute():
+    from exactc.exporter.kernels import autoplan
+
+    kernel = lower("matmul", "f32", {"a": (2, 3, 4), "b": (2, 4, 5)}, {})
+    assert autoplan.nest_signature(kernel, kernel.nests[0]) == (
+        "matmul|f32|group=1,trans_a=False,trans_b=False|a:2x3x4,b:2x4x5,y:2x3x5|matmul")
+
+
+def test_the_rows_stride_of_the_matrix_nests():
+    from exactc.exporter.kernels import autoplan
+
+    def stride(primitive, shapes, attrs=None, site="f32"):
+        kernel = lower(primitive, site, shapes, attrs or {})
+        return autoplan.row_stride(kernel, kernel.nests[0])
+
+    assert stride("linear", {"x": (3, 1024), "w": (8, 1024)}) == 4096
+    assert stride("linear", {"x": (3, 1024), "w": (8, 1024)}, site="bf16") == 2048
+    assert stride("matmul", {"a": (2, 3, 5), "b": (2, 5, 4)}) == 20  # a's rows: its last axis, not its second
+    assert stride("matmul", {"a": (2, 5, 3), "b": (2, 5, 4)}, {"trans_a": True}) is None
+    assert stride("softmax", {"x": (2, 3, 5)}) is None
+    # a 4 KiB stride has no wide variant (the 16 rows' streams alias in the level-1 cache)
+    layout = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
+    aliased = lower("linear", "f32", {"x": (32, 1024), "w": (32, 1024)}, {})
+    assert autoplan.wide_layout(aliased, aliased.nests[0], layout, None) is None
+    assert autoplan.narrow_layout(aliased, aliased.nests[0], layout, None).lanes == (("m", 4), ("n", 16))
+
+
+def test_a_row_variant_needs_as_many_rows_as_its_lanes():
+    from exactc.exporter.kernels import autoplan
+
+    layout = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
+    for rows, wide in ((16, (("m", 16), ("n", 16))), (15, None)):
+        kernel = lower("linear", "f32", {"x": (rows, 64), "w": (32, 64)}, {})
+        variant = autoplan.wide_layout(kernel, kernel.nests[0], layout, None)
+        assert (variant.lanes if variant else None) == wide, rows
+
+
+# ---- a run-time extent split in 1 and 2 pieces
+
+
+def test_even_split_of_a_run_time_extent_into_one_and_two_pieces():
+    """Two pieces are two parts of 2; one piece is nothing to share (None), as for a
+    static extent of one chunk."""
+    from exactc.exporter.kernels.autoplan import even_split
+
+    t = dims.length(64)
+    assert even_split(t, 2) == Split(0, ((0, 1), (1, 2)), of=2)
+    assert even_split(t, 1) is None
+    assert even_split(t, 0) is None

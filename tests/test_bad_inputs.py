@@ -292,7 +292,7 @@ def v2_scale(row: int, group: int, value: float) -> Callable[[bytes], bytes]:
     return change
 
 
-def with_gguf(good: str, change: Callable[[bytearray, "gguf.GGUFReader"], None]):
+def with_gguf(good: str, change: Callable[[bytearray, "gguf.GGUFReader"], None]):  # noqa: F821
     """A copy of a GGUF good (goods.gguf, gguf_q8, gguf_q4) changed in place by `change`
     (the file's bytes, the gguf package's reading of the good)."""
 
@@ -745,7 +745,7 @@ def test_door_an_export_run_from_a_removed_directory(tmp_path):
         lines = done.stderr.strip().splitlines()
         assert done.returncode == code, done.stderr[-3000:]
         if code == 2:
-            assert lines == [f"exactc export: error: -o out: the current directory no longer exists, so a relative "
+            assert lines == ["exactc export: error: -o out: the current directory no longer exists, so a relative "
                              "path names nothing; give an absolute one"], done.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert (tmp_path / "out" / export.MARKER).is_file()

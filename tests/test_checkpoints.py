@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +24,9 @@ import pytest
 from exactc.exporter import checkpoints, export, graph, models, reference, types
 
 from exactc.exporter.reference import walk
-from exactc.exporter.checkpoints import CheckpointError, llama2c
+from exactc.exporter.checkpoints import CheckpointError, gguf_file, llama2c
 from exactc.verify.compare import assert_bits_equal
+
 from installed import need_module  # tests/installed.py
 
 SMALL = {
@@ -390,3 +393,276 @@ def test_a_sharded_folder_reads_as_one(tmp_path):
     (folder / "model-00002-of-00002.safetensors").unlink()
     with pytest.raises(CheckpointError, match="not a readable .safetensors file"):
         checkpoints.load(folder)
+
+
+# ---- a checkpoint read far enough to check (exporter/checkpoints/__init__.py): the config's
+# one settable field, every tensor that differs named in one message, parameters stacked and
+# rounded, quantized blocks stacked, the digest's inputs, the JSON readers' refusals
+
+
+def _checkpoint(tmp_path, tensors):
+    from exactc.exporter.checkpoints import Checkpoint
+    return Checkpoint(tmp_path / "model.bin", "llama2c", "llama", {"dim": 4, "layers": 2}, tensors)
+
+
+def _tensor(shape, dtype="F32", source=None, values=None, blocks=None):
+    from exactc.exporter.checkpoints import Tensor
+    values = np.arange(np.prod(shape), dtype=np.float64).reshape(shape) + 0.1 if values is None else values
+    return Tensor(dtype, tuple(shape), source or f"t{shape}", lambda: values, blocks=blocks)
+
+
+def test_a_checkpoints_config_lets_only_tokens_be_set(tmp_path):
+    from exactc.exporter import models
+    from exactc.exporter.checkpoints import CheckpointError
+    ckpt = _checkpoint(tmp_path, {})
+    default = models.architecture("llama").Config().tokens
+    assert ckpt.overrides() == {"dim": 4, "layers": 2, "tokens": default}
+    assert ckpt.overrides({"tokens": " 7 "})["tokens"] == 7
+    with pytest.raises(CheckpointError) as caught:
+        ckpt.overrides({"tokens": 3, "layers": 1, "dim": 8})
+    assert str(caught.value) == ("--set dim, layers: with a checkpoint the config comes from model.bin; only tokens "
+                                 "(the sequence length the program is exported for) can be set")
+    with pytest.raises(CheckpointError) as caught:
+        ckpt.overrides({"tokens": "x7"})
+    assert str(caught.value) == f"--set: tokens='x7' must be a positive integer (at most {models.MAX_COUNT:,})"
+    ckpt.max_tokens = 5
+    assert ckpt.overrides()["tokens"] == min(default, 5) and ckpt.overrides({"tokens": 5})["tokens"] == 5
+    with pytest.raises(CheckpointError) as caught:
+        ckpt.overrides({"tokens": 6})
+    assert str(caught.value) == "tokens 6 > 5, the most positions model.bin has"
+    ckpt.entries = {"decode": "no cache here"}
+    ckpt.check_entry("forward")
+    with pytest.raises(CheckpointError, match="^no cache here$"):
+        ckpt.check_entry("decode")
+
+
+def test_a_checkpoints_check_names_every_tensor_that_differs_in_one_message(tmp_path):
+    from exactc.exporter.checkpoints import CheckpointError
+    specs = (graph.ParamSpec("emb", (3, 4)), graph.ParamSpec("l{l}.w", (4, 4), layers=2))
+    good = {"emb": _tensor((3, 4), source="tok_embeddings"), "l0.w": _tensor((4, 4), "BF16", "w0"),
+            "l1.w": _tensor((4, 4), "F64", "w1")}
+    _checkpoint(tmp_path, good).check(specs)
+    bad = {"emb": _tensor((4, 3), source="tok_embeddings"), "l1.w": _tensor((4, 4), "I8", "w1"),
+           "out": _tensor((2,), source="output"), "norm": _tensor((2,), source="norm")}
+    with pytest.raises(CheckpointError) as caught:
+        _checkpoint(tmp_path, bad).check(specs)
+    assert str(caught.value) == (
+        f"{tmp_path / 'model.bin'} does not match the llama config (dim=4, layers=2): missing l0.w; extra output, "
+        "norm; mis-shaped tok_embeddings is F32 (4, 3), expected F32 (3, 4); w1 is I8 (4, 4), expected a float "
+        "type (F64, F32, F16, BF16) (4, 4)")
+    blocked = {**good, "l1.w": _tensor((4, 4), "Q8_0", "w1", blocks=lambda: None)}
+    _checkpoint(tmp_path, blocked).check(specs)  # a tensor held quantized is no float, and fine
+
+
+def test_a_checkpoints_parameters_are_stacked_by_layer_and_rounded_to_the_site(tmp_path):
+    from types import SimpleNamespace
+
+    from exactc.exporter import quant
+    specs = (graph.ParamSpec("emb", (1, 2)), graph.ParamSpec("l{l}.w", (2,), layers=2))
+    third = np.array([[1 / 3, 2 / 3]])
+    tensors = {"emb": _tensor((1, 2), values=third), "l0.w": _tensor((2,), values=np.array([1.0, 2.0])),
+               "l1.w": _tensor((2,), values=np.array([3.0, 4.0]))}
+    program = SimpleNamespace(params=specs, quantized={})
+    got = _checkpoint(tmp_path, tensors).parameters(program, "f32")
+    assert got["emb"].dtype == np.float32 and got["emb"].tolist() == third.astype(np.float32).tolist()
+    assert got["l{l}.w"].tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    with pytest.raises(ValueError, match="f16"):
+        _checkpoint(tmp_path, tensors).parameters(program, "f16")
+    # the blocks as stored, stacked over layers; a weight without blocks is left to quantize
+    block = [quant.QuantizedTensor("q8", 2, 2, np.array([[i, -i]], np.int8), np.array([[0.5 * (i + 1)]], np.float32))
+             for i in range(2)]
+    tensors = {"emb": _tensor((1, 2), blocks=lambda: block[0]),
+               "l0.w": _tensor((2,), blocks=lambda: block[0]), "l1.w": _tensor((2,), blocks=lambda: block[1])}
+    program = SimpleNamespace(params=specs, quantized={"emb": ("q8", 2), "l{l}.w": ("q8", 2)})
+    out = _checkpoint(tmp_path, tensors).quantized_weights(program)
+    assert out["emb"] is block[0]
+    stacked = out["l{l}.w"]
+    assert (stacked.fmt, stacked.block, stacked.k) == ("q8", 2, 2)
+    assert stacked.values.tolist() == [[[0, 0]], [[1, -1]]] and stacked.scales.tolist() == [[[0.5]], [[1.0]]]
+    tensors["l1.w"] = _tensor((2,))
+    assert list(_checkpoint(tmp_path, tensors).quantized_weights(program)) == ["emb"]
+    program.quantized = {}
+    assert _checkpoint(tmp_path, tensors).quantized_weights(program) == {}
+
+
+def test_a_checkpoints_digest_covers_its_format_fields_and_every_file(tmp_path):
+    import dataclasses as dc
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(b"x" * (1 << 22) + b"tail")
+    b.write_bytes(b"y")
+    ckpt = _checkpoint(tmp_path, {})
+    ckpt.content = [a, b]
+    first = ckpt.digest()
+    assert len(first) == 24 and first == ckpt.digest()
+    for changed in (dc.replace(ckpt, format="hf"), dc.replace(ckpt, fields={"dim": 4, "layers": 3}),
+                    dc.replace(ckpt, content=[a]), dc.replace(ckpt, content=[b, a])):
+        assert changed.digest() != first
+    a.write_bytes(b"x" * (1 << 22) + b"tall")
+    assert ckpt.digest() != first
+
+
+def test_checkpoint_load_refusals_whole(tmp_path):
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.load(tmp_path / "none")
+    assert str(caught.value) == f"checkpoint {tmp_path / 'none'}: no such file or directory"
+    other = tmp_path / "notes.txt"
+    other.write_bytes(b"hello")
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.load(other)
+    assert str(caught.value) == (
+        f"checkpoint {other}: not a Hugging Face folder (config.json + model.safetensors), a GGUF file or a "
+        "llama2.c .bin file (a header of seven int32s, or the version-1 magic 0x616b3432)")
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors", "model.safetensors.index.json"):
+        (folder / name).write_text("[]")
+        with pytest.raises(CheckpointError) as caught:
+            checkpoints.load(folder / name)  # a file of a folder: the folder is read
+        assert "the top level is a list" in str(caught.value), name
+
+
+def test_checkpoint_json_readers_and_fields_refused_whole(tmp_path):
+    from exactc.exporter import models
+    from exactc.exporter.checkpoints import (
+        CheckpointError,
+        boolean,
+        finite_float,
+        json_kind,
+        json_object,
+        positive_int,
+        read_json,
+    )
+    assert [json_kind(v) for v in ({}, [], "s", True, 1, 1.5, None, (1,))] == [
+        "an object", "a list", "a string", "a boolean", "a number", "a number", "null", "tuple"]
+    path = tmp_path / "c.json"
+    path.write_text('{"a": 1}')
+    assert read_json(path) == {"a": 1}
+    with pytest.raises(CheckpointError) as caught:
+        read_json(path, list)
+    assert str(caught.value) == f"{path}: the top level is an object; a list is expected"
+    path.write_text('{"a": 1, "a": 2}')
+    with pytest.raises(CheckpointError, match="twice"):
+        read_json(path)
+    assert json_object(b'{"b": [1]}', "the header") == {"b": [1]}
+    with pytest.raises(CheckpointError) as caught:
+        json_object(b"[1]", "the header")
+    assert str(caught.value) == "the header: the top level is a list; an object is expected"
+    with pytest.raises(CheckpointError, match="^the header: "):
+        json_object(b"{", "the header")
+    assert boolean("w", "k", False) is False
+    with pytest.raises(CheckpointError) as caught:
+        boolean("w", "k", 0)
+    assert str(caught.value) == "w: k=0 must be true or false"
+    assert positive_int("w", "k", 1) == 1 and positive_int("w", "k", models.MAX_COUNT) == models.MAX_COUNT
+    for bad in (0, models.MAX_COUNT + 1, True, 2.0, "3"):
+        with pytest.raises(CheckpointError) as caught:
+            positive_int("w", "k", bad)
+        assert str(caught.value) == f"w: k={bad!r} must be a positive integer (at most {models.MAX_COUNT:,})"
+    assert finite_float("w", "k", 2) == 2.0 and isinstance(finite_float("w", "k", 2), float)
+    assert finite_float("w", "k", 1e-300) == 1e-300
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "1"):
+        with pytest.raises(CheckpointError) as caught:
+            finite_float("w", "k", bad)
+        assert str(caught.value) == f"w: k={bad!r} must be a positive number"
+
+
+# ---- a Llama's tensors as a checkpoint holds them (test_llama2c.py and test_gguf_file.py write
+# them)
+
+
+# A Llama whose heads are 4 wide (a head of 2 makes the q/k pair permutation the identity).
+LLAMA_FIELDS = {"vocab": 5, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 1, "mlp": 8}
+
+
+def llama_tensors(fields: dict, seed: int = 1) -> dict[str, np.ndarray]:
+    """The parameters of a Llama of `fields` (exactc's Config fields), drawn from `seed`,
+    under Hugging Face's names, f32 (test_checkpoints.py's hf_tensors)."""
+    from exactc.exporter import models
+    program = models.build("llama", "forward", fields)
+    return hf_tensors("llama", program, models.draw_parameters(program, seed, "f32"))
+
+
+# ---- a checkpoint's checks and keys (exporter/checkpoints/__init__.py): an extra tensor alone
+# refused, the blocks taken where the file holds them, the digest of the config too
+
+
+def test_a_checkpoint_with_one_extra_tensor_is_refused_naming_it(tmp_path):
+    from exactc.exporter import checkpoints, models
+    from exactc.exporter.checkpoints import CheckpointError, Tensor, llama2c
+
+    ckpt = checkpoints.load(llama2c.write(tmp_path / "m.bin", llama_tensors(LLAMA_FIELDS), LLAMA_FIELDS, seq_len=4))
+    program = models.build("llama", "forward", ckpt.overrides({"tokens": 4}))
+    ckpt.check(program.params)
+    ckpt.tensors["model.extra.weight"] = Tensor("F32", (2,), "an_extra_one", lambda: np.zeros(2))
+    with pytest.raises(CheckpointError) as caught:
+        ckpt.check(program.params)
+    assert str(caught.value).endswith(": extra an_extra_one")
+
+
+def test_a_files_blocks_are_taken_for_every_weight_it_holds_quantized(tmp_path):
+    """A GGUF file of one layer whose q projection is F32 and every other linear weight
+    Q8_0: the blocks of each of the others, a layer's stacked over the one layer."""
+    from exactc.exporter import checkpoints, graph, models
+    from exactc.exporter.checkpoints import gguf_file
+
+    cfg = {"vocab": 5, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 4}
+    program = models.build("llama", "forward", cfg)
+    tensors = llama_tensors(cfg, seed=4)
+    linear = set(graph.linear_weights(program))
+    held = {spec.layer_name(0) if spec.layers else spec.name for spec in program.params
+            if spec.name in linear and "q_proj" not in spec.name}
+    ckpt = checkpoints.load(gguf_file.write(tmp_path / "m.gguf", cfg, tensors, "Q8_0", held))
+    quantized = models.build("llama", "forward", ckpt.overrides({"tokens": 4}), dict.fromkeys(linear, ("q8", 32)))
+    blocks = ckpt.quantized_weights(quantized)
+    assert sorted(blocks) == sorted(n for n in linear if "q_proj" not in n)
+    stacked = {spec.name for spec in quantized.params if spec.layers}
+    for name, q in blocks.items():
+        one = ckpt.tensors[name.replace("{l}", "0")].blocks()
+        assert np.array_equal(q.values, one.values[None] if name in stacked else one.values), name
+
+
+def test_a_checkpoints_digest_is_24_hex_digits_of_its_config_and_files(tmp_path):
+    from exactc.exporter.checkpoints import Checkpoint
+
+    (tmp_path / "w").write_bytes(b"weights")
+    one = Checkpoint(tmp_path, "hf", "gpt", {"dim": 8}, {}, content=[tmp_path / "w"])
+    other = Checkpoint(tmp_path, "hf", "gpt", {"dim": 16}, {}, content=[tmp_path / "w"])
+    assert re.fullmatch(r"[0-9a-f]{24}", one.digest()) and one.digest() != other.digest()
+
+
+# ---- the dispatch
+
+
+UNKNOWN_KIND = ("not a Hugging Face folder (config.json + model.safetensors), a GGUF file or a llama2.c .bin file "
+                "(a header of seven int32s, or the version-1 magic 0x616b3432)")
+
+
+def test_a_file_of_no_known_kind_is_refused_saying_what_is_read(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("a checkpoint, surely")
+    with pytest.raises(CheckpointError, match=f"^checkpoint {re.escape(str(path))}: {re.escape(UNKNOWN_KIND)}$"):
+        checkpoints.load(path)
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="no Unix-domain sockets")
+def test_a_file_that_cannot_be_opened_is_no_gguf_or_llama2c_file(tmp_path, monkeypatch):
+    """A socket exists, is no folder, and cannot be opened: both readers say it is not theirs."""
+    monkeypatch.chdir(tmp_path)  # a short relative name: socket paths are limited to ~100 bytes
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind("model.bin")
+        path = tmp_path / "model.bin"
+        assert not gguf_file.looks_like(path) and not llama2c.looks_like(path)
+        with pytest.raises(CheckpointError, match=f"^checkpoint {re.escape(str(path))}: not a Hugging Face folder"):
+            checkpoints.load(path)
+
+
+def test_a_check_that_finds_tensors_missing_only_lists_nothing_else(tmp_path):
+    program, params = drawn("llama")
+    tensors = hf_tensors("llama", program, params)
+    del tensors["model.norm.weight"], tensors["model.layers.1.mlp.down_proj.weight"]
+    ckpt = checkpoints.load(write_hf(tmp_path / "llama", "llama", hf_config("llama", program.config), tensors))
+    with pytest.raises(CheckpointError, match=r"does not match the llama config \(vocab=40, .*\): missing "
+                                              r"model\.layers\.1\.mlp\.down_proj\.weight, model\.norm\.weight$"):
+        ckpt.check(program.params)

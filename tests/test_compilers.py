@@ -120,7 +120,6 @@ def foreign_exports(tmp_path_factory):
 def test_foreign_targets_preprocess_and_build(cc, march, foreign_exports, tmp_path):
     import shutil
 
-    from exactc.exporter.kernels import tuned
 
     from exactc.verify import tune
     from exactc import programs

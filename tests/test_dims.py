@@ -56,3 +56,54 @@ def test_comparisons_hold_for_every_length_and_refuse_a_cubic():
     with pytest.raises(DimError, match="degree at most 2"):
         dims.minimum(T * T * T)
     assert dims.c_factor(T - 1) == "(T - 1)" and dims.c_factor(3 * T) == "3 * T" and dims.c_factor(4) == "4"
+
+
+# ---- the run-time length's polynomials
+
+
+def test_dims_products_and_sums_keep_every_term():
+    T = dims.length(8)
+    assert (T + 1) * (T + 1) == T * T + 2 * T + 1
+    assert ((T + 1) * (T + 1)).coefs == (1, 2, 1)
+    assert (T * T + T) - T * T == T  # the vanished square is stripped: T again, not a constant
+    assert (T * T + T) - T * T - T == 0
+
+
+def test_dims_exact_division_keeps_integer_coefficients():
+    T = dims.length(8)
+    half = (4 * T + 2) // 2
+    assert half.coefs == (1, 2) and all(type(c) is int for c in half.coefs)
+    assert str(half) == "2 * T + 1"
+
+
+def test_dims_a_length_may_be_bounded_by_one():
+    assert dims.length(1).upper == 1
+    assert dims.upper(3 * dims.length(1)) == 3
+    with pytest.raises(dims.DimError, match="an int >= 1, not 0"):
+        dims.length(0)
+
+
+def test_dims_c_spelling_of_every_sign_and_gap():
+    T = dims.length(8)
+    assert str(T * T + 1) == "T * T + 1"  # a zero coefficient between two terms
+    assert str(1 - T) == "-T + 1"
+    assert str(-3 * T) == "-3 * T"
+    assert str(2 - 3 * T * T) == "-3 * T * T + 2"
+    assert dims.c_text(3 * T) == "3 * T" and dims.c_text(16) == "16"
+    assert dims.c_factor(T + 1) == "(T + 1)" and dims.c_factor(T - 1) == "(T - 1)"
+    assert dims.c_factor(2 * T) == "2 * T" and dims.c_factor(5) == "5"
+
+
+def test_dims_minimum_at_a_parabola_s_vertex_and_at_its_ends():
+    T = dims.length(20)
+    assert dims.minimum(2 * T * T - 20 * T + 60) == 10  # vertex 5: f(5) = 10
+    assert dims.minimum(5 * T * T - 57 * T) == -162  # vertex 5.7: f(6) < f(5) = -160
+    assert dims.minimum(10 * T - T * T) == -200  # concave: the least value at T_max = 20
+    assert dims.minimum(T * T - 50 * T) == 400 - 1000  # vertex 25, past T_max: at the end
+
+
+def test_dims_strict_order_holds_at_a_difference_of_one():
+    T = dims.length(8)
+    assert dims.lt(T, T + 1) and not dims.lt(T, T)
+    assert dims.lt(T - 1, 8) and not dims.lt(T, 8)
+    assert dims.le(T, 8) and not dims.le(T, 7)

@@ -213,3 +213,44 @@ def test_generate_command_takes_subnormal_options_in_both_backends(tmp_path, cap
         assert cli.main(argv) == 0, capsys.readouterr().err
     assert docs["reference"].read_bytes() == docs["c"].read_bytes()
     assert json.loads(docs["c"].read_text())["options"]["temperature"] == 1e-320
+
+
+# ---- the generation loop's request and its listeners (reference/generation.py)
+
+
+def test_generation_request_bounds_whole():
+    from exactc.exporter.reference.generation import GenerationError, check_request
+    assert check_request(7, 40, np.array([[1, 2], [3, 39]]), 3, 0) == [1, 2, 3, 39]  # any shape, flat; stop 0
+    assert check_request(7, 40, [5], 6, 39) == [5]  # the last token of the vocabulary, the last position
+    for prompt, count, stop, message in (
+            ([], 1, None, "the prompt is empty; give at least one token"),
+            ([1], True, None, "count True must be an integer >= 1"),
+            ([1, 2, 3], 5, None, "the prompt's 3 tokens and 5 new ones make 8 positions; the programs take at "
+                                 "most tokens=7"),
+            ([1], 1, 40, "stop token 40 is outside [0, 40) (the vocabulary)"),
+            ([1], 1, -1, "stop token -1 is outside [0, 40) (the vocabulary)")):
+        with pytest.raises(GenerationError) as caught:
+            check_request(7, 40, prompt, count, stop)
+        assert str(caught.value) == message
+
+
+def test_generation_recompute_runs_forward_and_each_token_is_heard_with_its_probability(monkeypatch):
+    from exactc.exporter.reference import generation
+    from exactc.exporter.reference.sampling import SamplingOptions
+    from exactc.runtime import keys_twin
+    p = programs("llama")
+    ran = []
+    evaluate = generation.walk.evaluate
+    monkeypatch.setattr(generation.graph, "evaluate",
+                        lambda program, *a: ran.append(program.entry) or evaluate(program, *a))
+    options = SamplingOptions(temperature=1.0)
+    key = keys_twin.key_from_seed(3)
+    out = generation.generate(p["prefill"], p["decode"], "f32", parameters("llama", "f32"), [1, 2], 3, key, options,
+                              recompute=p["forward"])
+    assert ran == ["forward"] * 3
+    heard = []
+    run = generation.reference_runner(p, "f32", parameters("llama", "f32"))
+    again = generation.run_loop(run, p["prefill"].config, [1, 2], 3, key, options,
+                                on_token=lambda token, probability: heard.append((token, probability)))
+    assert heard == list(zip(again.tokens, again.probabilities)) and again.tokens == out.tokens
+    assert ran[3:] == ["prefill", "decode", "decode"]

@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 
 from exactc.exporter import types
-from exactc.exporter.kernels import IRError, lower
-from exactc.exporter.kernels import ir
+from exactc.exporter.kernels import IRError, ir, lower
 from exactc.exporter.kernels.lower import INV_SQRT_2, SQRT_2_OVER_PI
 from exactc.exporter.primitives import PRIMITIVES, PrimitiveError
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.exporter.printer.nests import array_loop, prefix_guard
 from exactc.verify.build import BuildOptions, load_library, pointer
 from exactc.verify.compare import assert_bits_equal
+
 from installed import need, need_module  # tests/installed.py
 
 SITES = ("f64", "f32", "bf16")
@@ -554,3 +554,18 @@ def test_softmax_masks_by_rule(smoke):
     x = site_array(np.arange(12).reshape(2, 2, 3), "bf16")
     y = smoke("softmax_bf16", x=x)  # causal, offset -1: row 0 sees nothing
     assert y.tolist() == [[[0, 0, 0], [0x3F80, 0, 0]]] * 2  # bf16 bits: 1.0 = 0x3F80
+
+
+# ---- a kernel's name: a C identifier, or refused naming it
+
+
+def test_a_kernel_name_must_be_a_c_identifier():
+    from exactc.exporter.printer.kernels import print_kernel
+
+    kernel = lower("add", "f32", {"a": (2,), "b": (2,)}, {})
+    for name in ("1add", "2add", "add-1", "", "add 1", 7, None):
+        with pytest.raises(IRError) as caught:
+            print_kernel(kernel, name)
+        shown = repr(name) if isinstance(name, str) else name
+        assert str(caught.value) == f"kernel name {shown} is not a C identifier"
+    assert print_kernel(kernel, "_add1").functions == ("_add1",)

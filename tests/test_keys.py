@@ -18,12 +18,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exactc.runtime import keys_twin
-from exactc.strategies.keys import DrawPosition, U64_MAX, draw_positions, seeds
+from exactc.strategies.keys import U64_MAX, DrawPosition, draw_positions, seeds
 from exactc.verify.build import EXTREME_BUILDS, build_label
-from exactc.verify.keys import key_hex, load_keys
 from exactc.verify.kernels import record_checks
-from installed import need  # tests/installed.py
+from exactc.verify.keys import key_hex, load_keys
 
+from installed import need  # tests/installed.py
 
 # Positions, seeds or cases per example: many more in the campaign (make verify).
 CAMPAIGN = os.environ.get("HYPOTHESIS_PROFILE") == "campaign"
@@ -258,3 +258,66 @@ def test_c_equals_twin_every_build(options):
     built = load_keys(options)
     assert (built.draw(keys, streams, counters, word_positions)
             == keys_twin.draw(keys, streams, counters, word_positions)).all(), options.describe()
+
+
+# ---- the ChaCha20 twin's array contract
+
+
+def test_keys_twin_broadcasts_each_operand_and_matches_one_at_a_time():
+    """chacha20_block and draw broadcast key (..., 8), counter, stream and word to one
+    shape, each operand alone the one that carries the leading axes, and give per
+    element what a call of scalars gives."""
+    from exactc.runtime import keys_twin as k
+    keys = k.key_from_seed(np.array([[1, 2, 3], [4, 5, 6]], np.uint64))  # (2, 3, 8)
+    one = keys[0, 0]
+    u64 = lambda *v: np.array(v, np.uint64)  # noqa: E731
+    for key, counter, stream in [(keys, u64(7), u64(9)), (one, u64(1, 2, 3, 4), u64(9)),
+                                 (one, u64(7), u64(1, 2, 3, 4, 5)), (keys[:, :1], u64(1, 2), u64(3, 4, 5)[:, None, None])]:
+        out = k.chacha20_block(key, counter, stream)
+        shape = np.broadcast_shapes(key.shape[:-1], counter.shape, stream.shape)
+        assert out.shape == shape + (16,)
+        K, C, S = np.broadcast_to(key, shape + (8,)), np.broadcast_to(counter, shape), np.broadcast_to(stream, shape)
+        for at in np.ndindex(*shape):
+            assert (out[at] == k.chacha20_block(K[at], C[at][None], S[at][None])[0]).all(), at
+    for key, stream, counter, word in [(keys, u64(1), u64(2), u64(15)), (one, u64(1, 2, 3), u64(2), u64(3)),
+                                       (one, u64(1), u64(2, 2**64 - 1), u64(15)), (one, u64(1), u64(2), u64(0, 16, 31))]:
+        out = k.draw(key, stream, counter, word)
+        shape = np.broadcast_shapes(key.shape[:-1], stream.shape, counter.shape, word.shape)
+        assert out.shape == shape and out.dtype == np.uint64
+        b = [np.broadcast_to(v, shape) for v in (stream, counter, word)]
+        K = np.broadcast_to(key, shape + (8,))
+        for at in np.ndindex(*shape):
+            assert out[at] == k.draw(K[at], int(b[0][at]), int(b[1][at]), int(b[2][at])), at
+
+
+def test_keys_twin_takes_python_ints_as_uint64():
+    from exactc.runtime import keys_twin as k
+    key = k.key_from_seed(3)
+    assert k.draw(key, 5, 2**64 - 1, 17) == k.draw(key, np.uint64(5), np.uint64(2**64 - 1), np.uint64(17))
+    assert (k.key_from_seed(np.array([[7], [8]], np.uint64)) == np.stack([k.key_from_seed(7), k.key_from_seed(8)])[:, None]).all()
+    assert k.uniform(2**64 - 1) == 1 - 2.0**-53 and k.uniform([0, 2**11])[1] == 2.0**-53
+
+
+def test_keys_twin_refusals_whole():
+    from exactc.runtime import keys_twin as k
+    for bad, text in [(np.zeros(7, np.uint32), "uint32 (7,)"), (np.zeros(8, np.int32), "int32 (8,)"),
+                      (np.zeros((2, 8), np.uint64), "uint64 (2, 8)")]:
+        with pytest.raises(ValueError) as caught:
+            k.chacha20_block(bad, np.uint64(0), np.uint64(0))
+        assert str(caught.value) == f"a key is an array (..., 8) of uint32 words; got {text}"
+    with pytest.raises(TypeError) as caught:
+        k.draw(k.key_from_seed(1), np.array([1], np.int64), np.uint64(0), np.uint64(0))
+    assert str(caught.value) == "expected uint64 values, got int64"
+
+
+# ---- the ChaCha20 twin's scalar seed (runtime/keys_twin.py)
+
+
+def test_keys_twin_scalar_seed_wraps_without_a_warning():
+    import warnings
+
+    from exactc.runtime import keys_twin
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy scalars warn when they wrap; 1-d arrays do not
+        key = keys_twin.key_from_seed(2**64 - 1)
+    assert key.shape == (8,) and (key == keys_twin.key_from_seed(np.array([2**64 - 1], np.uint64))[0]).all()

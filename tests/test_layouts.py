@@ -19,17 +19,17 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from exactc.exporter.kernels import lower
-from exactc.exporter.kernels.layouts import Layout, LayoutError
+from exactc.exporter.kernels import ir, lower
+from exactc.exporter.kernels.ir import REDUCE, Affine
+from exactc.exporter.kernels.layouts import Layout, LayoutError, fresh_name, integer_sum_rule, validate_layout
 from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
 from exactc.exporter.kernels.splits import Split
 from exactc.exporter.primitives import PRIMITIVES
 from exactc.exporter.printer.kernels import print_kernel
-from exactc.strategies.cases import cases, run_time_cases
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
+from exactc.strategies.cases import Case, cases, run_time_cases
 from exactc.strategies.layouts import planned_cases
 from exactc.strategies.tensors import TensorSpec
-from exactc.strategies.cases import Case
-from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
 from exactc.verify.build import BuildOptions
 from exactc.verify.kernels import CHECK_SPLITS, assert_all_equal, run_cases
 
@@ -481,3 +481,193 @@ def test_planned_kernels_compile_warning_free(cc, opt, native, openmp):
             sources.append(print_kernel(kernel, f"p{n}_{site}", _full_plan(kernel)).source)
     options = BuildOptions(cc=cc, opt=opt, march_native=native, openmp=openmp, defines=(CHECK_SPLITS,))
     compile_shared({"kernels.c": "\n".join(sources), "exactc_libm.c": runtime_source("exactc_libm.c")}, options)
+
+
+# ---- layouts (kernels/layouts.py): sums given as a dict, one pack for several reads only when
+# each is the first renamed loop for loop, and packable's and the sums' refusals whole
+
+
+def test_a_layouts_sums_given_as_a_dict_are_held_as_triples():
+    assert Layout(sums={"k": (4, 2)}).sums == (("k", 4, 2),)
+    assert Layout(sums=(("k", 4, 2),)).sums == (("k", 4, 2),)
+
+
+def _two_reads(first, other, extents=None):
+    """A nest over n whose body loops k and k2 read w twice: w[first] then w[other],
+    each index a tuple of affine forms."""
+    extents = extents or {"k": 4, "k2": 4}
+    read = ir.Binary("+", ir.Load(ir.Access("w", "f32", first)), ir.Load(ir.Access("w", "f32", other)))
+    write = ir.Write(ir.Access("y", "f32", (ir.Affine.var("n"),)), read)
+    inner = ir.Loop(ir.Axis("k2", extents["k2"], ir.REDUCE), (write,))
+    return ir.Nest("t", (ir.Axis("n", 4),), (ir.Loop(ir.Axis("k", extents["k"], ir.REDUCE), (inner,)),))
+
+
+def test_one_pack_serves_two_reads_only_when_each_loop_is_renamed_alike():
+    from exactc.exporter.kernels.layouts import pack_accesses
+    n, k, k2 = (ir.Affine.var(a) for a in ("n", "k", "k2"))
+    found = pack_accesses(_two_reads((n, k), (n, k2)), "w")
+    assert found[1][ir.Access("w", "f32", (n, k2))] == {"k": "k2"}
+    refused = "w is read through 2 different indices; a pack needs one"
+    for first, other, extents in (((n, k), (n, k2), {"k": 4, "k2": 5}),  # a loop of another extent
+                                  ((n, k), (n, n), None),  # a parallel axis is no body loop to rename to
+                                  ((k, k), (k2, k), None),  # k renamed k2, then k read as itself
+                                  ((n, k), (n, 2 * k), None)):  # another coefficient
+        assert pack_accesses(_two_reads(first, other, extents), "w") == refused, other
+
+
+def test_packable_refusals_whole():
+    from exactc.exporter.kernels.layouts import integer_sum_rule, packable
+    kernel = lower("linear", "f32", {"x": (3, 4), "w": (5, 4)})
+    nest, buffers = kernel.nests[0], {b.name: b for b in kernel.buffers}
+    lanes = Layout(lanes=(("m", 2), ("n", 4)))
+    assert packable(nest, lanes, "q", buffers) == "the nest reads no buffer 'q'; it reads x, w"
+    output = ir.Buffer("x", "float", (3, 4), "output")
+    assert packable(nest, lanes, "x", {**buffers, "x": output}) == "x is an output; only inputs are packed"
+    temp = ir.Buffer("x", "float", (3, 4), "temp")
+    assert packable(nest, lanes, "x", {**buffers, "x": temp}) == "x is a temp; only inputs are packed"
+    assert packable(nest, Layout(lanes=(("n", 4),)), "w", buffers) is None
+    assert packable(nest, Layout(lanes=(("m", 2), ("z", 4))), "w", buffers) == (
+        "w does not depend on the lane axes m, z; nothing to gather")
+    assert integer_sum_rule(nest, "k") == ("k is not an integer sum (its body does more than s = s + term into "
+                                           "int32 accumulators); a floating-point reduction runs in index order, "
+                                           "always")
+
+
+# ---- a layout's text of two tiles and two blocks; the refusals that list two parallel axes or
+# two reductions
+
+
+def test_a_layouts_text_joins_two_tiles_and_two_blocks():
+    # the layout line of a planned function's C comment and of `exactc tune`'s labels
+    assert Layout(tiles=(("m", 2), ("n", 8))).text() == "tiles m:2, n:8"
+    assert Layout(blocks=(("k", 3), ("kh", 2))).text() == "blocks k:3, kh:2"
+
+
+def _refusal(nest, layout, buffers):
+    with pytest.raises(LayoutError) as caught:
+        validate_layout(nest, layout, buffers)
+    return str(caught.value)
+
+
+def test_layout_refusals_list_two_parallel_axes_and_two_reductions_whole():
+    # softmax's nest: parallel axes bi, i; body loops jm, js (reductions) and jy
+    softmax = lower("softmax", "f32", {"x": (2, 3, 4)}, {})
+    nest = softmax.nests[0]
+    assert _refusal(nest, Layout(lanes=(("jy", 4),)), softmax.buffers) == (
+        "plan: nest softmax, field layout.lanes.jy: jy is a loop of the body; lanes apply to the nest's "
+        "parallel axes bi, i")
+    assert _refusal(nest, Layout(blocks=(("q", 2),)), softmax.buffers) == (
+        "plan: nest softmax, field layout.blocks.q: the nest has no reduction 'q'; its reductions are jm, js")
+    linear = lower("linear", "f32", {"x": (3, 4), "w": (5, 4)}, {})
+    assert _refusal(linear.nests[0], Layout(order=("m",)), linear.buffers) == (
+        "plan: nest linear, field layout.order: ['m'] is not an order of the parallel axes m, n "
+        "(each exactly once)")
+
+
+# ---- layouts
+
+
+ADD = lower("add", "f32", {"a": (3,), "b": (3,)}, {})
+
+# w's panel for one chunk of 8 lanes on n: 8 * 8193 elements, over the pack's limit by 8
+LINEAR_WIDE = lower("linear", "f32", {"x": (1, 8193), "w": (8, 8193)}, {})
+
+
+def validate(kernel: ir.Kernel, layout: Layout = Layout(), split: Split | None = None) -> None:
+    validate_plan(kernel, Plan(((kernel.nests[0].name, NestPlan(layout, split)),)))
+
+
+# (kernel, layout, the start of the message)
+LAYOUTS = [
+    pytest.param(LINEAR, Layout(tiles=(("n", 4), ("n", 8))), "plan: nest linear, field layout.tiles: an axis is tiled "
+                 "twice", id="tiled-twice"),
+    pytest.param(LINEAR, Layout(lanes=(("n", 4), ("n", 8))), "plan: nest linear, field layout.lanes: an axis has lanes "
+                 "twice", id="laned-twice"),
+    pytest.param(LINEAR, Layout(lanes=(("n", 4),), packs=("w", "w")),
+                 "plan: nest linear, field layout.packs: a buffer is packed twice", id="packed-twice"),
+    pytest.param(LINEAR_WIDE, Layout(lanes=(("n", 8),), packs=("w",)),
+                 "plan: nest linear, field layout.packs.w: the panel of w has 65544 elements; a pack holds at most "
+                 "65536", id="pack-over-its-limit"),
+    pytest.param(LINEAR, Layout(blocks=(("q", 4),)),
+                 "plan: nest linear, field layout.blocks.q: the nest has no reduction 'q'; its reductions are k",
+                 id="block-of-no-axis"),
+    pytest.param(ADD, Layout(blocks=(("q", 4),)),
+                 "plan: nest add, field layout.blocks.q: the nest has no reduction 'q'; its reductions are none",
+                 id="block-without-reductions"),
+    pytest.param(LAYERNORM, Layout(blocks=(("dy", 4),)),
+                 "plan: nest layernorm, field layout.blocks.dy: dy is a parallel axis; blocks apply to reductions "
+                 "(tile a parallel axis)", id="block-of-a-parallel-body-loop"),
+    pytest.param(LINEAR, Layout(blocks=(("k", 0),)),
+                 "plan: nest linear, field layout.blocks.k: block size 0 must be an integer >= 1", id="block-0"),
+    pytest.param(LINEAR, Layout(blocks=(("k", True),)),
+                 "plan: nest linear, field layout.blocks.k: block size True must be an integer >= 1", id="block-bool"),
+    pytest.param(LINEAR, Layout(blocks=(("k", 2), ("k", 3))),
+                 "plan: nest linear, field layout.blocks: a reduction is blocked twice", id="blocked-twice"),
+    pytest.param(LAYERNORM, Layout(sums=(("dy", 1, 1),)),
+                 "plan: nest layernorm, field layout.sums.dy: dy is a parallel loop of the body; sums apply to integer "
+                 "reductions (the nest's reductions: ds, dv)", id="sum-of-a-parallel-body-loop"),
+    pytest.param(LAYERNORM, Layout(sums=(("q", 1, 1),)),
+                 "plan: nest layernorm, field layout.sums.q: q is not a loop of the nest; sums apply to integer "
+                 "reductions (the nest's reductions: ds, dv)", id="sum-of-no-loop"),
+    pytest.param(ADD, Layout(sums=(("i", 1, 1),)),
+                 "plan: nest add, field layout.sums.i: i is a parallel axis; sums apply to integer reductions "
+                 "(the nest's reductions: none)", id="sum-without-reductions"),
+    pytest.param(QLINEAR_I, Layout(sums=(("k", 2, 1), ("k", 4, 1))),
+                 "plan: nest qlinear_i, field layout.sums: a reduction is summed twice", id="summed-twice"),
+]
+
+
+@pytest.mark.parametrize("kernel, layout, message", LAYOUTS)
+def test_an_illegal_layout_is_refused_by_nest_field_and_rule(kernel, layout, message):
+    with pytest.raises(LayoutError) as caught:
+        validate(kernel, layout)
+    assert str(caught.value) == message
+
+
+def test_a_pack_at_its_limit_is_legal():
+    validate(lower("linear", "f32", {"x": (1, 8192), "w": (8, 8192)}, {}), Layout(lanes=(("n", 8),), packs=("w",)))
+
+
+def _two_sums(coupled: bool) -> ir.Kernel:
+    """s and t summed over k<4 from q; coupled, s adds t (a term that reads an accumulator)."""
+    q = ir.Buffer("q", "int32_t", (4,), "input")
+    y = ir.Buffer("y", "int32_t", (1,), "output")
+    k = Affine.var("k")
+    s, t = ir.Var("s", "i32"), ir.Var("t", "i32")
+    zero = ir.Convert(Affine.constant(0), "i32")
+    term = ir.Load(ir.Access("q", "i32", (k,)))
+    body = (
+        ir.Declare(s, zero),
+        ir.Declare(t, zero),
+        ir.Loop(ir.Axis("k", 4, REDUCE), (ir.Assign(s, ir.Binary("+", s, t if coupled else term)),
+                                         ir.Assign(t, ir.Binary("+", t, term)))),
+        ir.Write(ir.Access("y", "i32", (Affine.var("m"),)), ir.Binary("+", s, t)),
+    )
+    nest = ir.Nest("isum", (ir.Axis("m", 1),), body)
+    return ir.Kernel("isum", "f32", {}, (q, y), (nest,), (ir.launch(nest, (q, y)),))
+
+
+def test_an_integer_sum_whose_term_reads_an_accumulator_is_not_reassociated():
+    assert integer_sum_rule(_two_sums(coupled=False).nests[0], "k") is None
+    validate(_two_sums(coupled=False), Layout(sums=(("k", 4, 2),)))
+    coupled = _two_sums(coupled=True)
+    assert integer_sum_rule(coupled.nests[0], "k") == "k: a term of the sum reads an accumulator, so its order matters"
+    with pytest.raises(LayoutError, match="field layout.sums.k: k: a term of the sum reads an accumulator"):
+        validate(coupled, Layout(sums=(("k", 4, 2),)))
+
+
+def test_a_layout_given_as_dicts_is_the_layout_of_pairs():
+    assert Layout(tiles={"n": 4}, lanes={"n": 2}, blocks={"k": 3}) == Layout(
+        tiles=(("n", 4),), lanes=(("n", 2),), blocks=(("k", 3),))
+
+
+@pytest.mark.parametrize("base, taken, expected", [
+    ("acc", {"acc", "acc2"}, "acc3"),  # the first free number
+    ("lo", set(), "lo2"),  # the nest function's range parameters are never taken
+    ("hi", {"hi2"}, "hi3"),
+    ("n_c", {"acc"}, "n_c"),
+])
+def test_a_fresh_name_avoids_the_taken_names_and_the_range_parameters(base, taken, expected):
+    taken = set(taken)
+    assert fresh_name(base, taken) == expected
+    assert expected in taken

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -24,12 +23,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exactc.runtime import libm_twin
-from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS, libm_twin
 from exactc.verify.build import BuildOptions, runtime_source
 from exactc.runtime.toolchain import native_macros
-from exactc.verify.compare import first_mismatch, hexval
+from exactc.verify.compare import assert_bits_equal, first_mismatch, hexval
 from exactc.verify.exhaustive import FUNCTIONS, LANED, LANED_BUILD, load_libm
+
 from installed import need  # tests/installed.py
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -508,3 +507,42 @@ def test_exhaustive_reports_a_mismatch(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "MISMATCH expf x=0x1.0000000000000p+0 (0x3f800000)" in out
     assert out.strip().splitlines()[-1] == f"exhaustive: {1 << 25} inputs, 1 mismatches"
+
+
+# ---- the libm twins' array contract
+
+
+SAMPLES = np.array([[-3.5, -0.75, 0.0], [1e-300, 0.5, 2.0]])
+
+
+@pytest.mark.parametrize("name", sorted(libm_twin.FUNCTIONS))
+def test_a_twin_keeps_the_shape_of_its_argument(name):
+    f64, f32 = libm_twin.FUNCTIONS[name], libm_twin.F32_FUNCTIONS[name]
+    x = np.abs(SAMPLES) + 0.25 if name == "log" else SAMPLES
+    for arg in (x, x[0, 1], x.reshape(3, 2, 1)):
+        for fn, dtype in ((f64, np.float64), (f32, np.float32)):
+            out = fn(arg)
+            assert out.shape == np.shape(arg) and out.dtype == dtype, (fn.__name__, np.shape(arg))
+    # elementwise: the 2-D result is the flat result, reshaped
+    assert_bits_equal(f64(x).ravel(), f64(x.ravel()), "elementwise")
+
+
+@pytest.mark.parametrize("name", sorted(libm_twin.FUNCTIONS))
+def test_a_twin_computes_in_f64_whatever_it_is_given(name):
+    fn = libm_twin.FUNCTIONS[name]
+    values = [0.1, 0.7, 1.3, 2.9]  # f32 (or a list) widened to f64 exactly, then f(x) in f64
+    expected = fn(np.array(values, dtype=np.float32).astype(np.float64))
+    out = fn(np.array(values, dtype=np.float32))
+    assert out.dtype == np.float64 and out.tolist() == expected.tolist()
+    assert fn(values).tolist() == fn(np.array(values)).tolist()
+
+
+@pytest.mark.parametrize("name", sorted(libm_twin.FUNCTIONS))
+def test_an_f32_site_rounds_its_argument_to_f32_first(name):
+    site = libm_twin.F32_FUNCTIONS[name]
+    x = np.array([0.1, 0.7, 1.3, 2.9])  # none of them is an f32
+    rounded = x.astype(np.float32)
+    expected = libm_twin.FUNCTIONS[name](rounded.astype(np.float64)).astype(np.float32)
+    assert_bits_equal(expected, site(x), f"{name}f")
+    assert site.__name__ == f"{name}f"
+    assert site.__doc__ == f"float32({name}(float64(x))), as exactc_{name}f."

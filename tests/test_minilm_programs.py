@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from exactc import embed
-from exactc.exporter import checkpoints, export, graph
+from exactc.exporter import checkpoints, export
 from exactc.exporter.reference import walk
 from exactc.verify import conformance
 

@@ -74,13 +74,13 @@ def test_a_campaign_of_own_selections_names_each_files_tests(campaign, tmp_path)
     results = {"exactc.a.x_f__mutmut_1": ("killed", "exactc/a.py"),
                "exactc.b.x_g__mutmut_1": ("killed", "exactc/b.py"),
                "exactc.c.x_h__mutmut_1": ("killed", "exactc/c.py")}
-    selections = {"exactc/a.py": ["tests/test_a.py", campaign.KILLS],
-                  "exactc/b.py": ["tests/test_b.py", campaign.KILLS],
-                  "exactc/c.py": ["tests/test_a.py", campaign.KILLS]}
+    selections = {"exactc/a.py": ["tests/test_a.py", "tests/test_x.py"],
+                  "exactc/b.py": ["tests/test_b.py", "tests/test_x.py"],
+                  "exactc/c.py": ["tests/test_a.py", "tests/test_x.py"]}
     campaign.write_section(page, results, {}, "make mutmut-whole", 60.0, "", 0, selections)
     text = page.read_text()
-    assert "  - a.py, c.py: `tests/test_a.py`, `tests/test_mutmut_kills.py`" in text
-    assert "  - b.py: `tests/test_b.py`, `tests/test_mutmut_kills.py`" in text
+    assert "  - a.py, c.py: `tests/test_a.py`, `tests/test_x.py`" in text
+    assert "  - b.py: `tests/test_b.py`, `tests/test_x.py`" in text
     # one selection for every file: the one line, as a campaign of one stage writes it
     campaign.write_section(page, results, {}, "make mutmut", 60.0, "", 0,
                            dict.fromkeys(selections, campaign.TESTS))
@@ -102,17 +102,30 @@ def test_real_edit_retries_fold_into_the_results(campaign, tmp_path):
 
 
 def test_own_tests_take_each_file_s_protecting_tests(campaign):
-    assert campaign.own_tests("exactc/exporter/dims.py") == ["tests/test_dims.py", campaign.KILLS]
-    assert campaign.own_tests("exactc/exporter/reference/ops.py")[-1] == campaign.KILLS
-    assert campaign.own_tests("exactc/exporter/reference/sampling.py")[0] == "tests/test_sampling.py"
-    assert campaign.own_tests("exactc/verify/build.py") == campaign.TESTS  # no entry: the default set
+    # the convention: tests/test_<module>.py, then tests/test_<package>.py
+    assert campaign.own_tests("exactc/exporter/dims.py") == ["tests/test_dims.py"]
+    assert campaign.own_tests("exactc/exporter/kernels/splits.py")[0] == "tests/test_splits.py"
+    assert campaign.own_tests("exactc/exporter/reference/sampling.py")[:2] == [
+        "tests/test_sampling.py", "tests/test_reference.py"]
+    assert campaign.own_tests("exactc/exporter/checkpoints/hf.py")[:2] == ["tests/test_hf.py", "tests/test_checkpoints.py"]
+    assert campaign.own_tests("exactc/exporter/checkpoints/__init__.py")[0] == "tests/test_checkpoints.py"
+    # a test file that only shares the name is not the module's: tests/test_cache.py is programs.py's
+    assert "tests/test_cache.py" not in campaign.own_tests("exactc/exporter/models/cache.py")
+    assert campaign.own_tests("exactc/exporter/models/cache.py")[0] == "tests/test_models.py"
+    # the extras: another name, another door
+    assert campaign.own_tests("exactc/runtime/libm_twin.py") == ["tests/test_libm.py"]
+    assert campaign.own_tests("exactc/exporter/printer/ctext.py") == [
+        "tests/test_ctext.py", campaign.PRINTED, "tests/test_kernels_print.py"]
+    assert campaign.own_tests("exactc/verify/build.py") == campaign.TESTS  # nothing: the default set
     # the loaders' quantized blocks: read only by the quantized files' tests
     assert ("tests/test_quant_programs.py::test_a_gguf_file_holds_the_blocks_exactc_makes_of_its_f32_twin"
             in campaign.own_tests("exactc/exporter/checkpoints/gguf_file.py"))
     tree = TOOL.parent.parent
-    for glob, tests in campaign.STAGE_TESTS:
+    for glob, tests in campaign.OWN_EXTRAS:
         assert list(tree.glob(glob)), glob
         assert all((tree / t.partition("::")[0]).is_file() for t in tests), tests  # files, or node ids
+    for path, tests in campaign.NOT_OWN.items():
+        assert (tree / path).is_file() and all((tree / t).is_file() for t in tests)
 
 
 def test_batches_take_a_file_each_largest_first_or_deal_them_round_robin(campaign):
@@ -123,8 +136,8 @@ def test_batches_take_a_file_each_largest_first_or_deal_them_round_robin(campaig
     assert own == [
         (["exactc/exporter/graph.py"], campaign.own_tests("exactc/exporter/graph.py")),
         (["exactc/exporter/export.py"], campaign.own_tests("exactc/exporter/export.py")),
-        (["exactc/exporter/dims.py"], ["tests/test_dims.py", campaign.KILLS]),  # ties by name
-        (["exactc/exporter/kernels/splits.py"], ["tests/test_reach_kernels.py", campaign.KILLS]),
+        (["exactc/exporter/dims.py"], ["tests/test_dims.py"]),  # ties by name
+        (["exactc/exporter/kernels/splits.py"], campaign.own_tests("exactc/exporter/kernels/splits.py")),
     ]
     dealt = campaign.batches(files, ["tests/x.py"], 3, own=False)
     assert dealt == [(files[0::3], ["tests/x.py"]), (files[1::3], ["tests/x.py"]), (files[2::3], ["tests/x.py"])]
@@ -159,8 +172,8 @@ def test_every_batch_stages_one_snapshot_taken_when_the_campaign_began(campaign,
     assert len(seen) == 2
     snapshot = stage / "tree"
     assert all(c[1] == str(snapshot / "tools" / "mutmut_campaign.py") for c in seen)
-    assert (snapshot / "tests" / "test_mutmut_kills.py").read_bytes() == \
-        (TOOL.parent.parent / "tests" / "test_mutmut_kills.py").read_bytes()
+    assert (snapshot / "tests" / "test_jsonfile.py").read_bytes() == \
+        (TOOL.parent.parent / "tests" / "test_jsonfile.py").read_bytes()
     assert not (snapshot / ".git").exists() and not (snapshot / ".venv").exists()
 
 
@@ -346,7 +359,7 @@ def test_under_mutmut_the_fastest_tests_run_first(tmp_path, monkeypatch):
 
 # ---- a stopped campaign goes on where it stopped (--resume) -----------------------------
 
-JSON_TESTS = [f"tests/test_mutmut_kills.py::{t}" for t in (
+JSON_TESTS = [f"tests/test_jsonfile.py::{t}" for t in (
     "test_json_files_are_refused_whole_by_rule", "test_a_bad_json_file_is_named_by_its_path")]
 
 
@@ -355,7 +368,7 @@ def score(out: str) -> str:
 
 
 def test_a_stopped_campaign_goes_on_where_it_stopped(campaign, tmp_path, monkeypatch, capsys):
-    """A real campaign (jsonfile.py against two of its kill tests, on a LocalCluster),
+    """A real campaign (jsonfile.py against two of its tests, on a LocalCluster),
     stopped as a kill at a session's end leaves it: some mutants unrun, the batch not
     marked finished; then recorded, its stage lost (another machine's empty /tmp) and
     restored elsewhere from the record and this checkout. --resume runs the unrun mutants

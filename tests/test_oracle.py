@@ -34,7 +34,7 @@ transformers = need_module("transformers")
 
 from exactc import embed  # noqa: E402
 from exactc.exporter import checkpoints, graph, models  # noqa: E402
-from exactc.exporter.reference import walk
+from exactc.exporter.reference import walk  # noqa: E402
 
 from minilm_sentences import SENTENCES  # noqa: E402  (tests/minilm_sentences.py)
 

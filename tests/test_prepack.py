@@ -152,3 +152,104 @@ def test_int8_panels_laid_out_at_load_are_asked_for_ahead():
     linear = lower("linear", "f32", {"x": (1, 32), "w": (40, 32)}, {})
     laned = Plan((("linear", NestPlan(Layout(order=("n", "m"), lanes=(("n", 16),), packs=("w",)))),))
     assert "EXACTC_PREFETCH" not in print_kernel(linear, "k", laned, frozenset({"w"})).source
+
+
+# ---- weights laid out as panels at load (printer/prepack.py)
+
+
+def one_weight_two_linears():
+    """One weight w (40 x 32) that two linear kernels read: x of one row, z of three."""
+    def entry(params, x, z):
+        return {"a": graph.linear(x, params["w"]), "c": graph.linear(z, params["w"])}
+
+    return graph.trace("m", "e", entry, [graph.ParamSpec("w", (40, 32), 0)],
+                       [graph.InputSpec("x", (1, 32), "x"), graph.InputSpec("z", (3, 32), "x")])
+
+
+def _laned_kernels(program, widths):
+    """The program's kernels (by kernel_key, in order of first launch), each under
+    lanes n:W with w packed, W from `widths`."""
+    from exactc.exporter.printer.kernel_table import kernel_key, launched_ops, op_shapes
+    kernels = {}
+    for op in launched_ops(program):
+        kernels.setdefault(kernel_key(op), lower(op.primitive, "f32", op_shapes(op), op.attrs))
+    return {key: (kernel, Plan((("linear", NestPlan(Layout(order=("n", "m"), lanes=(("n", w),), packs=("w",)))),)))
+            for (key, kernel), w in zip(kernels.items(), widths, strict=True)}
+
+
+def test_prepack_lays_out_a_weight_of_one_width_as_one_layer():
+    from exactc.exporter.printer import prepack
+    program = one_weight_two_linears()
+    ahead, packed = prepack.packed_ahead(program, _laned_kernels(program, [16, 16]))
+    assert packed == {"w": prepack.PackedParameter(1, 40, 32, 16)}  # not stacked: one layer
+    assert list(ahead.values()) == [frozenset({"w"})] * 2
+    # read in lanes of 16 by one kernel and of 8 by the other: no one layout serves both
+    assert prepack.packed_ahead(program, _laned_kernels(program, [16, 8])) == ({}, {})
+
+
+def test_prepack_split_axis_from_the_nest_order_and_no_scaled_split():
+    from exactc.exporter.kernels.splits import Split
+    from exactc.exporter.printer.prepack import panel_widths
+    kernel = lower("linear", "f32", {"x": (3, 32), "w": (40, 32)}, {})
+
+    def widths(layout, split):
+        return panel_widths(kernel, Plan((("linear", NestPlan(layout, split)),)))
+    # no order given: the nest's own (m, n), so depth 0 cuts m and depth 1 cuts n
+    natural = Layout(lanes=(("n", 16),), packs=("w",))
+    assert widths(natural, Split(0, ((0, 1), (1, 3)))) == {}
+    assert widths(natural, Split(1, ((0, 16), (16, 40)))) == {"w": 16}
+    # pieces of a run-time extent are scaled when the program runs: they may fall anywhere
+    ordered = Layout(order=("n", "m"), lanes=(("n", 16),), packs=("w",))
+    assert widths(ordered, Split(0, ((0, 16), (16, 40)))) == {"w": 16}
+    assert widths(ordered, Split(0, ((0, 16), (16, 40)), of=40)) == {}
+
+
+# ---- a q8 weight's panels packed at load, of rows shorter than one block
+
+
+def test_a_q8_weight_of_rows_shorter_than_a_block_reads_its_panels_packed_at_load():
+    # K = 16 < block 32: wq's panel loop is the tail loop t (no name: its number), wd's has
+    # no body loop (a row of one)
+    kernel = lower("qlinear_w", "f32", {"x": (3, 16), "wq": (40, 16), "wd": (40, 1)}, {"fmt": "q8", "block": 32})
+    plan = auto_kernel_plan(kernel)
+    assert plan.for_nest("qlinear_w").layout == Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq", "wd"))
+    source = print_kernel(kernel, "ql", plan, frozenset({"wq", "wd"})).source
+    assert [line for line in source.splitlines() if "packed at load */" in line] == [
+        "        const int8_t *restrict wq_p = wq + n_c * 16; /* the chunk's panel, packed at load */",
+        "        const float *restrict wd_p = wd + n_c * 1; /* the chunk's panel, packed at load */",
+    ]
+
+
+# ---- weights laid out as panels at load, continued (printer/prepack.py): a q4 row shorter than
+# half a block is read only in part, so its values keep their pack
+
+
+def test_a_q4_weight_of_rows_shorter_than_half_a_block_keeps_the_pack_of_its_values():
+    # A q4 row of K values in blocks of 32 is one block's 16 bytes. At K = 8 the tail loop
+    # t reads wq[n, t] over the first 8 bytes only: laid out at load as panels of 16-byte
+    # rows, chunk c lies at 16 c W, but the kernel would step its chunks by 8 (its panel
+    # is its body loops, t). So wq keeps its copy at every call and only wd is laid out.
+    # At K = 16 the tail loop reads the whole row: both are.
+    from exactc.exporter.printer.prepack import panel_widths
+    laned = Plan((("qlinear_w", NestPlan(Layout(order=("n", "m"), lanes=(("n", 16),), packs=("wq", "wd")))),))
+    for k, widths in ((8, {"wd": 16}), (16, {"wq": 16, "wd": 16})):
+        kernel = lower("qlinear_w", "f32", {"x": (1, k), "wq": (40, 16), "wd": (40, 1)},
+                       {"fmt": "q4", "block": 32, "has_b": False})
+        assert panel_widths(kernel, laned) == widths, k
+
+
+def test_a_q4_model_of_dim_8_lays_out_only_the_scales_of_its_weights():
+    # llama of dim 8 in q4 blocks of 32 under the automatic plan: gate, up and the head
+    # (40 rows of 8 values, one kernel) have their scales laid out at load and their
+    # values copied at every call; q, k, v and o (8 and 4 rows) and down (rows of 40
+    # values, which end in a short block) lay out nothing
+    from exactc.exporter import export
+    from exactc.exporter.kernels.autoplan import AutoPlan
+    from exactc.exporter.printer.kernel_table import KernelTable
+    sizes = {"vocab": 40, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 2, "mlp": 40, "tokens": 10}
+    program = export.build_program("llama", "forward", "f32", 0, sizes, None, ("q4", 32))[0]
+    assert sorted(KernelTable(program, "f32", AutoPlan()).packed) == [
+        "lm_head.weight_scale",
+        "model.layers.{l}.mlp.gate_proj.weight_scale",
+        "model.layers.{l}.mlp.up_proj.weight_scale",
+    ]

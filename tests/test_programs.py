@@ -210,7 +210,7 @@ def test_a_fold_that_skips_a_layer_fails_with_the_index_the_values_and_the_layer
     assert re.search(rf"output logits: \d+ of 288 elements differ; first at index \(\d+, \d+\): "
                      rf"reference {HEX}, C {HEX}", text), text
     assert "layer 2 of the fold over block (3 layers) is the first whose output differs" in text, text
-    assert re.search(rf"its output x_out: \d+ of 96 elements differ; first at index \(\d+, \d+\)", text), text
+    assert re.search(r"its output x_out: \d+ of 96 elements differ; first at index \(\d+, \d+\)", text), text
     assert "the fold's slice for layer 2 points at layer 1's, not at transformer.h.2.ln_1.weight" in text, text
     assert f"export: {root}" in text and f"build: make -C {root} CC=gcc OPENMP=1  (gcc" in text, text
 

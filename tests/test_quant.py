@@ -16,13 +16,15 @@ order, the two quantized linears, and the layout of stacked q4 parameters.
 from __future__ import annotations
 
 import os
+import re
+import warnings
 
 import numpy as np
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from exactc.exporter import quant, reference, types
+from exactc.exporter import export, graph, models, quant, reference, types
 from exactc.exporter.primitives import PrimitiveError, block_count
 from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import Case, cases
@@ -310,3 +312,182 @@ def test_a_slice_inside_a_byte_cannot_be_made():
         quant.QuantizedTensor("q4", 4, 10, qt.values[..., 1:], qt.scales)
     with pytest.raises(quant.QuantError, match="a row of blocks has no layer to take"):
         quant.QuantizedTensor("q4", 4, 10, qt.values[0, 0], qt.scales[0, 0]).layer(0)
+
+
+# ---- the quantizer: refusals, stacked tensors, the float parameters beside
+
+
+def test_quant_block_refusals_whole():
+    from exactc.exporter import quant
+    top = quant.MAX_BLOCK
+    for fmt, block in [("q8", True), ("q8", 2.0), ("q8", 0), ("q4", top + 1)]:
+        with pytest.raises(quant.QuantError) as caught:
+            quant.check_block(fmt, block)
+        assert str(caught.value) == f"block {block!r} must be an int in 1..{top}"
+    with pytest.raises(quant.QuantError) as caught:
+        quant.check_block("q4", 3)
+    assert str(caught.value) == "block 3: a q4 block holds an even number of values (two to a byte)"
+    quant.check_block("q8", 3)  # an odd block is a q8 block
+    quant.check_block("q8", top)
+    quant.check_block("q4", top - top % 2)
+
+
+def test_quant_stacked_tensors_are_their_layers():
+    """A stacked weight (layers, rows, k) quantizes, packs, unpacks and dequantizes as
+    its layers one by one; `layer` takes one, and a single row has none to take."""
+    from exactc.exporter import quant
+    rng = np.random.default_rng(4)
+    values = rng.standard_normal((3, 2, 20)).astype(np.float32)
+    for fmt, block in [("q8", 8), ("q4", 8)]:
+        whole = quant.quantize_tensor("w", values, fmt, block)
+        assert whole.shape == (3, 2, 20) and whole.scales.shape == (3, 2, 3)
+        for i in range(3):
+            one = quant.quantize_tensor("w", values[i], fmt, block)
+            layer = whole.layer(i)
+            assert (layer.values == one.values).all() and (layer.scales == one.scales).all()
+            assert (whole.dequantize()[i] == one.dequantize()).all()
+            assert whole.layer_byte_offset(i) == i * one.values.size * one.values.itemsize
+            if fmt == "q4":
+                unpacked = quant.unpack_q4(whole.values, 20, block)
+                assert unpacked.dtype == np.int8 and unpacked.shape == (3, 2, 20)
+                assert (unpacked[i] == quant.unpack_q4(one.values, 20, block)).all()
+                assert (quant.pack_q4((unpacked[i, :, :16].reshape(2, 2, 8) + 8).astype(np.uint8))
+                        == one.values[:, :8]).all()
+        assert (whole.dequantize() == quant.dequantize(fmt, whole.values, whole.scales, 20, block)).all()
+        row = whole.layer(0).layer(1)
+        with pytest.raises(quant.QuantError) as caught:
+            row.layer(0)
+        assert str(caught.value) == "a row of blocks has no layer to take; index a stacked tensor"
+    with pytest.raises(quant.QuantError) as caught:
+        quant.QuantizedTensor("q8", 8, 20, whole.values[:, :, :0].astype(np.int8), whole.scales)
+    assert str(caught.value).startswith("q8 values int8(3, 2, 0): rows of 20 values in blocks of 8 are int8 (..., 20)")
+    bad = quant.quantize_tensor("w", values, "q8", 8)
+    with pytest.raises(quant.QuantError) as caught:
+        quant.QuantizedTensor("q8", 8, 20, bad.values, bad.scales[:, :, :2])
+    assert str(caught.value) == "scales float32(3, 2, 2): one f32 per row and block, (3, 2, 3)"
+
+
+def test_quant_parameters_round_the_float_ones_to_the_site():
+    from exactc.exporter import export, quant
+    program = export.trace("llama", "forward", {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1,
+                                                "mlp": 16, "tokens": 4}, ("q8", 8))
+    from exactc.exporter import models
+    reals = models.draw_parameters(program, 0, "f64")
+    out = quant.quantize_parameters(program, {k: np.asarray(v, np.float64) for k, v in reals.items()}, "bf16")
+    floats = [name for name in reals if name not in program.quantized]
+    assert floats and all(out[n].dtype == types.round_to_site(np.asarray(reals[n], np.float64), "bf16").dtype
+                          and (out[n] == types.round_to_site(np.asarray(reals[n], np.float64), "bf16")).all()
+                          for n in floats)
+
+
+# ---- the quantizer at its edges (exporter/quant.py)
+
+
+def test_q4_clips_a_quotient_below_when_a_subnormal_scale_rounds_down():
+    from exactc.exporter import quant
+    ulp = 2.0 ** -149
+    # m = 9 ulp: m / -8 = -1.125 ulp rounds to -1 ulp, so m's own quotient is -9, clipped to -8
+    nibbles, scales = quant.quantize_q4_blocks(np.array([[9 * ulp, 0, 0, 0, 3 * ulp, 0]], np.float32), 4)
+    assert scales.dtype == np.float32 and scales.tolist() == [[np.float32(-ulp), 0]]
+    # m = 3 ulp: its scale underflows to 0, and the block (with its padding) is stored as 8s
+    assert nibbles.tolist() == [[[0, 8, 8, 8], [8, 8, 8, 8]]]
+
+
+def test_quant_rounding_keeps_the_type_and_dequantize_overflows_quietly():
+    import warnings
+
+    from exactc.exporter import quant
+    r = quant.round_half_away(np.array([0.5, -2.5, 1.49], np.float32))
+    assert r.dtype == np.float32 and r.tolist() == [1, -3, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # IEEE's inf, not numpy's overflow warning
+        w = quant.dequantize("q8", np.array([[127, 1]], np.int8), np.array([[3e38]], np.float32), 2, 2)
+    assert w.dtype == np.float32 and w.tolist() == [[np.inf, np.float32(3e38)]]
+
+
+def test_quant_parameters_refuse_a_nonfinite_weight_by_its_name():
+    from exactc.exporter import export, models, quant
+    program = export.trace("llama", "forward", {"vocab": 16, "dim": 16, "heads": 2, "kv_heads": 1, "layers": 1,
+                                                "mlp": 16, "tokens": 4}, ("q8", 8))
+    reals = {k: np.asarray(v, np.float64) for k, v in models.draw_parameters(program, 0, "f64").items()}
+    name = "model.layers.{l}.mlp.up_proj.weight"
+    reals[name][0, 3, 7] = np.nan
+    with pytest.raises(quant.QuantError) as caught:
+        quant.quantize_parameters(program, reals, "f32")
+    assert str(caught.value).startswith(f"tensor {name}: element at index (0, 3, 7) is nan")
+
+
+# ---- zero and non-finite blocks quantized without a NaN cast (warnings as errors)
+
+
+def test_zero_and_nonfinite_blocks_quantize_to_zero_without_a_nan_cast():
+    """A block of scale 0 (zeros, or values whose amax / 127 underflows) and a block
+    holding NaN or inf (zeroed first) are divided by 1, not by NaN: q 0 with no
+    `invalid value encountered in cast` (that NaN is 0 in int8 only by x86-64's
+    conversion)."""
+    from exactc.exporter import quant
+
+    ulp = 2.0 ** -149
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q, scales = quant.quantize_q8_blocks(
+            np.array([[0, 0, 0, 0, np.nan, 1, 2, 3, ulp, 0, 0, -ulp, 127, -254, 0, 1]], np.float32), 4)
+        q64, scales64 = quant.quantize_q8_blocks(np.array([[0, 0, 0, np.inf, 1, 2]], np.float64), 3)
+        nibbles, scales4 = quant.quantize_q4_blocks(np.array([[0, 0, 0, 0, 8, -16, 0, 1]], np.float32), 4)
+    assert q.dtype == np.int8 and q.tolist() == [[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 64, -127, 0, 1]]
+    assert scales.dtype == np.float32 and np.array_equal(scales, np.array([[0, np.nan, 0, 2]], np.float32),
+                                                         equal_nan=True)
+    assert q64.tolist() == [[0, 0, 0, 0, 0, 0]] and np.array_equal(scales64, [[0, np.nan]], equal_nan=True)
+    assert nibbles.tolist() == [[[8, 8, 8, 8], [12, 0, 8, 9]]] and scales4.tolist() == [[0, 2]]
+
+
+# ---- the quantizer
+
+
+F32 = np.float32
+
+# (case, the call, the whole message)
+QUANT_REFUSALS = [
+    ("an unknown format", lambda: quant.check_block("q5", 32), "format 'q5' is not one of q8, q4"),
+    ("q8 of integers", lambda: quant.quantize_q8_blocks(np.arange(4), 4),
+     "values have dtype int64; quantize f32 or f64 values"),
+    ("q4 of f64", lambda: quant.quantize_q4_blocks(np.ones(4), 4),
+     "q4 quantizes finite f32 values (quantize_tensor checks and rounds them)"),
+    ("q4 of an infinity", lambda: quant.quantize_q4_blocks(np.array([1, np.inf], F32), 2),
+     "q4 quantizes finite f32 values (quantize_tensor checks and rounds them)"),
+    ("a q4 row a byte short", lambda: quant.unpack_q4(np.zeros(3, np.uint8), 8, 8),
+     "q4 row of 3 bytes; 8 values in blocks of 8 take 4"),
+    ("a scale per row, not per block", lambda: quant.QuantizedTensor("q8", 4, 8, np.zeros((2, 8), np.int8),
+                                                                     np.zeros((2, 1), F32)),
+     "scales float32(2, 1): one f32 per row and block, (2, 2)"),
+    ("f64 scales", lambda: quant.QuantizedTensor("q4", 4, 8, np.zeros((2, 4), np.uint8), np.zeros((2, 2))),
+     "scales float64(2, 2): one f32 per row and block, (2, 2)"),
+    ("a scalar", lambda: quant.quantize_tensor("norm.g", 1.5, "q8", 4),
+     "tensor norm.g: a scalar has no reduction axis to quantize along"),
+    ("f32 scales for f16", lambda: quant.scales_from_f16("blk.0.attn_q.weight", np.ones(2, F32)),
+     "tensor blk.0.attn_q.weight: scales of dtype float32; this reads f16 scales"),
+]
+
+
+@pytest.mark.parametrize("case, call, message", QUANT_REFUSALS, ids=[c for c, _, _ in QUANT_REFUSALS])
+def test_the_quantizer_refuses_with_the_whole_message(case, call, message):
+    with pytest.raises(quant.QuantError, match=f"^{re.escape(message)}$"):
+        call()
+
+
+def test_given_blocks_that_do_not_fit_the_program_are_refused():
+    """A checkpoint's own blocks are used as they are only in the program's format and
+    block; in blocks of 4 for a program of blocks of 8 they are refused by name."""
+    overrides = {"vocab": 40, "positions": 10, "dim": 16, "heads": 2, "layers": 1, "mlp": 24, "tokens": 6}
+    program = export.trace("gpt", "forward", overrides, ("q8", 8))
+    reals = models.draw_parameters(models.build("gpt", "forward", overrides), 5, "f64")
+    name = "transformer.h.{l}.attn.c_attn.weight"  # stacked over layers, as ParamSpecs name it
+    assert name in program.quantized
+    fitting = quant.quantize_tensor(name, reals[name], "q8", 8)
+    out = quant.quantize_parameters(program, reals, "f32", {name: fitting})
+    assert out[name] is fitting.values and out[name + graph.SCALE_SUFFIX] is fitting.scales
+    shape = tuple(np.shape(reals[name]))
+    message = (f"tensor {name}: q8 in blocks of 4, shape {shape}; the program holds it as q8 in blocks of 8, "
+               f"shape {shape}")
+    with pytest.raises(quant.QuantError, match=f"^{re.escape(message)}$"):
+        quant.quantize_parameters(program, reals, "f32", {name: quant.quantize_tensor(name, reals[name], "q8", 4)})

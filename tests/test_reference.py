@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +30,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from exactc.exporter import reference, types
 from exactc.exporter import reference as ref
-from exactc.exporter import types
-from exactc.exporter.primitives import PRIMITIVES, get_primitive
+from exactc.exporter.primitives import PRIMITIVES, PrimitiveError, get_primitive
+from exactc.exporter.reference import arith
 from exactc.runtime import libm_twin
 from exactc.verify.compare import assert_bits_equal
 
@@ -467,8 +469,6 @@ def test_bf16_overflow_on_store_is_infinity():
 
 def normal(seed: int, shape, scale: float = 1.0) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=shape) * scale
-
-
 
 
 def assert_close(got: np.ndarray, want: np.ndarray, *, rtol=1e-12, atol=0.0) -> None:
@@ -1128,3 +1128,152 @@ def test_backend_calls_no_pairwise_blas_or_platform_transcendental():
                 if any(n.split(".")[0] in ("math", "scipy", "torch") for n in names):
                     problems.append(f"{where} import {names}")
     assert not problems, problems
+
+
+# ---- the reference's guards, and conversions given a wider type
+
+
+PROMOTED = "an operand was promoted (a float64 constant next to a float32 array?)"
+
+
+def test_store_refuses_a_promoted_array_with_the_whole_rule():
+    with pytest.raises(TypeError, match=re.escape(
+            f"store at f32: got float64, the accumulator type is float32; {PROMOTED}")):
+        arith.store(np.zeros(2), "f32")
+    with pytest.raises(TypeError, match=re.escape(
+            f"store at bf16: got float64, the accumulator type is float32; {PROMOTED}")):
+        arith.store(np.zeros(2), "bf16")
+
+
+def test_transcendental_refuses_a_promoted_array_naming_the_function():
+    with pytest.raises(TypeError, match=re.escape(
+            f"transcendental(tanh) at f32: got float64, the accumulator type is float32; {PROMOTED}")):
+        arith.transcendental("tanh", np.zeros(3), "f32")
+
+
+def test_libm64_takes_float64_only_and_checks_what_the_twin_returns(monkeypatch):
+    with pytest.raises(TypeError, match=re.escape(
+            "libm64(exp): values have dtype float32; they must be float64")):
+        arith.libm64("exp", np.zeros(3, dtype=np.float32))
+    monkeypatch.setattr(libm_twin, "exp", lambda x: np.asarray(x, dtype=np.float32))
+    with pytest.raises(TypeError, match=re.escape(
+            "libm_twin.exp returned float32 (3,) for float64 (3,); "
+            "it must return float64 of the same shape")):
+        arith.libm64("exp", np.zeros(3))
+    monkeypatch.setattr(libm_twin, "exp", lambda x: np.asarray(x)[:2])
+    with pytest.raises(TypeError, match=re.escape("libm_twin.exp returned float64 (2,) for float64 (3,)")):
+        arith.libm64("exp", np.zeros(3))
+
+
+def test_run_checks_the_backend_against_the_catalogue(monkeypatch):
+    a = types.round_to_site([1.0, 2.0], "f32")
+    wrong_dtype = lambda a, b, site: np.zeros(2, dtype=np.float64)  # noqa: E731
+    monkeypatch.setitem(reference.FUNCTIONS, "add", wrong_dtype)
+    with pytest.raises(AssertionError, match=re.escape(
+            "reference add at f32 gave float64 (2,); the catalogue says float32 (2,)")):
+        reference.run("add", "f32", {"a": a, "b": a})
+    wrong_shape = lambda a, b, site: np.zeros(3, dtype=np.float32)  # noqa: E731
+    monkeypatch.setitem(reference.FUNCTIONS, "add", wrong_shape)
+    with pytest.raises(AssertionError, match=re.escape(
+            "reference add at f32 gave float32 (3,); the catalogue says float32 (2,)")):
+        reference.run("add", "f32", {"a": a, "b": a})
+
+
+def test_bf16_is_reached_through_f32_even_from_a_float64_argument():
+    # 1 + 2^-8 + 2^-30: f32 drops the 2^-30, leaving a bf16 tie that goes to even (1.0);
+    # rounding the f64 straight to bf16 would see no tie and give 1 + 2^-7.
+    x = [1.0 + 2.0**-8 + 2.0**-30, -(1.0 + 2.0**-8 + 2.0**-30)]
+    assert types.bits(types.f32_to_bf16(x)).tolist() == [0x3F80, 0xBF80]
+    assert types.bits(types.f32_to_bf16(np.array(x))).tolist() == [0x3F80, 0xBF80]
+
+
+def test_store_gives_the_site_type_whatever_it_is_given():
+    for site, dtype in (("f32", np.float32), ("f64", np.float64)):
+        out = types.store(np.array([0.1, 1e30]), site)
+        assert out.dtype == dtype
+        assert out.tolist() == np.array([0.1, 1e30]).astype(dtype).tolist()
+
+
+# ---- the reference's refusals of bad operands
+
+
+def test_the_reference_names_a_bad_operand_and_the_fix():
+    x = types.round_to_site([[1.0, 2.0]], "f32")
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "argmax: operand x is a list; it must be a numpy array")):
+        reference.run("argmax", "f32", {"x": [[1.0, 2.0]]})
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "argmax at f64: operand x has dtype float32; it must be float64 (round reals to "
+            "the site with exactc.exporter.types.round_to_site(v, 'f64'))")):
+        reference.run("argmax", "f64", {"x": x})
+    table = types.round_to_site([[1.0], [2.0]], "f32")
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "embedding at f32: operand ids has dtype int64; it must be int32 "
+            "(convert it with .astype(np.int32))")):
+        reference.run("embedding", "f32", {"table": table, "ids": np.array([0, 1])})
+
+
+def test_an_unknown_site_type_is_refused_with_the_known_ones():
+    with pytest.raises(types.SiteTypeError, match=re.escape(
+            "unknown site type 'f16'; exactc knows f64, f32, bf16")):
+        types.check_site("f16")
+
+
+# ---- a quantized operand of the wrong dtype, refused whole
+
+
+_QUANTIZE = "(quantize with exactc.exporter.quant)"
+
+_X32 = types.round_to_site(np.zeros((2, 8)), "f32")
+
+_QI = {"xq": np.zeros((2, 8), np.int8), "xd": np.zeros((2, 2), np.float64),
+       "wq": np.zeros((3, 8), np.int8), "wd": np.zeros((3, 2), np.float32)}  # qlinear_i at f64, block 4
+
+_QW = {"x": _X32, "wq": np.zeros((3, 4), np.uint8), "wd": np.zeros((3, 2), np.float32)}  # qlinear_w q4 at f32
+
+
+# (primitive, site, attributes, the operands, the whole message): one operand of each
+# quantized kind (i8, acc, u8, f32) given in another dtype
+QUANTIZED_DTYPES = [
+    ("qlinear_i", "f64", {"block": 4}, {**_QI, "xq": _QI["xq"].astype(np.int16)},
+     f"qlinear_i at f64: operand xq has dtype int16; it must be int8 {_QUANTIZE}"),
+    ("qlinear_i", "f64", {"block": 4}, {**_QI, "xd": _QI["xd"].astype(np.float32)},
+     f"qlinear_i at f64: operand xd has dtype float32; it must be float64 {_QUANTIZE}"),
+    ("qlinear_w", "f32", {"fmt": "q4", "block": 4}, {**_QW, "wq": _QW["wq"].astype(np.int8)},
+     f"qlinear_w at f32: operand wq has dtype int8; it must be uint8 {_QUANTIZE}"),
+    ("qlinear_w", "f32", {"fmt": "q4", "block": 4}, {**_QW, "wd": _QW["wd"].astype(np.float64)},
+     f"qlinear_w at f32: operand wd has dtype float64; it must be float32 {_QUANTIZE}"),
+]
+
+
+@pytest.mark.parametrize("name, site, attrs, operands, message", QUANTIZED_DTYPES,
+                         ids=["i8", "acc", "u8", "f32"])
+def test_the_reference_refuses_a_quantized_operand_of_another_dtype_whole(name, site, attrs, operands, message):
+    with pytest.raises(PrimitiveError, match=re.escape(message) + r"\Z"):
+        reference.run(name, site, operands, attrs)
+
+
+# ---- the reference's check of a backend against the catalogue, continued
+
+
+def test_run_refuses_a_backend_whose_outputs_are_named_unlike_the_catalogue(monkeypatch):
+    a = types.round_to_site([1.0, 2.0], "f32")
+    monkeypatch.setitem(reference.FUNCTIONS, "add", lambda a, b, site: {"z": a + b})
+    with pytest.raises(AssertionError) as caught:
+        reference.run("add", "f32", {"a": a, "b": a})
+    assert str(caught.value) == "reference add at f32 gave ['z']; the catalogue says ['y']"
+
+
+def test_run_names_the_output_of_a_backend_that_gives_it_the_wrong_dtype(monkeypatch):
+    # quantize has two outputs, q and d: a wrong one is named in the message (y is not)
+    quantize = reference.FUNCTIONS["quantize"]
+
+    def wide_scales(x, site, block):
+        out = quantize(x, site=site, block=block)
+        return {"q": out["q"], "d": out["d"].astype(np.float64)}
+
+    monkeypatch.setitem(reference.FUNCTIONS, "quantize", wide_scales)
+    x = types.round_to_site(np.arange(16.0).reshape(2, 8), "f32")
+    with pytest.raises(AssertionError, match=re.escape(
+            "reference quantize at f32 gave d = float64 (2, 2); the catalogue says float32 (2, 2)")):
+        reference.run("quantize", "f32", {"x": x}, {"block": 4})

@@ -28,9 +28,12 @@ from safetensors import SafetensorError
 from safetensors.numpy import load as library_load
 from safetensors.numpy import save as library_save
 
+from exactc.exporter.export import safetensors_bytes
 from exactc.verify.build import RUNTIME_DIR, STRICT_FLAGS, load_library, runtime_source
 from exactc.runtime.toolchain import have_compiler
 from exactc.verify.callgrind import run_callgrind
+
+from test_npy import EAGAIN, ST, F4_2x3, message, pipe_stream, rt  # noqa: F401 (rt: a fixture)
 
 CDEF = """
 typedef struct {
@@ -436,3 +439,88 @@ def test_the_name_and_tiling_checks_grow_as_n_log_n(driver, tmp_path):
         counts.append(run_callgrind([str(driver), "parse-st", str(path)], toggle_collect="exactc_st_parse").total)
     ratios = [counts[k + 1] / counts[k] for k in range(2)]
     assert all(r < 2.6 for r in ratios), f"instructions {counts}, ratios per doubling {ratios}"
+
+
+# ---- read errors at each step of the stepwise reads
+
+
+ST_DATA_AT = len(ST) - F4_2x3.nbytes
+
+ST_STEPS = [
+    ("the header length", b""),
+    ("the header", ST[:8]),
+    ("the data", ST[:ST_DATA_AT]),
+    ("the byte after the data", ST),
+]
+
+
+@pytest.mark.parametrize("step, held", ST_STEPS, ids=[s for s, _ in ST_STEPS])
+def test_a_safetensors_stream_that_fails_is_a_read_error(rt, step, held):
+    ffi, lib = rt.ffi, rt.lib
+    st = ffi.new("exactc_safetensors *")
+    err = ffi.new("char[512]")
+    with pipe_stream(rt, held, fails_after=True) as f:
+        assert lib.exactc_st_open_stream(f, b"pipe.safetensors", st, err, 512) == -1
+    assert message(rt, err) == f"error reading 'pipe.safetensors': {EAGAIN}"
+    assert (st.tensors, st.count, st.bytes) == (ffi.NULL, 0, ffi.NULL)
+
+
+# ---- looking tensors up
+
+
+# (case, the name, dtype and shape asked for, the whole message); the file holds w, F32 (2, 3)
+LOOKUPS = [
+    ("a missing tensor", "v", "F32", (2, 3), "tensor v is missing"),
+    ("a name past the last", "z", "F32", (2, 3), "tensor z is missing"),
+    ("another dtype", "w", "F64", (2, 3), "tensor w is F32 (2, 3); it must be F64 (2, 3)"),
+    ("another rank", "w", "F32", (6,), "tensor w is F32 (2, 3); it must be F32 (6)"),
+    ("a scalar", "w", "F32", (), "tensor w is F32 (2, 3); it must be F32 ()"),
+    ("another shape", "w", "F32", (3, 2), "tensor w is F32 (2, 3); it must be F32 (3, 2)"),
+    ("another last dimension", "w", "F32", (2, 4), "tensor w is F32 (2, 3); it must be F32 (2, 4)"),
+    ("a shape one longer", "w", "F32", (2, 3, 1), "tensor w is F32 (2, 3); it must be F32 (2, 3, 1)"),
+]
+
+
+@pytest.fixture(scope="module")
+def parsed(rt):
+    """The file of w (F32, (2, 3)) and b (I32, (1,)), parsed; its bytes kept alive."""
+    image = safetensors_bytes({"w": ("F32", F4_2x3), "b": ("I32", np.array([7], "<i4"))})
+    keep = rt.ffi.new("unsigned char[]", image)
+    st = rt.ffi.new("exactc_safetensors *")
+    assert rt.lib.exactc_st_parse(keep, len(image), st, rt.ffi.NULL, 0) == 0
+    yield st
+    rt.lib.exactc_st_close(st)
+
+
+@pytest.mark.parametrize("case, name, dtype, shape, expected", LOOKUPS, ids=[row[0] for row in LOOKUPS])
+def test_a_tensor_read_at_another_dtype_or_shape_is_refused(rt, parsed, case, name, dtype, shape, expected):
+    ffi, lib = rt.ffi, rt.lib
+    dims = ffi.new("int64_t[8]", list(shape))
+    dst = ffi.new("unsigned char[64]", b"\xaa" * 64)
+    err = ffi.new("char[512]")
+    assert lib.exactc_st_read(parsed, name.encode(), dtype.encode(), len(shape), dims, dst, err, 512) == -1
+    assert message(rt, err) == expected
+    assert bytes(dst) == b"\xaa" * 64, "a refused read wrote its destination"
+
+
+def test_a_tensor_read_at_its_own_dtype_and_shape_gives_its_bytes(rt, parsed):
+    ffi, lib = rt.ffi, rt.lib
+    dst = ffi.new("unsigned char[24]")
+    assert lib.exactc_st_read(parsed, b"w", b"F32", 2, ffi.new("int64_t[8]", [2, 3]), dst, ffi.NULL, 0) == 0
+    assert bytes(dst) == F4_2x3.tobytes()
+    assert lib.exactc_st_read(parsed, b"b", b"I32", 1, ffi.new("int64_t[8]", [1]), dst, ffi.NULL, 0) == 0
+    assert bytes(dst)[:4] == b"\x07\0\0\0"
+
+
+def test_a_file_without_tensors_finds_none(rt):
+    ffi, lib = rt.ffi, rt.lib
+    image = safetensors_bytes({})
+    st = ffi.new("exactc_safetensors *")
+    assert lib.exactc_st_parse(image, len(image), st, ffi.NULL, 0) == 0
+    try:
+        assert st.count == 0 and lib.exactc_st_find(st, b"w") == ffi.NULL
+        err = ffi.new("char[256]")
+        assert lib.exactc_st_read(st, b"w", b"F32", 0, ffi.new("int64_t[8]"), ffi.NULL, err, 256) == -1
+        assert message(rt, err) == "tensor w is missing"
+    finally:
+        lib.exactc_st_close(st)

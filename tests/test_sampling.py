@@ -25,6 +25,7 @@ from exactc.strategies.sampling import LogitsSpec, SamplingCase, sampling_cases
 from exactc.verify.build import EXTREME_BUILDS, build_label
 from exactc.verify.kernels import record_checks
 from exactc.verify.sampling import compare_cases, load_sampler
+
 from installed import need  # tests/installed.py
 
 # Cases per example: many more in the campaign (make verify).
@@ -229,3 +230,47 @@ def test_c_equals_reference_vocabulary_32000(sampler, opts):
 def test_c_equals_reference_every_build(build, cases):
     need(build.cc)
     assert_c_equals_reference(load_sampler(build), cases)
+
+
+# ---- the sampler's refusals, and its silence at a tiny temperature
+
+
+def test_sampling_refusals_whole():
+    from exactc.exporter.reference.sampling import SamplingError, SamplingOptions, sample
+    row = np.array([0.5, 1.0], np.float32)
+    cases = [
+        (row, SamplingOptions(float("inf"), 0, 1.0), 0.5, "temperature",
+         "temperature inf must be finite and >= 0 (0 is greedy)"),
+        (row, SamplingOptions(1.0, True, 1.0), 0.5, "top_k", "top_k True must be an integer >= 0 (0 is no top-k)"),
+        (row, SamplingOptions(1.0, 2.0, 1.0), 0.5, "top_k", "top_k 2.0 must be an integer >= 0 (0 is no top-k)"),
+        (row, SamplingOptions(1.0, 0, 1.5), 0.5, "top_p", "top_p 1.5 must be in [0, 1] (1 is no top-p)"),
+        (row, SamplingOptions(1.0, 0, 1.0), 1.0, "u", "u 1.0 must be in [0, 1)"),
+        (np.full(2, -np.inf), SamplingOptions(1.0, 0, 1.0), 0.5, "all -inf",
+         "every logit is -inf; there is no token to draw"),
+        (np.zeros((1, 2)), SamplingOptions(1.0, 0, 1.0), 0.5, "size",
+         "logits must be one row of V >= 1 values; got shape (1, 2)"),
+    ]
+    for logits, options, u, rule, message in cases:
+        with pytest.raises(SamplingError) as caught:
+            sample(logits, options, u)
+        assert (caught.value.rule, str(caught.value)) == (rule, f"sampling: {message}")
+
+
+def test_sampling_a_tiny_temperature_warns_of_nothing():
+    """A temperature of 1e-310 makes (x - m) / T overflow to -inf, as IEEE says it must:
+    the reference computes it without a RuntimeWarning reaching the caller."""
+    import warnings
+
+    from exactc.exporter.reference.sampling import SamplingOptions, sample
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sample(np.array([0.0, -1.0, 3.0]), SamplingOptions(1e-310, 0, 1.0), 0.5) == (2, 1.0)
+
+
+def test_the_sampler_refuses_logits_of_an_integer_dtype():
+    import numpy as np
+
+    from exactc.exporter.reference.sampling import SamplingError, widen_logits
+
+    with pytest.raises(SamplingError, match="logits of dtype int32; expected float64, float32 or bfloat16"):
+        widen_logits(np.arange(4, dtype=np.int32))

@@ -9,17 +9,19 @@ llama2.c checkpoint prompted with text end to end.
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactc import cli, generate
+from exactc import cli, generate, tokenizer_bin
 from exactc.exporter import models
 from exactc.exporter.checkpoints import llama2c
 from exactc.exporter.reference.generation import Generation
 from exactc.tokenizer_bin import TokenizerError, read, write
+
 from test_checkpoints import hf_tensors  # tests/test_checkpoints.py
 
 # <unk>, <s>, </s>, the 256 byte tokens, then llama2.c-style pieces (a space, not "▁"):
@@ -241,3 +243,51 @@ def test_bytes_that_never_make_a_character_are_printed_at_the_end(tmp_path, caps
     assert cli.main(["generate", "llama", *[f"--set={k}={v}" for k, v in TINY_LLAMA.items()],
                      "--tokenizer", str(tokenizer), "--prompt-ids", "1,5", "-n", "2"]) == 0
     assert (seen, capsys.readouterr().out) == (["c", ""], "\ufffd\n")
+
+
+# ---- llama2.c's tokenizer.bin
+
+
+def test_tokenizer_bin_files_at_their_edges(tmp_path):
+    empty = tokenizer_bin.write(tmp_path / "empty.bin", [], [])
+    assert empty.read_bytes() == b"\0\0\0\0"  # max_token_length 0, no token
+    tok = tokenizer_bin.read(empty, 0)
+    assert tok.pieces == () and tok.max_token_length == 0
+    blank = tokenizer_bin.read(tokenizer_bin.write(tmp_path / "blank.bin", [b"", b"ab", b""], [0.0, 1.0, 2.0]), 3)
+    assert blank.pieces == (b"", b"ab", b"") and blank.max_token_length == 2
+    only = tokenizer_bin.read(tokenizer_bin.write(tmp_path / "zero.bin", [b""], [0.0]), 1)
+    assert only.max_token_length == 0
+    given = tokenizer_bin.read(tokenizer_bin.write(tmp_path / "given.bin", [b"a"], [0.5], max_token_length=10), 1)
+    assert given.max_token_length == 10 and given.scores == (0.5,)
+    with pytest.raises(ValueError):
+        tokenizer_bin.write(tmp_path / "bad.bin", [b"a", b"b"], [0.0])  # a score per piece
+
+
+def test_tokenizer_bin_refusals_whole(tmp_path):
+    with pytest.raises(tokenizer_bin.TokenizerError) as caught:
+        tokenizer_bin.read(tmp_path, 1)
+    assert str(caught.value) == f"{tmp_path}: not readable (Is a directory)"
+    negative = tokenizer_bin.write(tmp_path / "negative.bin", [b"a"], [0.0], max_token_length=-1)
+    with pytest.raises(tokenizer_bin.TokenizerError, match=re.escape("max_token_length -1 is negative")):
+        tokenizer_bin.read(negative, 1)
+    two = tokenizer_bin.write(tmp_path / "two.bin", [b"a", b"bc"], [0.0, 1.0])
+    with pytest.raises(tokenizer_bin.TokenizerError) as caught:
+        tokenizer_bin.read(two, 3)
+    assert str(caught.value) == (f"{two}: token 2 of the model's 3: the file ends early (0 bytes left, a score "
+                                 "and a length need 8); is the tokenizer for a smaller vocab?")
+    with pytest.raises(tokenizer_bin.TokenizerError) as caught:
+        tokenizer_bin.read(two, 1)
+    assert str(caught.value) == (f"{two}: 10 bytes left over after token 0, the model's last; is the tokenizer "
+                                 "for a larger vocab than 1?")
+
+
+def test_tokenizer_bin_first_token_decoded_whole_and_the_last_byte_token(tmp_path):
+    pieces = [b"<unk>", b"<s>", b"</s>", b"<0x00>", b" "]
+    tok = tokenizer_bin.read(tokenizer_bin.write(tmp_path / "t.bin", pieces, [0.0] * 5), 5)
+    assert tok.decode_ids([4, 4]) == b"  "  # the first token after none keeps its space
+    assert tok.decode_ids([1, 4]) == b"<s>"  # after BOS the space is lost
+    assert tok.encode("\x00") == [1, 4, 3]
+    with pytest.raises(tokenizer_bin.TokenizerError) as caught:
+        tok.encode("\x02")  # id 5 would be <0x02>: one past the vocab
+    assert str(caught.value) == (f"{tmp_path / 't.bin'}: '\\x02' is no piece and the vocab of 5 has no byte "
+                                 "token <0x02> (id 5)")

@@ -3,10 +3,10 @@
     python tools/mutmut_campaign.py [--max-children 2] [--stage DIR] [--markdown docs/mutants.md]
     python tools/mutmut_campaign.py --rerun 'exactc.exporter.types.*'    (reuse the stage)
     python tools/mutmut_campaign.py --retry 'exactc.exporter.primitives.*' \
-        --tests tests/test_mutmut_kills.py    (a new test against the stage's survivors)
+        --tests tests/test_primitives.py    (a new test against the stage's survivors)
     python tools/mutmut_campaign.py --report-only --markdown docs/mutants.md
     python tools/mutmut_campaign.py --cluster --own-tests --mutate exporter/dims.py ...
-        (each file with the tests that protect it, STAGE_TESTS)
+        (each file with the tests that protect it, own_tests())
     python tools/mutmut_campaign.py --whole --count    (each file's mutants, not run)
 
 The hand-written catalog (mutants/, `make mutants`) breaks exactc in named ways a person
@@ -105,7 +105,6 @@ DO_NOT_MUTATE: list[str] = []
 
 # The tests mutmut may pick from; it runs, for each mutant, only those that called the
 # mutated function while it collected its stats.
-KILLS = "tests/test_mutmut_kills.py"  # the tests written to kill survivors: in every selection
 # The printed C text (tools/printed_text.py): for the files whose output a user reads, the
 # check that sees a change first (tenths of a second, where the bits' tests build C).
 PRINTED = "tests/test_printed_text.py"
@@ -114,14 +113,23 @@ TESTS = [
     "tests/test_kernels_print.py",
     "tests/test_primitives.py",
     "tests/test_libm.py",
-    KILLS,
+    # the rest of the stages' own files (own_tests()): what SUBSET's modules do at their edges
+    "tests/test_types.py",
+    "tests/test_sampling.py",
+    "tests/test_generation.py",
 ]
-# The tests that protect each stage, for `--cluster --own-tests`: a file is mutated with
-# the first matching entry's tests (and the mutmut kills, always), so that mutmut's stats
-# phase and each mutant's run take the tests that reach it fast, not the whole set (the
-# exporter file by file, docs/mutants.md: dims.py's 261 mutants in 33 s with its own
-# tests, where the whole set's stats phase took half an hour). A file no entry matches
-# takes TESTS.
+# The tests that protect each file, for `--cluster --own-tests` (own_tests()), so that
+# mutmut's stats phase and each mutant's run take the tests that reach it fast, not the
+# whole set (the exporter file by file, docs/mutants.md: dims.py's 261 mutants in 33 s with
+# its own tests, where the whole set's stats phase took half an hour). By the layout's
+# convention the tests of exactc/a/b.py are tests/test_b.py, a package's __init__.py's are
+# tests/test_<package>.py, and a file in a package takes its package's file too
+# (checkpoints/hf.py: test_hf.py, and test_checkpoints.py, which reads every format
+# through checkpoints.load). OWN_EXTRAS adds, per glob (every matching entry), what the
+# convention cannot name: a test file named otherwise (runtime/libm_twin.py's test_libm.py),
+# the check that sees a change first (PRINTED), and the tests that reach a file through
+# another door (whole programs, the in-process refusals). NOT_OWN drops a test file that
+# only shares the module's name. A file with no test at all takes TESTS.
 # Every bad file's refusal (checkpoints, plans), in process: the rest of test_bad_inputs.py
 # runs exactc as a process, which mutmut's stats cannot see.
 API_REFUSALS = "tests/test_bad_inputs.py::test_refused_on_one_line_through_the_api"
@@ -146,71 +154,53 @@ QUANTIZED_FILES = [f"tests/test_quant_programs.py::{t}" for t in (
     "test_a_gguf_tensor_of_another_type_is_refused_by_name",
     "test_a_llama2c_version_2_file_whose_groups_straddle_rows_is_refused",
 )]
-STAGE_TESTS = [
-    ("exactc/exporter/dims.py", ["tests/test_dims.py"]),
+PLAN_PROGRAMS = ["tests/test_programs.py::test_a_plan_is_passed_through_to_the_kernels",
+                 "tests/test_programs.py::test_a_plan_entry_that_matches_no_nest_is_refused"]
+OWN_EXTRAS = [
     ("exactc/exporter/printer/ctext.py", [PRINTED, "tests/test_kernels_print.py"]),
-    ("exactc/exporter/kernels/splits.py", ["tests/test_reach_kernels.py"]),
-    ("exactc/exporter/kernels/layouts.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_layouts.py"]),
-    ("exactc/exporter/kernels/plans.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_layouts.py",
-                                          "tests/test_cli_docs.py",
-                                          API_REFUSALS, "tests/test_programs.py::test_a_plan_is_passed_through_to_the_kernels",
-                                          "tests/test_programs.py::test_a_plan_entry_that_matches_no_nest_is_refused"]),
-    # the size bound (a sparse file at it and one byte past, /dev/zero) is test_reach_export.py's
-    ("exactc/exporter/jsonfile.py", ["tests/test_reach_kernels.py", "tests/test_programs.py",
-                                     "tests/test_reach_export.py"]),
-    # c_site_type's test (a C declaration takes a site type only) is test_reach_models.py's
-    ("exactc/exporter/types.py", ["tests/test_reference.py", "tests/test_primitives.py",
-                                  "tests/test_reach_models.py::test_a_c_declaration_takes_a_site_type_only"]),
-    ("exactc/exporter/primitives.py", ["tests/test_primitives.py", "tests/test_reference.py"]),
-    ("exactc/exporter/reference/sampling.py", ["tests/test_sampling.py", "tests/test_reach_models.py"]),
-    ("exactc/exporter/reference/generation.py", ["tests/test_generation.py", "tests/test_keys.py"]),
-    ("exactc/exporter/reference/*.py", ["tests/test_reference.py", "tests/test_primitives.py"]),
+    ("exactc/exporter/kernels/layouts.py", [PRINTED]),
+    ("exactc/exporter/kernels/plans.py", [PRINTED, "tests/test_layouts.py", "tests/test_cli_docs.py",
+                                          API_REFUSALS, *PLAN_PROGRAMS]),
+    # a plan file's JSON, and the programs' plan files
+    ("exactc/exporter/jsonfile.py", ["tests/test_plans.py", "tests/test_programs.py"]),
+    ("exactc/exporter/types.py", ["tests/test_reference.py", "tests/test_primitives.py"]),
+    ("exactc/exporter/primitives.py", ["tests/test_reference.py"]),
+    ("exactc/exporter/reference/generation.py", ["tests/test_keys.py"]),
+    ("exactc/exporter/reference/*.py", ["tests/test_primitives.py"]),
     ("exactc/runtime/libm_twin.py", ["tests/test_libm.py"]),
     ("exactc/runtime/keys_twin.py", ["tests/test_keys.py"]),
-    ("exactc/tokenizer_bin.py", ["tests/test_tokenizer_bin.py"]),
-    ("exactc/verify/tune.py", ["tests/test_tune.py"]),
-    ("exactc/exporter/checkpoints/*.py", ["tests/test_reach_checkpoints.py", "tests/test_checkpoints.py",
-                                          # every bad file's refusal, in process (the rest of the file runs exactc)
-                                          API_REFUSALS,
-                                          # the quantized files' blocks as read (GGUF's Q8_0 and Q4_0, llama2.c's
-                                          # version 2): the rest of the file builds and runs their programs
-                                          *QUANTIZED_FILES]),
-    ("exactc/exporter/quant.py", ["tests/test_quant.py", "tests/test_reach_checkpoints.py"]),
+    ("exactc/runtime/__init__.py", ["tests/test_libm.py"]),
+    # every bad file's refusal, in process (the rest of the file runs exactc); the quantized
+    # files' blocks as read (GGUF's Q8_0 and Q4_0, llama2.c's version 2): the rest of the
+    # file builds and runs their programs
+    ("exactc/exporter/checkpoints/*.py", [API_REFUSALS, *QUANTIZED_FILES]),
     ("exactc/exporter/models/cache.py", ["tests/test_generation.py", "tests/test_generate_program.py"]),
-    # the models' meaning: transformers' own (test_oracle.py), and the refusals
-    ("exactc/exporter/models/*.py", [PRINTED, "tests/test_reach_models.py", "tests/test_generation.py",
-                                     "tests/test_oracle.py"]),
-    ("exactc/exporter/graph.py", [PRINTED, "tests/test_reach_export.py", "tests/test_generation.py",
-                                  "tests/test_reach_models.py", "tests/test_oracle.py",
+    # the models' meaning: transformers' own (test_oracle.py)
+    ("exactc/exporter/models/*.py", [PRINTED, "tests/test_generation.py", "tests/test_oracle.py"]),
+    ("exactc/exporter/graph.py", [PRINTED, "tests/test_generation.py", "tests/test_oracle.py",
                                   # the builder's refusals and forms (the rest of the file builds C)
                                   "tests/test_programs.py::test_builder_refuses_bad_shapes_by_name",
                                   "tests/test_programs.py::test_builder_refuses_a_fold_over_the_wrong_layer_count",
                                   "tests/test_programs.py::test_builder_refuses_unused_parameters",
                                   "tests/test_programs.py::test_a_call_is_traced_once_per_form"]),
-    ("exactc/exporter/export.py", ["tests/test_reach_export.py", "tests/test_generate_program.py",
-                                   "tests/test_prepack.py"]),
+    ("exactc/exporter/export.py", ["tests/test_generate_program.py", "tests/test_prepack.py"]),
+    ("exactc/exporter/__init__.py", ["tests/test_export.py"]),  # no code
     ("exactc/exporter/frames.py", [PRINTED, *HOST_PROGRAMS]),
-    ("exactc/exporter/kernels/autoplan.py", [PRINTED, "tests/test_autoplan.py", "tests/test_prepack.py"]),
+    ("exactc/exporter/kernels/autoplan.py", [PRINTED, "tests/test_prepack.py"]),
     # The IR and its lowering: every change that reaches a kernel's C shows in the printed
     # text, first; the property of test_layouts.py (seconds of C a mutant) is the planners'.
-    ("exactc/exporter/kernels/*.py", [PRINTED, "tests/test_reach_kernels.py", "tests/test_kernels_print.py"]),
-    ("exactc/exporter/printer/prepack.py", [PRINTED, "tests/test_prepack.py", "tests/test_host_runtime.py"]),
-    # the hosts: their printed text, then a program of each architecture against the reference (HOST_PROGRAMS)
-    ("exactc/exporter/printer/host.py", [PRINTED, "tests/test_reach_models.py", *HOST_PROGRAMS]),
-    ("exactc/exporter/printer/structured.py", [PRINTED, "tests/test_reach_models.py", *HOST_PROGRAMS]),
-    ("exactc/exporter/printer/straight.py", [PRINTED, "tests/test_reach_models.py", *HOST_PROGRAMS]),
+    ("exactc/exporter/kernels/*.py", [PRINTED, "tests/test_kernels_print.py"]),
+    ("exactc/exporter/printer/prepack.py", ["tests/test_host_runtime.py"]),
+    # the hosts: their printed text, then a program of each architecture against the reference
+    ("exactc/exporter/printer/host.py", HOST_PROGRAMS),
+    ("exactc/exporter/printer/structured.py", HOST_PROGRAMS),
+    ("exactc/exporter/printer/straight.py", HOST_PROGRAMS),
     # the planned nests and their integer sums: the layouts' property too
-    ("exactc/exporter/printer/planned.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
-                                            "tests/test_layouts.py"]),
-    ("exactc/exporter/printer/sums.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
-                                         "tests/test_layouts.py"]),
-    # the kernel table applies a program's plan: the plan's two programs beside the printed text
-    ("exactc/exporter/printer/kernel_table.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py",
-                                                 "tests/test_programs.py::test_a_plan_is_passed_through_to_the_kernels",
-                                                 "tests/test_programs.py::test_a_plan_entry_that_matches_no_nest_is_refused"]),
-    ("exactc/exporter/printer/*.py", [PRINTED, "tests/test_kernels_print.py", "tests/test_reach_kernels.py"]),
-    ("exactc/exporter/*.py", ["tests/test_reach_export.py"]),  # the package's __init__: no code
-    ("exactc/runtime/*.py", ["tests/test_libm.py"]),
+    ("exactc/exporter/printer/planned.py", ["tests/test_layouts.py"]),
+    ("exactc/exporter/printer/sums.py", ["tests/test_layouts.py"]),
+    # the kernel table applies a program's plan: the plan's two programs
+    ("exactc/exporter/printer/kernel_table.py", PLAN_PROGRAMS),
+    ("exactc/exporter/printer/*.py", [PRINTED, "tests/test_kernels_print.py"]),
     # the command line: its --help (docs/cli.md), then what its commands do in process
     ("exactc/embed.py", ["tests/test_cli_docs.py", "tests/test_checkpoints.py", "tests/test_minilm_programs.py"]),
     ("exactc/generate.py", ["tests/test_cli_docs.py", "tests/test_generation.py", "tests/test_tokenizer_bin.py",
@@ -219,6 +209,8 @@ STAGE_TESTS = [
     ("exactc/commands.py", ["tests/test_cli_docs.py", "tests/test_bad_inputs.py", "tests/test_programs.py"]),
     ("exactc/*.py", ["tests/test_bad_inputs.py"]),
 ]
+# models/cache.py's tests are test_models.py's; tests/test_cache.py is programs.py's cache.
+NOT_OWN = {"exactc/exporter/models/cache.py": ["tests/test_cache.py"]}
 TIMEOUT_CONSTANT = 60.0
 TIMEOUT_MULTIPLIER = 4.0
 PYTEST_ARGS = ["-m", "not slow", "-p", "no:cacheprovider"]
@@ -592,7 +584,7 @@ def load_confirmed(stage: Path, results: dict[str, tuple[str, str]]) -> int:
 
 # ---- the docs section -----------------------------------------------------------------
 
-NEW_TESTS_VERDICT = "killed by tests/test_mutmut_kills.py"
+NEW_TESTS_VERDICT = "killed by a new test"
 ROW = re.compile(r"^\| `([^`]+)` \| (.*) \| (.*) \| (.*) \|$")
 
 
@@ -637,7 +629,7 @@ def write_section(page: Path, results, diffs, command: str, wall: float, note: s
         "mutmut 3 over exactc's Python stages, run by `make mutmut` or `make mutmut-whole` "
         "(tools/mutmut_campaign.py) in a staging copy of the checkout, never in the repository "
         "itself (mutmut writes its own `mutants/` work directory where it runs). A survivor is "
-        "either killed by a new test (tests/test_mutmut_kills.py; status `killed (new test)`: "
+        "either killed by a new test (in the test file of the module it protects; status `killed (new test)`: "
         "the mutant written into a copy of the source for real, and that test failing there) "
         "or explained as equivalent in the table. mutmut switches a mutant on when the "
         "function is called, so code that only runs at import (the primitive catalogue's "
@@ -661,7 +653,7 @@ def write_section(page: Path, results, diffs, command: str, wall: float, note: s
         by_tests.setdefault(tuple(tests), []).append(path.removeprefix("exactc/"))
     if len(by_tests) > 1:
         lines.append("- tests mutmut picks from (per mutant, the ones that reach the mutated function), "
-                     "each file its own (tools/mutmut_campaign.py's STAGE_TESTS):")
+                     "each file its own (tools/mutmut_campaign.py's own_tests()):")
         lines += [f"  - {', '.join(paths)}: " + ", ".join(f"`{t}`" for t in tests)
                   for tests, paths in sorted(by_tests.items(), key=lambda item: item[1])]
     else:
@@ -744,8 +736,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", type=Path, default=None,
                         help="with --restore-record: the checkout of the campaign's tree (default: this one)")
     parser.add_argument("--own-tests", action="store_true",
-                        help="with --cluster: each file with the tests that protect it (STAGE_TESTS, "
-                        "the mutmut kills always), one batch per test set, instead of --tests for all")
+                        help="with --cluster: each file with the tests that protect it (tests/test_<module>.py, "
+                        "tests/test_<package>.py and OWN_EXTRAS), one batch per file, instead of --tests for all")
     parser.add_argument("--count", action="store_true",
                         help="print how many mutants each selected file makes, and the total, without running")
     parser.add_argument("--command", default=None, help="the command to name on the page")
@@ -888,12 +880,25 @@ def in_glob(path: str, glob: str) -> bool:
     return len(parts) == len(pattern) and all(map(fnmatch.fnmatchcase, parts, pattern))
 
 
+def convention_tests(path: str) -> list[str]:
+    """The test files the layout's convention gives `path` that exist: tests/test_<module>.py,
+    then tests/test_<package>.py (a package's __init__.py has the second only)."""
+    *folders, name = path.split("/")
+    stem = name.removesuffix(".py")
+    names = [] if stem == "__init__" else [f"tests/test_{stem}.py"]
+    if len(folders) > 1:  # exactc/ itself is no package of its own tests
+        names.append(f"tests/test_{folders[-1]}.py")
+    return [t for t in names if (TREE / t).is_file() and t not in NOT_OWN.get(path, ())]
+
+
 def own_tests(path: str) -> list[str]:
-    """The tests that protect the file `path` (STAGE_TESTS), the mutmut kills last."""
-    for glob, tests in STAGE_TESTS:
+    """The tests that protect the file `path`: the convention's files, then OWN_EXTRAS of
+    every glob it matches, each once; TESTS if that is nothing."""
+    tests = convention_tests(path)
+    for glob, extras in OWN_EXTRAS:
         if in_glob(path, glob):
-            return [*tests, KILLS]
-    return list(TESTS)
+            tests += [t for t in extras if t not in tests]
+    return tests or list(TESTS)
 
 
 def batches(files: list[str], tests: list[str], parts: int, own: bool,

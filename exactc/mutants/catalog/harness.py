@@ -99,8 +99,8 @@ MUTANTS = [
         "the mutmut campaign's --own-tests gives every file the default test set, not the "
         "tests that protect it: the file-by-file campaign's stats phase takes half an hour again",
         MUTMUT,
-        "            return [*tests, KILLS]",
-        "            return list(TESTS)",
+        "    return tests or list(TESTS)",
+        "    return list(TESTS)",
         ("mutmut-campaign",),
         family="harness",
         requires=(MUTMUT,),
@@ -368,9 +368,9 @@ MUTANTS = [
     ),
     Mutant(
         "stage-tests-glob-crosses-folders",
-        "the mutmut campaign matches STAGE_TESTS' globs with fnmatch, whose `*` crosses a `/`: "
-        "exactc/*.py takes the harness's own files, and a file gets the tests of an entry meant "
-        "for another folder",
+        "the mutmut campaign matches its globs with fnmatch, whose `*` crosses a `/`: "
+        "exactc/*.py takes the harness's own files, and a file gets the extra tests (OWN_EXTRAS) "
+        "of an entry meant for another folder",
         MUTMUT,
         "    return len(parts) == len(pattern) and all(map(fnmatch.fnmatchcase, parts, pattern))",
         "    return fnmatch.fnmatch(path, glob)",

@@ -112,4 +112,22 @@ MUTANTS = [
         family="host",
         requires=(GRAPH,),
     ),
+    Mutant(
+        "input-dimension-quadratic-in-t-taken",
+        "an input dimension quadratic in T is written as if affine (its T^2 term dropped)",
+        "exactc/exporter/printer/host.py",
+        "if d.degree != 1:",
+        "if d.degree > 2:",
+        ("host-printer",),
+        family="host",
+    ),
+    Mutant(
+        "comment-opening-inside-a-comment",
+        "a comment's text may hold `/*`, which some compilers warn about and -Werror refuses",
+        "exactc/exporter/printer/ctext.py",
+        'if "*/" in line or "/*" in line:',
+        'if "*/" in line:',
+        ("ctext",),
+        family="ctext",
+    ),
 ]

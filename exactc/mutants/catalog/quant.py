@@ -277,4 +277,14 @@ MUTANTS = [
         ("autoplan:quantized",),
         family="speed",
     ),
+    Mutant(
+        "quant-given-blocks-block-unchecked",
+        "quantize_parameters takes a checkpoint's blocks in any block size: only their format is "
+        "compared with the program's",
+        QUANT,
+        "            if (qt.fmt, qt.block, qt.shape) != (fmt, block, np.shape(array)):\n",
+        "            if (qt.fmt, qt.shape) != (fmt, np.shape(array)):\n",
+        ("quant",),
+        family="quant",
+    ),
 ]

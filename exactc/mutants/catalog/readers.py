@@ -1,4 +1,6 @@
-"""Mistakes in the refusals and rare paths that tests/test_reach_readers.py reaches."""
+"""The runtime's .npy and .safetensors readers and writer (runtime/exactc_npy.c,
+exactc_safetensors.c): read errors taken for the end of a file, a request's bound, a
+refusal's numbers, a tensor's shape checked in part."""
 
 from exactc.mutants.model import Mutant
 
@@ -16,10 +18,9 @@ MUTANTS: list[Mutant] = [
         "            if (ferror(f))\n"
         "                return exactc_fail(err, errlen, \"error reading '%s': %s\", path, strerror(errno));\n"
         "            break;",
-        "        if (got < room) {\n"
-        "            break;",
-        ("reach:readers",),
-        family="reach",
+        "        if (got < room) {\n            break;",
+        ("readers:doors",),
+        family="readers",
     ),
     Mutant(
         "read-error-after-the-data-taken-for-a-byte",
@@ -28,18 +29,17 @@ MUTANTS: list[Mutant] = [
         SAFETENSORS,
         "(more = exactc_read_past_end(f, path, err, errlen)) < 0) goto done;",
         "(more = exactc_read_past_end(f, path, err, errlen)) < -1) goto done;",
-        ("reach:readers",),
-        family="reach",
+        ("readers:doors",),
+        family="readers",
     ),
     Mutant(
         "read-more-refuses-the-largest-request-that-fits",
-        "exactc_read_more's overflow check is off by one: a request whose end is exactly SIZE_MAX "
-        "is said not to fit",
+        "exactc_read_more's overflow check is off by one: a request whose end is exactly SIZE_MAX is said not to fit",
         NPY,
         "if (want > SIZE_MAX - *len)",
         "if (want >= SIZE_MAX - *len)",
-        ("reach:readers",),
-        family="reach",
+        ("readers:doors",),
+        family="readers",
     ),
     Mutant(
         "negative-dimension-printed-unsigned",
@@ -48,8 +48,8 @@ MUTANTS: list[Mutant] = [
         NPY,
         "if (shape[i] < 0) { /* only in messages about a bad shape */",
         "if (0) { /* only in messages about a bad shape */",
-        ("reach:readers",),
-        family="reach",
+        ("readers:doors",),
+        family="readers",
     ),
     Mutant(
         "tensor-read-skips-the-last-dimension",
@@ -58,7 +58,7 @@ MUTANTS: list[Mutant] = [
         SAFETENSORS,
         "for (int k = 0; ok && k < ndim; k++) ok = t->shape[k] == shape[k];",
         "for (int k = 0; ok && k + 1 < ndim; k++) ok = t->shape[k] == shape[k];",
-        ("reach:readers",),
-        family="reach",
+        ("readers:doors",),
+        family="readers",
     ),
 ]

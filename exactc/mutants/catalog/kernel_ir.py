@@ -1,4 +1,6 @@
-"""Mistakes in the refusals and rare paths that tests/test_reach_kernels.py reaches."""
+"""The kernel IR, its lowering, and the layouts, splits and plans over it: a malformed node,
+attribute, split or plan field taken instead of refused, a reversed index or a launch
+checked on one side only, a fresh name that clashes."""
 
 from exactc.mutants.model import Mutant
 
@@ -15,8 +17,8 @@ MUTANTS: list[Mutant] = [
         IR,
         "        if coef < 0:\n            lo = lo + span\n        else:\n            hi = hi + span\n",
         "        hi = hi + span\n",
-        ("reach:kernels",),
-        family="reach",
+        ("ir",),
+        family="ir",
     ),
     Mutant(
         "ir-launch-extent-unchecked",
@@ -25,8 +27,8 @@ MUTANTS: list[Mutant] = [
         IR,
         "if item.args != expected.args or item.extent != expected.extent:",
         "if item.args != expected.args:",
-        ("reach:kernels",),
-        family="reach",
+        ("ir",),
+        family="ir",
     ),
     Mutant(
         "split-without-pieces-not-refused",
@@ -35,8 +37,8 @@ MUTANTS: list[Mutant] = [
         SPLITS,
         "if not 1 <= len(split.pieces) <= MAX_PIECES:",
         "if len(split.pieces) > MAX_PIECES:",
-        ("reach:kernels",),
-        family="reach",
+        ("splits",),
+        family="splits",
     ),
     Mutant(
         "fresh-name-takes-lo-or-hi",
@@ -45,18 +47,18 @@ MUTANTS: list[Mutant] = [
         LAYOUTS,
         'while candidate in taken or candidate in ("lo", "hi"):',
         "while candidate in taken:",
-        ("reach:kernels",),
-        family="reach",
+        ("layouts:names",),
+        family="layouts",
     ),
     Mutant(
         "plan-split-without-pieces-is-a-key-error",
         "a plan file's split is checked for unknown fields but not for its required ones: a split "
         "without pieces ends in a KeyError, not a PlanError naming the field",
         PLANS,
-        "not set(_SPLIT_FIELDS) <= set(raw) <= {*_SPLIT_FIELDS, \"of\"}",
-        "not set(raw) <= {*_SPLIT_FIELDS, \"of\"}",
-        ("reach:kernels",),
-        family="reach",
+        'not set(_SPLIT_FIELDS) <= set(raw) <= {*_SPLIT_FIELDS, "of"}',
+        'not set(raw) <= {*_SPLIT_FIELDS, "of"}',
+        ("plans",),
+        family="plans",
     ),
     Mutant(
         "real-attribute-past-f64-unrefused",
@@ -64,8 +66,8 @@ MUTANTS: list[Mutant] = [
         "exactc/exporter/kernels/lower.py",
         "    except OverflowError:  # an int past f64's range",
         "    except ZeroDivisionError:  # an int past f64's range",
-        ("reach:kernels",),
-        family="reach",
+        ("lower",),
+        family="lowering",
     ),
     Mutant(
         "list-attribute-of-names-read-as-ints",
@@ -75,7 +77,7 @@ MUTANTS: list[Mutant] = [
         "            if any(isinstance(v, bool) or not (dims.is_symbolic(v) or isinstance(v, (int, np.integer)))"
         " for v in value):",
         "            if False:",
-        ("reach:kernels",),
-        family="reach",
+        ("lower",),
+        family="lowering",
     ),
 ]

@@ -1,0 +1,176 @@
+"""The command line in process (exactc/cli.py): the parser and its handlers, `exactc` alone,
+a refusal on one line with exit 2, a stop or a failure with its exit code, the signal
+handlers given back. (test_bad_inputs.py runs exactc as a process.)"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import pytest
+
+# ---- the command line in process: `exactc` run by cli.main, what it prints and its exit code
+# (the tests that run `exactc` as a process are test_bad_inputs.py's)
+
+
+SMALL_GPT = ["gpt", "--entry", "forward", "--dtype", "f32", "--set", "layers=1", "--set", "tokens=4"]
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    from exactc import cli
+
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_exactc_alone_prints_its_help(capsys):
+    code, out, err = run_cli(capsys)
+    assert code == 0 and err == ""
+    assert out.startswith("usage: exactc [-h] [--version] COMMAND ...\n")
+    assert "bit-for-bit twins of a numpy reference" in out and "See README.md and docs/" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["info", "--entry", "forward", "--dtype", "f32"],
+     "exactc info: error: give the MODEL (gpt, bert or llama), or a --checkpoint to read it from\n"),
+    (["info", *SMALL_GPT, "--set", "layers"], "exactc info: error: --set 'layers': write FIELD=VALUE, e.g. --set "
+                                              "layers=2\n"),
+    (["info", *SMALL_GPT, "--set", "=2"], "exactc info: error: --set '=2': write FIELD=VALUE, e.g. --set layers=2\n"),
+    (["info", *SMALL_GPT, "--block", "8"], "exactc info: error: --block G goes with --weights q8 or q4\n"),
+    (["run", *SMALL_GPT, "--input", "ids", "-o", "out"], "exactc run: error: --input 'ids': write NAME=FILE.npy\n"),
+    (["check", "."], "exactc check: error: . is not an exported directory (no Makefile or conformance/check.sh)\n"),
+    (["check", "made"], "exactc check: error: made is not an exported directory (no Makefile or "
+                        "conformance/check.sh)\n"),  # a Makefile alone is not enough
+])
+def test_a_refusal_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "made").mkdir()
+    (tmp_path / "made" / "Makefile").write_text("all:\n")
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out, err) == (2, "", message)
+
+
+def test_an_output_folder_made_for_a_failed_command_is_removed(tmp_path):
+    from exactc.commands import UsageError, _output_folder
+
+    made = tmp_path / "a" / "b"
+    with pytest.raises(RuntimeError):
+        with _output_folder(made):
+            assert made.is_dir()
+            raise RuntimeError("the writing failed")
+    assert not made.exists() and (tmp_path / "a").is_dir()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(RuntimeError):
+        with _output_folder(kept):
+            raise RuntimeError("the writing failed")
+    assert kept.is_dir()  # it was there before: kept
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError) as caught:
+        with _output_folder(tmp_path / "file" / "sub"):
+            pass
+    assert str(caught.value).startswith(f"-o {tmp_path / 'file' / 'sub'}: cannot make the folder (")
+
+
+@pytest.mark.parametrize("raised,code,line", [
+    (KeyboardInterrupt, 130, "exactc info: stopped by SIGINT\n"),
+    ("terminated", 143, "exactc info: stopped by SIGTERM\n"),
+    ("failure", 1, "exactc info: error: make failed: one line\n"),
+])
+def test_a_stopped_or_failed_command_says_so_with_its_exit_code(capsys, monkeypatch, raised, code, line):
+    import signal
+
+    from exactc import cli, commands
+    from exactc.programs import ProgramFailure
+
+    def handler(args):
+        if raised == "terminated":
+            raise cli.Terminated()
+        if raised == "failure":
+            raise ProgramFailure("make failed: one line", "every line it printed")
+        raise raised()
+
+    monkeypatch.setattr(commands, "cmd_info", handler)
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    assert run_cli(capsys, "info", *SMALL_GPT) == (code, "", line)
+    # in process: both handlers given back as they were (not left ignored after the signal)
+    assert {number: signal.getsignal(number) for number in before} == before
+
+
+# ---- the parser's wiring, a stop before the command is known, the process's own signals
+
+
+def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
+    import argparse
+
+    from exactc import __version__, cli
+
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert {name: sub.get_default("handler") for name, sub in action.choices.items()} == {
+        c.name: c.handler for c in cli.commands()}
+    from exactc import commands, embed, generate
+    from exactc.mutants import runner
+
+    assert [c.handler for c in cli.commands()] == [
+        commands.cmd_export, commands.cmd_run, commands.cmd_check, commands.cmd_info, commands.cmd_cache,
+        embed.cmd_embed, generate.cmd_generate, cli.plan_or_tune, runner.run]
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--version"])
+    assert caught.value.code == 0 and capsys.readouterr().out == f"exactc {__version__}\n"
+
+
+def test_a_stop_before_the_command_is_known_names_exactc_alone(capsys, monkeypatch):
+    from exactc import cli
+
+    def stopped():
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(cli, "build_parser", stopped)
+    assert run_cli(capsys, "info", *SMALL_GPT) == (130, "", "exactc: stopped by SIGINT\n")
+
+
+def test_the_process_command_reads_its_arguments_and_then_ignores_both_signals(capsys, monkeypatch):
+    import signal
+
+    from exactc import cli
+
+    def handler(signum, frame):  # pragma: no cover - never called
+        pass
+
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(sys, "argv", ["exactc", "info", *SMALL_GPT])
+    try:
+        for number in before:
+            signal.signal(number, handler)
+        assert cli.main() == 0
+        assert capsys.readouterr().out.startswith("model          gpt.forward at f32\n")
+        # the process's own command is done: a signal now changes nothing
+        assert [signal.getsignal(number) for number in before] == [signal.SIG_IGN, signal.SIG_IGN]
+    finally:
+        for number, was in before.items():
+            signal.signal(number, was)
+
+
+# ---- the signal handlers an in-process command gives back
+
+
+def test_an_in_process_command_gives_back_the_handlers_the_process_had():
+    # The test process's own handlers may be SIG_IGN already (a campaign run in the
+    # background): set handlers of our own, so that "given back" differs from "ignored".
+    from exactc import cli
+
+    def handler(signum, frame):  # pragma: no cover - never called
+        pass
+
+    stops = (signal.SIGINT, signal.SIGTERM)
+    before = {number: signal.getsignal(number) for number in stops}
+    try:
+        for number in stops:
+            signal.signal(number, handler)
+        assert cli.main([]) == 0  # `exactc` alone: its help
+        assert [signal.getsignal(number) for number in stops] == [handler, handler]
+    finally:
+        for number, was in before.items():
+            signal.signal(number, was)

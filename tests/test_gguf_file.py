@@ -1,0 +1,326 @@
+"""GGUF files (exporter/checkpoints/gguf_file.py): the config read key by key and refused by
+key, every tensor read back under its names and types, the files exactc cannot use refused
+naming the field, and the writer tests and benches use."""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+from typing import Callable
+
+import gguf
+import numpy as np
+import pytest
+
+from exactc.exporter import checkpoints
+from exactc.exporter.checkpoints import CheckpointError, gguf_file
+
+from test_checkpoints import llama_tensors
+
+# ---- GGUF files (exporter/checkpoints/gguf_file.py): the config read key by key, each value
+# refused by its key, every tensor read back under its names, the names mapped
+
+
+_GGUF_KEYS = {  # key -> (exactc's field, the value written)
+    "llama.embedding_length": ("dim", 8), "llama.feed_forward_length": ("mlp", 12), "llama.block_count": ("layers", 2),
+    "llama.attention.head_count": ("heads", 4), "llama.attention.head_count_kv": ("kv_heads", 2),
+    "llama.context_length": (None, 9), "llama.attention.layer_norm_rms_epsilon": ("eps", 0.25),
+    "llama.rope.freq_base": ("theta", 500.0),
+}
+
+
+def test_a_gguf_files_config_is_read_key_by_key_and_refused_by_key(tmp_path):
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError
+
+
+    metadata = {key: value for key, (_, value) in _GGUF_KEYS.items()}
+    table = {"token_embd.weight": "F32"}  # (8, 32): a vocabulary of 8
+    ckpt = checkpoints.load(raw_gguf(tmp_path / "m.gguf", table, metadata=metadata))
+    assert ckpt.fields == {"dim": 8, "mlp": 12, "layers": 2, "heads": 4, "kv_heads": 2, "eps": 0.25, "theta": 500.0,
+                           "vocab": 8}
+    assert {k: type(v) for k, v in ckpt.fields.items()} == dict.fromkeys(ckpt.fields, int) | {"eps": float,
+                                                                                              "theta": float}
+    assert (ckpt.max_tokens, ckpt.format, ckpt.model, ckpt.name, ckpt.path, ckpt.content) == (
+        9, "gguf", "llama", "m.gguf", tmp_path / "m.gguf", [tmp_path / "m.gguf"])
+    # llama.attention.head_count_kv left out: the head count; llama.rope.freq_base left out: 10000
+    ckpt = checkpoints.load(raw_gguf(tmp_path / "lean.gguf", table, metadata=metadata,
+                                     drop=("llama.attention.head_count_kv", "llama.rope.freq_base")))
+    assert (ckpt.fields["kv_heads"], ckpt.fields["theta"]) == (4, 10000.0)
+    for key, (field, value) in _GGUF_KEYS.items():
+        path = tmp_path / f"{key}.gguf"
+        bad = -1.0 if isinstance(value, float) else 0
+        raw_gguf(path, table, metadata=dict(metadata, **{key: bad}))
+        with pytest.raises(CheckpointError) as caught:
+            checkpoints.load(path)
+        rule = "a positive number" if isinstance(value, float) else "a positive integer (at most 2,147,483,647)"
+        assert str(caught.value) == f"{path}: {key}={bad!r} must be {rule}", key
+        if key in ("llama.attention.head_count_kv", "llama.rope.freq_base"):
+            continue
+        raw_gguf(path, table, metadata=metadata, drop=(key,))
+        with pytest.raises(CheckpointError) as caught:
+            checkpoints.load(path)
+        assert str(caught.value) == f"{path}: metadata {key} is missing", key
+    raw_gguf(tmp_path / "text.gguf", table, metadata=dict(metadata, **{"llama.block_count": "2"}))
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.load(tmp_path / "text.gguf")
+    assert str(caught.value) == f"{tmp_path / 'text.gguf'}: llama.block_count='2' must be a positive integer " \
+                                "(at most 2,147,483,647)"
+
+
+def test_every_gguf_tensor_reads_back_under_its_names(tmp_path):
+    """Each tensor of a float file and of a Q8_0 file, under Hugging Face's name, with
+    llama.cpp's as its source, its GGUF type and stored shape, and the values written (q
+    and k rows in Hugging Face's order: heads of 4 and 2, where the permutation moves
+    rows); another type refused with the whole list of those read."""
+    import gguf
+
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import CheckpointError, gguf_file
+
+    cfg = {"vocab": 5, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 9}
+    tensors = llama_tensors(cfg, seed=3)
+    shapes = {name: values.shape for name, values in tensors.items()}
+    to_gguf = {hf: name for name, hf in gguf_file.NAMES.items()}
+    floats = checkpoints.load(gguf_file.write(tmp_path / "f.gguf", cfg, tensors))
+    assert floats.fields["eps"] == float(np.float32(1e-5)) and floats.fields["theta"] == 10000.0
+    assert (floats.ignored, floats.weights, sorted(floats.tensors)) == ([], None, sorted(shapes))
+    for name, values in tensors.items():
+        t = floats.tensors[name]
+        assert (t.dtype, t.shape, t.source) == ("F32", shapes[name], to_gguf[name.replace(".0.", ".{l}.")].replace(
+            "{l}", "0")), name
+        assert np.array_equal(t.read(), values.astype(np.float64)) and t.read().dtype == np.float64, name
+    linear = {n for n, s in shapes.items() if len(s) == 2 and n != "model.embed_tokens.weight"}
+    blocks = checkpoints.load(gguf_file.write(tmp_path / "q.gguf", cfg, tensors, "Q8_0", linear))
+    assert blocks.weights == ("q8", 32)
+    reader = {t.name: t for t in gguf.GGUFReader(tmp_path / "q.gguf").tensors}
+    for name in linear:
+        t = blocks.tensors[name]
+        assert (t.dtype, t.shape) == ("Q8_0", shapes[name]), name
+        stored = gguf.quants.dequantize(reader[t.source].data, gguf.GGMLQuantizationType.Q8_0).reshape(shapes[name])
+        if "q_proj" in name or "k_proj" in name:
+            stored = checkpoints.llama2c.interleaved_to_half(stored, 4 if "q_proj" in name else 2)
+        assert np.array_equal(t.read(), stored.astype(np.float64)), name
+        assert np.array_equal(t.blocks().dequantize(), stored), name
+    path = raw_gguf(tmp_path / "q5.gguf", {"token_embd.weight": "F32", "blk.0.attn_q.weight": "Q5_0"})
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.load(path)
+    assert str(caught.value) == f"{path}: tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"
+
+
+def test_a_gguf_block_of_an_infinite_scale_is_refused_naming_its_tensor(tmp_path):
+    import gguf
+
+    from exactc.exporter import checkpoints
+
+    path = raw_gguf(tmp_path / "m.gguf", {"token_embd.weight": "F32", "blk.0.attn_q.weight": "Q8_0"})
+    start = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.0.attn_q.weight").data_offset
+    data = bytearray(path.read_bytes())
+    data[start:start + 2] = np.float16(np.inf).tobytes()  # the first block's scale
+    path.write_bytes(bytes(data))
+    with pytest.raises(checkpoints.CheckpointError) as caught:
+        checkpoints.load(path).tensors["model.layers.0.self_attn.q_proj.weight"].blocks()
+    message = str(caught.value)  # refused as the file is read: the file, the tensor, the block, the value
+    assert message.startswith(f"{path}: tensor blk.0.attn_q.weight: ")
+    assert "the scale of block 0 of row 0 is inf" in message and "must be finite" in message
+
+
+def test_llama_cpp_names_map_to_hugging_faces_by_layer():
+    from exactc.exporter.checkpoints.gguf_file import _hf_name
+
+    assert _hf_name("token_embd.weight") == ("model.embed_tokens.weight", None)
+    assert _hf_name("blk.12.ffn_down.weight") == ("model.layers.12.mlp.down_proj.weight", 12)
+    for unknown in ("blk.x.attn_q.weight", "blk.0", "blk.0.attn_q_norm.weight", "rope_freqs.weight", "blk",
+                    "b.0.attn_q.weight"):
+        assert _hf_name(unknown) is None, unknown
+
+
+# ---- a GGUF file without general.architecture
+
+
+def test_a_gguf_file_without_its_architecture_is_refused_naming_it(tmp_path):
+    """A hand-made header (the gguf package's writer always writes the key): magic,
+    version 3, no tensors, no metadata."""
+    from exactc.exporter import checkpoints
+
+    path = tmp_path / "bare.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 0))
+    with pytest.raises(checkpoints.CheckpointError) as caught:
+        checkpoints.load(path)
+    assert str(caught.value) == f"{path}: metadata general.architecture is missing"
+
+
+# ---- the GGUF writer tests and benches use: a vocabulary only when asked for, every tensor
+# stored F32
+
+
+_GGUF_CFG = {"vocab": 300, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 9}
+
+
+def test_a_gguf_file_holds_a_vocabulary_only_when_asked_its_scores_zero(tmp_path):
+    """No vocabulary named: no tokenizer key at all. With one: the placeholder pieces
+    (<unk>, <s>, </s>, the 256 byte tokens, t0, ...), each scored 0.0, typed unknown,
+    control, byte and normal, bos 1 and eos 2."""
+    import gguf
+
+    from exactc.exporter.checkpoints import gguf_file
+
+    tensors = llama_tensors(_GGUF_CFG, seed=3)
+    plain = gguf.GGUFReader(gguf_file.write(tmp_path / "plain.gguf", _GGUF_CFG, tensors))
+    assert [k for k in plain.fields if k.startswith("tokenizer.")] == []
+    assert plain.fields["general.architecture"].contents() == "llama"
+    reader = gguf.GGUFReader(gguf_file.write(tmp_path / "vocab.gguf", _GGUF_CFG, tensors, vocabulary=True))
+    pieces = reader.fields["tokenizer.ggml.tokens"].contents()
+    assert pieces == ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + [f"t{i}" for i in range(41)]
+    scores = reader.fields["tokenizer.ggml.scores"].contents()
+    assert scores == [0.0] * 300 and all(np.float32(s).tobytes() == bytes(4) for s in scores)  # +0.0 each
+    assert reader.fields["tokenizer.ggml.token_type"].contents() == [2, 3, 3] + [6] * 256 + [1] * 41
+    assert (reader.fields["tokenizer.ggml.model"].contents(), reader.fields["tokenizer.ggml.bos_token_id"].contents(),
+            reader.fields["tokenizer.ggml.eos_token_id"].contents()) == ("llama", 1, 2)
+
+
+def test_a_gguf_file_stores_every_float_tensor_as_f32(tmp_path):
+    """f64 tensors given: each stored F32, their values rounded to f32, and the file loads."""
+    import gguf
+
+    from exactc.exporter import checkpoints
+    from exactc.exporter.checkpoints import gguf_file
+
+    tensors = {k: v.astype(np.float64) / 3 for k, v in llama_tensors(_GGUF_CFG, seed=3).items()}
+    path = gguf_file.write(tmp_path / "m.gguf", _GGUF_CFG, tensors)
+    stored = gguf.GGUFReader(path).tensors
+    assert {t.tensor_type.name for t in stored} == {"F32"} and len(stored) == len(tensors)
+    ckpt = checkpoints.load(path)
+    for name, values in tensors.items():
+        assert ckpt.tensors[name].dtype == "F32", name
+        assert np.array_equal(ckpt.tensors[name].read(), values.astype(np.float32).astype(np.float64)), name
+
+
+# ---- GGUF files
+
+
+GGUF_CFG = {"vocab": 8, "dim": 32, "heads": 4, "kv_heads": 2, "layers": 1, "mlp": 64, "tokens": 6}
+
+GGUF_METADATA = {
+    "llama.embedding_length": 32, "llama.feed_forward_length": 64, "llama.block_count": 1,
+    "llama.attention.head_count": 4, "llama.attention.head_count_kv": 2, "llama.context_length": 6,
+    "llama.attention.layer_norm_rms_epsilon": 1e-5, "llama.rope.freq_base": 10000.0,
+}
+
+# llama.cpp tensor name -> shape (rows, k), as exactc reads it
+GGUF_SHAPES = {"token_embd.weight": (8, 32), "output.weight": (8, 32), "blk.0.attn_q.weight": (32, 32),
+               "output_norm.weight": (32,), "rope_freqs.weight": (4,), "blk.0.attn_q_norm.weight": (8,)}
+
+
+def raw_gguf(path: Path, types: dict[str, str], arch: str = "llama", drop: tuple[str, ...] = (),
+             metadata: dict | None = None) -> Path:
+    """A GGUF file written with the gguf package: GGUF_METADATA with the values of
+    `metadata` (an int as uint32, a float as float32, a str as a string) less the keys
+    in `drop`, under `arch`, and one tensor per entry of `types` (llama.cpp name -> GGUF
+    type name: F32, Q8_0, Q4_0, ...), of its GGUF_SHAPES shape, values drawn from a
+    fixed seed."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    for key, value in {**GGUF_METADATA, **(metadata or {})}.items():
+        if key not in drop:
+            {int: writer.add_uint32, float: writer.add_float32, str: writer.add_string}[type(value)](key, value)
+    rng = np.random.default_rng(7)
+    for name, kind in types.items():
+        values = rng.standard_normal(GGUF_SHAPES[name]).astype(np.float32)
+        if kind == "F32":
+            writer.add_tensor(name, values)
+        else:
+            qtype = getattr(gguf.GGMLQuantizationType, kind)
+            writer.add_tensor(name, gguf.quants.quantize(values, qtype), raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def gguf_bytes(data: bytes) -> Callable[[Path], Path]:
+    def make(path: Path) -> Path:
+        path.write_bytes(data)
+        return path
+
+    return make
+
+
+def gguf_of(types: dict[str, str], **options) -> Callable[[Path], Path]:
+    return lambda path: raw_gguf(path, types, **options)
+
+
+LINEAR_Q8 = {"token_embd.weight": "F32", "blk.0.attn_q.weight": "Q8_0"}
+
+# (case, how the file is made, the significant part of the message)
+GGUF_REFUSALS = [
+    ("magic then no version the package reads", gguf_bytes(b"GGUF" + b"\x07" * 40),
+     "not a GGUF file the gguf package reads (Sorry, file appears to be version"),
+    ("the magic alone", gguf_bytes(b"GGUF"), "not a GGUF file the gguf package reads ("),
+    ("another architecture", gguf_of(LINEAR_Q8, arch="gpt2"),
+     "general.architecture is 'gpt2'; exactc reads GGUF files of 'llama'"),
+    *((f"no {key}", gguf_of(LINEAR_Q8, drop=(key,)), f"metadata {key} is missing")
+      for key in ("llama.embedding_length", "llama.attention.head_count", "llama.context_length")),
+    ("no token embedding", gguf_of({"blk.0.attn_q.weight": "Q8_0"}), "tensor token_embd.weight is missing"),
+    ("a quantized vector", gguf_of(dict(LINEAR_Q8, **{"output_norm.weight": "Q8_0"})),
+     "tensor output_norm.weight is Q8_0 of shape (32,); rows of whole blocks of 32 are expected"),
+    ("a tied q4 head with q8 linear weights", gguf_of({"token_embd.weight": "Q4_0", "blk.0.attn_q.weight": "Q8_0"}),
+     "its linear weights mix q4 and q8; exactc exports one format per program"),
+]
+
+
+@pytest.mark.parametrize("case, make, message", GGUF_REFUSALS,
+                         ids=[row[0] for row in GGUF_REFUSALS])
+def test_a_gguf_file_exactc_cannot_use_is_refused_naming_the_field(tmp_path, case, make, message):
+    path = make(tmp_path / "model.gguf")
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: {re.escape(message)}"):
+        checkpoints.load(path)
+
+
+# (token_embd, output (None: absent, the head tied), attn_q) -> the program's weights format
+GGUF_HEADS = [
+    (("F32", None, "F32"), None),
+    (("F32", None, "Q8_0"), ("q8", 32)),
+    (("Q8_0", None, "Q8_0"), ("q8", 32)),
+    (("Q4_0", None, "F32"), ("q4", 32)),  # the tied head is the only quantized linear weight
+    (("Q4_0", "Q8_0", "Q8_0"), ("q8", 32)),  # a quantized embedding alone is no linear weight
+]
+
+
+@pytest.mark.parametrize("kinds, weights", GGUF_HEADS, ids=["-".join(map(str, k)) for k, _ in GGUF_HEADS])
+def test_a_gguf_tied_head_is_the_embedding_and_counts_as_a_linear_weight(tmp_path, kinds, weights):
+    embed, head, attn_q = kinds
+    types = {"token_embd.weight": embed, "blk.0.attn_q.weight": attn_q}
+    if head is not None:
+        types["output.weight"] = head
+    ckpt = checkpoints.load(raw_gguf(tmp_path / "model.gguf", types))
+    assert ckpt.weights == weights
+    assert (ckpt.tensors["lm_head.weight"] is ckpt.tensors["model.embed_tokens.weight"]) == (head is None)
+    assert ckpt.fields["vocab"] == 8 and ckpt.max_tokens == 6
+
+
+def test_gguf_tensors_exactc_does_not_use_are_listed_as_ignored(tmp_path):
+    types = dict(LINEAR_Q8, **{"rope_freqs.weight": "F32", "blk.0.attn_q_norm.weight": "F32"})
+    ckpt = checkpoints.load(raw_gguf(tmp_path / "model.gguf", types))
+    assert ckpt.ignored == ["rope_freqs.weight", "blk.0.attn_q_norm.weight"]
+    assert sorted(ckpt.tensors) == ["lm_head.weight", "model.embed_tokens.weight",
+                                    "model.layers.0.self_attn.q_proj.weight"]
+
+
+def test_the_gguf_writer_adds_a_placeholder_vocabulary_that_exactc_ignores(tmp_path):
+    cfg = dict(GGUF_CFG, vocab=300)  # the 3 special pieces, 256 bytes, then t0 .. t40
+    table = np.arange(300 * 32, dtype=np.float32).reshape(300, 32)
+    path = gguf_file.write(tmp_path / "vocab.gguf", cfg, {"model.embed_tokens.weight": table}, vocabulary=True)
+    fields = gguf.GGUFReader(path).fields
+    pieces = fields["tokenizer.ggml.tokens"].contents()
+    assert len(pieces) == 300
+    assert pieces[:4] == ["<unk>", "<s>", "</s>", "<0x00>"] and pieces[258:261] == ["<0xFF>", "t0", "t1"]
+    assert pieces[-1] == "t40"
+    token_types = fields["tokenizer.ggml.token_type"].contents()
+    assert token_types[:4] == [2, 3, 3, 6] and token_types[258:260] == [6, 1] and len(token_types) == 300
+    assert fields["tokenizer.ggml.model"].contents() == "llama"
+    assert [fields[f"tokenizer.ggml.{key}_token_id"].contents() for key in ("bos", "eos")] == [1, 2]
+    ckpt = checkpoints.load(path)
+    assert ckpt.fields["vocab"] == 300 and ckpt.ignored == []
+    assert np.array_equal(ckpt.tensors["model.embed_tokens.weight"].read(), table)

@@ -1,0 +1,60 @@
+"""The structured host (exporter/printer/structured.py): a fold's one-layer segments, each
+with its own comment and indentation."""
+
+from __future__ import annotations
+
+
+# ---- a fold's one-layer segments as the structured host prints them
+
+
+def _fold_segment_lines(text: str) -> list[str]:
+    """The lines of model.c's fold that open a segment and the first line inside each."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "/* The layers:" in line)
+    picked = []
+    for i, line in enumerate(lines[start:], start):
+        if line.startswith("    {") or line.startswith("    for (int l"):
+            picked += [line, lines[i + 1]]
+        if line.startswith("    RELEASE("):
+            break
+    return picked
+
+
+def test_a_one_layer_model_prints_its_only_layer_as_layer_0_not_as_a_layer_apart():
+    from exactc.exporter import models
+    from exactc.exporter.printer.host import print_program
+
+    program = models.build("gpt", "forward", {"layers": 1, "tokens": 4, "vocab": 16, "positions": 4, "dim": 8,
+                                              "heads": 2, "mlp": 8})
+    text = print_program(program, "f32").files["model.c"]
+    assert _fold_segment_lines(text) == ["    { /* layer 0 */", "        float *x_out_next = x_out_a;"]
+    assert "runs apart" not in text
+
+
+def test_a_layer_apart_in_the_middle_of_a_fold_and_the_layers_around_it_print_each_with_its_comment_and_indent():
+    from exactc.exporter import graph, models
+    from exactc.exporter.models import gpt
+    from exactc.exporter.printer.host import print_program
+
+    cfg = models.config("gpt", {"vocab": 16, "positions": 6, "dim": 8, "heads": 2, "layers": 3, "mlp": 8,
+                                "tokens": 6})
+
+    def other(x, p, cfg):
+        return graph.add(x, graph.call(gpt.attention, cfg, graph.layernorm(x, p["ln_1.weight"], p["ln_1.bias"]), p))
+
+    def entry(cfg, params, input_ids):
+        x = graph.add(graph.embedding(params["transformer.wte.weight"], input_ids),
+                      graph.slice(params["transformer.wpe.weight"], 0, 0, cfg.tokens))
+        x = graph.fold(gpt.block, cfg.layers, x, graph.group_layers(params, "transformer.h."), cfg,
+                       apart={1: other})
+        return {"logits": gpt.head(cfg, params, x)}
+
+    program = graph.trace("gpt", "apart", entry, gpt.parameters(cfg), gpt.inputs(cfg, cfg.tokens), cfg)
+    text = print_program(program, "f32").files["model.c"]
+    # three one-layer segments: block, other apart, block again; each body one level in
+    assert _fold_segment_lines(text) == [
+        "    { /* layer 0 */", "        float *add_out_next = add_out_a;",
+        "    { /* layer 1 runs apart: other */", "        float *add_out_next = add_out_b;",
+        "    { /* layer 2 */", "        float *add_out_next = add_out_a;",
+    ]
+    assert '        EXACTC_TRACE_CARRY("block", 2, 0, add_out_l, 48);\n    }\n' in text
