@@ -648,13 +648,14 @@ def test_a_file_of_no_known_kind_is_refused_saying_what_is_read(tmp_path):
 
 @pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="no Unix-domain sockets")
 def test_a_file_that_cannot_be_opened_is_no_gguf_or_llama2c_file(tmp_path, monkeypatch):
-    """A socket exists, is no folder, and cannot be opened: both readers say it is not theirs."""
+    """A socket exists, is no folder, and cannot be opened: both readers say it is not theirs,
+    and load says what it is before either is asked (a FIFO would block them)."""
     monkeypatch.chdir(tmp_path)  # a short relative name: socket paths are limited to ~100 bytes
     with socket.socket(socket.AF_UNIX) as server:
         server.bind("model.bin")
         path = tmp_path / "model.bin"
         assert not gguf_file.looks_like(path) and not llama2c.looks_like(path)
-        with pytest.raises(CheckpointError, match=f"^checkpoint {re.escape(str(path))}: not a Hugging Face folder"):
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))} is a socket, not a regular file"):
             checkpoints.load(path)
 
 

@@ -241,8 +241,8 @@ def test_sampling_refusals_whole():
     cases = [
         (row, SamplingOptions(float("inf"), 0, 1.0), 0.5, "temperature",
          "temperature inf must be finite and >= 0 (0 is greedy)"),
-        (row, SamplingOptions(1.0, True, 1.0), 0.5, "top_k", "top_k True must be an integer >= 0 (0 is no top-k)"),
-        (row, SamplingOptions(1.0, 2.0, 1.0), 0.5, "top_k", "top_k 2.0 must be an integer >= 0 (0 is no top-k)"),
+        (row, SamplingOptions(1.0, True, 1.0), 0.5, "top_k", "top_k True must be an integer in [0, 2^63) (0 is no top-k)"),
+        (row, SamplingOptions(1.0, 2.0, 1.0), 0.5, "top_k", "top_k 2.0 must be an integer in [0, 2^63) (0 is no top-k)"),
         (row, SamplingOptions(1.0, 0, 1.5), 0.5, "top_p", "top_p 1.5 must be in [0, 1] (1 is no top-p)"),
         (row, SamplingOptions(1.0, 0, 1.0), 1.0, "u", "u 1.0 must be in [0, 1)"),
         (np.full(2, -np.inf), SamplingOptions(1.0, 0, 1.0), 0.5, "all -inf",
