@@ -245,7 +245,7 @@ def test_the_program_runs_its_sentences_a_few_per_process_in_its_own_folder(tmp_
 
 def test_the_command_passes_its_options_on_and_cuts_long_sentences_at_forty(capsys, monkeypatch, tmp_path):
     from exactc import embed
-    from exactc.exporter import export
+    from exactc.exporter import files
 
     calls = []
 
@@ -268,7 +268,7 @@ def test_the_command_passes_its_options_on_and_cuts_long_sentences_at_forty(caps
     def refuse(path, data):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(export, "replace_file", refuse)
+    monkeypatch.setattr(files, "replace_file", refuse)
     path = tmp_path / "v.npy"
     assert run_cli(capsys, "embed", "-o", str(path), "a") == (
         2, "", f"exactc embed: error: -o {path}: cannot write it (Permission denied)\n")

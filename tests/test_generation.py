@@ -241,7 +241,7 @@ def test_generation_recompute_runs_forward_and_each_token_is_heard_with_its_prob
     p = programs("llama")
     ran = []
     evaluate = generation.walk.evaluate
-    monkeypatch.setattr(generation.graph, "evaluate",
+    monkeypatch.setattr(generation.walk, "evaluate",
                         lambda program, *a: ran.append(program.entry) or evaluate(program, *a))
     options = SamplingOptions(temperature=1.0)
     key = keys_twin.key_from_seed(3)

@@ -542,7 +542,7 @@ def test_a_campaign_s_report_names_the_batches_not_yet_run(campaign, tmp_path):
     (tmp_path / "part-000" / campaign.FINISHED).write_text("")
     (tmp_path / "part-001").mkdir()
     assert campaign.batches_line({"batches": batches}) == \
-        "batches: 1 finished, 1 begun and not finished, 1 not begun (cli.py, tune.py: `--resume` runs them)"
+        "batches: 1 finished, 1 begun and not finished, 1 not begun (cli.py, verify/tune.py: `--resume` runs them)"
 
 
 def test_resume_needs_a_campaign_s_stage(campaign, tmp_path, capsys):

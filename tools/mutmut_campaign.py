@@ -184,6 +184,14 @@ OWN_EXTRAS = [
                                   "tests/test_programs.py::test_builder_refuses_unused_parameters",
                                   "tests/test_programs.py::test_a_call_is_traced_once_per_form"]),
     ("exactc/exporter/export.py", ["tests/test_generate_program.py", "tests/test_prepack.py"]),
+    # the atomic writer and the directory's text files: the export's tests and the doors'
+    # (output paths, the Makefile's refusals)
+    ("exactc/exporter/files.py", ["tests/test_export.py", "tests/test_bad_inputs.py"]),
+    ("exactc/exporter/templates.py", ["tests/test_export.py", "tests/test_bad_inputs.py"]),
+    ("exactc/exporter/launches.py", [PRINTED, "tests/test_kernel_table.py"]),
+    ("exactc/exporter/kernels/tuned.py", ["tests/test_tune.py"]),
+    # the compiler's facts and the cache folder: the foreign targets, the tuner, the cache
+    ("exactc/runtime/toolchain.py", ["tests/test_compilers.py", "tests/test_tune.py", "tests/test_cache.py"]),
     ("exactc/exporter/__init__.py", ["tests/test_export.py"]),  # no code
     ("exactc/exporter/frames.py", [PRINTED, *HOST_PROGRAMS]),
     ("exactc/exporter/kernels/autoplan.py", [PRINTED, "tests/test_prepack.py"]),
