@@ -17,7 +17,9 @@ from test_export import silu_each
 # ---- the graph: fold segments, the layers the reference reports, node names
 
 
-def _apart_program(count: int, apart: tuple[int, ...]):
+def apart_program(count: int, apart: tuple[int, ...]):
+    """A GPT of `count` layers whose layers `apart` run another body (attention alone): the
+    traced program and its fold."""
     from exactc.exporter import graph, models
     from exactc.exporter.models import gpt
     cfg = models.config("gpt", {"vocab": 16, "positions": 6, "dim": 8, "heads": 2, "layers": count, "mlp": 8,
@@ -38,12 +40,12 @@ def _apart_program(count: int, apart: tuple[int, ...]):
 
 
 def test_graph_fold_segments_are_the_runs_of_one_body():
-    program, fold = _apart_program(5, (1, 3, 4))
+    program, fold = apart_program(5, (1, 3, 4))
     body, other = fold.body, fold.apart[1]
     assert fold.segments() == [(0, 1, body), (1, 2, other), (2, 3, body), (3, 5, other)]
-    program, fold = _apart_program(4, ())
+    program, fold = apart_program(4, ())
     assert fold.segments() == [(0, 4, fold.body)]
-    program, fold = _apart_program(3, (0,))
+    program, fold = apart_program(3, (0,))
     assert fold.segments() == [(0, 1, fold.apart[0]), (1, 3, fold.body)]
 
 

@@ -3,6 +3,8 @@ with its own comment and indentation."""
 
 from __future__ import annotations
 
+from test_graph import apart_program
+
 
 # ---- a fold's one-layer segments as the structured host prints them
 
@@ -32,24 +34,9 @@ def test_a_one_layer_model_prints_its_only_layer_as_layer_0_not_as_a_layer_apart
 
 
 def test_a_layer_apart_in_the_middle_of_a_fold_and_the_layers_around_it_print_each_with_its_comment_and_indent():
-    from exactc.exporter import graph, models
-    from exactc.exporter.models import gpt
     from exactc.exporter.printer.host import print_program
 
-    cfg = models.config("gpt", {"vocab": 16, "positions": 6, "dim": 8, "heads": 2, "layers": 3, "mlp": 8,
-                                "tokens": 6})
-
-    def other(x, p, cfg):
-        return graph.add(x, graph.call(gpt.attention, cfg, graph.layernorm(x, p["ln_1.weight"], p["ln_1.bias"]), p))
-
-    def entry(cfg, params, input_ids):
-        x = graph.add(graph.embedding(params["transformer.wte.weight"], input_ids),
-                      graph.slice(params["transformer.wpe.weight"], 0, 0, cfg.tokens))
-        x = graph.fold(gpt.block, cfg.layers, x, graph.group_layers(params, "transformer.h."), cfg,
-                       apart={1: other})
-        return {"logits": gpt.head(cfg, params, x)}
-
-    program = graph.trace("gpt", "apart", entry, gpt.parameters(cfg), gpt.inputs(cfg, cfg.tokens), cfg)
+    program, _ = apart_program(3, (1,))
     text = print_program(program, "f32").files["model.c"]
     # three one-layer segments: block, other apart, block again; each body one level in
     assert _fold_segment_lines(text) == [
