@@ -35,6 +35,7 @@ from exactc.mutants.catalog import (
     shapes,
     slicing,
     speed,
+    training,
     tuning,
 )
 
@@ -61,6 +62,9 @@ _FIXED_CHECKS = [
     # The runtime's host (exactc_host.c): weights, inputs, outputs, exactc_main's refusals.
     Check("host-runtime", ("tests/test_host_runtime.py",)),
     Check("reference", ("tests/test_reference.py",)),
+    # The backward rules (tests/test_backward.py): central differences at f64 on fixed and
+    # drawn cases, and the spec's reduction orders pinned bit for bit at f32.
+    Check("backward", ("tests/test_backward.py",)),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).
@@ -226,7 +230,7 @@ _FIXED_CHECKS = [
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
-            tuning, kernel_ir, export, readers, shapes, floors, hygiene]
+            tuning, kernel_ir, export, readers, shapes, floors, hygiene, training]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

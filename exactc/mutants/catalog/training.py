@@ -1,0 +1,58 @@
+"""Mistakes in training's arithmetic (docs/semantics.md section 17): a backward rule
+missing a term or summing in another order, the loss's mean, AdamW's corrections and
+which parameters decay."""
+
+from exactc.mutants.model import Mutant
+
+BACKWARD = "exactc/exporter/reference/backward.py"
+
+MUTANTS = [
+    Mutant(
+        "embedding-grad-last-write",
+        "the embedding's scatter-add keeps the last write of a repeated token (numpy's fancy-index +=)",
+        BACKWARD,
+        "    for t in range(ids.shape[0]):\n"
+        "        if 0 <= ids[t] < table_bar.shape[0]:\n"
+        "            table_bar[ids[t]] = table_bar[ids[t]] + dy[t]\n",
+        "    inside = (ids >= 0) & (ids < table_bar.shape[0])\n"
+        "    table_bar[ids[inside]] += dy[inside]\n",
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "softmax-grad-no-row-sum",
+        "softmax's backward drops its row-sum term: x̄ ⊕= y ⊗ ȳ",
+        BACKWARD,
+        "    term = y * (dy - dot[:, :, None])",
+        "    term = y * dy",
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "layernorm-grad-no-mean-term",
+        "layernorm's backward drops the mean of the gradient (a - ma)",
+        BACKWARD,
+        '    _add(bars, "x", ((a - ma[:, None]) - (xhat * mb[:, None])) * rstd[:, None])',
+        '    _add(bars, "x", (a - (xhat * mb[:, None])) * rstd[:, None])',
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "gelu-grad-constant",
+        "gelu_tanh's derivative is taken as a constant 1/2 (the slope at 0)",
+        BACKWARD,
+        "    q = dr * du\n    q = dl + q\n",
+        "    q = dr * du\n    q = half + zeros(x.shape, site)\n",
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "weight-grad-positions-reversed",
+        "a linear weight's gradient sums the positions last first (the same value, other bits)",
+        BACKWARD,
+        '    if "w" in bars:\n        for m in range(x.shape[0]):\n',
+        '    if "w" in bars:\n        for m in reversed(range(x.shape[0])):\n',
+        ("backward",),
+        family="training",
+    ),
+]
