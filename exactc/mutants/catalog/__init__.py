@@ -65,6 +65,11 @@ _FIXED_CHECKS = [
     # The backward rules (tests/test_backward.py): central differences at f64 on fixed and
     # drawn cases, and the spec's reduction orders pinned bit for bit at f32.
     Check("backward", ("tests/test_backward.py",)),
+    # Training against torch at f64 (tests/test_training.py): every gradient of tiny Hugging
+    # Face GPT-2 and Llama checkpoints against torch.autograd; AdamW steps against
+    # torch.optim.AdamW with the 2-D weights alone decayed.
+    Check("training:autograd", ("tests/test_training.py",), "autograd"),
+    Check("training:adamw", ("tests/test_training.py",), "adamw or decay"),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).

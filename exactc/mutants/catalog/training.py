@@ -5,6 +5,7 @@ which parameters decay."""
 from exactc.mutants.model import Mutant
 
 BACKWARD = "exactc/exporter/reference/backward.py"
+TRAINING = "exactc/exporter/reference/training.py"
 
 MUTANTS = [
     Mutant(
@@ -14,8 +15,7 @@ MUTANTS = [
         "    for t in range(ids.shape[0]):\n"
         "        if 0 <= ids[t] < table_bar.shape[0]:\n"
         "            table_bar[ids[t]] = table_bar[ids[t]] + dy[t]\n",
-        "    inside = (ids >= 0) & (ids < table_bar.shape[0])\n"
-        "    table_bar[ids[inside]] += dy[inside]\n",
+        "    inside = (ids >= 0) & (ids < table_bar.shape[0])\n    table_bar[ids[inside]] += dy[inside]\n",
         ("backward",),
         family="training",
     ),
@@ -53,6 +53,33 @@ MUTANTS = [
         '    if "w" in bars:\n        for m in range(x.shape[0]):\n',
         '    if "w" in bars:\n        for m in reversed(range(x.shape[0])):\n',
         ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "loss-mean-not-divided",
+        "the loss's 1/(B·T) is dropped from the logits' adjoint (a sum's gradient, not a mean's)",
+        TRAINING,
+        "    r = np.divide(real(1.0, site), n)",
+        "    r = real(1.0, site)",
+        ("training:autograd",),
+        family="training",
+    ),
+    Mutant(
+        "adamw-bias-correction-t-minus-1",
+        "AdamW's bias corrections take the step counted from 0: 1 - β^(t-1)",
+        TRAINING,
+        "    bc1, bc2 = 1.0 - _power(opt.beta1, step), 1.0 - _power(opt.beta2, step)",
+        "    bc1, bc2 = 1.0 - _power(opt.beta1, step - 1), 1.0 - _power(opt.beta2, step - 1)",
+        ("training:adamw",),
+        family="training",
+    ),
+    Mutant(
+        "adamw-decays-norms-and-biases",
+        "AdamW decays every parameter, the norms' gains and the biases too",
+        "exactc/exporter/training.py",
+        "    return len(spec.shape) == 2",
+        "    return len(spec.shape) >= 1",
+        ("training:adamw",),
         family="training",
     ),
 ]
