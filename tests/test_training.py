@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from exactc.exporter import checkpoints, models, training
-from exactc.exporter.reference import backward
+from exactc.exporter.reference import backward, walk
 from exactc.exporter.reference import training as reference_training
 
 from installed import need_module  # tests/installed.py
@@ -162,6 +162,39 @@ def test_gradients_match_torch_autograd_at_f64(tmp_path, monkeypatch, model, tie
     for name, want in theirs.items():
         error = np.linalg.norm(mine[name] - want)
         assert error <= 1e-12 * np.linalg.norm(want), f"{name}: {error:.3g} from torch, norm {np.linalg.norm(want):.3g}"
+
+
+def forward_loss(lg, params, tokens, targets) -> float:
+    """The mean loss at f64 from the forward alone (fsum of the counted positions' losses)."""
+    terms = []
+    for b in range(tokens.shape[0]):
+        logits = walk.evaluate(lg.forward, "f64", params, {"input_ids": tokens[b]})["logits"]
+        counts = targets[b] != lg.ignore
+        losses, _ = reference_training.cross_entropy_rows(logits, targets[b], counts, np.float64(1.0), "f64")
+        terms += list(losses[counts])
+    return math.fsum(terms) / len(terms)
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_gradients_match_central_differences_of_the_loss(model):
+    """The whole reverse walk (calls, folds from the last layer, a tied or untied head, a
+    repeated token, ignored positions) against the loss's central differences at f64, a
+    check without torch: two drawn elements of every parameter."""
+    lg, params, grads = drawn_state(model)
+    tokens, targets = batch(23)
+    rng = np.random.default_rng(11)
+    for spec in lg.params:
+        for _ in range(2):
+            index = tuple(int(rng.integers(0, n)) for n in params[spec.name].shape)
+            h = 1e-6 * max(1.0, abs(params[spec.name][index]))
+            losses = []
+            for step in (h, -h):
+                moved = dict(params, **{spec.name: params[spec.name].copy()})
+                moved[spec.name][index] += step
+                losses.append(forward_loss(lg, moved, tokens, targets))
+            want = (losses[0] - losses[1]) / (2 * h)
+            scale = np.abs(grads[spec.name]).max()
+            assert abs(grads[spec.name][index] - want) <= 1e-6 * scale + 1e-9, (spec.name, index, want)
 
 
 # ---- AdamW -------------------------------------------------------------------------------------
