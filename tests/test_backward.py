@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from exactc.exporter import reference
 from exactc.exporter.reference import backward
@@ -89,9 +90,11 @@ def test_each_rule_matches_central_differences(primitive):
     check_against_differences(primitive, operands, attrs)
 
 
-@settings(max_examples=40, deadline=None)
-@given(gradient_cases())
-def test_drawn_rules_match_central_differences(case):
+@pytest.mark.parametrize("primitive", GRADIENT_PRIMITIVES)
+@settings(deadline=None)
+@given(data=st.data())
+def test_drawn_rules_match_central_differences(primitive, data):
+    case = data.draw(gradient_cases(primitive), label="case")
     check_against_differences(case.primitive, case.inputs(), case.attr_dict)
 
 

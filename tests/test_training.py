@@ -197,6 +197,21 @@ def test_gradients_match_central_differences_of_the_loss(model):
             assert abs(grads[spec.name][index] - want) <= 1e-6 * scale + 1e-9, (spec.name, index, want)
 
 
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_f32_gradients_stay_f32_and_near_the_f64_ones(model):
+    """At f32 every operation rounds to f32 (nothing promoted to f64 on the way): the
+    gradients are float32 and within f32's reach of the f64 ones."""
+    lg, params64, grads64 = drawn_state(model)
+    params32 = {k: v.astype(np.float32) for k, v in params64.items()}
+    tokens, targets = batch(23)
+    grads32 = reference_training.loss_grad(lg, "f32", params32, tokens, targets)
+    assert grads32["loss"].dtype == np.float32 and abs(grads32["loss"] - grads64["loss"]) < 1e-5
+    for spec in lg.params:
+        got, want = grads32[spec.name], grads64[spec.name]
+        assert got.dtype == np.float32, spec.name
+        assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), spec.name
+
+
 # ---- AdamW -------------------------------------------------------------------------------------
 
 

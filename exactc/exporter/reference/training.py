@@ -149,7 +149,7 @@ def loss_grad(
                 if counts[t]:
                     total = total + losses[t]
             cells: Cells = {id(v): Cell(grads[spec.name]) for spec, v in zip(program.params, program.param_values)}
-            cells[id(logits_value)] = Cell(terms)
+            cells[id(logits_value)] = Cell(zeros(terms.shape, site) + terms)  # +0 ⊕ each term
             _backward(program.function, tape, cells, site)
         loss = total / n
     return {"loss": np.asarray(loss), **grads}
