@@ -6,6 +6,17 @@ from exactc.mutants.model import Mutant
 
 BACKWARD = "exactc/exporter/reference/backward.py"
 TRAINING = "exactc/exporter/reference/training.py"
+# AdamW's element lines, from the clipping of the gradient to the update of the parameter.
+CLIP_AND_UPDATE = (
+    "            if clip is not None:\n"
+    "                g = g * clip\n"
+    "            if training.decays(spec):\n"
+    "                p = p * real(decay, site)\n"
+    "            mt = m[spec.name] + (real(w1, site) * (g - m[spec.name]))\n"
+    "            vt = (v[spec.name] * real(opt.beta2, site)) + (real(w2, site) * (g * g))\n"
+    "            den = (np.sqrt(vt) / real(root, site)) + real(opt.eps, site)\n"
+    "            p = p - (real(step_size, site) * (mt / den))\n"
+)
 
 MUTANTS = [
     Mutant(
@@ -80,6 +91,28 @@ MUTANTS = [
         "    return len(spec.shape) == 2",
         "    return len(spec.shape) >= 1",
         ("training:adamw",),
+        family="training",
+    ),
+    Mutant(
+        "backward-fold-first-layer-up",
+        "the reverse walk runs a fold's layers from the first up (each layer's adjoint wired to the wrong one)",
+        TRAINING,
+        "    for layer in reversed(range(fold.count)):",
+        "    for layer in range(fold.count):",
+        ("training:autograd",),
+        family="training",
+    ),
+    Mutant(
+        "adamw-clips-after-the-update",
+        "clipping scales the update instead of the gradient: the moments see the unclipped gradient",
+        TRAINING,
+        CLIP_AND_UPDATE,
+        CLIP_AND_UPDATE.replace("            if clip is not None:\n                g = g * clip\n", "").replace(
+            "            p = p - (real(step_size, site) * (mt / den))\n",
+            "            update = real(step_size, site) * (mt / den)\n"
+            "            p = p - (update * clip if clip is not None else update)\n",
+        ),
+        ("training:clipping",),
         family="training",
     ),
 ]
