@@ -17,6 +17,8 @@ from exactc.exporter import checkpoints, models, training
 from exactc.exporter.reference import backward, walk
 from exactc.exporter.reference import training as reference_training
 
+from exactc.verify.compare import assert_bits_equal
+
 from installed import need_module  # tests/installed.py
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -210,6 +212,36 @@ def test_f32_gradients_stay_f32_and_near_the_f64_ones(model):
         got, want = grads32[spec.name], grads64[spec.name]
         assert got.dtype == np.float32, spec.name
         assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want), spec.name
+
+
+def test_a_weight_gradient_sums_every_sequence_and_position_in_one_accumulator_at_f32():
+    """Llama's head: lm_head's gradient is Σ over (b, t), t fastest, of the logits'
+    adjoint times the normed state, one f32 accumulator carried from sequence to sequence
+    (not a sum per sequence added afterwards), pinned against a loop written from
+    section 17."""
+    lg, params64, _ = drawn_state("llama")
+    params = {k: v.astype(np.float32) for k, v in params64.items()}
+    tokens, targets = batch(23)
+    got = reference_training.loss_grad(lg, "f32", params, tokens, targets)["lm_head.weight"]
+    program = lg.forward
+    (head,) = [op for op in program.function.nodes if getattr(op, "out", None) is program.function.outputs[0]]
+    r = np.float32(1.0) / np.float32(np.count_nonzero(targets != lg.ignore))
+    rows, terms = [], []
+    for b in range(B):
+        tape: walk.Tape = {}
+        logits = walk.evaluate(program, "f32", params, {"input_ids": tokens[b]}, tape=tape)["logits"]
+        _, term = reference_training.cross_entropy_rows(logits, targets[b], targets[b] != lg.ignore, r, "f32")
+        rows.append(tape[walk.VALUES][id(head.operands()["x"])])
+        terms.append(term)
+    want = np.zeros_like(got)
+    for n in range(want.shape[0]):
+        for k in range(want.shape[1]):
+            acc = np.float32(0.0)
+            for b in range(B):
+                for t in range(T):
+                    acc = np.float32(acc + np.float32(terms[b][t, n] * rows[b][t, k]))
+            want[n, k] = acc
+    assert_bits_equal(want, got, "lm_head.weight's gradient", every_bit=True)
 
 
 # ---- AdamW -------------------------------------------------------------------------------------

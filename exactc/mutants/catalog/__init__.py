@@ -71,6 +71,8 @@ _FIXED_CHECKS = [
     Check("training:autograd", ("tests/test_training.py",), "autograd"),
     Check("training:adamw", ("tests/test_training.py",), "adamw or decay"),
     Check("training:clipping", ("tests/test_training.py",), "clipping"),
+    # A weight's gradient over every (b, t) in one f32 accumulator, bit for bit.
+    Check("training:orders", ("tests/test_training.py",), "one_accumulator"),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).

@@ -6,6 +6,12 @@ from exactc.mutants.model import Mutant
 
 BACKWARD = "exactc/exporter/reference/backward.py"
 TRAINING = "exactc/exporter/reference/training.py"
+# One sequence's backward in loss_grad: the parameters' adjoints, the logits', the walk.
+PER_SEQUENCE = (
+    "            cells: Cells = {id(v): Cell(grads[spec.name]) for spec, v in zip(program.params, program.param_values)}\n"
+    "            cells[id(logits_value)] = Cell(zeros(terms.shape, site) + terms)  # +0 ⊕ each term\n"
+    "            _backward(program.function, tape, cells, site)\n"
+)
 # AdamW's element lines, from the clipping of the gradient to the update of the parameter.
 CLIP_AND_UPDATE = (
     "            if clip is not None:\n"
@@ -113,6 +119,17 @@ MUTANTS = [
             "            p = p - (update * clip if clip is not None else update)\n",
         ),
         ("training:clipping",),
+        family="training",
+    ),
+    Mutant(
+        "batch-gradients-summed-per-sequence",
+        "each sequence's gradients are summed from +0 and added afterwards, not carried over in one accumulator",
+        TRAINING,
+        PER_SEQUENCE,
+        PER_SEQUENCE.replace("Cell(grads[spec.name])", "Cell(zeros(grads[spec.name].shape, site))")
+        + "            for spec, v in zip(program.params, program.param_values):\n"
+        "                grads[spec.name] = grads[spec.name] + cells[id(v)].array\n",
+        ("training:orders",),
         family="training",
     ),
 ]
