@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from exactc.exporter import checkpoints, models, training
+from exactc.exporter import checkpoints, graph, models, training
 from exactc.exporter.reference import backward, walk
 from exactc.exporter.reference import training as reference_training
 
@@ -242,6 +242,26 @@ def test_a_weight_gradient_sums_every_sequence_and_position_in_one_accumulator_a
                     acc = np.float32(acc + np.float32(terms[b][t, n] * rows[b][t, k]))
             want[n, k] = acc
     assert_bits_equal(want, got, "lm_head.weight's gradient", every_bit=True)
+
+
+def test_an_operation_that_does_not_reach_the_loss_adds_no_term():
+    """Dead code goes after differentiation: a linear whose output nobody reads, on an
+    infinite weight, would add 0 ⊗ ∞ = NaN into the embedding's gradient if its backward
+    ran; its own weight's gradient stays +0."""
+
+    def forward(params, input_ids):
+        x = graph.embedding(params["emb"], input_ids)
+        graph.linear(x, params["dead"], name="unread")
+        return {"logits": graph.linear(x, params["head"])}
+
+    specs = [graph.ParamSpec("emb", (5, 3)), graph.ParamSpec("dead", (2, 3)), graph.ParamSpec("head", (5, 3))]
+    lg = training.loss_grad(graph.trace("m", "forward", forward, specs, [graph.InputSpec("input_ids", (4,), "i32")]))
+    rng = np.random.default_rng(2)
+    params = {"emb": rng.standard_normal((5, 3)), "dead": np.full((2, 3), np.inf), "head": rng.standard_normal((5, 3))}
+    tokens, targets = np.array([[1, 4, 1, 0]], np.int32), np.array([[4, 1, 0, 2]], np.int32)
+    out = reference_training.loss_grad(lg, "f64", params, tokens, targets)
+    assert np.isfinite(out["emb"]).all() and np.abs(out["emb"]).max() > 0
+    assert not np.any(out["dead"]) and not np.signbit(out["dead"]).any()
 
 
 # ---- AdamW -------------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ _FIXED_CHECKS = [
     Check("training:clipping", ("tests/test_training.py",), "clipping"),
     # A weight's gradient over every (b, t) in one f32 accumulator, bit for bit.
     Check("training:orders", ("tests/test_training.py",), "one_accumulator"),
+    Check("training:dead-code", ("tests/test_training.py",), "does_not_reach"),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).

@@ -132,4 +132,14 @@ MUTANTS = [
         ("training:orders",),
         family="training",
     ),
+    Mutant(
+        "dead-code-differentiated",
+        "an operation whose output reaches no loss runs its backward on a zero adjoint (0 ⊗ ∞ = NaN leaks in)",
+        TRAINING,
+        "    if out is None or out.array is None:\n        return  # no term reached this value: dead code, after differentiation\n",
+        "    if out is None or out.array is None:\n        out = _cell(cells, op.out)\n"
+        "        out.bar(values[id(op.out)].shape, site)\n",
+        ("training:dead-code",),
+        family="training",
+    ),
 ]
