@@ -1,5 +1,5 @@
 """The reference's fused multiply-add (exactc/exporter/reference/fma.py, docs/semantics.md
-section 17) against two oracles nobody here wrote:
+section 18) against two oracles nobody here wrote:
 
 1. exact rational arithmetic: Python's fractions computes a·b + c exactly, and the
    rounding to the target format is written here from IEEE 754's definition (nearest,

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from exactc.exporter import dims, graph, types
+from exactc.exporter import dims, graph, training, types
 from exactc.exporter.models import bert, cache, gpt, llama
 
 ARCHITECTURES: dict[str, pytypes.ModuleType] = {"gpt": gpt, "bert": bert, "llama": llama}
@@ -135,6 +135,19 @@ def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None,
                           quantized=quantized)
     program.config = cfg
     return program
+
+
+CAUSAL_LMS = ("gpt", "llama")
+
+
+def build_loss_grad(model: str, overrides: Mapping[str, Any] | None = None,
+                    ignore: int = training.IGNORE_INDEX) -> training.LossGrad:
+    """The causal LM's loss_grad entry (exporter/training.py), made from `model`'s
+    forward at its config: tokens and targets (B, T) in, the loss and every gradient out."""
+    if model not in CAUSAL_LMS:
+        architecture(model)
+        raise ModelError(f"{model} has no loss_grad: the causal LM loss is for {' and '.join(CAUSAL_LMS)}")
+    return training.loss_grad(build(model, "forward", overrides), ignore)
 
 
 def check_seed(seed: Any) -> int:

@@ -1,4 +1,4 @@
-"""The fused multiply-add of docs/semantics.md section 17, `fma_A(a, b, c)`: the real
+"""The fused multiply-add of docs/semantics.md section 18, `fma_A(a, b, c)`: the real
 a·b + c rounded once to A, nearest even. numpy has no fma (and must not reach one through
 a BLAS), so it is emulated here with error-free transformations whose exactness is proved:
 

@@ -227,6 +227,17 @@ def layernorm(
     """Rows to mean 0 and (biased) variance 1, eps inside the square root, then ⊗ g ⊕ b."""
     check_operands("layernorm", site, {"x": x, "g": g, "b": b}, {"eps": eps})
     x = widen(x, site)  # (M, D)
+    mean, rstd = layernorm_stats(x, site, eps)  # (M,) each
+    t = x - mean[:, None]  # (M, D)
+    t = t * rstd[:, None]
+    t = t * widen(g, site)[None, :]
+    t = t + widen(b, site)[None, :]
+    return store(t, site)
+
+
+def layernorm_stats(x: np.ndarray, site: str, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and rstd of each row of an A array (M, D), as layernorm computes them
+    (its backward reads them too: docs/semantics.md section 17)."""
     x_d = reduction_first(x, 1)  # (D, M)
     n = real(x.shape[1], site)
     s = zeros(x.shape[0], site)
@@ -239,11 +250,13 @@ def layernorm(
         v = v + t * t
     var = v / n
     rstd = real(1.0, site) / np.sqrt(var + real(eps, site))  # (M,)
-    t = x - mean[:, None]  # (M, D)
-    t = t * rstd[:, None]
-    t = t * widen(g, site)[None, :]
-    t = t + widen(b, site)[None, :]
-    return store(t, site)
+    return mean, rstd
+
+
+def rmsnorm_rstd(x: np.ndarray, site: str, eps: float) -> np.ndarray:
+    """rstd = 1 ⊘ √((ss ⊘ n) ⊕ R_A(eps)) of each row of an A array (M, D)."""
+    n = real(x.shape[1], site)
+    return real(1.0, site) / np.sqrt((_sum_of_squares(x, site) / n) + real(eps, site))
 
 
 def _sum_of_squares(x: np.ndarray, site: str) -> np.ndarray:
@@ -260,9 +273,7 @@ def rmsnorm(x: np.ndarray, g: np.ndarray, *, site: str, eps: float = 1e-5) -> np
     """rstd = 1 ⊘ √((ss ⊘ n) ⊕ R_A(eps));  y = S((W(x) ⊗ rstd) ⊗ W(g))"""
     check_operands("rmsnorm", site, {"x": x, "g": g}, {"eps": eps})
     x = widen(x, site)  # (M, D)
-    n = real(x.shape[1], site)
-    ss = _sum_of_squares(x, site)  # (M,)
-    rstd = real(1.0, site) / np.sqrt((ss / n) + real(eps, site))
+    rstd = rmsnorm_rstd(x, site, eps)  # (M,)
     return store((x * rstd[:, None]) * widen(g, site)[None, :], site)
 
 

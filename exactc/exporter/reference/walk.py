@@ -29,16 +29,34 @@ class LayerStep:
     length: int = 0  # the run-time length it ran at (0: the program has none)
 
 
+# A tape: what one run of a function made. tape[VALUES] maps id(Value) to its array,
+# tape[LENGTH] is the run-time length it ran at (0: none); tape[id(node)] lists the tapes
+# of a Call's run (one) or of a Fold's layers (in order).
+Tape = dict
+VALUES, LENGTH = "values", "length"
+
+
+def _inner_tape(tape: Tape | None, node: Call | Fold) -> Tape | None:
+    """A new tape for one run under `node`, listed in `tape` (None when not taping)."""
+    if tape is None:
+        return None
+    inner: Tape = {}
+    tape.setdefault(id(node), []).append(inner)
+    return inner
+
+
 def evaluate(program: Program, site: str, params: Mapping[str, np.ndarray],
              inputs: Mapping[str, np.ndarray],
-             on_layer: Callable[[LayerStep], None] | None = None) -> dict[str, np.ndarray]:
+             on_layer: Callable[[LayerStep], None] | None = None,
+             tape: Tape | None = None) -> dict[str, np.ndarray]:
     """Run the program with the numpy reference, primitive by primitive: the bits every
     exported program must reproduce. `params` maps ParamSpec.name to site-typed arrays
     of the full (stacked) shape; `inputs` maps input names to arrays (site dtype or int32).
     A program with a run-time length runs at the length its inputs have: every attribute
     that follows it (a reshape's shape, a slice's bounds) is taken at that length.
     `on_layer` sees every fold iteration (LayerStep), in the order a checking build's
-    EXACTC_TRACE_CARRY writes the carried values."""
+    EXACTC_TRACE_CARRY writes the carried values. A `tape` (an empty dict) keeps every
+    value the run made, for the backward walk (see Tape)."""
     types.check_site(site)
     length = run_length(program, inputs)
     env: list[np.ndarray] = []
@@ -46,7 +64,7 @@ def evaluate(program: Program, site: str, params: Mapping[str, np.ndarray],
         env.append(params[spec.name])
     for spec in program.inputs:
         env.append(inputs[spec.name])
-    outs = _run(program.function, site, env, on_layer, length)
+    outs = _run(program.function, site, env, on_layer, length, tape)
     return dict(zip(program.output_names, outs))
 
 
@@ -59,15 +77,18 @@ def rerun_layer(step: LayerStep, site: str, slice_of: int) -> list[np.ndarray]:
 
 
 def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[LayerStep], None] | None,
-         length: int) -> list[np.ndarray]:
+         length: int, tape: Tape | None = None) -> list[np.ndarray]:
     values: dict[int, np.ndarray] = {id(v): a for v, a in zip(fn.inputs, args)}
+    if tape is not None:
+        tape[VALUES], tape[LENGTH] = values, length
     for node in fn.nodes:
         if isinstance(node, Op):
             operands = {k: values[id(v)] for k, v in node.operands().items()}
             attrs = dims.substitute(node.attrs, length) if length else node.attrs
             values[id(node.out)] = reference.run(node.primitive, site, operands, attrs)["y"]
         elif isinstance(node, Call):
-            outs = _run(node.function, site, [values[id(v)] for v in node.args], on_layer, length)
+            outs = _run(node.function, site, [values[id(v)] for v in node.args], on_layer, length,
+                        _inner_tape(tape, node))
             values.update({id(v): a for v, a in zip(node.outs, outs)})
         else:
             carry = [values[id(v)] for v in node.carry]
@@ -77,7 +98,8 @@ def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[La
             for layer in range(node.count):
                 carry_in = carry
                 outs = _run(node.body_of(layer), site,
-                            carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer, length)
+                            carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer, length,
+                            _inner_tape(tape, node))
                 carry = outs[: len(node.carry)]
                 for k, row in enumerate(outs[len(node.carry):]):
                     rows[k].append(row)

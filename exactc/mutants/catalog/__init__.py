@@ -36,6 +36,7 @@ from exactc.mutants.catalog import (
     shapes,
     slicing,
     speed,
+    training,
     tuning,
 )
 
@@ -65,6 +66,18 @@ _FIXED_CHECKS = [
     # The reference's fused multiply-add against exact rational arithmetic and the C
     # library's fma, on drawn and adversarial triples (tests/test_fma.py).
     Check("fma", ("tests/test_fma.py",)),
+    # The backward rules (tests/test_backward.py): central differences at f64 on fixed and
+    # drawn cases, and the spec's reduction orders pinned bit for bit at f32.
+    Check("backward", ("tests/test_backward.py",)),
+    # Training against torch at f64 (tests/test_training.py): every gradient of tiny Hugging
+    # Face GPT-2 and Llama checkpoints against torch.autograd; AdamW steps against
+    # torch.optim.AdamW with the 2-D weights alone decayed.
+    Check("training:autograd", ("tests/test_training.py",), "autograd"),
+    Check("training:adamw", ("tests/test_training.py",), "adamw or decay"),
+    Check("training:clipping", ("tests/test_training.py",), "clipping"),
+    # A weight's gradient over every (b, t) in one f32 accumulator, bit for bit.
+    Check("training:orders", ("tests/test_training.py",), "one_accumulator"),
+    Check("training:dead-code", ("tests/test_training.py",), "does_not_reach"),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).
@@ -230,7 +243,7 @@ _FIXED_CHECKS = [
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
-            tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused]
+            tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -1,0 +1,145 @@
+"""Mistakes in training's arithmetic (docs/semantics.md section 17): a backward rule
+missing a term or summing in another order, the loss's mean, AdamW's corrections and
+which parameters decay."""
+
+from exactc.mutants.model import Mutant
+
+BACKWARD = "exactc/exporter/reference/backward.py"
+TRAINING = "exactc/exporter/reference/training.py"
+# One sequence's backward in loss_grad: the parameters' adjoints, the logits', the walk.
+PER_SEQUENCE = (
+    "            cells: Cells = {id(v): Cell(grads[spec.name]) for spec, v in zip(program.params, program.param_values)}\n"
+    "            cells[id(logits_value)] = Cell(zeros(terms.shape, site) + terms)  # +0 ⊕ each term\n"
+    "            _backward(program.function, tape, cells, site)\n"
+)
+# AdamW's element lines, from the clipping of the gradient to the update of the parameter.
+CLIP_AND_UPDATE = (
+    "            if clip is not None:\n"
+    "                g = g * clip\n"
+    "            if training.decays(spec):\n"
+    "                p = p * real(decay, site)\n"
+    "            mt = m[spec.name] + (real(w1, site) * (g - m[spec.name]))\n"
+    "            vt = (v[spec.name] * real(opt.beta2, site)) + (real(w2, site) * (g * g))\n"
+    "            den = (np.sqrt(vt) / real(root, site)) + real(opt.eps, site)\n"
+    "            p = p - (real(step_size, site) * (mt / den))\n"
+)
+
+MUTANTS = [
+    Mutant(
+        "embedding-grad-last-write",
+        "the embedding's scatter-add keeps the last write of a repeated token (numpy's fancy-index +=)",
+        BACKWARD,
+        "    for t in range(ids.shape[0]):\n"
+        "        if 0 <= ids[t] < table_bar.shape[0]:\n"
+        "            table_bar[ids[t]] = table_bar[ids[t]] + dy[t]\n",
+        "    inside = (ids >= 0) & (ids < table_bar.shape[0])\n    table_bar[ids[inside]] += dy[inside]\n",
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "softmax-grad-no-row-sum",
+        "softmax's backward drops its row-sum term: x̄ ⊕= y ⊗ ȳ",
+        BACKWARD,
+        "    term = y * (dy - dot[:, :, None])",
+        "    term = y * dy",
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "layernorm-grad-no-mean-term",
+        "layernorm's backward drops the mean of the gradient (a - ma)",
+        BACKWARD,
+        '    _add(bars, "x", ((a - ma[:, None]) - (xhat * mb[:, None])) * rstd[:, None])',
+        '    _add(bars, "x", (a - (xhat * mb[:, None])) * rstd[:, None])',
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "gelu-grad-constant",
+        "gelu_tanh's derivative is taken as a constant 1/2 (the slope at 0)",
+        BACKWARD,
+        "    q = dr * du\n    q = dl + q\n",
+        "    q = dr * du\n    q = half + zeros(x.shape, site)\n",
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "weight-grad-positions-reversed",
+        "a linear weight's gradient sums the positions last first (the same value, other bits)",
+        BACKWARD,
+        '    if "w" in bars:\n        for m in range(x.shape[0]):\n',
+        '    if "w" in bars:\n        for m in reversed(range(x.shape[0])):\n',
+        ("backward",),
+        family="training",
+    ),
+    Mutant(
+        "loss-mean-not-divided",
+        "the loss's 1/(B·T) is dropped from the logits' adjoint (a sum's gradient, not a mean's)",
+        TRAINING,
+        "    r = np.divide(real(1.0, site), n)",
+        "    r = real(1.0, site)",
+        ("training:autograd",),
+        family="training",
+    ),
+    Mutant(
+        "adamw-bias-correction-t-minus-1",
+        "AdamW's bias corrections take the step counted from 0: 1 - β^(t-1)",
+        TRAINING,
+        "    bc1, bc2 = 1.0 - _power(opt.beta1, step), 1.0 - _power(opt.beta2, step)",
+        "    bc1, bc2 = 1.0 - _power(opt.beta1, step - 1), 1.0 - _power(opt.beta2, step - 1)",
+        ("training:adamw",),
+        family="training",
+    ),
+    Mutant(
+        "adamw-decays-norms-and-biases",
+        "AdamW decays every parameter, the norms' gains and the biases too",
+        "exactc/exporter/training.py",
+        "    return len(spec.shape) == 2",
+        "    return len(spec.shape) >= 1",
+        ("training:adamw",),
+        family="training",
+    ),
+    Mutant(
+        "backward-fold-first-layer-up",
+        "the reverse walk runs a fold's layers from the first up (each layer's adjoint wired to the wrong one)",
+        TRAINING,
+        "    for layer in reversed(range(fold.count)):",
+        "    for layer in range(fold.count):",
+        ("training:autograd",),
+        family="training",
+    ),
+    Mutant(
+        "adamw-clips-after-the-update",
+        "clipping scales the update instead of the gradient: the moments see the unclipped gradient",
+        TRAINING,
+        CLIP_AND_UPDATE,
+        CLIP_AND_UPDATE.replace("            if clip is not None:\n                g = g * clip\n", "").replace(
+            "            p = p - (real(step_size, site) * (mt / den))\n",
+            "            update = real(step_size, site) * (mt / den)\n"
+            "            p = p - (update * clip if clip is not None else update)\n",
+        ),
+        ("training:clipping",),
+        family="training",
+    ),
+    Mutant(
+        "batch-gradients-summed-per-sequence",
+        "each sequence's gradients are summed from +0 and added afterwards, not carried over in one accumulator",
+        TRAINING,
+        PER_SEQUENCE,
+        PER_SEQUENCE.replace("Cell(grads[spec.name])", "Cell(zeros(grads[spec.name].shape, site))")
+        + "            for spec, v in zip(program.params, program.param_values):\n"
+        "                grads[spec.name] = grads[spec.name] + cells[id(v)].array\n",
+        ("training:orders",),
+        family="training",
+    ),
+    Mutant(
+        "dead-code-differentiated",
+        "an operation whose output reaches no loss runs its backward on a zero adjoint (0 ⊗ ∞ = NaN leaks in)",
+        TRAINING,
+        "    if out is None or out.array is None:\n        return  # no term reached this value: dead code, after differentiation\n",
+        "    if out is None or out.array is None:\n        out = _cell(cells, op.out)\n"
+        "        out.bar(values[id(op.out)].shape, site)\n",
+        ("training:dead-code",),
+        family="training",
+    ),
+]
