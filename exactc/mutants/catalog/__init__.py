@@ -162,6 +162,9 @@ _FIXED_CHECKS = [
     # reference over drawn logits and options.
     Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
     Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
+    # Both backends against transformers' logits warpers (temperature, top-k, top-p in
+    # generate's order): the kept set and the probabilities, drawn and hand-made logits.
+    Check("sampling:oracle", ("tests/test_sampling.py",), "warpers"),
     # The runtime's safetensors reader against the safetensors library, and the bounds of
     # both readers' file reads; the program tests' own safetensors refusals.
     Check("safetensors", ("tests/test_safetensors.py",)),
