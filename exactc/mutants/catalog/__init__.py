@@ -221,6 +221,7 @@ _FIXED_CHECKS = [
     # from the fields themselves, bit for bit at f32 and f64: a field dropped or misread.
     Check("gguf:drawn", ("tests/test_gguf_file.py",), "drawn_fields"),
     Check("llama2c:drawn", ("tests/test_llama2c.py",), "drawn_fields"),
+    Check("hf:drawn", ("tests/test_hf.py",), "drawn_fields"),
     Check("readers:doors", ("tests/test_npy.py", "tests/test_safetensors.py"),
           "null_argument or null_or_twice or not_one or that_is_one or stream_that_fails or closed_pipe "
           "or past_what_memory or cannot_be_opened or another_dtype_or_shape or own_dtype_and_shape "
