@@ -16,15 +16,19 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from exactc.exporter import checkpoints, export, graph, models, reference, types
 
 from exactc.exporter.reference import walk
 from exactc.exporter.checkpoints import CheckpointError, gguf_file, llama2c
+from exactc.strategies.files import llama_configs
 from exactc.verify.compare import assert_bits_equal
 
 from installed import need_module  # tests/installed.py
@@ -619,6 +623,23 @@ def assert_logits_of_its_fields(ckpt, program, params) -> None:
                              inputs)["logits"]
         got = walk.evaluate(read, site, ckpt.parameters(read, site), inputs)["logits"]
         assert_bits_equal(want, got, f"logits at {site}", labels=("the drawn fields", f"the {ckpt.format} file"))
+
+
+@given(fields=llama_configs(), seed=st.integers(0, 2**16))
+@example(fields={"vocab": 10, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 2, "mlp": 6, "eps": 0.01,
+                 "theta": 500000.0, "tied": True, "context": 20}, seed=4)
+def test_a_hugging_face_folder_of_drawn_fields_gives_the_logits_of_those_fields(fields, seed):
+    """A Llama folder whose config.json states every drawn field (rms_norm_eps and
+    rope_theta as decimals, read as the nearest f64, head counts, tie_word_embeddings,
+    max_position_embeddings): its program gives the bits of the program built from the
+    fields themselves, at f32 and f64."""
+    program, params, tensors = llama_of_fields(fields, seed)
+    config = dict(hf_config("llama", program.config), tie_word_embeddings=fields["tied"],
+                  max_position_embeddings=fields["context"])
+    with tempfile.TemporaryDirectory() as folder:
+        ckpt = checkpoints.load(write_hf(Path(folder), "llama", config, tensors))
+        assert ckpt.max_tokens == fields["context"]
+        assert_logits_of_its_fields(ckpt, program, params)
 
 
 # ---- a checkpoint's checks and keys (exporter/checkpoints/__init__.py): an extra tensor alone

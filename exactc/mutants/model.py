@@ -72,10 +72,7 @@ class Mutant:
         count = text.count(anchor)
         if count != 1:
             where = "no longer occurs" if count == 0 else f"occurs {count} times"
-            raise CatalogError(
-                f"mutant {self.name}: its anchor {anchor[:60]!r} {where} in {path}; "
-                "update the catalog"
-            )
+            raise CatalogError(f"mutant {self.name}: its anchor {anchor[:60]!r} {where} in {path}; update the catalog")
         target.write_text(text.replace(anchor, replacement))
 
     def applies(self, root: Path) -> bool:

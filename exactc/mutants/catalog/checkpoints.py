@@ -67,7 +67,7 @@ MUTANTS = [
         HF,
         'theta = rope.get("rope_theta", c.get("rope_theta", 10000.0))',
         "theta = 10000.0",
-        ("oracle", "hf:drawn"),
+        ("oracle", "hf:drawn", "checkpoints"),
         family="checkpoints",
         requires=REQUIRES,
     ),
