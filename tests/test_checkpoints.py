@@ -16,15 +16,19 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from exactc.exporter import checkpoints, export, graph, models, reference, types
 
 from exactc.exporter.reference import walk
 from exactc.exporter.checkpoints import CheckpointError, gguf_file, llama2c
+from exactc.strategies.files import llama_configs
 from exactc.verify.compare import assert_bits_equal
 
 from installed import need_module  # tests/installed.py
@@ -582,6 +586,60 @@ def llama_tensors(fields: dict, seed: int = 1) -> dict[str, np.ndarray]:
     from exactc.exporter import models
     program = models.build("llama", "forward", fields)
     return hf_tensors("llama", program, models.draw_parameters(program, seed, "f32"))
+
+
+# ---- checkpoints of drawn fields against the program of those fields (test_gguf_file.py and
+# test_llama2c.py write the files; exactc.strategies.files.llama_configs draws the fields)
+
+LLAMA_CONFIG_KEYS = ("vocab", "dim", "heads", "kv_heads", "layers", "mlp", "eps", "theta")
+
+
+def llama_of_fields(fields: dict, seed: int):
+    """The oracle's side of a checkpoint of drawn `fields` (llama_configs): the Llama
+    program those fields make, built from the fields as drawn, never as a reader read
+    them (tokens: what a checkpoint of that context exports by default); its parameters
+    drawn at f32 from `seed`, the head the token embedding when `tied`; and those
+    tensors under Hugging Face's names, without lm_head.weight when tied."""
+    tokens = min(models.architecture("llama").Config().tokens, fields["context"])
+    program = models.build("llama", "forward", dict({k: fields[k] for k in LLAMA_CONFIG_KEYS}, tokens=tokens))
+    params = models.draw_parameters(program, seed, "f32")
+    if fields["tied"]:
+        params["lm_head.weight"] = params["model.embed_tokens.weight"]
+    tensors = hf_tensors("llama", program, params)
+    if fields["tied"]:
+        del tensors["lm_head.weight"]
+    return program, params, tensors
+
+
+def assert_logits_of_its_fields(ckpt, program, params) -> None:
+    """A program test of a checkpoint: the program its fields make as the reader read
+    them (its context setting the tokens) gives the logits of `program` with `params`,
+    bit for bit, at f32 and at f64 (where an eps or theta read through another type
+    than the file's shows)."""
+    read = models.build("llama", "forward", ckpt.overrides())
+    inputs = models.draw_inputs(program, 1)
+    for site in ("f32", "f64"):
+        want = walk.evaluate(program, site, {k: types.round_to_site(v, site) for k, v in params.items()},
+                             inputs)["logits"]
+        got = walk.evaluate(read, site, ckpt.parameters(read, site), inputs)["logits"]
+        assert_bits_equal(want, got, f"logits at {site}", labels=("the drawn fields", f"the {ckpt.format} file"))
+
+
+@given(fields=llama_configs(), seed=st.integers(0, 2**16))
+@example(fields={"vocab": 10, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 2, "mlp": 6, "eps": 0.01,
+                 "theta": 500000.0, "tied": True, "context": 20}, seed=4)
+def test_a_hugging_face_folder_of_drawn_fields_gives_the_logits_of_those_fields(fields, seed):
+    """A Llama folder whose config.json states every drawn field (rms_norm_eps and
+    rope_theta as decimals, read as the nearest f64, head counts, tie_word_embeddings,
+    max_position_embeddings): its program gives the bits of the program built from the
+    fields themselves, at f32 and f64."""
+    program, params, tensors = llama_of_fields(fields, seed)
+    config = dict(hf_config("llama", program.config), tie_word_embeddings=fields["tied"],
+                  max_position_embeddings=fields["context"])
+    with tempfile.TemporaryDirectory() as folder:
+        ckpt = checkpoints.load(write_hf(Path(folder), "llama", config, tensors))
+        assert ckpt.max_tokens == fields["context"]
+        assert_logits_of_its_fields(ckpt, program, params)
 
 
 # ---- a checkpoint's checks and keys (exporter/checkpoints/__init__.py): an extra tensor alone

@@ -9,14 +9,19 @@ import struct
 from pathlib import Path
 from typing import Callable
 
+import tempfile
+
 import gguf
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from exactc.exporter import checkpoints
 from exactc.exporter.checkpoints import CheckpointError, gguf_file
+from exactc.strategies.files import llama_configs
 
-from test_checkpoints import llama_tensors
+from test_checkpoints import assert_logits_of_its_fields, llama_of_fields, llama_tensors
 
 # ---- GGUF files (exporter/checkpoints/gguf_file.py): the config read key by key, each value
 # refused by its key, every tensor read back under its names, the names mapped
@@ -149,6 +154,29 @@ def test_a_gguf_file_without_its_architecture_is_refused_naming_it(tmp_path):
     with pytest.raises(checkpoints.CheckpointError) as caught:
         checkpoints.load(path)
     assert str(caught.value) == f"{path}: metadata general.architecture is missing"
+
+
+# ---- a GGUF file of drawn fields: its program against the program of those fields
+
+
+@given(fields=llama_configs(), seed=st.integers(0, 2**16))
+@example(fields={"vocab": 11, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 2, "mlp": 6, "eps": 1e-5,
+                 "theta": 500000.0, "tied": True, "context": 7}, seed=1)
+@example(fields={"vocab": 7, "dim": 12, "heads": 3, "kv_heads": 3, "layers": 1, "mlp": 5, "eps": 0.25,
+                 "theta": 2.5, "tied": False, "context": 20}, seed=2)
+def test_a_gguf_file_of_drawn_fields_gives_the_logits_of_those_fields(fields, seed):
+    """Every field the reader takes drawn (dim, heads, kv_heads, layers, mlp, eps and theta
+    stored as f32 as llama.cpp's converter stores them, the vocabulary, a tied head or
+    not, the context): the file's program gives the bits of the program built from the
+    fields themselves, at f32 and f64. A reader that drops theta, reads eps through
+    another type than the file's f32, or mistakes any field fails here."""
+    stored = dict(fields, eps=float(np.float32(fields["eps"])), theta=float(np.float32(fields["theta"])))
+    program, params, tensors = llama_of_fields(stored, seed)
+    with tempfile.TemporaryDirectory() as folder:
+        path = gguf_file.write(Path(folder) / "m.gguf", dict(stored, tokens=stored["context"]), tensors)
+        ckpt = checkpoints.load(path)
+        assert ckpt.max_tokens == fields["context"]
+        assert_logits_of_its_fields(ckpt, program, params)
 
 
 # ---- the GGUF writer tests and benches use: a vocabulary only when asked for, every tensor

@@ -7,14 +7,20 @@ from __future__ import annotations
 import json
 import re
 import struct
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pytest
+from hypothesis import example as pinned_example
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from exactc.exporter import checkpoints, models
 from exactc.exporter.checkpoints import CheckpointError
+from exactc.exporter.reference import walk
+from exactc.strategies.files import gpt_configs, llama_configs
 
 from test_checkpoints import drawn, hf_config, hf_tensors, write_hf
 
@@ -516,3 +522,81 @@ def test_a_sentence_transformers_folder_without_pooling_refuses_embed_only(tmp_p
     with pytest.raises(CheckpointError, match=f"^{re.escape(str(folder / 'modules.json'))}: no Pooling module after "
                                               "the Transformer; exactc's embed entry pools by mean$"):
         ckpt.check_entry("embed")
+
+
+# ---- a folder of drawn fields, written by transformers, against transformers' own logits
+
+
+def transformers_model(model: str, fields: dict):
+    """The transformers model of `fields` (drawn: exactc.strategies.files), every
+    parameter drawn (tests/test_oracle.py's randomize), eager attention, f32."""
+    from test_oracle import randomize, transformers
+
+    common = {"vocab_size": fields["vocab"], "num_hidden_layers": fields["layers"], "attn_implementation": "eager"}
+    if model == "llama":
+        config = transformers.LlamaConfig(
+            hidden_size=fields["dim"], intermediate_size=fields["mlp"], num_attention_heads=fields["heads"],
+            num_key_value_heads=fields["kv_heads"], rms_norm_eps=fields["eps"], rope_theta=fields["theta"],
+            max_position_embeddings=fields["context"], tie_word_embeddings=fields["tied"], **common)
+        built = transformers.LlamaForCausalLM(config)
+    elif model == "gpt":
+        config = transformers.GPT2Config(
+            n_positions=fields["positions"], n_embd=fields["dim"], n_head=fields["heads"], n_inner=fields["mlp"],
+            layer_norm_epsilon=fields["eps"], activation_function="gelu_new", tie_word_embeddings=fields["tied"],
+            vocab_size=fields["vocab"], n_layer=fields["layers"], attn_implementation="eager")
+        built = transformers.GPT2LMHeadModel(config)
+    else:
+        config = transformers.BertConfig(
+            hidden_size=fields["dim"], intermediate_size=fields["mlp"], num_attention_heads=fields["heads"],
+            max_position_embeddings=fields["positions"], type_vocab_size=fields["type_vocab"],
+            layer_norm_eps=fields["eps"], hidden_act="gelu", **common)
+        built = transformers.BertModel(config, add_pooling_layer=False)
+    randomize(built, 7)
+    return built.eval()
+
+
+def transformers_output(built, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    from test_oracle import torch
+
+    with torch.no_grad():
+        given_ = {k: torch.from_numpy(v.astype(np.int64))[None] for k, v in inputs.items()}
+        out = built(**given_)
+    return (out.logits if hasattr(out, "logits") else out.last_hidden_state)[0].numpy()
+
+
+DRAWN_LLAMA = {"vocab": 13, "dim": 12, "heads": 3, "kv_heads": 1, "layers": 2, "mlp": 10, "eps": 0.25, "theta": 2.5,
+               "tied": True, "context": 9}
+DRAWN_GPT = {"vocab": 11, "positions": 7, "dim": 8, "heads": 2, "layers": 2, "mlp": 5, "eps": 0.25, "tied": False}
+DRAWN_BERT = {"vocab": 11, "positions": 9, "dim": 12, "heads": 2, "layers": 1, "mlp": 7, "eps": 0.25,
+              "type_vocab": 3}
+DRAWN_FIELDS = {"llama": llama_configs(), "gpt": gpt_configs(), "bert": gpt_configs("bert")}
+
+
+@pytest.mark.parametrize("model", ["llama", "gpt", "bert"])
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+@pinned_example(data=None)
+def test_a_folder_of_drawn_fields_gives_transformers_outputs(model, data):
+    """Every field a reader takes drawn (eps, theta, heads and key/value heads, a tied head
+    or not, the vocabulary, the positions or context, BERT's segment vocabulary), the model
+    built by transformers and saved by it: exactc's reading of the folder gives
+    transformers' logits (Llama, GPT-2) or last hidden states (BERT, at the positions
+    not padded) within 1e-4. transformers reads its own config.json; exactc's reader must
+    agree with it on every field."""
+    pinned = {"llama": DRAWN_LLAMA, "gpt": DRAWN_GPT, "bert": DRAWN_BERT}[model]
+    fields = pinned if data is None else data.draw(DRAWN_FIELDS[model], label="fields")
+    built = transformers_model(model, fields)
+    with tempfile.TemporaryDirectory() as folder:
+        built.save_pretrained(folder, safe_serialization=True)
+        ckpt = checkpoints.load(Path(folder), model)
+        program = models.build(model, "forward", ckpt.overrides())
+        inputs = models.draw_inputs(program, 3)
+        if model == "bert" and not inputs["attention_mask"].any():  # one position: padding it leaves none
+            inputs["attention_mask"][:] = 1
+        ours = walk.evaluate(program, "f32", ckpt.parameters(program, "f32"), inputs)
+    if model == "bert":
+        kept = inputs["attention_mask"] == 1
+        ours, theirs = ours["last_hidden_state"][kept], transformers_output(built, inputs)[kept]
+    else:
+        ours, theirs = ours["logits"], transformers_output(built, inputs)
+    assert ours.shape == theirs.shape and np.abs(ours - theirs).max() < 1e-4, (fields, np.abs(ours - theirs).max())

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import re
 import struct
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from exactc.exporter import checkpoints
 from exactc.exporter.checkpoints import CheckpointError, llama2c
+from exactc.strategies.files import llama_configs
 
-from test_checkpoints import LLAMA_FIELDS, drawn, hf_tensors, llama_tensors
+from test_checkpoints import (LLAMA_FIELDS, assert_logits_of_its_fields, drawn, hf_tensors, llama_of_fields,
+                              llama_tensors)
 
 # ---- a tiny llama2.c file of a config no default has (test_tune.py and test_export.py read it
 # too)
@@ -32,6 +37,27 @@ def tiny_llama2c(path: Path, seed: int = 5) -> Path:
     program = models.build("llama", "forward", dict(TINY_LLAMA2C, tokens=2))
     return llama2c.write(path, hf_tensors("llama", program, models.draw_parameters(program, seed, "f32")),
                          TINY_LLAMA2C, seq_len=4)
+
+
+# ---- a llama2.c file of drawn header fields: its program against the program of those fields
+
+
+@given(fields=llama_configs(), seed=st.integers(0, 2**16), version=st.sampled_from([0, 1]))
+@example(fields={"vocab": 9, "dim": 16, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 7, "eps": 1e-5,
+                 "theta": 10000.0, "tied": False, "context": 5}, seed=3, version=0)
+def test_a_llama2c_file_of_drawn_fields_gives_the_logits_of_those_fields(fields, seed, version):
+    """Every field the header holds drawn (dim, hidden_dim, n_layers, n_heads, n_kv_heads,
+    vocab_size and its sign, seq_len) in both header versions; eps and theta are llama2.c's
+    run.c's own (1e-5, 10000). The file's program gives the bits of the program built
+    from the fields themselves, at f32 and f64."""
+    fields = dict(fields, eps=1e-5, theta=10000.0)
+    program, params, tensors = llama_of_fields(fields, seed)
+    with tempfile.TemporaryDirectory() as folder:
+        path = llama2c.write(Path(folder) / "m.bin", tensors, fields, seq_len=fields["context"], version=version,
+                             shared=fields["tied"])
+        ckpt = checkpoints.load(path)
+        assert ckpt.max_tokens == fields["context"]
+        assert_logits_of_its_fields(ckpt, program, params)
 
 
 # ---- llama2.c's headers at their edges, and heads wider than two read back

@@ -17,12 +17,13 @@ def test_anchor_occurs_once(mutant, tmp_path):
     # (a mutant whose CPU is not this one is still checked: its anchor must not rot here)
     if any(not (TREE / p).exists() for p in mutant.requires):
         pytest.skip(f"{mutant.name} needs {mutant.requires}")
-    target = tmp_path / mutant.path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    original = (TREE / mutant.path).read_text()
-    target.write_text(original)
+    originals = {path: (TREE / path).read_text() for path, _, _ in mutant.edits()}
+    for path, original in originals.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(original)
     mutant.apply(tmp_path)
-    assert target.read_text() != original
+    for path, original in originals.items():
+        assert (tmp_path / path).read_text() != original, path
     assert set(mutant.checks) <= set(CHECKS), f"unknown checks: {sorted(set(mutant.checks) - set(CHECKS))}"
 
 
@@ -31,6 +32,12 @@ def test_a_rotten_anchor_is_an_error_that_names_the_mutant(tmp_path):
     rotten = Mutant("rotten", "its anchor is gone", "f.py", "y = 2", "y = 3", ("npy",))
     with pytest.raises(CatalogError, match="rotten.*no longer occurs"):
         rotten.apply(tmp_path)
+    # a second file's anchor rots the same way, naming that file
+    (tmp_path / "g.py").write_text("z = 1\nz = 1\n")
+    twice = Mutant("twice", "its second anchor is ambiguous", "f.py", "x = 1", "x = 2", ("npy",),
+                   also=(("g.py", "z = 1", "z = 2"),))
+    with pytest.raises(CatalogError, match="twice.*'z = 1' occurs 2 times in g.py"):
+        twice.apply(tmp_path)
 
 
 def test_a_mistake_this_cpu_cannot_show_does_not_apply_and_says_what_it_needs(tmp_path):

@@ -50,21 +50,30 @@ class Mutant:
     # in code compiled only for AVX-512 cannot be seen on a CPU without it, and is "does
     # not apply" there, not NOT CAUGHT.
     cpu: tuple[str, ...] = ()
+    # The same mistake made in other files too, each (path, anchor, replacement): a mistake
+    # both backends share (the C runtime and its numpy reference written the same wrong
+    # way), which only an outside oracle can see.
+    also: tuple[tuple[str, str, str], ...] = ()
+
+    def edits(self) -> list[tuple[str, str, str]]:
+        """Every (path, anchor, replacement) this mutant makes, its own file's first."""
+        return [(self.path, self.anchor, self.replacement), *self.also]
 
     def apply(self, root: Path) -> None:
         """Patch the copy at `root`; a missing or ambiguous anchor is a CatalogError."""
-        target = root / self.path
+        for path, anchor, replacement in self.edits():
+            self._apply_one(root, path, anchor, replacement)
+
+    def _apply_one(self, root: Path, path: str, anchor: str, replacement: str) -> None:
+        target = root / path
         if not target.exists():
-            raise CatalogError(f"mutant {self.name}: file {self.path} does not exist")
+            raise CatalogError(f"mutant {self.name}: file {path} does not exist")
         text = target.read_text()
-        count = text.count(self.anchor)
+        count = text.count(anchor)
         if count != 1:
             where = "no longer occurs" if count == 0 else f"occurs {count} times"
-            raise CatalogError(
-                f"mutant {self.name}: its anchor {self.anchor[:60]!r} {where} in {self.path}; "
-                "update the catalog"
-            )
-        target.write_text(text.replace(self.anchor, self.replacement))
+            raise CatalogError(f"mutant {self.name}: its anchor {anchor[:60]!r} {where} in {path}; update the catalog")
+        target.write_text(text.replace(anchor, replacement))
 
     def applies(self, root: Path) -> bool:
         return not self.missing(root)

@@ -1,5 +1,6 @@
 """Strategies for the files users hand to exactc's Python readers: JSON values of every
-kind, safetensors images, Hugging Face config.json objects, llama2.c headers and plans.
+kind, safetensors images, Hugging Face config.json objects, llama2.c headers and plans;
+and, for the checkpoint writers tests use, well-formed configs whose every field is drawn.
 
 Each draws mostly well-formed input with one or a few things wrong, since that is what
 reaches past the first check: the right keys with values of the wrong type, integers at
@@ -177,3 +178,59 @@ def plan_values(draw) -> object:
     if draw(st.booleans()):
         value["comment"] = "drawn"
     return value
+
+
+# ---- well-formed checkpoints: every field a reader takes, drawn -----------------------------
+
+# eps: the common ones and some large enough that a reader which drops one shows beyond an
+# f32 oracle's tolerance. theta: the common ones, and some far from 10000 and from each other.
+EPSILONS = (1e-6, 1e-5, 1e-12, 0.01, 0.25, 1.0)
+THETAS = (10000.0, 500000.0, 1000000.0, 500.0, 2.5)
+
+
+def epsilons() -> st.SearchStrategy[float]:
+    return st.one_of(st.sampled_from(EPSILONS), st.floats(1e-7, 1.0))
+
+
+def thetas() -> st.SearchStrategy[float]:
+    return st.one_of(st.sampled_from(THETAS), st.floats(1.5, 2e6))
+
+
+@st.composite
+def llama_configs(draw) -> dict:
+    """A small Llama's fields as a checkpoint states them: vocab, dim (heads of an even
+    size), heads, kv_heads (a divisor of heads), layers, mlp, eps, theta, whether the head
+    is the token embedding (tied), and the context (the most positions the file allows)."""
+    heads = draw(st.integers(1, 4))
+    return {
+        "vocab": draw(st.integers(2, 40)),
+        "dim": heads * draw(st.sampled_from([2, 4, 6, 8])),
+        "heads": heads,
+        "kv_heads": draw(st.sampled_from([k for k in range(1, heads + 1) if heads % k == 0])),
+        "layers": draw(st.integers(1, 2)),
+        "mlp": draw(st.integers(1, 24)),
+        "eps": draw(epsilons()),
+        "theta": draw(thetas()),
+        "tied": draw(st.booleans()),
+        "context": draw(st.integers(1, 24)),
+    }
+
+
+@st.composite
+def gpt_configs(draw, model: str = "gpt") -> dict:
+    """A small GPT-2's (or with model="bert", BERT's) fields as a config.json states them:
+    vocab, positions, dim, heads, layers, mlp, eps, and GPT-2's tied head or BERT's
+    type_vocab."""
+    heads = draw(st.integers(1, 4))
+    fields = {
+        "vocab": draw(st.integers(2, 40)),
+        "positions": draw(st.integers(1, 24)),
+        "dim": heads * draw(st.sampled_from([2, 4, 6, 8])),
+        "heads": heads,
+        "layers": draw(st.integers(1, 2)),
+        "mlp": draw(st.integers(1, 24)),
+        "eps": draw(epsilons()),
+    }
+    if model == "bert":
+        return dict(fields, type_vocab=draw(st.integers(1, 3)))
+    return dict(fields, tied=draw(st.booleans()))

@@ -64,11 +64,19 @@ class LogitsSpec:
         return round_to_site(values, self.site)
 
 
+# The edges a softmax in floating point takes as they are (no NaN, no +inf, nothing whose
+# quotient by a temperature overflows): the logits transformers' warpers are compared on.
+WARPER_EDGES = (float("-inf"), 0.0, -0.0, 3.0)
+# Temperatures whose weights neither underflow nor round to 1 wholesale (where exactc's
+# limits of section 14 and a softmax's rounding part ways by design).
+WARPER_TEMPERATURES = (0.25, 0.5, 0.7, 1.0, 2.0)
+
+
 @st.composite
-def logits_specs(draw, max_size: int = 300) -> LogitsSpec:
+def logits_specs(draw, max_size: int = 300, edge_values: tuple[float, ...] = LOGIT_EDGES) -> LogitsSpec:
     """A row of 1..max_size logits at any site type; ties, sometimes edge values."""
     n_edges = draw(st.sampled_from([0, 0, 0, 1, 2, 5]))
-    edges = tuple((draw(st.integers(0, 2**16)), draw(st.sampled_from(LOGIT_EDGES))) for _ in range(n_edges))
+    edges = tuple((draw(st.integers(0, 2**16)), draw(st.sampled_from(edge_values))) for _ in range(n_edges))
     return LogitsSpec(
         size=draw(dims(max_size)),
         site=draw(site_types()),
@@ -130,3 +138,14 @@ def sampling_cases(draw, max_size: int = 300, valid: bool = False) -> SamplingCa
         top_p=draw(top_ps(valid=not bad)),
     )
     return SamplingCase(logits, options, draw(uniforms(valid=not bad)))
+
+
+@st.composite
+def warper_cases(draw, max_size: int = 64) -> SamplingCase:
+    """Logits and options for the comparison with transformers' logits warpers: no NaN or
+    +inf logit (refused, or the limit of step 2, where a softmax gives NaN), ordinary
+    temperatures and greedy, every top-k and top-p; never every logit -inf."""
+    logits = draw(logits_specs(max_size, WARPER_EDGES))
+    temperature = draw(st.one_of(st.just(0.0), st.sampled_from(WARPER_TEMPERATURES), st.floats(0.25, 4.0)))
+    options = SamplingOptions(temperature, draw(top_ks(logits.size)), draw(top_ps()))
+    return SamplingCase(logits, options, 0.0)

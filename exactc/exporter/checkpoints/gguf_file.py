@@ -212,7 +212,8 @@ def _blocks_reader(path: Path, t: Any, fmt: str, shape: tuple[int, int], heads: 
 def write(path: Path, cfg: dict, tensors: dict[str, np.ndarray], qtype: str | None = None,
           quantized: set[str] | frozenset[str] = frozenset(), vocabulary: bool = False) -> Path:
     """A GGUF Llama file as llama.cpp's converter writes one: the metadata of `cfg` (dim,
-    mlp, layers, heads, kv_heads, tokens), `tensors` (Hugging Face names, Hugging Face's
+    mlp, layers, heads, kv_heads, tokens; eps and theta, default 1e-5 and 10000, stored as
+    f32 as the converter stores them), `tensors` (Hugging Face names, Hugging Face's
     row order, f32) under llama.cpp's names with attn_q's and attn_k's rows permuted to
     the interleaved order, those named in `quantized` stored as `qtype` (Q8_0, Q4_0) by
     the gguf package's quantizer. With `vocabulary`, placeholder pieces (<unk>, <s>,
@@ -229,8 +230,8 @@ def write(path: Path, cfg: dict, tensors: dict[str, np.ndarray], qtype: str | No
     writer.add_head_count(cfg["heads"])
     writer.add_head_count_kv(cfg["kv_heads"])
     writer.add_context_length(cfg["tokens"])
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(cfg.get("eps", 1e-5))
+    writer.add_rope_freq_base(cfg.get("theta", 10000.0))
     if vocabulary:
         pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
         pieces += [f"t{i}" for i in range(cfg["vocab"] - len(pieces))]

@@ -179,6 +179,9 @@ _FIXED_CHECKS = [
     # reference over drawn logits and options.
     Check("sampling:spec", ("tests/test_sampling.py",), "spec"),
     Check("sampling:reference", ("tests/test_sampling.py",), "c_equals_reference"),
+    # Both backends against transformers' logits warpers (temperature, top-k, top-p in
+    # generate's order): the kept set and the probabilities, drawn and hand-made logits.
+    Check("sampling:oracle", ("tests/test_sampling.py",), "warpers"),
     # The runtime's safetensors reader against the safetensors library, and the bounds of
     # both readers' file reads; the program tests' own safetensors refusals.
     Check("safetensors", ("tests/test_safetensors.py",)),
@@ -231,6 +234,11 @@ _FIXED_CHECKS = [
     Check("gguf", ("tests/test_gguf_file.py",)),
     Check("hf", ("tests/test_hf.py",)),
     Check("llama2c", ("tests/test_llama2c.py",)),
+    # A checkpoint of drawn fields (every one a reader takes) against the program built
+    # from the fields themselves, bit for bit at f32 and f64: a field dropped or misread.
+    Check("gguf:drawn", ("tests/test_gguf_file.py",), "drawn_fields"),
+    Check("llama2c:drawn", ("tests/test_llama2c.py",), "drawn_fields"),
+    Check("hf:drawn", ("tests/test_hf.py",), "drawn_fields"),
     Check("readers:doors", ("tests/test_npy.py", "tests/test_safetensors.py"),
           "null_argument or null_or_twice or not_one or that_is_one or stream_that_fails or closed_pipe "
           "or past_what_memory or cannot_be_opened or another_dtype_or_shape or own_dtype_and_shape "

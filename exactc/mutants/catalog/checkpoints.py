@@ -57,7 +57,7 @@ MUTANTS = [
         HF,
         '"eps": finite_float(where, "layer_norm_epsilon", c.get("layer_norm_epsilon", 1e-5)),',
         '"eps": 1e-5,',
-        ("oracle",),
+        ("oracle", "hf:drawn"),
         family="checkpoints",
         requires=REQUIRES,
     ),
@@ -67,7 +67,7 @@ MUTANTS = [
         HF,
         'theta = rope.get("rope_theta", c.get("rope_theta", 10000.0))',
         "theta = 10000.0",
-        ("oracle",),
+        ("oracle", "hf:drawn", "checkpoints"),
         family="checkpoints",
         requires=REQUIRES,
     ),
@@ -78,7 +78,7 @@ MUTANTS = [
         HF,
         '"eps": finite_float(where, "layer_norm_eps", c.get("layer_norm_eps", 1e-12)),',
         '"eps": 1e-12,',
-        ("oracle",),
+        ("oracle", "hf:drawn"),
         family="checkpoints",
         requires=REQUIRES,
     ),
@@ -131,5 +131,49 @@ MUTANTS = [
         '            raise CheckpointError(f"metadata {key} is missing")',
         ("gguf",),
         family="checkpoints",
+    ),
+    Mutant(
+        "gguf-rope-freq-base-ignored",
+        "a GGUF file's llama.rope.freq_base is not read: every GGUF Llama rotates with theta 10000",
+        GGUF,
+        '"theta": finite_float(where, "llama.rope.freq_base", _field(reader, path, "llama.rope.freq_base", 10000.0)),',
+        '"theta": 10000.0,',
+        ("gguf:drawn", "gguf"),
+        family="checkpoints",
+    ),
+    Mutant(
+        "gguf-f32-eps-read-as-its-decimal",
+        "a GGUF file's f32 eps is read as the f64 nearest its shortest decimal (1e-05 for the f32 "
+        "nearest 1e-5, as a config.json's decimal is read), not as the f32 the file holds",
+        GGUF,
+        '                            _field(reader, path, "llama.attention.layer_norm_rms_epsilon")),',
+        '                            float(str(np.float32(_field(reader, path, '
+        '"llama.attention.layer_norm_rms_epsilon"))))),',
+        ("gguf:drawn", "gguf"),
+        family="checkpoints",
+    ),
+    Mutant(
+        "llama2c-wk-permuted-by-query-heads",
+        "llama2.c's wk rows are put back in Hugging Face's order by the query heads, not the "
+        "key/value heads: a file of fewer key/value heads than query heads rotates its keys wrong",
+        LLAMA2C,
+        '                heads = {"wq": H, "wk": KV}.get(name)\n'
+        "                where = offset + 4 * layer * step\n",
+        '                heads = {"wq": H, "wk": H}.get(name)\n'
+        "                where = offset + 4 * layer * step\n",
+        ("llama2c:drawn", "llama2c"),
+        family="checkpoints",
+    ),
+    Mutant(
+        "hf-llama-tie-word-embeddings-ignored",
+        "a Llama folder's tie_word_embeddings is not read: a tied Llama, which stores no "
+        "lm_head.weight, is refused as missing its head",
+        HF,
+        'tied_llama = model == "llama" and boolean(where, "tie_word_embeddings", '
+        'config.get("tie_word_embeddings", False))',
+        "tied_llama = False",
+        ("hf:drawn", "oracle"),
+        family="checkpoints",
+        requires=REQUIRES,
     ),
 ]

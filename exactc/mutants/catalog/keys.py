@@ -11,6 +11,7 @@ from exactc.mutants.model import Mutant
 KEYS_C = "exactc/runtime/exactc_keys.c"
 KEYS_TWIN = "exactc/runtime/keys_twin.py"
 SAMPLE_C = "exactc/runtime/exactc_sample.c"
+SAMPLE_REFERENCE = "exactc/exporter/reference/sampling.py"
 
 MUTANTS = [
     Mutant(
@@ -95,5 +96,28 @@ MUTANTS = [
         "    for (int64_t i = 0; i < n; i++) e[i] = exactc_exp(e[i] - m) / t;",
         ("sampling:spec", "sampling:reference"),
         family="sampling",
+    ),
+    Mutant(
+        "sampling-top-p-before-top-k",
+        "top-p measures its nucleus over every token and top-k cuts it after, in the C runtime "
+        "and the reference alike (the C-against-reference check cannot see it)",
+        SAMPLE_C,
+        "        int64_t candidates = top_k_on ? k : n;\n",
+        "        int64_t candidates = n;\n",
+        ("sampling:oracle", "sampling:spec"),
+        family="sampling",
+        also=(
+            (SAMPLE_C,
+             "        for (int64_t j = kept; j < n; j++) e[order[j]] = 0.0;\n",
+             "        if (top_k_on && kept > k) kept = k;\n"
+             "        for (int64_t j = kept; j < n; j++) e[order[j]] = 0.0;\n"),
+            (SAMPLE_REFERENCE,
+             "    candidates = order[:k] if 1 <= k < x.size else order  # step 7: top-k\n"
+             "    kept = np.zeros(x.size, dtype=bool)\n"
+             "    kept[nucleus(candidates, e, options.top_p)] = True  # step 8: top-p\n",
+             "    kept = np.zeros(x.size, dtype=bool)\n"
+             "    nucleus_first = nucleus(order, e, options.top_p)\n"
+             "    kept[nucleus_first[:k] if 1 <= k < x.size else nucleus_first] = True\n"),
+        ),
     ),
 ]
