@@ -1,4 +1,4 @@
-"""Instruction-count probes (verify/probes.py), at the quick sizes: costs that must grow
+"""Instruction-count probes (exactc/verify/probes/), at the quick sizes: costs that must grow
 linearly do, the structured host's text is constant in the layers, and no count rose
 against this toolchain's baseline. These are the only checks that see a mistake which
 changes no output (an exporter pass gone quadratic, a fold unrolled, a kernel that

@@ -9,7 +9,8 @@ instead, a broken install step would turn checks into skips and CI would stay gr
 from exactc.mutants.model import Mutant
 
 INSTALLED = "tests/installed.py"
-PROBES = "exactc/verify/probes.py"
+PROBES_BASELINE = "exactc/verify/probes/baseline.py"
+PROBES_COUNTING = "exactc/verify/probes/counting.py"
 BUILD = "exactc/verify/build.py"
 RUNNER = "exactc/mutants/runner.py"
 MUTMUT = "tools/mutmut_campaign.py"
@@ -29,7 +30,7 @@ MUTANTS = [
         "missing-baseline-passes",
         "the regression check passes when this toolchain has no baseline: a new machine kind "
         "runs no regression check and says it held",
-        PROBES,
+        PROBES_BASELINE,
         "        return Regression(False, lines, [])\n",
         "        return Regression(True, lines, [])\n",
         ("probes:baseline",),
@@ -58,7 +59,7 @@ MUTANTS = [
     Mutant(
         "probes-kernels-instrumentable",
         "the probes' kernel driver is built as an ordinary build, instrumented under make coverage",
-        PROBES,
+        PROBES_COUNTING,
         'BuildOptions(cc=CC, opt="-O2", warnings=False, instrumentable=False)',
         'BuildOptions(cc=CC, opt="-O2", warnings=False)',
         ("gcov-builds",),

@@ -1,0 +1,160 @@
+"""Instruction-count probes: costs that must grow linearly do, and no count moved.
+
+`python -m exactc.verify.probes` (report.py, its --help says what each probe counts), in
+modules along the seams of the work:
+
+- counting: exported programs, kernels alone and Python regions under callgrind, and the
+  toolchain key every count depends on;
+- growth: a growth probe's figures, its ratios per doubling and the rule they keep;
+- exported: the exported code's growth (layers, tokens, a decode step, a generation, the
+  text, the quantized linear alone);
+- exporter: the exporter's own cost against the layers and a function's node count;
+- baseline: the regression baselines per toolchain;
+- report: the command, its report and plot.
+
+Their public names are here too (`from exactc.verify import probes; probes.probe_layers`).
+"""
+
+from exactc.verify.probes.counting import (
+    BUILD,
+    CC,
+    CFLAGS,
+    Counted,
+    MAKE_ARGS,
+    ProbeError,
+    build_probe,
+    count_export,
+    count_kernel,
+    count_program,
+    export_program,
+    kernel_driver,
+    kernel_primitives,
+    key_text,
+    probe_key,
+    quantized_kernel,
+    region_library,
+)
+from exactc.verify.probes.growth import (
+    GROWTH,
+    Growth,
+    SIZES,
+    config_text,
+    fitted_ratios,
+    increment_ratios,
+    plain_ratios,
+)
+from exactc.verify.probes.exported import (
+    ATTENTION_PRIMITIVES,
+    DECODE,
+    DECODE_ATTENTION,
+    LINEAR_PRIMITIVES,
+    QUANT_GROWTH,
+    count_lengths,
+    probe_decode,
+    probe_generate,
+    probe_layers,
+    probe_quantized_linear,
+    probe_text,
+    probe_tokens,
+)
+from exactc.verify.probes.exporter import (
+    NODE_REGIONS,
+    NODE_SHAPES,
+    NODE_TENSOR,
+    exporter_work,
+    probe_exporter,
+    probe_nodes,
+    run_exporter_worker,
+    run_nodes_worker,
+    synthetic_program,
+)
+from exactc.verify.probes.baseline import (
+    BASELINES,
+    Change,
+    DEFAULT_THRESHOLD,
+    ENTRY_ROW,
+    QUANT_SET,
+    RECORD_BASELINE,
+    REGRESSION_SET,
+    Regression,
+    SMALL,
+    baseline_for,
+    change_table,
+    check_regression,
+    compare,
+    load_baselines,
+    measure_baseline,
+    measure_kernel_baseline,
+    write_baseline,
+)
+from exactc.verify.probes.report import EXPECTED_SLOPE, GROWTH_PROBES, main, plot, run_growth
+
+__all__ = [
+    "ATTENTION_PRIMITIVES",
+    "BASELINES",
+    "BUILD",
+    "CC",
+    "CFLAGS",
+    "Change",
+    "Counted",
+    "DECODE",
+    "DECODE_ATTENTION",
+    "DEFAULT_THRESHOLD",
+    "ENTRY_ROW",
+    "EXPECTED_SLOPE",
+    "GROWTH",
+    "GROWTH_PROBES",
+    "Growth",
+    "LINEAR_PRIMITIVES",
+    "MAKE_ARGS",
+    "NODE_REGIONS",
+    "NODE_SHAPES",
+    "NODE_TENSOR",
+    "ProbeError",
+    "QUANT_GROWTH",
+    "QUANT_SET",
+    "RECORD_BASELINE",
+    "REGRESSION_SET",
+    "Regression",
+    "SIZES",
+    "SMALL",
+    "baseline_for",
+    "build_probe",
+    "change_table",
+    "check_regression",
+    "compare",
+    "config_text",
+    "count_export",
+    "count_kernel",
+    "count_lengths",
+    "count_program",
+    "export_program",
+    "exporter_work",
+    "fitted_ratios",
+    "increment_ratios",
+    "kernel_driver",
+    "kernel_primitives",
+    "key_text",
+    "load_baselines",
+    "main",
+    "measure_baseline",
+    "measure_kernel_baseline",
+    "plain_ratios",
+    "plot",
+    "probe_decode",
+    "probe_exporter",
+    "probe_generate",
+    "probe_key",
+    "probe_layers",
+    "probe_nodes",
+    "probe_quantized_linear",
+    "probe_text",
+    "probe_tokens",
+    "quantized_kernel",
+    "region_library",
+    "run_exporter_worker",
+    "run_growth",
+    "run_nodes_worker",
+    "synthetic_program",
+    "write_baseline",
+]
