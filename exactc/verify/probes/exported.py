@@ -24,7 +24,7 @@ from exactc.verify.probes.counting import (
     kernel_primitives,
     quantized_kernel,
 )
-from exactc.verify.probes.growth import GROWTH, Growth, config_text, fitted_ratios, plain_ratios
+from exactc.verify.probes.growth import GROWTH, Growth, Measured, Rule, Series, config_text, judge
 
 LINEAR_PRIMITIVES = ("linear", "layernorm", "rmsnorm")
 ATTENTION_PRIMITIVES = ("matmul", "scale", "softmax")
@@ -33,21 +33,20 @@ ATTENTION_PRIMITIVES = ("matmul", "scale", "softmax")
 QUANT_GROWTH = {"m": 2, "k": 256, "n": 64, "block": 32}
 
 
-def probe_layers(workdir: Path, sizes: Sequence[int]) -> Growth:
+LAYERS = (Series("program/layers", "layers", Rule("fitted", 2.0, 0.05), "fixed part fitted and subtracted"),)
+
+
+def measure_layers(workdir: Path, sizes: Sequence[int]) -> Measured:
     counts = [count_export(workdir, "gpt", "forward", "f32", dict(GROWTH, layers=n)).entry_count for n in sizes]
-    _, ratios = fitted_ratios(sizes, counts)
-    holds = all(abs(r - 2.0) <= 0.05 for r in ratios)
-    return Growth(
-        "program/layers",
-        "layers",
-        list(sizes),
-        counts,
-        ratios,
-        "fixed part fitted and subtracted; 2.00 within 0.05",
-        holds,
+    command = (
         f"gpt forward f32 {config_text(GROWTH, 'layers')}, make {' '.join(MAKE_ARGS)}, "
-        "valgrind --tool=callgrind --collect-atstart=no",
+        "valgrind --tool=callgrind --collect-atstart=no"
     )
+    return Measured(list(sizes), {"program/layers": counts}, {"program/layers": command})
+
+
+def probe_layers(workdir: Path, sizes: Sequence[int]) -> Growth:
+    return judge(LAYERS, measure_layers(workdir, sizes))[0]
 
 
 def count_lengths(workdir: Path, sizes: Sequence[int]) -> list[Counted]:
@@ -64,38 +63,33 @@ def count_lengths(workdir: Path, sizes: Sequence[int]) -> list[Counted]:
     return counted
 
 
-def probe_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+TOKENS = (
+    Series("program/tokens-linear", "tokens", Rule("counts", 2.0, 0.05), "linear and norm kernels"),
+    Series(
+        "program/tokens-attention",
+        "tokens",
+        Rule("counts", 4.0, 0.25, largest_only=True, floor=2.0),
+        "QK and AV matmuls, scale, causal softmax",
+    ),
+)
+
+
+def measure_tokens(workdir: Path, sizes: Sequence[int]) -> Measured:
     counted = count_lengths(workdir, sizes)
     command = (
         f"gpt forward f32 {config_text(GROWTH, 'tokens')}, one program for T_max = {max(sizes)} run at "
         f"each T, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no; kernels' "
         "inclusive counts"
     )
-    linear = [c.kernels(LINEAR_PRIMITIVES) for c in counted]
-    attention = [c.kernels(ATTENTION_PRIMITIVES) for c in counted]
-    lr, ar = plain_ratios(linear), plain_ratios(attention)
-    return [
-        Growth(
-            "program/tokens-linear",
-            "tokens",
-            list(sizes),
-            linear,
-            lr,
-            "linear and norm kernels; 2.00 within 0.05",
-            all(abs(r - 2.0) <= 0.05 for r in lr),
-            command,
-        ),
-        Growth(
-            "program/tokens-attention",
-            "tokens",
-            list(sizes),
-            attention,
-            ar,
-            "QK and AV matmuls, scale, causal softmax; 4.00 within 0.25 at the largest doubling",
-            abs(ar[-1] - 4.0) <= 0.25 and all(r > 2.0 for r in ar),
-            command,
-        ),
-    ]
+    counts = {
+        "program/tokens-linear": [c.kernels(LINEAR_PRIMITIVES) for c in counted],
+        "program/tokens-attention": [c.kernels(ATTENTION_PRIMITIVES) for c in counted],
+    }
+    return Measured(list(sizes), counts, dict.fromkeys(counts, command))
+
+
+def probe_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    return judge(TOKENS, measure_tokens(workdir, sizes))
 
 
 # A decode step (docs/semantics.md section 16): its attention over the cache (the scores,
@@ -103,9 +97,26 @@ def probe_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
 # row) grows with the position T; nothing else may.
 DECODE = {"vocab": 64, "dim": 32, "heads": 4, "kv_heads": 2, "mlp": 64, "layers": 2}
 DECODE_ATTENTION = ("matmul", "scale", "softmax", "concat")
+DECODE_SERIES = (
+    Series(
+        "program/decode-attention",
+        "position",
+        Rule("fitted", 2.0, 0.05),
+        "attention over the cache; fixed part fitted and subtracted",
+    ),
+    Series("program/decode-rest", "position", Rule("counts", 1.0, 0.01), "the rest of the step"),
+)
+GENERATE = (
+    Series(
+        "program/generate-rest",
+        "new tokens",
+        Rule("fitted", 2.0, 0.05),
+        "the loop but attention; fixed part fitted and subtracted",
+    ),
+)
 
 
-def probe_decode(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+def measure_decode(workdir: Path, sizes: Sequence[int]) -> Measured:
     """One llama `decode` exported for up to max(sizes) cached positions, run at each T of
     `sizes` (a drawn token and cache): the attention kernels' counts, fixed part fitted
     and subtracted, double with T; the rest of the step's count is the same at every T."""
@@ -124,37 +135,19 @@ def probe_decode(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
         counted.append(count_program(root, fn, folder))
     attention = [c.kernels(DECODE_ATTENTION) for c in counted]
     rest = [c.entry_count - a for c, a in zip(counted, attention)]
-    _, ar = fitted_ratios(sizes, attention)
-    rr = plain_ratios(rest)
     command = (
         f"llama decode f32 {config_text(overrides, 'tokens')}, one program run at each cached length T, "
         f"make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no"
     )
-    return [
-        Growth(
-            "program/decode-attention",
-            "position",
-            list(sizes),
-            attention,
-            ar,
-            "attention over the cache; fixed part fitted and subtracted; 2.00 within 0.05",
-            all(abs(r - 2.0) <= 0.05 for r in ar),
-            command,
-        ),
-        Growth(
-            "program/decode-rest",
-            "position",
-            list(sizes),
-            rest,
-            rr,
-            "the rest of the step; 1.00 within 0.01",
-            all(abs(r - 1.0) <= 0.01 for r in rr),
-            command,
-        ),
-    ]
+    counts = {"program/decode-attention": attention, "program/decode-rest": rest}
+    return Measured(list(sizes), counts, dict.fromkeys(counts, command))
 
 
-def probe_generate(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+def probe_decode(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    return judge(DECODE_SERIES, measure_decode(workdir, sizes))
+
+
+def measure_generate(workdir: Path, sizes: Sequence[int]) -> Measured:
     """The llama decode program's whole generation loop (`model generate`, greedy, a
     one-token prompt) for N new tokens of `sizes`: every step but its attention costs
     the same at every position, so that part of the loop doubles with N; a loop that
@@ -188,26 +181,26 @@ def probe_generate(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
         counted.append(Counted(profile, "generate", kernel_primitives(root)))
     attention = [c.kernels(DECODE_ATTENTION) for c in counted]
     rest = [c.entry_count - a for c, a in zip(counted, attention)]
-    _, rr = fitted_ratios(sizes, rest)
     command = (
         f"llama decode f32 {config_text(overrides, 'tokens')}, `model generate -n N --temperature 0` "
         f"on a one-token prompt, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no"
     )
-    return [
-        Growth(
-            "program/generate-rest",
-            "new tokens",
-            list(sizes),
-            rest,
-            rr,
-            "the loop but attention; fixed part fitted and subtracted; 2.00 within 0.05",
-            all(abs(r - 2.0) <= 0.05 for r in rr),
-            command,
-        )
-    ]
+    return Measured(list(sizes), {"program/generate-rest": rest}, {"program/generate-rest": command})
 
 
-def probe_text(sizes: Sequence[int]) -> list[Growth]:
+def probe_generate(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    return judge(GENERATE, measure_generate(workdir, sizes))
+
+
+TEXT = (
+    Series("text/structured", "layers", Rule("counts", 1.0, 0.01), "constant", "model.c bytes"),
+    Series(
+        "text/straight-line", "layers", Rule("fitted", 2.0, 0.05), "fixed part fitted and subtracted", "model.c bytes"
+    ),
+)
+
+
+def measure_text(sizes: Sequence[int]) -> Measured:
     from exactc.exporter import models
     from exactc.exporter.printer.host import print_program
 
@@ -216,61 +209,49 @@ def probe_text(sizes: Sequence[int]) -> list[Growth]:
         program = models.build("gpt", "forward", dict(GROWTH, layers=n))
         structured.append(len(print_program(program, "f32").files["model.c"].encode()))
         straight.append(len(print_program(program, "f32", straight=True).files["model.c"].encode()))
-    sr = plain_ratios(structured)
-    _, lr = fitted_ratios(sizes, straight)
     command = f"print_program(gpt forward f32 {config_text(GROWTH, 'layers')}).files['model.c'], bytes"
-    return [
-        Growth(
-            "text/structured",
-            "layers",
-            list(sizes),
-            structured,
-            sr,
-            "constant: 1.00 within 0.01",
-            all(abs(r - 1.0) <= 0.01 for r in sr),
-            command,
-            "model.c bytes",
-        ),
-        Growth(
-            "text/straight-line",
-            "layers",
-            list(sizes),
-            straight,
-            lr,
-            "fixed part fitted and subtracted; 2.00 within 0.05",
-            all(abs(r - 2.0) <= 0.05 for r in lr),
-            command.replace("f32 ", "f32, straight=True ", 1),
-            "model.c bytes",
-        ),
-    ]
+    return Measured(
+        list(sizes),
+        {"text/structured": structured, "text/straight-line": straight},
+        {"text/structured": command, "text/straight-line": command.replace("f32 ", "f32, straight=True ", 1)},
+    )
+
+
+def probe_text(sizes: Sequence[int]) -> list[Growth]:
+    return judge(TEXT, measure_text(sizes))
+
+
+QUANTIZED_LINEAR = {
+    size: Series(
+        f"kernel/qlinear_i-{size}",
+        size.upper(),
+        Rule("fitted", 2.0, 0.05),
+        "q8 and q4 kernels summed, fixed part fitted and subtracted",
+    )
+    for size in ("k", "n")
+}
+
+
+def measure_quantized_linear(size: str, sizes: Sequence[int]) -> Measured:
+    """The integer-form linear's count (q8 and q4 kernels summed) against `size`, K or N."""
+    counts = []
+    for value in sizes:
+        dims = {**QUANT_GROWTH, size: value}
+        kernels = [
+            quantized_kernel("qlinear_i", fmt, dims["m"], dims["k"], dims["n"], dims["block"]) for fmt in ("q8", "q4")
+        ]
+        counts.append(sum(count_kernel(kernel) for kernel in kernels))
+    name = QUANTIZED_LINEAR[size].name
+    command = (
+        f"qlinear_i f32 {config_text(QUANT_GROWTH, size)} in a driver, gcc {CFLAGS}, "
+        "valgrind --tool=callgrind --toggle-collect=probe*"
+    )
+    return Measured(list(sizes), {name: counts}, {name: command})
 
 
 def probe_quantized_linear(sizes_k: Sequence[int], sizes_n: Sequence[int]) -> list[Growth]:
     """The integer-form linear's count against K and against N (q8 and q4 kernels summed)."""
-    base = QUANT_GROWTH
-    out = []
-    for size, sizes in (("k", sizes_k), ("n", sizes_n)):
-        counts = []
-        for value in sizes:
-            dims = {**base, size: value}
-            counts.append(
-                sum(
-                    count_kernel(quantized_kernel("qlinear_i", fmt, dims["m"], dims["k"], dims["n"], dims["block"]))
-                    for fmt in ("q8", "q4")
-                )
-            )
-        _, ratios = fitted_ratios(sizes, counts)
-        out.append(
-            Growth(
-                f"kernel/qlinear_i-{size}",
-                size.upper(),
-                list(sizes),
-                counts,
-                ratios,
-                "q8 and q4 kernels summed, fixed part fitted and subtracted; 2.00 within 0.05",
-                all(abs(r - 2.0) <= 0.05 for r in ratios),
-                f"qlinear_i f32 {config_text(base, size)} in a driver, gcc {CFLAGS}, "
-                "valgrind --tool=callgrind --toggle-collect=probe*",
-            )
-        )
-    return out
+    return [
+        *judge([QUANTIZED_LINEAR["k"]], measure_quantized_linear("k", sizes_k)),
+        *judge([QUANTIZED_LINEAR["n"]], measure_quantized_linear("n", sizes_n)),
+    ]

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 from exactc.verify.callgrind import run_callgrind_parts
 from exactc.verify.probes.counting import ProbeError, region_library
-from exactc.verify.probes.growth import GROWTH, Growth, config_text, increment_ratios
+from exactc.verify.probes.growth import GROWTH, Growth, Measured, Rule, Series, config_text, judge
 
 # The node-count probe's synthetic functions: one function of N primitives on a small
 # tensor, in two shapes (NODE_SHAPES), so that only the exporter's cost per node is counted.
@@ -43,7 +43,18 @@ def run_exporter_worker(library: str, sizes: Sequence[int]) -> None:
         lib.exactc_probe_stop(f"layers={n}".encode())
 
 
-def probe_exporter(sizes: Sequence[int]) -> Growth:
+# The exporter's instructions against the layers, each increment no more than about twice the last.
+EXPORTER = (
+    Series(
+        "exporter/straight-line",
+        "layers",
+        Rule("increments", 2.0, 0.3, at_most=True),
+        "increments d(2L)/d(L), fixed part cancelled",
+    ),
+)
+
+
+def measure_exporter(sizes: Sequence[int]) -> Measured:
     library = region_library()
     env = dict(os.environ, PYTHONHASHSEED="0")
     command = [
@@ -58,21 +69,18 @@ def probe_exporter(sizes: Sequence[int]) -> Growth:
     counts = [p.total for _, p in parts]
     if len(counts) != len(sizes):
         raise ProbeError(f"the exporter probe dumped {len(counts)} regions for {len(sizes)} sizes")
-    ratios = increment_ratios(counts)
-    return Growth(
-        "exporter/straight-line",
-        "layers",
-        list(sizes),
-        counts,
-        ratios,
-        "increments d(2L)/d(L), fixed part cancelled; at most 2.3",
-        all(r <= 2.3 for r in ratios),
+    text = (
         "PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no python -m exactc.verify.probes "
         "--exporter-worker LIB "
         + " ".join(map(str, sizes))
-        + f" (models.build + print_program(straight=True), gpt {config_text(GROWTH, 'layers')})",
-        first=2,
+        + f" (models.build + print_program(straight=True), gpt {config_text(GROWTH, 'layers')})"
     )
+    name = EXPORTER[0].name
+    return Measured(list(sizes), {name: counts}, {name: text})
+
+
+def probe_exporter(sizes: Sequence[int]) -> Growth:
+    return judge(EXPORTER, measure_exporter(sizes))[0]
 
 
 # ---- the exporter against a function's size -----------------------------------------------
@@ -144,50 +152,60 @@ def run_nodes_worker(library: str, sizes: Sequence[int]) -> None:
 NODE_REGIONS = ("trace", "print", "frames")
 
 
-def probe_nodes(sizes: Sequence[int]) -> list[Growth]:
-    """The exporter's cost against the node count of one function, per shape: trace and
-    print (the export), and the frame planning alone (a small part of the whole, so that
-    a pass of it gone quadratic shows at these sizes); the increments ratio per doubling
-    at most 2.3 (as for the layers)."""
+# The exporter's instructions against one function's node count, per shape: trace and
+# print (the export), print_program alone (a host pass gone quadratic hides less in it than
+# in the whole export, whose trace is as large again), and the frame planning alone (a
+# small part of the whole, so that a pass of it gone quadratic shows at these sizes).
+NODE_SERIES = tuple(
+    Series(
+        f"exporter/{part}-{shape}",
+        "nodes",
+        Rule("increments", 2.0, 0.3, at_most=True),
+        f"{what}; increments d(2N)/d(N), fixed part cancelled",
+    )
+    for shape in NODE_SHAPES
+    for part, what in (
+        ("nodes", "graph.trace + print_program"),
+        ("print", "print_program"),
+        ("frames", "program_frames (frames.plan_frames)"),
+    )
+)
+
+
+def measure_nodes(sizes: Sequence[int]) -> Measured:
+    """The node-count worker's regions under callgrind, summed into NODE_SERIES's series."""
     library = region_library()
     command = [sys.executable, "-m", "exactc.verify.probes", "--nodes-worker", str(library), *(str(n) for n in sizes)]
     parts = run_callgrind_parts(command, env=dict(os.environ, PYTHONHASHSEED="0"))
-    counts: dict[tuple[str, str], list[int]] = {}
+    regions: dict[tuple[str, str], list[int]] = {}
     for label, profile in parts:
         shape, _, stage = label.split()
-        counts.setdefault((shape, stage), []).append(profile.total)
+        regions.setdefault((shape, stage), []).append(profile.total)
     if len(parts) != len(NODE_SHAPES) * len(sizes) * len(NODE_REGIONS):
         raise ProbeError(
             f"the node-count probe dumped {len(parts)} regions for {len(NODE_SHAPES)} shapes x "
             f"{len(sizes)} sizes x {len(NODE_REGIONS)} stages"
         )
-    out = []
     worker = (
         "PYTHONHASHSEED=0 valgrind --tool=callgrind --instr-atstart=no python -m exactc.verify.probes "
         "--nodes-worker LIB " + " ".join(map(str, sizes))
     )
+    counts, commands = {}, {}
     for shape in NODE_SHAPES:
-        export = [t + p for t, p in zip(counts[(shape, "trace")], counts[(shape, "print")])]
-        frames = counts[(shape, "frames")]
-        # print_program alone too: a host pass gone quadratic hides less in it than in the
-        # whole export, whose trace is as large again.
-        for name, what, series in (
-            (f"exporter/nodes-{shape}", "graph.trace + print_program", export),
-            (f"exporter/print-{shape}", "print_program", counts[(shape, "print")]),
-            (f"exporter/frames-{shape}", "program_frames (frames.plan_frames)", frames),
+        export = [t + p for t, p in zip(regions[(shape, "trace")], regions[(shape, "print")])]
+        for part, series in (
+            ("nodes", export),
+            ("print", regions[(shape, "print")]),
+            ("frames", regions[(shape, "frames")]),
         ):
-            ratios = increment_ratios(series)
-            out.append(
-                Growth(
-                    name,
-                    "nodes",
-                    list(sizes),
-                    series,
-                    ratios,
-                    "increments d(2N)/d(N), fixed part cancelled; at most 2.3",
-                    all(r <= 2.3 for r in ratios),
-                    f"{worker} ({what}, one function of N primitives on x{list(NODE_TENSOR)}, {shape})",
-                    first=2,
-                )
+            counts[f"exporter/{part}-{shape}"] = series
+            commands[f"exporter/{part}-{shape}"] = (
+                f"{worker} (one function of N primitives on x{list(NODE_TENSOR)}, {shape})"
             )
-    return out
+    return Measured(list(sizes), counts, commands)
+
+
+def probe_nodes(sizes: Sequence[int]) -> list[Growth]:
+    """The exporter's cost against the node count of one function (NODE_SERIES): the
+    increments ratio per doubling at most 2.3, as for the layers."""
+    return judge(NODE_SERIES, measure_nodes(sizes))
