@@ -173,7 +173,8 @@ NODE_SERIES = tuple(
 
 
 def measure_nodes(sizes: Sequence[int]) -> Measured:
-    """The node-count worker's regions under callgrind, summed into NODE_SERIES's series."""
+    """The node-count worker's regions under callgrind, as NODE_SERIES's series (the whole
+    export is the trace and the print summed)."""
     library = region_library()
     command = [sys.executable, "-m", "exactc.verify.probes", "--nodes-worker", str(library), *(str(n) for n in sizes)]
     parts = run_callgrind_parts(command, env=dict(os.environ, PYTHONHASHSEED="0"))
