@@ -1,4 +1,4 @@
-"""Instruction-count probes (verify/probes.py), at the quick sizes: costs that must grow
+"""Instruction-count probes (exactc/verify/probes/), at the quick sizes: costs that must grow
 linearly do, the structured host's text is constant in the layers, and no count rose
 against this toolchain's baseline. These are the only checks that see a mistake which
 changes no output (an exporter pass gone quadratic, a fold unrolled, a kernel that
@@ -9,6 +9,7 @@ computes twice); the mutant catalog's probes family proves each can fail.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -24,48 +25,179 @@ def workdir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("probes")
 
 
+# Each probe is measured once per module (callgrind is the slow part); the tests judge the
+# counts as measured and with a fault planted in them.
+
+
+@pytest.fixture(scope="module")
+def layers(workdir) -> probes.Measured:
+    return probes.measure_layers(workdir, QUICK["layers"])
+
+
+@pytest.fixture(scope="module")
+def tokens(workdir) -> probes.Measured:
+    return probes.measure_tokens(workdir, QUICK["tokens"])
+
+
+@pytest.fixture(scope="module")
+def decode(workdir) -> probes.Measured:
+    return probes.measure_decode(workdir, QUICK["decode"])
+
+
+@pytest.fixture(scope="module")
+def generate(workdir) -> probes.Measured:
+    return probes.measure_generate(workdir, QUICK["generate"])
+
+
+@pytest.fixture(scope="module")
+def exporter() -> probes.Measured:
+    return probes.measure_exporter(QUICK["exporter"])
+
+
+@pytest.fixture(scope="module")
+def nodes() -> probes.Measured:
+    return probes.measure_nodes(QUICK["nodes"])
+
+
+@pytest.fixture(scope="module")
+def text() -> probes.Measured:
+    return probes.measure_text(QUICK["text"])
+
+
+@pytest.fixture(scope="module")
+def quantized_linear() -> dict[str, probes.Measured]:
+    return {size: probes.measure_quantized_linear(size, QUICK[f"quant_{size}"]) for size in ("k", "n")}
+
+
 def _explain(growth: probes.Growth) -> str:
     return "\n".join(growth.lines() + [f"command: {growth.command}", f"toolchain: {probes.key_text(probes.probe_key())}"])
+
+
+def _printed_ratios(growth: probes.Growth) -> None:
+    """How many ratios the report prints for this series: one a doubling of the size (sizes
+    - 1), and one fewer for the exporter's increments (sizes - 2: d(2s)/d(s) needs three)."""
+    printed = sum("ratio" in line for line in growth.lines()[1:])
+    expected = len(growth.sizes) - (2 if growth.name.startswith("exporter/") else 1)
+    assert printed == expected, f"{printed} ratios printed for {len(growth.sizes)} sizes\n" + _explain(growth)
+
+
+def _holds(table, measured: probes.Measured) -> None:
+    for growth in probes.judge(table, measured):
+        _printed_ratios(growth)
+        assert growth.holds, _explain(growth)
+
+
+def planted(measured: probes.Measured, series: probes.Series, factor: float) -> probes.Measured:
+    """The counts with a cost planted in one series at its largest size only: the part of
+    the last count that the series' ratio sees (above the fitted fixed part, above the
+    count before it for increments) grows `factor` times. Factor 2 is a cost growing one
+    power faster than the rule expects there: linear gone quadratic, constant gone linear."""
+    counts = measured.counts[series.name]
+    base = {"counts": 0.0, "fitted": probes.fitted_ratios(measured.sizes, counts)[0], "increments": counts[-2]}
+    fixed = base[series.rule.of]
+    last = round(fixed + factor * (counts[-1] - fixed))
+    return dataclasses.replace(measured, counts={**measured.counts, series.name: [*counts[:-1], last]})
+
+
+# Each series' tolerance as docs/probes.md states it, written here and not read from the
+# rule: a fault of three tolerances must fail, so a rule whose tolerance widened fails the test.
+TOLERANCE = {
+    "program/layers": 0.05,
+    "program/tokens-linear": 0.05,
+    "program/tokens-attention": 0.25,
+    "program/decode-attention": 0.05,
+    "program/decode-rest": 0.01,
+    "program/generate-rest": 0.05,
+    "exporter/": 0.3,  # every exporter series: increments at most 2.3
+    "text/structured": 0.01,
+    "text/straight-line": 0.05,
+    "kernel/qlinear_i-": 0.05,
+}
+
+
+def _stated_tolerance(name: str) -> float:
+    return next(tolerance for prefix, tolerance in TOLERANCE.items() if name.startswith(prefix))
+
+
+def _planted_faults_fail(table, measured: probes.Measured) -> None:
+    """Every series of the probe fails on two faults planted at its largest size: a cost one
+    power faster (factor 2), and one just past its rule (the largest ratio moved by about
+    three of its stated tolerances, which a tolerance ten times wider would pass). The
+    verdict names the series and the ratio of the largest doubling, and every ratio is
+    still printed."""
+    for series in table:
+        for factor in (2.0, 1 + 3 * _stated_tolerance(series.name) / series.rule.target):
+            growth = probes.judge([series], planted(measured, series, factor))[0]
+            _printed_ratios(growth)
+            named = f"ratio {growth.ratios[-1]:.3f} at {growth.size} = {growth.sizes[-1]}"
+            head = growth.lines()[0]
+            assert not growth.holds, f"planted factor {factor:g} passed\n" + _explain(growth)
+            assert head.startswith(series.name) and "FAILS" in head and named in head, (named, _explain(growth))
 
 
 # ---- growth ----------------------------------------------------------------------------------
 
 
 @needs_valgrind
-def test_growth_program_instructions_double_with_the_layers(workdir):
-    growth = probes.probe_layers(workdir, QUICK["layers"])
-    assert growth.holds, _explain(growth)
+def test_growth_program_instructions_double_with_the_layers(layers):
+    _holds(probes.LAYERS, layers)
 
 
 @needs_valgrind
-def test_growth_program_linear_parts_double_and_attention_quadruples_with_the_tokens(workdir):
-    for growth in probes.probe_tokens(workdir, QUICK["tokens"]):
-        assert growth.holds, _explain(growth)
+def test_growth_layers_fail_with_a_planted_fault_at_the_largest_size(layers):
+    _planted_faults_fail(probes.LAYERS, layers)
 
 
 @needs_valgrind
-def test_growth_exporter_cost_is_linear_in_the_graph():
-    growth = probes.probe_exporter(QUICK["exporter"])
-    assert growth.holds, _explain(growth)
+def test_growth_program_linear_parts_double_and_attention_quadruples_with_the_tokens(tokens):
+    _holds(probes.TOKENS, tokens)
 
 
 @needs_valgrind
-def test_growth_quantized_linear_is_linear_in_k_and_n():
-    for growth in probes.probe_quantized_linear(QUICK["quant_k"], QUICK["quant_n"]):
-        assert growth.holds, _explain(growth)
+def test_growth_tokens_and_attention_fail_with_a_planted_fault_at_the_largest_size(tokens):
+    _planted_faults_fail(probes.TOKENS, tokens)
 
 
 @needs_valgrind
-def test_exporter_cost_is_linear_in_one_functions_node_count():
+def test_growth_exporter_cost_is_linear_in_the_graph(exporter):
+    _holds(probes.EXPORTER, exporter)
+
+
+@needs_valgrind
+def test_growth_exporter_against_layers_fails_with_a_planted_fault_at_the_largest_size(exporter):
+    _planted_faults_fail(probes.EXPORTER, exporter)
+
+
+@needs_valgrind
+def test_growth_quantized_linear_is_linear_in_k_and_n(quantized_linear):
+    for size, measured in quantized_linear.items():
+        _holds([probes.QUANTIZED_LINEAR[size]], measured)
+
+
+@needs_valgrind
+def test_growth_quantized_linear_fails_with_a_planted_fault_at_the_largest_size(quantized_linear):
+    for size, measured in quantized_linear.items():
+        _planted_faults_fail([probes.QUANTIZED_LINEAR[size]], measured)
+
+
+@needs_valgrind
+def test_exporter_cost_is_linear_in_one_functions_node_count(nodes):
     """One function of N primitives (a chain, and diamonds with a skip): the exporter's
     instructions grow linearly in N, so no pass over a function's nodes rescans them."""
-    for growth in probes.probe_nodes(QUICK["nodes"]):
-        assert growth.holds, _explain(growth)
+    _holds(probes.NODE_SERIES, nodes)
 
 
-def test_growth_structured_text_is_constant_and_straight_line_text_linear_in_the_layers():
-    for growth in probes.probe_text(QUICK["text"]):
-        assert growth.holds, _explain(growth)
+@needs_valgrind
+def test_exporter_against_a_functions_node_count_fails_with_a_planted_fault(nodes):
+    _planted_faults_fail(probes.NODE_SERIES, nodes)
+
+
+def test_growth_structured_text_is_constant_and_straight_line_text_linear_in_the_layers(text):
+    _holds(probes.TEXT, text)
+
+
+def test_growth_text_fails_with_a_planted_fault_at_the_largest_size(text):
+    _planted_faults_fail(probes.TEXT, text)
 
 
 # ---- regression against the baseline ----------------------------------------------------------
@@ -131,12 +263,20 @@ def test_a_kernel_made_2_percent_slower_fails_the_regression_check(workdir):
 
 
 @needs_valgrind
-def test_growth_decode_step_attention_is_linear_and_the_rest_constant_in_the_position(workdir):
-    for growth in probes.probe_decode(workdir, QUICK["decode"]):
-        assert growth.holds, _explain(growth)
+def test_growth_decode_step_attention_is_linear_and_the_rest_constant_in_the_position(decode):
+    _holds(probes.DECODE_SERIES, decode)
 
 
 @needs_valgrind
-def test_growth_generate_loop_costs_the_same_per_token_but_attention(workdir):
-    for growth in probes.probe_generate(workdir, QUICK["generate"]):
-        assert growth.holds, _explain(growth)
+def test_growth_decode_step_fails_with_a_planted_fault_at_the_largest_position(decode):
+    _planted_faults_fail(probes.DECODE_SERIES, decode)
+
+
+@needs_valgrind
+def test_growth_generate_loop_costs_the_same_per_token_but_attention(generate):
+    _holds(probes.GENERATE, generate)
+
+
+@needs_valgrind
+def test_growth_generate_loop_fails_with_a_planted_fault_at_the_longest_generation(generate):
+    _planted_faults_fail(probes.GENERATE, generate)

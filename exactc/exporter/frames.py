@@ -102,7 +102,7 @@ def place(buffers: list[Buffer]) -> None:
     when it is still alive at this one's birth; one that died before can meet no later
     buffer either and leaves the live list for good. Each buffer is compared with the
     buffers live at its birth only: linear in a function's nodes for a graph of bounded
-    width (the probes exporter/nodes-* of verify/probes.py)."""
+    width (the probes exporter/nodes-* of verify/probes/exporter.py)."""
     live: list[Buffer] = []  # placed and alive at the current birth, in order of placement
     for buf in sorted(buffers, key=lambda b: (b.first, -b.nbytes)):
         live = [b for b in live if b.last >= buf.first]

@@ -36,7 +36,7 @@ class BuildOptions:
     openmp: bool = False
     warnings: bool = True
     defines: tuple[str, ...] = ()
-    # False for a build whose instructions are counted (verify/probes.py): make coverage
+    # False for a build whose instructions are counted (verify/probes/counting.py): make coverage
     # never instruments it, so that its counts stay those of the baseline's build.
     instrumentable: bool = True
 

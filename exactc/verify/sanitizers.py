@@ -39,7 +39,7 @@ from typing import Callable, Sequence
 
 from exactc.exporter import export
 from exactc.verify.conformance import load_outputs, output_mismatches
-from exactc.verify.probes import SMALL
+from exactc.verify.probes.baseline import SMALL
 from exactc.programs import Build, Program, ProgramFailure, exported
 
 SANITIZE = "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"

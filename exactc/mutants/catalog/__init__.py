@@ -125,7 +125,7 @@ _FIXED_CHECKS = [
     Check("cli", ("tests/test_programs.py",), "cli"),
     # The one comparison: Python and C (conformance/compare) agree; check.sh applies it.
     Check("compare", ("tests/test_compare.py",)),
-    # Instruction counts (verify/probes.py): linear growth where cost must be linear, and
+    # Instruction counts (verify/probes/): linear growth where cost must be linear, and
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),
     Check("probes:quant-growth", ("tests/test_probes.py",), "quantized_linear"),

@@ -4,12 +4,21 @@ The test helper tests/installed.py turns a missing piece (valgrind, clang, torch
 packaged checkpoint, the probe baseline) into a failure under `make test`; if it skipped
 instead, a broken install step would turn checks into skips and CI would stay green.
 `installed` (tests/test_installed.py) must catch it.
+
+A growth probe can only hold more easily when its ratios are dropped or its tolerance
+widened: the planted faults of tests/test_probes.py (a cost one power faster at the
+largest size, and one just past the rule) must fail under each rule, with every ratio
+printed.
 """
 
 from exactc.mutants.model import Mutant
 
 INSTALLED = "tests/installed.py"
-PROBES = "exactc/verify/probes.py"
+PROBES_BASELINE = "exactc/verify/probes/baseline.py"
+PROBES_COUNTING = "exactc/verify/probes/counting.py"
+PROBES_GROWTH = "exactc/verify/probes/growth.py"
+PROBES_EXPORTED = "exactc/verify/probes/exported.py"
+PROBES_EXPORTER = "exactc/verify/probes/exporter.py"
 BUILD = "exactc/verify/build.py"
 RUNNER = "exactc/mutants/runner.py"
 MUTMUT = "tools/mutmut_campaign.py"
@@ -29,7 +38,7 @@ MUTANTS = [
         "missing-baseline-passes",
         "the regression check passes when this toolchain has no baseline: a new machine kind "
         "runs no regression check and says it held",
-        PROBES,
+        PROBES_BASELINE,
         "        return Regression(False, lines, [])\n",
         "        return Regression(True, lines, [])\n",
         ("probes:baseline",),
@@ -58,7 +67,7 @@ MUTANTS = [
     Mutant(
         "probes-kernels-instrumentable",
         "the probes' kernel driver is built as an ordinary build, instrumented under make coverage",
-        PROBES,
+        PROBES_COUNTING,
         'BuildOptions(cc=CC, opt="-O2", warnings=False, instrumentable=False)',
         'BuildOptions(cc=CC, opt="-O2", warnings=False)',
         ("gcov-builds",),
@@ -377,5 +386,64 @@ MUTANTS = [
         ("mutmut-campaign",),
         family="harness",
         requires=(MUTMUT,),
+    ),
+    Mutant(
+        "probe-increment-ratios-first-only",
+        "the exporter's probes keep the first of their increments ratios: a pass gone quadratic "
+        "at the largest size is never judged, and the report prints one ratio fewer",
+        PROBES_GROWTH,
+        "    return [d[k + 1] / d[k] for k in range(len(d) - 1)]\n",
+        "    return [d[k + 1] / d[k] for k in range(len(d) - 1)][:1]\n",
+        ("probes:nodes",),
+        family="harness",
+    ),
+    Mutant(
+        "probe-count-ratios-first-only",
+        "the probes that take c(2s)/c(s) judge the first doubling only (tokens, attention, "
+        "decode-rest, the structured text)",
+        PROBES_GROWTH,
+        "    return [counts[k + 1] / counts[k] for k in range(len(counts) - 1)]\n",
+        "    return [counts[k + 1] / counts[k] for k in range(len(counts) - 1)][:1]\n",
+        ("probes:growth",),
+        family="harness",
+    ),
+    Mutant(
+        "probe-fitted-ratios-first-only",
+        "the probes with a fitted fixed part judge the first doubling only (layers, "
+        "decode-attention, generate-rest, the straight-line text, the quantized linear)",
+        PROBES_GROWTH,
+        "    return float(a), [(counts[k + 1] - a) / (counts[k] - a) for k in range(len(counts) - 1)]\n",
+        "    return float(a), [(counts[k + 1] - a) / (counts[k] - a) for k in range(len(counts) - 1)][:1]\n",
+        ("probes:growth",),
+        family="harness",
+    ),
+    Mutant(
+        "probe-layers-tolerance-tenfold",
+        "the layers probe holds its ratio to 2.00 within 0.5 instead of 0.05: a layer whose "
+        "cost grows by a quarter at the largest size passes",
+        PROBES_EXPORTED,
+        'LAYERS = (Series("program/layers", "layers", Rule("fitted", 2.0, 0.05),',
+        'LAYERS = (Series("program/layers", "layers", Rule("fitted", 2.0, 0.5),',
+        ("probes:growth",),
+        family="harness",
+    ),
+    Mutant(
+        "probe-exporter-bound-tenfold",
+        "the exporter's probe against the layers allows increments ratios up to 5.0 instead of "
+        "2.3: an exporter pass gone quadratic passes",
+        PROBES_EXPORTER,
+        '        "layers",\n        Rule("increments", 2.0, 0.3, at_most=True),\n',
+        '        "layers",\n        Rule("increments", 2.0, 3.0, at_most=True),\n',
+        ("probes:growth",),
+        family="harness",
+    ),
+    Mutant(
+        "probe-decode-rest-tolerance-tenfold",
+        "the rest of a decode step may grow 10 % a doubling of the position instead of 1 %",
+        PROBES_EXPORTED,
+        'Series("program/decode-rest", "position", Rule("counts", 1.0, 0.01),',
+        'Series("program/decode-rest", "position", Rule("counts", 1.0, 0.1),',
+        ("probes:decode",),
+        family="harness",
     ),
 ]

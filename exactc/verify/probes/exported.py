@@ -1,0 +1,257 @@
+"""Growth probes of the exported code: a program's instructions against its layers, its
+run-time length, a decode step's position and a generation's length; its text against the
+layers; the quantized linear's kernel alone against K and N."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from exactc.verify.callgrind import run_callgrind
+from exactc.verify.probes.counting import (
+    CFLAGS,
+    MAKE_ARGS,
+    Counted,
+    ProbeError,
+    build_probe,
+    count_export,
+    count_kernel,
+    count_program,
+    export_program,
+    kernel_primitives,
+    quantized_kernel,
+)
+from exactc.verify.probes.growth import GROWTH, Growth, Measured, Rule, Series, config_text, judge
+
+LINEAR_PRIMITIVES = ("linear", "layernorm", "rmsnorm")
+ATTENTION_PRIMITIVES = ("matmul", "scale", "softmax")
+
+# The integer-form quantized linear alone, its growth in K and in N (f32, blocks of 32).
+QUANT_GROWTH = {"m": 2, "k": 256, "n": 64, "block": 32}
+
+
+LAYERS = (Series("program/layers", "layers", Rule("fitted", 2.0, 0.05), "fixed part fitted and subtracted"),)
+
+
+def measure_layers(workdir: Path, sizes: Sequence[int]) -> Measured:
+    counts = [count_export(workdir, "gpt", "forward", "f32", dict(GROWTH, layers=n)).entry_count for n in sizes]
+    command = (
+        f"gpt forward f32 {config_text(GROWTH, 'layers')}, make {' '.join(MAKE_ARGS)}, "
+        "valgrind --tool=callgrind --collect-atstart=no"
+    )
+    return Measured(list(sizes), {"program/layers": counts}, {"program/layers": command})
+
+
+def probe_layers(workdir: Path, sizes: Sequence[int]) -> Growth:
+    return judge(LAYERS, measure_layers(workdir, sizes))[0]
+
+
+def count_lengths(workdir: Path, sizes: Sequence[int]) -> list[Counted]:
+    """One gpt `forward` exported for T_max = max(sizes), built once, run at each length
+    T of `sizes` (the first T tokens of its conformance input)."""
+    root, fn = export_program(workdir, "gpt", "forward", "f32", dict(GROWTH, tokens=max(sizes)))
+    ids = np.load(root / "conformance" / "inputs" / "input_ids.npy")
+    counted = []
+    for n in sizes:
+        folder = workdir / f"input-T{n}"
+        folder.mkdir(exist_ok=True)
+        np.save(folder / "input_ids.npy", ids[:n])
+        counted.append(count_program(root, fn, folder))
+    return counted
+
+
+TOKENS = (
+    Series("program/tokens-linear", "tokens", Rule("counts", 2.0, 0.05), "linear and norm kernels"),
+    Series(
+        "program/tokens-attention",
+        "tokens",
+        Rule("counts", 4.0, 0.25, largest_only=True, floor=2.0),
+        "QK and AV matmuls, scale, causal softmax",
+    ),
+)
+
+
+def measure_tokens(workdir: Path, sizes: Sequence[int]) -> Measured:
+    counted = count_lengths(workdir, sizes)
+    command = (
+        f"gpt forward f32 {config_text(GROWTH, 'tokens')}, one program for T_max = {max(sizes)} run at "
+        f"each T, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no; kernels' "
+        "inclusive counts"
+    )
+    counts = {
+        "program/tokens-linear": [c.kernels(LINEAR_PRIMITIVES) for c in counted],
+        "program/tokens-attention": [c.kernels(ATTENTION_PRIMITIVES) for c in counted],
+    }
+    return Measured(list(sizes), counts, dict.fromkeys(counts, command))
+
+
+def probe_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    return judge(TOKENS, measure_tokens(workdir, sizes))
+
+
+# A decode step (docs/semantics.md section 16): its attention over the cache (the scores,
+# the scale, the softmax, the weighted values, the cache copied ahead of the step's own
+# row) grows with the position T; nothing else may.
+DECODE = {"vocab": 64, "dim": 32, "heads": 4, "kv_heads": 2, "mlp": 64, "layers": 2}
+DECODE_ATTENTION = ("matmul", "scale", "softmax", "concat")
+DECODE_SERIES = (
+    Series(
+        "program/decode-attention",
+        "position",
+        Rule("fitted", 2.0, 0.05),
+        "attention over the cache; fixed part fitted and subtracted",
+    ),
+    Series("program/decode-rest", "position", Rule("counts", 1.0, 0.01), "the rest of the step"),
+)
+GENERATE = (
+    Series(
+        "program/generate-rest",
+        "new tokens",
+        Rule("fitted", 2.0, 0.05),
+        "the loop but attention; fixed part fitted and subtracted",
+    ),
+)
+
+
+def measure_decode(workdir: Path, sizes: Sequence[int]) -> Measured:
+    """One llama `decode` exported for up to max(sizes) cached positions, run at each T of
+    `sizes` (a drawn token and cache): the attention kernels' counts, fixed part fitted
+    and subtracted, double with T; the rest of the step's count is the same at every T."""
+    from exactc.exporter import export, models
+
+    overrides = dict(DECODE, tokens=max(sizes) + 1)
+    root, fn = export_program(workdir, "llama", "decode", "f32", overrides)
+    program = models.build("llama", "decode", overrides)
+
+    counted = []
+    for n in sizes:
+        folder = workdir / f"decode-T{n}"
+        folder.mkdir(exist_ok=True)
+        for name, array in export.check_inputs(program, "f32", models.draw_inputs(program, 0, n)).items():
+            np.save(folder / f"{name}.npy", array)
+        counted.append(count_program(root, fn, folder))
+    attention = [c.kernels(DECODE_ATTENTION) for c in counted]
+    rest = [c.entry_count - a for c, a in zip(counted, attention)]
+    command = (
+        f"llama decode f32 {config_text(overrides, 'tokens')}, one program run at each cached length T, "
+        f"make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no"
+    )
+    counts = {"program/decode-attention": attention, "program/decode-rest": rest}
+    return Measured(list(sizes), counts, dict.fromkeys(counts, command))
+
+
+def probe_decode(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    return judge(DECODE_SERIES, measure_decode(workdir, sizes))
+
+
+def measure_generate(workdir: Path, sizes: Sequence[int]) -> Measured:
+    """The llama decode program's whole generation loop (`model generate`, greedy, a
+    one-token prompt) for N new tokens of `sizes`: every step but its attention costs
+    the same at every position, so that part of the loop doubles with N; a loop that
+    recomputed the sequence at every step (the same bits) would make it quadruple."""
+    overrides = dict(DECODE, tokens=max(sizes) + 1)
+    root, _ = export_program(workdir, "llama", "decode", "f32", overrides)
+    binary = build_probe(root)
+    folder = workdir / "generate-in"
+    folder.mkdir(exist_ok=True)
+    np.save(folder / "prompt_ids.npy", np.array([1], np.int32))
+    np.save(folder / "seed.npy", np.array([0], np.int64))
+    counted = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory(prefix="exactc-probe-out-") as out:
+            profile = run_callgrind(
+                [
+                    str(binary),
+                    "generate",
+                    str(root / "weights.safetensors"),
+                    str(folder),
+                    out,
+                    "-n",
+                    str(n),
+                    "--temperature",
+                    "0",
+                ],
+                collect_at_start=False,
+            )
+        if profile.total == 0:
+            raise ProbeError(f"{root}: nothing collected around the generation loop (EXACTC_PROBE in {CFLAGS}?)")
+        counted.append(Counted(profile, "generate", kernel_primitives(root)))
+    attention = [c.kernels(DECODE_ATTENTION) for c in counted]
+    rest = [c.entry_count - a for c, a in zip(counted, attention)]
+    command = (
+        f"llama decode f32 {config_text(overrides, 'tokens')}, `model generate -n N --temperature 0` "
+        f"on a one-token prompt, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no"
+    )
+    return Measured(list(sizes), {"program/generate-rest": rest}, {"program/generate-rest": command})
+
+
+def probe_generate(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    return judge(GENERATE, measure_generate(workdir, sizes))
+
+
+TEXT = (
+    Series("text/structured", "layers", Rule("counts", 1.0, 0.01), "constant", "model.c bytes"),
+    Series(
+        "text/straight-line", "layers", Rule("fitted", 2.0, 0.05), "fixed part fitted and subtracted", "model.c bytes"
+    ),
+)
+
+
+def measure_text(sizes: Sequence[int]) -> Measured:
+    from exactc.exporter import models
+    from exactc.exporter.printer.host import print_program
+
+    structured, straight = [], []
+    for n in sizes:
+        program = models.build("gpt", "forward", dict(GROWTH, layers=n))
+        structured.append(len(print_program(program, "f32").files["model.c"].encode()))
+        straight.append(len(print_program(program, "f32", straight=True).files["model.c"].encode()))
+    command = f"print_program(gpt forward f32 {config_text(GROWTH, 'layers')}).files['model.c'], bytes"
+    return Measured(
+        list(sizes),
+        {"text/structured": structured, "text/straight-line": straight},
+        {"text/structured": command, "text/straight-line": command.replace("f32 ", "f32, straight=True ", 1)},
+    )
+
+
+def probe_text(sizes: Sequence[int]) -> list[Growth]:
+    return judge(TEXT, measure_text(sizes))
+
+
+QUANTIZED_LINEAR = {
+    size: Series(
+        f"kernel/qlinear_i-{size}",
+        size.upper(),
+        Rule("fitted", 2.0, 0.05),
+        "q8 and q4 kernels summed, fixed part fitted and subtracted",
+    )
+    for size in ("k", "n")
+}
+
+
+def measure_quantized_linear(size: str, sizes: Sequence[int]) -> Measured:
+    """The integer-form linear's count (q8 and q4 kernels summed) against `size`, K or N."""
+    counts = []
+    for value in sizes:
+        dims = {**QUANT_GROWTH, size: value}
+        kernels = [
+            quantized_kernel("qlinear_i", fmt, dims["m"], dims["k"], dims["n"], dims["block"]) for fmt in ("q8", "q4")
+        ]
+        counts.append(sum(count_kernel(kernel) for kernel in kernels))
+    name = QUANTIZED_LINEAR[size].name
+    command = (
+        f"qlinear_i f32 {config_text(QUANT_GROWTH, size)} in a driver, gcc {CFLAGS}, "
+        "valgrind --tool=callgrind --toggle-collect=probe*"
+    )
+    return Measured(list(sizes), {name: counts}, {name: command})
+
+
+def probe_quantized_linear(sizes_k: Sequence[int], sizes_n: Sequence[int]) -> list[Growth]:
+    """The integer-form linear's count against K and against N (q8 and q4 kernels summed)."""
+    return [
+        *judge([QUANTIZED_LINEAR["k"]], measure_quantized_linear("k", sizes_k)),
+        *judge([QUANTIZED_LINEAR["n"]], measure_quantized_linear("n", sizes_n)),
+    ]
