@@ -88,7 +88,7 @@ def weight_tensors(program: graph.Program, params: Mapping[str, np.ndarray], sit
 
 def npy_value(array: np.ndarray) -> np.ndarray:
     """An array as the program's .npy files hold it: bf16 widened to f32 (exact)."""
-    if array.dtype == types.BF16:
+    if types.is_bf16(array.dtype):
         return array.astype(np.float32)
     return array
 
