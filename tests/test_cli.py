@@ -124,7 +124,7 @@ def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
 def test_a_stop_before_the_command_is_known_names_exactc_alone(capsys, monkeypatch):
     from exactc import cli
 
-    def stopped():
+    def stopped(chosen=None):
         raise KeyboardInterrupt()
 
     monkeypatch.setattr(cli, "build_parser", stopped)
