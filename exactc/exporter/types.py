@@ -58,8 +58,13 @@ class Storage:
         return bf16_dtype() if self.name == "bf16" else _NUMPY[self.name]
 
 
-_NUMPY = {"f64": np.dtype(np.float64), "f32": np.dtype(np.float32), "i32": np.dtype(np.int32),
-          "i8": np.dtype(np.int8), "u8": np.dtype(np.uint8)}
+_NUMPY = {
+    "f64": np.dtype(np.float64),
+    "f32": np.dtype(np.float32),
+    "i32": np.dtype(np.int32),
+    "i8": np.dtype(np.int8),
+    "u8": np.dtype(np.uint8),
+}
 
 
 STORAGE = {
