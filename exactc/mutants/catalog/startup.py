@@ -56,4 +56,14 @@ MUTANTS = [
         ("cli:imports",),
         family="startup",
     ),
+    Mutant(
+        "every-checkpoint-reader-imported",
+        "the checkpoints package imports the GGUF and llama2.c readers with itself: a Hugging "
+        "Face folder's embedding loads readers it never uses",
+        "exactc/exporter/checkpoints/__init__.py",
+        "from exactc.exporter.checkpoints import hf\n",
+        "from exactc.exporter.checkpoints import gguf_file, hf, llama2c  # noqa: F401\n",
+        ("cli:imports",),
+        family="startup",
+    ),
 ]
