@@ -104,9 +104,12 @@ def plan_or_tune(args: argparse.Namespace) -> int:
     """`exactc plan`, or with --tune the timing runs of the harness (exactc/verify/tune.py),
     which sit above the product: only the command line reaches both."""
     from exactc import plan
+
+    if not args.tune:
+        return plan.show_command(args)
     from exactc.verify import tune
 
-    return tune.tune_command(args) if args.tune else plan.show_command(args)
+    return tune.tune_command(args)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

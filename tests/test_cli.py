@@ -262,3 +262,10 @@ def test_an_embedding_from_a_cached_program_imports_no_exporting_work():
     work = ("exactc.exporter.printer", "exactc.exporter.reference", "exactc.exporter.templates",
             "exactc.exporter.checkpoints.gguf_file", "exactc.exporter.checkpoints.llama2c")
     assert [m for m in modules if m.startswith(work)] == []
+
+
+def test_a_plan_shown_imports_neither_the_harness_nor_bf16():
+    """`exactc plan --show` is the product's; only --tune's timing runs are the harness's."""
+    modules = imports_of("plan", "--show", "linear", "--shape", "x=3,4", "--shape", "w=5,4").modules
+    assert "exactc.exporter.kernels.lower" in modules
+    assert never_imported(modules) == []

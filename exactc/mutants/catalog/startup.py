@@ -66,4 +66,14 @@ MUTANTS = [
         ("cli:imports",),
         family="startup",
     ),
+    Mutant(
+        "plan-shown-through-the-tuner",
+        "exactc plan imports the harness's tuner before it knows whether --tune was given: "
+        "showing a kernel's choices loads the harness",
+        "exactc/cli.py",
+        "    if not args.tune:\n        return plan.show_command(args)\n    from exactc.verify import tune\n",
+        "    from exactc.verify import tune\n\n    if not args.tune:\n        return plan.show_command(args)\n",
+        ("cli:imports",),
+        family="startup",
+    ),
 ]
