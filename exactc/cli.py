@@ -112,27 +112,32 @@ def plan_or_tune(args: argparse.Namespace) -> int:
     return tune.tune_command(args)
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Refusals of the user's input: exit code 2."""
-    from exactc.commands import UsageError
-    from exactc.embed import EmbedError
-    from exactc.generate import GenerateError
-    from exactc.exporter.checkpoints import CheckpointError
-    from exactc.exporter.export import ExportError
-    from exactc.exporter.graph import GraphError
-    from exactc.exporter.kernels.plans import PlanError
-    from exactc.exporter.models import ModelError
-    from exactc.exporter.primitives import PrimitiveError
-    from exactc.exporter.printer.host import HostError
-    from exactc.exporter.types import SiteTypeError
-    from exactc.mutants.runner import MutantsError
-    from exactc.exporter.kernels.tuned import TuneError
-    from exactc.runtime.toolchain import CacheError
-    from exactc.verify.checkout import CheckoutError
+# Refusals of the user's input (exit code 2), each class by the module that defines it.
+USER_ERRORS = (
+    ("exactc.commands", "UsageError"),
+    ("exactc.exporter.models", "ModelError"),
+    ("exactc.exporter.types", "SiteTypeError"),
+    ("exactc.exporter.export", "ExportError"),
+    ("exactc.exporter.graph", "GraphError"),
+    ("exactc.exporter.primitives", "PrimitiveError"),
+    ("exactc.exporter.printer.kernel_table", "HostError"),
+    ("exactc.exporter.checkpoints.base", "CheckpointError"),
+    ("exactc.embed", "EmbedError"),
+    ("exactc.generate", "GenerateError"),
+    ("exactc.exporter.kernels.layouts", "LayoutError"),  # plans.PlanError is this class
+    ("exactc.verify.checkout", "CheckoutError"),
+    ("exactc.mutants.runner", "MutantsError"),
+    ("exactc.runtime.toolchain", "CacheError"),
+    ("exactc.exporter.kernels.tuned", "TuneError"),
+)
 
-    return (UsageError, ModelError, SiteTypeError, ExportError, GraphError, PrimitiveError, HostError,
-            CheckpointError, EmbedError, GenerateError, PlanError, CheckoutError, MutantsError, CacheError,
-            TuneError)
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Refusals of the user's input: exit code 2. Those of the modules already imported
+    only: a command cannot have raised the error of a module it never imported, and a
+    refusal then imports nothing more (importing them all would load the exporter and the
+    harness to report a mistyped --dtype)."""
+    return tuple(getattr(sys.modules[module], name) for module, name in USER_ERRORS if module in sys.modules)
 
 
 def failures() -> tuple[type[BaseException], ...]:

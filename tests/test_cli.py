@@ -208,8 +208,9 @@ class Imports:
     cpu: float  # seconds of user and system time
 
 
-def imports_of(*argv: str) -> Imports:
-    """What `python -X importtime -m exactc ARGV` imports, and the time it takes."""
+def imports_of(*argv: str, code: int = 0) -> Imports:
+    """What `python -X importtime -m exactc ARGV` imports, and the time it takes; its exit
+    status must be `code`."""
     import resource
     import subprocess
     import time
@@ -222,7 +223,7 @@ def imports_of(*argv: str) -> Imports:
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "exactc", *argv], capture_output=True,
                           text=True, timeout=600)
     wall, cpu = time.perf_counter() - start, children_cpu() - cpu
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == code, done.stderr[-3000:]
     rows = [line.rpartition("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     return Imports([name for name in rows if name != "imported package"], wall, cpu)
 
@@ -269,3 +270,22 @@ def test_a_plan_shown_imports_neither_the_harness_nor_bf16():
     modules = imports_of("plan", "--show", "linear", "--shape", "x=3,4", "--shape", "w=5,4").modules
     assert "exactc.exporter.kernels.lower" in modules
     assert never_imported(modules) == []
+
+
+def test_a_refusal_imports_no_more_than_its_command_did():
+    """The error path looks up the refusals of the modules already imported: a mistyped
+    --dtype loads neither the exporter's printer nor the harness to be reported."""
+    modules = imports_of("embed", "--dtype", "f16", "a sentence", code=2).modules
+    assert never_imported(modules) == []
+    assert [m for m in modules if m.startswith(("exactc.exporter.printer", "exactc.exporter.kernels"))] == []
+
+
+def test_every_refusal_is_named_by_the_module_that_defines_it():
+    import importlib
+
+    from exactc import cli
+
+    errors = [getattr(importlib.import_module(module), name) for module, name in cli.USER_ERRORS]
+    assert [(e.__module__, e.__name__) for e in errors] == list(cli.USER_ERRORS)
+    assert all(issubclass(e, Exception) for e in errors)
+    assert set(cli.user_errors()) == set(errors)  # all imported now: all looked up

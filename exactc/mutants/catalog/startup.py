@@ -76,4 +76,14 @@ MUTANTS = [
         ("cli:imports",),
         family="startup",
     ),
+    Mutant(
+        "refusal-imports-every-stage",
+        "the error path imports the module of every refusal to report one: a mistyped --dtype "
+        "loads the exporter's printer and the harness before its one line",
+        "exactc/cli.py",
+        "    return tuple(getattr(sys.modules[module], name) for module, name in USER_ERRORS if module in sys.modules)\n",
+        "    return tuple(getattr(__import__(module, fromlist=[name]), name) for module, name in USER_ERRORS)\n",
+        ("cli:imports",),
+        family="startup",
+    ),
 ]
