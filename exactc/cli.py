@@ -1,7 +1,8 @@
 """The `exactc` command line: the face of the project, above every stage.
 
-Every subcommand is one row of COMMANDS: its name, its help, the function that adds its
-options to its parser and the handler that runs it. Every refusal goes through main's one
+Every subcommand is one row of commands(): its name, its help, and the function that
+imports its module when the command is chosen (the Face: the function that adds its
+options to its parser, the handler that runs it). Every refusal goes through main's one
 error path: one line on stderr, `exactc COMMAND: error: ...`, and exit 2 when the input
 is the user's to fix (a model, a type, a plan, a checkpoint, a file), 1 when a build or
 a program run failed. SIGINT (Ctrl-C) and SIGTERM stop a command the same way: the
