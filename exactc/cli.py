@@ -1,7 +1,8 @@
 """The `exactc` command line: the face of the project, above every stage.
 
-Every subcommand is one row of COMMANDS: its name, its help, the function that adds its
-options to its parser and the handler that runs it. Every refusal goes through main's one
+Every subcommand is one row of commands(): its name, its help, and the function that
+imports its module when the command is chosen (the Face: the function that adds its
+options to its parser, the handler that runs it). Every refusal goes through main's one
 error path: one line on stderr, `exactc COMMAND: error: ...`, and exit 2 when the input
 is the user's to fix (a model, a type, a plan, a checkpoint, a file), 1 when a build or
 a program run failed. SIGINT (Ctrl-C) and SIGTERM stop a command the same way: the
@@ -25,73 +26,119 @@ from exactc import __version__
 
 
 @dataclasses.dataclass(frozen=True)
-class Command:
-    name: str
-    help: str
+class Face:
+    """What a command's module gives the command line."""
+
     arguments: Callable[[argparse.ArgumentParser], None]  # adds the command's options
     handler: Callable[[argparse.Namespace], int]  # runs it: the exit status
     description: str | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    load: Callable[[], Face]  # imports the command's module: called for the chosen command only
+
+    @property
+    def handler(self) -> Callable[[argparse.Namespace], int]:
+        return self.load().handler
+
+
 def commands() -> list[Command]:
-    """The subcommands, in the order `exactc --help` lists them."""
-    from exactc import commands as program_commands
-    from exactc import embed, generate
+    """The subcommands, in the order `exactc --help` lists them. A command's module is
+    imported when the command is chosen, not to list it: each imports numpy, the exporter
+    or the harness, and a command (or --help) waits only for what it uses."""
+    return [
+        Command("export", "export a model entry as a directory of C", _program_command("export")),
+        Command("run", "run a model entry and write its outputs as .npy", _program_command("run")),
+        Command("check", "build an exported directory and run its conformance check", _program_command("check")),
+        Command("info", "nests, launches, arena peak and parameter count of an entry", _program_command("info")),
+        Command("cache", "list the cache folder's built programs, or clear them", _program_command("cache")),
+        Command("embed", "embed sentences with a sentence-transformers checkpoint, in C", _embed),
+        Command("generate", "generate tokens with a GPT or Llama (key/value cache), by the reference or in C",
+                _generate),
+        Command("plan", "list a kernel's nests and legal layouts and splits, check a plan file, or tune --plan auto",
+                _plan),
+        Command("mutants", "run the mutant catalog: every check must catch its mutants", _mutants),
+    ]
+
+
+def _program_command(name: str) -> Callable[[], Face]:
+    """export, run, check, info, cache: exactc/commands.py's NAME_arguments and cmd_NAME."""
+
+    def load() -> Face:
+        from exactc import commands as program_commands
+
+        description = program_commands.CACHE_DESCRIPTION if name == "cache" else None
+        return Face(getattr(program_commands, f"{name}_arguments"), getattr(program_commands, f"cmd_{name}"),
+                    description)
+
+    return load
+
+
+def _embed() -> Face:
+    from exactc import embed
+
+    return Face(embed.add_arguments, embed.cmd_embed)
+
+
+def _generate() -> Face:
+    from exactc import generate
+
+    return Face(generate.add_arguments, generate.cmd_generate, generate.__doc__)
+
+
+def _plan() -> Face:
     from exactc import plan
+
+    return Face(plan.add_arguments, plan_or_tune, plan.SHOW_DESCRIPTION)
+
+
+def _mutants() -> Face:
     from exactc.mutants import runner
 
-    return [
-        Command("export", "export a model entry as a directory of C",
-                program_commands.export_arguments, program_commands.cmd_export),
-        Command("run", "run a model entry and write its outputs as .npy",
-                program_commands.run_arguments, program_commands.cmd_run),
-        Command("check", "build an exported directory and run its conformance check",
-                program_commands.check_arguments, program_commands.cmd_check),
-        Command("info", "nests, launches, arena peak and parameter count of an entry",
-                program_commands.info_arguments, program_commands.cmd_info),
-        Command("cache", "list the cache folder's built programs, or clear them",
-                program_commands.cache_arguments, program_commands.cmd_cache, program_commands.CACHE_DESCRIPTION),
-        Command("embed", "embed sentences with a sentence-transformers checkpoint, in C",
-                embed.add_arguments, embed.cmd_embed),
-        Command("generate", "generate tokens with a GPT or Llama (key/value cache), by the reference or in C",
-                generate.add_arguments, generate.cmd_generate, generate.__doc__),
-        Command("plan", "list a kernel's nests and legal layouts and splits, check a plan file, or tune --plan auto",
-                plan.add_arguments, plan_or_tune, plan.SHOW_DESCRIPTION),
-        Command("mutants", "run the mutant catalog: every check must catch its mutants",
-                runner.add_arguments, runner.run, runner.__doc__),
-    ]
+    return Face(runner.add_arguments, runner.run, runner.__doc__)
 
 
 def plan_or_tune(args: argparse.Namespace) -> int:
     """`exactc plan`, or with --tune the timing runs of the harness (exactc/verify/tune.py),
     which sit above the product: only the command line reaches both."""
     from exactc import plan
+
+    if not args.tune:
+        return plan.show_command(args)
     from exactc.verify import tune
 
-    return tune.tune_command(args) if args.tune else plan.show_command(args)
+    return tune.tune_command(args)
+
+
+# Refusals of the user's input (exit code 2), each class by the module that defines it.
+USER_ERRORS = (
+    ("exactc.commands", "UsageError"),
+    ("exactc.exporter.models", "ModelError"),
+    ("exactc.exporter.types", "SiteTypeError"),
+    ("exactc.exporter.export", "ExportError"),
+    ("exactc.exporter.graph", "GraphError"),
+    ("exactc.exporter.primitives", "PrimitiveError"),
+    ("exactc.exporter.printer.kernel_table", "HostError"),
+    ("exactc.exporter.checkpoints.base", "CheckpointError"),
+    ("exactc.embed", "EmbedError"),
+    ("exactc.generate", "GenerateError"),
+    ("exactc.exporter.kernels.layouts", "LayoutError"),  # plans.PlanError is this class
+    ("exactc.verify.checkout", "CheckoutError"),
+    ("exactc.mutants.runner", "MutantsError"),
+    ("exactc.runtime.toolchain", "CacheError"),
+    ("exactc.exporter.kernels.tuned", "TuneError"),
+)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Refusals of the user's input: exit code 2."""
-    from exactc.commands import UsageError
-    from exactc.embed import EmbedError
-    from exactc.generate import GenerateError
-    from exactc.exporter.checkpoints import CheckpointError
-    from exactc.exporter.export import ExportError
-    from exactc.exporter.graph import GraphError
-    from exactc.exporter.kernels.plans import PlanError
-    from exactc.exporter.models import ModelError
-    from exactc.exporter.primitives import PrimitiveError
-    from exactc.exporter.printer.host import HostError
-    from exactc.exporter.types import SiteTypeError
-    from exactc.mutants.runner import MutantsError
-    from exactc.exporter.kernels.tuned import TuneError
-    from exactc.runtime.toolchain import CacheError
-    from exactc.verify.checkout import CheckoutError
-
-    return (UsageError, ModelError, SiteTypeError, ExportError, GraphError, PrimitiveError, HostError,
-            CheckpointError, EmbedError, GenerateError, PlanError, CheckoutError, MutantsError, CacheError,
-            TuneError)
+    """Refusals of the user's input: exit code 2. Those of the modules already imported
+    only: a command cannot have raised the error of a module it never imported, and a
+    refusal then imports nothing more (importing them all would load the exporter and the
+    harness to report a mistyped --dtype)."""
+    return tuple(getattr(sys.modules[module], name) for module, name in USER_ERRORS if module in sys.modules)
 
 
 def failures() -> tuple[type[BaseException], ...]:
@@ -101,7 +148,9 @@ def failures() -> tuple[type[BaseException], ...]:
     return (ProgramFailure,)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or with `chosen` the parser that holds the options of
+    that command alone (the others listed by name and help, their modules not imported)."""
     parser = argparse.ArgumentParser(
         prog="exactc",
         description=(
@@ -113,11 +162,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"exactc {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in commands():
-        sub = subparsers.add_parser(command.name, help=command.help, description=command.description or command.help,
+        if chosen is not None and command.name != chosen:
+            subparsers.add_parser(command.name, help=command.help)
+            continue
+        face = command.load()
+        sub = subparsers.add_parser(command.name, help=command.help, description=face.description or command.help,
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-        command.arguments(sub)
-        sub.set_defaults(handler=command.handler)
+        face.arguments(sub)
+        sub.set_defaults(handler=face.handler)
     return parser
+
+
+def chosen_command(argv: list[str]) -> str:
+    """The command `argv` names: its first word that is not an option (exactc's own
+    options, -h and --version, take no value). "" when there is none."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
 class Terminated(BaseException):
@@ -136,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     command = "exactc"
     try:
-        parser = build_parser()
-        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        words = sys.argv[1:] if argv is None else argv
+        parser = build_parser(chosen_command(words))
+        args = parser.parse_args(words)
         if args.command is None:
             parser.print_help()
             return 0

@@ -12,9 +12,10 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-import numpy as np
+if TYPE_CHECKING:  # imported where used: `exactc COMMAND --help` and `exactc cache` need no numpy
+    import numpy as np
 
 
 class UsageError(ValueError):
@@ -149,6 +150,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _read_inputs(items: list[str]) -> dict[str, np.ndarray] | None:
+    import numpy as np
+
     if not items:
         return None
     out = {}

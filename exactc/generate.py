@@ -32,17 +32,15 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from exactc import tokenizer_bin
-from exactc.exporter import checkpoints, export, models, types
 from exactc.exporter import files
-from exactc.exporter.reference.generation import (Generation, GenerationError, check_request, reference_runner,
-                                                   run_loop)
-from exactc.exporter.reference.sampling import SamplingError, SamplingOptions, check_options
-from exactc.runtime import keys_twin
+
+if TYPE_CHECKING:  # imported where used: `exactc generate --help` needs neither numpy nor the exporter
+    from exactc.exporter import checkpoints, export
+    from exactc.exporter.reference.generation import Generation
+    from exactc.exporter.reference.sampling import SamplingOptions
 
 
 class GenerateError(ValueError):
@@ -128,6 +126,8 @@ def prompt_ids(args: argparse.Namespace, tokenizer: TextTokenizer | None) -> lis
             raise GenerateError(str(exc)) from None
     text = args.prompt_ids
     if text.endswith(".npy"):
+        import numpy as np
+
         try:
             ids = np.load(text, allow_pickle=False)
         except (OSError, ValueError) as exc:
@@ -178,7 +178,11 @@ def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: ar
     """The whole loop in the exported decode program (`model generate`,
     runtime/exactc_generate.c), built once into the cache: the prompt and the seed in, the
     tokens, their probabilities and the step uniforms out."""
+    import numpy as np
+
     from exactc import programs
+    from exactc.exporter import export
+    from exactc.exporter.reference.generation import Generation, check_request
 
     check_request(cfg.tokens, cfg.vocab, ids, args.n, args.stop)  # the reference's refusals, word for word
     built = programs.exported(spec, programs.Build(cc=cc), progress, note=progress)
@@ -204,6 +208,9 @@ def sampling_options(args: argparse.Namespace, prompt_length: int) -> SamplingOp
     """The options, judged once for both backends by the spec's rules (section 14): the
     reference and the C program then take every request this accepts, and a refusal is
     the same line whichever backend was asked for."""
+    from exactc.exporter import models
+    from exactc.exporter.reference.sampling import SamplingError, SamplingOptions, check_options
+
     if args.n < 1 or prompt_length + args.n > models.MAX_COUNT:
         raise GenerateError(f"-n {args.n}: give an integer from 1 to {models.MAX_COUNT - prompt_length:,} (the "
                             f"prompt's {prompt_length} tokens and N new ones make at most {models.MAX_COUNT:,} "
@@ -220,6 +227,10 @@ def sampling_options(args: argparse.Namespace, prompt_length: int) -> SamplingOp
 
 def document(args: argparse.Namespace, model: str, options: SamplingOptions, out: Generation) -> dict:
     """The run as JSON: nothing in it depends on the backend."""
+    import numpy as np
+
+    from exactc.runtime import keys_twin
+
     key = keys_twin.key_from_seed(args.seed)
     return {
         "model": model,
@@ -246,6 +257,10 @@ def check_json(path: str) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from exactc.commands import _overrides
+    from exactc.exporter import checkpoints, export, models, types
+    from exactc.exporter.reference.generation import GenerationError, reference_runner, run_loop
+    from exactc.exporter.reference.sampling import SamplingError
+    from exactc.runtime import keys_twin
 
     types.check_site(args.dtype)
     if args.json:

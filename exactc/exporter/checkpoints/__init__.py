@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from exactc.exporter import models
-from exactc.exporter.checkpoints import gguf_file, hf, llama2c
+from exactc.exporter.checkpoints import hf
 from exactc.exporter.checkpoints.base import (FLOAT_DTYPES, Checkpoint, CheckpointError, Tensor, boolean,
                                               finite_float, finite_scales, json_kind, json_object, positive_int,
                                               read_json)
@@ -47,15 +47,23 @@ def load(path: str | Path, model: str | None = None) -> Checkpoint:
         ckpt = hf.load(path)
     elif not hf.regular_file(path):  # a FIFO would block the format's sniffing, /dev/zero never end it
         raise CheckpointError(f"checkpoint {path}: no such file or directory")
-    elif gguf_file.looks_like(path):
-        ckpt = gguf_file.load(path)
-    elif llama2c.looks_like(path):
-        ckpt = llama2c.load(path)
     else:
-        raise CheckpointError(
-            f"checkpoint {path}: not a Hugging Face folder (config.json + model.safetensors), a GGUF file or a "
-            "llama2.c .bin file (a header of seven int32s, or the version-1 magic 0x616b3432)")
+        ckpt = _load_file(path)
     if model is not None and model != ckpt.model:
         models.architecture(model)
         raise CheckpointError(f"checkpoint {path} holds a {ckpt.model} model ({ckpt.name}); not {model}")
     return ckpt
+
+
+def _load_file(path: Path) -> Checkpoint:
+    """A checkpoint that is one file: GGUF or llama2.c's .bin. Their readers are imported
+    here, for a file: a Hugging Face folder's commands do without them."""
+    from exactc.exporter.checkpoints import gguf_file, llama2c
+
+    if gguf_file.looks_like(path):
+        return gguf_file.load(path)
+    if llama2c.looks_like(path):
+        return llama2c.load(path)
+    raise CheckpointError(
+        f"checkpoint {path}: not a Hugging Face folder (config.json + model.safetensors), a GGUF file or a "
+        "llama2.c .bin file (a header of seven int32s, or the version-1 magic 0x616b3432)")

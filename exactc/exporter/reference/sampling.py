@@ -23,7 +23,7 @@ from exactc.exporter.reference.arith import libm64
 # 1, 2, ... are these rules in this order).
 RULES = ("size", "temperature", "top_k", "top_p", "u", "nan", "all -inf")
 
-_WIDENABLE = (np.dtype(np.float64), np.dtype(np.float32), types.BF16)
+_WIDENABLE = (np.dtype(np.float64), np.dtype(np.float32))  # and bf16 (types.is_bf16)
 
 
 class SamplingError(ValueError):
@@ -65,7 +65,7 @@ def widen_logits(logits: np.ndarray) -> np.ndarray:
     logits = np.asarray(logits)
     if logits.ndim != 1 or logits.size < 1:
         raise SamplingError("size", f"logits must be one row of V >= 1 values; got shape {logits.shape}")
-    if logits.dtype not in _WIDENABLE:
+    if logits.dtype not in _WIDENABLE and not types.is_bf16(logits.dtype):
         raise SamplingError("size", f"logits of dtype {logits.dtype}; expected float64, float32 or bfloat16")
     return logits.astype(np.float64)
 

@@ -36,6 +36,7 @@ from exactc.mutants.catalog import (
     shapes,
     slicing,
     speed,
+    startup,
     training,
     tuning,
 )
@@ -153,6 +154,10 @@ _FIXED_CHECKS = [
     Check("spec-constants", ("tests/test_spec_constants.py",)),
     # docs/cli.md against what `exactc --help` and every command's --help print (tools/cli_docs.py).
     Check("cli-docs", ("tests/test_cli_docs.py",)),
+    # What a fresh interpreter imports for each command's --help and for an embedding from
+    # a cached program (python -X importtime), and bf16's ml_dtypes imported on first use.
+    Check("cli:imports", ("tests/test_cli.py",), "imports"),
+    Check("types:bf16", ("tests/test_types.py",), "bf16"),
     # The C text the exporter prints against tests/printed/ (tools/printed_text.py): what a
     # user reads and no bit shows, a comment's shape or a layout's note.
     Check("printed-text", ("tests/test_printed_text.py",)),
@@ -251,7 +256,7 @@ _FIXED_CHECKS = [
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
-            tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training]
+            tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training, startup]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
