@@ -96,3 +96,35 @@ def test_batches_start_in_their_order_and_none_waits_behind_a_long_one(monkeypat
     starts = [int(tail) for code, tail in engine.run_all(engine.run_command, batches, jobs=2)]
     short = starts[1:]  # the other worker's, one after another while the long one runs
     assert short == sorted(short), f"started out of order (ns after the first): {[s - starts[0] for s in starts]}"
+
+
+def test_a_batch_whose_worker_is_killed_is_rerun_once_then_reported_never_lost(tmp_path, monkeypatch):
+    """Real kills on a LocalCluster of two workers: a command that SIGKILLs its worker (its
+    parent) the first time it runs is run again and comes back; one that does it every time
+    comes back LOST, saying why; one that SIGKILLs itself comes back with its signal; none
+    is dropped or counted as run."""
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+    marker = tmp_path / "killed-once"
+    once = ["sh", "-c", f"if [ ! -e {marker} ]; then touch {marker}; kill -KILL $PPID; fi; echo ran"]
+    always = ["sh", "-c", "kill -KILL $PPID"]
+    itself = ["sh", "-c", "echo half way; kill -KILL $$"]
+    start = time.monotonic()
+    outcomes = engine.run_commands([once, always, itself, ["true"]], jobs=2)
+    assert time.monotonic() - start < 120
+    assert marker.exists()  # the first run of `once` did kill its worker
+    assert outcomes == [(0, "ran\n"), (engine.LOST, "its dask worker died under it on each of its 2 runs"),
+                        (-9, "half way\n"), (0, "")]
+    assert [engine.ending(code) for code, _ in outcomes[1:3]] == ["lost (it did not come back)", "killed by SIGKILL"]
+
+
+def test_a_batch_that_raises_is_handed_to_lost_or_refused_by_name(monkeypatch):
+    """A batch whose function raises on the worker (a command that cannot start) does not
+    come back: with `lost`, its result is what `lost` makes of it; without, the engine
+    raises, naming the batch."""
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+    missing = ["/nonexistent/exactc-command"]
+    [(code, why)] = engine.run_commands([missing], jobs=1)
+    assert code == engine.LOST and why.startswith("FileNotFoundError: ") and missing[0] in why
+    with pytest.raises(engine.BatchLost, match=r"batch \['/nonexistent/exactc-command'\] did not come back: "
+                       "FileNotFoundError"):
+        engine.run_all(engine.run_command, [["true"], missing], jobs=1)
