@@ -103,6 +103,9 @@ def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int = 2, progress: P
         for future in as_completed(futures):
             i = index[future.key]
             results[i] = settle(future, items[i], lost)
+            # Forgotten by the cluster once its result is here: a worker that dies later would
+            # take the result with it, and dask would run the finished batch again.
+            future.release()
             if on_result is not None:
                 on_result(i, results[i])
             if progress is not None:
@@ -122,8 +125,8 @@ def settle(future, item: T, lost: Callable[[T, str], R] | None) -> R:
 
     try:
         return future.result()
-    except KilledWorker:
-        why = f"its dask worker died under it on each of its {ALLOWED_FAILURES + 1} runs"
+    except KilledWorker as error:  # the scheduler's count: a named cluster's may differ from ours
+        why = f"its dask worker died under it on each of its {error.allowed_failures + 1} runs"
     except Exception as error:
         why = f"{type(error).__name__}: {error}"
     if lost is None:

@@ -112,4 +112,15 @@ MUTANTS = [
         ("campaign",),
         family="campaigns",
     ),
+    Mutant(
+        "engine-keeps-finished-results-on-workers",
+        "the engine leaves each finished batch's result on its worker until the campaign ends: "
+        "a worker that dies later takes it along, and dask runs the finished batch again (a "
+        "mutmut batch over its own stage)",
+        ENGINE,
+        "            future.release()\n",
+        "",
+        ("dask-cluster",),
+        family="campaigns",
+    ),
 ]
