@@ -130,3 +130,16 @@ def test_a_mutant_whose_worker_is_killed_under_it_is_crashed_and_named(tmp_path,
     [result] = run_mutants(tree, [mutant], timeout=60, jobs=1)
     assert (result.mutant, result.outcome, result.caught_by) == ("dies-by-worker", "crashed", [])
     assert result.detail == "its batch did not come back: its dask worker died under it on each of its 2 runs"
+
+
+def test_a_report_names_the_failed_test_not_the_log_lines_before_it():
+    """A check whose tests log at ERROR (dask's scheduler, on a worker's death) prints
+    those lines above pytest's summary: the mutant's row names the failed test."""
+    from exactc.mutants.runner import _failure_lines
+
+    output = ("ERROR    distributed.scheduler:scheduler.py:5658 Task t marked as failed because 2 workers died\n"
+              "ERROR    distributed.scheduler:scheduler.py:6419 Couldn't gather keys\n"
+              "=========================== short test summary info ============================\n"
+              "FAILED tests/test_dask_cluster.py::test_x - AssertionError: assert 1 == 2\n"
+              "!!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!!\n")
+    assert _failure_lines(output) == "FAILED tests/test_dask_cluster.py::test_x - AssertionError: assert 1 == 2"

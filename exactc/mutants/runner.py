@@ -83,8 +83,11 @@ def run_check(name: str, root: Path, env: dict, timeout: float) -> str:
 
 
 def _failure_lines(output: str) -> str:
-    """pytest's short summary lines (FAILED/ERROR ...), which name the test and why."""
-    lines = [ln for ln in output.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    """pytest's short summary lines (FAILED/ERROR ...), which name the test and why; not
+    the captured log lines above them, which begin with ERROR too (dask's scheduler logs a
+    worker's death so)."""
+    summary = output.rpartition("short test summary info")[2]
+    lines = [ln for ln in summary.splitlines() if ln.startswith(("FAILED", "ERROR"))]
     return "; ".join(ln[:300] for ln in lines[:3])
 
 

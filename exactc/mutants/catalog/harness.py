@@ -432,4 +432,15 @@ MUTANTS = [
         ("mutants-deaths",),
         family="harness",
     ),
+    Mutant(
+        "mutant-detail-takes-log-lines",
+        "the mutant runner takes every line that begins with FAILED or ERROR for pytest's "
+        "summary: a check whose tests log at ERROR (dask, on a worker's death) names the log "
+        "lines, not the test that failed",
+        RUNNER,
+        '    summary = output.rpartition("short test summary info")[2]\n',
+        "    summary = output\n",
+        ("mutants-detail",),
+        family="harness",
+    ),
 ]
