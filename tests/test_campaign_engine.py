@@ -119,3 +119,38 @@ def test_a_failure_saved_in_the_database_is_replayed_first_by_a_task_of_another_
     seen.clear()
     result = kernel_campaign.run_task(dataclasses.replace(first, seed=2, examples=1))
     assert result.failures and seen[0] == (True, failed)  # the saved example ran before any new draw
+
+
+def test_a_task_that_does_not_come_back_is_a_failure_that_names_it(monkeypatch):
+    """make verify's kernel phase hands the engine `lost_task`: a task whose worker died
+    under it (or that raised on the worker) counts no case and fails the campaign, named."""
+    from exactc.verify import campaign, engine
+
+    why = "its dask worker died under it on each of its 2 runs"
+    monkeypatch.setattr(engine, "run_all", lambda fn, tasks, jobs, progress, lost: [lost(t, why) for t in tasks])
+    rows, seconds, failures, line = campaign.kernel_phase(500, jobs=1, seed=3)
+    tasks = kernel_campaign.plan_tasks(500, seed=3)
+    assert rows == [] and len(failures) == len(tasks)
+    assert failures[0] == f"{tasks[0].describe()}\nthe task did not come back: {why}"
+
+
+@pytest.mark.parametrize("how", ["signal", "exit 0", "sleeps"])
+def test_a_batch_child_that_dies_or_hangs_is_crashed_or_timed_out_never_ok(how):
+    """The forked child that runs a batch's kernels (verify/kernels.py), killed by SIGKILL
+    (the OOM killer), ending with exit 0 before it sent its results, or hanging: the batch
+    is crashed (naming how the child ended) or timed out, never a batch that ran."""
+    import os
+    import signal
+    import time
+    from types import SimpleNamespace
+
+    from exactc.verify.kernels import run_in_child
+
+    ends = {"signal": lambda n: os.kill(os.getpid(), signal.SIGKILL), "exit 0": lambda n: os._exit(0),
+            "sleeps": lambda n: time.sleep(60)}
+    # the child's first step: the OpenMP team's size, set through the library it was handed
+    library = SimpleNamespace(options=SimpleNamespace(openmp=True), lib=SimpleNamespace(omp_set_num_threads=ends[how]))
+    said = {"signal": ("crashed", "the child process died (killed by SIGKILL) before it sent its results"),
+            "exit 0": ("crashed", "the child process died (exit 0) before it sent its results"),
+            "sleeps": ("timed out", "the batch ran past 2 s")}
+    assert run_in_child(library, [], timeout=2, threads=1) == said[how]

@@ -39,7 +39,8 @@ def _stop(proc: subprocess.Popen) -> None:
 def cluster(tmp_path):
     """The scheduler's address; the scheduler and both workers torn down after."""
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False",
-               DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0")  # as CONTRIBUTING.md says
+               DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0",
+               DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=str(engine.ALLOWED_FAILURES))  # as CONTRIBUTING.md says
     env.pop(engine.SCHEDULER_ENV, None)
     folders = {name: tmp_path / name for name in ("scheduler", "worker-1", "worker-2")}
     for folder in folders.values():
@@ -96,3 +97,40 @@ def test_batches_start_in_their_order_and_none_waits_behind_a_long_one(monkeypat
     starts = [int(tail) for code, tail in engine.run_all(engine.run_command, batches, jobs=2)]
     short = starts[1:]  # the other worker's, one after another while the long one runs
     assert short == sorted(short), f"started out of order (ns after the first): {[s - starts[0] for s in starts]}"
+
+
+def test_a_batch_whose_worker_is_killed_is_rerun_once_then_reported_never_lost(tmp_path, monkeypatch):
+    """Real kills on a LocalCluster of one worker, restarted by its nanny after each: a
+    command that SIGKILLs its worker (its parent) the first time it runs is run again and
+    comes back; one that does it every time comes back LOST, saying why; one that SIGKILLs
+    itself comes back with its signal. None is dropped or counted as run, and the batch
+    that finished before the worker died is not run again (its result kept on the worker
+    would have died with it, and dask would have made it again)."""
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+    runs, marker = tmp_path / "runs", tmp_path / "killed-once"
+    first = ["sh", "-c", f"echo ran >> {runs}"]
+    # (a second after `first` ended: its result is here by then, no longer only on the worker)
+    once = ["sh", "-c", f"if [ ! -e {marker} ]; then touch {marker}; sleep 2; kill -KILL $PPID; fi; echo ran"]
+    always = ["sh", "-c", "kill -KILL $PPID"]
+    itself = ["sh", "-c", "echo half way; kill -KILL $$"]
+    start = time.monotonic()
+    outcomes = engine.run_commands([first, once, always, itself], jobs=1)
+    assert time.monotonic() - start < 120
+    assert marker.exists()  # the first run of `once` did kill its worker
+    assert outcomes == [(0, ""), (0, "ran\n"), (engine.LOST, "its dask worker died under it on each of its 2 runs"),
+                        (-9, "half way\n")]
+    assert runs.read_text() == "ran\n", "a batch that had finished ran again when its worker died"
+    assert [engine.ending(code) for code, _ in outcomes[2:]] == ["lost (it did not come back)", "killed by SIGKILL"]
+
+
+def test_a_batch_that_raises_is_handed_to_lost_or_refused_by_name(monkeypatch):
+    """A batch whose function raises on the worker (a command that cannot start) does not
+    come back: with `lost`, its result is what `lost` makes of it; without, the engine
+    raises, naming the batch."""
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+    missing = ["/nonexistent/exactc-command"]
+    [(code, why)] = engine.run_commands([missing], jobs=1)
+    assert code == engine.LOST and why.startswith("FileNotFoundError: ") and missing[0] in why
+    with pytest.raises(engine.BatchLost, match=r"batch \['/nonexistent/exactc-command'\] did not come back: "
+                       "FileNotFoundError"):
+        engine.run_all(engine.run_command, [["true"], missing], jobs=1)

@@ -165,7 +165,7 @@ def test_every_batch_stages_one_snapshot_taken_when_the_campaign_began(campaign,
     batch's command is the tool of the snapshot STAGE/tree, copied once at the start."""
     seen = []
     monkeypatch.setattr(campaign, "MUTATE", ["exactc/exporter/dims.py", "exactc/exporter/kernels/splits.py"])
-    monkeypatch.setattr(campaign.engine, "run_all", lambda fn, commands, workers, progress: seen.extend(commands)
+    monkeypatch.setattr(campaign.engine, "run_commands", lambda commands, workers, progress: seen.extend(commands)
                         or [(0, "")] * len(commands))
     stage = tmp_path / "stage"
     assert campaign.run_parts(stage, [], 2, 2, True, own=True) == 0
@@ -549,3 +549,47 @@ def test_resume_needs_a_campaign_s_stage(campaign, tmp_path, capsys):
     with pytest.raises(SystemExit):
         campaign.main(["--cluster", "--resume", "--stage", str(tmp_path / "none")])
     assert "--resume needs a stopped --cluster campaign's stage" in capsys.readouterr().err
+
+
+# ---- batches that die: failures, named, never finished -----------------------------------
+
+def test_a_batch_killed_by_a_signal_or_lost_with_its_worker_fails_the_campaign_by_name(campaign, tmp_path,
+                                                                                         monkeypatch, capsys):
+    """A stopped campaign's batches, run for real on a LocalCluster of one worker: one
+    SIGKILLs itself (the OOM killer's signal) after printing, one SIGKILLs its worker each
+    time it runs, one ends well. The campaign reports no score, exits 2, and names each
+    failed batch and how it ended; the one that ended well is not among them."""
+    monkeypatch.delenv(campaign.engine.SCHEDULER_ENV, raising=False)
+    monkeypatch.setattr(campaign, "MUTATE", list(campaign.MUTATE))
+    monkeypatch.setattr(campaign, "DO_NOT_MUTATE", list(campaign.DO_NOT_MUTATE))
+    monkeypatch.setattr(campaign, "TESTS", list(campaign.TESTS))
+    monkeypatch.setattr(campaign, "report", lambda *args, **kwargs: pytest.fail("a score for a campaign that lost batches"))
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    commands = {"signal.py": ["sh", "-c", "echo half way; kill -KILL $$"], "worker.py": ["sh", "-c", "kill -KILL $PPID"],
+                "fine.py": ["true"]}
+    batches = [{"files": [f"exactc/{name}"], "stage": str(stage / f"part-00{i}"), "command": command}
+               for i, (name, command) in enumerate(commands.items())]
+    (stage / campaign.LEDGER).write_text(json.dumps({"mutate": ["exactc/*.py"], "do_not_mutate": [], "walls": [],
+                                                     "batches": batches}))
+    assert campaign.main(["--cluster", "--resume", "--max-children", "1", "--stage", str(stage)]) == 2
+    err = capsys.readouterr().err
+    assert "mutmut: batch part-000 (exactc/signal.py) failed, killed by SIGKILL:\nhalf way\n" in err
+    assert ("mutmut: batch part-001 (exactc/worker.py) failed, lost (it did not come back):\n"
+            "its dask worker died under it on each of its 2 runs") in err
+    assert "part-002" not in err and "mutmut: 2 of 3 batches failed (above): no score" in err
+
+
+def test_a_real_edit_retry_whose_tests_die_is_no_kill(campaign, tmp_path):
+    """A mutant retried as a real edit (confirm_one) whose tests are killed by a signal (the
+    OOM killer) is what mutmut calls a test process that died, never killed; a test that
+    fails kills it."""
+    stage = tmp_path / "stage"
+    (stage / "tests").mkdir(parents=True)
+    (stage / "exactc").mkdir()
+    (stage / "tests" / "test_m.py").write_text(
+        "import os, signal\nfrom exactc import m\n\ndef test_m():\n"
+        "    if m.X == 2:\n        os.kill(os.getpid(), signal.SIGKILL)\n    assert m.X == 1\n")
+    verdicts = {source: campaign.confirm_one(stage, source, "exactc/m.py", ["tests/test_m.py"], {}, 60.0)
+                for source in ("X = 1\n", "X = 2\n", "X = 3\n")}
+    assert verdicts == {"X = 1\n": "survived", "X = 2\n": "segfault", "X = 3\n": "killed"}

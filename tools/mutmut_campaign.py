@@ -431,7 +431,8 @@ def confirm_one(stage: Path, source: str, path: str, tests: list[str], env: dict
                 timeout: float) -> str:
     """'killed', 'survived' or 'timeout' with `source` (a mutant written in: applied_source,
     called in the caller's thread, since mutmut_in changes the working directory) as `path`
-    in a fresh copy of the stage."""
+    in a fresh copy of the stage; for tests killed by a signal, mutmut's word for it
+    ('segfault', 'suspicious')."""
     with tempfile.TemporaryDirectory(prefix="exactc-mutmut-confirm-") as tmp:
         root = Path(tmp) / "tree"
         shutil.copytree(stage, root, ignore=stage_copy_ignored(stage), symlinks=True)
@@ -444,6 +445,10 @@ def confirm_one(stage: Path, source: str, path: str, tests: list[str], env: dict
                                   timeout=timeout)
         except subprocess.TimeoutExpired:
             return "timeout"
+    if proc.returncode < 0:  # the tests died (the OOM killer's SIGKILL): no verdict on the mutant
+        from mutmut.stats import status_by_exit_code
+
+        return status_by_exit_code[proc.returncode]
     return "survived" if proc.returncode == 0 else "killed"
 
 
@@ -852,7 +857,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutmut: {', '.join(MUTATE)}: no mutant (no function or method to mutate); nothing to run",
               file=sys.stderr, flush=True)
     elif proc.returncode != 0:
-        print(f"mutmut: `mutmut run` failed (exit {proc.returncode}): no score", file=sys.stderr)
+        print(f"mutmut: `mutmut run` failed ({engine.ending(proc.returncode)}): no score", file=sys.stderr)
         return 2
     if not checked:
         problem = check_import(stage, env)
@@ -958,10 +963,16 @@ def run_parts(stage: Path, tests: list[str], parts: int, workers: int, no_confir
           + (f", {done} finished before, {len(todo)} to go on with" if resume else ""), file=sys.stderr, flush=True)
     with wall_clock(stage / LEDGER, ledger):
         progress = engine.Progress("mutmut", len(commands))
-        outcomes = engine.run_all(engine.run_command, commands, workers, progress)
-    failed = [(b, tail) for b, (code, tail) in zip(todo, outcomes) if code != 0]
-    for b, tail in failed:
-        print(f"mutmut: batch {Path(b['stage']).name} ({' '.join(b['files'])}) failed:\n{tail}", file=sys.stderr)
+        outcomes = engine.run_commands(commands, workers, progress)
+    # Any code but 0 is a failure: a batch killed by a signal (negative: the OOM killer's
+    # SIGKILL) or lost with its worker (engine.LOST) did not finish, whatever it printed.
+    failed = [(b, code, tail) for b, (code, tail) in zip(todo, outcomes) if code != 0]
+    for b, code, tail in failed:
+        print(f"mutmut: batch {Path(b['stage']).name} ({' '.join(b['files'])}) failed, "
+              f"{engine.ending(code)}:\n{tail}", file=sys.stderr)
+    if failed:
+        print(f"mutmut: {len(failed)} of {len(commands)} batches failed (above): no score; "
+              "`--resume` runs them again", file=sys.stderr)
     return 2 if failed else 0
 
 

@@ -3,10 +3,12 @@
     exactc mutants [-j 2] [--only NAME ...] [--json FILE] [--markdown FILE]
 
 Outcomes are kept apart: caught, NOT CAUGHT, crashed (the checks could not run: an import
-or collection error), timed out, does not apply (the mutant's feature is absent, or this
-CPU cannot show it: a mistake in code compiled for AVX-512 only), and catalog error (its
-anchor is gone). The exit status is non-zero if the baseline fails or
-any mutant is anything but caught or does not apply. The last line is
+or collection error, a pytest killed by a signal, a batch whose dask worker died under it),
+timed out, does not apply (the mutant's feature is absent, or this CPU cannot show it: a
+mistake in code compiled for AVX-512 only), and catalog error (its anchor is gone). Only a
+check that fails (pytest's exit 1) catches; a crash or a timeout names the check and how it
+ended. The exit status is non-zero if the baseline fails or any mutant is anything but
+caught or does not apply. The last line is
 
     mutants: <caught>/<total> caught
 """
@@ -75,18 +77,24 @@ def copy_env(root: Path) -> dict[str, str]:
 
 
 def run_check(name: str, root: Path, env: dict, timeout: float) -> str:
-    """'pass', 'fail', 'error' (pytest could not run the tests) or 'timeout'."""
+    """'pass', 'fail', 'error' (pytest could not run the tests, or died by a signal) or
+    'timeout'."""
     return run_check_detail(name, root, env, timeout)[0]
 
 
 def _failure_lines(output: str) -> str:
-    """pytest's short summary lines (FAILED/ERROR ...), which name the test and why."""
-    lines = [ln for ln in output.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+    """pytest's short summary lines (FAILED/ERROR ...), which name the test and why; not
+    the captured log lines above them, which begin with ERROR too (dask's scheduler logs a
+    worker's death so)."""
+    summary = output.rpartition("short test summary info")[2]
+    lines = [ln for ln in summary.splitlines() if ln.startswith(("FAILED", "ERROR"))]
     return "; ".join(ln[:300] for ln in lines[:3])
 
 
 def run_check_detail(name: str, root: Path, env: dict, timeout: float) -> tuple[str, str]:
-    """The verdict and, when it is not 'pass', what pytest said failed."""
+    """The verdict and, when it is not 'pass', what pytest said failed. Only exit 0 passes
+    and only exit 1 (tests failed) fails: a pytest killed by a signal (the OOM killer) is an
+    'error' that says which signal, never a pass or a catch."""
     check = CHECKS[name]
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
            "-p", "no:randomly", *check.pytest_args()]
@@ -98,7 +106,9 @@ def run_check_detail(name: str, root: Path, env: dict, timeout: float) -> tuple[
     if proc.returncode == 0:
         return "pass", ""
     detail = _failure_lines(proc.stdout) or proc.stdout[-500:] + proc.stderr[-500:]
-    return ("fail" if proc.returncode == 1 else "error"), f"{name}: {detail}"
+    if proc.returncode == 1:
+        return "fail", f"{name}: {detail}"
+    return "error", f"{name}: pytest {engine.ending(proc.returncode)}: {detail}"
 
 
 def run_mutant(tree: Path, mutant: Mutant, timeout: float) -> Result:
@@ -121,12 +131,27 @@ def run_mutant(tree: Path, mutant: Mutant, timeout: float) -> Result:
     if failed:
         said = " | ".join(details[n][1] for n in failed)
         return Result(mutant.name, "caught", failed, seconds, said)
-    if any(v == "timeout" for v in verdicts.values()):
-        return Result(mutant.name, "timed out", [], seconds)
-    if any(v == "error" for v in verdicts.values()):
-        errors = [n for n, v in verdicts.items() if v == "error"]
-        return Result(mutant.name, "crashed", [], seconds, f"checks could not run: {errors}")
+    for verdict, outcome in (("timeout", "timed out"), ("error", "crashed")):
+        named = [details[n][1] for n, v in verdicts.items() if v == verdict]
+        if named:
+            return Result(mutant.name, outcome, [], seconds, " | ".join(named))
     return Result(mutant.name, "NOT CAUGHT", [], seconds)
+
+
+def lost_mutant(mutant: Mutant, why: str) -> Result:
+    """A mutant whose batch did not come back from the engine (its worker died under it):
+    crashed, never caught or NOT CAUGHT."""
+    return Result(mutant.name, "crashed", [], 0.0, f"its batch did not come back: {why}")
+
+
+def run_mutants(tree: Path, catalog: list[Mutant], timeout: float, jobs: int) -> list[Result]:
+    """Every mutant of `catalog` in the order given, one a batch, on dask (verify/engine.py:
+    a LocalCluster of `jobs` workers, or EXACTC_SCHEDULER's cluster, whose workers must see
+    the same tree path); a progress line as each comes back."""
+    done: list[Result] = []
+    return engine.run_all(functools.partial(run_mutant, tree, timeout=timeout), catalog, jobs,
+                          on_result=lambda _, r: (done.append(r), progress(len(done), len(catalog), r)),
+                          lost=lost_mutant)
 
 
 def baseline(tree: Path, check_names: list[str], timeout: float, jobs: int) -> dict[str, tuple[str, str]]:
@@ -230,11 +255,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"baseline: all {len(checks)} checks pass", file=sys.stderr, flush=True)
 
-    # One mutant a batch, on dask (verify/engine.py: a LocalCluster of -j workers, or
-    # EXACTC_SCHEDULER's cluster, whose workers must see the same tree path).
-    done: list[Result] = []
-    results = engine.run_all(functools.partial(run_mutant, tree, timeout=args.timeout), catalog, args.jobs,
-                             on_result=lambda _, r: (done.append(r), progress(len(done), len(catalog), r)))
+    results = run_mutants(tree, catalog, args.timeout, args.jobs)
     wall = time.monotonic() - start
 
     text = table(results)

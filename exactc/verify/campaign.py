@@ -101,7 +101,7 @@ def kernel_phase(cases: int, jobs: int, seed: int) -> tuple[list[dict], float, l
     progress = engine.Progress("kernel cases", len(tasks),
                                lambda done: f"{sum(r.cases for r in done)} cases")
     start = time.monotonic()
-    results = engine.run_all(kernel_campaign.run_task, tasks, jobs, progress)
+    results = engine.run_all(kernel_campaign.run_task, tasks, jobs, progress, lost=kernel_campaign.lost_task)
     seconds = time.monotonic() - start
     rows, kernels, failures = kernel_campaign.merge(results)
     ran = sum(r["family"] == "kernels" for r in rows)

@@ -11,6 +11,13 @@ a named cluster are started with DASK_DISTRIBUTED__WORKER__DAEMON=False (CONTRIB
 1.0; a named cluster's scheduler started with DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION=1.0).
 Each worker imports exactc from its own installation: the items and the functions travel
 by reference to their module.
+
+No batch is lost and none counts as run when it did not: a batch whose worker dies under it
+(SIGKILL, the OOM killer) is rerun once on a worker that is alive (ALLOWED_FAILURES; a named
+cluster's scheduler started with DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=1), and one
+that does not come back (its worker died again, fn raised, its result could not be
+unpickled) is handed to the caller's `lost`, which makes the result that says so (a failed
+kernel task, a crashed mutant, a failed mutmut batch), named.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
 import time
 from typing import Callable, Sequence, TypeVar
@@ -50,6 +58,9 @@ class Progress:
 
 
 SCHEDULER_ENV = "EXACTC_SCHEDULER"
+# A batch whose worker dies under it runs once more, elsewhere; a second death is its own
+# doing (it fills the memory, say), reported rather than run again (a mutmut batch is an hour).
+ALLOWED_FAILURES = 1
 
 
 @contextlib.contextmanager
@@ -68,16 +79,19 @@ def client(jobs: int = 2):
     # start in their order (the longest first) and none waits behind another's long batch
     # while a worker idles (dask's default queues one more on each busy worker).
     with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.system-monitor.gil.enabled": False,
-                          "distributed.scheduler.worker-saturation": 1.0}):
+                          "distributed.scheduler.worker-saturation": 1.0,
+                          "distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
         with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None,
                           silence_logs=logging.ERROR) as cluster, Client(cluster) as connected:
             yield connected
 
 
 def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int = 2, progress: Progress | None = None,
-            on_result: Callable[[int, R], None] | None = None) -> list[R]:
+            on_result: Callable[[int, R], None] | None = None,
+            lost: Callable[[T, str], R] | None = None) -> list[R]:
     """fn over items on the cluster (`client`); the results in the items' order. Each
-    result is handed to `on_result(index, result)` and `progress` as it comes back."""
+    result is handed to `on_result(index, result)` and `progress` as it comes back. A
+    batch that does not come back is `lost(item, why)` (settle)."""
     from distributed import as_completed
 
     if not items:
@@ -88,12 +102,36 @@ def run_all(fn: Callable[[T], R], items: Sequence[T], jobs: int = 2, progress: P
         index = {future.key: i for i, future in enumerate(futures)}
         for future in as_completed(futures):
             i = index[future.key]
-            results[i] = future.result()
+            results[i] = settle(future, items[i], lost)
+            # Forgotten by the cluster once its result is here: a worker that dies later would
+            # take the result with it, and dask would run the finished batch again.
+            future.release()
             if on_result is not None:
                 on_result(i, results[i])
             if progress is not None:
                 progress.update(results[i])
     return collect(results, len(items))
+
+
+class BatchLost(RuntimeError):
+    """A batch that did not come back, where the caller gave no `lost` to report it."""
+
+
+def settle(future, item: T, lost: Callable[[T, str], R] | None) -> R:
+    """A batch's result; for one that did not come back (its worker died under it on each
+    of its runs, fn raised, or its result could not be unpickled), `lost(item, why)`: the
+    result that reports it, never one that counts it as run. Without `lost`, BatchLost."""
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker as error:  # the scheduler's count: a named cluster's may differ from ours
+        why = f"its dask worker died under it on each of its {error.allowed_failures + 1} runs"
+    except Exception as error:
+        why = f"{type(error).__name__}: {error}"
+    if lost is None:
+        raise BatchLost(f"batch {item!r} did not come back: {why}")
+    return lost(item, why)
 
 
 def collect(results: dict[int, R], count: int) -> list[R]:
@@ -105,10 +143,31 @@ def collect(results: dict[int, R], count: int) -> list[R]:
     return [results[i] for i in range(count)]
 
 
+LOST = -256  # run_commands' code for a command that did not come back: no exit code, no signal of its own
+
+
 def run_command(argv: list[str]) -> tuple[int, str]:
-    """A batch that is a command (a part of the mutmut campaign): its exit code and the
-    last lines of its output."""
+    """A batch that is a command (a part of the mutmut campaign): its exit code (negative:
+    the signal that killed it) and the last lines of its output."""
     import subprocess
 
     proc = subprocess.run(argv, capture_output=True, text=True)
     return proc.returncode, (proc.stdout + proc.stderr)[-4000:]
+
+
+def run_commands(commands: Sequence[list[str]], jobs: int = 2, progress: Progress | None = None) -> list[tuple[int, str]]:
+    """Commands as batches (run_command); one that does not come back (its worker died
+    under it, it could not start) is (LOST, why): a failure, like any code but 0."""
+    return run_all(run_command, commands, jobs, progress, lost=lambda argv, why: (LOST, why))
+
+
+def ending(code: int) -> str:
+    """How a process with this exit code ended, in words (run_command's codes)."""
+    if code == LOST:
+        return "lost (it did not come back)"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"

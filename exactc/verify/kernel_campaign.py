@@ -144,6 +144,12 @@ def run_task(task: Task) -> TaskResult:
     return TaskResult(task, dict(counts), kernels, failures)
 
 
+def lost_task(task: Task, why: str) -> TaskResult:
+    """A task that did not come back from the engine (verify/engine.py's `lost`): a failure
+    that names it, counting no case."""
+    return TaskResult(task, {}, 0, [f"{task.describe()}\nthe task did not come back: {why}"])
+
+
 def merge(results: list[TaskResult]) -> tuple[list[dict], int, list[str]]:
     """The campaign's rows (verify/campaign.py's summary), kernels compiled, failures."""
     rows, kernels, failures = [], 0, []

@@ -40,6 +40,7 @@ from exactc.exporter.printer.nests import takes_length
 from exactc.exporter.printer.planned import SPLIT_STATUS
 from exactc.strategies.cases import Case
 from exactc.verify.build import BuildOptions, load_library, runtime_source
+from exactc.verify.engine import ending
 from exactc.runtime.toolchain import cache_dir
 from exactc.verify.compare import (
     RED_ZONE,
@@ -218,8 +219,8 @@ def run_in_child(library, prepared: Sequence[_Prepared], timeout: float = CHILD_
         proc.kill()
         proc.join()
         return ("timed out", f"the batch ran past {timeout:.0f} s")
-    if message is None:
-        return ("crashed", f"the child process died with exit code {proc.exitcode}")
+    if message is None:  # whatever its exit code, even 0: a child that sent nothing crashed
+        return ("crashed", f"the child process died ({ending(proc.exitcode)}) before it sent its results")
     return message
 
 

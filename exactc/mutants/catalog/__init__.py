@@ -148,6 +148,11 @@ _FIXED_CHECKS = [
     # make mutants-report's page: its own sections rewritten, every later one kept.
     Check("mutants-report", ("tests/test_mutants.py",), "report_keeps"),
     Check("mutants-cpu", ("tests/test_mutants.py",), "this_cpu_cannot_show"),
+    # Checks and batches that die: a pytest killed by a signal, one past its time, a dask
+    # worker killed under a mutant's batch; crashed or timed out, named, never a pass or a catch.
+    Check("mutants-deaths", ("tests/test_mutants.py",), "killed_by_a_signal or past_its_time or killed_under_it"),
+    # A mutant's row names the test that failed, not the log lines printed above pytest's summary.
+    Check("mutants-detail", ("tests/test_mutants.py",), "log_lines"),
     # The mutmut campaign's cheap parts: its staged config, verdicts, batches and their tests.
     Check("mutmut-campaign", ("tests/test_mutmut_campaign.py",)),
     # docs/semantics.md's table of rounded constants against the code (tools/spec_constants.py).

@@ -1,7 +1,8 @@
 """Mistakes in the campaign's own machinery (verify/kernel_campaign.py and the families of
 cases that share a kernel): a campaign that counts cases it never ran, or runs a case on
-another case's kernel, says more than it checked. `campaign` (tests/test_campaign_engine.py)
-must catch them."""
+another case's kernel, says more than it checked, and so does one that counts a batch that
+died (its worker killed, its child killed or hung) as one that ran. `campaign`
+(tests/test_campaign_engine.py) and `dask-cluster` (tests/test_dask_cluster.py) must catch them."""
 
 from exactc.mutants.model import Mutant
 
@@ -66,8 +67,59 @@ MUTANTS = [
         "one batch more, which waits behind its long batch while the other worker runs the "
         "later ones (a mutmut campaign's export.py waited an hour behind graph.py)",
         ENGINE,
-        '                          "distributed.scheduler.worker-saturation": 1.0}):',
-        "                          }):",
+        '                          "distributed.scheduler.worker-saturation": 1.0,\n',
+        "",
+        ("dask-cluster",),
+        family="campaigns",
+    ),
+    Mutant(
+        "engine-lost-command-counted-finished",
+        "the engine gives back a command whose dask worker died under it with exit code 0: a "
+        "mutmut batch lost with its worker (SIGKILL, the OOM killer) counts as finished",
+        ENGINE,
+        "    return run_all(run_command, commands, jobs, progress, lost=lambda argv, why: (LOST, why))",
+        "    return run_all(run_command, commands, jobs, progress, lost=lambda argv, why: (0, why))",
+        ("dask-cluster",),
+        family="campaigns",
+    ),
+    Mutant(
+        "engine-gives-up-at-the-first-worker-death",
+        "the engine lets dask rerun no batch whose worker died: one worker killed under a batch "
+        "(by another process's memory, say) loses that batch instead of running it again",
+        ENGINE,
+        "ALLOWED_FAILURES = 1\n",
+        "ALLOWED_FAILURES = 0\n",
+        ("dask-cluster",),
+        family="campaigns",
+    ),
+    Mutant(
+        "kernel-task-lost-counted-clean",
+        "a kernel task that did not come back from the engine (its worker died under it) is a "
+        "task without failures: make verify passes with the task's cases never run",
+        TASKS,
+        '    return TaskResult(task, {}, 0, [f"{task.describe()}\\nthe task did not come back: {why}"])',
+        "    return TaskResult(task, {}, 0, [])",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "kernel-child-exit-0-without-results",
+        "a batch's forked child that exits 0 before it sent its results is taken for one that "
+        "ran: only a non-zero exit code is a crash",
+        KERNELS,
+        "    if message is None:  # whatever its exit code, even 0: a child that sent nothing crashed",
+        "    if message is None and proc.exitcode != 0:",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
+        "engine-keeps-finished-results-on-workers",
+        "the engine leaves each finished batch's result on its worker until the campaign ends: "
+        "a worker that dies later takes it along, and dask runs the finished batch again (a "
+        "mutmut batch over its own stage)",
+        ENGINE,
+        "            future.release()\n",
+        "",
         ("dask-cluster",),
         family="campaigns",
     ),

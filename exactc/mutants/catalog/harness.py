@@ -446,4 +446,69 @@ MUTANTS = [
         ("probes:decode",),
         family="harness",
     ),
+    Mutant(
+        "mutmut-batch-killed-counted-finished",
+        "the mutmut campaign fails a batch only on a positive exit code: a batch killed by a "
+        "signal (the OOM killer's SIGKILL, negative) counts as finished, and the campaign reports "
+        "a score as if it had run its mutants",
+        MUTMUT,
+        "    failed = [(b, code, tail) for b, (code, tail) in zip(todo, outcomes) if code != 0]",
+        "    failed = [(b, code, tail) for b, (code, tail) in zip(todo, outcomes) if code > 0]",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutmut-retry-death-counted-killed",
+        "a survivor retried as a real edit whose tests die by SIGKILL (the OOM killer) is "
+        "counted killed: only a segfault is taken for a death",
+        MUTMUT,
+        "    if proc.returncode < 0:  # the tests died (the OOM killer's SIGKILL): no verdict on the mutant",
+        "    if proc.returncode == -11:  # the tests died (the OOM killer's SIGKILL): no verdict on the mutant",
+        ("mutmut-campaign",),
+        family="harness",
+        requires=(MUTMUT,),
+    ),
+    Mutant(
+        "mutant-check-killed-by-a-signal-passes",
+        "the mutant runner passes a check whose pytest died by a signal (exit code <= 0): the "
+        "baseline holds with a check the OOM killer stopped, and a mutant whose check died is "
+        "NOT CAUGHT, not crashed",
+        RUNNER,
+        '    if proc.returncode == 0:\n        return "pass", ""',
+        '    if proc.returncode <= 0:\n        return "pass", ""',
+        ("mutants-deaths",),
+        family="harness",
+    ),
+    Mutant(
+        "mutant-check-past-its-time-catches",
+        "the mutant runner counts a check that ran past its time as one that failed: a mutant "
+        "that only makes a test slow (or hang) is caught",
+        RUNNER,
+        '    failed = [n for n, v in verdicts.items() if v == "fail"]',
+        '    failed = [n for n, v in verdicts.items() if v in ("fail", "timeout")]',
+        ("mutants-deaths",),
+        family="harness",
+    ),
+    Mutant(
+        "mutant-batch-lost-ends-the-run",
+        "the mutant runner gives the engine no `lost`: a mutant whose dask worker dies under it "
+        "ends the whole run in a traceback, with no report of the mutants that ran",
+        RUNNER,
+        "                          lost=lost_mutant)",
+        "                          )",
+        ("mutants-deaths",),
+        family="harness",
+    ),
+    Mutant(
+        "mutant-detail-takes-log-lines",
+        "the mutant runner takes every line that begins with FAILED or ERROR for pytest's "
+        "summary: a check whose tests log at ERROR (dask, on a worker's death) names the log "
+        "lines, not the test that failed",
+        RUNNER,
+        '    summary = output.rpartition("short test summary info")[2]\n',
+        "    summary = output\n",
+        ("mutants-detail",),
+        family="harness",
+    ),
 ]
