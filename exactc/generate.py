@@ -2,16 +2,20 @@
 
     exactc generate --checkpoint tiny-llama/ --prompt "Once upon a time" -n 32 --temperature 0.8
     exactc generate llama --set layers=2 --prompt-ids 1,2,3 -n 8 --backend c --json out.json
+    exactc generate --checkpoint stories15M.bin --prompt "Once" -n 200 --backend c --weights q8 --verbose
 
 Generation is docs/semantics.md section 16: the prompt through `prefill`, then a `decode`
 step per new token with the cache of the earlier positions, each token drawn by the
 sampler (section 14) with its step's child key of the key from --seed.
 `--backend reference` evaluates the entries in numpy. `--backend c` runs the whole loop
 in one process of the exported decode program (`model generate`, built once into the
-cache folder): the prompt and the seed in, the tokens out, sampled in C; it feeds the
-prompt through decode steps, which section 16's cache property makes prefill's bits.
-Their logits are the same bits, so the tokens and the --json document are the same
-bytes.
+cache folder as `exactc export` builds it: `--plan auto` unless told otherwise,
+`--weights` and `--block`): the prompt and the seed in, the tokens out, sampled in C; it
+feeds the prompt through decode steps, which section 16's cache property makes
+prefill's bits. With `--weights` the reference evaluates the same quantized graph. Their
+logits are the same bits, so the tokens and the --json document are the same bytes,
+but for the C program's timing (prompt and new tokens per second) at the document's
+end, which `--verbose` also prints on stderr.
 
 Without a checkpoint the parameters are drawn (seed 0, docs/programs.md) and there is no
 tokenizer: give the prompt with --prompt-ids, or a tokenizer with --tokenizer. A
