@@ -5,6 +5,7 @@ from exactc.mutants.model import Mutant
 EXPORT = "exactc/exporter/export.py"
 PROGRAMS = "exactc/programs.py"
 CLI = "exactc/cli.py"
+COMMANDS = "exactc/commands.py"
 
 MUTANTS = [
     Mutant(
@@ -33,7 +34,16 @@ MUTANTS = [
         EXPORT,
         '"plan": plan_text(self.loaded_plan()), ',
         '"plan": "", ',
-        ("programs:build",),
+        ("programs:build", "generate:fast"),
+        family="building",
+    ),
+    Mutant(
+        "run-builds-without-a-plan",
+        "exactc run --backend c builds the plain nests by default, not the automatic plan's program",
+        COMMANDS,
+        '_model_options(p, plan="auto")',
+        "_model_options(p)",
+        ("commands:run-plan",),
         family="building",
     ),
     Mutant(
