@@ -108,6 +108,8 @@ _FIXED_CHECKS = [
     Check("cli", ("tests/test_programs.py",), "cli"),
     # exactc run --backend c: the export it builds takes --plan auto unless told otherwise.
     Check("commands:run-plan", ("tests/test_commands.py",), "automatic_plan"),
+    # exactc embed asks for its program by the spec of its options (tests/test_embed.py).
+    Check("embed:program", ("tests/test_embed.py",), "asked_for_by_its_spec"),
     # The one comparison: Python and C (conformance/compare) agree; check.sh applies it.
     Check("compare", ("tests/test_compare.py",)),
     # Instruction counts (verify/probes.py): linear growth where cost must be linear, and
