@@ -2,7 +2,7 @@
 
     exactc generate --checkpoint tiny-llama/ --prompt "Once upon a time" -n 32 --temperature 0.8
     exactc generate llama --set layers=2 --prompt-ids 1,2,3 -n 8 --backend c --json out.json
-    exactc generate --checkpoint stories15M.bin --prompt "Once" -n 200 --backend c --weights q8 --verbose
+    exactc generate --checkpoint stories15M.bin --prompt Once --backend c --weights q8 --verbose
 
 Generation is docs/semantics.md section 16: the prompt through `prefill`, then a `decode`
 step per new token with the cache of the earlier positions, each token drawn by the
