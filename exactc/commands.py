@@ -28,7 +28,8 @@ def _note(command: str) -> Callable[[str], None]:
     return lambda message: print(f"exactc {command}: {message}", file=sys.stderr, flush=True)
 
 
-def _model_options(p: argparse.ArgumentParser) -> None:
+def _model_options(p: argparse.ArgumentParser, plan: str | None = None) -> None:
+    """The options that name an export; `plan` the default of --plan (None: the plain nests)."""
     p.add_argument("model", nargs="?", help="gpt, bert or llama (with --checkpoint: checked against it, or inferred)")
     p.add_argument("--entry", required=True, help="gpt/llama: forward, next_token, prefill, decode; bert: forward, embed")
     p.add_argument("--dtype", required=True, help="the site type: f64, f32 or bf16")
@@ -36,8 +37,10 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a config field, e.g. --set layers=2 (repeatable); tokens=N is T_max: the "
                         "program reads its length T from input_ids' shape and takes any 1 <= T <= N")
-    p.add_argument("--plan", metavar="P", help="a plan file (layouts and thread splits, docs/plans.md), `auto` (the "
-                   "benchmark's layout for linear nests and an 8-piece thread split of every nest) or `none` (default)")
+    p.add_argument("--plan", metavar="P", default=plan,
+                   help="a plan file (layouts and thread splits, docs/plans.md), `auto` (the benchmark's layout for "
+                        "linear nests, or the tune table's where `exactc plan --tune` wrote one, and an 8-piece "
+                        f"thread split of every nest) or `none` (default {plan or 'none'})")
     p.add_argument("--checkpoint", metavar="PATH",
                    help="the parameters: a Hugging Face folder (GPT-2, BERT, sentence-transformers, Llama) or a "
                         "llama2.c .bin; the config comes from it (--set tokens=N only)")
@@ -70,7 +73,7 @@ def export_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_arguments(p: argparse.ArgumentParser) -> None:
-    _model_options(p)
+    _model_options(p, plan="auto")  # the program built for the user: the fast one (a plan changes no bit)
     p.add_argument("--backend", choices=("reference", "c"), default="reference")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input (default: drawn from --seed)")
@@ -114,9 +117,9 @@ def _overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _spec(args: argparse.Namespace, straight: bool = False, inputs=None):
+def _spec(args: argparse.Namespace, straight: bool = False, inputs=None, cc: str | None = None):
     """The export the options ask for (export.ExportSpec), its model, type and
-    checkpoint checked."""
+    checkpoint checked; `cc` the compiler whose tune table `--plan auto` reads."""
     from exactc.exporter import checkpoints, export, models, types
 
     types.check_site(args.dtype)
@@ -130,7 +133,8 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None):
         raise UsageError("give the MODEL (gpt, bert or llama), or a --checkpoint to read it from")
     models.architecture(args.model)
     return export.ExportSpec(args.model, args.entry, args.dtype, args.seed, _overrides(args.set), plan=args.plan,
-                             straight=straight, checkpoint=checkpoint, inputs=inputs, weights=weights_choice(args))
+                             straight=straight, checkpoint=checkpoint, inputs=inputs, weights=weights_choice(args),
+                             cc=cc)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -189,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from exactc.exporter import export
     from exactc.exporter import files
 
-    spec = _spec(args, inputs=_read_inputs(args.input))
+    spec = _spec(args, inputs=_read_inputs(args.input), cc=args.cc)
     outdir = Path(args.output)
     if args.backend == "reference":
         expected = spec.prepare().expected

@@ -130,7 +130,7 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
     from exactc.exporter import export
 
     spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt,
-                             weights=weights)
+                             weights=weights, cc=cc)
     started: list[float] = []
 
     def first_use(message: str) -> None:

@@ -2,16 +2,20 @@
 
     exactc generate --checkpoint tiny-llama/ --prompt "Once upon a time" -n 32 --temperature 0.8
     exactc generate llama --set layers=2 --prompt-ids 1,2,3 -n 8 --backend c --json out.json
+    exactc generate --checkpoint stories15M.bin --prompt Once --backend c --weights q8 --verbose
 
 Generation is docs/semantics.md section 16: the prompt through `prefill`, then a `decode`
 step per new token with the cache of the earlier positions, each token drawn by the
 sampler (section 14) with its step's child key of the key from --seed.
 `--backend reference` evaluates the entries in numpy. `--backend c` runs the whole loop
 in one process of the exported decode program (`model generate`, built once into the
-cache folder): the prompt and the seed in, the tokens out, sampled in C; it feeds the
-prompt through decode steps, which section 16's cache property makes prefill's bits.
-Their logits are the same bits, so the tokens and the --json document are the same
-bytes.
+cache folder as `exactc export` builds it: `--plan auto` unless told otherwise,
+`--weights` and `--block`): the prompt and the seed in, the tokens out, sampled in C; it
+feeds the prompt through decode steps, which section 16's cache property makes
+prefill's bits. With `--weights` the reference evaluates the same quantized graph. Their
+logits are the same bits, so the tokens and the --json document are the same bytes,
+but for the C program's timing (prompt and new tokens per second) at the document's
+end, which `--verbose` also prints on stderr.
 
 Without a checkpoint the parameters are drawn (seed 0, docs/programs.md) and there is no
 tokenizer: give the prompt with --prompt-ids, or a tokenizer with --tokenizer. A
@@ -29,15 +33,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from exactc import tokenizer_bin
+from exactc import commands, tokenizer_bin
 from exactc.exporter import files
 
 if TYPE_CHECKING:  # imported where used: `exactc generate --help` needs neither numpy nor the exporter
+    import numpy as np
+
     from exactc.exporter import checkpoints, export
     from exactc.exporter.reference.generation import Generation
     from exactc.exporter.reference.sampling import SamplingOptions
@@ -45,9 +52,6 @@ if TYPE_CHECKING:  # imported where used: `exactc generate --help` needs neither
 
 class GenerateError(ValueError):
     """A request `exactc generate` refuses: the message names the option and the rule."""
-
-
-ENTRIES = ("prefill", "decode")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -70,7 +74,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("reference", "c"), default="reference",
                    help="the numpy reference (default) or the exported C programs: the same bits")
     p.add_argument("--cc", default="cc", help="the C compiler of --backend c")
-    p.add_argument("--json", metavar="FILE", help="write the document of the run (the same bytes from both backends)")
+    p.add_argument("--plan", metavar="P", default="auto",
+                   help="the C program's plan: `auto` (default: laned linear layers and thread splits, with the "
+                        "tune table's layouts for this compiler and CPU where `exactc plan --tune` wrote them), "
+                        "`none` (the plain nests) or a plan file (docs/plans.md); speed only, the same bits")
+    commands.weights_options(p)
+    p.add_argument("--json", metavar="FILE", help="write the document of the run (the same bytes from both backends, "
+                   "but for the C program's timing at its end)")
+    p.add_argument("--verbose", action="store_true",
+                   help="print the C program's timing line on stderr: the prompt's and the new tokens per second")
 
 
 class TextTokenizer(Protocol):
@@ -174,10 +186,11 @@ def load_tokenizer(path: str | None, checkpoint: checkpoints.Checkpoint | None, 
 
 def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: argparse.Namespace,
                  options: SamplingOptions, progress: Callable[[str], None],
-                 on_token: Callable[[int], None]) -> Generation:
+                 on_token: Callable[[int], None]) -> tuple[Generation, dict]:
     """The whole loop in the exported decode program (`model generate`,
     runtime/exactc_generate.c), built once into the cache: the prompt and the seed in, the
-    tokens, their probabilities and the step uniforms out."""
+    tokens, their probabilities and the step uniforms out; and the program's timing line
+    (timing)."""
     import numpy as np
 
     from exactc import programs
@@ -194,10 +207,42 @@ def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: ar
         (ins / "prompt_ids.npy").write_bytes(export.npy_bytes(np.array(ids, np.int32)))
         seed = np.array([args.seed], np.uint64).view(np.int64)  # the seed's 64 bits (seed.npy is int64)
         (ins / "seed.npy").write_bytes(export.npy_bytes(seed))
-        built.generate(ins, outs, flags, on_token=on_token)
+        stderr = built.generate(ins, outs, flags, on_token=on_token)
         got = programs.load_outputs(outs)
-    return Generation(list(ids), got["tokens"].tolist(), got["probabilities"].tolist(), [],
-                      got["uniforms"].tolist())
+    out = Generation(list(ids), got["tokens"].tolist(), got["probabilities"].tolist(), [], got["uniforms"].tolist())
+    return out, timing(stderr)
+
+
+# The line the program prints on stderr at the end of its loop (runtime/exactc_generate.c).
+TIMING_LINE = re.compile(r"exactc: generate: (\d+) prompt tokens in ([0-9.]+) s, (\d+) new in ([0-9.]+) s "
+                         r"\(([0-9.]+) tokens/s\)")
+
+
+def timing(stderr: str) -> dict:
+    """The program's timing line as numbers: the prompt's tokens, seconds and tokens per
+    second, the new tokens' the same (the program's own rate: the tokens after the first
+    over their seconds). A rate is None where there is nothing to divide: seconds that
+    read 0, a single new token."""
+    from exactc.programs import ProgramRunError
+
+    found = TIMING_LINE.search(stderr)
+    if found is None:
+        raise ProgramRunError("the generate program printed no timing line", stderr)
+    prompt, prompt_s, new, new_s, new_rate = found.groups()
+    prompt_rate = round(int(prompt) / float(prompt_s), 2) if float(prompt_s) > 0 else None
+    return {"prompt_tokens": int(prompt), "prompt_seconds": float(prompt_s), "prompt_tokens_per_second": prompt_rate,
+            "new_tokens": int(new), "new_seconds": float(new_s),
+            "new_tokens_per_second": float(new_rate) if int(new) > 1 else None}
+
+
+def timing_line(t: dict) -> str:
+    """The --verbose line of a timing (timing): both rates in tokens per second."""
+    def rate(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    return (f"{t['prompt_tokens']} prompt tokens in {t['prompt_seconds']:.6f} s "
+            f"({rate(t['prompt_tokens_per_second'])} tokens/s), {t['new_tokens']} new in {t['new_seconds']:.6f} s "
+            f"({rate(t['new_tokens_per_second'])} tokens/s)")
 
 
 # The command line's name of each sampling rule (reference/sampling.py's RULES).
@@ -225,8 +270,10 @@ def sampling_options(args: argparse.Namespace, prompt_length: int) -> SamplingOp
     return options
 
 
-def document(args: argparse.Namespace, model: str, options: SamplingOptions, out: Generation) -> dict:
-    """The run as JSON: nothing in it depends on the backend."""
+def document(args: argparse.Namespace, model: str, options: SamplingOptions, out: Generation,
+             timed: dict | None = None) -> dict:
+    """The run as JSON: nothing in it depends on the backend but the C program's timing
+    (`timed`, timing), its last member."""
     import numpy as np
 
     from exactc.runtime import keys_twin
@@ -243,7 +290,7 @@ def document(args: argparse.Namespace, model: str, options: SamplingOptions, out
         "new_tokens": out.tokens,
         "steps": [{"token": t, "probability": p, "u": u}
                   for t, p, u in zip(out.tokens, out.probabilities, out.uniforms)],
-    }
+    } | ({"timing": timed} if timed is not None else {})
 
 
 def check_json(path: str) -> None:
@@ -255,21 +302,37 @@ def check_json(path: str) -> None:
         raise GenerateError(f"--json {path}: cannot write it ({exc.strerror or exc})") from None
 
 
+def reference_programs(model: str, site: str, user: dict, checkpoint: checkpoints.Checkpoint | None,
+                       weights: tuple[str, int] | None) -> tuple[dict, dict[str, np.ndarray]]:
+    """The prefill and decode programs by entry and their parameters, as the exports of
+    `--backend c` trace and draw (or read) them (export.build_program): with `weights`
+    (or a quantized checkpoint's own) their linear weights quantized, so that the
+    reference runs the graph the C program runs."""
+    from exactc.exporter import export
+
+    prefill, params = export.build_program(model, "prefill", site, 0, user, checkpoint, weights)
+    overrides, weights = export.checkpoint_request(checkpoint, "decode", user, weights)
+    return {"prefill": prefill, "decode": export.trace(model, "decode", overrides, weights)}, params
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
-    from exactc.commands import _overrides
     from exactc.exporter import checkpoints, export, models, types
+    from exactc.exporter.kernels.autoplan import load_plan_option
     from exactc.exporter.reference.generation import GenerationError, reference_runner, run_loop
     from exactc.exporter.reference.sampling import SamplingError
     from exactc.runtime import keys_twin
 
     types.check_site(args.dtype)
+    weights = commands.weights_choice(args)
+    export.check_weights(weights)  # --weights and --plan refused before anything is built, whichever backend
+    load_plan_option(args.plan, args.cc)
     if args.json:
         check_json(args.json)
     checkpoint = checkpoints.load(args.checkpoint, args.model) if args.checkpoint else None
     model = checkpoint.model if checkpoint is not None else args.model
     if model not in ("gpt", "llama"):
         raise GenerateError(f"model {model!r}: exactc generates with gpt or llama")
-    user = _overrides(args.set)
+    user = commands._overrides(args.set)
     # the vocabulary before the prompt is read: T_max is not known yet, and the default's 16
     # may exceed a small GPT's positions, so read it at one position unless --set gives one
     vocab = (checkpoint.fields["vocab"] if checkpoint is not None
@@ -283,13 +346,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not 0 <= args.seed < 2**64:
         raise GenerateError(f"--seed {args.seed}: give an integer in [0, 2^64)")
     if args.backend == "c":
-        spec = export.ExportSpec(model, "decode", args.dtype, 0, user, checkpoint=checkpoint)
+        spec = export.ExportSpec(model, "decode", args.dtype, 0, user, plan=args.plan, checkpoint=checkpoint,
+                                 weights=weights, cc=args.cc)
         cfg = models.config(model, overrides)
     else:
-        programs = {e: models.build(model, e, overrides) for e in ENTRIES}
+        programs, params = reference_programs(model, args.dtype, user, checkpoint, weights)
         cfg = programs["prefill"].config
-        params = (checkpoint.parameters(programs["prefill"], args.dtype) if checkpoint is not None
-                  else models.draw_parameters(programs["prefill"], 0, args.dtype))
         run = reference_runner(programs, args.dtype, params)
     shown: list[int] = []
     printed: list[str] = []  # the text printed so far, the prompt's included (set at the first token)
@@ -306,9 +368,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print(text[len(printed[0]):], end="", flush=True)
         printed[0] = text
 
+    timed = None
     try:
         if args.backend == "c":
-            out = c_generation(spec, args.cc, cfg, ids, args, options, progress, lambda token: stream(token, None))
+            out, timed = c_generation(spec, args.cc, cfg, ids, args, options, progress,
+                                      lambda token: stream(token, None))
         else:
             out = run_loop(run, cfg, ids, args.n, keys_twin.key_from_seed(args.seed), options, args.stop,
                            on_token=stream)
@@ -317,8 +381,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if printed:  # the bytes that never made a whole character
         print(tokenizer.decode(ids + shown)[len(printed[0]):], end="")
     print()
+    if args.verbose and timed is not None:
+        progress(timing_line(timed))
     if args.json:
-        text = json.dumps(document(args, model, options, out), indent=1) + "\n"
+        text = json.dumps(document(args, model, options, out, timed), indent=1) + "\n"
         try:
             files.replace_file(args.json, text.encode())
         except OSError as exc:

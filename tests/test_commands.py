@@ -239,6 +239,22 @@ def test_exactc_run_by_the_c_backend_builds_with_cc_unless_told_otherwise(capsys
         assert not (tmp_path / "out").exists()
 
 
+def test_exactc_run_by_the_c_backend_builds_the_automatic_plan_unless_told_otherwise(capsys, tmp_path, monkeypatch):
+    """The export `exactc run --backend c` hands to programs.exported: --plan auto by default
+    (the fast program; a plan changes no bit), the plan given otherwise, and --cc's compiler
+    as the one whose tune table `auto` reads (a stand-in for the build reports them)."""
+    from exactc import programs
+
+    def exported(spec, build=programs.Build(), *args, **kwargs):
+        raise programs.ProgramBuildError(f"plan {spec.plan}, tuned for {spec.cc}, {spec.loaded_plan().__class__.__name__}")
+
+    monkeypatch.setattr(programs, "exported", exported)
+    monkeypatch.setenv("EXACTC_TUNED", "")
+    for given, plan in (([], "auto, tuned for gcc, AutoPlan"), (["--plan", "none"], "none, tuned for gcc, NoneType")):
+        assert run_cli(capsys, "run", *SMALL_GPT, "--backend", "c", "--cc", "gcc", *given, "-o",
+                       str(tmp_path / "out")) == (1, "", f"exactc run: error: plan {plan}\n")
+
+
 def test_exactc_run_by_the_c_backend_refuses_a_cc_that_is_no_compiler(capsys, tmp_path):
     """--cc /bin/false: its --version fails before anything is exported or built; exit 1,
     the whole line, no output folder."""

@@ -212,7 +212,7 @@ def test_the_cached_program_is_asked_for_by_its_spec_and_says_what_it_did(monkey
     assert embed.cached_program(ckpt, "bf16", 9, "gcc", heard.append, "none", ("q4", 8)).root == Path("/cache/key")
     spec, build = asked[0]
     assert spec == export.ExportSpec("bert", "embed", "bf16", overrides={"tokens": 9}, plan="none",
-                                     checkpoint=ckpt, weights=("q4", 8))
+                                     checkpoint=ckpt, weights=("q4", 8), cc="gcc")  # cc: whose tune table
     assert build == programs.Build(cc="gcc")
     first, built = heard
     assert first == "first use of mini at bf16 for up to 9 tokens: exporting and building the C program (a few " \

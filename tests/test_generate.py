@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from test_cli import run_cli
 from test_commands import gpt_checkpoint
@@ -41,6 +43,20 @@ def _gen_document(prompt, seed, options, count, stop, site, out):
             "prompt_ids": list(prompt), "new_tokens": out.tokens,
             "steps": [{"token": t, "probability": p, "u": u}
                       for t, p, u in zip(out.tokens, out.probabilities, out.uniforms)]}
+
+
+# The members of a C backend's timing (generate.timing): the program's own line, read.
+TIMING_FIELDS = {"prompt_tokens", "prompt_seconds", "prompt_tokens_per_second", "new_tokens", "new_seconds",
+                 "new_tokens_per_second"}
+
+
+def less_timing(c_json: Path) -> bytes:
+    """A C backend's --json document less its last member, the program's timing: the
+    reference's document, byte for byte (its members checked on the way)."""
+    doc = json.loads(c_json.read_text())
+    assert list(doc)[-1] == "timing" and set(doc["timing"]) == TIMING_FIELDS, doc.get("timing")
+    del doc["timing"]
+    return (json.dumps(doc, indent=1) + "\n").encode()
 
 
 def test_generate_document_whole_with_every_option(tmp_path, capsys):
@@ -78,7 +94,7 @@ def test_generate_the_c_backend_gives_the_reference_document(tmp_path, capsys):
     assert cli.main([*argv, "--json", str(ref)]) == 0
     streamed = capsys.readouterr().out
     assert cli.main([*argv, "--json", str(c), "--backend", "c", "--cc", "gcc"]) == 0
-    assert c.read_bytes() == ref.read_bytes()
+    assert less_timing(c) == ref.read_bytes()
     assert capsys.readouterr().out == streamed  # each token as it is drawn, from the program's loop too
     stop = int(json.loads(ref.read_text())["new_tokens"][0])
     assert cli.main([*argv[:-2], "--seed", "11", "--stop", str(stop), "--json", str(c), "--backend", "c"]) == 0
@@ -102,6 +118,12 @@ def test_generate_refusals_whole(tmp_path, capsys):
          f"--tokenizer {tmp_path / 'none.bin'}: no such file; give a tokenizer.json or a tokenizer.bin"),
         (["--prompt-ids", "1", "--json", str(tmp_path / "no" / "such" / "x.json")],
          f"--json {tmp_path / 'no' / 'such' / 'x.json'}: cannot write it (No such file or directory)"),
+        # --block and --plan as exactc export refuses them, whichever backend is asked for
+        (["--prompt-ids", "1", "--block", "8"], "--block G goes with --weights q8 or q4"),
+        (["--prompt-ids", "1", "--weights", "q4", "--block", "7"],
+         "--weights q4 --block 7: block 7: a q4 block holds an even number of values (two to a byte)"),
+        (["--prompt-ids", "1", "--plan", str(tmp_path / "none.json")],
+         f"plan: nest -, field (file): {tmp_path / 'none.json'}: no such file; give a plan file, `auto` or `none`"),
     ]
     for extra, message in cases:
         assert cli.main(["generate", *_GEN_LLAMA, "-n", "1", *extra]) == 2, extra
@@ -143,6 +165,85 @@ def test_generate_with_a_tokenizer_json_prints_the_text(tmp_path, capsys):
     assert cli.main(["generate", *_GEN_LLAMA, "--tokenizer", str(tmp_path / "bad.json"), "--prompt", "w1"]) == 2
     assert capsys.readouterr().err.startswith(f"exactc generate: error: {tmp_path / 'bad.json'}: the tokenizers "
                                               "package cannot read it (")
+
+
+# ---- the program `exactc generate` builds: the automatic plan, --weights, its timing line
+
+
+def _exports_planned(cache: Path) -> list[bool]:
+    """Whether each program in the cache folder's exports/ was exported with a plan, sorted."""
+    return sorted(json.loads((entry / "exactc.json").read_text())["planned"]
+                  for entry in (cache / "exports").iterdir() if not entry.name.startswith("."))
+
+
+def test_generate_builds_the_automatic_plan_by_default_and_one_program_per_plan(tmp_path, capsys, monkeypatch):
+    """--backend c builds the decode program with --plan auto unless told otherwise, and the
+    cache keeps one program per plan: the plain program built for --plan none is not the one
+    a later default run gets. Every plan gives the same tokens."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("EXACTC_CACHE", str(cache))
+    monkeypatch.setenv("EXACTC_TUNED", "")  # no tune table: `auto` is the benchmark's layouts
+    argv = ["generate", *_GEN_LLAMA, "--prompt-ids", "5,6", "-n", "3", "--seed", "2", "--backend", "c", "--cc", "gcc"]
+    tokens = set()
+    for plan, planned in ((["--plan", "none"], [False]), ([], [False, True]), (["--plan", "auto"], [False, True])):
+        code, out, err = run_cli(capsys, *argv, *plan)
+        assert code == 0, err
+        assert _exports_planned(cache) == planned, plan
+        tokens.add(out)
+    assert len(tokens) == 1
+
+
+@pytest.mark.parametrize("weights", [["--weights", "q8"], ["--weights", "q4", "--block", "8"]])
+def test_generate_quantized_weights_give_the_same_document_from_both_backends(tmp_path, capsys, weights):
+    """--weights q8|q4: the reference runs the quantized graph the C program runs, so the
+    documents are the same bytes (less the program's timing), and not the float weights'."""
+    from exactc import cli
+    argv = ["generate", *_GEN_LLAMA, "--prompt-ids", "5,6,7", "-n", "4", "--temperature", "0.9", "--seed", "6"]
+    ref, c, floats = tmp_path / "ref.json", tmp_path / "c.json", tmp_path / "float.json"
+    assert cli.main([*argv, *weights, "--json", str(ref)]) == 0
+    assert cli.main([*argv, *weights, "--json", str(c), "--backend", "c", "--cc", "gcc"]) == 0
+    assert less_timing(c) == ref.read_bytes()
+    assert cli.main([*argv, "--json", str(floats)]) == 0
+    assert json.loads(floats.read_text())["steps"] != json.loads(ref.read_text())["steps"]
+    capsys.readouterr()
+    for extra, message in (([], "--block G goes with --weights q8 or q4"),  # the C backend refuses as export does
+                           (["--weights", "q4"], "--weights q4 --block 7: block 7: a q4 block holds an even number "
+                                                 "of values (two to a byte)")):
+        assert run_cli(capsys, *argv, *extra, "--block", "7", "--backend", "c", "--cc", "gcc") == (
+            2, "", f"exactc generate: error: {message}\n")
+
+
+def test_generate_prints_the_programs_timing_with_verbose_and_ends_its_json_with_it(tmp_path, capsys):
+    """The C program's timing line: on stderr with --verbose only, as numbers at the end of
+    the --json document; the reference runs no program and reports none."""
+    from exactc import cli, generate
+    argv = ["generate", *_GEN_LLAMA, "--prompt-ids", "5,6", "-n", "3", "--seed", "4"]
+    doc = tmp_path / "c.json"
+    assert cli.main([*argv, "--backend", "c", "--cc", "gcc"]) == 0  # built into the cache, if it was not
+    capsys.readouterr()
+    assert run_cli(capsys, *argv, "--backend", "c", "--cc", "gcc")[2] == ""
+    code, out, err = run_cli(capsys, *argv, "--backend", "c", "--cc", "gcc", "--verbose", "--json", str(doc))
+    timing = json.loads(doc.read_text())["timing"]
+    assert err == f"exactc generate: {generate.timing_line(timing)}\n"
+    assert re.fullmatch(r"exactc generate: 2 prompt tokens in \d+\.\d{6} s \((\d+\.\d\d|-) tokens/s\), 3 new in "
+                        r"\d+\.\d{6} s \((\d+\.\d\d|-) tokens/s\)\n", err), err
+    assert (timing["prompt_tokens"], timing["new_tokens"]) == (2, 3)
+    code, out, err = run_cli(capsys, *argv, "--verbose", "--json", str(tmp_path / "ref.json"))
+    assert (code, err) == (0, "") and "timing" not in json.loads((tmp_path / "ref.json").read_text())
+
+
+def test_generate_reads_the_programs_timing_line():
+    """runtime/exactc_generate.c's line as numbers; a rate with nothing to divide is None."""
+    from exactc import generate
+    from exactc.programs import ProgramRunError
+    line = "exactc: generate: 12 prompt tokens in 0.250000 s, 101 new in 2.000000 s (50.00 tokens/s)\n"
+    assert generate.timing(line) == {"prompt_tokens": 12, "prompt_seconds": 0.25, "prompt_tokens_per_second": 48.0,
+                                     "new_tokens": 101, "new_seconds": 2.0, "new_tokens_per_second": 50.0}
+    one = generate.timing("exactc: generate: 1 prompt tokens in 0.000000 s, 1 new in 0.000001 s (0.00 tokens/s)")
+    assert (one["prompt_tokens_per_second"], one["new_tokens_per_second"]) == (None, None)
+    assert generate.timing_line(one) == "1 prompt tokens in 0.000000 s (- tokens/s), 1 new in 0.000001 s (- tokens/s)"
+    with pytest.raises(ProgramRunError, match="printed no timing line"):
+        generate.timing("exactc: arena peak reached 10 bytes of 10 computed\n")
 
 
 # ---- a fresh C build's progress; GPT generates, BERT does not
@@ -239,7 +340,7 @@ def test_generate_from_a_checkpoint_by_the_c_backend_gives_the_reference_documen
     assert run_cli(capsys, *argv, "--json", str(ref))[0] == 0
     code, out, err = run_cli(capsys, *argv, "--json", str(c), "--backend", "c", "--cc", "gcc")
     assert code == 0, err
-    assert c.read_bytes() == ref.read_bytes()
+    assert less_timing(c) == ref.read_bytes()
 
 
 class _Terminal(io.StringIO):

@@ -14,6 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from exactc.exporter import export
 from exactc.exporter.kernels import tuned
 
 from exactc.verify import tune
@@ -268,6 +269,10 @@ def test_tune_tuned_layouts_take_the_build_cc_names(tmp_path, monkeypatch):
     monkeypatch.delenv("CC")
     assert tuned.tuned_layouts() == {} and tuned.tuned_layouts("mycc") == {m.signature: m.winner}
     assert seen == ["mycc", "cc", "mycc"]
+    # --plan auto of a command that builds with --cc mycc (generate, run, embed): mycc's layouts
+    spec = export.ExportSpec("llama", "decode", "f32", plan="auto", cc="mycc")
+    assert spec.loaded_plan().tuned == {m.signature: m.winner}
+    assert export.ExportSpec("llama", "decode", "f32", plan="auto").loaded_plan().tuned == {}
 
 
 def _tune_linear():

@@ -209,12 +209,11 @@ def trace(model: str, entry: str, overrides: Mapping[str, Any] | None, weights: 
     return with_weights(models.build(model, entry, overrides), model, entry, overrides, weights)
 
 
-def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapping[str, Any] | None,
-                 weights: tuple[str, int] | None) -> graph.Program:
-    """`program`, the float trace, traced again with the linear weights it chooses
-    (graph.linear_weights) quantized as `weights` = (fmt, block); itself for None."""
+def check_weights(weights: tuple[str, int] | None) -> None:
+    """An ExportError unless `weights` = (fmt, block) is a format and a block exactc
+    quantizes to (None, float weights, is)."""
     if weights is None:
-        return program
+        return
     from exactc.exporter import quant
 
     fmt, block = weights
@@ -222,6 +221,16 @@ def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapp
         quant.check_block(fmt, block)
     except quant.QuantError as exc:
         raise ExportError(f"--weights {fmt} --block {block}: {exc}") from None
+
+
+def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapping[str, Any] | None,
+                 weights: tuple[str, int] | None) -> graph.Program:
+    """`program`, the float trace, traced again with the linear weights it chooses
+    (graph.linear_weights) quantized as `weights` = (fmt, block); itself for None."""
+    if weights is None:
+        return program
+    check_weights(weights)
+    fmt, block = weights
     chosen = graph.linear_weights(program)
     return models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen})
 
@@ -289,11 +298,12 @@ class ExportSpec:
     checkpoint: Any = None  # a checkpoints.Checkpoint
     inputs: Mapping[str, np.ndarray] | None = None
     weights: tuple[str, int] | None = None  # (fmt, block): the linear weights quantized
+    cc: str | None = None  # the compiler whose tune table `auto` reads (default $CC, else cc)
 
     def loaded_plan(self) -> Any:
         from exactc.exporter.kernels.autoplan import load_plan_option
 
-        return load_plan_option(self.plan)
+        return load_plan_option(self.plan, self.cc)
 
     def prepare(self) -> Export:
         return prepare(self.model, self.entry, self.site, self.seed, self.overrides, plan=self.loaded_plan(),

@@ -328,9 +328,10 @@ class AutoPlan:
         return ()  # it names no nest, so none can go unused
 
 
-def load_plan_option(option: str | None) -> Any:
+def load_plan_option(option: str | None, cc: str | None = None) -> Any:
     """The plan a `--plan` option names: None for no option or `none` (the plain nests),
-    the automatic plan (autoplan.AutoPlan) for `auto`, else the plan file at that path.
+    the automatic plan (autoplan.AutoPlan) for `auto`, with the tune table's layouts for
+    the compiler `cc` (default $CC, else cc) on this CPU, else the plan file at that path.
     Every command and test that takes a plan reads it here (the automatic plan, with the
     tune table's layouts, is this module's; a plan file is plans.py's)."""
     if option is None or option == "none":
@@ -338,7 +339,7 @@ def load_plan_option(option: str | None) -> Any:
     if option == "auto":
         from exactc.exporter.kernels.tuned import tuned_layouts  # the table of `exactc plan --tune`, if any
 
-        return AutoPlan(tuned=tuned_layouts())
+        return AutoPlan(tuned=tuned_layouts(cc))
     if not Path(option).is_file():
         raise PlanError("-", "(file)", f"{option}: no such file; give a plan file, `auto` or `none`")
     return load_plan(option)

@@ -124,6 +124,10 @@ _FIXED_CHECKS = [
     Check("cache:bound", ("tests/test_cache.py",), "least_recently_used or running_command"),
     # The command line: one-line refusals (exit 2) and failed builds (exit 1).
     Check("cli", ("tests/test_programs.py",), "cli"),
+    # exactc run --backend c: the export it builds takes --plan auto unless told otherwise.
+    Check("commands:run-plan", ("tests/test_commands.py",), "automatic_plan"),
+    # exactc embed asks for its program by the spec of its options (tests/test_embed.py).
+    Check("embed:program", ("tests/test_embed.py",), "asked_for_by_its_spec"),
     # The one comparison: Python and C (conformance/compare) agree; check.sh applies it.
     Check("compare", ("tests/test_compare.py",)),
     # Instruction counts (verify/probes/): linear growth where cost must be linear, and
@@ -176,6 +180,9 @@ _FIXED_CHECKS = [
     Check("generate:keys", ("tests/test_generation.py",), "child_key"),
     Check("generate:stop", ("tests/test_generation.py",), "stop_token"),
     Check("generate:command", ("tests/test_generation.py",), "generate_command"),
+    # The program exactc generate builds (tests/test_generate.py): the automatic plan by
+    # default, one cached program per plan, --weights in both backends, the timing line.
+    Check("generate:fast", ("tests/test_generate.py",), "plan or weights or timing"),
     # llama2.c's tokenizer.bin (tests/test_tokenizer_bin.py): run.c's ids worked by hand,
     # decode's rules, the file's refusals, exactc generate prompted with text.
     Check("generate:tokenizer", ("tests/test_tokenizer_bin.py",)),

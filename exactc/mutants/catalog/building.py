@@ -5,6 +5,9 @@ from exactc.mutants.model import Mutant
 EXPORT = "exactc/exporter/export.py"
 PROGRAMS = "exactc/programs.py"
 CLI = "exactc/cli.py"
+COMMANDS = "exactc/commands.py"
+AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
+EMBED = "exactc/embed.py"
 
 MUTANTS = [
     Mutant(
@@ -33,7 +36,35 @@ MUTANTS = [
         EXPORT,
         '"plan": plan_text(self.loaded_plan()), ',
         '"plan": "", ',
-        ("programs:build",),
+        ("programs:build", "generate:fast"),
+        family="building",
+    ),
+    Mutant(
+        "run-builds-without-a-plan",
+        "exactc run --backend c builds the plain nests by default, not the automatic plan's program",
+        COMMANDS,
+        '_model_options(p, plan="auto")',
+        "_model_options(p)",
+        ("commands:run-plan",),
+        family="building",
+    ),
+    Mutant(
+        "auto-plan-tuned-for-the-default-compiler",
+        "--plan auto reads the tune table's layouts for $CC or cc whatever compiler the command "
+        "builds with (generate, run, embed --cc): another compiler's layouts, or none",
+        AUTOPLAN,
+        "return AutoPlan(tuned=tuned_layouts(cc))",
+        "return AutoPlan(tuned=tuned_layouts())",
+        ("tune",),
+        family="building",
+    ),
+    Mutant(
+        "embed-program-tuned-for-the-default-compiler",
+        "exactc embed --cc asks for its program without naming the compiler whose tune table --plan auto reads",
+        EMBED,
+        "weights=weights, cc=cc)",
+        "weights=weights)",
+        ("embed:program",),
         family="building",
     ),
     Mutant(

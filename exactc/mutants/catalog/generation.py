@@ -7,6 +7,8 @@ cache-against-recompute property, the decode-against-forward check at every posi
 the per-step key check and the stop-token check of tests/test_generation.py catch them.
 A llama2.c tokenizer.bin that merges pairs in another order than run.c gives other
 prompt ids: the hand-worked encodings of tests/test_tokenizer_bin.py catch it.
+The program `exactc generate --backend c` builds without its plan or weights, a reference
+that ignores --weights, a timing line lost: tests/test_generate.py catches them.
 """
 
 from exactc.mutants.model import Mutant
@@ -18,6 +20,7 @@ GRAPH = "exactc/exporter/graph.py"
 STRUCTURED = "exactc/exporter/printer/structured.py"
 LOWER = "exactc/exporter/kernels/lower.py"
 TOKENIZER_BIN = "exactc/tokenizer_bin.py"
+COMMAND = "exactc/generate.py"
 C_LOOP = "exactc/runtime/exactc_generate.c"
 
 MUTANTS = [
@@ -176,6 +179,53 @@ MUTANTS = [
         "            if merged is not None and tok.scores[merged] > best_score:",
         "            if merged is not None and tok.scores[merged] >= best_score:",
         ("generate:tokenizer",),
+        family="generate",
+    ),
+    Mutant(
+        "generate-program-built-without-its-plan",
+        "exactc generate --backend c exports its decode program without --plan: the plain nests, "
+        "3 to 7 times slower, whatever the plan asked for",
+        COMMAND,
+        "plan=args.plan, checkpoint=checkpoint,",
+        "checkpoint=checkpoint,",
+        ("generate:fast",),
+        family="generate",
+    ),
+    Mutant(
+        "generate-program-ignores-the-weights",
+        "exactc generate --backend c exports float weights whatever --weights says",
+        COMMAND,
+        "weights=weights, cc=args.cc)",
+        "cc=args.cc)",
+        ("generate:fast",),
+        family="generate",
+    ),
+    Mutant(
+        "generate-reference-ignores-the-weights",
+        "exactc generate's reference evaluates the float graph under --weights q8|q4: other "
+        "tokens than the C program's quantized one",
+        COMMAND,
+        "reference_programs(model, args.dtype, user, checkpoint, weights)",
+        "reference_programs(model, args.dtype, user, checkpoint, None)",
+        ("generate:fast",),
+        family="generate",
+    ),
+    Mutant(
+        "generate-json-drops-the-timing",
+        "the C backend's --json document leaves out the program's timing",
+        COMMAND,
+        '    } | ({"timing": timed} if timed is not None else {})\n',
+        "    }\n",
+        ("generate:fast",),
+        family="generate",
+    ),
+    Mutant(
+        "generate-verbose-drops-the-timing-line",
+        "exactc generate --verbose prints no timing line: the program's is thrown away",
+        COMMAND,
+        "    if args.verbose and timed is not None:\n",
+        "    if False:\n",
+        ("generate:fast",),
         family="generate",
     ),
 ]
