@@ -190,7 +190,7 @@ HELP_IMPORTS = {
     "": LINE,
     **{name: LINE | {"exactc.commands"} for name in ("export", "run", "check", "info", "cache")},
     "embed": LINE | {"exactc.commands", "exactc.embed", "exactc.exporter", "exactc.exporter.files"},
-    "generate": LINE | {"exactc.generate", "exactc.tokenizer_bin", "exactc.exporter", "exactc.exporter.files"},
+    "generate": LINE | {"exactc.commands", "exactc.generate", "exactc.tokenizer_bin", "exactc.exporter", "exactc.exporter.files"},
     "plan": LINE | {"exactc.plan"},
 }
 # `exactc COMMAND --help` takes 0.06 to 0.08 s of CPU time, and 1.5 s when every command
