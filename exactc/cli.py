@@ -58,6 +58,8 @@ def commands() -> list[Command]:
         Command("embed", "embed sentences with a sentence-transformers checkpoint, in C", _embed),
         Command("generate", "generate tokens with a GPT or Llama (key/value cache), by the reference or in C",
                 _generate),
+        Command("train", "train a GPT or Llama on a token stream (AdamW), checkpoints that resume bit for bit",
+                _train),
         Command("plan", "list a kernel's nests and legal layouts and splits, check a plan file, or tune --plan auto",
                 _plan),
         Command("mutants", "run the mutant catalog: every check must catch its mutants", _mutants),
@@ -87,6 +89,12 @@ def _generate() -> Face:
     from exactc import generate
 
     return Face(generate.add_arguments, generate.cmd_generate, generate.__doc__)
+
+
+def _train() -> Face:
+    from exactc import train
+
+    return Face(train.add_arguments, train.cmd_train, train.__doc__)
 
 
 def _plan() -> Face:
@@ -125,6 +133,8 @@ USER_ERRORS = (
     ("exactc.exporter.checkpoints.base", "CheckpointError"),
     ("exactc.embed", "EmbedError"),
     ("exactc.generate", "GenerateError"),
+    ("exactc.train", "TrainError"),
+    ("exactc.exporter.training", "TrainingError"),
     ("exactc.exporter.kernels.layouts", "LayoutError"),  # plans.PlanError is this class
     ("exactc.verify.checkout", "CheckoutError"),
     ("exactc.mutants.runner", "MutantsError"),

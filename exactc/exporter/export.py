@@ -53,9 +53,10 @@ class ExportError(ValueError):
 # ---- .safetensors and .npy -----------------------------------------------------------------
 
 
-def safetensors_bytes(tensors: Mapping[str, tuple[str, np.ndarray]]) -> bytes:
+def safetensors_bytes(tensors: Mapping[str, tuple[str, np.ndarray]], metadata: Mapping[str, str] | None = None) -> bytes:
     """A .safetensors image of `tensors` (name -> (dtype tag, array)), names sorted, the
-    header padded with spaces to a multiple of 8 bytes: the same bytes every time."""
+    header padded with spaces to a multiple of 8 bytes: the same bytes every time.
+    `metadata` joins the header's __metadata__ (strings, beside format "pt")."""
     header: dict[str, Any] = {}
     chunks = []
     offset = 0
@@ -65,7 +66,7 @@ def safetensors_bytes(tensors: Mapping[str, tuple[str, np.ndarray]]) -> bytes:
         header[name] = {"dtype": tag, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
         offset += len(data)
-    header["__metadata__"] = {"format": "pt"}
+    header["__metadata__"] = {"format": "pt", **(metadata or {})}
     text = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     text += b" " * (-len(text) % 8)
     return struct.pack("<Q", len(text)) + text + b"".join(chunks)

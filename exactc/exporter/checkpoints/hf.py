@@ -99,6 +99,12 @@ def read_header(path: Path) -> tuple[dict[str, Stored], int]:
     byte count of a known dtype), no name twice, and the entries tile the data section
     exactly: sorted by offset, the first begins at 0, each where the one before ends, the
     last at the file's end, as the safetensors library and exactc's C reader require."""
+    entries, data, _ = read_header_and_metadata(path)
+    return entries, data
+
+
+def read_header_and_metadata(path: Path) -> tuple[dict[str, Stored], int, dict[str, str]]:
+    """read_header's index and data offset, and the header's __metadata__ ({} if none)."""
     regular_file(path)  # a shard that is a FIFO or a device: refused before it is opened
     try:
         with open(path, "rb") as f:
@@ -122,7 +128,7 @@ def read_header(path: Path) -> tuple[dict[str, Stored], int]:
         raise CheckpointError(f"{path}: __metadata__ must be an object of strings (or null)")
     entries = {name: _stored(path, name, entry) for name, entry in header.items()}
     _check_tiling(path, list(entries.values()), size - 8 - n)
-    return entries, 8 + n
+    return entries, 8 + n, metadata or {}
 
 
 def _count(value: Any) -> bool:
