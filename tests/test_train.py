@@ -1,0 +1,181 @@
+"""`exactc train` (exactc/train.py; docs/semantics.md section 17, "The training loop"):
+a run resumed from a checkpoint equals the uninterrupted run bit for bit (weights,
+moments, losses, data position); the token file reader refuses what is not llm.c's
+format in one line; the loss falls on a repetitive stream and its log is the same bytes
+every time; Hugging Face GPT-2 and Llama folders and a llama2.c file train, and the
+trained weights export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exactc import cli, train
+from exactc.exporter import checkpoints, export, models
+from exactc.exporter.checkpoints import hf, trained
+
+from test_checkpoints import SMALL, hf_config, hf_tensors, write_hf  # tests/test_checkpoints.py
+from test_llama2c import tiny_llama2c  # tests/test_llama2c.py
+
+DRAWN = ["gpt", "--set", "layers=2", "--set", "dim=8", "--set", "heads=2", "--set", "vocab=16",
+         "--set", "positions=16", "--set", "mlp=12"]  # fmt: skip
+B, T = 2, 8
+
+
+def data_file(folder: Path, tokens, name: str = "data.bin") -> Path:
+    path = folder / name
+    path.write_bytes(train.token_file(tokens))
+    return path
+
+
+def exactc(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def record(path: Path) -> dict:
+    return json.loads(hf.read_header_and_metadata(path)[2][trained.KEY])
+
+
+# ---- resuming --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_a_run_resumed_at_step_3_equals_the_uninterrupted_run(tmp_path, capsys, dtype):
+    """70 tokens, B·T = 16: the batches start at 0, 16, 32, 48, then again at 0 (64 + 17 >
+    70), so step 3's checkpoint holds position 48. Its resumption writes step 6's
+    checkpoint (weights, both moments, losses, record) and loss log as the same bytes."""
+    data = data_file(tmp_path, np.arange(70) % 13)
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    options = ["--data", data, "--steps", 6, "--batch", B, "--seq", T, "--lr", 3e-2, "--warmup", 2]
+    options += ["--every", 3, "--dtype", dtype, "--weight-decay", 0.1, "--clip", 1.0]
+    assert exactc(capsys, "train", *DRAWN, *options, "-o", whole)[0] == 0
+    third = whole / train.checkpoint_name(3)
+    assert (record(third)["step"], record(third)["position"]) == (3, 48)
+    assert record(whole / train.checkpoint_name(6))["position"] == 32  # steps 5 and 6 read from 0 and 16
+    code, out, _ = exactc(capsys, "train", "--resume", third, "--data", data, "-o", part)
+    assert code == 0 and [line.split()[1] for line in out.splitlines()] == ["4/6", "5/6", "6/6"]
+    last = train.checkpoint_name(6)
+    assert (part / last).read_bytes() == (whole / last).read_bytes()
+    assert (part / "loss.log").read_bytes() == (whole / "loss.log").read_bytes()
+    run, state = train.resume(part / last)
+    assert state.step == 6 and len(state.losses) == 6 and run.dtype == dtype
+    assert all(a.dtype == np.dtype(dtype.replace("f", "float")) for a in state.m.values())
+    assert any(np.any(a) for a in state.v.values())
+
+
+def test_resume_keeps_the_run_s_settings_and_stream(tmp_path, capsys):
+    data = data_file(tmp_path, np.arange(40) % 7)
+    assert exactc(capsys, "train", *DRAWN, "--data", data, "--steps", 2, "--batch", 1, "--seq", 4, "-o", tmp_path)[0] == 0
+    ckpt = tmp_path / train.checkpoint_name(2)
+    other = data_file(tmp_path, np.arange(40) % 5, "other.bin")
+    cases = [
+        (["--data", data, "--steps", 3], "--steps 3: the run resumed has --steps 2"),
+        (["--data", data, "--lr", 0.5], "--lr 0.5: the run resumed has --lr 0.001"),
+        (["--data", other], "is not the stream the run resumed was trained on"),
+        (["gpt", "--data", data], "--resume takes the model and its weights from CKPT"),
+    ]
+    for argv, message in cases:
+        code, _, err = exactc(capsys, "train", "--resume", ckpt, *argv, "-o", tmp_path / "again")
+        assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+# ---- the token stream ------------------------------------------------------------------------
+
+
+def test_each_batch_is_the_next_b_t_plus_one_tokens_of_the_stream():
+    stream = np.arange(40, dtype=np.uint16)
+    tokens, targets, position = train.next_batch(stream, 16, 2, 3)
+    assert tokens.tolist() == [[16, 17, 18], [19, 20, 21]] and targets.tolist() == [[17, 18, 19], [20, 21, 22]]
+    assert tokens.dtype == np.int32 and position == 22
+    assert train.next_batch(stream, 32, 2, 3)[2] == 0  # 38 + 7 > 40: the next batch starts over
+
+
+def test_a_token_file_that_is_not_llm_c_s_format_is_refused_in_one_line(tmp_path, capsys):
+    good = train.token_file(np.arange(50) % 9)
+    header = np.frombuffer(good[: train.HEADER_BYTES], "<i4").copy()
+
+    def with_header(**fields) -> bytes:
+        h = header.copy()
+        for index, value in fields.items():
+            h[int(index[1:])] = value
+        return h.tobytes() + good[train.HEADER_BYTES :]
+
+    cases = [
+        (good[:100], "100 bytes, shorter than llm.c's header of 256 int32"),
+        (with_header(h0=20240521), "magic 20240521, not llm.c's 20240520"),
+        (with_header(h1=2), "version 2; exactc reads version 1"),
+        (with_header(h2=51), "but the header's 51 tokens make 1126"),
+        (good + b"\0", "1125 bytes, but the header's 50 tokens make 1124"),
+        (train.token_file([1, 2, 3]), "--data holds 3 tokens; a step reads B·T + 1 = 17"),
+        (train.token_file(np.arange(40)), "the token 39, outside the model's vocabulary [0, 16)"),
+    ]
+    for image, message in cases:
+        (tmp_path / "bad.bin").write_bytes(image)
+        argv = ["train", *DRAWN, "--data", tmp_path / "bad.bin", "--steps", 1, "--batch", B, "--seq", T]
+        code, _, err = exactc(capsys, *argv, "-o", tmp_path / "out")
+        assert code == 2 and message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "out").exists()
+
+
+# ---- the loss ------------------------------------------------------------------------------
+
+
+def test_the_loss_falls_on_a_repetitive_stream_and_its_log_is_the_same_bytes_every_time(tmp_path, capsys):
+    data = data_file(tmp_path, np.tile([3, 1, 4, 1, 5, 9, 2, 6], 20))
+    logs = []
+    for run in ("a", "b"):
+        argv = ["train", *DRAWN, "--data", data, "--steps", 30, "--batch", B, "--seq", T, "--lr", 1e-2]
+        code, out, _ = exactc(capsys, *argv, "-o", tmp_path / run)
+        assert code == 0 and len(out.splitlines()) == 30 and "tokens/s" in out
+        logs.append((tmp_path / run / "loss.log").read_text())
+    assert logs[0] == logs[1]
+    losses = [float(line.split()[3]) for line in logs[0].splitlines()]
+    assert len(losses) == 30 and losses[-1] < 0.5 * losses[0], losses
+    last = train.checkpoint_name(30)
+    assert (tmp_path / "a" / last).read_bytes() == (tmp_path / "b" / last).read_bytes()
+
+
+def test_the_c_backend_is_refused_until_it_is_built(tmp_path, capsys):
+    data = data_file(tmp_path, np.arange(40) % 7)
+    code, _, err = exactc(capsys, "train", *DRAWN, "--data", data, "--backend", "c", "-o", tmp_path / "out")
+    assert code == 2 and "--backend c is not built yet" in err and err.count("\n") == 1
+
+
+# ---- checkpoints people have, and the export of trained weights ---------------------------------
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_a_hugging_face_checkpoint_trains_20_steps_and_its_weights_export(tmp_path, capsys, model):
+    program, params = models.build(model, "forward", SMALL[model]), None
+    params = models.draw_parameters(program, 5, "f32")
+    folder = write_hf(tmp_path / "hf", model, hf_config(model, program.config), hf_tensors(model, program, params))
+    data = data_file(tmp_path, (np.arange(200) * 7) % 40)
+    argv = ["train", "--checkpoint", folder, "--data", data, "--steps", 20, "--batch", 2, "--seq", 6, "--lr", 1e-2]
+    code, out, _ = exactc(capsys, *argv, "-o", tmp_path / "run")
+    assert code == 0 and out.splitlines()[-1].startswith("step 20/20")
+    ckpt_path = tmp_path / "run" / train.checkpoint_name(20)
+    _, state = train.resume(ckpt_path)
+    ckpt = checkpoints.load(ckpt_path, model)
+    assert ckpt.format == "exactc-train" and ckpt.overrides({"tokens": 6}) == dict(SMALL[model], **ckpt.fields)
+    assert all(np.array_equal(state.params[k], v) for k, v in ckpt.parameters(program, "f32").items())
+    assert any(not np.array_equal(state.params[k], params[k]) for k in params)  # the weights moved
+
+    argv = ["export", "--checkpoint", ckpt_path, "--entry", "forward", "--dtype", "f32", "--set", "tokens=6"]
+    assert exactc(capsys, *argv, "-o", tmp_path / "exported")[0] == 0
+    entries, data_at = hf.read_header(tmp_path / "exported" / "weights.safetensors")
+    for name, (_, want) in export.weight_tensors(program, state.params, "f32").items():
+        got = hf.tensor_reader(tmp_path / "exported" / "weights.safetensors", entries[name], data_at)()
+        assert np.array_equal(got, want), name
+
+
+def test_a_llama2c_file_trains(tmp_path, capsys):
+    data = data_file(tmp_path, np.arange(60) % 4)
+    argv = ["--checkpoint", tiny_llama2c(tmp_path / "m.bin"), "--data", data, "--steps", 3, "--batch", 2, "--seq", 4]
+    code, out, _ = exactc(capsys, "train", *argv, "--dtype", "f64", "-o", tmp_path / "run")
+    assert code == 0 and len(out.splitlines()) == 3
+    assert checkpoints.load(tmp_path / "run" / train.checkpoint_name(3)).model == "llama"
