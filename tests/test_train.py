@@ -70,7 +70,8 @@ def test_a_run_resumed_at_step_3_equals_the_uninterrupted_run(tmp_path, capsys, 
 
 def test_resume_keeps_the_run_s_settings_and_stream(tmp_path, capsys):
     data = data_file(tmp_path, np.arange(40) % 7)
-    assert exactc(capsys, "train", *DRAWN, "--data", data, "--steps", 2, "--batch", 1, "--seq", 4, "-o", tmp_path)[0] == 0
+    argv = ["--data", data, "--steps", 2, "--batch", 1, "--seq", 4]
+    assert exactc(capsys, "train", *DRAWN, *argv, "-o", tmp_path)[0] == 0
     ckpt = tmp_path / train.checkpoint_name(2)
     other = data_file(tmp_path, np.arange(40) % 5, "other.bin")
     cases = [
@@ -151,7 +152,7 @@ def test_the_c_backend_is_refused_until_it_is_built(tmp_path, capsys):
 
 @pytest.mark.parametrize("model", ["gpt", "llama"])
 def test_a_hugging_face_checkpoint_trains_20_steps_and_its_weights_export(tmp_path, capsys, model):
-    program, params = models.build(model, "forward", SMALL[model]), None
+    program = models.build(model, "forward", SMALL[model])
     params = models.draw_parameters(program, 5, "f32")
     folder = write_hf(tmp_path / "hf", model, hf_config(model, program.config), hf_tensors(model, program, params))
     data = data_file(tmp_path, (np.arange(200) * 7) % 40)
