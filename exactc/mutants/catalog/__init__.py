@@ -79,6 +79,9 @@ _FIXED_CHECKS = [
     # A weight's gradient over every (b, t) in one f32 accumulator, bit for bit.
     Check("training:orders", ("tests/test_training.py",), "one_accumulator"),
     Check("training:dead-code", ("tests/test_training.py",), "does_not_reach"),
+    # The training loop (tests/test_train.py): a run resumed at step 3 writes step 6's
+    # checkpoint and loss log as the same bytes as the uninterrupted run.
+    Check("train:resume", ("tests/test_train.py",), "resumed"),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).

@@ -36,8 +36,8 @@ MUTANTS = [
         "--checkpoint naming a FIFO blocks in the format's sniffing (a symlink to /dev/zero is read "
         "as an unknown format) instead of being refused as no regular file",
         "exactc/exporter/checkpoints/__init__.py",
-        "    elif not hf.regular_file(path):",
-        "    elif False:",
+        "    if not hf.regular_file(path):",
+        "    if False:",
         ("bad-inputs:api",),
         family="hardening",
     ),

@@ -61,8 +61,8 @@ MUTANTS = [
         "the checkpoints package imports the GGUF and llama2.c readers with itself: a Hugging "
         "Face folder's embedding loads readers it never uses",
         "exactc/exporter/checkpoints/__init__.py",
-        "from exactc.exporter.checkpoints import hf\n",
-        "from exactc.exporter.checkpoints import gguf_file, hf, llama2c  # noqa: F401\n",
+        "from exactc.exporter.checkpoints import hf, trained\n",
+        "from exactc.exporter.checkpoints import gguf_file, hf, llama2c, trained  # noqa: F401\n",
         ("cli:imports",),
         family="startup",
     ),

@@ -1,11 +1,13 @@
 """Mistakes in training's arithmetic (docs/semantics.md section 17): a backward rule
 missing a term or summing in another order, the loss's mean, AdamW's corrections and
-which parameters decay."""
+which parameters decay; and in the training loop's checkpoints (exactc/train.py): a
+part of the state not written or not read back, so that a resumed run diverges."""
 
 from exactc.mutants.model import Mutant
 
 BACKWARD = "exactc/exporter/reference/backward.py"
 TRAINING = "exactc/exporter/reference/training.py"
+LOOP = "exactc/train.py"
 # One sequence's backward in loss_grad: the parameters' adjoints, the logits', the walk.
 PER_SEQUENCE = (
     "            cells: Cells = {id(v): Cell(grads[spec.name]) for spec, v in zip(program.params, program.param_values)}\n"
@@ -140,6 +142,43 @@ MUTANTS = [
         "    if out is None or out.array is None:\n        out = _cell(cells, op.out)\n"
         "        out.bar(values[id(op.out)].shape, site)\n",
         ("training:dead-code",),
+        family="training",
+    ),
+    Mutant(
+        "checkpoint-without-moments",
+        "the checkpoint holds the weights but not AdamW's moments: a run cannot resume from it",
+        LOOP,
+        "    for prefix, moment in zip(trained.MOMENTS, (state.m, state.v)):\n"
+        "        tensors.update({prefix + name: t for name, t in export.weight_tensors(program, moment, run.dtype).items()})\n",
+        "",
+        ("train:resume",),
+        family="training",
+    ),
+    Mutant(
+        "resume-moments-from-zero",
+        "a resumed run starts AdamW's moments at +0 instead of reading them back: it diverges",
+        LOOP,
+        "    m, v = stacked(trained.MOMENTS[0]), stacked(trained.MOMENTS[1])",
+        "    m, v = {k: 0 * a for k, a in params.items()}, {k: 0 * a for k, a in params.items()}",
+        ("train:resume",),
+        family="training",
+    ),
+    Mutant(
+        "resume-data-position-not-restored",
+        "a resumed run reads its batches from the stream's start, not from the checkpoint's data position",
+        LOOP,
+        'int(record["position"])',
+        "0",
+        ("train:resume",),
+        family="training",
+    ),
+    Mutant(
+        "resume-step-counter-not-restored",
+        "a resumed run counts its steps from 0: the schedule, the bias corrections and the step count start over",
+        LOOP,
+        'int(record["step"])',
+        "0",
+        ("train:resume",),
         family="training",
     ),
 ]
