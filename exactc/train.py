@@ -1,7 +1,7 @@
 """`exactc train`: train a GPT or Llama on a token stream, by the reference.
 
-    exactc train --checkpoint tiny-gpt2/ --data train.bin --steps 20 --batch 4 --seq 64 --lr 1e-3 -o run/
-    exactc train gpt --set layers=2 --data train.bin --steps 100 --batch 4 --seq 32 --every 25 -o run/
+    exactc train --checkpoint tiny-gpt2/ --data train.bin --steps 20 --batch 4 --seq 64 -o run/
+    exactc train gpt --set layers=2 --data train.bin --steps 100 --batch 4 --seq 32 --every 25 -o r/
     exactc train --resume run/checkpoint-000050.safetensors --data train.bin -o run/
 
 The training loop of docs/semantics.md section 17: each step reads its batch from the
@@ -70,9 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq", type=int, metavar="T", help="tokens per sequence")
     p.add_argument("--lr", type=float, help="the peak learning rate (default 1e-3)")
     p.add_argument("--warmup", type=int, metavar="W", help="linear warmup steps, then a cosine to 0 (default 0)")
-    p.add_argument("--weight-decay", type=float, help="AdamW's decay of the 2-D weights (default 0)")
-    p.add_argument("--clip", type=float, help="the global gradient norm to clip to (default 0: no clipping)")
-    p.add_argument("--seed", type=int, help="the seed of the drawn parameters (default 0)")
+    p.add_argument("--weight-decay", type=float, metavar="L", help="AdamW's decay of the 2-D weights (default 0)")
+    p.add_argument("--clip", type=float, metavar="C", help="the global gradient norm to clip to (default 0: no clipping)")
+    p.add_argument("--seed", type=int, metavar="S", help="the seed of the drawn parameters (default 0)")
     p.add_argument("--every", type=int, metavar="K", help="a checkpoint every K steps (default 0: after the last only)")
     p.add_argument("--dtype", choices=("f64", "f32"), help="the site type of the training (default f32)")
     p.add_argument(
