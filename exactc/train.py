@@ -71,7 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, help="the peak learning rate (default 1e-3)")
     p.add_argument("--warmup", type=int, metavar="W", help="linear warmup steps, then a cosine to 0 (default 0)")
     p.add_argument("--weight-decay", type=float, metavar="L", help="AdamW's decay of the 2-D weights (default 0)")
-    p.add_argument("--clip", type=float, metavar="C", help="the global gradient norm to clip to (default 0: no clipping)")
+    p.add_argument(
+        "--clip", type=float, metavar="C", help="the global gradient norm to clip to (default 0: no clipping)"
+    )
     p.add_argument("--seed", type=int, metavar="S", help="the seed of the drawn parameters (default 0)")
     p.add_argument("--every", type=int, metavar="K", help="a checkpoint every K steps (default 0: after the last only)")
     p.add_argument("--dtype", choices=("f64", "f32"), help="the site type of the training (default f32)")
