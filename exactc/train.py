@@ -48,6 +48,7 @@ class TrainError(ValueError):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="gpt or llama (with --checkpoint: checked against it, or inferred)")
+    p.add_argument("--model", dest="model_option", metavar="MODEL", help="the MODEL, given as an option")
     p.add_argument(
         "--checkpoint", metavar="PATH", help="the starting weights: a Hugging Face folder or a llama2.c .bin"
     )
@@ -345,6 +346,10 @@ def print_progress(run: Run, state: State, seconds: float) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.model_option is not None:
+        if args.model is not None and args.model != args.model_option:
+            raise TrainError(f"MODEL {args.model} and --model {args.model_option}: give the model once")
+        args.model = args.model_option
     if args.backend == "c":
         raise TrainError("--backend c is not built yet: the training loop runs in the reference (--backend reference)")
     stream, digest = read_tokens(args.data)

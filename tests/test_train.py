@@ -174,6 +174,15 @@ def test_a_hugging_face_checkpoint_trains_20_steps_and_its_weights_export(tmp_pa
         assert np.array_equal(got, want), name
 
 
+def test_the_model_is_named_as_a_word_or_with_model(tmp_path, capsys):
+    data = data_file(tmp_path, np.arange(40) % 7)
+    argv = ["--set", "layers=1", "--data", data, "--steps", 1, "--batch", 1, "--seq", 4]
+    assert exactc(capsys, "train", "--model", "llama", *argv, "-o", tmp_path / "a")[0] == 0
+    assert checkpoints.load(tmp_path / "a" / train.checkpoint_name(1)).model == "llama"
+    code, _, err = exactc(capsys, "train", "gpt", "--model", "llama", *argv, "-o", tmp_path / "b")
+    assert code == 2 and "MODEL gpt and --model llama: give the model once" in err
+
+
 def test_a_llama2c_file_trains(tmp_path, capsys):
     data = data_file(tmp_path, np.arange(60) % 4)
     argv = ["--checkpoint", tiny_llama2c(tmp_path / "m.bin"), "--data", data, "--steps", 3, "--batch", 2, "--seq", 4]
