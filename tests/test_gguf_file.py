@@ -493,3 +493,19 @@ def test_a_q4_0_file_with_a_q6_k_head_keeps_its_blocks_and_computes_the_head_in_
     want = walk.evaluate(program, "f32", theirs, inputs)["logits"]
     got = walk.evaluate(prepared.program, "f32", prepared.params, inputs)["logits"]
     assert_bits_equal(want, got, "logits at f32", labels=("the dequantized weights", "the Q4_0 + Q6_K file"))
+
+
+def test_weights_quantize_a_k_quant_files_float_linear_weights_only(tmp_path):
+    """`--weights q8` on a file of k-quants and F32: the F32 linear weights are quantized,
+    a parameter with a k-quant tensor in any layer stays the f32 weight it was read as."""
+    kinds = {"lm_head.weight": "Q6_K", "model.layers.1.mlp.down_proj.weight": "Q4_K"}
+    ckpt = checkpoints.load(k_quant_llama(tmp_path / "m.gguf", kinds))
+    assert ckpt.weights is None
+    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=ckpt,
+                                 weights=("q8", 32)).prepare()
+    linear = graph.linear_weights(models.build("llama", "forward", dict(K_CFG, tokens=6)))
+    kept = {"lm_head.weight", "model.layers.{l}.mlp.down_proj.weight"}
+    assert kept < set(linear) and sorted(prepared.program.quantized) == sorted(set(linear) - kept)
+    down = np.stack([ckpt.tensors[f"model.layers.{i}.mlp.down_proj.weight"].read() for i in range(2)])
+    assert_bits_equal(down.astype(np.float32), prepared.params["model.layers.{l}.mlp.down_proj.weight"],
+                      "down_proj", every_bit=True)
