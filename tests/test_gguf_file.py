@@ -1,6 +1,7 @@
 """GGUF files (exporter/checkpoints/gguf_file.py): the config read key by key and refused by
 key, every tensor read back under its names and types, the files exactc cannot use refused
-naming the field, and the writer tests and benches use."""
+naming the field, the writer tests and benches use, and k-quant tensors (Q4_K, Q5_K, Q6_K)
+read as the gguf package dequantizes them, alone or mixed with Q4_0 in one file."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from exactc import programs
 from exactc.exporter import checkpoints, export, graph, models, quant
 from exactc.exporter.checkpoints import CheckpointError, gguf_file
 from exactc.exporter.reference import walk
@@ -476,7 +478,7 @@ def test_a_k_quant_files_logits_are_those_of_its_dequantized_weights():
 def test_a_q4_0_file_with_a_q6_k_head_keeps_its_blocks_and_computes_the_head_in_f32(tmp_path):
     """llama.cpp's Q4_0 files keep output.weight in Q6_K: the Q4_0 linear weights reach the
     program as the file's blocks, the head as its f32 values; the program's logits are
-    those of the gguf package's dequantized weights, at f32."""
+    those of the gguf package's dequantized weights, at f32, and its C program conforms."""
     program = models.build("llama", "forward", dict(K_CFG, tokens=6))
     linear = [spec.layer_name(i) for spec in program.params if spec.name in graph.linear_weights(program)
               for i in range(spec.layers or 1)]
@@ -493,6 +495,8 @@ def test_a_q4_0_file_with_a_q6_k_head_keeps_its_blocks_and_computes_the_head_in_
     want = walk.evaluate(program, "f32", theirs, inputs)["logits"]
     got = walk.evaluate(prepared.program, "f32", prepared.params, inputs)["logits"]
     assert_bits_equal(want, got, "logits at f32", labels=("the dequantized weights", "the Q4_0 + Q6_K file"))
+    done = programs.make(export.write(prepared, tmp_path / "q"), programs.Build(cc="gcc")).check(2)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_weights_quantize_a_k_quant_files_float_linear_weights_only(tmp_path):

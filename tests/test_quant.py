@@ -11,6 +11,9 @@ order, the two quantized linears, and the layout of stacked q4 parameters.
   largest magnitude on ±127 and on -8, a subnormal scale that clamps, a scale that
   underflows to zero, NaN and ±inf blocks, a short last block.
 - The exporter's side alone: ggml's Q4_0 byte order and sign rule, f16 scales, refusals.
+- ggml's k-quants (Q4_K, Q5_K, Q6_K): quant.dequantize_k against the gguf package's
+  dequantization on drawn super-blocks (strategies/quant.py's k_quant_rows), and the 6-bit
+  scale packing and a value of each kind by hand.
 """
 
 from __future__ import annotations
