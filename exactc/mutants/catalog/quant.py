@@ -327,6 +327,16 @@ MUTANTS = [
         family="quant",
     ),
     Mutant(
+        "generate-decode-quantizes-a-k-quant-head",
+        "generate's decode program is traced without the checkpoint: a Q4_0 file's Q6_K head, "
+        "an f32 weight in the prefill program, is a q4 weight in the decode one",
+        "exactc/generate.py",
+        'export.trace(model, "decode", overrides, weights, checkpoint)',
+        'export.trace(model, "decode", overrides, weights)',
+        ("generate:fast",),
+        family="quant",
+    ),
+    Mutant(
         "quant-given-blocks-block-unchecked",
         "quantize_parameters takes a checkpoint's blocks in any block size: only their format is "
         "compared with the program's",
