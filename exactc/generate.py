@@ -312,7 +312,7 @@ def reference_programs(model: str, site: str, user: dict, checkpoint: checkpoint
 
     prefill, params = export.build_program(model, "prefill", site, 0, user, checkpoint, weights)
     overrides, weights = export.checkpoint_request(checkpoint, "decode", user, weights)
-    return {"prefill": prefill, "decode": export.trace(model, "decode", overrides, weights)}, params
+    return {"prefill": prefill, "decode": export.trace(model, "decode", overrides, weights, checkpoint)}, params
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

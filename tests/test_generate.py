@@ -460,3 +460,23 @@ def test_generate_one_token_after_a_one_token_prompt_on_a_gpt_of_two_positions(t
                     keys_twin.key_from_seed(3), SamplingOptions(), None)
     assert out == f"{want.tokens[0]} \n"
     assert json.loads(doc.read_text())["new_tokens"] == want.tokens
+
+
+def test_generate_traces_a_k_quant_head_as_f32_weights_in_prefill_and_decode(tmp_path):
+    """A Q4_0 GGUF file with a Q6_K head: the prefill and decode programs both hold the
+    Q4_0 linear weights as q4 and the head as the f32 weight it was read as, so that the
+    decode program takes the prefill's parameters."""
+    from exactc import generate
+    from exactc.exporter import checkpoints, graph, models
+
+    from test_gguf_file import K_CFG, k_quant_llama
+
+    program = models.build("llama", "forward", dict(K_CFG, tokens=6))
+    linear = [spec.layer_name(i) for spec in program.params if spec.name in graph.linear_weights(program)
+              for i in range(spec.layers or 1)]
+    path = k_quant_llama(tmp_path / "q4.gguf", dict.fromkeys(linear, "Q4_0") | {"lm_head.weight": "Q6_K"},
+                         qtype="Q4_0")
+    programs, params = generate.reference_programs("llama", "f32", {}, checkpoints.load(path), None)
+    want = sorted(n for n in graph.linear_weights(program) if n != "lm_head.weight")
+    assert [sorted(programs[entry].quantized) for entry in ("prefill", "decode")] == [want, want]
+    assert {spec.name for spec in programs["decode"].params} <= set(params)

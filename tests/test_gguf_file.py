@@ -1,6 +1,7 @@
 """GGUF files (exporter/checkpoints/gguf_file.py): the config read key by key and refused by
 key, every tensor read back under its names and types, the files exactc cannot use refused
-naming the field, and the writer tests and benches use."""
+naming the field, the writer tests and benches use, and k-quant tensors (Q4_K, Q5_K, Q6_K)
+read as the gguf package dequantizes them, alone or mixed with Q4_0 in one file."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from exactc.exporter import checkpoints
+from exactc import programs
+from exactc.exporter import checkpoints, export, graph, models, quant
 from exactc.exporter.checkpoints import CheckpointError, gguf_file
+from exactc.exporter.reference import walk
 from exactc.strategies.files import llama_configs
+from exactc.verify.compare import assert_bits_equal
 
 from test_checkpoints import assert_logits_of_its_fields, llama_of_fields, llama_tensors
 
@@ -111,7 +115,7 @@ def test_every_gguf_tensor_reads_back_under_its_names(tmp_path):
     path = raw_gguf(tmp_path / "q5.gguf", {"token_embd.weight": "F32", "blk.0.attn_q.weight": "Q5_0"})
     with pytest.raises(CheckpointError) as caught:
         checkpoints.load(path)
-    assert str(caught.value) == f"{path}: tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"
+    assert str(caught.value) == f"{path}: tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K"
 
 
 def test_a_gguf_block_of_an_infinite_scale_is_refused_naming_its_tensor(tmp_path):
@@ -352,3 +356,160 @@ def test_the_gguf_writer_adds_a_placeholder_vocabulary_that_exactc_ignores(tmp_p
     ckpt = checkpoints.load(path)
     assert ckpt.fields["vocab"] == 300 and ckpt.ignored == []
     assert np.array_equal(ckpt.tensors["model.embed_tokens.weight"].read(), table)
+
+
+# ---- k-quants (Q4_K, Q5_K, Q6_K): read as the f32 values the gguf package dequantizes,
+# tensor by tensor and type by type in one file, and the program computes with them
+
+K_CFG = {"vocab": 8, "dim": 256, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 256}  # rows of super-blocks
+K_FIELDS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}  # byte offsets of d (and dmin)
+
+
+def k_quant_bytes(kind: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Rows (or a vector) of `kind` super-blocks as a file holds them: random bytes, each
+    d (and dmin) a small finite f16 (so that a model's values stay finite); no quantizer
+    made them."""
+    *lead, k = shape
+    blocks = (*lead, k // 256)
+    raw = rng.integers(0, 256, (*blocks, quant.K_QUANT_BYTES[kind]), dtype=np.uint8)
+    for at in K_FIELDS[kind]:
+        small = (rng.standard_normal(blocks) * 2.0**-12).astype("<f2")
+        raw[..., at:at + 2] = small.view(np.uint8).reshape(*blocks, 2)
+    return raw.reshape(*lead, -1)
+
+
+def k_quant_llama(path: Path, kinds: dict[str, str], seed: int = 5, qtype: str | None = None) -> Path:
+    """A GGUF Llama of K_CFG: the tensors named in `kinds` (Hugging Face name -> Q4_K, Q5_K,
+    Q6_K, or `qtype` for the gguf package's Q8_0/Q4_0 quantizer) stored so, drawn bytes
+    for k-quants, the others F32 (the norms drawn near 1)."""
+    program = models.build("llama", "forward", dict(K_CFG, tokens=6))
+    params = models.draw_parameters(program, seed, "f32")
+    rng = np.random.default_rng(seed)
+    tensors, stored = {}, {}
+    for spec in program.params:
+        for layer in range(spec.layers or 1):
+            name = spec.layer_name(layer)
+            values = params[spec.name][layer] if spec.layers else params[spec.name]
+            if kinds.get(name) in K_FIELDS:
+                values, stored[name] = k_quant_bytes(kinds[name], values.shape, rng), kinds[name]
+            tensors[name] = values
+    quantized = {n for n, kind in kinds.items() if kind == qtype}
+    return gguf_file.write(path, dict(K_CFG, tokens=6), tensors, qtype, quantized, stored=stored)
+
+
+def gguf_package_values(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of a GGUF Llama as the gguf package dequantizes it, f64, under Hugging
+    Face's names, attn_q's and attn_k's rows put back in Hugging Face's order."""
+    out = {}
+    for t in gguf.GGUFReader(path).tensors:
+        shape = tuple(int(d) for d in reversed(t.shape))
+        values = gguf.quants.dequantize(t.data, t.tensor_type).reshape(shape).astype(np.float64)
+        name, _ = gguf_file._hf_name(t.name)
+        if "q_proj" in name or "k_proj" in name:
+            values = checkpoints.llama2c.interleaved_to_half(values, K_CFG["heads" if "q_proj" in name else "kv_heads"])
+        out[name] = values
+    return out
+
+
+def stacked(program, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Values under Hugging Face's names -> a program's parameters, stacked over layers."""
+    return {spec.name: np.stack([values[spec.layer_name(i)] for i in range(spec.layers)]) if spec.layers
+            else values[spec.name] for spec in program.params}
+
+
+# Q4_K_M's mix: Q4_K for most, Q6_K for attn_v and ffn_down of some layers and the head,
+# here with Q5_K too, and a k-quant token embedding (read by rows, the tied head's table)
+K_MIX = {"model.embed_tokens.weight": "Q6_K", "lm_head.weight": "Q6_K",
+         "model.layers.0.self_attn.q_proj.weight": "Q4_K", "model.layers.1.self_attn.q_proj.weight": "Q5_K",
+         "model.layers.0.self_attn.k_proj.weight": "Q5_K", "model.layers.1.self_attn.k_proj.weight": "Q4_K",
+         "model.layers.0.self_attn.v_proj.weight": "Q6_K", "model.layers.1.self_attn.v_proj.weight": "Q4_K",
+         "model.layers.0.self_attn.o_proj.weight": "Q4_K", "model.layers.1.mlp.gate_proj.weight": "Q5_K",
+         "model.layers.0.mlp.up_proj.weight": "Q4_K", "model.layers.0.mlp.down_proj.weight": "Q6_K",
+         "model.layers.1.mlp.down_proj.weight": "Q4_K"}
+
+
+def test_k_quant_tensors_read_as_the_gguf_packages_values(tmp_path):
+    """Each k-quant tensor of a file that mixes Q4_K, Q5_K, Q6_K and F32 per tensor reads
+    back as the gguf package's f32 values of its bytes (attn_q and attn_k rows in Hugging
+    Face's order), under its GGUF type, marked dequantized, with no blocks; no program
+    format comes of them."""
+    path = k_quant_llama(tmp_path / "mix.gguf", K_MIX)
+    ckpt = checkpoints.load(path)
+    theirs = gguf_package_values(path)
+    assert ckpt.weights is None and sorted(ckpt.tensors) == sorted(theirs)
+    for name, values in theirs.items():
+        t = ckpt.tensors[name]
+        assert (t.dtype, t.dequantized, t.blocks) == (K_MIX.get(name, "F32"), name in K_MIX, None), name
+        assert t.read().dtype == np.float64
+        assert_bits_equal(values, t.read(), name, every_bit=True, labels=("gguf.quants", "the reader"))
+
+
+def test_a_k_quant_super_block_of_an_infinite_d_or_dmin_is_refused(tmp_path):
+    path = k_quant_llama(tmp_path / "m.gguf", {"model.layers.1.self_attn.q_proj.weight": "Q5_K"})
+    start = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.1.attn_q.weight").data_offset
+    data = bytearray(path.read_bytes())
+    for at, value in ((2 + 176, np.inf), (176, np.nan)):  # dmin, then d, of row 1's super-block
+        data[start + at:start + at + 2] = np.float16(value).tobytes()
+        path.write_bytes(bytes(data))
+        with pytest.raises(CheckpointError) as caught:
+            checkpoints.load(path).tensors["model.layers.1.self_attn.q_proj.weight"].read()
+        assert str(caught.value) == (f"{path}: tensor blk.1.attn_q.weight: the scale of super-block 0 of row 1 is "
+                                     f"{value}; every scale must be finite (1 of its 256 are not)")
+
+
+def test_a_k_quant_vector_is_refused_naming_its_super_blocks(tmp_path):
+    path = k_quant_llama(tmp_path / "m.gguf", {"model.norm.weight": "Q6_K"})
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.load(path)
+    assert str(caught.value) == (f"{path}: tensor output_norm.weight is Q6_K of shape (256,); rows of whole "
+                                 "blocks of 256 are expected")
+
+
+def test_a_k_quant_files_logits_are_those_of_its_dequantized_weights():
+    """The program of a Q4_K_M-like file (K_MIX) gives, at f32 and at f64, the logits of
+    the Llama whose weights are the gguf package's dequantization of the file."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = k_quant_llama(Path(folder) / "mix.gguf", K_MIX)
+        # eps as the file stores it, in f32
+        program = models.build("llama", "forward", dict(K_CFG, tokens=6, eps=float(np.float32(1e-5))))
+        assert_logits_of_its_fields(checkpoints.load(path), program, stacked(program, gguf_package_values(path)))
+
+
+def test_a_q4_0_file_with_a_q6_k_head_keeps_its_blocks_and_computes_the_head_in_f32(tmp_path):
+    """llama.cpp's Q4_0 files keep output.weight in Q6_K: the Q4_0 linear weights reach the
+    program as the file's blocks, the head as its f32 values; the program's logits are
+    those of the gguf package's dequantized weights, at f32, and its C program conforms."""
+    program = models.build("llama", "forward", dict(K_CFG, tokens=6))
+    linear = [spec.layer_name(i) for spec in program.params if spec.name in graph.linear_weights(program)
+              for i in range(spec.layers or 1)]
+    kinds = dict.fromkeys(linear, "Q4_0") | {"lm_head.weight": "Q6_K"}
+    path = k_quant_llama(tmp_path / "q4.gguf", kinds, qtype="Q4_0")
+    ckpt = checkpoints.load(path)
+    assert ckpt.weights == ("q4", 32)
+    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=ckpt).prepare()
+    assert sorted(prepared.program.quantized) == sorted(n for n in graph.linear_weights(program) if n != "lm_head.weight")
+    assert_bits_equal(ckpt.tensors["lm_head.weight"].read().astype(np.float32), prepared.params["lm_head.weight"],
+                      "lm_head.weight", every_bit=True)
+    inputs = models.draw_inputs(program, 1)
+    theirs = {k: v.astype(np.float32) for k, v in stacked(program, gguf_package_values(path)).items()}
+    want = walk.evaluate(program, "f32", theirs, inputs)["logits"]
+    got = walk.evaluate(prepared.program, "f32", prepared.params, inputs)["logits"]
+    assert_bits_equal(want, got, "logits at f32", labels=("the dequantized weights", "the Q4_0 + Q6_K file"))
+    done = programs.make(export.write(prepared, tmp_path / "q"), programs.Build(cc="gcc")).check(2)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_weights_quantize_a_k_quant_files_float_linear_weights_only(tmp_path):
+    """`--weights q8` on a file of k-quants and F32: the F32 linear weights are quantized,
+    a parameter with a k-quant tensor in any layer stays the f32 weight it was read as."""
+    kinds = {"lm_head.weight": "Q6_K", "model.layers.1.mlp.down_proj.weight": "Q4_K"}
+    ckpt = checkpoints.load(k_quant_llama(tmp_path / "m.gguf", kinds))
+    assert ckpt.weights is None
+    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=ckpt,
+                                 weights=("q8", 32)).prepare()
+    linear = graph.linear_weights(models.build("llama", "forward", dict(K_CFG, tokens=6)))
+    kept = {"lm_head.weight", "model.layers.{l}.mlp.down_proj.weight"}
+    assert kept < set(linear) and sorted(prepared.program.quantized) == sorted(set(linear) - kept)
+    down = np.stack([ckpt.tensors[f"model.layers.{i}.mlp.down_proj.weight"].read() for i in range(2)])
+    assert_bits_equal(down.astype(np.float32), prepared.params["model.layers.{l}.mlp.down_proj.weight"],
+                      "down_proj", every_bit=True)

@@ -11,6 +11,9 @@ order, the two quantized linears, and the layout of stacked q4 parameters.
   largest magnitude on ±127 and on -8, a subnormal scale that clamps, a scale that
   underflows to zero, NaN and ±inf blocks, a short last block.
 - The exporter's side alone: ggml's Q4_0 byte order and sign rule, f16 scales, refusals.
+- ggml's k-quants (Q4_K, Q5_K, Q6_K): quant.dequantize_k against the gguf package's
+  dequantization on drawn super-blocks (strategies/quant.py's k_quant_rows), and the 6-bit
+  scale packing and a value of each kind by hand.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from exactc.exporter import export, graph, models, quant, reference, types
 from exactc.exporter.primitives import PrimitiveError, block_count
 from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import Case, cases
-from exactc.strategies.quant import ArraySpec, stacked_q4
+from exactc.strategies.quant import ArraySpec, k_quant_rows, stacked_q4
 from exactc.verify.compare import assert_bits_equal
 from exactc.verify.kernels import QUANTIZED_PRIMITIVES, assert_all_equal, run_cases
 
@@ -491,3 +494,76 @@ def test_given_blocks_that_do_not_fit_the_program_are_refused():
                f"shape {shape}")
     with pytest.raises(quant.QuantError, match=f"^{re.escape(message)}$"):
         quant.quantize_parameters(program, reals, "f32", {name: quant.quantize_tensor(name, reals[name], "q8", 4)})
+
+
+# ---- ggml's k-quants (Q4_K, Q5_K, Q6_K): the reference dequantization against the gguf
+# package's own, and the 6-bit scale packing by hand
+
+
+@pytest.mark.parametrize("kind", sorted(quant.K_QUANT_BYTES))
+@given(data=st.data())
+def test_k_quants_dequantize_to_the_gguf_packages_f32_bits(kind, data):
+    """Drawn super-blocks (random, zero and 0xFF bytes, finite f16 d and dmin): exactc's
+    f32 values are the gguf package's, bit for bit (its dequantization is ggml's, written
+    apart from exactc's)."""
+    import gguf
+
+    rows = data.draw(k_quant_rows(kind))
+    ours = quant.dequantize_k(kind, rows)
+    theirs = gguf.quants.dequantize(rows, getattr(gguf.GGMLQuantizationType, kind))
+    assert ours.dtype == np.float32 and ours.shape == (rows.shape[0], rows.shape[1] // quant.K_QUANT_BYTES[kind] * 256)
+    assert_bits_equal(theirs, ours, f"{kind} values", every_bit=True, labels=("gguf.quants", "quant.dequantize_k"))
+
+
+def test_k_quant_scales_and_mins_unpack_six_bits_by_hand():
+    """Scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-7; scale 4 + j is byte 8 + j's
+    low nibble below byte j's top 2 bits, min 4 + j byte 8 + j's high nibble below byte
+    4 + j's top 2 bits."""
+    packed = np.array([0b11_000001, 0b00_000010, 0b01_000011, 0b10_111111,
+                       0b01_000100, 0b10_000101, 0b11_000110, 0b00_000111,
+                       0xA5, 0x3C, 0x0F, 0xF0], dtype=np.uint8)
+    scales, mins = quant.k_scales_and_mins(packed)
+    assert scales.tolist() == [1, 2, 3, 63, 0x35, 0x0C, 0x1F, 0x20]
+    assert mins.tolist() == [4, 5, 6, 7, 0x1A, 0x23, 0x30, 0x0F]
+
+
+def test_k_quant_values_by_hand():
+    """One super-block of each kind with chosen bytes: Q4_K and Q5_K give (d·scale)·q −
+    dmin·min, Q6_K (d·scale)·(q − 32), each value at its place in the row."""
+    q4 = np.zeros(144, np.uint8)
+    q4[0:2], q4[2:4] = _f16(0.5), _f16(0.25)  # d, dmin
+    q4[4], q4[8] = 3, 2  # scale 0 = 3, min 0 = 2
+    q4[4 + 8] = 0x61  # scale 4 = 1, min 4 = 6
+    q4[16] = 0x9F  # value 0 nibble 15, value 32 nibble 9 (scale 1, min 1: 0)
+    q4[16 + 64] = 0x07  # value 128 (sub-block 4) nibble 7
+    got = quant.dequantize_k("Q4_K", q4)
+    assert got[0] == 0.5 * 3 * 15 - 0.25 * 2 and got[1] == -0.5 and got[32] == 0.0
+    assert got[128] == 0.5 * 1 * 7 - 0.25 * 6 and got[129] == -1.5
+    q5 = np.zeros(176, np.uint8)
+    q5[0:2] = _f16(1.0)
+    q5[4:8] = 1  # scales 0-3 = 1
+    q5[16] = 0b0000_0011  # value 0: the high bit of sub-blocks 0 and 1
+    q5[48] = 0x21  # value 0 low nibble 1, value 32 low nibble 2
+    got = quant.dequantize_k("Q5_K", q5)
+    assert (got[0], got[32], got[1], got[64]) == (17.0, 18.0, 0.0, 0.0)
+    q6 = np.zeros(210, np.uint8)
+    q6[208:210] = _f16(0.5)
+    q6[192:208] = (np.arange(1, 17) * np.tile([1, -1], 8)).astype(np.int8).view(np.uint8)  # 1, -2, 3, ...
+    q6[0], q6[32] = 0x5A, 0x03  # values 0 and 64 low nibbles 10 and 5; value 32 low nibble 3
+    q6[128] = 0b11_10_01_00  # value 0 high 0, value 32 high 1, value 64 high 2, value 96 high 3
+    got = quant.dequantize_k("Q6_K", q6)
+    assert got[0] == 0.5 * 1 * (10 - 32) and got[32] == 0.5 * 3 * (3 + 16 - 32)
+    assert got[64] == 0.5 * 5 * (5 + 32 - 32) and got[96] == 0.5 * 7 * (48 - 32)
+    assert got[16] == 0.5 * -2 * -32 and got[128] == 0.5 * 9 * -32
+
+
+def _f16(value: float) -> np.ndarray:
+    return np.frombuffer(np.float16(value).tobytes(), np.uint8)
+
+
+def test_k_quant_rows_of_another_length_or_kind_are_refused():
+    with pytest.raises(quant.QuantError, match=r"^Q6_K rows of uint8\(2, 200\): uint8 rows of whole super-blocks "
+                                               r"of 210 bytes$"):
+        quant.dequantize_k("Q6_K", np.zeros((2, 200), np.uint8))
+    with pytest.raises(quant.QuantError, match=r"^'Q3_K' is not a k-quant exactc reads \(Q4_K, Q5_K, Q6_K\)$"):
+        quant.dequantize_k("Q3_K", np.zeros(110, np.uint8))

@@ -271,5 +271,5 @@ def test_a_gguf_tensor_of_another_type_is_refused_by_name(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(CheckpointError, match=r"tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0"):
+    with pytest.raises(CheckpointError, match=r"tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K"):
         checkpoints.load(path)

@@ -177,7 +177,7 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
         return program, params
     from exactc.exporter import quant
 
-    program = with_weights(program, model, entry, overrides, weights)
+    program = with_weights(program, model, entry, overrides, weights, checkpoint)
     try:
         given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
         return program, quant.quantize_parameters(program, params, site, given)
@@ -204,10 +204,11 @@ def checkpoint_request(checkpoint: Any, entry: str, overrides: Mapping[str, Any]
     return overrides, weights
 
 
-def trace(model: str, entry: str, overrides: Mapping[str, Any] | None, weights: tuple[str, int] | None) -> graph.Program:
+def trace(model: str, entry: str, overrides: Mapping[str, Any] | None, weights: tuple[str, int] | None,
+          checkpoint: Any = None) -> graph.Program:
     """The traced program, its linear weights quantized when `weights` = (fmt, block) is
-    given (with_weights)."""
-    return with_weights(models.build(model, entry, overrides), model, entry, overrides, weights)
+    given (with_weights), but those `checkpoint` holds dequantized."""
+    return with_weights(models.build(model, entry, overrides), model, entry, overrides, weights, checkpoint)
 
 
 def check_weights(weights: tuple[str, int] | None) -> None:
@@ -225,14 +226,16 @@ def check_weights(weights: tuple[str, int] | None) -> None:
 
 
 def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapping[str, Any] | None,
-                 weights: tuple[str, int] | None) -> graph.Program:
+                 weights: tuple[str, int] | None, checkpoint: Any = None) -> graph.Program:
     """`program`, the float trace, traced again with the linear weights it chooses
-    (graph.linear_weights) quantized as `weights` = (fmt, block); itself for None."""
+    (graph.linear_weights) quantized as `weights` = (fmt, block); itself for None. The
+    weights `checkpoint` holds dequantized (a GGUF file's k-quants) stay f32 weights."""
     if weights is None:
         return program
     check_weights(weights)
     fmt, block = weights
-    chosen = graph.linear_weights(program)
+    kept = checkpoint.dequantized_weights(program) if checkpoint is not None else set()
+    chosen = [name for name in graph.linear_weights(program) if name not in kept]
     return models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen})
 
 

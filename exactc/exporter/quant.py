@@ -246,6 +246,109 @@ def scales_from_f16(name: str, scales: np.ndarray) -> np.ndarray:
     return scales.astype(np.float32)
 
 
+# ---- ggml's k-quants: super-blocks of 256 values (docs/semantics.md, section 15) ----------
+
+
+QK_K = 256  # values per super-block
+K_SCALE_BYTES = 12  # Q4_K's and Q5_K's eight 6-bit scales and eight 6-bit mins
+K_QUANT_BYTES = {"Q4_K": 144, "Q5_K": 176, "Q6_K": 210}  # bytes per super-block
+
+
+def _f16_field(raw: np.ndarray, at: int) -> np.ndarray:
+    """The little-endian f16 at byte `at` of each super-block (..., bytes), widened to
+    f32 (exact)."""
+    return np.ascontiguousarray(raw[..., at:at + 2]).view("<f2")[..., 0].astype(np.float32)
+
+
+def k_scales_and_mins(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Twelve bytes (..., 12) -> eight 6-bit scales and eight 6-bit mins (..., 8) each.
+    Bytes 0-3 hold scales 0-3 in their low 6 bits, bytes 4-7 mins 0-3; scales 4-7 are
+    the low nibbles of bytes 8-11 with the top 2 bits of bytes 0-3 above them, mins 4-7
+    the high nibbles of bytes 8-11 with the top 2 bits of bytes 4-7."""
+    first, second, third = packed[..., 0:4], packed[..., 4:8], packed[..., 8:12]
+    high_scales = (third & 0x0F) | ((first >> 6) << 4)
+    high_mins = (third >> 4) | ((second >> 6) << 4)
+    scales = np.concatenate([first & 0x3F, high_scales], axis=-1)
+    mins = np.concatenate([second & 0x3F, high_mins], axis=-1)
+    return scales, mins
+
+
+def _nibble_planes(qs: np.ndarray) -> np.ndarray:
+    """128 bytes (..., 128) -> eight sub-blocks of 32 values (..., 8, 32): sub-block 2p is
+    the low nibbles of bytes 32p .. 32p + 31, sub-block 2p + 1 their high nibbles."""
+    pairs = qs.reshape(qs.shape[:-1] + (4, 1, 32))
+    return ((pairs >> np.array([0, 4], np.uint8).reshape(2, 1)) & 0x0F).reshape(qs.shape[:-1] + (8, 32))
+
+
+def _scaled_minus_min(raw: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Q4_K's and Q5_K's values: (d·scale)·q − (dmin·min) per sub-block of 32, each
+    operation in f32, the order ggml's dequantize_row_q4_K writes."""
+    d, dmin = _f16_field(raw, 0), _f16_field(raw, 2)
+    scales, mins = k_scales_and_mins(raw[..., 4:4 + K_SCALE_BYTES])
+    step = d[..., None] * scales.astype(np.float32)  # (..., 8)
+    offset = dmin[..., None] * mins.astype(np.float32)
+    values = step[..., None] * q.astype(np.float32) - offset[..., None]
+    return values.reshape(raw.shape[:-1] + (QK_K,))
+
+
+def _q4_k(raw: np.ndarray) -> np.ndarray:
+    """Q4_K: d, dmin (f16), 12 bytes of scales and mins, 128 bytes of nibbles."""
+    return _scaled_minus_min(raw, _nibble_planes(raw[..., 16:144]))
+
+
+def _q5_k(raw: np.ndarray) -> np.ndarray:
+    """Q5_K: Q4_K's fields with 32 bytes of high bits after the scales: bit j of byte l
+    is the fifth bit (16) of value l of sub-block j."""
+    low = _nibble_planes(raw[..., 48:176])
+    qh = raw[..., 16:48]  # (..., 32)
+    high = (qh[..., None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1  # (..., 8, 32)
+    return _scaled_minus_min(raw, low | (high << 4))
+
+
+def _q6_k(raw: np.ndarray) -> np.ndarray:
+    """Q6_K: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8 scales (one
+    per 16 values), d (f16); value = (d·scale)·(q − 32) in f32. Each half of 128 values
+    takes 64 low-nibble bytes and 32 high bytes: its quarter i (32 values, l = 0..31) is
+    nibble i // 2 of low byte l + 32·(i mod 2), with bits 2i, 2i + 1 of high byte l above."""
+    lead = raw.shape[:-1]
+    ql = raw[..., 0:128].reshape(lead + (2, 1, 2, 32))  # (half, nibble, byte group, l)
+    low = (ql >> np.array([0, 4], np.uint8).reshape(2, 1, 1)) & 0x0F  # (..., 2, 2, 2, 32): quarter 2n + g
+    qh = raw[..., 128:192].reshape(lead + (2, 1, 32))
+    high = (qh >> np.array([0, 2, 4, 6], np.uint8).reshape(4, 1)) & 0x03  # (..., 2, 4, 32)
+    q = (low.reshape(lead + (2, 4, 32)) | (high << 4)).astype(np.int16) - 32
+    scales = raw[..., 192:208].view(np.int8).astype(np.float32)  # (..., 16)
+    step = _f16_field(raw, 208)[..., None] * scales
+    values = step.reshape(lead + (16, 1)) * q.reshape(lead + (16, 16)).astype(np.float32)
+    return values.reshape(lead + (QK_K,))
+
+
+_K_DEQUANTIZERS = {"Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
+
+
+def k_quant_scales(kind: str, raw: np.ndarray) -> np.ndarray:
+    """The f16 fields of each super-block (..., nb, bytes), widened: (..., nb, 2) d and
+    dmin for Q4_K and Q5_K, (..., nb, 1) d for Q6_K."""
+    if kind == "Q6_K":
+        return _f16_field(raw, 208)[..., None]
+    return np.stack([_f16_field(raw, 0), _f16_field(raw, 2)], axis=-1)
+
+
+def dequantize_k(kind: str, raw: np.ndarray) -> np.ndarray:
+    """Rows of `kind` (Q4_K, Q5_K, Q6_K) super-blocks, uint8 (..., nb·bytes), as f32
+    (..., nb·256): every value a product (and for Q4_K, Q5_K a difference) of f32
+    roundings, in ggml's order."""
+    if kind not in _K_DEQUANTIZERS:
+        raise QuantError(f"{kind!r} is not a k-quant exactc reads ({', '.join(_K_DEQUANTIZERS)})")
+    size = K_QUANT_BYTES[kind]
+    raw = np.asarray(raw)
+    if raw.dtype != np.uint8 or raw.shape[-1] % size:
+        raise QuantError(f"{kind} rows of {raw.dtype}{raw.shape}: uint8 rows of whole super-blocks of {size} bytes")
+    blocks = raw.reshape(raw.shape[:-1] + (raw.shape[-1] // size, size))
+    with np.errstate(over="ignore"):  # finite f16 fields keep every product finite; IEEE if not
+        values = _K_DEQUANTIZERS[kind](blocks)
+    return values.reshape(raw.shape[:-1] + (-1,))
+
+
 # ---- a program's parameters ----------------------------------------------------------------
 
 

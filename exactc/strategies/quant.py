@@ -301,6 +301,41 @@ def stacked_q4(draw) -> tuple[int, int, int, int, int]:
     return draw(st.integers(1, 5)), draw(st.integers(1, 7)), k, block, draw(st.integers(0, 2**32 - 1))
 
 
+# ---- ggml's k-quants: rows of super-blocks as a file holds them ----------------------------
+
+K_BYTE_PATTERNS = ("random", "zeros", "ones")  # ones: every scale and min 63, every nibble 15
+
+
+F16_FINITE_MAGNITUDES = 0x7BFF  # the bits of 65504, the largest finite f16; above: ±inf, NaN
+
+
+def _f16_bytes(signs_and_magnitudes: list[tuple[bool, int]]) -> np.ndarray:
+    bits = np.array([(0x8000 if negative else 0) | magnitude for negative, magnitude in signs_and_magnitudes],
+                    dtype="<u2")
+    return np.frombuffer(bits.tobytes(), dtype=np.uint8)
+
+
+@st.composite
+def k_quant_rows(draw, kind: str, max_rows: int = 3, max_blocks: int = 3) -> np.ndarray:
+    """Rows of `kind` (Q4_K, Q5_K, Q6_K) super-blocks, uint8 (rows, nb·bytes): the bytes
+    random, all zero or all 0xFF (a pattern per super-block), then each d (and dmin)
+    overwritten by a drawn finite f16, drawn as its sign and magnitude bits (every finite
+    f16 is one draw: zeros of both signs, subnormals, ±65504; no draw is rejected)."""
+    rows, nb = draw(st.integers(1, max_rows)), draw(st.integers(1, max_blocks))
+    size = quant.K_QUANT_BYTES[kind]
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    patterns = _cycle(tuple(draw(st.lists(st.sampled_from(K_BYTE_PATTERNS), min_size=1, max_size=3))), rows * nb)
+    fill = {"random": lambda: rng.integers(0, 256, size, dtype=np.uint8),
+            "zeros": lambda: np.zeros(size, np.uint8), "ones": lambda: np.full(size, 0xFF, np.uint8)}
+    blocks = np.stack([fill[p]() for p in patterns]).reshape(rows, nb, size)
+    fields = (208,) if kind == "Q6_K" else (0, 2)  # byte offsets of d (and dmin)
+    halves = st.tuples(st.booleans(), st.integers(0, F16_FINITE_MAGNITUDES))
+    for at in fields:
+        values = draw(st.lists(halves, min_size=rows * nb, max_size=rows * nb))
+        blocks[..., at:at + 2] = _f16_bytes(values).reshape(rows, nb, 2)
+    return blocks.reshape(rows, nb * size)
+
+
 @dataclasses.dataclass(frozen=True)
 class ArraySpec:
     """A literal array (nested tuples) of a numpy dtype name: pinned examples whose

@@ -39,6 +39,10 @@ class Tensor:
     # A tensor the file holds quantized: its blocks as stored (a quant.QuantizedTensor in
     # exactc's orientation); `read` gives their dequantized values (exact in f32).
     blocks: Callable[[], Any] | None = None
+    # A tensor the file holds in a quantized type exactc has no program format for (a
+    # GGUF k-quant): `read` gives its dequantized values (exact in f32), and a program
+    # computes with them as f32 weights, never quantizing them again.
+    dequantized: bool = False
 
 
 @dataclasses.dataclass
@@ -98,7 +102,7 @@ class Checkpoint:
             if t is None:
                 continue
             stored = t.expected(shape)
-            if tuple(t.shape) != tuple(stored) or (t.dtype not in FLOAT_DTYPES and t.blocks is None):
+            if tuple(t.shape) != tuple(stored) or (t.dtype not in FLOAT_DTYPES and t.blocks is None and not t.dequantized):
                 want_type = t.dtype if t.dtype in FLOAT_DTYPES else "a float type (" + ", ".join(FLOAT_DTYPES) + ")"
                 wrong.append(f"{t.source} is {t.dtype} {tuple(t.shape)}, expected {want_type} {tuple(stored)}")
         if missing or extra or wrong:
@@ -146,6 +150,17 @@ class Checkpoint:
             out[spec.name] = quant.QuantizedTensor(first.fmt, first.block, first.k,
                                                    np.stack([p.values for p in parts]),
                                                    np.stack([p.scales for p in parts]))
+        return out
+
+    def dequantized_weights(self, program: graph.Program) -> set[str]:
+        """The parameters (ParamSpec names) of `program` with a tensor (of any layer) the
+        file holds dequantized (Tensor.dequantized): they stay f32 weights whatever
+        --weights or the file's blocks make of the others."""
+        out = set()
+        for spec in program.params:
+            names = [spec.layer_name(layer) for layer in range(spec.layers)] if spec.layers else [spec.name]
+            if any(n in self.tensors and self.tensors[n].dequantized for n in names):
+                out.add(spec.name)
         return out
 
     def digest(self) -> str:

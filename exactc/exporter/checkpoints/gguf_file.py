@@ -10,9 +10,12 @@ Tensor types: F32 and F16 are floats (exact in f64); Q8_0 and Q4_0 are blocks of
 along a row with an f16 scale each, read as exactc's q8 and q4 (docs/semantics.md
 section 15: Q4_0's nibble order is exactc's, element j in the low nibble of byte j and
 j + 16 in the high one, value nibble - 8; f16 scales widen exactly to f32, and an
-infinite or NaN scale is refused). Any other type is refused by its name. Quantized
-linear weights reach the program as the file's blocks; a quantized embedding table is
-dequantized (scale x value, exact in f32).
+infinite or NaN scale is refused). Q4_K, Q5_K and Q6_K (ggml's k-quants, super-blocks of
+256 values) are dequantized to f32 as the file is read (quant.dequantize_k, exact: the
+f32 values ggml's own dequantization gives), and the program computes with those f32
+weights; an infinite or NaN d or dmin is refused. Any other type is refused by its name.
+Q8_0 and Q4_0 linear weights reach the program as the file's blocks; a quantized
+embedding table is dequantized (scale x value, exact in f32).
 
 llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute) reorders the rows of
 attn_q and attn_k from Hugging Face's rotate_half order to the interleaved pairs of
@@ -33,8 +36,10 @@ from exactc.exporter.checkpoints.llama2c import interleaved_to_half
 
 MAGIC = b"GGUF"
 BLOCK = 32  # Q8_0 and Q4_0 hold 32 values per block
+QK_K = 256  # Q4_K, Q5_K and Q6_K hold 256 values per super-block
 FLOAT_TYPES = ("F32", "F16")
 QUANT_TYPES = {"Q8_0": "q8", "Q4_0": "q4"}  # GGUF type -> exactc format
+K_QUANT_TYPES = ("Q4_K", "Q5_K", "Q6_K")  # read as their dequantized f32 values
 
 # llama.cpp's name -> Hugging Face's ({l}: the layer)
 NAMES = {
@@ -120,18 +125,21 @@ def load(path: Path) -> Checkpoint:
         if mapped is None:
             ignored.append(t.name)
             continue
-        if kind not in FLOAT_TYPES and kind not in QUANT_TYPES:
+        if kind not in FLOAT_TYPES and kind not in QUANT_TYPES and kind not in K_QUANT_TYPES:
             raise CheckpointError(f"{path}: tensor {t.name} is {kind}; exactc reads "
-                                  f"{', '.join(FLOAT_TYPES + tuple(QUANT_TYPES))}")
+                                  f"{', '.join(FLOAT_TYPES + tuple(QUANT_TYPES) + K_QUANT_TYPES)}")
         name, _ = mapped
         shape = tuple(int(d) for d in reversed(t.shape))  # GGUF lists the innermost dimension first
         heads = H if ".self_attn.q_proj." in name else KV if ".self_attn.k_proj." in name else None
         if kind in FLOAT_TYPES:
             tensors[name] = Tensor(kind, shape, t.name, _float_reader(t, shape, heads))
             continue
-        if len(shape) != 2 or shape[1] % BLOCK:
-            raise CheckpointError(f"{path}: tensor {t.name} is {kind} of shape {shape}; rows of whole blocks of "
-                                  f"{BLOCK} are expected")
+        if kind in K_QUANT_TYPES:
+            _check_rows(path, t.name, kind, shape, QK_K)
+            tensors[name] = Tensor(kind, shape, t.name, _k_quant_reader(path, t, kind, shape, heads),
+                                   dequantized=True)
+            continue
+        _check_rows(path, t.name, kind, shape, BLOCK)
         blocks = _blocks_reader(path, t, QUANT_TYPES[kind], shape, heads)
         tensors[name] = Tensor(kind, shape, t.name, lambda blocks=blocks: blocks().dequantize().astype(np.float64),
                                blocks=blocks)
@@ -180,6 +188,12 @@ def _check_offsets(path: Path, reader: Any) -> None:
             at, before = end, (begin, end, name)
 
 
+def _check_rows(path: Path, name: str, kind: str, shape: tuple[int, ...], block: int) -> None:
+    if len(shape) != 2 or shape[1] % block:
+        raise CheckpointError(f"{path}: tensor {name} is {kind} of shape {shape}; rows of whole blocks of "
+                              f"{block} are expected")
+
+
 def _float_reader(t: Any, shape: tuple[int, ...], heads: int | None):
     def read() -> np.ndarray:
         values = np.asarray(t.data).astype(np.float64).reshape(shape)
@@ -209,14 +223,35 @@ def _blocks_reader(path: Path, t: Any, fmt: str, shape: tuple[int, int], heads: 
     return read
 
 
+def _k_quant_reader(path: Path, t: Any, kind: str, shape: tuple[int, int], heads: int | None):
+    """The reader of a Q4_K, Q5_K or Q6_K tensor: its values dequantized to f32 (exact),
+    as f64, rows in Hugging Face's order."""
+
+    def read() -> np.ndarray:
+        from exactc.exporter import quant
+
+        rows, k = shape
+        raw = np.asarray(t.data, dtype=np.uint8).reshape(rows, k // QK_K, -1)
+        fields = quant.k_quant_scales(kind, raw)  # (rows, super-blocks, d [and dmin])
+        for field in range(fields.shape[-1]):  # rows as stored, before the q/k permutation
+            finite_scales(path, t.name, fields[..., field], "super-block")
+        values = quant.dequantize_k(kind, raw.reshape(rows, -1)).astype(np.float64)
+        return interleaved_to_half(values, heads) if heads is not None else values
+
+    return read
+
+
 def write(path: Path, cfg: dict, tensors: dict[str, np.ndarray], qtype: str | None = None,
-          quantized: set[str] | frozenset[str] = frozenset(), vocabulary: bool = False) -> Path:
+          quantized: set[str] | frozenset[str] = frozenset(), vocabulary: bool = False,
+          stored: dict[str, str] | None = None) -> Path:
     """A GGUF Llama file as llama.cpp's converter writes one: the metadata of `cfg` (dim,
     mlp, layers, heads, kv_heads, tokens; eps and theta, default 1e-5 and 10000, stored as
     f32 as the converter stores them), `tensors` (Hugging Face names, Hugging Face's
     row order, f32) under llama.cpp's names with attn_q's and attn_k's rows permuted to
     the interleaved order, those named in `quantized` stored as `qtype` (Q8_0, Q4_0) by
-    the gguf package's quantizer. With `vocabulary`, placeholder pieces (<unk>, <s>,
+    the gguf package's quantizer. Those named in `stored` (Hugging Face name -> GGUF type,
+    Q4_K ...) are given as the file's own bytes, uint8 rows of whole blocks, and written as
+    they are (no permutation: they are already in the file's row order). With `vocabulary`, placeholder pieces (<unk>, <s>,
     </s>, the 256 byte tokens, then t0, t1, ...) so that llama.cpp loads the file; exactc
     reads none of it."""
     import gguf
@@ -246,6 +281,10 @@ def write(path: Path, cfg: dict, tensors: dict[str, np.ndarray], qtype: str | No
         layer = next((part for part in hf_name.split(".") if part.isdigit()), None)
         generic = hf_name.replace(f".{layer}.", ".{l}.", 1) if layer is not None else hf_name
         name = to_gguf[generic].replace("{l}", layer or "")
+        if hf_name in (stored or {}):
+            kind = getattr(gguf.GGMLQuantizationType, stored[hf_name])
+            writer.add_tensor(name, np.ascontiguousarray(array, dtype=np.uint8), raw_dtype=kind)
+            continue
         array = np.asarray(array, dtype=np.float32)
         if "q_proj" in hf_name or "k_proj" in hf_name:
             array = half_to_interleaved(array, cfg["heads"] if "q_proj" in hf_name else cfg["kv_heads"])

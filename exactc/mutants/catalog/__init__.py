@@ -91,6 +91,11 @@ _FIXED_CHECKS = [
     # Programs with quantized linear weights: conformance, the weights file's tensors, what
     # is quantized, the refusals (tests/test_quant_programs.py).
     Check("quant:programs", ("tests/test_quant_programs.py",)),
+    # ggml's k-quants: the reference against the gguf package on drawn super-blocks, the
+    # scale packing and values by hand (tests/test_quant.py); GGUF files of k-quant tensors
+    # read, refused and run (tests/test_gguf_file.py).
+    Check("quant:k-quants", ("tests/test_quant.py",), "k_quant"),
+    Check("gguf:k-quants", ("tests/test_gguf_file.py",), "k_quant or q6_k"),
     # The automatic plan's layouts of the quantized nests (the measured ones, split on the
     # output columns), and q8 and q4 llama decode and forward programs under it.
     Check("autoplan:quantized", ("tests/test_autoplan.py",), "quantize"),

@@ -278,6 +278,65 @@ MUTANTS = [
         family="speed",
     ),
     Mutant(
+        "q4k-scale-high-bits-from-the-wrong-byte",
+        "Q4_K's and Q5_K's 6-bit scales 4-7 take their top 2 bits from bytes 4-7 (the mins') "
+        "instead of bytes 0-3",
+        QUANT,
+        "    high_scales = (third & 0x0F) | ((first >> 6) << 4)\n",
+        "    high_scales = (third & 0x0F) | ((second >> 6) << 4)\n",
+        ("quant:k-quants", "gguf:k-quants"),
+        family="quant",
+    ),
+    Mutant(
+        "q6k-high-bits-shifted-by-2",
+        "Q6_K's 2-bit high parts are placed at bits 2-3 of the quant instead of 4-5",
+        QUANT,
+        "    q = (low.reshape(lead + (2, 4, 32)) | (high << 4)).astype(np.int16) - 32\n",
+        "    q = (low.reshape(lead + (2, 4, 32)) | (high << 2)).astype(np.int16) - 32\n",
+        ("quant:k-quants", "gguf:k-quants"),
+        family="quant",
+    ),
+    Mutant(
+        "q5k-high-bit-dropped",
+        "Q5_K's fifth bit of the last sub-block (bit 7 of each qh byte) is dropped: values "
+        "224-255 of a super-block lose their 16",
+        QUANT,
+        "    high = (qh[..., None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1  # (..., 8, 32)\n",
+        "    high = (qh[..., None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & (np.arange(8)[:, None] < 7)\n",
+        ("quant:k-quants", "gguf:k-quants"),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-dmin-term-added",
+        "Q4_K's and Q5_K's values add dmin x min instead of subtracting it",
+        QUANT,
+        "    values = step[..., None] * q.astype(np.float32) - offset[..., None]\n",
+        "    values = step[..., None] * q.astype(np.float32) + offset[..., None]\n",
+        ("quant:k-quants", "gguf:k-quants"),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-weights-quantized-again",
+        "a GGUF file's k-quant weights are quantized again to the program's q8/q4 with the "
+        "file's Q8_0/Q4_0 blocks (a Q4_0 file's Q6_K head), instead of staying the f32 "
+        "weights they were read as",
+        EXPORT,
+        "    kept = checkpoint.dequantized_weights(program) if checkpoint is not None else set()\n",
+        "    kept: set[str] = set()\n",
+        ("gguf:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "generate-decode-quantizes-a-k-quant-head",
+        "generate's decode program is traced without the checkpoint: a Q4_0 file's Q6_K head, "
+        "an f32 weight in the prefill program, is a q4 weight in the decode one",
+        "exactc/generate.py",
+        'export.trace(model, "decode", overrides, weights, checkpoint)',
+        'export.trace(model, "decode", overrides, weights)',
+        ("generate:fast",),
+        family="quant",
+    ),
+    Mutant(
         "quant-given-blocks-block-unchecked",
         "quantize_parameters takes a checkpoint's blocks in any block size: only their format is "
         "compared with the program's",
