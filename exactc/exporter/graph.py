@@ -321,8 +321,9 @@ def linear(x, w, b=None, name=None):
     return apply("linear", {"x": x, "w": w, "b": b}, {"has_b": b is not None}, name=name)
 
 
-def matmul(a, b, trans_a=False, trans_b=False, group=1, name=None):
-    return apply("matmul", {"a": a, "b": b}, {"trans_a": trans_a, "trans_b": trans_b, "group": group}, name=name)
+def matmul(a, b, trans_a=False, trans_b=False, group=1, b_rows=0, name=None):
+    attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group, "b_rows": b_rows}
+    return apply("matmul", {"a": a, "b": b}, attrs, name=name)
 
 
 def embedding(table, ids, name=None):
@@ -383,6 +384,12 @@ def slice(x, axis, start, stop, name=None):  # noqa: A001 - the primitive's name
 
 def concat(a, b, axis=0, name=None):
     return apply("concat", {"a": a, "b": b}, {"axis": axis}, name=name)
+
+
+def cache_write(cache, rows, pos, name=None):
+    """cache (B, C, w) with rows (B, R, w) at rows [pos, pos + R) of axis 1; in the C
+    program, in the cache's own storage."""
+    return apply("cache_write", {"cache": cache, "rows": rows}, {"pos": pos}, name=name)
 
 
 # ---- quantized weights ---------------------------------------------------------------------
