@@ -703,6 +703,9 @@ class InputSpec:
     name: str
     shape: Shape
     kind: str  # "x" (site type) or "i32"
+    # A (1,) i32 input whose value is the run-time length, this dims.Dim (a decode step's
+    # position T, when no input's shape follows it: its cache has a fixed capacity).
+    length: Any = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -718,6 +721,9 @@ class Program:
     output_names: tuple[str, ...]
     config: Any = None  # the architecture's Config, when built from one
     quantized: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)  # weight -> (fmt, block)
+    # Outputs written in place over an input (output -> input): a decode step's caches.
+    # A C program gives each the input's buffer; the reference returns a new array.
+    in_place: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def param_values(self) -> tuple[Value, ...]:
@@ -733,7 +739,7 @@ class Program:
     @property
     def max_length(self) -> int | None:
         """T_max when the program's inputs take a run-time length (dims.Dim), else None."""
-        return dims.top_of([spec.shape for spec in self.inputs])
+        return dims.top_of([spec.shape for spec in self.inputs], [spec.length for spec in self.inputs])
 
 
 def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs: list[InputSpec],
@@ -838,6 +844,13 @@ def run_length(program: Program, inputs: Mapping[str, np.ndarray]) -> int:
     found: int | None = None
     for spec in program.inputs:
         array = np.asarray(inputs[spec.name])
+        if spec.length is not None:
+            if array.shape != (1,) or array.dtype != np.int32 or not 1 <= int(array[0]) <= top:
+                raise GraphError(f"input {spec.name}: give one int32 in [1, {top}] (the run-time length T)")
+            if found is not None and int(array[0]) != found:
+                raise GraphError(f"input {spec.name} gives the length {int(array[0])}; another input gives {found}")
+            found = int(array[0])
+            continue
         if array.ndim != len(spec.shape):
             raise GraphError(f"input {spec.name} has shape {array.shape}; the program takes {spec.shape}")
         for want, got in zip(spec.shape, array.shape):

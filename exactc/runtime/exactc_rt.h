@@ -330,6 +330,9 @@ typedef struct {
     size_t output_count;
     size_t arena_bytes;               /* the scratch one run needs (at max_length) */
     int64_t max_length;               /* T_max: inputs give 1 <= T <= T_max; 0: no run-time length */
+    const char *length_from;          /* the (1,) int32 input whose value is T; NULL: the shapes give it */
+    const char *const *in_place;      /* per output, the input it is written over in place (its
+                                         buffer), or NULL; NULL: every output has its own */
     int (*map_weights)(void *block);  /* point the model's Weights into the block; 0, or -1 (memory) */
     void (*run)(int64_t length, void *const *inputs, void *const *outputs, unsigned char *arena);
 } exactc_program;
@@ -386,6 +389,10 @@ int exactc_program_weights(const exactc_program *program, const char *path, void
 /* One buffer per tensor of `specs`, each at T_max; NULL when memory runs out. */
 void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64_t max_length);
 void exactc_buffers_free(void **buffers, size_t count);
+/* The outputs' buffers (at T_max), each output written in place (program->in_place)
+ * given its input's buffer; NULL when memory runs out. Free with exactc_outputs_free. */
+void **exactc_outputs_alloc(const exactc_program *program, void **inputs);
+void exactc_outputs_free(const exactc_program *program, void **outputs);
 /* Each line of a message that lists problems on stderr, prefixed by `where`. */
 void exactc_report(const char *where, const char *err);
 

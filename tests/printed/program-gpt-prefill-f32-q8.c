@@ -989,8 +989,8 @@ static void mlp(const float *ln_2,                     /* (T, 64) */
 }
 
 /* block_cached: `block` that also gives this layer's keys and values (attention_cached),
- * reading this layer's cache from p["past_k"], p["past_v"] when there is one. Frame 22528
- * bytes (its callees' frames included). */
+ * writing this layer's cache p["past_k"], p["past_v"] at `position` when there is one.
+ * Frame 22528 bytes (its callees' frames included). */
 static void block_cached(const float *x,                         /* (T, 64) */
                          const float *ln_1_weight,               /* (64,) */
                          const float *ln_1_bias,                 /* (64,) */

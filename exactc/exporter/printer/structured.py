@@ -15,6 +15,7 @@ import math
 
 from exactc.exporter.frames import Frame, align, by_node, ctype, is_view
 from exactc.exporter.graph import Call, Fold, Function, Op, Program
+from exactc.exporter.launches import read_args
 from exactc.exporter.printer.ctext import INDENT, call_lines, shape_text, signature_lines, wrap_comment
 from exactc.exporter.printer.kernel_table import KernelTable
 
@@ -84,7 +85,7 @@ class StructuredHost:
                 expr[id(v)] = v.name
         for v in fn.outputs:
             expr[id(v)] = v.name
-        used_inputs = {id(a) for node in fn.nodes for a in node.args}
+        used_inputs = {id(a) for node in fn.nodes for a in read_args(node)}
         for v in (self.program.input_values if entry else fn.inputs):
             if id(v) not in used_inputs:
                 out.append(f"{INDENT}(void){v.name};")
