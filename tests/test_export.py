@@ -200,6 +200,15 @@ def test_export_readme_pins_every_figure_row_and_choice():
             "splits them.") in plain
     assert [line for line in templates.readme(dict(_README_MANIFEST, dtype="f64")).splitlines()
             if line.startswith("| `p")] == ["| `past_k` | input | (2, 'T') | f64 (`<f8`) |"]
+    assert "run-time length T" not in text and "in place" not in text
+    # a decode step's position and its caches written in place, each said under the table
+    step = dict(_README_MANIFEST, max_length=3,
+                inputs={"position": {"shape": [1], "kind": "i32", "value": "T"}, "past_k": {"shape": [2], "kind": "x"}},
+                outputs={"k": {"shape": [2], "kind": "x", "written_over": "past_k"}})
+    assert ("| `k` | output | (2,) | f32 (`<f4`), bf16 values widened |\n\n"
+            "`position` holds the run-time length T (1 to 3) as its value.\n"
+            "`k` is written in place over `past_k`: the program writes its new rows where\n"
+            "`past_k` lies, and `k.npy` is that buffer after the run.\n\nbf16 values") in templates.readme(step)
 
 
 def test_export_check_target_refusals_whole(tmp_path, monkeypatch):
