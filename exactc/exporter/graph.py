@@ -240,7 +240,7 @@ _C_RESERVED = frozenset(
     if inline int long register restrict return short signed sizeof static struct switch
     typedef union unsigned void volatile while main arena w l lo hi T
     weights Weights map_weights run length in out PARAMS INPUTS OUTPUTS PARAM_BYTES ARENA_BYTES ARENA
-    RELEASE""".split()
+    RELEASE SCRATCH BORN IN_PLACE""".split()
 )
 
 

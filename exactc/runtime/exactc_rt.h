@@ -396,20 +396,29 @@ void exactc_outputs_free(const exactc_program *program, void **outputs);
 /* Each line of a message that lists problems on stderr, prefixed by `where`. */
 void exactc_report(const char *where, const char *err);
 
-/* The arena. Every buffer of the network lives in it at an offset the exporter fixed:
+/* The arena. Every buffer of the network lives in it at an offset the exporter fixed.
+ * The structured host declares a function's buffers in a table above it and marks each
+ * one's birth, before the launch that first writes it:
+ *     #define MLP_SCRATCH(arena) float *fc = SCRATCH(float, (arena) + 0); ...
+ *     MLP_SCRATCH(arena);  ...  BORN(fc, 256);  linear_fc_split(..., fc);
+ * the straight-line host allocates and releases each where it lives and dies:
  *     float *qkv = ARENA(float, arena + 0, 288);  ...  RELEASE(qkv, 288);
- * Checking builds (-DEXACTC_CHECKING) check each allocation against the arena's end,
- * fill it and each released buffer with NaN bytes, and record the peak reached. */
+ * Checking builds (-DEXACTC_CHECKING) check each birth or allocation against the arena's
+ * end, fill it with NaN bytes (a read of a reused region before it is written shows),
+ * NaN-fill each released buffer, and record the peak reached; other builds do nothing. */
 void exactc_arena_open(unsigned char *base, size_t bytes);
 void *exactc_arena_take(unsigned char *at, size_t bytes);
 void exactc_arena_release(void *p, size_t bytes);
 size_t exactc_arena_reached(void);
+#define SCRATCH(type, at) ((type *)(void *)(at))
 #ifdef EXACTC_CHECKING
 #define ARENA(type, at, count) ((type *)exactc_arena_take((at), (size_t)(count) * sizeof(type)))
 #define RELEASE(p, count) exactc_arena_release((p), (size_t)(count) * sizeof *(p))
+#define BORN(p, count) ((void)exactc_arena_take((unsigned char *)(void *)(p), (size_t)(count) * sizeof *(p)))
 #else
 #define ARENA(type, at, count) ((type *)(void *)(at))
 #define RELEASE(p, count) ((void)(p), (void)(count))
+#define BORN(p, count) ((void)0)
 #endif
 
 /* Checking builds (-DEXACTC_CHECKING) trace the values a fold carries out of each layer:

@@ -1262,6 +1262,12 @@ static int map_weights(void *block) {
  * at T_max = 7: buffers that follow T are placed for their largest size */
 static int64_t T; /* the run-time length of this run, 1 <= T <= 7: `run` sets it from the input position */
 
+/* mlp's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define MLP_SCRATCH(arena) \
+    float *fc = SCRATCH(float, (arena) + 0);     /* (1, 256) */ \
+    float *act = SCRATCH(float, (arena) + 1024)  /* (1, 256) */
+
 /* mlp: The MLP: c_proj(gelu_tanh(c_fc(x))). Frame 2048 bytes. */
 static void mlp(const float *ln_2,               /* (1, 64) */
                 const float *mlp_c_fc_weight,    /* (256, 64) */
@@ -1270,17 +1276,37 @@ static void mlp(const float *ln_2,               /* (1, 64) */
                 const float *mlp_c_proj_bias,    /* (64,) */
                 float *mlp_out,                  /* (1, 64), written */
                 unsigned char *arena) {          /* 2048 bytes of scratch */
-    float *fc = ARENA(float, arena + 0, 256);  /* (1, 256) */
+    MLP_SCRATCH(arena);
+    BORN(fc, 256);
     /* fc[1, 256] = linear(ln_2[1, 64], mlp_c_fc_weight[256, 64], mlp_c_fc_bias[256]) */
     linear_fc_split(ln_2, mlp_c_fc_weight, mlp_c_fc_bias, fc);
-    float *act = ARENA(float, arena + 1024, 256);  /* (1, 256) */
+    BORN(act, 256);
     /* act[1, 256] = gelu_tanh(fc[1, 256]) */
     gelu_tanh(fc, act, 0, 256);
-    RELEASE(fc, 256);
     /* mlp_out[1, 64] = linear(act[1, 256], mlp_c_proj_weight[64, 256], mlp_c_proj_bias[64]) */
     linear_mlp_out_split(act, mlp_c_proj_weight, mlp_c_proj_bias, mlp_out);
-    RELEASE(act, 256);
 }
+
+/* block_cached's scratch (exporter/frames.py): each buffer at its byte offset in the arena,
+ * in the order the buffers are born; buffers that share bytes are never live together. */
+#define BLOCK_CACHED_SCRATCH(arena) \
+    float *ln_1 = SCRATCH(float, (arena) + 0);      /* (1, 64) */ \
+    float *qkv = SCRATCH(float, (arena) + 256);     /* (1, 192) */ \
+    float *q = SCRATCH(float, (arena) + 0);         /* (1, 64) */ \
+    float *q_t = SCRATCH(float, (arena) + 1024);    /* (4, 1, 16) */ \
+    float *k = SCRATCH(float, (arena) + 0);         /* (1, 64) */ \
+    float *k_t = SCRATCH(float, (arena) + 1280);    /* (4, 1, 16) */ \
+    float *v = SCRATCH(float, (arena) + 0);         /* (1, 64) */ \
+    float *v_t = SCRATCH(float, (arena) + 256);     /* (4, 1, 16) */ \
+    float *scores = SCRATCH(float, (arena) + 0);    /* (4, 1, T + 1) */ \
+    float *scaled = SCRATCH(float, (arena) + 128);  /* (4, 1, T + 1) */ \
+    float *att = SCRATCH(float, (arena) + 0);       /* (4, 1, T + 1) */ \
+    float *mixed = SCRATCH(float, (arena) + 128);   /* (4, 1, 16) */ \
+    float *mixed_t = SCRATCH(float, (arena) + 384); /* (1, 4, 16) */ \
+    float *attn_out = SCRATCH(float, (arena) + 0);  /* (1, 64) */ \
+    float *x_attn = SCRATCH(float, (arena) + 256);  /* (1, 64) */ \
+    float *ln_2 = SCRATCH(float, (arena) + 0);      /* (1, 64) */ \
+    float *mlp_out = SCRATCH(float, (arena) + 512)  /* (1, 64) */
 
 /* block_cached: `block` that also gives this layer's keys and values (attention_cached),
  * writing this layer's cache p["past_k"], p["past_v"] at `position` when there is one.
@@ -1304,79 +1330,66 @@ static void block_cached(const float *x,                   /* (1, 64) */
                          float *keys,                      /* (4, 8, 16), written */
                          float *values,                    /* (4, 8, 16), written */
                          unsigned char *arena) {           /* 2816 bytes of scratch */
+    BLOCK_CACHED_SCRATCH(arena);
     (void)past_k;
     (void)past_v;
-    float *ln_1 = ARENA(float, arena + 0, 64);  /* (1, 64) */
+    BORN(ln_1, 64);
     /* ln_1[1, 64] = layernorm(x[1, 64], ln_1_weight[64], ln_1_bias[64], eps=1e-05) */
     layernorm(x, ln_1_weight, ln_1_bias, ln_1, 0, 1);
-    float *qkv = ARENA(float, arena + 256, 192);  /* (1, 192) */
+    BORN(qkv, 192);
     /* qkv[1, 192] = linear(ln_1[1, 64], attn_c_attn_weight[192, 64], attn_c_attn_bias[192]) */
     linear_qkv_split(ln_1, attn_c_attn_weight, attn_c_attn_bias, qkv);
-    RELEASE(ln_1, 64);
-    float *q = ARENA(float, arena + 0, 64);  /* (1, 64) */
+    BORN(q, 64);
     /* q[1, 64] = slice(qkv[1, 192], axis=1, start=0, stop=64) */
     slice_q(qkv, q, 0, 1);
     const float *q_heads = q;  /* (1, 4, 16): a view of q */
-    float *q_t = ARENA(float, arena + 1024, 64);  /* (4, 1, 16) */
+    BORN(q_t, 64);
     /* q_t[4, 1, 16] = transpose(q_heads[1, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(q_heads, q_t);
-    RELEASE(q, 64);
-    float *k = ARENA(float, arena + 0, 64);  /* (1, 64) */
+    BORN(k, 64);
     /* k[1, 64] = slice(qkv[1, 192], axis=1, start=64, stop=128) */
     slice_k(qkv, k, 0, 1);
     const float *k_heads = k;  /* (1, 4, 16): a view of k */
-    float *k_t = ARENA(float, arena + 1280, 64);  /* (4, 1, 16) */
+    BORN(k_t, 64);
     /* k_t[4, 1, 16] = transpose(k_heads[1, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(k_heads, k_t);
-    RELEASE(k, 64);
-    float *v = ARENA(float, arena + 0, 64);  /* (1, 64) */
+    BORN(v, 64);
     /* v[1, 64] = slice(qkv[1, 192], axis=1, start=128, stop=192) */
     slice_v(qkv, v, 0, 1);
-    RELEASE(qkv, 192);
     const float *v_heads = v;  /* (1, 4, 16): a view of v */
-    float *v_t = ARENA(float, arena + 256, 64);  /* (4, 1, 16) */
+    BORN(v_t, 64);
     /* v_t[4, 1, 16] = transpose(v_heads[1, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(v_heads, v_t);
-    RELEASE(v, 64);
     /* keys[4, 8, 16] = cache_write(past_k[4, 8, 16], k_t[4, 1, 16], pos=T) */
     cache_write_split(k_t, keys, T);
-    RELEASE(k_t, 64);
     /* values[4, 8, 16] = cache_write(past_v[4, 8, 16], v_t[4, 1, 16], pos=T) */
     cache_write_split(v_t, values, T);
-    RELEASE(v_t, 64);
-    float *scores = ARENA(float, arena + 0, 4 * T + 4);  /* (4, 1, T + 1) */
+    BORN(scores, 4 * T + 4);
     /* scores[4, 1, T + 1] = matmul(q_t[4, 1, 16], keys[4, 8, 16], trans_a=False, trans_b=True, group=1, b_rows=T + 1) */
     matmul_scores_split(q_t, keys, scores, T);
-    RELEASE(q_t, 64);
-    float *scaled = ARENA(float, arena + 128, 4 * T + 4);  /* (4, 1, T + 1) */
+    BORN(scaled, 4 * T + 4);
     /* scaled[4, 1, T + 1] = scale(scores[4, 1, T + 1], s=0.25) */
     scale_split(scores, scaled, T);
-    RELEASE(scores, 4 * T + 4);
-    float *att = ARENA(float, arena + 0, 4 * T + 4);  /* (4, 1, T + 1) */
+    BORN(att, 4 * T + 4);
     /* att[4, 1, T + 1] = softmax(scaled[4, 1, T + 1], causal=False, offset=0) */
     softmax_split(scaled, att, T);
-    RELEASE(scaled, 4 * T + 4);
-    float *mixed = ARENA(float, arena + 128, 64);  /* (4, 1, 16) */
+    BORN(mixed, 64);
     /* mixed[4, 1, 16] = matmul(att[4, 1, T + 1], values[4, 8, 16], trans_a=False, trans_b=False, group=1, b_rows=T + 1) */
     matmul_mixed_split(att, values, mixed, T);
-    RELEASE(att, 4 * T + 4);
-    float *mixed_t = ARENA(float, arena + 384, 64);  /* (1, 4, 16) */
+    BORN(mixed_t, 64);
     /* mixed_t[1, 4, 16] = transpose(mixed[4, 1, 16], perm=(1, 0, 2)) */
     transpose_mixed_t(mixed, mixed_t, 0, 1);
-    RELEASE(mixed, 64);
     const float *merged = mixed_t;  /* (1, 64): a view of mixed_t */
-    float *attn_out = ARENA(float, arena + 0, 64);  /* (1, 64) */
+    BORN(attn_out, 64);
     /* attn_out[1, 64] = linear(merged[1, 64], attn_c_proj_weight[64, 64], attn_c_proj_bias[64]) */
     linear_attn_out_split(merged, attn_c_proj_weight, attn_c_proj_bias, attn_out);
-    RELEASE(mixed_t, 64);
-    float *x_attn = ARENA(float, arena + 256, 64);  /* (1, 64) */
+    BORN(x_attn, 64);
     /* x_attn[1, 64] = add(x[1, 64], attn_out[1, 64]) */
     add_split(x, attn_out, x_attn);
-    RELEASE(attn_out, 64);
-    float *ln_2 = ARENA(float, arena + 0, 64);  /* (1, 64) */
+    BORN(ln_2, 64);
     /* ln_2[1, 64] = layernorm(x_attn[1, 64], ln_2_weight[64], ln_2_bias[64], eps=1e-05) */
     layernorm(x_attn, ln_2_weight, ln_2_bias, ln_2, 0, 1);
-    float *mlp_out = ARENA(float, arena + 512, 64);  /* (1, 64) */
+    BORN(mlp_out, 64);
     mlp(ln_2,
         mlp_c_fc_weight,
         mlp_c_fc_bias,
@@ -1384,12 +1397,19 @@ static void block_cached(const float *x,                   /* (1, 64) */
         mlp_c_proj_bias,
         mlp_out,
         arena + 768);
-    RELEASE(ln_2, 64);
     /* x_mlp[1, 64] = add(x_attn[1, 64], mlp_out[1, 64]) */
     add_split(x_attn, mlp_out, x_mlp);
-    RELEASE(x_attn, 64);
-    RELEASE(mlp_out, 64);
 }
+
+/* decode's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define DECODE_SCRATCH(arena) \
+    float *tok = SCRATCH(float, (arena) + 0);       /* (1, 64) */ \
+    float *pos = SCRATCH(float, (arena) + 256);     /* (1, 64) */ \
+    float *x = SCRATCH(float, (arena) + 512);       /* (1, 64) */ \
+    float *x_out_a = SCRATCH(float, (arena) + 0);   /* (1, 64) */ \
+    float *x_out_b = SCRATCH(float, (arena) + 256); /* (1, 64) */ \
+    float *ln_f = SCRATCH(float, (arena) + 0)       /* (1, 64) */
 
 /* decode: One step of generation: the token (1,) at `position` T after the T cached ones,
  * rows 0 … T - 1 of past_k, past_v (L, H, tokens, hd); its logits (1, V) and the caches
@@ -1404,20 +1424,19 @@ static void decode(const Weights *w,         /* the parameters */
                    float *keys_rows,         /* (2, 4, 8, 16), written */
                    float *values_rows,       /* (2, 4, 8, 16), written */
                    unsigned char *arena) {   /* 3584 bytes of scratch */
+    DECODE_SCRATCH(arena);
     (void)position;
-    float *tok = ARENA(float, arena + 0, 64);  /* (1, 64) */
+    BORN(tok, 64);
     /* tok[1, 64] = embedding(transformer_wte_weight[512, 64], token[1]) */
     embedding(w->transformer_wte_weight, token, tok, 0, 1);
-    float *pos = ARENA(float, arena + 256, 64);  /* (1, 64) */
+    BORN(pos, 64);
     /* pos[1, 64] = slice(transformer_wpe_weight[64, 64], axis=0, start=T, stop=T + 1) */
     slice_pos(w->transformer_wpe_weight, pos, T, 0, 1);
-    float *x = ARENA(float, arena + 512, 64);  /* (1, 64) */
+    BORN(x, 64);
     /* x[1, 64] = add(tok[1, 64], pos[1, 64]) */
     add_split(tok, pos, x);
-    RELEASE(tok, 64);
-    RELEASE(pos, 64);
-    float *x_out_a = ARENA(float, arena + 0, 64);  /* (1, 64) */
-    float *x_out_b = ARENA(float, arena + 256, 64);  /* (1, 64) */
+    BORN(x_out_a, 64);
+    BORN(x_out_b, 64);
     /* The layers: block_cached for l < 2, the carry (x_out) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const float *x_out_l = x;  /* (1, 64) */
@@ -1445,15 +1464,11 @@ static void decode(const Weights *w,         /* the parameters */
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("block_cached", l, 0, x_out_l, 64);
     }
-    RELEASE(x, 64);
-    RELEASE(x_out_a, 64);
-    float *ln_f = ARENA(float, arena + 0, 64);  /* (1, 64) */
+    BORN(ln_f, 64);
     /* ln_f[1, 64] = layernorm(x_out[1, 64], transformer_ln_f_weight[64], transformer_ln_f_bias[64], eps=1e-05) */
     layernorm(x_out_b, w->transformer_ln_f_weight, w->transformer_ln_f_bias, ln_f, 0, 1);
-    RELEASE(x_out_b, 64);
     /* logits[1, 512] = linear(ln_f[1, 64], transformer_wte_weight[512, 64]) */
     linear_logits_split(ln_f, w->transformer_wte_weight, logits);
-    RELEASE(ln_f, 64);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ C_RESERVED = frozenset(
     """auto break case char const continue default do double else enum extern float for goto
     if inline int long register restrict return short signed sizeof static struct switch
     typedef union unsigned void volatile while main arena w l lo hi T run map_weights weights
-    Weights PARAMS INPUTS OUTPUTS ARENA_BYTES ARENA RELEASE abs exp log sqrt sin cos tanh
+    Weights PARAMS INPUTS OUTPUTS ARENA_BYTES ARENA RELEASE SCRATCH BORN IN_PLACE abs exp log sqrt sin cos tanh
     erf memcpy memset free malloc""".split()
 )
 MAX_LABELS = 3  # value names a kernel's name joins at most
