@@ -351,10 +351,11 @@ class GenerateBench:
             self.model.save_pretrained(folder, safe_serialization=True)
         ckpt = checkpoints.load(folder, "llama")
         hd = shape["dim"] // shape["heads"]
-        cache = np.zeros((shape["layers"], shape["kv_heads"], 1, hd), np.float32)  # a cheap reference run
+        cache = np.zeros((shape["layers"], shape["kv_heads"], shape["tokens"], hd), np.float32)
         prepared = export.prepare("llama", "decode", "f32", overrides={"tokens": shape["tokens"]}, checkpoint=ckpt,
                                   plan=AutoPlan(tuned=tuned.tuned_layouts(cc)), weights=WEIGHTS[weights],
-                                  inputs={"token": np.array([1], np.int32), "past_k": cache, "past_v": cache})
+                                  inputs={"token": np.array([1], np.int32), "position": np.array([1], np.int32),
+                                          "past_k": cache, "past_v": cache})  # a cheap reference run: T = 1
         root = export.write(prepared, work / f"{name}-{weights}-decode")
         self.flags = makefile_cflags(root)
         self.program = build_exported(root, cc)

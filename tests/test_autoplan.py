@@ -315,6 +315,10 @@ def test_a_signature_lists_every_attribute():
     kernel = lower("matmul", "f32", {"a": (2, 3, 4), "b": (2, 4, 5)}, {})
     assert autoplan.nest_signature(kernel, kernel.nests[0]) == (
         "matmul|f32|group=1,trans_a=False,trans_b=False|a:2x3x4,b:2x4x5,y:2x3x5|matmul")
+    # b_rows shows once set: a prefix of b is another kernel than the whole of it
+    prefix = lower("matmul", "f32", {"a": (2, 3, 4), "b": (2, 6, 5)}, {"b_rows": 4})
+    assert autoplan.nest_signature(prefix, prefix.nests[0]) == (
+        "matmul|f32|b_rows=4,group=1,trans_a=False,trans_b=False|a:2x3x4,b:2x6x5,y:2x3x5|matmul")
 
 
 def test_the_rows_stride_of_the_matrix_nests():

@@ -56,10 +56,11 @@ def test_export_manifest_whole():
     assert m["weights"] == {"format": "q8", "block": 4, "tensors": ["lm_head.weight", *(
         layer + n + ".weight" for n in ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "self_attn.k_proj",
                                          "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj"))]}
-    assert m["inputs"] == {"token": {"shape": [1], "kind": "i32"}, "past_k": {"shape": [1, 1, "T", 4], "kind": "x"},
-                           "past_v": {"shape": [1, 1, "T", 4], "kind": "x"}}
-    assert m["outputs"] == {"logits": {"shape": [1, 16], "kind": "x"}, "k": {"shape": [1, 1, 1, 4], "kind": "x"},
-                            "v": {"shape": [1, 1, 1, 4], "kind": "x"}}
+    assert m["inputs"] == {"token": {"shape": [1], "kind": "i32"}, "position": {"shape": [1], "kind": "i32", "value": "T"},
+                           "past_k": {"shape": [1, 1, 5, 4], "kind": "x"}, "past_v": {"shape": [1, 1, 5, 4], "kind": "x"}}
+    assert m["outputs"] == {"logits": {"shape": [1, 16], "kind": "x"},
+                            "k": {"shape": [1, 1, 5, 4], "kind": "x", "written_over": "past_k"},
+                            "v": {"shape": [1, 1, 5, 4], "kind": "x", "written_over": "past_v"}}
     assert (m["max_length"], m["conformance_lengths"]) == (4, [1, 2, 4])
 
 
@@ -199,6 +200,15 @@ def test_export_readme_pins_every_figure_row_and_choice():
             "splits them.") in plain
     assert [line for line in templates.readme(dict(_README_MANIFEST, dtype="f64")).splitlines()
             if line.startswith("| `p")] == ["| `past_k` | input | (2, 'T') | f64 (`<f8`) |"]
+    assert "run-time length T" not in text and "in place" not in text
+    # a decode step's position and its caches written in place, each said under the table
+    step = dict(_README_MANIFEST, max_length=3,
+                inputs={"position": {"shape": [1], "kind": "i32", "value": "T"}, "past_k": {"shape": [2], "kind": "x"}},
+                outputs={"k": {"shape": [2], "kind": "x", "written_over": "past_k"}})
+    assert ("| `k` | output | (2,) | f32 (`<f4`), bf16 values widened |\n\n"
+            "`position` holds the run-time length T (1 to 3) as its value.\n"
+            "`k` is written in place over `past_k`: the program writes its new rows where\n"
+            "`past_k` lies, and `k.npy` is that buffer after the run.\n\nbf16 values") in templates.readme(step)
 
 
 def test_export_check_target_refusals_whole(tmp_path, monkeypatch):
@@ -427,9 +437,9 @@ def ids(*shape: int, dtype=np.int32) -> np.ndarray:
     return np.zeros(shape, dtype)
 
 
-def cache(length: int, hd: int = 8) -> np.ndarray:
-    """A key or value cache of SMALL["gpt"]'s decode step: (layers, heads, T, head dim)."""
-    return np.zeros((2, 2, length, hd))
+def cache(rows: int = 6, hd: int = 8) -> np.ndarray:
+    """A key or value cache of SMALL["gpt"]'s decode step: (layers, heads, tokens, head dim)."""
+    return np.zeros((2, 2, rows, hd))
 
 
 # ---- an entry's inputs
@@ -445,13 +455,15 @@ INPUT_REFUSALS = [
     ("forward", {"input_ids": ids(7)},
      "input input_ids has shape (7,): its length 7 is outside [1, 6] (the program takes 1 to T_max = 6 positions)"),
     ("forward", {"input_ids": ids(3, dtype=np.int64)}, "input input_ids is int64; it must be int32"),
-    ("decode", {"token": ids(1), "past_k": cache(3, hd=9), "past_v": cache(3)},
-     "input past_k has shape (2, 2, 3, 9); the program takes (2, 2, 3, 8) at length 3"),
-    ("decode", {"token": ids(1), "past_k": cache(3), "past_v": cache(4)},
-     "input past_v has length 4; another input has 3: they must agree"),
-    ("decode", {"token": ids(1), "past_k": cache(6), "past_v": cache(6)},
-     "input past_k has shape (2, 2, 6, 8): its length 6 is outside [1, 5] (the program takes 1 to T_max = 5 "
-     "positions)"),
+    ("decode", {"token": ids(1), "position": np.array([3], np.int32), "past_k": cache(hd=9), "past_v": cache()},
+     "input past_k has shape (2, 2, 6, 9); the program takes (2, 2, 6, 8) at length 3"),
+    ("decode", {"token": ids(1), "position": np.array([3], np.int32), "past_k": cache(5), "past_v": cache()},
+     "input past_k has shape (2, 2, 5, 8); the program takes (2, 2, 6, 8) at length 3"),
+    ("decode", {"token": ids(1), "past_k": cache(), "past_v": cache()}, "gpt.decode: input position is missing"),
+    ("decode", {"token": ids(1), "position": np.array([6], np.int32), "past_k": cache(), "past_v": cache()},
+     "input position: give one int32 in [1, 5] (the run-time length T)"),
+    ("decode", {"token": ids(1), "position": np.array([0, 1], np.int32), "past_k": cache(), "past_v": cache()},
+     "input position: give one int32 in [1, 5] (the run-time length T)"),
 ]
 
 

@@ -18,13 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactc.exporter import export
+from exactc.exporter import export, models
+from exactc.exporter.reference import walk
 from exactc.exporter.reference.sampling import SamplingOptions
 from exactc.runtime import keys_twin
 from exactc import programs as built
 from exactc.verify import conformance
 from exactc.verify.kernels import record_checks
-from test_generation import TINY, run
+from test_generation import TINY, parameters, programs, run
 from test_generate import less_timing
 
 CAMPAIGN = os.environ.get("HYPOTHESIS_PROFILE") == "campaign"
@@ -154,6 +155,30 @@ def test_the_program_refuses_bad_inputs_in_one_line(tmp_path, case, words):
     assert done.returncode == 1, done.stderr
     assert len(done.stderr.splitlines()) == 1 and words in done.stderr, done.stderr
     assert written == [] and done.stdout == ""
+
+
+def test_a_step_reads_its_position_and_writes_its_cache_rows_in_place(tmp_path):
+    """exactc_main on a decode step: T from the input `position`, the outputs k and v the
+    caches written over past_k and past_v (model.c's IN_PLACE), only row T of each run
+    new, the logits the reference's; a position outside [1, tokens - 1] refused by name."""
+    program = decode_program("gpt", "f32")
+    decode = programs("gpt")["decode"]
+    drawn = models.draw_inputs(decode, 1, 4)
+    inputs = export.check_inputs(decode, "f32", drawn)
+    want = walk.evaluate(decode, "f32", parameters("gpt", "f32"), inputs)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, array in inputs.items():
+        np.save(folder / f"{name}.npy", array)
+    program.run_or_fail([(folder, tmp_path / "out")])
+    got = conformance.load_outputs(tmp_path / "out")
+    assert got["logits"].tobytes() == want["logits"].tobytes()
+    for name, past in (("k", "past_k"), ("v", "past_v")):
+        assert got[name].tobytes() == want[name].tobytes()
+        assert np.delete(got[name], 4, axis=2).tobytes() == np.delete(inputs[past], 4, axis=2).tobytes()
+    np.save(folder / "position.npy", np.array([7], np.int32))
+    done = program.run([(folder, tmp_path / "refused")])
+    assert done.returncode == 1 and "position.npy: input position: give one int32 in [1, 6]" in done.stderr
 
 
 def test_the_program_stops_after_the_stop_token(tmp_path):

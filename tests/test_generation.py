@@ -115,12 +115,23 @@ def test_a_decode_step_is_the_last_row_of_forward_at_every_position():
         p = programs(model)
         params = parameters(model, "f32")
         ids = np.arange(1, 8, dtype=np.int32)
-        pre = walk.evaluate(p["prefill"], "f32", params, {"input_ids": ids[:6]})
+        pre = walk.evaluate(p["prefill"], "f32", params, {"input_ids": ids})  # every position's rows
+        capacity = p["decode"].config.tokens
         for T in range(1, 7):
+            # rows T on of the cache hold garbage (NaN): a step reads rows 0 … T only
+            past = {name: np.full(pre[name].shape[:2] + (capacity,) + pre[name].shape[3:], np.nan, np.float32)
+                    for name in ("k", "v")}
+            for name in past:
+                past[name][:, :, :T] = pre[name][:, :, :T]
             step = walk.evaluate(p["decode"], "f32", params, {
-                "token": ids[T:T + 1], "past_k": pre["k"][:, :, :T], "past_v": pre["v"][:, :, :T]})
+                "token": ids[T:T + 1], "position": np.array([T], np.int32),
+                "past_k": past["k"], "past_v": past["v"]})
             full = walk.evaluate(p["forward"], "f32", params, {"input_ids": ids[:T + 1]})
             assert step["logits"][0].tobytes() == full["logits"][-1].tobytes(), (model, T)
+            # the step's keys and values went to row T, every other row as it came
+            for name in past:
+                assert step[name][:, :, T].tobytes() == pre[name][:, :, T].tobytes(), (model, T, name)
+                assert np.delete(step[name], T, axis=2).tobytes() == np.delete(past[name], T, axis=2).tobytes()
 
 
 def test_decode_needs_room_for_one_cached_position():

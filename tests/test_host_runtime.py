@@ -311,3 +311,32 @@ def test_pack_panels_lays_out_each_layer_as_its_panels(lib, dtype, layers, rows,
     want = as_panels(np.arange(layers * rows * cols).astype(dtype).reshape(layers, rows, cols), lanes)
     assert w.tobytes() == want.tobytes()
 
+
+
+# ---- the arena's births (exactc_rt.h's SCRATCH and BORN, the structured host's table)
+
+# b reuses a's bytes once a is dead and is read before anything writes it: a checking build
+# NaN-fills b at its birth, so the stale read shows; a plain build reads a's last value.
+REUSED_READ = r"""
+#include "exactc_rt.h"
+
+float NAME(unsigned char *arena) {
+    exactc_arena_open(arena, 64);
+    float *a = SCRATCH(float, arena + 0);
+    float *b = SCRATCH(float, arena + 0);
+    BORN(a, 4);
+    for (int i = 0; i < 4; i++) a[i] = 1.0f;
+    BORN(b, 4);
+    return b[0];
+}
+"""
+
+
+def test_a_checking_build_shows_a_read_of_a_reused_region_before_it_is_written():
+    sources = {name: runtime_source(name) for name in RUNTIME}
+    sources["reused_checking.c"] = "#define EXACTC_CHECKING 1\n" + REUSED_READ.replace("NAME", "read_checking")
+    sources["reused_plain.c"] = REUSED_READ.replace("NAME", "read_plain")
+    lib = load_library(sources, "float read_checking(unsigned char *arena); float read_plain(unsigned char *arena);")
+    arena = lib.ffi.new("unsigned char[64]")
+    assert np.isnan(lib.lib.read_checking(arena))
+    assert lib.lib.read_plain(arena) == 1.0

@@ -20,9 +20,11 @@ def test_cache_shapes_and_longest():
     assert cache.cache_shape(llama, 5) == (llama.layers, 2, 5, llama.dim // 4)
     assert (cache.longest(8, "decode"), cache.longest(8, "prefill"), cache.longest(8, "forward")) == (7, 8, 8)
     drawn = cache.draw_decode_inputs(llama, np.random.default_rng(0), 3)
-    assert sorted(drawn) == ["past_k", "past_v", "token"]
+    assert sorted(drawn) == ["past_k", "past_v", "position", "token"]
     assert drawn["token"].dtype == np.int32 and drawn["token"].shape == (1,) and 0 <= drawn["token"][0] < llama.vocab
-    assert drawn["past_k"].shape == drawn["past_v"].shape == cache.cache_shape(llama, 3)
+    assert drawn["position"].dtype == np.int32 and drawn["position"].tolist() == [3]
+    # the cache has its capacity, `tokens` rows per run, whatever the position
+    assert drawn["past_k"].shape == drawn["past_v"].shape == cache.cache_shape(llama, llama.tokens)
     assert drawn["past_k"].dtype == np.float64 and not (drawn["past_k"] == drawn["past_v"]).all()
     tokens = {int(cache.draw_decode_inputs(llama, np.random.default_rng(s), 1)["token"][0]) for s in range(200)}
     assert tokens == set(range(8))  # every token of the vocab, none past it

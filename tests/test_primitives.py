@@ -69,6 +69,11 @@ OUTPUTS = [
     ("slice", {"x": (2, 5, 3)}, {"axis": 1, "start": 1, "stop": 4}, {"y": ((2, 3, 3), "x")}),
     ("slice", {"x": (6,)}, {"axis": 0, "start": 0, "stop": 6}, {"y": ((6,), "x")}),
     ("concat", {"a": (2, 3, 4), "b": (2, 5, 4)}, {"axis": 1}, {"y": ((2, 8, 4), "x")}),
+    ("cache_write", {"cache": (2, 8, 4), "rows": (2, 1, 4)}, {"pos": 7}, {"y": ((2, 8, 4), "x")}),
+    ("cache_write", {"cache": (2, 8, 4), "rows": (2, 1, 4)}, {"pos": T8 - 1}, {"y": ((2, 8, 4), "x")}),
+    # the scores of a decode step: q (2, 1, 4) over the first T8 + 1 rows of a cache of 9
+    ("matmul", {"a": (2, 1, 4), "b": (2, 9, 4)}, {"trans_b": True, "b_rows": T8 + 1}, {"y": ((2, 1, T8 + 1), "x")}),
+    ("matmul", {"a": (2, 1, T8 + 1), "b": (2, 9, 4)}, {"b_rows": T8 + 1}, {"y": ((2, 1, 4), "x")}),
     ("quantize", {"x": (2, 9)}, {"block": 4}, {"q": ((2, 9), "i8"), "d": ((2, 3), "acc")}),
     ("quantize", {"x": (2, 9)}, {"block": 65536}, {"q": ((2, 9), "i8"), "d": ((2, 1), "acc")}),  # the largest block
     ("qlinear_w", {"x": (2, 9), "wq": (3, 6), "wd": (3, 3)}, {"fmt": "q4", "block": 4}, {"y": ((2, 3), "x")}),
@@ -160,6 +165,14 @@ REFUSALS = [
     ("concat", {"a": (2, 3), "b": (2, 3)}, {"axis": -1},
      "concat: a (2, 3) and b (2, 3) with axis -1: same rank and a valid axis needed"),
     ("concat", {"a": (2, 3), "b": (4, 5)}, {"axis": 0}, "concat: a (2, 3) and b (4, 5) differ off axis 0"),
+    ("cache_write", {"cache": (2, 8, 4), "rows": (2, 1, 4)}, {"pos": 8},
+     "cache_write: rows [8, 9) are not inside the 8 rows of cache (2, 8, 4)"),
+    ("cache_write", {"cache": (2, 8, 4), "rows": (2, 1, 4)}, {"pos": T8},
+     "cache_write: rows [T, T + 1) are not inside the 8 rows of cache (2, 8, 4)"),
+    ("cache_write", {"cache": (2, 8, 4), "rows": (2, 1, 3)}, {"pos": 0},
+     "cache_write: rows (2, 1, 3) and cache (2, 8, 4) differ off axis 1"),
+    ("matmul", {"a": (2, 1, 4), "b": (2, 9, 4)}, {"trans_b": True, "b_rows": 10},
+     "matmul: b_rows 10 is not in [1, 9], the rows of b (2, 9, 4)"),
     # the quantized primitives: each operand's rank and length, the block and the format
     ("quantize", {"x": (2, 3, 4)}, {"block": 4}, "quantize: x has shape (2, 3, 4); it must have rank 2"),
     ("quantize", {"x": (2, 8)}, {"block": 0}, "quantize: block is 0; it must be an int in 1..65536"),
@@ -230,7 +243,10 @@ def test_operands_and_defaults_are_the_catalogue_s():
     assert get_primitive("qlinear_w").operand_kind("wq", {"fmt": "q8"}) == "i8"
     assert get_primitive("qlinear_w").operand_kind("wq") == "i8"
     assert get_primitive("matmul").full_attrs({"group": 2}) == {
-        "trans_a": False, "trans_b": False, "group": 2}
+        "trans_a": False, "trans_b": False, "group": 2, "b_rows": 0}
+    # b_rows, added after programs with matmuls were printed, is shown only when set
+    assert get_primitive("matmul").shown_attrs({"group": 2, "b_rows": 0}) == {"group": 2}
+    assert get_primitive("matmul").shown_attrs({"group": 2, "b_rows": 3}) == {"group": 2, "b_rows": 3}
     assert sorted(PRIMITIVES) == sorted(p.name for p in PRIMITIVES.values())
     # every primitive documents itself in one line (the CLI and the docs list them)
     for p in PRIMITIVES.values():

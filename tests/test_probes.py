@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from exactc.exporter.launches import launched_ops
 from exactc.verify import probes
 
 QUICK = probes.SIZES["quick"]
@@ -265,6 +266,17 @@ def test_a_kernel_made_2_percent_slower_fails_the_regression_check(workdir):
 @needs_valgrind
 def test_growth_decode_step_attention_is_linear_and_the_rest_constant_in_the_position(decode):
     _holds(probes.DECODE_SERIES, decode)
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_a_decode_step_runs_no_loop_over_the_position_but_attention(model):
+    # no copy of the cache's past rows (the concat a step used to run, a whole-cache copy)
+    from exactc.exporter import models
+
+    config = {k: v for k, v in probes.DECODE.items() if model == "llama" or k != "kv_heads"}
+    program = models.build(model, "decode", dict(config, tokens=9))
+    assert probes.decode_loops_over_position(program) == []
+    assert [op.primitive for op in launched_ops(program) if op.primitive == "cache_write"] == ["cache_write"] * 2
 
 
 @needs_valgrind

@@ -202,6 +202,25 @@ def test_matmul_transposes_are_views_of_the_operands(site_type):
 
 
 @all_sites
+def test_attention_over_a_written_cache_is_attention_over_the_concatenation(site_type):
+    # a decode step's two readings: its row written at row T of a cache of capacity C
+    # and the first T + 1 rows read in place, or the T cached rows and its row joined
+    rng = np.random.default_rng(5)
+    T, C = 3, 6
+    cache = site(rng.normal(size=(2, C, 4)), site_type)
+    row, q = site(rng.normal(size=(2, 1, 4)), site_type), site(rng.normal(size=(4, 1, 4)), site_type)
+    written = ref.cache_write(cache, row, site=site_type, pos=T)
+    assert_same_bits(written[:, T : T + 1], row)
+    assert_same_bits(np.delete(written, T, axis=1), np.delete(cache, T, axis=1))
+    joined = ref.concat(cache[:, :T].copy(), row, site=site_type, axis=1)
+    scores = ref.matmul(q, written, site=site_type, trans_b=True, group=2, b_rows=T + 1)
+    assert_same_bits(scores, ref.matmul(q, joined, site=site_type, trans_b=True, group=2))
+    att = site(rng.normal(size=(4, 1, T + 1)), site_type)
+    mixed = ref.matmul(att, written, site=site_type, group=2, b_rows=T + 1)
+    assert_same_bits(mixed, ref.matmul(att, joined, site=site_type, group=2))
+
+
+@all_sites
 def test_embedding_out_of_range_ids_give_quiet_nan_rows(site_type):
     table = site([[1.0, -0.0], [2.0, 3.0], [4.0, 5.0]], site_type)
     table[1, 1] = from_bits(ODD_NAN_BITS[site_type], site_type)
@@ -1008,6 +1027,7 @@ CASES = [
     ("transpose", {"x": ()}, {"perm": ()}),
     ("slice", {"x": (2, 5)}, {"axis": 1, "start": 1, "stop": 4}),
     ("concat", {"a": (2, 3), "b": (1, 3)}, {"axis": 0}),
+    ("cache_write", {"cache": (2, 5, 3), "rows": (2, 1, 3)}, {"pos": 4}),
     ("quantize", {"x": (2, 7)}, {"block": 3}),
     ("qlinear_w", {"x": (2, 7), "wq": (3, 4), "wd": (3, 2), "b": (3,)}, {"fmt": "q4", "block": 4, "has_b": True}),
     ("qlinear_i", {"xq": (2, 7), "xd": (2, 3), "wq": (3, 7), "wd": (3, 3)}, {"fmt": "q8", "block": 3}),

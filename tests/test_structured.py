@@ -17,7 +17,7 @@ def _fold_segment_lines(text: str) -> list[str]:
     for i, line in enumerate(lines[start:], start):
         if line.startswith("    {") or line.startswith("    for (int l"):
             picked += [line, lines[i + 1]]
-        if line.startswith("    RELEASE("):
+        if line == "}":
             break
     return picked
 
@@ -45,3 +45,33 @@ def test_a_layer_apart_in_the_middle_of_a_fold_and_the_layers_around_it_print_ea
         "    { /* layer 2 */", "        float *add_out_next = add_out_a;",
     ]
     assert '        EXACTC_TRACE_CARRY("block", 2, 0, add_out_l, 48);\n    }\n' in text
+
+
+# ---- each function's scratch: a table above it, a birth before the first write
+
+
+def test_each_function_opens_with_its_table_and_each_buffer_is_born_before_its_first_launch():
+    import re
+
+    from exactc.exporter import models
+    from exactc.exporter.printer.host import print_program
+
+    program = models.build("gpt", "decode", {"layers": 2, "tokens": 4, "vocab": 16, "positions": 4, "dim": 8,
+                                             "heads": 2, "mlp": 8})
+    text = print_program(program, "f32").files["model.c"]
+    assert "ARENA(" not in text and "RELEASE(" not in text  # the straight-line host's, not this one's
+    tables = dict(re.findall(r"#define (\w+_SCRATCH)\(arena\) \\\n((?:    .*\n)+?)\n", text))
+    assert sorted(tables) == ["BLOCK_CACHED_SCRATCH", "DECODE_SCRATCH", "MLP_SCRATCH"]
+    for macro, table in tables.items():
+        declared = re.findall(r"float \*(\w+) = SCRATCH\(float, \(arena\) \+ (\d+)\)", table)
+        body = text[text.index(f"    {macro}(arena);\n"):]
+        body = body[: body.index("\n}\n")]
+        born = re.findall(r"^    BORN\((\w+), [^;]+\);$", body, re.M)
+        assert sorted(born) == sorted(name for name, _ in declared), macro  # each once, each declared
+        for name in born:  # born before any line names it, and after every launch before that line
+            birth = body.index(f"BORN({name},")
+            assert not re.search(rf"\b{name}\b", body[:birth]), (macro, name)
+            after = body[birth:].splitlines()[1:]
+            first = next(i for i, line in enumerate(after) if re.search(rf"\b{name}\b", line))
+            launches = [line for line in after[:first] if line.endswith(");") and "BORN(" not in line]
+            assert launches == [], (macro, name, launches)

@@ -58,6 +58,7 @@ SHAPES = {
     "transpose": {"x": (2, 3)},
     "slice": {"x": (2, 3)},
     "concat": {"a": (2, 3), "b": (2, 3)},
+    "cache_write": {"cache": (2, 3, 2), "rows": (2, 1, 2)},
     "quantize": {"x": (2, 4)},
     "qlinear_w": {"x": (2, 4), "wq": (3, 4), "wd": (3, 2)},
     "qlinear_i": {"xq": (2, 4), "xd": (2, 2), "wq": (3, 4), "wd": (3, 2)},

@@ -133,8 +133,10 @@ class Export:
             "planned": self.planned,
             "config": dataclasses.asdict(p.config) if p.config is not None else None,
             "weights": quantized_weights(p),
-            "inputs": {s.name: {"shape": json_shape(s.shape), "kind": s.kind} for s in p.inputs},
-            "outputs": {n: {"shape": json_shape(v.shape), "kind": v.kind}
+            "inputs": {s.name: {"shape": json_shape(s.shape), "kind": s.kind,
+                                **({"value": "T"} if s.length is not None else {})} for s in p.inputs},
+            "outputs": {n: {"shape": json_shape(v.shape), "kind": v.kind,
+                            **({"written_over": p.in_place[n]} if n in p.in_place else {})}
                         for n, v in zip(p.output_names, p.function.outputs)},
             "parameters": p.parameter_count(),
             "max_length": p.max_length,

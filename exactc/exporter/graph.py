@@ -240,7 +240,7 @@ _C_RESERVED = frozenset(
     if inline int long register restrict return short signed sizeof static struct switch
     typedef union unsigned void volatile while main arena w l lo hi T
     weights Weights map_weights run length in out PARAMS INPUTS OUTPUTS PARAM_BYTES ARENA_BYTES ARENA
-    RELEASE""".split()
+    RELEASE SCRATCH BORN IN_PLACE""".split()
 )
 
 
@@ -321,8 +321,9 @@ def linear(x, w, b=None, name=None):
     return apply("linear", {"x": x, "w": w, "b": b}, {"has_b": b is not None}, name=name)
 
 
-def matmul(a, b, trans_a=False, trans_b=False, group=1, name=None):
-    return apply("matmul", {"a": a, "b": b}, {"trans_a": trans_a, "trans_b": trans_b, "group": group}, name=name)
+def matmul(a, b, trans_a=False, trans_b=False, group=1, b_rows=0, name=None):
+    attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group, "b_rows": b_rows}
+    return apply("matmul", {"a": a, "b": b}, attrs, name=name)
 
 
 def embedding(table, ids, name=None):
@@ -383,6 +384,12 @@ def slice(x, axis, start, stop, name=None):  # noqa: A001 - the primitive's name
 
 def concat(a, b, axis=0, name=None):
     return apply("concat", {"a": a, "b": b}, {"axis": axis}, name=name)
+
+
+def cache_write(cache, rows, pos, name=None):
+    """cache (B, C, w) with rows (B, R, w) at rows [pos, pos + R) of axis 1; in the C
+    program, in the cache's own storage."""
+    return apply("cache_write", {"cache": cache, "rows": rows}, {"pos": pos}, name=name)
 
 
 # ---- quantized weights ---------------------------------------------------------------------
@@ -696,6 +703,9 @@ class InputSpec:
     name: str
     shape: Shape
     kind: str  # "x" (site type) or "i32"
+    # A (1,) i32 input whose value is the run-time length, this dims.Dim (a decode step's
+    # position T, when no input's shape follows it: its cache has a fixed capacity).
+    length: Any = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -711,6 +721,9 @@ class Program:
     output_names: tuple[str, ...]
     config: Any = None  # the architecture's Config, when built from one
     quantized: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)  # weight -> (fmt, block)
+    # Outputs written in place over an input (output -> input): a decode step's caches.
+    # A C program gives each the input's buffer; the reference returns a new array.
+    in_place: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def param_values(self) -> tuple[Value, ...]:
@@ -726,7 +739,7 @@ class Program:
     @property
     def max_length(self) -> int | None:
         """T_max when the program's inputs take a run-time length (dims.Dim), else None."""
-        return dims.top_of([spec.shape for spec in self.inputs])
+        return dims.top_of([spec.shape for spec in self.inputs], [spec.length for spec in self.inputs])
 
 
 def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs: list[InputSpec],
@@ -831,6 +844,13 @@ def run_length(program: Program, inputs: Mapping[str, np.ndarray]) -> int:
     found: int | None = None
     for spec in program.inputs:
         array = np.asarray(inputs[spec.name])
+        if spec.length is not None:
+            if array.shape != (1,) or array.dtype != np.int32 or not 1 <= int(array[0]) <= top:
+                raise GraphError(f"input {spec.name}: give one int32 in [1, {top}] (the run-time length T)")
+            if found is not None and int(array[0]) != found:
+                raise GraphError(f"input {spec.name} gives the length {int(array[0])}; another input gives {found}")
+            found = int(array[0])
+            continue
         if array.ndim != len(spec.shape):
             raise GraphError(f"input {spec.name} has shape {array.shape}; the program takes {spec.shape}")
         for want, got in zip(spec.shape, array.shape):

@@ -58,6 +58,13 @@ class Primitive:
     attrs: Mapping[str, Any]  # attribute -> default
     infer: Callable[[Mapping[str, Shape], Mapping[str, Any]], dict[str, tuple[Shape, str]]]
     doc: str
+    # Attributes left out of printed text at their default (added after programs using
+    # the primitive were printed: a text without them reads as before).
+    quiet: tuple[str, ...] = ()
+
+    def shown_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """The attributes printed texts show: all but a quiet one at its default."""
+        return {k: v for k, v in attrs.items() if not (k in self.quiet and v == self.attrs[k])}
 
     def full_attrs(self, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         """The attributes with defaults filled in; unknown names are refused."""
@@ -159,6 +166,11 @@ def _matmul(shapes, attrs):
     ba, a1, a2 = shapes["a"]
     bb, b1, b2 = shapes["b"]
     m, k = (a2, a1) if attrs["trans_a"] else (a1, a2)
+    rows = attrs["b_rows"]
+    if rows != 0:  # b's first `rows` rows along its axis 1 (a prefix of a cache's capacity)
+        if not (dims.is_extent(rows) and dims.positive(rows) and dims.le(rows, b1)):
+            _fail("matmul", f"b_rows {rows} is not in [1, {b1}], the rows of b {shapes['b']}")
+        b1 = rows
     kb, n = (b2, b1) if attrs["trans_b"] else (b1, b2)
     group = attrs["group"]
     if not isinstance(group, int) or group < 1:
@@ -341,8 +353,19 @@ def _concat(shapes, attrs):
     return {"y": (a[:axis] + (a[axis] + b[axis],) + a[axis + 1 :], "x")}
 
 
-def _p(name, operands, attrs, infer, doc):
-    return Primitive(name, tuple(operands), dict(attrs), infer, doc)
+def _cache_write(shapes, attrs):
+    _rank("cache_write", shapes, "cache", 3)
+    _rank("cache_write", shapes, "rows", 3)
+    (b, c, w), (rb, r, rw), pos = shapes["cache"], shapes["rows"], attrs["pos"]
+    if (rb, rw) != (b, w):
+        _fail("cache_write", f"rows {shapes['rows']} and cache {shapes['cache']} differ off axis 1")
+    if not (dims.is_extent(pos) and dims.le(0, pos) and dims.le(pos + r, c)):
+        _fail("cache_write", f"rows [{pos}, {pos + r}) are not inside the {c} rows of cache {shapes['cache']}")
+    return {"y": (shapes["cache"], "x")}
+
+
+def _p(name, operands, attrs, infer, doc, quiet=()):
+    return Primitive(name, tuple(operands), dict(attrs), infer, doc, tuple(quiet))
 
 
 X, A, B = Operand("x"), Operand("a"), Operand("b")
@@ -364,9 +387,11 @@ PRIMITIVES: dict[str, Primitive] = {
         _p(
             "matmul",
             [A, B],
-            {"trans_a": False, "trans_b": False, "group": 1},
+            {"trans_a": False, "trans_b": False, "group": 1, "b_rows": 0},
             _matmul,
-            "batched y[i] = a[i] @ b[i // group], either operand transposed",
+            "batched y[i] = a[i] @ b[i // group], either operand transposed; b_rows > 0 reads "
+            "b's first b_rows rows (axis 1) only",
+            quiet=("b_rows",),
         ),
         _p(
             "embedding",
@@ -420,6 +445,13 @@ PRIMITIVES: dict[str, Primitive] = {
         ),
         _p("concat", [A, B], {"axis": 0}, _concat, "a and b joined along axis"),
         _p(
+            "cache_write",
+            [Operand("cache"), Operand("rows")],
+            {"pos": 0},
+            _cache_write,
+            "cache with rows [pos, pos + R) of axis 1 replaced by rows, written in place",
+        ),
+        _p(
             "quantize",
             [X],
             {"block": 32},
@@ -443,6 +475,17 @@ PRIMITIVES: dict[str, Primitive] = {
         ),
     ]
 }
+
+
+# Primitives whose output takes the storage of an operand (output -> operand): the kernel
+# writes only what changes, and whoever runs it gives the output that operand's buffer.
+IN_PLACE = {"cache_write": ("y", "cache")}
+
+
+def shown_attrs(name: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes printed texts show (Primitive.shown_attrs); all of them for a
+    name the catalogue does not hold (a hand-made kernel of the IR's tests)."""
+    return PRIMITIVES[name].shown_attrs(attrs) if name in PRIMITIVES else dict(attrs)
 
 
 def get_primitive(name: str) -> Primitive:

@@ -188,6 +188,11 @@ def readme(m: Mapping[str, Any]) -> str:
                     for k, v in m["inputs"].items())
     outs = "\n".join(f"| `{k}` | output | {tuple(v['shape'])} | {_dtype_doc(v['kind'], m['dtype'], False)} |"
                      for k, v in m["outputs"].items())
+    notes = [f"`{k}` holds the run-time length T (1 to {m['max_length']}) as its value.\n"
+             for k, v in m["inputs"].items() if v.get("value") == "T"]
+    notes += [f"`{k}` is written in place over `{v['written_over']}`: the program writes its new rows where\n"
+              f"`{v['written_over']}` lies, and `{k}.npy` is that buffer after the run.\n"
+              for k, v in m["outputs"].items() if "written_over" in v]
     config = ", ".join(f"{k}={v}" for k, v in (m["config"] or {}).items())
     ckpt = m.get("checkpoint")
     origin = (f"parameters from the checkpoint `{ckpt['name']}` ({ckpt['format']}), inputs drawn from seed "
@@ -240,7 +245,7 @@ output; more pairs run the network once each with the weights loaded once:
 {ins}
 {outs}
 
-bf16 values travel through .npy as f32: a bf16 output is written widened to f32 (exact,
+{"".join(notes) + chr(10) if notes else ""}bf16 values travel through .npy as f32: a bf16 output is written widened to f32 (exact,
 so the bytes still compare); a bf16 input is read as f32 and rounded to bf16 (nearest,
 ties to even) as the reference rounds it. A missing or mis-shaped input or tensor is
 refused with a message naming it, and the exit status is non-zero.

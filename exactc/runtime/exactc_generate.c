@@ -25,13 +25,13 @@
  * logits of the prompt's last position the bits of `prefill`'s, and every later step's
  * those of the reference's decode: the same tokens, the same probabilities.
  *
- * The cache: past_k and past_v are each L x KV runs of T rows (the input layout
- * (L, KV, T, hd)); a step's rows (L, KV, 1, hd) go to row T of each run. The runs move
- * up by one row each, the last run first, so the buffer (sized for T_max) grows in place
- * and no step copies more than the cache once.
+ * The cache: past_k and past_v are each L x KV runs of `tokens` rows (the input layout
+ * (L, KV, tokens, hd)), allocated once; the step at position T writes its rows at row T
+ * of each run itself (the outputs k and v are written in place over them) and reads rows
+ * 0 … T where they lie. Nothing here moves or copies a row of the cache.
  *
  * Where the time goes: the network (the weights' matrix-vector products, attention over
- * the cache); the sampler is one exp per logit; the cache's moves are a memmove of it.
+ * the cache); the sampler is one exp per logit.
  */
 #include <errno.h>
 #include <float.h>
@@ -198,57 +198,27 @@ static int read_key(const char *dir, exactc_key *key, char *err, size_t errlen) 
 }
 
 /* ------------------------------------------------------------------------------------
- * The decode network and its cache: the program's inputs are the token (1,) and the
- * caches past_k, past_v (their run-time axis the cached positions); its outputs the
- * logits (1, V) and each cache's new rows, in the same order.
+ * The decode network and its cache: the program's inputs are the token (1,), its
+ * position (1,) (the run-time length T) and the caches past_k, past_v; its outputs the
+ * logits (1, V) and the caches k, v, written in place over past_k and past_v.
  * ---------------------------------------------------------------------------------- */
-typedef struct {
-    size_t runs;      /* the cache's runs (the dimensions before its run-time axis) */
-    size_t row_bytes; /* one position of a run (the dimensions after it) */
-} cache_shape;
-
-static int decode_shapes(const exactc_program *p, cache_shape *caches, int64_t *vocab, char *err, size_t errlen) {
-    static const char *const inputs[] = {"token", "past_k", "past_v"}, *const outputs[] = {"logits", "k", "v"};
-    if (p->input_count != 3 || p->output_count != 3 || p->max_length < 1)
-        return exactc_fail(err, errlen, "this program is not a decode entry (token, past_k, past_v -> logits, k, v)");
-    for (int i = 0; i < 3; i++)
-        if (strcmp(p->inputs[i].name, inputs[i]) != 0 || strcmp(p->outputs[i].name, outputs[i]) != 0)
-            return exactc_fail(err, errlen, "this program is not a decode entry (token, past_k, past_v -> logits, "
-                               "k, v)");
+static int decode_shapes(const exactc_program *p, int64_t *vocab, char *err, size_t errlen) {
+    static const char *const inputs[] = {"token", "position", "past_k", "past_v"},
+                             *const outputs[] = {"logits", "k", "v"};
+    int fits = p->input_count == 4 && p->output_count == 3 && p->max_length >= 1 && p->length_from != NULL &&
+               strcmp(p->length_from, "position") == 0 && p->in_place != NULL;
+    for (int i = 0; fits && i < 4; i++) fits = strcmp(p->inputs[i].name, inputs[i]) == 0;
+    for (int i = 0; fits && i < 3; i++) fits = strcmp(p->outputs[i].name, outputs[i]) == 0;
+    for (int c = 1; fits && c < 3; c++) fits = p->in_place[c] != NULL && strcmp(p->in_place[c], inputs[c + 1]) == 0;
+    if (!fits)
+        return exactc_fail(err, errlen, "this program is not a decode entry (token, position, past_k, past_v -> "
+                           "logits, k, v in place)");
     const exactc_tensor_spec *logits = &p->outputs[0];
     if (p->inputs[0].kind != EXACTC_KIND_I32 || exactc_spec_count(&p->inputs[0]) != 1 || logits->ndim != 2 ||
         logits->shape[0] != 1)
         return exactc_fail(err, errlen, "this program's token or logits are not one position's");
     *vocab = logits->shape[1];
-    for (int c = 1; c < 3; c++) {
-        const exactc_tensor_spec *in = &p->inputs[c], *out = &p->outputs[c];
-        int axis = -1;
-        for (int d = 0; d < in->ndim; d++)
-            if (in->per_length[d] != 0) axis = d;
-        int fits = axis >= 0 && in->per_length[axis] == 1 && in->shape[axis] == 0 && out->ndim == in->ndim;
-        size_t runs = 1, row = exactc_kind_size(in->kind);
-        for (int d = 0; fits && d < in->ndim; d++) {
-            if (d == axis) fits = out->shape[d] == 1 && out->per_length[d] == 0;
-            else fits = out->shape[d] == in->shape[d] && in->per_length[d] == 0;
-            if (d < axis) runs *= (size_t)in->shape[d];
-            if (d > axis) row *= (size_t)in->shape[d];
-        }
-        if (!fits) return exactc_fail(err, errlen, "this program's %s and %s are not a cache and its rows",
-                                      in->name, out->name);
-        caches[c - 1].runs = runs;
-        caches[c - 1].row_bytes = row;
-    }
     return 0;
-}
-
-/* The step's rows (runs x row) into row T of each run of the cache, which holds T rows
- * per run and room for one more. */
-static void cache_append(unsigned char *cache, const unsigned char *rows, cache_shape shape, int64_t T) {
-    size_t run_before = (size_t)T * shape.row_bytes, run_after = run_before + shape.row_bytes;
-    for (size_t r = shape.runs; r-- > 0;) {
-        memmove(cache + r * run_after, cache + r * run_before, run_before);
-        memcpy(cache + r * run_after + run_before, rows + r * shape.row_bytes, shape.row_bytes);
-    }
 }
 
 /* The logits of one position widened to f64 (exactly, from any site type). */
@@ -273,18 +243,18 @@ typedef struct {
     const exactc_program *program;
     void **in, **out;
     unsigned char *arena;
-    cache_shape caches[2];
     int64_t T; /* the positions in the cache */
 } decoder;
 
-/* One position: `token` at position T, its logits in out[0], its rows into the cache. */
+/* One position: `token` at position T, its logits in out[0], its rows written into the
+ * cache (at row T) by the network itself. */
 static void step(decoder *d, int32_t token) {
     *(int32_t *)d->in[0] = token;
+    *(int32_t *)d->in[1] = (int32_t)d->T;
 #ifdef EXACTC_CHECKING
     exactc_arena_open(d->arena, d->program->arena_bytes);
 #endif
     d->program->run(d->T, d->in, d->out, d->arena);
-    for (int c = 0; c < 2; c++) cache_append(d->in[1 + c], d->out[1 + c], d->caches[c], d->T);
     d->T++;
 }
 
@@ -309,11 +279,10 @@ static int write_outputs(const char *dir, const int32_t *tokens, const double *p
 }
 
 static int generate(const exactc_program *p, const request *r, char *err, size_t errlen) {
-    cache_shape caches[2];
     int64_t vocab = 0, len = 0;
     int32_t *prompt = NULL;
     exactc_key key;
-    if (decode_shapes(p, caches, &vocab, err, errlen) != 0 || read_prompt(r->in_dir, vocab, &prompt, &len, err,
+    if (decode_shapes(p, &vocab, err, errlen) != 0 || read_prompt(r->in_dir, vocab, &prompt, &len, err,
                                                                             errlen) != 0)
         return -1;
     if (read_key(r->in_dir, &key, err, errlen) != 0 || (r->stop >= vocab &&
@@ -331,9 +300,8 @@ static int generate(const exactc_program *p, const request *r, char *err, size_t
         free(prompt);
         return -2; /* reported on stderr */
     }
-    decoder d = {p, exactc_buffers_alloc(p->inputs, p->input_count, p->max_length),
-                 exactc_buffers_alloc(p->outputs, p->output_count, p->max_length),
-                 exactc_aligned_block(p->arena_bytes), {caches[0], caches[1]}, 0};
+    void **in = exactc_buffers_alloc(p->inputs, p->input_count, p->max_length);
+    decoder d = {p, in, in != NULL ? exactc_outputs_alloc(p, in) : NULL, exactc_aligned_block(p->arena_bytes), 0};
     int32_t *tokens = malloc((size_t)r->count * sizeof *tokens);
     double *probabilities = malloc((size_t)r->count * sizeof *probabilities);
     double *uniforms = malloc((size_t)r->count * sizeof *uniforms);
@@ -390,7 +358,7 @@ static int generate(const exactc_program *p, const request *r, char *err, size_t
     free(probabilities);
     free(tokens);
     free(d.arena);
-    exactc_buffers_free(d.out, p->output_count);
+    exactc_outputs_free(p, d.out);
     exactc_buffers_free(d.in, p->input_count);
     free(block);
     free(prompt);

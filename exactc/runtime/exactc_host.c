@@ -456,8 +456,49 @@ void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64
     return buffers;
 }
 
+/* The input an output is written over in place, or -1. */
+static int in_place_input(const exactc_program *program, size_t output) {
+    const char *name = program->in_place != NULL ? program->in_place[output] : NULL;
+    for (size_t i = 0; name != NULL && i < program->input_count; i++)
+        if (strcmp(program->inputs[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+void **exactc_outputs_alloc(const exactc_program *program, void **inputs) {
+    void **outputs = exactc_buffers_alloc(program->outputs, program->output_count, program->max_length);
+    for (size_t i = 0; outputs != NULL && i < program->output_count; i++) {
+        int input = in_place_input(program, i);
+        if (input < 0) continue;
+        free(outputs[i]);
+        outputs[i] = inputs[input];
+    }
+    return outputs;
+}
+
+void exactc_outputs_free(const exactc_program *program, void **outputs) {
+    for (size_t i = 0; outputs != NULL && i < program->output_count; i++)
+        if (in_place_input(program, i) >= 0) outputs[i] = NULL; /* its input's, freed with the inputs */
+    exactc_buffers_free(outputs, program->output_count);
+}
+
+/* The run-time length the input `length_from` holds: one int32 in [1, T_max], or -1. */
+static int64_t length_value(const exactc_program *program, const exactc_array *arrays, char *err, size_t errlen) {
+    for (size_t i = 0; i < program->input_count; i++) {
+        if (strcmp(program->inputs[i].name, program->length_from) != 0) continue;
+        const exactc_array *a = &arrays[i];
+        int32_t value = 0;
+        if (a->dtype == EXACTC_I32 && a->nbytes == sizeof value) memcpy(&value, a->data, sizeof value);
+        if (!length_in_range(value, program->max_length))
+            return exactc_fail(err, errlen, "input %s: give one int32 in [1, %lld] (the run-time length T)",
+                               program->length_from, (long long)program->max_length);
+        return value;
+    }
+    return exactc_fail(err, errlen, "the program names no input %s", program->length_from);
+}
+
 /* The inputs of one run from DIR: every file read, the run-time length taken from their
- * shapes (0 for a program without one), then each checked and copied at that length. */
+ * shapes, or from the value of the input `length_from` (0 for a program without one),
+ * then each checked and copied at that length. */
 static int read_inputs(const exactc_program *program, const char *dir, void **inputs, int64_t *length, char *err,
                        size_t errlen) {
     size_t count = program->input_count;
@@ -486,6 +527,10 @@ static int read_inputs(const exactc_program *program, const char *dir, void **in
             }
             if (found > 0) *length = found;
         }
+    }
+    if (rc == 0 && program->length_from != NULL) {
+        *length = length_value(program, arrays, why, sizeof why);
+        if (*length < 0) rc = exactc_fail(err, errlen, "%s/%s.npy: %s", dir, program->length_from, why);
     }
     for (size_t i = 0; rc == 0 && i < count; i++) {
         /* No input has given the length yet (each that follows it has another dtype or
@@ -545,7 +590,7 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
     void *block;
     if (exactc_program_weights(program, argv[1], &block) != 0) return 1;
     void **inputs = exactc_buffers_alloc(program->inputs, program->input_count, program->max_length);
-    void **outputs = exactc_buffers_alloc(program->outputs, program->output_count, program->max_length);
+    void **outputs = inputs != NULL ? exactc_outputs_alloc(program, inputs) : NULL;
     unsigned char *arena = exactc_aligned_block(program->arena_bytes);
     int rc = 0;
     if (inputs == NULL || outputs == NULL || arena == NULL) {
@@ -595,8 +640,8 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
         free(staged[k]);
     }
     free(staged);
+    exactc_outputs_free(program, outputs);
     exactc_buffers_free(inputs, program->input_count);
-    exactc_buffers_free(outputs, program->output_count);
     free(arena);
     free(block);
     return rc;

@@ -330,6 +330,9 @@ typedef struct {
     size_t output_count;
     size_t arena_bytes;               /* the scratch one run needs (at max_length) */
     int64_t max_length;               /* T_max: inputs give 1 <= T <= T_max; 0: no run-time length */
+    const char *length_from;          /* the (1,) int32 input whose value is T; NULL: the shapes give it */
+    const char *const *in_place;      /* per output, the input it is written over in place (its
+                                         buffer), or NULL; NULL: every output has its own */
     int (*map_weights)(void *block);  /* point the model's Weights into the block; 0, or -1 (memory) */
     void (*run)(int64_t length, void *const *inputs, void *const *outputs, unsigned char *arena);
 } exactc_program;
@@ -386,23 +389,36 @@ int exactc_program_weights(const exactc_program *program, const char *path, void
 /* One buffer per tensor of `specs`, each at T_max; NULL when memory runs out. */
 void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64_t max_length);
 void exactc_buffers_free(void **buffers, size_t count);
+/* The outputs' buffers (at T_max), each output written in place (program->in_place)
+ * given its input's buffer; NULL when memory runs out. Free with exactc_outputs_free. */
+void **exactc_outputs_alloc(const exactc_program *program, void **inputs);
+void exactc_outputs_free(const exactc_program *program, void **outputs);
 /* Each line of a message that lists problems on stderr, prefixed by `where`. */
 void exactc_report(const char *where, const char *err);
 
-/* The arena. Every buffer of the network lives in it at an offset the exporter fixed:
+/* The arena. Every buffer of the network lives in it at an offset the exporter fixed.
+ * The structured host declares a function's buffers in a table above it and marks each
+ * one's birth, before the launch that first writes it:
+ *     #define MLP_SCRATCH(arena) float *fc = SCRATCH(float, (arena) + 0); ...
+ *     MLP_SCRATCH(arena);  ...  BORN(fc, 256);  linear_fc_split(..., fc);
+ * the straight-line host allocates and releases each where it lives and dies:
  *     float *qkv = ARENA(float, arena + 0, 288);  ...  RELEASE(qkv, 288);
- * Checking builds (-DEXACTC_CHECKING) check each allocation against the arena's end,
- * fill it and each released buffer with NaN bytes, and record the peak reached. */
+ * Checking builds (-DEXACTC_CHECKING) check each birth or allocation against the arena's
+ * end, fill it with NaN bytes (a read of a reused region before it is written shows),
+ * NaN-fill each released buffer, and record the peak reached; other builds do nothing. */
 void exactc_arena_open(unsigned char *base, size_t bytes);
 void *exactc_arena_take(unsigned char *at, size_t bytes);
 void exactc_arena_release(void *p, size_t bytes);
 size_t exactc_arena_reached(void);
+#define SCRATCH(type, at) ((type *)(void *)(at))
 #ifdef EXACTC_CHECKING
 #define ARENA(type, at, count) ((type *)exactc_arena_take((at), (size_t)(count) * sizeof(type)))
 #define RELEASE(p, count) exactc_arena_release((p), (size_t)(count) * sizeof *(p))
+#define BORN(p, count) ((void)exactc_arena_take((unsigned char *)(void *)(p), (size_t)(count) * sizeof *(p)))
 #else
 #define ARENA(type, at, count) ((type *)(void *)(at))
 #define RELEASE(p, count) ((void)(p), (void)(count))
+#define BORN(p, count) ((void)0)
 #endif
 
 /* Checking builds (-DEXACTC_CHECKING) trace the values a fold carries out of each layer:

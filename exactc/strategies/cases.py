@@ -126,8 +126,11 @@ def _matmul(draw, site):
     trans_a, trans_b = draw(st.booleans()), draw(st.booleans())
     a_shape = (bb * group, k, m) if trans_a else (bb * group, m, k)
     b_shape = (bb, n, k) if trans_b else (bb, k, n)
-    specs = {"a": draw(tensor_specs(a_shape, site)), "b": draw(tensor_specs(b_shape, site))}
     attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group}
+    if draw(st.booleans()):  # b is the prefix of a longer b: a cache of some capacity
+        attrs["b_rows"] = b_shape[1]
+        b_shape = (bb, b_shape[1] + draw(st.integers(0, 9)), b_shape[2])
+    specs = {"a": draw(tensor_specs(a_shape, site)), "b": draw(tensor_specs(b_shape, site))}
     return _case("matmul", site, attrs, specs)
 
 
@@ -235,6 +238,15 @@ def _concat(draw, site):
     return _case("concat", site, {"axis": axis}, specs)
 
 
+@st.composite
+def _cache_write(draw, site):
+    b, r, w = draw(st.integers(1, 4)), draw(dims(3)), draw(dims(33))
+    capacity = r + draw(st.integers(0, 9))
+    pos = draw(st.integers(0, capacity - r))
+    specs = {"cache": draw(tensor_specs((b, capacity, w), site)), "rows": draw(tensor_specs((b, r, w), site))}
+    return _case("cache_write", site, {"pos": pos}, specs)
+
+
 def _quantized(name: str, operands):
     """The case builder of a primitive of quantized operands (strategies/quant.py)."""
 
@@ -268,6 +280,7 @@ CASE_BUILDERS = {
     "transpose": _transpose,
     "slice": _slice,
     "concat": _concat,
+    "cache_write": _cache_write,
     "quantize": _quantized("quantize", quantize_operands),
     "qlinear_w": _quantized("qlinear_w", lambda site: qlinear_operands("qlinear_w", site)),
     "qlinear_i": _quantized("qlinear_i", lambda site: qlinear_operands("qlinear_i", site)),

@@ -36,7 +36,8 @@ from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.plans import Plan, validate_plan
 from exactc.exporter.kernels.splits import coverage_problem, split_axis
 from exactc.exporter.printer.kernels import print_kernel
-from exactc.exporter.printer.nests import takes_length
+from exactc.exporter.primitives import IN_PLACE
+from exactc.exporter.printer.nests import KernelBuffers, takes_length
 from exactc.exporter.printer.planned import SPLIT_STATUS
 from exactc.strategies.cases import Case
 from exactc.verify.build import BuildOptions, load_library, runtime_source
@@ -158,11 +159,15 @@ def _run_one(library, prep: _Prepared) -> dict:
     """Run one case's launches in guarded buffers; give outputs and damage."""
     length = prep.case.length  # the run-time length T (0: static shapes)
     buffers = {buf.name: _guarded(buf, prep.inputs, length) for buf in prep.kernel.buffers}
+    in_place = IN_PLACE.get(prep.kernel.primitive)
+    if in_place:  # the output starts as the operand whose storage it takes (poison would never show)
+        output, operand = in_place
+        buffers[output].body[...] = buffers[operand].body
     ffi = library.ffi
     statuses = {}
     ranges = prep.printed.ranges or tuple(item.extent for item in prep.kernel.launches)
     drivers = prep.printed.drivers or (None,) * len(prep.kernel.launches)
-    takes = [length] if takes_length({b.name: b for b in prep.kernel.buffers}) else []
+    takes = [length] if takes_length(KernelBuffers(prep.kernel)) else []
     for launch, fn_name, extent, driver in zip(
         prep.kernel.launches, prep.printed.functions, ranges, drivers, strict=True
     ):
@@ -180,7 +185,7 @@ def _run_one(library, prep: _Prepared) -> dict:
         if buf.role == "output":
             result["outputs"][buf.name] = guarded.body.copy()
             unwritten = guarded.unwritten()
-            if unwritten.size:
+            if unwritten.size and not in_place:
                 result["unwritten"][buf.name] = [int(i) for i in unwritten[:8]] + [int(unwritten.size)]
     return result
 

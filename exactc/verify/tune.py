@@ -131,7 +131,7 @@ class Timed:
         from exactc.exporter import dims
         from exactc.exporter.kernels.plans import NestPlan, Plan
         from exactc.exporter.printer.kernels import print_kernel
-        from exactc.exporter.printer.nests import takes_length
+        from exactc.exporter.printer.nests import KernelBuffers, takes_length
         from exactc.exporter.printer.prepack import panel_widths
         from exactc.verify.build import load_library, runtime_source
         from exactc.verify.kernels import CDEF_PRELUDE
@@ -144,7 +144,7 @@ class Timed:
         rng = np.random.default_rng(5)
         self.arrays = {b.name: _operand(b, length, rng) for b in kernel.buffers}
         ffi = self.library.ffi
-        takes = [length] if takes_length({b.name: b for b in kernel.buffers}) else []
+        takes = [length] if takes_length(KernelBuffers(kernel)) else []
         self.calls = []
         # print_kernel gives every launch its function and the extent of its (lo, hi) range
         for launch, function, extent in zip(kernel.launches, printed.functions, printed.ranges, strict=True):

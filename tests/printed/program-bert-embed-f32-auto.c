@@ -2291,6 +2291,21 @@ static int map_weights(void *block) {
  * at T_max = 32: buffers that follow T are placed for their largest size */
 static int64_t T; /* the run-time length of this run, 1 <= T <= 32: `run` sets it from the inputs' shapes */
 
+/* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define ATTENTION_SCRATCH(arena) \
+    float *q = SCRATCH(float, (arena) + 0);          /* (T, 64) */ \
+    float *q_t = SCRATCH(float, (arena) + 8192);     /* (4, T, 16) */ \
+    float *k = SCRATCH(float, (arena) + 0);          /* (T, 64) */ \
+    float *k_t = SCRATCH(float, (arena) + 16384);    /* (4, T, 16) */ \
+    float *v = SCRATCH(float, (arena) + 0);          /* (T, 64) */ \
+    float *v_t = SCRATCH(float, (arena) + 24576);    /* (4, T, 16) */ \
+    float *scores = SCRATCH(float, (arena) + 32768); /* (4, T, T) */ \
+    float *scaled = SCRATCH(float, (arena) + 0);     /* (4, T, T) */ \
+    float *att = SCRATCH(float, (arena) + 32768);    /* (4, T, T) */ \
+    float *mixed = SCRATCH(float, (arena) + 0);      /* (4, T, 16) */ \
+    float *mixed_t = SCRATCH(float, (arena) + 8192)  /* (T, 4, 16) */
+
 /* attention: Self-attention of x (T, D), padding columns masked: softmax(q kᵀ / √hd) v.
  * Frame 49152 bytes. */
 static void attention(const float *emb,                            /* (T, 64) */
@@ -2305,57 +2320,53 @@ static void attention(const float *emb,                            /* (T, 64) */
                       const int32_t *attention_mask,               /* (T,) */
                       float *attn_out,                             /* (T, 64), written */
                       unsigned char *arena) {                      /* 49152 bytes of scratch */
-    float *q = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    ATTENTION_SCRATCH(arena);
+    BORN(q, 64 * T);
     /* q[T, 64] = linear(emb[T, 64], attention_self_query_weight[64, 64], attention_self_query_bias[64]) */
     linear_q_k_v_split(emb, attention_self_query_weight, attention_self_query_bias, q, T);
     const float *q_heads = q;  /* (T, 4, 16): a view of q */
-    float *q_t = ARENA(float, arena + 8192, 64 * T);  /* (4, T, 16) */
+    BORN(q_t, 64 * T);
     /* q_t[4, T, 16] = transpose(q_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(q_heads, q_t, T);
-    RELEASE(q, 64 * T);
-    float *k = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(k, 64 * T);
     /* k[T, 64] = linear(emb[T, 64], attention_self_key_weight[64, 64], attention_self_key_bias[64]) */
     linear_q_k_v_split(emb, attention_self_key_weight, attention_self_key_bias, k, T);
     const float *k_heads = k;  /* (T, 4, 16): a view of k */
-    float *k_t = ARENA(float, arena + 16384, 64 * T);  /* (4, T, 16) */
+    BORN(k_t, 64 * T);
     /* k_t[4, T, 16] = transpose(k_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(k_heads, k_t, T);
-    RELEASE(k, 64 * T);
-    float *v = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(v, 64 * T);
     /* v[T, 64] = linear(emb[T, 64], attention_self_value_weight[64, 64], attention_self_value_bias[64]) */
     linear_q_k_v_split(emb, attention_self_value_weight, attention_self_value_bias, v, T);
     const float *v_heads = v;  /* (T, 4, 16): a view of v */
-    float *v_t = ARENA(float, arena + 24576, 64 * T);  /* (4, T, 16) */
+    BORN(v_t, 64 * T);
     /* v_t[4, T, 16] = transpose(v_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(v_heads, v_t, T);
-    RELEASE(v, 64 * T);
-    float *scores = ARENA(float, arena + 32768, 4 * T * T);  /* (4, T, T) */
+    BORN(scores, 4 * T * T);
     /* scores[4, T, T] = matmul(q_t[4, T, 16], k_t[4, T, 16], trans_a=False, trans_b=True, group=1) */
     matmul_scores_split(q_t, k_t, scores, T);
-    RELEASE(q_t, 64 * T);
-    RELEASE(k_t, 64 * T);
-    float *scaled = ARENA(float, arena + 0, 4 * T * T);  /* (4, T, T) */
+    BORN(scaled, 4 * T * T);
     /* scaled[4, T, T] = scale(scores[4, T, T], s=0.25) */
     scale_split(scores, scaled, T);
-    RELEASE(scores, 4 * T * T);
-    float *att = ARENA(float, arena + 32768, 4 * T * T);  /* (4, T, T) */
+    BORN(att, 4 * T * T);
     /* att[4, T, T] = softmax(scaled[4, T, T], attention_mask[T], causal=False, offset=0) */
     softmax_split(scaled, attention_mask, att, T);
-    RELEASE(scaled, 4 * T * T);
-    float *mixed = ARENA(float, arena + 0, 64 * T);  /* (4, T, 16) */
+    BORN(mixed, 64 * T);
     /* mixed[4, T, 16] = matmul(att[4, T, T], v_t[4, T, 16], trans_a=False, trans_b=False, group=1) */
     matmul_mixed_split(att, v_t, mixed, T);
-    RELEASE(v_t, 64 * T);
-    RELEASE(att, 4 * T * T);
-    float *mixed_t = ARENA(float, arena + 8192, 64 * T);  /* (T, 4, 16) */
+    BORN(mixed_t, 64 * T);
     /* mixed_t[T, 4, 16] = transpose(mixed[4, T, 16], perm=(1, 0, 2)) */
     transpose_mixed_t_split(mixed, mixed_t, T);
-    RELEASE(mixed, 64 * T);
     const float *merged = mixed_t;  /* (T, 64): a view of mixed_t */
     /* attn_out[T, 64] = linear(merged[T, 64], attention_output_dense_weight[64, 64], attention_output_dense_bias[64]) */
     linear_q_k_v_split(merged, attention_output_dense_weight, attention_output_dense_bias, attn_out, T);
-    RELEASE(mixed_t, 64 * T);
 }
+
+/* mlp's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define MLP_SCRATCH(arena) \
+    float *inter = SCRATCH(float, (arena) + 0);   /* (T, 256) */ \
+    float *act = SCRATCH(float, (arena) + 32768)  /* (T, 256) */
 
 /* mlp: The feed-forward: output.dense(gelu_erf(intermediate.dense(x))). Frame 65536 bytes.
  * */
@@ -2366,17 +2377,25 @@ static void mlp(const float *ln_attn,                    /* (T, 64) */
                 const float *output_dense_bias,          /* (64,) */
                 float *mlp_out,                          /* (T, 64), written */
                 unsigned char *arena) {                  /* 65536 bytes of scratch */
-    float *inter = ARENA(float, arena + 0, 256 * T);  /* (T, 256) */
+    MLP_SCRATCH(arena);
+    BORN(inter, 256 * T);
     /* inter[T, 256] = linear(ln_attn[T, 64], intermediate_dense_weight[256, 64], intermediate_dense_bias[256]) */
     linear_inter_split(ln_attn, intermediate_dense_weight, intermediate_dense_bias, inter, T);
-    float *act = ARENA(float, arena + 32768, 256 * T);  /* (T, 256) */
+    BORN(act, 256 * T);
     /* act[T, 256] = gelu_erf(inter[T, 256]) */
     gelu_erf_split(inter, act, T);
-    RELEASE(inter, 256 * T);
     /* mlp_out[T, 64] = linear(act[T, 256], output_dense_weight[64, 256], output_dense_bias[64]) */
     linear_mlp_out_split(act, output_dense_weight, output_dense_bias, mlp_out, T);
-    RELEASE(act, 256 * T);
 }
+
+/* layer's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define LAYER_SCRATCH(arena) \
+    float *attn_out = SCRATCH(float, (arena) + 0);   /* (T, 64) */ \
+    float *x_attn = SCRATCH(float, (arena) + 8192);  /* (T, 64) */ \
+    float *ln_attn = SCRATCH(float, (arena) + 0);    /* (T, 64) */ \
+    float *mlp_out = SCRATCH(float, (arena) + 8192); /* (T, 64) */ \
+    float *x_mlp = SCRATCH(float, (arena) + 16384)   /* (T, 64) */
 
 /* layer: The post-LayerNorm block: LN(x + attn(x)), then LN(. + mlp(.)). Frame 81920 bytes
  * (its callees' frames included). */
@@ -2400,7 +2419,8 @@ static void layer(const float *emb,                                /* (T, 64) */
                   const int32_t *attention_mask,                   /* (T,) */
                   float *ln_out,                                   /* (T, 64), written */
                   unsigned char *arena) {                          /* 81920 bytes of scratch */
-    float *attn_out = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    LAYER_SCRATCH(arena);
+    BORN(attn_out, 64 * T);
     attention(emb,
               attention_self_query_weight,
               attention_self_query_bias,
@@ -2413,19 +2433,17 @@ static void layer(const float *emb,                                /* (T, 64) */
               attention_mask,
               attn_out,
               arena + 8192);
-    float *x_attn = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
+    BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(emb[T, 64], attn_out[T, 64]) */
     add_split(emb, attn_out, x_attn, T);
-    RELEASE(attn_out, 64 * T);
-    float *ln_attn = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(ln_attn, 64 * T);
     /* ln_attn[T, 64] = layernorm(x_attn[T, 64], attention_output_LayerNorm_weight[64], attention_output_LayerNorm_bias[64], eps=1e-12) */
     layernorm_split(x_attn,
                     attention_output_LayerNorm_weight,
                     attention_output_LayerNorm_bias,
                     ln_attn,
                     T);
-    RELEASE(x_attn, 64 * T);
-    float *mlp_out = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
+    BORN(mlp_out, 64 * T);
     mlp(ln_attn,
         intermediate_dense_weight,
         intermediate_dense_bias,
@@ -2433,15 +2451,26 @@ static void layer(const float *emb,                                /* (T, 64) */
         output_dense_bias,
         mlp_out,
         arena + 16384);
-    float *x_mlp = ARENA(float, arena + 16384, 64 * T);  /* (T, 64) */
+    BORN(x_mlp, 64 * T);
     /* x_mlp[T, 64] = add(ln_attn[T, 64], mlp_out[T, 64]) */
     add_split(ln_attn, mlp_out, x_mlp, T);
-    RELEASE(ln_attn, 64 * T);
-    RELEASE(mlp_out, 64 * T);
     /* ln_out[T, 64] = layernorm(x_mlp[T, 64], output_LayerNorm_weight[64], output_LayerNorm_bias[64], eps=1e-12) */
     layernorm_split(x_mlp, output_LayerNorm_weight, output_LayerNorm_bias, ln_out, T);
-    RELEASE(x_mlp, 64 * T);
 }
+
+/* embed's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define EMBED_SCRATCH(arena) \
+    float *words = SCRATCH(float, (arena) + 0);         /* (T, 64) */ \
+    float *pos = SCRATCH(float, (arena) + 8192);        /* (T, 64) */ \
+    float *x_pos = SCRATCH(float, (arena) + 16384);     /* (T, 64) */ \
+    float *segment = SCRATCH(float, (arena) + 0);       /* (T, 64) */ \
+    float *x_seg = SCRATCH(float, (arena) + 8192);      /* (T, 64) */ \
+    float *emb = SCRATCH(float, (arena) + 0);           /* (T, 64) */ \
+    float *emb_out_a = SCRATCH(float, (arena) + 8192);  /* (T, 64) */ \
+    float *emb_out_b = SCRATCH(float, (arena) + 16384); /* (T, 64) */ \
+    float *pooled = SCRATCH(float, (arena) + 0);        /* (64,) */ \
+    float *unit = SCRATCH(float, (arena) + 256)         /* (1, 64) */
 
 /* embed: The sentence embedding (D,): mean of the kept tokens' states, l2-normalized. Frame
  * 106496 bytes (its callees' frames included). */
@@ -2451,31 +2480,27 @@ static void embed(const Weights *w,               /* the parameters */
                   const int32_t *attention_mask,  /* (T,) */
                   float *sentence_embedding_out,  /* (64,), written */
                   unsigned char *arena) {         /* 106496 bytes of scratch */
-    float *words = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    EMBED_SCRATCH(arena);
+    BORN(words, 64 * T);
     /* words[T, 64] = embedding(embeddings_word_embeddings_weight[512, 64], input_ids[T]) */
     embedding_words_split(w->embeddings_word_embeddings_weight, input_ids, words, T);
-    float *pos = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
+    BORN(pos, 64 * T);
     /* pos[T, 64] = slice(embeddings_position_embeddings_weight[64, 64], axis=0, start=0, stop=T) */
     slice_split(w->embeddings_position_embeddings_weight, pos, T);
-    float *x_pos = ARENA(float, arena + 16384, 64 * T);  /* (T, 64) */
+    BORN(x_pos, 64 * T);
     /* x_pos[T, 64] = add(words[T, 64], pos[T, 64]) */
     add_split(words, pos, x_pos, T);
-    RELEASE(words, 64 * T);
-    RELEASE(pos, 64 * T);
-    float *segment = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(segment, 64 * T);
     /* segment[T, 64] = embedding(embeddings_token_type_embeddings_weight[2, 64], token_type_ids[T]) */
     embedding_segment_split(w->embeddings_token_type_embeddings_weight, token_type_ids, segment, T);
-    float *x_seg = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
+    BORN(x_seg, 64 * T);
     /* x_seg[T, 64] = add(x_pos[T, 64], segment[T, 64]) */
     add_split(x_pos, segment, x_seg, T);
-    RELEASE(x_pos, 64 * T);
-    RELEASE(segment, 64 * T);
-    float *emb = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(emb, 64 * T);
     /* emb[T, 64] = layernorm(x_seg[T, 64], embeddings_LayerNorm_weight[64], embeddings_LayerNorm_bias[64], eps=1e-12) */
     layernorm_split(x_seg, w->embeddings_LayerNorm_weight, w->embeddings_LayerNorm_bias, emb, T);
-    RELEASE(x_seg, 64 * T);
-    float *emb_out_a = ARENA(float, arena + 8192, 64 * T);  /* (T, 64) */
-    float *emb_out_b = ARENA(float, arena + 16384, 64 * T);  /* (T, 64) */
+    BORN(emb_out_a, 64 * T);
+    BORN(emb_out_b, 64 * T);
     /* The layers: layer for l < 2, the carry (emb_out) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const float *emb_out_l = emb;  /* (T, 64) */
@@ -2504,21 +2529,16 @@ static void embed(const Weights *w,               /* the parameters */
         emb_out_l = emb_out_next;
         EXACTC_TRACE_CARRY("layer", l, 0, emb_out_l, 64 * T);
     }
-    RELEASE(emb, 64 * T);
-    RELEASE(emb_out_a, 64 * T);
-    float *pooled = ARENA(float, arena + 0, 64);  /* (64,) */
+    BORN(pooled, 64);
     /* pooled[64] = mean_pool(emb_out[T, 64], attention_mask[T]) */
     mean_pool_split(emb_out_b, attention_mask, pooled, T);
-    RELEASE(emb_out_b, 64 * T);
     const float *pooled_row = pooled;  /* (1, 64): a view of pooled */
-    float *unit = ARENA(float, arena + 256, 64);  /* (1, 64) */
+    BORN(unit, 64);
     /* unit[1, 64] = l2norm(pooled_row[1, 64], eps=1e-12) */
     l2norm(pooled_row, unit, 0, 1);
-    RELEASE(pooled, 64);
     const float *sentence_embedding = unit;  /* (64,): a view of unit */
     /* sentence_embedding_out[64] = reshape(sentence_embedding[64], shape=(64,)) */
     reshape_split(sentence_embedding, sentence_embedding_out);
-    RELEASE(unit, 64);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -739,6 +739,21 @@ static int map_weights(void *block) {
  * at T_max = 8: buffers that follow T are placed for their largest size */
 static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
+/* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define ATTENTION_SCRATCH(arena) \
+    exactc_bf16 *q = SCRATCH(exactc_bf16, (arena) + 0);          /* (T, 64) */ \
+    exactc_bf16 *q_t = SCRATCH(exactc_bf16, (arena) + 1024);     /* (4, T, 16) */ \
+    exactc_bf16 *k = SCRATCH(exactc_bf16, (arena) + 0);          /* (T, 64) */ \
+    exactc_bf16 *k_t = SCRATCH(exactc_bf16, (arena) + 2048);     /* (4, T, 16) */ \
+    exactc_bf16 *v = SCRATCH(exactc_bf16, (arena) + 0);          /* (T, 64) */ \
+    exactc_bf16 *v_t = SCRATCH(exactc_bf16, (arena) + 3072);     /* (4, T, 16) */ \
+    exactc_bf16 *scores = SCRATCH(exactc_bf16, (arena) + 0);     /* (4, T, T) */ \
+    exactc_bf16 *scaled = SCRATCH(exactc_bf16, (arena) + 512);   /* (4, T, T) */ \
+    exactc_bf16 *att = SCRATCH(exactc_bf16, (arena) + 0);        /* (4, T, T) */ \
+    exactc_bf16 *mixed = SCRATCH(exactc_bf16, (arena) + 512);    /* (4, T, 16) */ \
+    exactc_bf16 *mixed_t = SCRATCH(exactc_bf16, (arena) + 1536)  /* (T, 4, 16) */
+
 /* attention: Self-attention of x (T, D), padding columns masked: softmax(q kᵀ / √hd) v.
  * Frame 4096 bytes. */
 static void attention(const exactc_bf16 *emb,                            /* (T, 64) */
@@ -753,57 +768,53 @@ static void attention(const exactc_bf16 *emb,                            /* (T, 
                       const int32_t *attention_mask,                     /* (T,) */
                       exactc_bf16 *attn_out,                             /* (T, 64), written */
                       unsigned char *arena) {                            /* 4096 bytes of scratch */
-    exactc_bf16 *q = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
+    ATTENTION_SCRATCH(arena);
+    BORN(q, 64 * T);
     /* q[T, 64] = linear(emb[T, 64], attention_self_query_weight[64, 64], attention_self_query_bias[64]) */
     linear_q_k_v(emb, attention_self_query_weight, attention_self_query_bias, q, T, 0, T);
     const exactc_bf16 *q_heads = q;  /* (T, 4, 16): a view of q */
-    exactc_bf16 *q_t = ARENA(exactc_bf16, arena + 1024, 64 * T);  /* (4, T, 16) */
+    BORN(q_t, 64 * T);
     /* q_t[4, T, 16] = transpose(q_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t(q_heads, q_t, T, 0, 4);
-    RELEASE(q, 64 * T);
-    exactc_bf16 *k = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(k, 64 * T);
     /* k[T, 64] = linear(emb[T, 64], attention_self_key_weight[64, 64], attention_self_key_bias[64]) */
     linear_q_k_v(emb, attention_self_key_weight, attention_self_key_bias, k, T, 0, T);
     const exactc_bf16 *k_heads = k;  /* (T, 4, 16): a view of k */
-    exactc_bf16 *k_t = ARENA(exactc_bf16, arena + 2048, 64 * T);  /* (4, T, 16) */
+    BORN(k_t, 64 * T);
     /* k_t[4, T, 16] = transpose(k_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t(k_heads, k_t, T, 0, 4);
-    RELEASE(k, 64 * T);
-    exactc_bf16 *v = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(v, 64 * T);
     /* v[T, 64] = linear(emb[T, 64], attention_self_value_weight[64, 64], attention_self_value_bias[64]) */
     linear_q_k_v(emb, attention_self_value_weight, attention_self_value_bias, v, T, 0, T);
     const exactc_bf16 *v_heads = v;  /* (T, 4, 16): a view of v */
-    exactc_bf16 *v_t = ARENA(exactc_bf16, arena + 3072, 64 * T);  /* (4, T, 16) */
+    BORN(v_t, 64 * T);
     /* v_t[4, T, 16] = transpose(v_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t(v_heads, v_t, T, 0, 4);
-    RELEASE(v, 64 * T);
-    exactc_bf16 *scores = ARENA(exactc_bf16, arena + 0, 4 * T * T);  /* (4, T, T) */
+    BORN(scores, 4 * T * T);
     /* scores[4, T, T] = matmul(q_t[4, T, 16], k_t[4, T, 16], trans_a=False, trans_b=True, group=1) */
     matmul_scores(q_t, k_t, scores, T, 0, 4);
-    RELEASE(q_t, 64 * T);
-    RELEASE(k_t, 64 * T);
-    exactc_bf16 *scaled = ARENA(exactc_bf16, arena + 512, 4 * T * T);  /* (4, T, T) */
+    BORN(scaled, 4 * T * T);
     /* scaled[4, T, T] = scale(scores[4, T, T], s=0.25) */
     scale(scores, scaled, T, 0, 4 * T * T);
-    RELEASE(scores, 4 * T * T);
-    exactc_bf16 *att = ARENA(exactc_bf16, arena + 0, 4 * T * T);  /* (4, T, T) */
+    BORN(att, 4 * T * T);
     /* att[4, T, T] = softmax(scaled[4, T, T], attention_mask[T], causal=False, offset=0) */
     softmax(scaled, attention_mask, att, T, 0, 4);
-    RELEASE(scaled, 4 * T * T);
-    exactc_bf16 *mixed = ARENA(exactc_bf16, arena + 512, 64 * T);  /* (4, T, 16) */
+    BORN(mixed, 64 * T);
     /* mixed[4, T, 16] = matmul(att[4, T, T], v_t[4, T, 16], trans_a=False, trans_b=False, group=1) */
     matmul_mixed(att, v_t, mixed, T, 0, 4);
-    RELEASE(v_t, 64 * T);
-    RELEASE(att, 4 * T * T);
-    exactc_bf16 *mixed_t = ARENA(exactc_bf16, arena + 1536, 64 * T);  /* (T, 4, 16) */
+    BORN(mixed_t, 64 * T);
     /* mixed_t[T, 4, 16] = transpose(mixed[4, T, 16], perm=(1, 0, 2)) */
     transpose_mixed_t(mixed, mixed_t, T, 0, T);
-    RELEASE(mixed, 64 * T);
     const exactc_bf16 *merged = mixed_t;  /* (T, 64): a view of mixed_t */
     /* attn_out[T, 64] = linear(merged[T, 64], attention_output_dense_weight[64, 64], attention_output_dense_bias[64]) */
     linear_q_k_v(merged, attention_output_dense_weight, attention_output_dense_bias, attn_out, T, 0, T);
-    RELEASE(mixed_t, 64 * T);
 }
+
+/* mlp's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define MLP_SCRATCH(arena) \
+    exactc_bf16 *inter = SCRATCH(exactc_bf16, (arena) + 0);  /* (T, 256) */ \
+    exactc_bf16 *act = SCRATCH(exactc_bf16, (arena) + 4096)  /* (T, 256) */
 
 /* mlp: The feed-forward: output.dense(gelu_erf(intermediate.dense(x))). Frame 8192 bytes.
  * */
@@ -814,17 +825,25 @@ static void mlp(const exactc_bf16 *ln_attn,                    /* (T, 64) */
                 const exactc_bf16 *output_dense_bias,          /* (64,) */
                 exactc_bf16 *mlp_out,                          /* (T, 64), written */
                 unsigned char *arena) {                        /* 8192 bytes of scratch */
-    exactc_bf16 *inter = ARENA(exactc_bf16, arena + 0, 256 * T);  /* (T, 256) */
+    MLP_SCRATCH(arena);
+    BORN(inter, 256 * T);
     /* inter[T, 256] = linear(ln_attn[T, 64], intermediate_dense_weight[256, 64], intermediate_dense_bias[256]) */
     linear_inter(ln_attn, intermediate_dense_weight, intermediate_dense_bias, inter, T, 0, T);
-    exactc_bf16 *act = ARENA(exactc_bf16, arena + 4096, 256 * T);  /* (T, 256) */
+    BORN(act, 256 * T);
     /* act[T, 256] = gelu_erf(inter[T, 256]) */
     gelu_erf(inter, act, T, 0, 256 * T);
-    RELEASE(inter, 256 * T);
     /* mlp_out[T, 64] = linear(act[T, 256], output_dense_weight[64, 256], output_dense_bias[64]) */
     linear_mlp_out(act, output_dense_weight, output_dense_bias, mlp_out, T, 0, T);
-    RELEASE(act, 256 * T);
 }
+
+/* layer's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define LAYER_SCRATCH(arena) \
+    exactc_bf16 *attn_out = SCRATCH(exactc_bf16, (arena) + 0);   /* (T, 64) */ \
+    exactc_bf16 *x_attn = SCRATCH(exactc_bf16, (arena) + 1024);  /* (T, 64) */ \
+    exactc_bf16 *ln_attn = SCRATCH(exactc_bf16, (arena) + 0);    /* (T, 64) */ \
+    exactc_bf16 *mlp_out = SCRATCH(exactc_bf16, (arena) + 1024); /* (T, 64) */ \
+    exactc_bf16 *x_mlp = SCRATCH(exactc_bf16, (arena) + 2048)    /* (T, 64) */
 
 /* layer: The post-LayerNorm block: LN(x + attn(x)), then LN(. + mlp(.)). Frame 10240 bytes
  * (its callees' frames included). */
@@ -848,7 +867,8 @@ static void layer(const exactc_bf16 *emb,                                /* (T, 
                   const int32_t *attention_mask,                         /* (T,) */
                   exactc_bf16 *ln_out,                                   /* (T, 64), written */
                   unsigned char *arena) {                                /* 10240 bytes of scratch */
-    exactc_bf16 *attn_out = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
+    LAYER_SCRATCH(arena);
+    BORN(attn_out, 64 * T);
     attention(emb,
               attention_self_query_weight,
               attention_self_query_bias,
@@ -861,11 +881,10 @@ static void layer(const exactc_bf16 *emb,                                /* (T, 
               attention_mask,
               attn_out,
               arena + 1024);
-    exactc_bf16 *x_attn = ARENA(exactc_bf16, arena + 1024, 64 * T);  /* (T, 64) */
+    BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(emb[T, 64], attn_out[T, 64]) */
     add(emb, attn_out, x_attn, T, 0, 64 * T);
-    RELEASE(attn_out, 64 * T);
-    exactc_bf16 *ln_attn = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(ln_attn, 64 * T);
     /* ln_attn[T, 64] = layernorm(x_attn[T, 64], attention_output_LayerNorm_weight[64], attention_output_LayerNorm_bias[64], eps=1e-12) */
     layernorm(x_attn,
               attention_output_LayerNorm_weight,
@@ -874,8 +893,7 @@ static void layer(const exactc_bf16 *emb,                                /* (T, 
               T,
               0,
               T);
-    RELEASE(x_attn, 64 * T);
-    exactc_bf16 *mlp_out = ARENA(exactc_bf16, arena + 1024, 64 * T);  /* (T, 64) */
+    BORN(mlp_out, 64 * T);
     mlp(ln_attn,
         intermediate_dense_weight,
         intermediate_dense_bias,
@@ -883,15 +901,24 @@ static void layer(const exactc_bf16 *emb,                                /* (T, 
         output_dense_bias,
         mlp_out,
         arena + 2048);
-    exactc_bf16 *x_mlp = ARENA(exactc_bf16, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(x_mlp, 64 * T);
     /* x_mlp[T, 64] = add(ln_attn[T, 64], mlp_out[T, 64]) */
     add(ln_attn, mlp_out, x_mlp, T, 0, 64 * T);
-    RELEASE(ln_attn, 64 * T);
-    RELEASE(mlp_out, 64 * T);
     /* ln_out[T, 64] = layernorm(x_mlp[T, 64], output_LayerNorm_weight[64], output_LayerNorm_bias[64], eps=1e-12) */
     layernorm(x_mlp, output_LayerNorm_weight, output_LayerNorm_bias, ln_out, T, 0, T);
-    RELEASE(x_mlp, 64 * T);
 }
+
+/* forward's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define FORWARD_SCRATCH(arena) \
+    exactc_bf16 *words = SCRATCH(exactc_bf16, (arena) + 0);        /* (T, 64) */ \
+    exactc_bf16 *pos = SCRATCH(exactc_bf16, (arena) + 1024);       /* (T, 64) */ \
+    exactc_bf16 *x_pos = SCRATCH(exactc_bf16, (arena) + 2048);     /* (T, 64) */ \
+    exactc_bf16 *segment = SCRATCH(exactc_bf16, (arena) + 0);      /* (T, 64) */ \
+    exactc_bf16 *x_seg = SCRATCH(exactc_bf16, (arena) + 1024);     /* (T, 64) */ \
+    exactc_bf16 *emb = SCRATCH(exactc_bf16, (arena) + 0);          /* (T, 64) */ \
+    exactc_bf16 *emb_out_a = SCRATCH(exactc_bf16, (arena) + 1024); /* (T, 64) */ \
+    exactc_bf16 *emb_out_b = SCRATCH(exactc_bf16, (arena) + 2048)  /* (T, 64) */
 
 /* forward: The last hidden states (T, D). Frame 13312 bytes (its callees' frames included).
  * */
@@ -901,31 +928,27 @@ static void forward(const Weights *w,               /* the parameters */
                     const int32_t *attention_mask,  /* (T,) */
                     exactc_bf16 *emb_out_out,       /* (T, 64), written */
                     unsigned char *arena) {         /* 13312 bytes of scratch */
-    exactc_bf16 *words = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
+    FORWARD_SCRATCH(arena);
+    BORN(words, 64 * T);
     /* words[T, 64] = embedding(embeddings_word_embeddings_weight[512, 64], input_ids[T]) */
     embedding_words(w->embeddings_word_embeddings_weight, input_ids, words, T, 0, T);
-    exactc_bf16 *pos = ARENA(exactc_bf16, arena + 1024, 64 * T);  /* (T, 64) */
+    BORN(pos, 64 * T);
     /* pos[T, 64] = slice(embeddings_position_embeddings_weight[64, 64], axis=0, start=0, stop=T) */
     slice(w->embeddings_position_embeddings_weight, pos, T, 0, T);
-    exactc_bf16 *x_pos = ARENA(exactc_bf16, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(x_pos, 64 * T);
     /* x_pos[T, 64] = add(words[T, 64], pos[T, 64]) */
     add(words, pos, x_pos, T, 0, 64 * T);
-    RELEASE(words, 64 * T);
-    RELEASE(pos, 64 * T);
-    exactc_bf16 *segment = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(segment, 64 * T);
     /* segment[T, 64] = embedding(embeddings_token_type_embeddings_weight[2, 64], token_type_ids[T]) */
     embedding_segment(w->embeddings_token_type_embeddings_weight, token_type_ids, segment, T, 0, T);
-    exactc_bf16 *x_seg = ARENA(exactc_bf16, arena + 1024, 64 * T);  /* (T, 64) */
+    BORN(x_seg, 64 * T);
     /* x_seg[T, 64] = add(x_pos[T, 64], segment[T, 64]) */
     add(x_pos, segment, x_seg, T, 0, 64 * T);
-    RELEASE(x_pos, 64 * T);
-    RELEASE(segment, 64 * T);
-    exactc_bf16 *emb = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(emb, 64 * T);
     /* emb[T, 64] = layernorm(x_seg[T, 64], embeddings_LayerNorm_weight[64], embeddings_LayerNorm_bias[64], eps=1e-12) */
     layernorm(x_seg, w->embeddings_LayerNorm_weight, w->embeddings_LayerNorm_bias, emb, T, 0, T);
-    RELEASE(x_seg, 64 * T);
-    exactc_bf16 *emb_out_a = ARENA(exactc_bf16, arena + 1024, 64 * T);  /* (T, 64) */
-    exactc_bf16 *emb_out_b = ARENA(exactc_bf16, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(emb_out_a, 64 * T);
+    BORN(emb_out_b, 64 * T);
     /* The layers: layer for l < 2, the carry (emb_out) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const exactc_bf16 *emb_out_l = emb;  /* (T, 64) */
@@ -954,11 +977,8 @@ static void forward(const Weights *w,               /* the parameters */
         emb_out_l = emb_out_next;
         EXACTC_TRACE_CARRY("layer", l, 0, emb_out_l, 64 * T);
     }
-    RELEASE(emb, 64 * T);
-    RELEASE(emb_out_a, 64 * T);
     /* emb_out_out[T, 64] = reshape(emb_out[T, 64], shape=(T, 64)) */
     reshape(emb_out_b, emb_out_out, T, 0, 64 * T);
-    RELEASE(emb_out_b, 64 * T);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -254,13 +254,25 @@ static void first_layer(const float *x,   /* (3, 4) */
     reshape(x, x_out, 0, 12);
 }
 
+/* folds's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define FOLDS_SCRATCH(arena) \
+    float *x_out_a = SCRATCH(float, (arena) + 0);    /* (3, 4) */ \
+    float *x_out_b = SCRATCH(float, (arena) + 64);   /* (3, 4) */ \
+    float *x_out2_a = SCRATCH(float, (arena) + 0);   /* (3, 4) */ \
+    float *x_out2_b = SCRATCH(float, (arena) + 64);  /* (3, 4) */ \
+    float *x_out3_a = SCRATCH(float, (arena) + 128); /* (3, 4) */ \
+    float *x_out3_b = SCRATCH(float, (arena) + 192); /* (3, 4) */ \
+    float *add = SCRATCH(float, (arena) + 64)        /* (3, 4) */
+
 /* folds: Frame 240 bytes (its callees' frames included). */
 static void folds(const Weights *w,        /* the parameters */
                   const float *x,          /* (3, 4) */
                   float *rmsnorm,          /* (3, 4), written */
                   unsigned char *arena) {  /* 240 bytes of scratch */
-    float *x_out_a = ARENA(float, arena + 0, 12);  /* (3, 4) */
-    float *x_out_b = ARENA(float, arena + 64, 12);  /* (3, 4) */
+    FOLDS_SCRATCH(arena);
+    BORN(x_out_a, 12);
+    BORN(x_out_b, 12);
     /* The layers: dead for l < 3, the carry (x_out) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const float *x_out_l = x;  /* (3, 4) */
@@ -270,12 +282,10 @@ static void folds(const Weights *w,        /* the parameters */
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("dead", l, 0, x_out_l, 12);
     }
-    RELEASE(x_out_a, 12);
-    RELEASE(x_out_b, 12);
-    float *x_out2_a = ARENA(float, arena + 0, 12);  /* (3, 4) */
-    float *x_out2_b = ARENA(float, arena + 64, 12);  /* (3, 4) */
-    float *x_out3_a = ARENA(float, arena + 128, 12);  /* (3, 4) */
-    float *x_out3_b = ARENA(float, arena + 192, 12);  /* (3, 4) */
+    BORN(x_out2_a, 12);
+    BORN(x_out2_b, 12);
+    BORN(x_out3_a, 12);
+    BORN(x_out3_b, 12);
     /* The layers: two_layer for l < 3, the carry (x_out2, x_out3) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const float *x_out2_l = x;  /* (3, 4) */
@@ -298,16 +308,11 @@ static void folds(const Weights *w,        /* the parameters */
         x_out3_l = x_out3_next;
         EXACTC_TRACE_CARRY("two_layer", l, 1, x_out3_l, 12);
     }
-    RELEASE(x_out2_b, 12);
-    RELEASE(x_out3_b, 12);
-    float *add = ARENA(float, arena + 64, 12);  /* (3, 4) */
+    BORN(add, 12);
     /* add[3, 4] = add(x_out2[3, 4], x_out3[3, 4]) */
     add_2(x_out2_a, x_out3_a, add, 0, 12);
-    RELEASE(x_out2_a, 12);
-    RELEASE(x_out3_a, 12);
     /* rmsnorm[3, 4] = rmsnorm(add[3, 4], g_s[4], eps=1e-05) */
     rmsnorm_2(add, w->g_s, rmsnorm, 0, 3);
-    RELEASE(add, 12);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -258,39 +258,57 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)176) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE) */
 
+/* pair's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define PAIR_SCRATCH(arena) \
+    float *z = SCRATCH(float, (arena) + 0);       /* (3, 4) */ \
+    float *l2norm = SCRATCH(float, (arena) + 64)  /* (3, 4) */
+
 /* pair: A view returned and read, its values named like the entry's input and output: X.
  * Frame 112 bytes. */
 static void pair(const float *x,          /* (3, 4) */
                  float *reshape_out,      /* (4, 3), written */
                  float *silu,             /* (4, 3), written */
                  unsigned char *arena) {  /* 112 bytes of scratch */
-    float *z = ARENA(float, arena + 0, 12);  /* (3, 4) */
+    PAIR_SCRATCH(arena);
+    BORN(z, 12);
     /* z[3, 4] = scale(x[3, 4], s=2.0) */
     scale_z(x, z, 0, 12);
-    float *l2norm = ARENA(float, arena + 64, 12);  /* (3, 4) */
+    BORN(l2norm, 12);
     /* l2norm[3, 4] = gelu_tanh(z[3, 4]) */
     gelu_tanh(z, l2norm, 0, 12);
-    RELEASE(z, 12);
     const float *reshape = l2norm;  /* (4, 3): a view of l2norm */
     /* silu[4, 3] = silu(reshape[4, 3]) */
     silu_2(reshape, silu, 0, 12);
     /* reshape_out[4, 3] = reshape(reshape[4, 3], shape=(4, 3)) */
     reshape_2(reshape, reshape_out, 0, 12);
-    RELEASE(l2norm, 12);
 }
+
+/* block's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define BLOCK_SCRATCH(arena) \
+    float *block_ = SCRATCH(float, (arena) + 0)  /* (3, 4) */
 
 /* block: x * / 2 through GELU (tanh): a docstring that would end the C comment. Frame 48
  * bytes. */
 static void block(const float *x,          /* (3, 4) */
                   float *scale_2,          /* (3, 4), written */
                   unsigned char *arena) {  /* 48 bytes of scratch */
-    float *block_ = ARENA(float, arena + 0, 12);  /* (3, 4) */
+    BLOCK_SCRATCH(arena);
+    BORN(block_, 12);
     /* block_[3, 4] = scale(x[3, 4], s=0.5) */
     scale_block_(x, block_, 0, 12);
     /* scale_2[3, 4] = gelu_tanh(block_[3, 4]) */
     gelu_tanh(block_, scale_2, 0, 12);
-    RELEASE(block_, 12);
 }
+
+/* static_'s scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define STATIC__SCRATCH(arena) \
+    float *unused = SCRATCH(float, (arena) + 0);    /* (3, 4) */ \
+    float *scale_2 = SCRATCH(float, (arena) + 0);   /* (3, 4) */ \
+    float *scale_22 = SCRATCH(float, (arena) + 64); /* (3, 4) */ \
+    float *scale_23 = SCRATCH(float, (arena) + 0)   /* (3, 4) */
 
 /* static_: Frame 176 bytes (its callees' frames included). */
 static void static_(const Weights *w,        /* the parameters */
@@ -300,24 +318,21 @@ static void static_(const Weights *w,        /* the parameters */
                     float *reshape_out,      /* (4, 3), written */
                     float *silu,             /* (4, 3), written */
                     unsigned char *arena) {  /* 176 bytes of scratch */
+    STATIC__SCRATCH(arena);
     (void)z;
     (void)w;
-    float *unused = ARENA(float, arena + 0, 12);  /* (3, 4) */
+    BORN(unused, 12);
     /* unused[3, 4] = silu(x[3, 4]) */
     silu_unused(x, unused, 0, 12);
-    RELEASE(unused, 12);
     pair(x, reshape_out, silu, arena + 0);
-    float *scale_2 = ARENA(float, arena + 0, 12);  /* (3, 4) */
+    BORN(scale_2, 12);
     block(x, scale_2, arena + 64);
-    float *scale_22 = ARENA(float, arena + 64, 12);  /* (3, 4) */
+    BORN(scale_22, 12);
     block(scale_2, scale_22, arena + 128);
-    RELEASE(scale_2, 12);
-    float *scale_23 = ARENA(float, arena + 0, 12);  /* (3, 4) */
+    BORN(scale_23, 12);
     block(scale_22, scale_23, arena + 128);
-    RELEASE(scale_22, 12);
     /* l2norm[3, 4] = l2norm(scale_23[3, 4], eps=1e-12) */
     l2norm_2(scale_23, l2norm, 0, 3);
-    RELEASE(scale_23, 12);
 }
 
 /* ------------------------------------------------------------------------------------

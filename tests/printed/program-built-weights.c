@@ -130,16 +130,21 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)32) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE) */
 
+/* weights_'s scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define WEIGHTS__SCRATCH(arena) \
+    float *silu = SCRATCH(float, (arena) + 0)  /* (2, 4) */
+
 /* weights_: Frame 32 bytes. */
 static void weights_(const Weights *w,        /* the parameters */
                      float *l2norm,           /* (2, 4), written */
                      unsigned char *arena) {  /* 32 bytes of scratch */
-    float *silu = ARENA(float, arena + 0, 8);  /* (2, 4) */
+    WEIGHTS__SCRATCH(arena);
+    BORN(silu, 8);
     /* silu[2, 4] = silu(w_[2, 4]) */
     silu_2(w->w_, silu, 0, 8);
     /* l2norm[2, 4] = l2norm(silu[2, 4], eps=1e-12) */
     l2norm_2(silu, l2norm, 0, 2);
-    RELEASE(silu, 8);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -845,6 +845,22 @@ static int map_weights(void *block) {
  * at T_max = 8: buffers that follow T are placed for their largest size */
 static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
+/* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define ATTENTION_SCRATCH(arena) \
+    float *qkv = SCRATCH(float, (arena) + 0);       /* (T, 192) */ \
+    float *q = SCRATCH(float, (arena) + 6144);      /* (T, 64) */ \
+    float *q_t = SCRATCH(float, (arena) + 8192);    /* (4, T, 16) */ \
+    float *k = SCRATCH(float, (arena) + 6144);      /* (T, 64) */ \
+    float *k_t = SCRATCH(float, (arena) + 10240);   /* (4, T, 16) */ \
+    float *v = SCRATCH(float, (arena) + 6144);      /* (T, 64) */ \
+    float *v_t = SCRATCH(float, (arena) + 0);       /* (4, T, 16) */ \
+    float *scores = SCRATCH(float, (arena) + 2048); /* (4, T, T) */ \
+    float *scaled = SCRATCH(float, (arena) + 3072); /* (4, T, T) */ \
+    float *att = SCRATCH(float, (arena) + 2048);    /* (4, T, T) */ \
+    float *mixed = SCRATCH(float, (arena) + 3072);  /* (4, T, 16) */ \
+    float *mixed_t = SCRATCH(float, (arena) + 0)    /* (T, 4, 16) */
+
 /* attention: Causal self-attention of x (T, D): per head softmax(q kᵀ / √hd) v. Frame 12288
  * bytes. */
 static void attention(const float *ln_1,                /* (T, 64) */
@@ -854,61 +870,56 @@ static void attention(const float *ln_1,                /* (T, 64) */
                       const float *attn_c_proj_bias,    /* (64,) */
                       float *attn_out,                  /* (T, 64), written */
                       unsigned char *arena) {           /* 12288 bytes of scratch */
-    float *qkv = ARENA(float, arena + 0, 192 * T);  /* (T, 192) */
+    ATTENTION_SCRATCH(arena);
+    BORN(qkv, 192 * T);
     /* qkv[T, 192] = linear(ln_1[T, 64], attn_c_attn_weight[192, 64], attn_c_attn_bias[192]) */
     linear_qkv(ln_1, attn_c_attn_weight, attn_c_attn_bias, qkv, T, 0, T);
-    float *q = ARENA(float, arena + 6144, 64 * T);  /* (T, 64) */
+    BORN(q, 64 * T);
     /* q[T, 64] = slice(qkv[T, 192], axis=1, start=0, stop=64) */
     slice_q(qkv, q, T, 0, T);
     const float *q_heads = q;  /* (T, 4, 16): a view of q */
-    float *q_t = ARENA(float, arena + 8192, 64 * T);  /* (4, T, 16) */
+    BORN(q_t, 64 * T);
     /* q_t[4, T, 16] = transpose(q_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t(q_heads, q_t, T, 0, 4);
-    RELEASE(q, 64 * T);
-    float *k = ARENA(float, arena + 6144, 64 * T);  /* (T, 64) */
+    BORN(k, 64 * T);
     /* k[T, 64] = slice(qkv[T, 192], axis=1, start=64, stop=128) */
     slice_k(qkv, k, T, 0, T);
     const float *k_heads = k;  /* (T, 4, 16): a view of k */
-    float *k_t = ARENA(float, arena + 10240, 64 * T);  /* (4, T, 16) */
+    BORN(k_t, 64 * T);
     /* k_t[4, T, 16] = transpose(k_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t(k_heads, k_t, T, 0, 4);
-    RELEASE(k, 64 * T);
-    float *v = ARENA(float, arena + 6144, 64 * T);  /* (T, 64) */
+    BORN(v, 64 * T);
     /* v[T, 64] = slice(qkv[T, 192], axis=1, start=128, stop=192) */
     slice_v(qkv, v, T, 0, T);
-    RELEASE(qkv, 192 * T);
     const float *v_heads = v;  /* (T, 4, 16): a view of v */
-    float *v_t = ARENA(float, arena + 0, 64 * T);  /* (4, T, 16) */
+    BORN(v_t, 64 * T);
     /* v_t[4, T, 16] = transpose(v_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t(v_heads, v_t, T, 0, 4);
-    RELEASE(v, 64 * T);
-    float *scores = ARENA(float, arena + 2048, 4 * T * T);  /* (4, T, T) */
+    BORN(scores, 4 * T * T);
     /* scores[4, T, T] = matmul(q_t[4, T, 16], k_t[4, T, 16], trans_a=False, trans_b=True, group=1) */
     matmul_scores(q_t, k_t, scores, T, 0, 4);
-    RELEASE(q_t, 64 * T);
-    RELEASE(k_t, 64 * T);
-    float *scaled = ARENA(float, arena + 3072, 4 * T * T);  /* (4, T, T) */
+    BORN(scaled, 4 * T * T);
     /* scaled[4, T, T] = scale(scores[4, T, T], s=0.25) */
     scale(scores, scaled, T, 0, 4 * T * T);
-    RELEASE(scores, 4 * T * T);
-    float *att = ARENA(float, arena + 2048, 4 * T * T);  /* (4, T, T) */
+    BORN(att, 4 * T * T);
     /* att[4, T, T] = softmax(scaled[4, T, T], causal=True, offset=0) */
     softmax(scaled, att, T, 0, 4);
-    RELEASE(scaled, 4 * T * T);
-    float *mixed = ARENA(float, arena + 3072, 64 * T);  /* (4, T, 16) */
+    BORN(mixed, 64 * T);
     /* mixed[4, T, 16] = matmul(att[4, T, T], v_t[4, T, 16], trans_a=False, trans_b=False, group=1) */
     matmul_mixed(att, v_t, mixed, T, 0, 4);
-    RELEASE(v_t, 64 * T);
-    RELEASE(att, 4 * T * T);
-    float *mixed_t = ARENA(float, arena + 0, 64 * T);  /* (T, 4, 16) */
+    BORN(mixed_t, 64 * T);
     /* mixed_t[T, 4, 16] = transpose(mixed[4, T, 16], perm=(1, 0, 2)) */
     transpose_mixed_t(mixed, mixed_t, T, 0, T);
-    RELEASE(mixed, 64 * T);
     const float *merged = mixed_t;  /* (T, 64): a view of mixed_t */
     /* attn_out[T, 64] = linear(merged[T, 64], attn_c_proj_weight[64, 64], attn_c_proj_bias[64]) */
     linear_attn_out(merged, attn_c_proj_weight, attn_c_proj_bias, attn_out, T, 0, T);
-    RELEASE(mixed_t, 64 * T);
 }
+
+/* mlp's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define MLP_SCRATCH(arena) \
+    float *fc = SCRATCH(float, (arena) + 0);     /* (T, 256) */ \
+    float *act = SCRATCH(float, (arena) + 8192)  /* (T, 256) */
 
 /* mlp: The MLP: c_proj(gelu_tanh(c_fc(x))). Frame 16384 bytes. */
 static void mlp(const float *ln_2,               /* (T, 64) */
@@ -918,17 +929,25 @@ static void mlp(const float *ln_2,               /* (T, 64) */
                 const float *mlp_c_proj_bias,    /* (64,) */
                 float *mlp_out,                  /* (T, 64), written */
                 unsigned char *arena) {          /* 16384 bytes of scratch */
-    float *fc = ARENA(float, arena + 0, 256 * T);  /* (T, 256) */
+    MLP_SCRATCH(arena);
+    BORN(fc, 256 * T);
     /* fc[T, 256] = linear(ln_2[T, 64], mlp_c_fc_weight[256, 64], mlp_c_fc_bias[256]) */
     linear_fc(ln_2, mlp_c_fc_weight, mlp_c_fc_bias, fc, T, 0, T);
-    float *act = ARENA(float, arena + 8192, 256 * T);  /* (T, 256) */
+    BORN(act, 256 * T);
     /* act[T, 256] = gelu_tanh(fc[T, 256]) */
     gelu_tanh(fc, act, T, 0, 256 * T);
-    RELEASE(fc, 256 * T);
     /* mlp_out[T, 64] = linear(act[T, 256], mlp_c_proj_weight[64, 256], mlp_c_proj_bias[64]) */
     linear_mlp_out(act, mlp_c_proj_weight, mlp_c_proj_bias, mlp_out, T, 0, T);
-    RELEASE(act, 256 * T);
 }
+
+/* block's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define BLOCK_SCRATCH(arena) \
+    float *ln_1 = SCRATCH(float, (arena) + 0);        /* (T, 64) */ \
+    float *attn_out = SCRATCH(float, (arena) + 2048); /* (T, 64) */ \
+    float *x_attn = SCRATCH(float, (arena) + 0);      /* (T, 64) */ \
+    float *ln_2 = SCRATCH(float, (arena) + 2048);     /* (T, 64) */ \
+    float *mlp_out = SCRATCH(float, (arena) + 4096)   /* (T, 64) */
 
 /* block: x + attn(ln_1(x)), then + mlp(ln_2(.)): the pre-LayerNorm block. Frame 22528 bytes
  * (its callees' frames included). */
@@ -947,10 +966,11 @@ static void block(const float *x,                   /* (T, 64) */
                   const float *mlp_c_proj_bias,     /* (64,) */
                   float *x_mlp,                     /* (T, 64), written */
                   unsigned char *arena) {           /* 22528 bytes of scratch */
-    float *ln_1 = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BLOCK_SCRATCH(arena);
+    BORN(ln_1, 64 * T);
     /* ln_1[T, 64] = layernorm(x[T, 64], ln_1_weight[64], ln_1_bias[64], eps=1e-05) */
     layernorm(x, ln_1_weight, ln_1_bias, ln_1, T, 0, T);
-    float *attn_out = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(attn_out, 64 * T);
     attention(ln_1,
               attn_c_attn_weight,
               attn_c_attn_bias,
@@ -958,15 +978,13 @@ static void block(const float *x,                   /* (T, 64) */
               attn_c_proj_bias,
               attn_out,
               arena + 4096);
-    RELEASE(ln_1, 64 * T);
-    float *x_attn = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(x[T, 64], attn_out[T, 64]) */
     add(x, attn_out, x_attn, T, 0, 64 * T);
-    RELEASE(attn_out, 64 * T);
-    float *ln_2 = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(ln_2, 64 * T);
     /* ln_2[T, 64] = layernorm(x_attn[T, 64], ln_2_weight[64], ln_2_bias[64], eps=1e-05) */
     layernorm(x_attn, ln_2_weight, ln_2_bias, ln_2, T, 0, T);
-    float *mlp_out = ARENA(float, arena + 4096, 64 * T);  /* (T, 64) */
+    BORN(mlp_out, 64 * T);
     mlp(ln_2,
         mlp_c_fc_weight,
         mlp_c_fc_bias,
@@ -974,12 +992,19 @@ static void block(const float *x,                   /* (T, 64) */
         mlp_c_proj_bias,
         mlp_out,
         arena + 6144);
-    RELEASE(ln_2, 64 * T);
     /* x_mlp[T, 64] = add(x_attn[T, 64], mlp_out[T, 64]) */
     add(x_attn, mlp_out, x_mlp, T, 0, 64 * T);
-    RELEASE(x_attn, 64 * T);
-    RELEASE(mlp_out, 64 * T);
 }
+
+/* forward's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define FORWARD_SCRATCH(arena) \
+    float *tok = SCRATCH(float, (arena) + 0);        /* (T, 64) */ \
+    float *pos = SCRATCH(float, (arena) + 2048);     /* (T, 64) */ \
+    float *x = SCRATCH(float, (arena) + 4096);       /* (T, 64) */ \
+    float *x_out_a = SCRATCH(float, (arena) + 0);    /* (T, 64) */ \
+    float *x_out_b = SCRATCH(float, (arena) + 2048); /* (T, 64) */ \
+    float *ln_f = SCRATCH(float, (arena) + 0)        /* (T, 64) */
 
 /* forward: The logits (T, V) of every position. Frame 28672 bytes (its callees' frames
  * included). */
@@ -987,19 +1012,18 @@ static void forward(const Weights *w,          /* the parameters */
                     const int32_t *input_ids,  /* (T,) */
                     float *logits,             /* (T, 512), written */
                     unsigned char *arena) {    /* 28672 bytes of scratch */
-    float *tok = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    FORWARD_SCRATCH(arena);
+    BORN(tok, 64 * T);
     /* tok[T, 64] = embedding(transformer_wte_weight[512, 64], input_ids[T]) */
     embedding(w->transformer_wte_weight, input_ids, tok, T, 0, T);
-    float *pos = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(pos, 64 * T);
     /* pos[T, 64] = slice(transformer_wpe_weight[64, 64], axis=0, start=0, stop=T) */
     slice_pos(w->transformer_wpe_weight, pos, T, 0, T);
-    float *x = ARENA(float, arena + 4096, 64 * T);  /* (T, 64) */
+    BORN(x, 64 * T);
     /* x[T, 64] = add(tok[T, 64], pos[T, 64]) */
     add(tok, pos, x, T, 0, 64 * T);
-    RELEASE(tok, 64 * T);
-    RELEASE(pos, 64 * T);
-    float *x_out_a = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
-    float *x_out_b = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(x_out_a, 64 * T);
+    BORN(x_out_b, 64 * T);
     /* The layers: block for l < 2, the carry (x_out) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const float *x_out_l = x;  /* (T, 64) */
@@ -1023,15 +1047,11 @@ static void forward(const Weights *w,          /* the parameters */
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("block", l, 0, x_out_l, 64 * T);
     }
-    RELEASE(x, 64 * T);
-    RELEASE(x_out_a, 64 * T);
-    float *ln_f = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(ln_f, 64 * T);
     /* ln_f[T, 64] = layernorm(x_out[T, 64], transformer_ln_f_weight[64], transformer_ln_f_bias[64], eps=1e-05) */
     layernorm(x_out_b, w->transformer_ln_f_weight, w->transformer_ln_f_bias, ln_f, T, 0, T);
-    RELEASE(x_out_b, 64 * T);
     /* logits[T, 512] = linear(ln_f[T, 64], transformer_wte_weight[512, 64]) */
     linear_logits(ln_f, w->transformer_wte_weight, logits, T, 0, T);
-    RELEASE(ln_f, 64 * T);
 }
 
 /* ------------------------------------------------------------------------------------

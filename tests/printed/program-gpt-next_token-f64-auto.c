@@ -2211,6 +2211,22 @@ static int map_weights(void *block) {
  * at T_max = 8: buffers that follow T are placed for their largest size */
 static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
+/* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define ATTENTION_SCRATCH(arena) \
+    double *qkv = SCRATCH(double, (arena) + 0);       /* (T, 192) */ \
+    double *q = SCRATCH(double, (arena) + 12288);     /* (T, 64) */ \
+    double *q_t = SCRATCH(double, (arena) + 16384);   /* (4, T, 16) */ \
+    double *k = SCRATCH(double, (arena) + 12288);     /* (T, 64) */ \
+    double *k_t = SCRATCH(double, (arena) + 20480);   /* (4, T, 16) */ \
+    double *v = SCRATCH(double, (arena) + 12288);     /* (T, 64) */ \
+    double *v_t = SCRATCH(double, (arena) + 0);       /* (4, T, 16) */ \
+    double *scores = SCRATCH(double, (arena) + 4096); /* (4, T, T) */ \
+    double *scaled = SCRATCH(double, (arena) + 6144); /* (4, T, T) */ \
+    double *att = SCRATCH(double, (arena) + 4096);    /* (4, T, T) */ \
+    double *mixed = SCRATCH(double, (arena) + 6144);  /* (4, T, 16) */ \
+    double *mixed_t = SCRATCH(double, (arena) + 0)    /* (T, 4, 16) */
+
 /* attention: Causal self-attention of x (T, D): per head softmax(q kᵀ / √hd) v. Frame 24576
  * bytes. */
 static void attention(const double *ln_1,                /* (T, 64) */
@@ -2220,61 +2236,56 @@ static void attention(const double *ln_1,                /* (T, 64) */
                       const double *attn_c_proj_bias,    /* (64,) */
                       double *attn_out,                  /* (T, 64), written */
                       unsigned char *arena) {            /* 24576 bytes of scratch */
-    double *qkv = ARENA(double, arena + 0, 192 * T);  /* (T, 192) */
+    ATTENTION_SCRATCH(arena);
+    BORN(qkv, 192 * T);
     /* qkv[T, 192] = linear(ln_1[T, 64], attn_c_attn_weight[192, 64], attn_c_attn_bias[192]) */
     linear_qkv_split(ln_1, attn_c_attn_weight, attn_c_attn_bias, qkv, T);
-    double *q = ARENA(double, arena + 12288, 64 * T);  /* (T, 64) */
+    BORN(q, 64 * T);
     /* q[T, 64] = slice(qkv[T, 192], axis=1, start=0, stop=64) */
     slice_q_split(qkv, q, T);
     const double *q_heads = q;  /* (T, 4, 16): a view of q */
-    double *q_t = ARENA(double, arena + 16384, 64 * T);  /* (4, T, 16) */
+    BORN(q_t, 64 * T);
     /* q_t[4, T, 16] = transpose(q_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(q_heads, q_t, T);
-    RELEASE(q, 64 * T);
-    double *k = ARENA(double, arena + 12288, 64 * T);  /* (T, 64) */
+    BORN(k, 64 * T);
     /* k[T, 64] = slice(qkv[T, 192], axis=1, start=64, stop=128) */
     slice_k_split(qkv, k, T);
     const double *k_heads = k;  /* (T, 4, 16): a view of k */
-    double *k_t = ARENA(double, arena + 20480, 64 * T);  /* (4, T, 16) */
+    BORN(k_t, 64 * T);
     /* k_t[4, T, 16] = transpose(k_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(k_heads, k_t, T);
-    RELEASE(k, 64 * T);
-    double *v = ARENA(double, arena + 12288, 64 * T);  /* (T, 64) */
+    BORN(v, 64 * T);
     /* v[T, 64] = slice(qkv[T, 192], axis=1, start=128, stop=192) */
     slice_v_split(qkv, v, T);
-    RELEASE(qkv, 192 * T);
     const double *v_heads = v;  /* (T, 4, 16): a view of v */
-    double *v_t = ARENA(double, arena + 0, 64 * T);  /* (4, T, 16) */
+    BORN(v_t, 64 * T);
     /* v_t[4, T, 16] = transpose(v_heads[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_k_v_t_split(v_heads, v_t, T);
-    RELEASE(v, 64 * T);
-    double *scores = ARENA(double, arena + 4096, 4 * T * T);  /* (4, T, T) */
+    BORN(scores, 4 * T * T);
     /* scores[4, T, T] = matmul(q_t[4, T, 16], k_t[4, T, 16], trans_a=False, trans_b=True, group=1) */
     matmul_scores_split(q_t, k_t, scores, T);
-    RELEASE(q_t, 64 * T);
-    RELEASE(k_t, 64 * T);
-    double *scaled = ARENA(double, arena + 6144, 4 * T * T);  /* (4, T, T) */
+    BORN(scaled, 4 * T * T);
     /* scaled[4, T, T] = scale(scores[4, T, T], s=0.25) */
     scale_split(scores, scaled, T);
-    RELEASE(scores, 4 * T * T);
-    double *att = ARENA(double, arena + 4096, 4 * T * T);  /* (4, T, T) */
+    BORN(att, 4 * T * T);
     /* att[4, T, T] = softmax(scaled[4, T, T], causal=True, offset=0) */
     softmax_split(scaled, att, T);
-    RELEASE(scaled, 4 * T * T);
-    double *mixed = ARENA(double, arena + 6144, 64 * T);  /* (4, T, 16) */
+    BORN(mixed, 64 * T);
     /* mixed[4, T, 16] = matmul(att[4, T, T], v_t[4, T, 16], trans_a=False, trans_b=False, group=1) */
     matmul_mixed_split(att, v_t, mixed, T);
-    RELEASE(v_t, 64 * T);
-    RELEASE(att, 4 * T * T);
-    double *mixed_t = ARENA(double, arena + 0, 64 * T);  /* (T, 4, 16) */
+    BORN(mixed_t, 64 * T);
     /* mixed_t[T, 4, 16] = transpose(mixed[4, T, 16], perm=(1, 0, 2)) */
     transpose_mixed_t_split(mixed, mixed_t, T);
-    RELEASE(mixed, 64 * T);
     const double *merged = mixed_t;  /* (T, 64): a view of mixed_t */
     /* attn_out[T, 64] = linear(merged[T, 64], attn_c_proj_weight[64, 64], attn_c_proj_bias[64]) */
     linear_attn_out_split(merged, attn_c_proj_weight, attn_c_proj_bias, attn_out, T);
-    RELEASE(mixed_t, 64 * T);
 }
+
+/* mlp's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define MLP_SCRATCH(arena) \
+    double *fc = SCRATCH(double, (arena) + 0);      /* (T, 256) */ \
+    double *act = SCRATCH(double, (arena) + 16384)  /* (T, 256) */
 
 /* mlp: The MLP: c_proj(gelu_tanh(c_fc(x))). Frame 32768 bytes. */
 static void mlp(const double *ln_2,               /* (T, 64) */
@@ -2284,17 +2295,25 @@ static void mlp(const double *ln_2,               /* (T, 64) */
                 const double *mlp_c_proj_bias,    /* (64,) */
                 double *mlp_out,                  /* (T, 64), written */
                 unsigned char *arena) {           /* 32768 bytes of scratch */
-    double *fc = ARENA(double, arena + 0, 256 * T);  /* (T, 256) */
+    MLP_SCRATCH(arena);
+    BORN(fc, 256 * T);
     /* fc[T, 256] = linear(ln_2[T, 64], mlp_c_fc_weight[256, 64], mlp_c_fc_bias[256]) */
     linear_fc_split(ln_2, mlp_c_fc_weight, mlp_c_fc_bias, fc, T);
-    double *act = ARENA(double, arena + 16384, 256 * T);  /* (T, 256) */
+    BORN(act, 256 * T);
     /* act[T, 256] = gelu_tanh(fc[T, 256]) */
     gelu_tanh_split(fc, act, T);
-    RELEASE(fc, 256 * T);
     /* mlp_out[T, 64] = linear(act[T, 256], mlp_c_proj_weight[64, 256], mlp_c_proj_bias[64]) */
     linear_mlp_out_split(act, mlp_c_proj_weight, mlp_c_proj_bias, mlp_out, T);
-    RELEASE(act, 256 * T);
 }
+
+/* block's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define BLOCK_SCRATCH(arena) \
+    double *ln_1 = SCRATCH(double, (arena) + 0);        /* (T, 64) */ \
+    double *attn_out = SCRATCH(double, (arena) + 4096); /* (T, 64) */ \
+    double *x_attn = SCRATCH(double, (arena) + 0);      /* (T, 64) */ \
+    double *ln_2 = SCRATCH(double, (arena) + 4096);     /* (T, 64) */ \
+    double *mlp_out = SCRATCH(double, (arena) + 8192)   /* (T, 64) */
 
 /* block: x + attn(ln_1(x)), then + mlp(ln_2(.)): the pre-LayerNorm block. Frame 45056 bytes
  * (its callees' frames included). */
@@ -2313,10 +2332,11 @@ static void block(const double *x,                   /* (T, 64) */
                   const double *mlp_c_proj_bias,     /* (64,) */
                   double *x_mlp,                     /* (T, 64), written */
                   unsigned char *arena) {            /* 45056 bytes of scratch */
-    double *ln_1 = ARENA(double, arena + 0, 64 * T);  /* (T, 64) */
+    BLOCK_SCRATCH(arena);
+    BORN(ln_1, 64 * T);
     /* ln_1[T, 64] = layernorm(x[T, 64], ln_1_weight[64], ln_1_bias[64], eps=1e-05) */
     layernorm_ln_1_2_split(x, ln_1_weight, ln_1_bias, ln_1, T);
-    double *attn_out = ARENA(double, arena + 4096, 64 * T);  /* (T, 64) */
+    BORN(attn_out, 64 * T);
     attention(ln_1,
               attn_c_attn_weight,
               attn_c_attn_bias,
@@ -2324,15 +2344,13 @@ static void block(const double *x,                   /* (T, 64) */
               attn_c_proj_bias,
               attn_out,
               arena + 8192);
-    RELEASE(ln_1, 64 * T);
-    double *x_attn = ARENA(double, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(x[T, 64], attn_out[T, 64]) */
     add_split(x, attn_out, x_attn, T);
-    RELEASE(attn_out, 64 * T);
-    double *ln_2 = ARENA(double, arena + 4096, 64 * T);  /* (T, 64) */
+    BORN(ln_2, 64 * T);
     /* ln_2[T, 64] = layernorm(x_attn[T, 64], ln_2_weight[64], ln_2_bias[64], eps=1e-05) */
     layernorm_ln_1_2_split(x_attn, ln_2_weight, ln_2_bias, ln_2, T);
-    double *mlp_out = ARENA(double, arena + 8192, 64 * T);  /* (T, 64) */
+    BORN(mlp_out, 64 * T);
     mlp(ln_2,
         mlp_c_fc_weight,
         mlp_c_fc_bias,
@@ -2340,12 +2358,21 @@ static void block(const double *x,                   /* (T, 64) */
         mlp_c_proj_bias,
         mlp_out,
         arena + 12288);
-    RELEASE(ln_2, 64 * T);
     /* x_mlp[T, 64] = add(x_attn[T, 64], mlp_out[T, 64]) */
     add_split(x_attn, mlp_out, x_mlp, T);
-    RELEASE(x_attn, 64 * T);
-    RELEASE(mlp_out, 64 * T);
 }
+
+/* next_token's scratch (exporter/frames.py): each buffer at its byte offset in the arena,
+ * in the order the buffers are born; buffers that share bytes are never live together. */
+#define NEXT_TOKEN_SCRATCH(arena) \
+    double *tok = SCRATCH(double, (arena) + 0);        /* (T, 64) */ \
+    double *pos = SCRATCH(double, (arena) + 4096);     /* (T, 64) */ \
+    double *x = SCRATCH(double, (arena) + 8192);       /* (T, 64) */ \
+    double *x_out_a = SCRATCH(double, (arena) + 0);    /* (T, 64) */ \
+    double *x_out_b = SCRATCH(double, (arena) + 4096); /* (T, 64) */ \
+    double *last = SCRATCH(double, (arena) + 0);       /* (1, 64) */ \
+    double *ln_f = SCRATCH(double, (arena) + 512);     /* (1, 64) */ \
+    double *logits = SCRATCH(double, (arena) + 1024)   /* (1, 512) */
 
 /* next_token: The greedy next token: argmax of the last position's logits, (1,) int32.
  * Frame 57344 bytes (its callees' frames included). */
@@ -2353,19 +2380,18 @@ static void next_token(const Weights *w,          /* the parameters */
                        const int32_t *input_ids,  /* (T,) */
                        int32_t *next_token_,      /* (1,), written */
                        unsigned char *arena) {    /* 57344 bytes of scratch */
-    double *tok = ARENA(double, arena + 0, 64 * T);  /* (T, 64) */
+    NEXT_TOKEN_SCRATCH(arena);
+    BORN(tok, 64 * T);
     /* tok[T, 64] = embedding(transformer_wte_weight[512, 64], input_ids[T]) */
     embedding_split(w->transformer_wte_weight, input_ids, tok, T);
-    double *pos = ARENA(double, arena + 4096, 64 * T);  /* (T, 64) */
+    BORN(pos, 64 * T);
     /* pos[T, 64] = slice(transformer_wpe_weight[64, 64], axis=0, start=0, stop=T) */
     slice_pos_split(w->transformer_wpe_weight, pos, T);
-    double *x = ARENA(double, arena + 8192, 64 * T);  /* (T, 64) */
+    BORN(x, 64 * T);
     /* x[T, 64] = add(tok[T, 64], pos[T, 64]) */
     add_split(tok, pos, x, T);
-    RELEASE(tok, 64 * T);
-    RELEASE(pos, 64 * T);
-    double *x_out_a = ARENA(double, arena + 0, 64 * T);  /* (T, 64) */
-    double *x_out_b = ARENA(double, arena + 4096, 64 * T);  /* (T, 64) */
+    BORN(x_out_a, 64 * T);
+    BORN(x_out_b, 64 * T);
     /* The layers: block for l < 2, the carry (x_out) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const double *x_out_l = x;  /* (T, 64) */
@@ -2389,23 +2415,17 @@ static void next_token(const Weights *w,          /* the parameters */
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("block", l, 0, x_out_l, 64 * T);
     }
-    RELEASE(x, 64 * T);
-    RELEASE(x_out_a, 64 * T);
-    double *last = ARENA(double, arena + 0, 64);  /* (1, 64) */
+    BORN(last, 64);
     /* last[1, 64] = slice(x_out[T, 64], axis=0, start=T - 1, stop=T) */
     slice_last(x_out_b, last, T, 0, 1);
-    RELEASE(x_out_b, 64 * T);
-    double *ln_f = ARENA(double, arena + 512, 64);  /* (1, 64) */
+    BORN(ln_f, 64);
     /* ln_f[1, 64] = layernorm(last[1, 64], transformer_ln_f_weight[64], transformer_ln_f_bias[64], eps=1e-05) */
     layernorm_ln_f(last, w->transformer_ln_f_weight, w->transformer_ln_f_bias, ln_f, 0, 1);
-    RELEASE(last, 64);
-    double *logits = ARENA(double, arena + 1024, 512);  /* (1, 512) */
+    BORN(logits, 512);
     /* logits[1, 512] = linear(ln_f[1, 64], transformer_wte_weight[512, 64]) */
     linear_logits_split(ln_f, w->transformer_wte_weight, logits);
-    RELEASE(ln_f, 64);
     /* next_token_[1] = argmax(logits[1, 512]) */
     argmax(logits, next_token_, 0, 1);
-    RELEASE(logits, 512);
 }
 
 /* ------------------------------------------------------------------------------------

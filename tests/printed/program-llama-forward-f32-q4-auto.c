@@ -2164,6 +2164,27 @@ static int map_weights(void *block) {
  * at T_max = 8: buffers that follow T are placed for their largest size */
 static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
+/* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define ATTENTION_SCRATCH(arena) \
+    float *q = SCRATCH(float, (arena) + 0);                  /* (T, 64) */ \
+    float *k = SCRATCH(float, (arena) + 2048);               /* (T, 32) */ \
+    float *v = SCRATCH(float, (arena) + 3072);               /* (T, 32) */ \
+    float *q_rot = SCRATCH(float, (arena) + 4096);           /* (T, 4, 16) */ \
+    float *q_rot_cos_table = SCRATCH(float, (arena) + 6144); /* (T, 8) */ \
+    float *q_rot_sin_table = SCRATCH(float, (arena) + 6400); /* (T, 8) */ \
+    float *k_rot = SCRATCH(float, (arena) + 0);              /* (T, 2, 16) */ \
+    float *k_rot_cos_table = SCRATCH(float, (arena) + 1024); /* (T, 8) */ \
+    float *k_rot_sin_table = SCRATCH(float, (arena) + 1280); /* (T, 8) */ \
+    float *q_t = SCRATCH(float, (arena) + 1024);             /* (4, T, 16) */ \
+    float *k_t = SCRATCH(float, (arena) + 4096);             /* (2, T, 16) */ \
+    float *v_t = SCRATCH(float, (arena) + 0);                /* (2, T, 16) */ \
+    float *scores = SCRATCH(float, (arena) + 3072);          /* (4, T, T) */ \
+    float *scaled = SCRATCH(float, (arena) + 1024);          /* (4, T, T) */ \
+    float *att = SCRATCH(float, (arena) + 2048);             /* (4, T, T) */ \
+    float *mixed = SCRATCH(float, (arena) + 3072);           /* (4, T, 16) */ \
+    float *mixed_t = SCRATCH(float, (arena) + 0)             /* (T, 4, 16) */
+
 /* attention: Causal grouped-query attention: `heads` query heads share `kv_heads` key/value
  * heads, rotary positions on q and k. Frame 6656 bytes. */
 static void attention(const float *attn_norm,                      /* (T, 64) */
@@ -2177,70 +2198,55 @@ static void attention(const float *attn_norm,                      /* (T, 64) */
                       const float *self_attn_o_proj_weight_scale,  /* (64, 2) */
                       float *attn_out,                             /* (T, 64), written */
                       unsigned char *arena) {                      /* 6656 bytes of scratch */
-    float *q = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    ATTENTION_SCRATCH(arena);
+    BORN(q, 64 * T);
     /* q[T, 64] = qlinear_w(attn_norm[T, 64], self_attn_q_proj_weight[64, 32], self_attn_q_proj_weight_scale[64, 2], fmt='q4', block=32) */
     qlinear_w_q_attn_out_split(attn_norm, self_attn_q_proj_weight, self_attn_q_proj_weight_scale, q, T);
-    float *k = ARENA(float, arena + 2048, 32 * T);  /* (T, 32) */
+    BORN(k, 32 * T);
     /* k[T, 32] = qlinear_w(attn_norm[T, 64], self_attn_k_proj_weight[32, 32], self_attn_k_proj_weight_scale[32, 2], fmt='q4', block=32) */
     qlinear_w_k_v_split(attn_norm, self_attn_k_proj_weight, self_attn_k_proj_weight_scale, k, T);
-    float *v = ARENA(float, arena + 3072, 32 * T);  /* (T, 32) */
+    BORN(v, 32 * T);
     /* v[T, 32] = qlinear_w(attn_norm[T, 64], self_attn_v_proj_weight[32, 32], self_attn_v_proj_weight_scale[32, 2], fmt='q4', block=32) */
     qlinear_w_k_v_split(attn_norm, self_attn_v_proj_weight, self_attn_v_proj_weight_scale, v, T);
     const float *q_heads = q;  /* (T, 4, 16): a view of q */
-    float *q_rot = ARENA(float, arena + 4096, 64 * T);  /* (T, 4, 16) */
-    float *q_rot_cos_table = ARENA(float, arena + 6144, 8 * T);  /* (T, 8) */
-    float *q_rot_sin_table = ARENA(float, arena + 6400, 8 * T);  /* (T, 8) */
+    BORN(q_rot, 64 * T);
+    BORN(q_rot_cos_table, 8 * T);
+    BORN(q_rot_sin_table, 8 * T);
     /* q_rot[T, 4, 16] = rope(q_heads[T, 4, 16], theta=10000.0, pos0=0, pairing='half') */
     rope_q_rot_table_split(q_rot_cos_table, q_rot_sin_table, T);
     rope_q_rot_rotate_split(q_heads, q_rot_cos_table, q_rot_sin_table, q_rot, T);
-    RELEASE(q, 64 * T);
-    RELEASE(q_rot_cos_table, 8 * T);
-    RELEASE(q_rot_sin_table, 8 * T);
     const float *k_heads = k;  /* (T, 2, 16): a view of k */
-    float *k_rot = ARENA(float, arena + 0, 32 * T);  /* (T, 2, 16) */
-    float *k_rot_cos_table = ARENA(float, arena + 1024, 8 * T);  /* (T, 8) */
-    float *k_rot_sin_table = ARENA(float, arena + 1280, 8 * T);  /* (T, 8) */
+    BORN(k_rot, 32 * T);
+    BORN(k_rot_cos_table, 8 * T);
+    BORN(k_rot_sin_table, 8 * T);
     /* k_rot[T, 2, 16] = rope(k_heads[T, 2, 16], theta=10000.0, pos0=0, pairing='half') */
     rope_k_rot_table_split(k_rot_cos_table, k_rot_sin_table, T);
     rope_k_rot_rotate_split(k_heads, k_rot_cos_table, k_rot_sin_table, k_rot, T);
-    RELEASE(k, 32 * T);
-    RELEASE(k_rot_cos_table, 8 * T);
-    RELEASE(k_rot_sin_table, 8 * T);
     const float *v_heads = v;  /* (T, 2, 16): a view of v */
-    float *q_t = ARENA(float, arena + 1024, 64 * T);  /* (4, T, 16) */
+    BORN(q_t, 64 * T);
     /* q_t[4, T, 16] = transpose(q_rot[T, 4, 16], perm=(1, 0, 2)) */
     transpose_q_t_split(q_rot, q_t, T);
-    RELEASE(q_rot, 64 * T);
-    float *k_t = ARENA(float, arena + 4096, 32 * T);  /* (2, T, 16) */
+    BORN(k_t, 32 * T);
     /* k_t[2, T, 16] = transpose(k_rot[T, 2, 16], perm=(1, 0, 2)) */
     transpose_k_v_t_split(k_rot, k_t, T);
-    RELEASE(k_rot, 32 * T);
-    float *v_t = ARENA(float, arena + 0, 32 * T);  /* (2, T, 16) */
+    BORN(v_t, 32 * T);
     /* v_t[2, T, 16] = transpose(v_heads[T, 2, 16], perm=(1, 0, 2)) */
     transpose_k_v_t_split(v_heads, v_t, T);
-    RELEASE(v, 32 * T);
-    float *scores = ARENA(float, arena + 3072, 4 * T * T);  /* (4, T, T) */
+    BORN(scores, 4 * T * T);
     /* scores[4, T, T] = matmul(q_t[4, T, 16], k_t[2, T, 16], trans_a=False, trans_b=True, group=2) */
     matmul_scores_split(q_t, k_t, scores, T);
-    RELEASE(q_t, 64 * T);
-    RELEASE(k_t, 32 * T);
-    float *scaled = ARENA(float, arena + 1024, 4 * T * T);  /* (4, T, T) */
+    BORN(scaled, 4 * T * T);
     /* scaled[4, T, T] = scale(scores[4, T, T], s=0.25) */
     scale_split(scores, scaled, T);
-    RELEASE(scores, 4 * T * T);
-    float *att = ARENA(float, arena + 2048, 4 * T * T);  /* (4, T, T) */
+    BORN(att, 4 * T * T);
     /* att[4, T, T] = softmax(scaled[4, T, T], causal=True, offset=0) */
     softmax_split(scaled, att, T);
-    RELEASE(scaled, 4 * T * T);
-    float *mixed = ARENA(float, arena + 3072, 64 * T);  /* (4, T, 16) */
+    BORN(mixed, 64 * T);
     /* mixed[4, T, 16] = matmul(att[4, T, T], v_t[2, T, 16], trans_a=False, trans_b=False, group=2) */
     matmul_mixed_split(att, v_t, mixed, T);
-    RELEASE(v_t, 32 * T);
-    RELEASE(att, 4 * T * T);
-    float *mixed_t = ARENA(float, arena + 0, 64 * T);  /* (T, 4, 16) */
+    BORN(mixed_t, 64 * T);
     /* mixed_t[T, 4, 16] = transpose(mixed[4, T, 16], perm=(1, 0, 2)) */
     transpose_mixed_t_split(mixed, mixed_t, T);
-    RELEASE(mixed, 64 * T);
     const float *merged = mixed_t;  /* (T, 64): a view of mixed_t */
     /* attn_out[T, 64] = qlinear_w(merged[T, 64], self_attn_o_proj_weight[64, 32], self_attn_o_proj_weight_scale[64, 2], fmt='q4', block=32) */
     qlinear_w_q_attn_out_split(merged,
@@ -2248,8 +2254,15 @@ static void attention(const float *attn_norm,                      /* (T, 64) */
                                self_attn_o_proj_weight_scale,
                                attn_out,
                                T);
-    RELEASE(mixed_t, 64 * T);
 }
+
+/* mlp's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
+ * order the buffers are born; buffers that share bytes are never live together. */
+#define MLP_SCRATCH(arena) \
+    float *gate = SCRATCH(float, (arena) + 0);        /* (T, 172) */ \
+    float *gate_act = SCRATCH(float, (arena) + 5504); /* (T, 172) */ \
+    float *up = SCRATCH(float, (arena) + 0);          /* (T, 172) */ \
+    float *swiglu = SCRATCH(float, (arena) + 11008)   /* (T, 172) */
 
 /* mlp: SwiGLU: down(silu(gate(x)) * up(x)). Frame 16512 bytes. */
 static void mlp(const float *mlp_norm,                    /* (T, 64) */
@@ -2261,25 +2274,32 @@ static void mlp(const float *mlp_norm,                    /* (T, 64) */
                 const float *mlp_down_proj_weight_scale,  /* (64, 6) */
                 float *mlp_out,                           /* (T, 64), written */
                 unsigned char *arena) {                   /* 16512 bytes of scratch */
-    float *gate = ARENA(float, arena + 0, 172 * T);  /* (T, 172) */
+    MLP_SCRATCH(arena);
+    BORN(gate, 172 * T);
     /* gate[T, 172] = qlinear_w(mlp_norm[T, 64], mlp_gate_proj_weight[172, 32], mlp_gate_proj_weight_scale[172, 2], fmt='q4', block=32) */
     qlinear_w_gate_up_split(mlp_norm, mlp_gate_proj_weight, mlp_gate_proj_weight_scale, gate, T);
-    float *gate_act = ARENA(float, arena + 5504, 172 * T);  /* (T, 172) */
+    BORN(gate_act, 172 * T);
     /* gate_act[T, 172] = silu(gate[T, 172]) */
     silu_split(gate, gate_act, T);
-    RELEASE(gate, 172 * T);
-    float *up = ARENA(float, arena + 0, 172 * T);  /* (T, 172) */
+    BORN(up, 172 * T);
     /* up[T, 172] = qlinear_w(mlp_norm[T, 64], mlp_up_proj_weight[172, 32], mlp_up_proj_weight_scale[172, 2], fmt='q4', block=32) */
     qlinear_w_gate_up_split(mlp_norm, mlp_up_proj_weight, mlp_up_proj_weight_scale, up, T);
-    float *swiglu = ARENA(float, arena + 11008, 172 * T);  /* (T, 172) */
+    BORN(swiglu, 172 * T);
     /* swiglu[T, 172] = mul(gate_act[T, 172], up[T, 172]) */
     mul_split(gate_act, up, swiglu, T);
-    RELEASE(gate_act, 172 * T);
-    RELEASE(up, 172 * T);
     /* mlp_out[T, 64] = qlinear_w(swiglu[T, 172], mlp_down_proj_weight[64, 96], mlp_down_proj_weight_scale[64, 6], fmt='q4', block=32) */
     qlinear_w_mlp_out_split(swiglu, mlp_down_proj_weight, mlp_down_proj_weight_scale, mlp_out, T);
-    RELEASE(swiglu, 172 * T);
 }
+
+/* decoder_layer's scratch (exporter/frames.py): each buffer at its byte offset in the
+ * arena, in the order the buffers are born; buffers that share bytes are never live
+ * together. */
+#define DECODER_LAYER_SCRATCH(arena) \
+    float *attn_norm = SCRATCH(float, (arena) + 0);   /* (T, 64) */ \
+    float *attn_out = SCRATCH(float, (arena) + 2048); /* (T, 64) */ \
+    float *x_attn = SCRATCH(float, (arena) + 0);      /* (T, 64) */ \
+    float *mlp_norm = SCRATCH(float, (arena) + 2048); /* (T, 64) */ \
+    float *mlp_out = SCRATCH(float, (arena) + 4096)   /* (T, 64) */
 
 /* decoder_layer: The pre-norm block: x + attn(rmsnorm(x)), then + mlp(rmsnorm(.)). Frame
  * 22656 bytes (its callees' frames included). */
@@ -2302,10 +2322,11 @@ static void decoder_layer(const float *x,                                /* (T, 
                           const float *mlp_down_proj_weight_scale,       /* (64, 6) */
                           float *x_mlp,                                  /* (T, 64), written */
                           unsigned char *arena) {                        /* 22656 bytes of scratch */
-    float *attn_norm = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    DECODER_LAYER_SCRATCH(arena);
+    BORN(attn_norm, 64 * T);
     /* attn_norm[T, 64] = rmsnorm(x[T, 64], input_layernorm_weight[64], eps=1e-05) */
     rmsnorm_split(x, input_layernorm_weight, attn_norm, T);
-    float *attn_out = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(attn_out, 64 * T);
     attention(attn_norm,
               self_attn_q_proj_weight,
               self_attn_q_proj_weight_scale,
@@ -2317,15 +2338,13 @@ static void decoder_layer(const float *x,                                /* (T, 
               self_attn_o_proj_weight_scale,
               attn_out,
               arena + 4096);
-    RELEASE(attn_norm, 64 * T);
-    float *x_attn = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(x[T, 64], attn_out[T, 64]) */
     add_split(x, attn_out, x_attn, T);
-    RELEASE(attn_out, 64 * T);
-    float *mlp_norm = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
+    BORN(mlp_norm, 64 * T);
     /* mlp_norm[T, 64] = rmsnorm(x_attn[T, 64], post_attention_layernorm_weight[64], eps=1e-05) */
     rmsnorm_split(x_attn, post_attention_layernorm_weight, mlp_norm, T);
-    float *mlp_out = ARENA(float, arena + 4096, 64 * T);  /* (T, 64) */
+    BORN(mlp_out, 64 * T);
     mlp(mlp_norm,
         mlp_gate_proj_weight,
         mlp_gate_proj_weight_scale,
@@ -2335,12 +2354,17 @@ static void decoder_layer(const float *x,                                /* (T, 
         mlp_down_proj_weight_scale,
         mlp_out,
         arena + 6144);
-    RELEASE(mlp_norm, 64 * T);
     /* x_mlp[T, 64] = add(x_attn[T, 64], mlp_out[T, 64]) */
     add_split(x_attn, mlp_out, x_mlp, T);
-    RELEASE(x_attn, 64 * T);
-    RELEASE(mlp_out, 64 * T);
 }
+
+/* forward's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
+ * the order the buffers are born; buffers that share bytes are never live together. */
+#define FORWARD_SCRATCH(arena) \
+    float *x = SCRATCH(float, (arena) + 0);          /* (T, 64) */ \
+    float *x_out_a = SCRATCH(float, (arena) + 2048); /* (T, 64) */ \
+    float *x_out_b = SCRATCH(float, (arena) + 4096); /* (T, 64) */ \
+    float *norm = SCRATCH(float, (arena) + 0)        /* (T, 64) */
 
 /* forward: The logits (T, V) of every position. Frame 28800 bytes (its callees' frames
  * included). */
@@ -2348,11 +2372,12 @@ static void forward(const Weights *w,          /* the parameters */
                     const int32_t *input_ids,  /* (T,) */
                     float *logits,             /* (T, 512), written */
                     unsigned char *arena) {    /* 28800 bytes of scratch */
-    float *x = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    FORWARD_SCRATCH(arena);
+    BORN(x, 64 * T);
     /* x[T, 64] = embedding(model_embed_tokens_weight[512, 64], input_ids[T]) */
     embedding_split(w->model_embed_tokens_weight, input_ids, x, T);
-    float *x_out_a = ARENA(float, arena + 2048, 64 * T);  /* (T, 64) */
-    float *x_out_b = ARENA(float, arena + 4096, 64 * T);  /* (T, 64) */
+    BORN(x_out_a, 64 * T);
+    BORN(x_out_b, 64 * T);
     /* The layers: decoder_layer for l < 2, the carry (x_out) alternating
      * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */
     const float *x_out_l = x;  /* (T, 64) */
@@ -2380,15 +2405,11 @@ static void forward(const Weights *w,          /* the parameters */
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("decoder_layer", l, 0, x_out_l, 64 * T);
     }
-    RELEASE(x, 64 * T);
-    RELEASE(x_out_a, 64 * T);
-    float *norm = ARENA(float, arena + 0, 64 * T);  /* (T, 64) */
+    BORN(norm, 64 * T);
     /* norm[T, 64] = rmsnorm(x_out[T, 64], model_norm_weight[64], eps=1e-05) */
     rmsnorm_split(x_out_b, w->model_norm_weight, norm, T);
-    RELEASE(x_out_b, 64 * T);
     /* logits[T, 512] = qlinear_w(norm[T, 64], lm_head_weight[512, 32], lm_head_weight_scale[512, 2], fmt='q4', block=32) */
     qlinear_w_logits_split(norm, w->lm_head_weight, w->lm_head_weight_scale, logits, T);
-    RELEASE(norm, 64 * T);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ from exactc.exporter.kernels.ir import CTYPE_TO_TYPE, Kernel, Nest
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.plans import NestPlan, Plan, PlanError, load_plan, validate_plan
 from exactc.exporter.kernels.splits import Split, split_pieces
+from exactc.exporter.primitives import shown_attrs
 from exactc.exporter.types import STORAGE
 
 PIECES = 8  # pieces per split: enough for 8 threads, cheap on 1
@@ -199,8 +200,11 @@ def _first_legal(kernel: Kernel, nest: Nest, layouts: list[Layout]) -> Layout:
 
 def nest_signature(kernel: Kernel, nest: Nest) -> str:
     """What a tuned layout is keyed by: the kernel's primitive, site type, attributes and
-    buffer shapes (its shape, whatever program it is in), and the nest's name."""
-    attrs = ",".join(f"{k}={kernel.attrs[k]!r}" for k in sorted(kernel.attrs))
+    buffer shapes (its shape, whatever program it is in), and the nest's name. A quiet
+    attribute at its default is left out (Primitive.quiet), so tables measured before
+    it existed still match."""
+    shown = shown_attrs(kernel.primitive, kernel.attrs)
+    attrs = ",".join(f"{k}={shown[k]!r}" for k in sorted(shown))
     shapes = ",".join(f"{b.name}:{'x'.join(str(d) for d in b.shape)}" for b in kernel.buffers)
     return f"{kernel.primitive}|{kernel.site}|{attrs}|{shapes}|{nest.name}"
 

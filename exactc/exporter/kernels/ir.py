@@ -64,6 +64,7 @@ import numpy as np
 
 from exactc.exporter import dims, types
 from exactc.exporter.dims import SYMBOL
+from exactc.exporter.primitives import shown_attrs
 
 
 class IRError(ValueError):
@@ -725,10 +726,10 @@ class Kernel:
 
     @property
     def top(self) -> int | None:
-        """T_max when an extent of the kernel follows the run-time length, else None:
-        the kernel's functions then take T."""
+        """T_max when an extent or an attribute of the kernel follows the run-time
+        length (cache_write's row T), else None: the kernel's functions then take T."""
         return dims.top_of([b.shape for b in self.buffers], [[a.extent for a in n.axes + tuple(n.body_axes())]
-                                                              for n in self.nests])
+                                                              for n in self.nests], self.attrs)
 
     def buffer(self, name: str) -> Buffer:
         for buf in self.buffers:
@@ -737,7 +738,7 @@ class Kernel:
         raise KeyError(name)
 
     def text(self) -> str:
-        attrs = ", ".join(f"{k}={v!r}" for k, v in self.attrs.items())
+        attrs = ", ".join(f"{k}={v!r}" for k, v in shown_attrs(self.primitive, self.attrs).items())
         out = [f"kernel {self.primitive} at {self.site}" + (f" ({attrs})" if attrs else "")]
         for buf in self.buffers:
             out.append(f"  {buf.role} {buf.name} : {buf.type}{list(buf.shape)}")

@@ -174,6 +174,7 @@ def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
         _flag(prim, attrs, "trans_a")
         _flag(prim, attrs, "trans_b")
         _ints(prim, attrs, "group", many=False)
+        _ints(prim, attrs, "b_rows", many=False)
     elif prim == "reshape":
         _ints(prim, attrs, "shape", many=True)
     elif prim == "transpose":
@@ -183,6 +184,8 @@ def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
             _ints(prim, attrs, name, many=False)
     elif prim == "concat":
         _ints(prim, attrs, "axis", many=False)
+    elif prim == "cache_write":
+        _ints(prim, attrs, "pos", many=False)
     elif prim == "quantize":
         _ints(prim, attrs, "block", many=False)
     elif prim in ("qlinear_w", "qlinear_i"):
@@ -360,9 +363,12 @@ def lower_matmul(ctx: _Lowering) -> list[Nest]:
     # y[i] = A_i B_i with A_i = a[i] (transposed when trans_a), B_i = b[i // group]
     # (transposed when trans_b); acc = +0, acc = acc ⊕ (W(A_i[m,k]) ⊗ W(B_i[k,n])).
     # The batch index i is written i = ib*group + g, so every index stays affine.
+    # b_rows > 0: only b's first b_rows rows along axis 1 are read, in place (b keeps its
+    # shape, so their stride is the whole axis: a cache's capacity).
     trans_a, trans_b, group = ctx.attrs["trans_a"], ctx.attrs["trans_b"], ctx.attrs["group"]
     batches, a1, a2 = ctx.shape("a")
     b_batches, b1, b2 = ctx.shape("b")
+    b1 = ctx.attrs["b_rows"] or b1
     m_ext, k_ext = (a2, a1) if trans_a else (a1, a2)
     n_ext = b1 if trans_b else b2
     if group == 1:
@@ -736,6 +742,15 @@ def lower_concat(ctx: _Lowering) -> list[Nest]:
     return nests
 
 
+def lower_cache_write(ctx: _Lowering) -> list[Nest]:
+    # y[i0, pos + i1, i2] = rows[i0, i1, i2]; y is the cache's own storage (in place), so
+    # the rows of y this copy does not write are the cache's.
+    axes, src = _index_axes(ctx.shape("rows"))
+    dst = list(src)
+    dst[1] = src[1] + Affine.of(ctx.attrs["pos"])
+    return [Nest("cache_write", tuple(axes), (CopyBits(ctx.at("y", *dst), ctx.at("rows", *src)),))]
+
+
 # ---- 11. integer operands ------------------------------------------------------------------
 
 Q8_LIMIT = 127
@@ -949,6 +964,7 @@ _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {
     "transpose": lower_transpose,
     "slice": lower_slice,
     "concat": lower_concat,
+    "cache_write": lower_cache_write,
     "quantize": lower_quantize,
     "qlinear_w": lower_qlinear_w,
     "qlinear_i": lower_qlinear_i,

@@ -10,8 +10,9 @@ Each architecture module (gpt, bert, llama) has a frozen `Config`, `parameters(c
 length)` and `ENTRIES` (entry name -> function of (cfg, params, *inputs)).
 
 The generation entries `prefill` and `decode` of gpt and llama (models/cache.py) take
-the same parameters; decode's inputs are a token and a key/value cache of T positions
-(cache.decode_inputs), T <= tokens - 1.
+the same parameters; decode's inputs are a token, its position T <= tokens - 1 (the
+run-time length, given by the input's value) and a key/value cache of `tokens` rows per
+run whose first T are filled (cache.decode_inputs); it writes row T in place.
 
 An entry is traced once for every length: its inputs are (T, ...) with T the run-time
 length (dims.length(cfg.tokens): 1 <= T <= tokens), and the network reads T from the
@@ -134,6 +135,8 @@ def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None,
     program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), specs, cfg,
                           quantized=quantized)
     program.config = cfg
+    if entry == "decode":
+        program.in_place = dict(cache.IN_PLACE)
     return program
 
 

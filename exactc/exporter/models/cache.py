@@ -3,14 +3,17 @@
 Generation is two entries (docs/programs.md, "Generation"):
 
 - `prefill` runs the prompt input_ids (T,) as `forward` does and gives the last
-  position's logits (1, V) and every layer's keys and values k, v (L, H, T, hd);
-- `decode` runs one token (1,) at position T after the T cached positions past_k,
-  past_v (L, H, T, hd) and gives its logits (1, V) and its keys and values (L, H, 1, hd),
-  which the generation loop appends to the cache.
+  position's logits (1, V) and every layer's keys and values k, v (L, KV, T, hd);
+- `decode` runs one token (1,) at position T (the input `position`, 0 < T < tokens)
+  over a cache past_k, past_v (L, KV, C, hd) of fixed capacity C = tokens whose rows
+  0 … T - 1 hold the earlier positions: it writes its own keys and values at row T of
+  each run (cache_write) and gives its logits (1, V) and the caches k, v so written.
+  A C program writes them in place: k and v take past_k's and past_v's buffers.
 
-A decode step's attention concatenates the cached keys with its own and sums over the
-T + 1 positions in index order, as the last row of the full sequence's causal attention
-does: the step's logits are the bits of `forward` at length T + 1, last row.
+A decode step's attention reads rows 0 … T of the cache where they lie (matmul's
+b_rows) and sums over the T + 1 positions in index order, as the last row of the full
+sequence's causal attention does: the step's logits are the bits of `forward` at length
+T + 1, last row. No row of the cache is copied.
 
 The layers are a fold whose body also gives rows (graph.fold's `rows`): layer l reads
 slice l of the stacked parameters and of the cache, and writes slice l of the stacked
@@ -23,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from exactc.exporter import dims
 from exactc.exporter import graph as g
 from exactc.exporter.graph import InputSpec
 
@@ -35,29 +39,43 @@ def longest(tokens: int, entry: str) -> int:
     return tokens - 1 if entry == "decode" else tokens
 
 
+# decode's outputs written in place over its inputs (graph.Program.in_place)
+IN_PLACE = {"k": "past_k", "v": "past_v"}
+
+
 def cache_shape(cfg, length) -> tuple:
-    """(L, KV, T, hd): KV the key/value heads (GPT: all heads; Llama: kv_heads)."""
+    """(L, KV, T, hd): KV the key/value heads (GPT: all heads; Llama: kv_heads); a decode
+    step's cache has T = cfg.tokens rows per run, its capacity."""
     return (cfg.layers, getattr(cfg, "kv_heads", cfg.heads), length, cfg.dim // cfg.heads)
 
 
 def decode_inputs(cfg, length) -> list[InputSpec]:
-    """The token (1,) and the cache of `length` positions, (L, KV, T, hd) each."""
-    shape = cache_shape(cfg, length)
-    return [InputSpec("token", (1,), "i32"), InputSpec("past_k", shape, "x"), InputSpec("past_v", shape, "x")]
+    """The token (1,), its position (1,) whose value is the run-time length T, and the
+    caches (L, KV, tokens, hd)."""
+    shape = cache_shape(cfg, cfg.tokens)
+    return [InputSpec("token", (1,), "i32"), InputSpec("position", (1,), "i32", length=length),
+            InputSpec("past_k", shape, "x"), InputSpec("past_v", shape, "x")]
 
 
 def draw_decode_inputs(cfg, rng: np.random.Generator, length: int) -> dict[str, np.ndarray]:
-    """A token and a cache of normal reals (the site rounds them)."""
-    shape = cache_shape(cfg, length)
-    return {"token": rng.integers(0, cfg.vocab, 1).astype(np.int32),
+    """A token at position `length` and caches of normal reals (the site rounds them),
+    every row drawn: the rows from `length` on are the ones a step must not read."""
+    shape = cache_shape(cfg, cfg.tokens)
+    return {"token": rng.integers(0, cfg.vocab, 1).astype(np.int32), "position": np.array([length], np.int32),
             "past_k": rng.standard_normal(shape), "past_v": rng.standard_normal(shape)}
 
 
-def run_layers(block: Callable, cfg, x, layers, past_k, past_v):
-    """x through the fold of `block(x, p, cfg) -> (x, (k, v))` over cfg.layers layers,
-    layer l seeing slice l of `layers` and of the cache (under p["past_k"], p["past_v"],
-    when there is one); each layer's k and v stacked by the fold: (L, KV, S, hd)."""
+def step_position(cfg) -> dims.Dim:
+    """T, the position of a decode step: the run-time length its `position` gives."""
+    return dims.length(longest(cfg.tokens, "decode"))
+
+
+def run_layers(block: Callable, cfg, x, layers, past_k, past_v, position=0):
+    """x through the fold of `block(x, p, cfg, position) -> (x, (k, v))` over cfg.layers
+    layers, layer l seeing slice l of `layers` and of the cache (under p["past_k"],
+    p["past_v"], when there is one); each layer's k and v stacked by the fold:
+    (L, KV, S, hd), or with a cache the caches written at row `position`."""
     if past_k is not None:
         layers = dict(layers, past_k=past_k, past_v=past_v)
-    x, (keys, values) = g.fold(block, cfg.layers, x, layers, cfg, rows=True)
+    x, (keys, values) = g.fold(block, cfg.layers, x, layers, cfg, position, rows=True)
     return x, keys, values

@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 
-from exactc.exporter import dims
 from exactc.exporter import graph as g
 from exactc.exporter.graph import InputSpec, ParamSpec
 from exactc.exporter.models import cache
@@ -89,14 +88,15 @@ def project(cfg: Config, x, p):
     return heads
 
 
-def attend(cfg: Config, q, k, v, p, causal: bool):
+def attend(cfg: Config, q, k, v, p, causal: bool, rows=0):
     """softmax(q kᵀ / √hd) v over the keys and values k, v (H, P, hd) for the queries
-    q (H, S, hd), then the output projection: (S, D)."""
+    q (H, S, hd), then the output projection: (S, D). rows > 0: over the first `rows`
+    of the P rows of k and v only (a cache's filled ones)."""
     H, S, hd = q.shape
-    scores = g.matmul(q, k, trans_b=True, name="scores")  # (H, S, P)
+    scores = g.matmul(q, k, trans_b=True, b_rows=rows, name="scores")  # (H, S, rows or P)
     scores = g.scale(scores, 1.0 / math.sqrt(hd), name="scaled")
     att = g.softmax(scores, causal=causal, name="att")
-    y = g.matmul(att, v, name="mixed")  # (H, S, hd)
+    y = g.matmul(att, v, b_rows=rows, name="mixed")  # (H, S, hd)
     y = g.transpose(y, (1, 0, 2), name="mixed_t")  # (S, H, hd)
     y = g.reshape(y, (S, H * hd), name="merged")
     return g.linear(y, p["attn.c_proj.weight"], p["attn.c_proj.bias"], name="attn_out")
@@ -108,16 +108,17 @@ def attention(cfg: Config, x, p):
     return attend(cfg, q, k, v, p, causal=True)
 
 
-def attention_cached(cfg: Config, x, p, past_k=None, past_v=None):
-    """Attention that also gives its keys and values (H, S, hd) for the cache. Without a
-    past, causal self-attention of the S positions (a prefill); with the cached past_k,
-    past_v (H, P, hd), one new position (S = 1) at position P attends over all P + 1."""
+def attention_cached(cfg: Config, x, p, past_k=None, past_v=None, position=0):
+    """Attention that also gives its keys and values for the cache. Without a past,
+    causal self-attention of the S positions (a prefill), and their k, v (H, S, hd); with
+    the cache past_k, past_v (H, C, hd), one new position (S = 1) at `position` T: its
+    row written at row T, attention over rows 0 … T, and the caches so written."""
     q, k, v = project(cfg, x, p)
     if past_k is None:
         return attend(cfg, q, k, v, p, causal=True), k, v
-    keys = g.concat(past_k, k, axis=1, name="keys")  # (H, P + 1, hd)
-    values = g.concat(past_v, v, axis=1, name="values")
-    return attend(cfg, q, keys, values, p, causal=False), k, v
+    keys = g.cache_write(past_k, k, position, name="keys")  # (H, C, hd), row T this step's
+    values = g.cache_write(past_v, v, position, name="values")
+    return attend(cfg, q, keys, values, p, causal=False, rows=position + 1), keys, values
 
 
 def mlp(cfg: Config, x, p):
@@ -127,11 +128,11 @@ def mlp(cfg: Config, x, p):
     return g.linear(h, p["mlp.c_proj.weight"], p["mlp.c_proj.bias"], name="mlp_out")
 
 
-def block_cached(x, p, cfg: Config):
-    """`block` that also gives this layer's keys and values (attention_cached), reading
-    this layer's cache from p["past_k"], p["past_v"] when there is one."""
+def block_cached(x, p, cfg: Config, position=0):
+    """`block` that also gives this layer's keys and values (attention_cached), writing
+    this layer's cache p["past_k"], p["past_v"] at `position` when there is one."""
     h = g.layernorm(x, p["ln_1.weight"], p["ln_1.bias"], eps=cfg.eps, name="ln_1")
-    a, k, v = attention_cached(cfg, h, p, p.get("past_k"), p.get("past_v"))
+    a, k, v = attention_cached(cfg, h, p, p.get("past_k"), p.get("past_v"), position)
     x = g.add(x, a, name="x_attn")
     h = g.layernorm(x, p["ln_2.weight"], p["ln_2.bias"], eps=cfg.eps, name="ln_2")
     return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp"), (k, v)
@@ -148,12 +149,7 @@ def block(x, p, cfg: Config):
 def embed(cfg: Config, params, ids, start=0):
     """Token and position embeddings of ids (S,) at positions start, ..., start + S - 1."""
     tok = g.embedding(params["transformer.wte.weight"], ids, name="tok")  # (S, D)
-    table = params["transformer.wpe.weight"]
-    if dims.is_symbolic(start):
-        # Rows [0, start + S) first: a kernel reads the run-time length from its buffers'
-        # shapes, and the (S, D) rows alone have none (a copy of start + S rows a step).
-        table = g.slice(table, 0, 0, start + ids.shape[0], name="wpe_rows")  # (start + S, D)
-    pos = g.slice(table, 0, start, start + ids.shape[0], name="pos")  # (S, D)
+    pos = g.slice(params["transformer.wpe.weight"], 0, start, start + ids.shape[0], name="pos")  # (S, D)
     return g.add(tok, pos, name="x")
 
 
@@ -193,11 +189,14 @@ def prefill(cfg: Config, params, input_ids):
     return {"logits": head(cfg, params, last), "k": keys, "v": values}
 
 
-def decode(cfg: Config, params, token, past_k, past_v):
-    """One step of generation: the token (1,) at position T after the T cached ones
-    past_k, past_v (L, H, T, hd); its logits (1, V) and its keys and values (L, H, 1, hd)."""
-    x = embed(cfg, params, token, start=past_k.shape[2])
-    x, keys, values = cache.run_layers(block_cached, cfg, x, g.group_layers(params, "transformer.h."), past_k, past_v)
+def decode(cfg: Config, params, token, position, past_k, past_v):
+    """One step of generation: the token (1,) at `position` T after the T cached ones,
+    rows 0 … T - 1 of past_k, past_v (L, H, tokens, hd); its logits (1, V) and the caches
+    with its keys and values written at row T (in place)."""
+    T = cache.step_position(cfg)
+    x = embed(cfg, params, token, start=T)
+    layers = g.group_layers(params, "transformer.h.")
+    x, keys, values = cache.run_layers(block_cached, cfg, x, layers, past_k, past_v, T)
     return {"logits": head(cfg, params, x), "k": keys, "v": values}
 
 

@@ -86,15 +86,16 @@ def project(cfg: Config, x, p, start=0):
     return q, k, v
 
 
-def attend(cfg: Config, q, k, v, p, causal: bool):
+def attend(cfg: Config, q, k, v, p, causal: bool, rows=0):
     """Grouped-query softmax(q kᵀ / √hd) v over the keys and values k, v (KV, P, hd) for
-    the queries q (H, S, hd), then the output projection: (S, D)."""
+    the queries q (H, S, hd), then the output projection: (S, D). rows > 0: over the
+    first `rows` of the P rows of k and v only (a cache's filled ones)."""
     H, S, hd = q.shape
     group = H // cfg.kv_heads
-    scores = g.matmul(q, k, trans_b=True, group=group, name="scores")  # (H, S, P)
+    scores = g.matmul(q, k, trans_b=True, group=group, b_rows=rows, name="scores")  # (H, S, rows or P)
     scores = g.scale(scores, 1.0 / math.sqrt(hd), name="scaled")
     att = g.softmax(scores, causal=causal, name="att")
-    y = g.matmul(att, v, group=group, name="mixed")  # (H, S, hd)
+    y = g.matmul(att, v, group=group, b_rows=rows, name="mixed")  # (H, S, hd)
     y = g.reshape(g.transpose(y, (1, 0, 2), name="mixed_t"), (S, H * hd), name="merged")
     return g.linear(y, p["self_attn.o_proj.weight"], name="attn_out")
 
@@ -106,17 +107,18 @@ def attention(cfg: Config, x, p):
     return attend(cfg, q, k, v, p, causal=True)
 
 
-def attention_cached(cfg: Config, x, p, past_k=None, past_v=None):
-    """Attention that also gives its keys and values (KV, S, hd) for the cache. Without a
-    past, causal self-attention of the S positions (a prefill); with the cached past_k,
-    past_v (KV, P, hd), one new position (S = 1) at position P attends over all P + 1."""
+def attention_cached(cfg: Config, x, p, past_k=None, past_v=None, position=0):
+    """Attention that also gives its keys and values for the cache. Without a past,
+    causal self-attention of the S positions (a prefill), and their k, v (KV, S, hd);
+    with the cache past_k, past_v (KV, C, hd), one new position (S = 1) at `position` T:
+    its row written at row T, attention over rows 0 … T, and the caches so written."""
     if past_k is None:
         q, k, v = project(cfg, x, p)
         return attend(cfg, q, k, v, p, causal=True), k, v
-    q, k, v = project(cfg, x, p, start=past_k.shape[1])
-    keys = g.concat(past_k, k, axis=1, name="keys")  # (KV, P + 1, hd)
-    values = g.concat(past_v, v, axis=1, name="values")
-    return attend(cfg, q, keys, values, p, causal=False), k, v
+    q, k, v = project(cfg, x, p, start=position)
+    keys = g.cache_write(past_k, k, position, name="keys")  # (KV, C, hd), row T this step's
+    values = g.cache_write(past_v, v, position, name="values")
+    return attend(cfg, q, keys, values, p, causal=False, rows=position + 1), keys, values
 
 
 def mlp(cfg: Config, x, p):
@@ -126,11 +128,11 @@ def mlp(cfg: Config, x, p):
     return g.linear(g.mul(gate, up, name="swiglu"), p["mlp.down_proj.weight"], name="mlp_out")
 
 
-def layer_cached(x, p, cfg: Config):
+def layer_cached(x, p, cfg: Config, position=0):
     """`decoder_layer` that also gives this layer's keys and values (attention_cached),
-    reading this layer's cache from p["past_k"], p["past_v"] when there is one."""
+    writing this layer's cache p["past_k"], p["past_v"] at `position` when there is one."""
     h = g.rmsnorm(x, p["input_layernorm.weight"], eps=cfg.eps, name="attn_norm")
-    a, k, v = attention_cached(cfg, h, p, p.get("past_k"), p.get("past_v"))
+    a, k, v = attention_cached(cfg, h, p, p.get("past_k"), p.get("past_v"), position)
     x = g.add(x, a, name="x_attn")
     h = g.rmsnorm(x, p["post_attention_layernorm.weight"], eps=cfg.eps, name="mlp_norm")
     return g.add(x, g.call(mlp, cfg, h, p), name="x_mlp"), (k, v)
@@ -177,11 +179,13 @@ def prefill(cfg: Config, params, input_ids):
     return {"logits": head(cfg, params, last), "k": keys, "v": values}
 
 
-def decode(cfg: Config, params, token, past_k, past_v):
-    """One step of generation: the token (1,) at position T after the T cached ones
-    past_k, past_v (L, KV, T, hd); its logits (1, V) and its keys and values (L, KV, 1, hd)."""
+def decode(cfg: Config, params, token, position, past_k, past_v):
+    """One step of generation: the token (1,) at `position` T after the T cached ones,
+    rows 0 … T - 1 of past_k, past_v (L, KV, tokens, hd); its logits (1, V) and the
+    caches with its keys and values written at row T (in place)."""
     x = g.embedding(params["model.embed_tokens.weight"], token, name="x")  # (1, D)
-    x, keys, values = cache.run_layers(layer_cached, cfg, x, g.group_layers(params, "model.layers."), past_k, past_v)
+    layers = g.group_layers(params, "model.layers.")
+    x, keys, values = cache.run_layers(layer_cached, cfg, x, layers, past_k, past_v, cache.step_position(cfg))
     return {"logits": head(cfg, params, x), "k": keys, "v": values}
 
 

@@ -71,8 +71,10 @@ def print_program(program: Program, site: str, plan: Any = None, straight: bool 
                + (f",\n * at T_max = {program.max_length}: buffers that follow T are placed for their largest size */"
                   if program.max_length else " */"))
     if program.max_length:
+        given = [spec.name for spec in program.inputs if spec.length is not None]
+        source = f"the input {given[0]}" if given else "the inputs' shapes"
         out.append(f"static int64_t {SYMBOL}; /* the run-time length of this run, 1 <= {SYMBOL} <= "
-                   f"{program.max_length}: `run` sets it from the inputs' shapes */")
+                   f"{program.max_length}: `run` sets it from {source} */")
     out.append("")
     if straight:
         out.extend(line.function())
@@ -199,7 +201,14 @@ def main_section(program: Program, site: str) -> list[str]:
 
     inputs = [(spec.name, v) for spec, v in zip(program.inputs, program.input_values)]
     outputs = list(zip(program.output_names, program.function.outputs))
+    length_from = [spec.name for spec in program.inputs if spec.length is not None]
     out += specs("INPUTS", inputs) + specs("OUTPUTS", outputs)
+    if program.in_place:
+        written = ", ".join(f'"{program.in_place[name]}"' if name in program.in_place else "NULL"
+                            for name in program.output_names)
+        out.append("/* Per output, the input it is written over in place: the network writes that")
+        out.append(" * input's buffer, and the output is that buffer after the run. */")
+        out.append(f"static const char *const IN_PLACE[] = {{{written}}};")
     out.append("")
     top = program.max_length
     out.append("/* One run of the network, on buffers in the order INPUTS and OUTPUTS list them"
@@ -222,6 +231,8 @@ def main_section(program: Program, site: str) -> list[str]:
         ("output_count", str(len(outputs))),
         ("arena_bytes", "ARENA_BYTES"),
         ("max_length", str(top or 0)),
+        *([("length_from", f'"{length_from[0]}"')] if length_from else []),
+        *([("in_place", "IN_PLACE")] if program.in_place else []),
         ("map_weights", "map_weights"),
         ("run", "run"),
     ]

@@ -17,13 +17,14 @@ from typing import Any, Iterable
 
 from exactc.exporter import dims
 from exactc.exporter.dims import SYMBOL
+from exactc.exporter.primitives import shown_attrs
 from exactc.exporter.graph import Op, Program
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.ir import Kernel
 from exactc.exporter.kernels.plans import function_name
 from exactc.exporter.printer.ctext import call_lines
 from exactc.exporter.printer.kernels import PrintedKernel, print_kernel
-from exactc.exporter.printer.nests import takes_length
+from exactc.exporter.printer.nests import KernelBuffers, takes_length
 from exactc.exporter.printer.prepack import packed_ahead
 from exactc.exporter.launches import kernel_key, launched_ops, op_shapes
 
@@ -33,7 +34,7 @@ C_RESERVED = frozenset(
     """auto break case char const continue default do double else enum extern float for goto
     if inline int long register restrict return short signed sizeof static struct switch
     typedef union unsigned void volatile while main arena w l lo hi T run map_weights weights
-    Weights PARAMS INPUTS OUTPUTS ARENA_BYTES ARENA RELEASE abs exp log sqrt sin cos tanh
+    Weights PARAMS INPUTS OUTPUTS ARENA_BYTES ARENA RELEASE SCRATCH BORN IN_PLACE abs exp log sqrt sin cos tanh
     erf memcpy memset free malloc""".split()
 )
 MAX_LABELS = 3  # value names a kernel's name joins at most
@@ -52,10 +53,10 @@ class KernelUse:
     def calls(self, op: Op, names: dict[str, str]) -> list[str]:
         """The host's lines that run this kernel for `op`: a comment saying what it
         computes, then each nest over its whole range, or through its split driver."""
-        attrs = ", ".join(f"{k}={v!r}" for k, v in op.attrs.items() if not k.startswith("has_"))
+        attrs = ", ".join(f"{k}={v!r}" for k, v in shown_attrs(op.primitive, op.attrs).items() if not k.startswith("has_"))
         operands = ", ".join(f"{v.name}{list(v.shape)}" for v in op.args)
         lines = [f"/* {op.out.name}{list(op.out.shape)} = {op.primitive}({operands}{', ' + attrs if attrs else ''}) */"]
-        length = [SYMBOL] if takes_length({b.name: b for b in self.kernel.buffers}) else []
+        length = [SYMBOL] if takes_length(KernelBuffers(self.kernel)) else []
         for item, fn, extent, driver in zip(self.kernel.launches, self.printed.functions, self.printed.ranges,
                                             self.printed.drivers):
             args = [names[a] for a in item.args] + length

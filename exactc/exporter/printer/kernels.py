@@ -23,8 +23,9 @@ import re
 
 from exactc.exporter.kernels.ir import IRError, Kernel
 from exactc.exporter.kernels.plans import function_name
+from exactc.exporter.primitives import shown_attrs
 from exactc.exporter.printer.ctext import comment_block, shape_text
-from exactc.exporter.printer.nests import nest_declaration, plain_function
+from exactc.exporter.printer.nests import KernelBuffers, nest_declaration, plain_function
 from exactc.exporter.printer.planned import planned_function, split_declaration, split_driver
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -56,7 +57,7 @@ def print_kernel(kernel: Kernel, name: str, plan=None, ahead: frozenset[str] = f
     buffers laid out as their panels (printer/prepack.py)."""
     if not isinstance(name, str) or not _IDENT.match(name):
         raise IRError(f"kernel name {name!r} is not a C identifier")
-    buffers = {b.name: b for b in kernel.buffers}
+    buffers = KernelBuffers(kernel)
     names = [function_name(name, kernel.primitive, item.nest.name) for item in kernel.launches]
     bodies, ranges, drivers, declarations, cdef = [], [], [], [], []
     for fn, item in zip(names, kernel.launches):
@@ -109,7 +110,7 @@ def print_kernel(kernel: Kernel, name: str, plan=None, ahead: frozenset[str] = f
 
 def kernel_comment(kernel: Kernel, name: str, functions: list[str]) -> list[str]:
     """What the file computes: the primitive, its attributes, its buffers."""
-    attrs = ", ".join(f"{k}={v!r}" for k, v in kernel.attrs.items())
+    attrs = ", ".join(f"{k}={v!r}" for k, v in shown_attrs(kernel.primitive, kernel.attrs).items())
     lines = [f"{name}: {kernel.primitive} at site type {kernel.site}" + (f" ({attrs})" if attrs else ""), ""]
     width = max(len(b.name) for b in kernel.buffers)
     for buf in kernel.buffers:

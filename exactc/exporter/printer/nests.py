@@ -46,6 +46,7 @@ from exactc.exporter.kernels.ir import (
     FillBits,
     If,
     IRError,
+    Kernel,
     Launch,
     Load,
     Loop,
@@ -454,10 +455,27 @@ class BodyPrinter:
 # ---- parameters and the plain function ---------------------------------------------------
 
 
+class KernelBuffers(dict):
+    """A kernel's buffers by name, and `top`, the T_max of its run-time length (None: it
+    has none; Kernel.top): a buffer's shape follows T, or an attribute does (a
+    cache_write at row T of a cache of fixed capacity, whose shapes are all static)."""
+
+    def __init__(self, kernel: Kernel):
+        super().__init__((b.name, b) for b in kernel.buffers)
+        self.top = kernel.top
+
+
+def length_top(buffers: Mapping[str, Buffer]) -> int | None:
+    if isinstance(buffers, KernelBuffers):
+        return buffers.top
+    return dims.top_of([b.shape for b in buffers.values()])
+
+
 def takes_length(buffers: Mapping[str, Buffer]) -> bool:
     """Whether a kernel's functions take the run-time length T (`int64_t T`, before the
-    range): a buffer's shape follows it. Every function of such a kernel takes it."""
-    return dims.top_of([b.shape for b in buffers.values()]) is not None
+    range): a buffer's shape follows it, or an attribute. Every function of such a
+    kernel takes it."""
+    return length_top(buffers) is not None
 
 
 def length_params(buffers: Mapping[str, Buffer]) -> list[str]:
@@ -490,7 +508,7 @@ def nest_head(name: str, item: Launch, buffers: Mapping[str, Buffer], range_axis
     and the opening brace."""
     params = [(p, f"{buffers[a].role} {shape_text(buffers[a].shape)}")
               for p, a in zip(nest_params(item, buffers), item.args)]
-    top = dims.top_of([b.shape for b in buffers.values()])
+    top = length_top(buffers)
     if top is not None:
         params.append((f"int64_t {SYMBOL}", f"the run-time length, 1 <= {SYMBOL} <= {top}"))
     params.append(("int64_t lo, int64_t hi", f"the piece of {range_axis} in [0, {extent})"))

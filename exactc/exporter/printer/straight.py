@@ -9,6 +9,7 @@ import math
 
 from exactc.exporter.frames import ITEMSIZE, align, ctype, is_view, itemsize, slot_bytes
 from exactc.exporter.graph import Call, Function, Op, Program
+from exactc.exporter.launches import values_read
 from exactc.exporter.printer.ctext import INDENT, shape_text, signature_lines
 from exactc.exporter.printer.kernel_table import KernelTable
 
@@ -58,7 +59,7 @@ class StraightLineHost:
             env[id(v)] = v.name
             self.names.add(v.name)
         self.run(program.function, env, "")
-        used = {id(a) for node in program.function.nodes for a in node.args}
+        used = values_read(program.function)
         for v in program.input_values:
             if id(v) not in used:
                 self.lines.insert(0, f"{INDENT}(void){v.name};")

@@ -4,9 +4,11 @@ One C function per distinct traced function form (a module called fifty times is
 printed once), callees first. A fold over layers is a C loop that slices the stacked
 parameters at `w + l * chunk` (`fold_slice`) and alternates its carry between two
 buffers; an iteration that differs runs apart. Every buffer lives in the arena at the
-offset its frame gives it (exporter/frames.py): `ARENA` at the node that makes it,
-`RELEASE` after the node that last reads it; a callee gets the arena above the bytes
-live at its call.
+offset its frame gives it (exporter/frames.py). The table of a function's buffers is a
+macro above it (`MLP_SCRATCH`) that declares each at its offset, and the function opens
+with it, so that its body is the launches: a buffer's birth is one `BORN(name, count)`
+before the launch that first writes it (checking builds check and NaN-fill it there,
+other builds do nothing); a callee gets the arena above the bytes live at its call.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 
 from exactc.exporter.frames import Frame, align, by_node, ctype, is_view
 from exactc.exporter.graph import Call, Fold, Function, Op, Program
+from exactc.exporter.launches import read_args
 from exactc.exporter.printer.ctext import INDENT, call_lines, shape_text, signature_lines, wrap_comment
 from exactc.exporter.printer.kernel_table import KernelTable
 
@@ -35,6 +38,15 @@ class StructuredHost:
         self.site = site
         self.table = table
         self.frames = frames
+        # each function's table macro: its name upper-cased (`MLP_SCRATCH`), numbered when
+        # two functions' names differ only in case
+        self.scratch: dict[int, str] = {}
+        for fn in program.function.walk():
+            name, k = f"{fn.name.upper()}_SCRATCH", 1
+            while name in self.scratch.values():
+                k += 1
+                name = f"{fn.name.upper()}_{k}_SCRATCH"
+            self.scratch[id(fn)] = name
 
     def peak_of(self, fn: Function) -> int:
         return self.frames[id(fn)].peak
@@ -71,8 +83,12 @@ class StructuredHost:
         out = []
         doc = f"/* {fn.name}: " + (f"{fn.doc.rstrip('.')}. " if fn.doc else "") + f"Frame {frame.peak} bytes"
         doc += " (its callees' frames included)." if any(not isinstance(n, Op) for n in fn.nodes) else "."
+        scratch = self.scratch_macro(fn, frame)
+        out.extend(scratch)
         out.extend(wrap_comment(doc.replace("*/", "* /") + " */"))
         out.extend(signature_lines(f"static void {fn.name}", self.signature(fn, entry)))
+        if scratch:
+            out.append(f"{INDENT}{self.scratch[id(fn)]}(arena);")
         expr: dict[int, str] = {}
         if entry:
             for v in self.program.param_values:
@@ -84,7 +100,7 @@ class StructuredHost:
                 expr[id(v)] = v.name
         for v in fn.outputs:
             expr[id(v)] = v.name
-        used_inputs = {id(a) for node in fn.nodes for a in node.args}
+        used_inputs = {id(a) for node in fn.nodes for a in read_args(node)}
         for v in (self.program.input_values if entry else fn.inputs):
             if id(v) not in used_inputs:
                 out.append(f"{INDENT}(void){v.name};")
@@ -94,16 +110,15 @@ class StructuredHost:
             out.append(f"{INDENT}(void)arena;")
 
         outputs = {id(v) for v in fn.outputs}
-        # Each node's births and releases, looked up by index: one pass over the buffers
-        # instead of one per node (a function of N nodes costs N, not N squared).
-        born, released, named = by_node(frame.buffers, "first"), by_node(frame.buffers, "last"), {}
+        # Each node's births, looked up by index: one pass over the buffers instead of one
+        # per node (a function of N nodes costs N, not N squared).
+        born, named = by_node(frame.buffers, "first"), {}
         for v_id, buf in frame.by_value.items():
             named.setdefault(buf.first, []).append((v_id, buf))
         for index, node in enumerate(fn.nodes):
-            # allocate what this node makes
+            # the buffers this node makes are born here
             for buf in born.get(index, ()):
-                out.append(f"{INDENT}{buf.ctype} *{buf.name} = ARENA({buf.ctype}, arena + {buf.offset}, {buf.count});"
-                           f"  /* {shape_text(buf.shape)} */")
+                out.append(f"{INDENT}BORN({buf.name}, {buf.count});")
             for v_id, buf in named.get(index, ()):  # a fold's: its stacked rows (frames names no carry)
                 expr[v_id] = buf.name
             if isinstance(node, Op):
@@ -118,10 +133,25 @@ class StructuredHost:
                 out.extend(self.call(node, index, frame, expr))
             else:
                 out.extend(self.fold(node, index, frame, expr))
-            # release what dies here
-            for buf in released.get(index, ()):
-                out.append(f"{INDENT}RELEASE({buf.name}, {buf.count});")
         out.append("}")
+        return out
+
+    def scratch_macro(self, fn: Function, frame: Frame) -> list[str]:
+        """fn's table of scratch, out of the way of its text: a macro that declares every
+        buffer at the offset its frame gives it, in the order they are born."""
+        if not frame.buffers:
+            return []
+        bufs = sorted(frame.buffers, key=lambda b: (b.first, b.offset))
+        decls = [f"{b.ctype} *{b.name} = SCRATCH({b.ctype}, (arena) + {b.offset})" for b in bufs]
+        width = max(len(d) for d in decls) + 1
+        out = wrap_comment(f"/* {fn.name}'s scratch (exporter/frames.py): each buffer at its byte offset in the "
+                           "arena, in the order the buffers are born; buffers that share bytes are never live "
+                           "together. */")
+        out.append(f"#define {self.scratch[id(fn)]}(arena) \\")
+        for k, (d, b) in enumerate(zip(decls, bufs)):
+            end = "" if k == len(bufs) - 1 else "; \\"
+            out.append(f"{INDENT}{d + end[:1]:<{width}} /* {shape_text(b.shape)} */{end[1:]}")
+        out.append("")
         return out
 
     def launch(self, op: Op, index: int, frame: Frame, expr: dict[int, str]) -> list[str]:

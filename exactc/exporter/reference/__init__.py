@@ -22,6 +22,7 @@ from exactc.exporter.reference.ops import (
     add,
     argmax,
     check_operands,
+    cache_write,
     concat,
     embedding,
     gelu_erf,

@@ -6,9 +6,10 @@ section 16 read literally.
                       options=SamplingOptions(temperature=0.8))
     result.tokens, result.probabilities
 
-The prompt runs through `prefill` once; every new token after the first runs through
-`decode` with the cache of every earlier position, and the step's keys and values are
-appended to it. Token i is drawn by `sample` (section 14) with the uniform of step i's
+The prompt runs through `prefill` once, its keys and values the first rows of a cache
+of `tokens` rows per run; every new token after the first runs through `decode` at its
+position T with that cache, and the cache the step gives back (its rows written at row
+T) is the next step's. Token i is drawn by `sample` (section 14) with the uniform of step i's
 child key, `fold_in(key, i)`. The same loop with `recompute=forward` runs the whole
 sequence through `forward` at every step instead of reading a cache: the logits must be
 the same bits (tests/test_generation.py).
@@ -86,6 +87,14 @@ def generate(prefill: graph.Program, decode: graph.Program, site: str, params: M
                     recompute is not None)
 
 
+def with_capacity(rows: np.ndarray, capacity: int) -> np.ndarray:
+    """prefill's keys or values (L, KV, n, hd) as the first n rows of a decode cache of
+    `capacity` rows per run (the rows after them zero: no step reads them)."""
+    cache = np.zeros(rows.shape[:2] + (capacity,) + rows.shape[3:], rows.dtype)
+    cache[:, :, : rows.shape[2]] = rows
+    return cache
+
+
 def run_loop(run: Runner, cfg, prompt, count: int, key: np.ndarray, options: SamplingOptions = SamplingOptions(),
              stop: int | None = None, recompute: bool = False,
              on_token: Callable[[int, float], None] | None = None) -> Generation:
@@ -100,12 +109,12 @@ def run_loop(run: Runner, cfg, prompt, count: int, key: np.ndarray, options: Sam
             logits = run("forward", {"input_ids": np.array(sequence, np.int32)})["logits"][-1]
         elif step == 0:
             got = run("prefill", {"input_ids": np.array(sequence, np.int32)})
-            logits, past = got["logits"][0], {"past_k": got["k"], "past_v": got["v"]}
+            logits, past = got["logits"][0], {"past_k": with_capacity(got["k"], cfg.tokens),
+                                              "past_v": with_capacity(got["v"], cfg.tokens)}
         else:
-            got = run("decode", {"token": np.array(sequence[-1:], np.int32), **past})
-            logits = got["logits"][0]
-            past = {"past_k": np.concatenate([past["past_k"], got["k"]], axis=2),
-                    "past_v": np.concatenate([past["past_v"], got["v"]], axis=2)}
+            position = np.array([len(sequence) - 1], np.int32)
+            got = run("decode", {"token": np.array(sequence[-1:], np.int32), "position": position, **past})
+            logits, past = got["logits"][0], {"past_k": got["k"], "past_v": got["v"]}
         u = step_uniform(key, step)
         token, probability = sample(logits, options, u)
         out.uniforms.append(u)

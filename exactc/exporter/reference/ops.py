@@ -185,10 +185,14 @@ def matmul(
     trans_a: bool = False,
     trans_b: bool = False,
     group: int = 1,
+    b_rows: int = 0,
 ) -> np.ndarray:
-    """y[i] = A_i B_i with A_i = a[i] (ᵀ), B_i = b[i // group] (ᵀ), summed as linear."""
-    attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group}
+    """y[i] = A_i B_i with A_i = a[i] (ᵀ), B_i = b[i // group] (ᵀ), summed as linear;
+    b_rows > 0: b is its first b_rows rows along axis 1 (a cache's filled prefix)."""
+    attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group, "b_rows": b_rows}
     check_operands("matmul", site, {"a": a, "b": b}, attrs)
+    if b_rows:
+        b = b[:, :b_rows, :]
     a, b = widen(a, site), widen(b, site)
     if trans_a:
         a = a.transpose(0, 2, 1)
@@ -453,6 +457,15 @@ def concat(a: np.ndarray, b: np.ndarray, *, site: str, axis: int = 0) -> np.ndar
     return _as_site(np.concatenate([_bit_patterns(a), _bit_patterns(b)], axis=axis), site)
 
 
+@_ieee
+def cache_write(cache: np.ndarray, rows: np.ndarray, *, site: str, pos: int = 0) -> np.ndarray:
+    """cache with rows [pos, pos + R) of axis 1 replaced by rows (R = rows.shape[1])."""
+    check_operands("cache_write", site, {"cache": cache, "rows": rows}, {"pos": pos})
+    out = _bit_patterns(cache).copy()
+    out[:, pos : pos + rows.shape[1], :] = _bit_patterns(rows)
+    return _as_site(out, site)
+
+
 # ---- 11. integer operands --------------------------------------------------------------
 
 
@@ -514,7 +527,7 @@ FUNCTIONS = {
         linear, matmul, embedding,
         layernorm, rmsnorm, l2norm,
         softmax, rope, mean_pool, argmax,
-        reshape, transpose, slice, concat,
+        reshape, transpose, slice, concat, cache_write,
         quantize, qlinear_w, qlinear_i,
     ]
 }  # fmt: skip

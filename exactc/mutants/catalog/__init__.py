@@ -273,6 +273,8 @@ _FIXED_CHECKS = [
     Check("models", ("tests/test_models.py",)),
     Check("primitives:catalogue", (PRIMITIVE_CASES,), "not c_equals_reference and not mixed_batches"),
     Check("host-printer", ("tests/test_host.py",)),
+    # The structured host's text: a fold's segments, each function's scratch table and births.
+    Check("structured", ("tests/test_structured.py",)),
     Check("ctext", ("tests/test_ctext.py",)),
 ]
 

@@ -1,8 +1,10 @@
 """Mistakes in generation with a key/value cache (docs/semantics.md section 16).
 
 Each gives tokens or logits that differ from the spec's: a decode step at the wrong
-position or without its cache differs from recomputing the whole sequence; a step that
-reuses a key, or a stop token that does not stop, differs from the spec's loop. The
+position, without its cache or writing it at the wrong row differs from recomputing the
+whole sequence; a step that reuses a key, or a stop token that does not stop, differs
+from the spec's loop; a step that copies the cache's past rows costs more with every
+position (the decode probe). The
 cache-against-recompute property, the decode-against-forward check at every position,
 the per-step key check and the stop-token check of tests/test_generation.py catch them.
 A llama2.c tokenizer.bin that merges pairs in another order than run.c gives other
@@ -28,17 +30,18 @@ MUTANTS = [
         "generate-position-one-late",
         "a Llama decode step rotates its q and k at position T + 1, one after the cache's end",
         LLAMA,
-        "    q, k, v = project(cfg, x, p, start=past_k.shape[1])",
-        "    q, k, v = project(cfg, x, p, start=past_k.shape[1] + 1)",
+        "    q, k, v = project(cfg, x, p, start=position)",
+        "    q, k, v = project(cfg, x, p, start=position + 1)",
         ("generate:cache",),
         family="generate",
     ),
     Mutant(
-        "generate-cache-row-written-first",
-        "the generation loop writes a step's keys and values before the cached ones, not after",
+        "generate-cache-prompt-one-row-late",
+        "the generation loop places the prompt's keys and values one row late in the cache, "
+        "row 0 left empty",
         GENERATION,
-        '            past = {"past_k": np.concatenate([past["past_k"], got["k"]], axis=2),',
-        '            past = {"past_k": np.concatenate([got["k"], past["past_k"]], axis=2),',
+        "    cache[:, :, : rows.shape[2]] = rows",
+        "    cache[:, :, 1 : rows.shape[2] + 1] = rows",
         ("generate:cache",),
         family="generate",
     ),
@@ -46,8 +49,8 @@ MUTANTS = [
         "generate-decode-ignores-cache",
         "a GPT decode step attends over its own key and value only, not the cached ones",
         GPT,
-        "    return attend(cfg, q, keys, values, p, causal=False), k, v",
-        "    return attend(cfg, q, k, v, p, causal=False), k, v",
+        "    return attend(cfg, q, keys, values, p, causal=False, rows=position + 1), keys, values",
+        "    return attend(cfg, q, k, v, p, causal=False), keys, values",
         ("generate:cache",),
         family="generate",
     ),
@@ -99,12 +102,11 @@ MUTANTS = [
     ),
     Mutant(
         "c-generate-cache-row-one-early",
-        "the C generation loop writes a step's keys and values over the last cached row, one "
-        "position early, and leaves its own row unwritten",
+        "the C generation loop runs each step after the first one position early: its keys and "
+        "values go over the last cached row, and its own row stays unwritten",
         C_LOOP,
-        "        memcpy(cache + r * run_after + run_before, rows + r * shape.row_bytes, shape.row_bytes);",
-        "        memcpy(cache + r * run_after + run_before - (T > 0 ? shape.row_bytes : 0), rows + r * shape.row_bytes,\n"
-        "               shape.row_bytes);",
+        "    d->program->run(d->T, d->in, d->out, d->arena);",
+        "    d->program->run(d->T > 0 ? d->T - 1 : 0, d->in, d->out, d->arena);",
         ("generate:program",),
         family="generate",
     ),
@@ -146,6 +148,40 @@ MUTANTS = [
         "        for (int64_t t = 0; t < len; t++) step(&d, prompt[t]);\n"
         "        for (int64_t t = 0; t < n; t++) step(&d, tokens[t]);\n",
         ("probes:generate",),
+        family="generate",
+    ),
+    Mutant(
+        "decode-copies-the-past-cache-rows",
+        "a decode step's cache_write copies the cache's rows before row T onto themselves, "
+        "as the concatenation of the past rows did: the same bits, a loop over the position "
+        "(the decode probe's loop check; its counts hardly show a memcpy of a few hundred bytes)",
+        LOWER,
+        '    return [Nest("cache_write", tuple(axes), (CopyBits(ctx.at("y", *dst), ctx.at("rows", *src)),))]',
+        '    past = (Axis("p0", ctx.shape("y")[0]), Axis("p1", ctx.attrs["pos"]), Axis("p2", ctx.shape("y")[2]))\n'
+        '    at = (ix("p0"), ix("p1"), ix("p2"))\n'
+        '    copy = Nest("cache_past", past, (CopyBits(ctx.at("y", *at), ctx.at("cache", *at)),))\n'
+        '    return [copy, Nest("cache_write", tuple(axes), (CopyBits(ctx.at("y", *dst), ctx.at("rows", *src)),))]',
+        ("probes:decode",),
+        family="generate",
+    ),
+    Mutant(
+        "decode-writes-its-row-one-early",
+        "a GPT decode step writes its keys over row T - 1 of the cache, the last cached one, "
+        "and attends over a row T it never wrote",
+        GPT,
+        '    keys = g.cache_write(past_k, k, position, name="keys")',
+        '    keys = g.cache_write(past_k, k, position - 1, name="keys")',
+        ("generate:cache", "generate:program"),
+        family="generate",
+    ),
+    Mutant(
+        "cache-write-one-row-late",
+        "cache_write writes its rows one row after `pos`: a decode step's keys and values land "
+        "past its position (past the cache's end at the last one)",
+        LOWER,
+        '    dst[1] = src[1] + Affine.of(ctx.attrs["pos"])',
+        '    dst[1] = src[1] + Affine.of(ctx.attrs["pos"]) + 1',
+        ("kernels:cache_write", "generate:programs"),
         family="generate",
     ),
     Mutant(

@@ -58,6 +58,29 @@ MUTANTS = [
         requires=(GRAPH,),
     ),
     Mutant(
+        "born-fills-nothing-in-checking-builds",
+        "a checking build's BORN neither checks nor NaN-fills a buffer at its birth: a read of "
+        "a region reused before it is written sees the dead buffer's last values",
+        "exactc/runtime/exactc_rt.h",
+        "#define BORN(p, count) ((void)exactc_arena_take((unsigned char *)(void *)(p), (size_t)(count) * sizeof *(p)))",
+        "#define BORN(p, count) ((void)(p), (void)(count))",
+        ("host-runtime", "programs"),
+        family="host",
+    ),
+    Mutant(
+        "births-at-the-function-start",
+        "the structured host marks every buffer born where its function starts, not before the "
+        "launch that first writes it: a checking build fills a reused region before the "
+        "buffer that held it is dead, and no more once the region is reused",
+        STRUCTURED,
+        '                out.append(f"{INDENT}BORN({buf.name}, {buf.count});")',
+        '                out.insert(out.index(f"{INDENT}{self.scratch[id(fn)]}(arena);") + 1,\n'
+        '                           f"{INDENT}BORN({buf.name}, {buf.count});")',
+        ("structured",),
+        family="host",
+        requires=(STRUCTURED,),
+    ),
+    Mutant(
         "buffer-released-one-launch-early",
         "a buffer is released after the launch before its last read",
         FRAMES,

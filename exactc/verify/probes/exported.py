@@ -93,10 +93,33 @@ def probe_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
 
 
 # A decode step (docs/semantics.md section 16): its attention over the cache (the scores,
-# the scale, the softmax, the weighted values, the cache copied ahead of the step's own
-# row) grows with the position T; nothing else may.
+# the scale, the softmax, the weighted values, read in place) grows with the position T;
+# nothing else may: a step that copied the cache's past rows (a concat, a whole-cache
+# copy) would grow in the rest.
 DECODE = {"vocab": 64, "dim": 32, "heads": 4, "kv_heads": 2, "mlp": 64, "layers": 2}
-DECODE_ATTENTION = ("matmul", "scale", "softmax", "concat")
+DECODE_ATTENTION = ("matmul", "scale", "softmax")
+
+
+def decode_loops_over_position(program) -> list[str]:
+    """The launches of a decode step outside its attention (DECODE_ATTENTION) that run a
+    loop whose extent follows the position T: a copy of the cache's past rows, a table of
+    every position. The counts of probe_decode hardly show such a copy at its sizes (a
+    compiler turns it into a memcpy of a few hundred bytes, about as dear at any T); its
+    loop shows in the kernel IR."""
+    from exactc.exporter import dims
+    from exactc.exporter.kernels import lower
+    from exactc.exporter.launches import launched_ops, op_shapes
+
+    found = []
+    for op in launched_ops(program):
+        if op.primitive in DECODE_ATTENTION:
+            continue
+        kernel = lower(op.primitive, "f32", op_shapes(op), op.attrs)
+        if any(dims.is_symbolic(a.extent) for nest in kernel.nests for a in nest.axes + tuple(nest.body_axes())):
+            found.append(f"{op.out.name} ({op.primitive})")
+    return found
+
+
 DECODE_SERIES = (
     Series(
         "program/decode-attention",
