@@ -220,7 +220,8 @@ import sys
 from exactc.exporter import export
 from exactc import programs
 from test_bad_inputs import SMALL
-program = programs.exported(export.ExportSpec("gpt", "forward", "f32", 0, SMALL["gpt"]), programs.Build(cc="gcc"))
+spec = export.ExportSpec("gpt", "forward", "f32", 0, SMALL["gpt"], plan="auto", cc="gcc")  # as `exactc run` asks
+program = programs.exported(spec, programs.Build(cc="gcc"))
 print(program.root, flush=True)
 sys.stdin.read()  # the program runs after the cache is cleared under it
 program.run_or_fail([(program.root / "conformance" / "inputs", program.root.parent.parent.parent / "used")])
