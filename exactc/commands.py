@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from exactc.exporter.primitives import CONTRACT_OFF, CONTRACTS
+
 if TYPE_CHECKING:  # imported where used: `exactc COMMAND --help` and `exactc cache` need no numpy
     import numpy as np
 
@@ -45,6 +47,14 @@ def _model_options(p: argparse.ArgumentParser, plan: str | None = None) -> None:
                    help="the parameters: a Hugging Face folder (GPT-2, BERT, sentence-transformers, Llama) or a "
                         "llama2.c .bin; the config comes from it (--set tokens=N only)")
     weights_options(p)
+    contract_option(p)
+
+
+def contract_option(p: argparse.ArgumentParser) -> None:
+    """--contract: the realization of the products (docs/semantics.md, section 18)."""
+    p.add_argument("--contract", choices=CONTRACTS, default=CONTRACT_OFF,
+                   help="the products' realization: off (each product rounded, then the sum; the default) or fma "
+                        "(linear, matmul and qlinear_w accumulate with fma, one rounding per step)")
 
 
 def weights_options(p: argparse.ArgumentParser) -> None:
@@ -134,7 +144,7 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None, cc: str
     models.architecture(args.model)
     return export.ExportSpec(args.model, args.entry, args.dtype, args.seed, _overrides(args.set), plan=args.plan,
                              straight=straight, checkpoint=checkpoint, inputs=inputs, weights=weights_choice(args),
-                             cc=cc)
+                             cc=cc, contract=getattr(args, "contract", CONTRACT_OFF))
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from exactc.exporter import dims
-from exactc.exporter.primitives import PrimitiveError, Shape, get_primitive
+from exactc.exporter.primitives import CONTRACT_OFF, PrimitiveError, Shape, get_primitive
 
 
 class GraphError(ValueError):
@@ -711,6 +711,7 @@ class Program:
     output_names: tuple[str, ...]
     config: Any = None  # the architecture's Config, when built from one
     quantized: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)  # weight -> (fmt, block)
+    contract: str = CONTRACT_OFF  # the realization (semantics.md section 18): "fma" fuses FUSED_PRIMITIVES
 
     @property
     def param_values(self) -> tuple[Value, ...]:

@@ -175,7 +175,7 @@ def program_kernels(program, site: str) -> list:
     for op in launched_ops(program):
         key = kernel_key(op)
         if key not in kernels:
-            kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs)
+            kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs, program.contract)
     return list(kernels.values())
 
 
