@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from exactc.exporter import dims as dimensions
-from exactc.exporter.primitives import PRIMITIVES, get_primitive
+from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES, get_primitive
 from exactc.strategies.quant import (
     ArraySpec,
     RealBlockSpec,
@@ -47,6 +47,8 @@ class Case:
     # following T (1 <= T <= top) and run at T = length; 0: static shapes.
     length: int = 0
     top: int = 0
+    # The products' realization (docs/semantics.md section 18) both backends run it in.
+    contract: str = CONTRACT_OFF
 
     @property
     def attr_dict(self) -> dict[str, Any]:
@@ -281,6 +283,13 @@ def cases(draw, primitive: str | None = None, site: str | None = None) -> Case:
     primitive = primitive or draw(st.sampled_from(sorted(PRIMITIVES)))
     site = site or draw(site_types())
     return draw(CASE_BUILDERS[primitive](site))
+
+
+@st.composite
+def fused_cases(draw, primitive: str | None = None, site: str | None = None) -> Case:
+    """A case of a fused primitive (linear, matmul, qlinear_w) in the fused realization."""
+    case = draw(cases(primitive or draw(st.sampled_from(FUSED_PRIMITIVES)), site))
+    return dataclasses.replace(case, contract=CONTRACT_FMA)
 
 
 def case_batches(primitive: str | None = None, site: str | None = None, max_size: int = 6):
