@@ -67,6 +67,11 @@ _FIXED_CHECKS = [
     # The reference's fused multiply-add against exact rational arithmetic and the C
     # library's fma, on drawn and adversarial triples (tests/test_fma.py).
     Check("fma", ("tests/test_fma.py",)),
+    # The fused realization's kernels (linear, matmul, qlinear_w at every site), C against
+    # the reference's fma_A, and the near-tie that one rounding decides.
+    Check("kernels:fused", (PRIMITIVE_CASES,), "test_fused"),
+    # Programs of the three architectures exported with --contract fma, conformance.
+    Check("programs:fused", ("tests/test_programs.py",), "test_fused_program_matches_reference and -f32]"),
     # The backward rules (tests/test_backward.py): central differences at f64 on fixed and
     # drawn cases, and the spec's reduction orders pinned bit for bit at f32.
     Check("backward", ("tests/test_backward.py",)),

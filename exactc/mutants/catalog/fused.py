@@ -1,9 +1,15 @@
-"""Mistakes in the reference's fused multiply-add (exactc/exporter/reference/fma.py): the
-emulation rounds twice, or loses the bits that make one rounding exact."""
+"""Mistakes in the fused realization (docs/semantics.md section 18): the reference's
+fused multiply-add (exactc/exporter/reference/fma.py) rounding twice or losing the bits
+that make one rounding exact; the C kernels leaving the contraction to the compiler; the
+two backends fusing different primitives."""
 
 from exactc.mutants.model import Mutant
 
 FMA = "exactc/exporter/reference/fma.py"
+NESTS = "exactc/exporter/printer/nests.py"
+KERNELS = "exactc/exporter/printer/kernels.py"
+LOWER = "exactc/exporter/kernels/lower.py"
+WALK = "exactc/exporter/reference/walk.py"
 
 MUTANTS = [
     Mutant(
@@ -33,6 +39,49 @@ MUTANTS = [
         "    return p, (((xh * yh - p) + xh * yl) + xl * yh) + xl * yl",
         "    return p, 0.0 * p",
         ("fma",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-kernel-multiplies-then-adds",
+        "the fused kernels print the step as x*w + acc instead of the written fma: under "
+        "-ffp-contract=off the product and the sum are rounded apart, the default's bits",
+        NESTS,
+        '            return f"{name}({self.bare(expr.a)}, {self.bare(expr.b)}, {self.bare(expr.c)})"',
+        '            return f"({self.expr(expr.a)} * {self.expr(expr.b)} + {self.expr(expr.c)})"',
+        ("kernels:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-kernel-leaves-the-contraction-to-the-compiler",
+        "the fused step printed as x*w + acc under a `#pragma STDC FP_CONTRACT ON` in every "
+        "kernel file: whether it is fused is the compiler's choice (gcc ignores the pragma "
+        "and rounds twice), not the written one",
+        NESTS,
+        '            return f"{name}({self.bare(expr.a)}, {self.bare(expr.b)}, {self.bare(expr.c)})"',
+        '            return f"({self.expr(expr.a)} * {self.expr(expr.b)} + {self.expr(expr.c)})"',
+        ("kernels:fused",),
+        family="fused",
+        also=((KERNELS, """    out += ['#include "exactc_rt.h"']""",
+               """    out += ['#include "exactc_rt.h"', "#pragma STDC FP_CONTRACT ON"]"""),),
+    ),
+    Mutant(
+        "fused-qlinear-w-unfused-in-c",
+        "the C lowering leaves qlinear_w's steps as a rounded product and sum while the "
+        "reference fuses them: the backends fuse different primitives",
+        LOWER,
+        "            return Assign(acc, multiply_add(ctx, acc, ctx.W(\"x\", m, at), ctx.widen(w)))",
+        "            return Assign(acc, add(acc, mul(ctx.W(\"x\", m, at), ctx.widen(w))))",
+        ("kernels:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-realization-lost-in-layer-bodies",
+        "the reference walk runs a fold's layers unfused: the program's realization is "
+        "carried to its top function only, while the C fuses every layer",
+        WALK,
+        "                            _inner_tape(tape, node), contract)",
+        "                            _inner_tape(tape, node))",
+        ("programs:fused",),
         family="fused",
     ),
 ]
