@@ -72,6 +72,9 @@ _FIXED_CHECKS = [
     Check("kernels:fused", (PRIMITIVE_CASES,), "test_fused"),
     # Programs of the three architectures exported with --contract fma, conformance.
     Check("programs:fused", ("tests/test_programs.py",), "test_fused_program_matches_reference and -f32]"),
+    # The same built for the baseline x86-64 (no FMA instruction), run on the C library's
+    # software fma (glibc's FMA hidden by GLIBC_TUNABLES).
+    Check("programs:fused-portable", ("tests/test_programs.py",), "without_fma"),
     # The backward rules (tests/test_backward.py): central differences at f64 on fixed and
     # drawn cases, and the spec's reduction orders pinned bit for bit at f32.
     Check("backward", ("tests/test_backward.py",)),

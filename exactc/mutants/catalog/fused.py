@@ -10,6 +10,7 @@ NESTS = "exactc/exporter/printer/nests.py"
 KERNELS = "exactc/exporter/printer/kernels.py"
 LOWER = "exactc/exporter/kernels/lower.py"
 WALK = "exactc/exporter/reference/walk.py"
+RUNTIME_HEADER = "exactc/runtime/exactc_rt.h"
 
 MUTANTS = [
     Mutant(
@@ -82,6 +83,18 @@ MUTANTS = [
         "                            _inner_tape(tape, node), contract)",
         "                            _inner_tape(tape, node))",
         ("programs:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-step-unfused-without-fma-instructions",
+        "the runtime header replaces fma and fmaf by a multiply and an add where the target "
+        "has no fast FMA (__FP_FAST_FMA undefined): a portable build rounds twice, while the "
+        "C library's fma is correctly rounded there too",
+        RUNTIME_HEADER,
+        "#include <math.h>\n",
+        "#include <math.h>\n#ifndef __FP_FAST_FMA\n#define fma(a, b, c) ((a) * (b) + (c))\n"
+        "#define fmaf(a, b, c) ((a) * (b) + (c))\n#endif\n",
+        ("programs:fused-portable",),
         family="fused",
     ),
 ]
