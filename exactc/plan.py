@@ -10,6 +10,8 @@ import json
 import textwrap
 from typing import Any
 
+from exactc.exporter.primitives import CONTRACT_OFF, CONTRACTS
+
 
 def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     try:
@@ -54,6 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tune.add_argument("--checkpoint", metavar="PATH", help="take the shapes from this checkpoint's config")
     tune.add_argument("--weights", choices=("float", "q8", "q4"), default="float", help="the linear weights' format")
     tune.add_argument("--block", type=int, default=None, metavar="G", help="values per scale of --weights q8|q4")
+    tune.add_argument("--contract", choices=CONTRACTS, default=CONTRACT_OFF,
+                      help="the products' realization to tune (docs/semantics.md section 18; default off)")
     tune.add_argument("--cc", default="cc", help="the compiler to tune for (default cc, as the exported Makefile)")
     tune.add_argument("--rounds", type=int, default=5, help="timing rounds, candidates in alternation (default 5)")
     tune.add_argument("--length", type=int, default=None, metavar="T",

@@ -97,6 +97,8 @@ _FIXED_CHECKS = [
     # The automatic plan's layouts of the quantized nests (the measured ones, split on the
     # output columns), and q8 and q4 llama decode and forward programs under it.
     Check("autoplan:quantized", ("tests/test_autoplan.py",), "quantize"),
+    # The fused realization's nests tuned apart from the default's (their own signature).
+    Check("autoplan:fused", ("tests/test_autoplan.py",), "fused"),
     # Every architecture's entries exported in f32: built by gcc, clang and without
     # OpenMP, the checking build (NaN arena, reached peak), the straight-line oracle.
     # Every layout and split of the reductions-heavy primitives, C against the reference,

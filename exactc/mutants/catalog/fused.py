@@ -11,6 +11,7 @@ KERNELS = "exactc/exporter/printer/kernels.py"
 LOWER = "exactc/exporter/kernels/lower.py"
 WALK = "exactc/exporter/reference/walk.py"
 RUNTIME_HEADER = "exactc/runtime/exactc_rt.h"
+AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
 
 MUTANTS = [
     Mutant(
@@ -95,6 +96,16 @@ MUTANTS = [
         "#include <math.h>\n#ifndef __FP_FAST_FMA\n#define fma(a, b, c) ((a) * (b) + (c))\n"
         "#define fmaf(a, b, c) ((a) * (b) + (c))\n#endif\n",
         ("programs:fused-portable",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-nest-takes-the-default-s-tuned-layout",
+        "a fused nest's tuning signature is the default nest's: the layout measured for one "
+        "realization is taken for the other, and tuning one overwrites the other's",
+        AUTOPLAN,
+        '    fused = "|fma" if fuses(nest) else ""',
+        '    fused = ""',
+        ("autoplan:fused",),
         family="fused",
     ),
 ]
