@@ -58,6 +58,8 @@ _FIXED_CHECKS = [
     # Compile-only builds for CPUs other than this one (sapphirerapids, Zen 4 and 5, AArch64):
     # the header preprocessed as the tuner does, two exported programs built warning-free.
     Check("compilers:foreign", ("tests/test_compilers.py",), "foreign"),
+    # The fused kernels built by gcc and clang at -O0 to -O3, with and without -march=native.
+    Check("compilers:fused", ("tests/test_compilers.py",), "fused_reference"),
     Check("conversions", ("tests/test_conversions.py",)),
     Check("libm-twin", ("tests/test_libm.py",)),
     Check("npy", ("tests/test_npy.py",)),

@@ -95,7 +95,7 @@ MUTANTS = [
         "#include <math.h>\n",
         "#include <math.h>\n#ifndef __FP_FAST_FMA\n#define fma(a, b, c) ((a) * (b) + (c))\n"
         "#define fmaf(a, b, c) ((a) * (b) + (c))\n#endif\n",
-        ("programs:fused-portable",),
+        ("programs:fused-portable", "compilers:fused"),
         family="fused",
     ),
     Mutant(
