@@ -63,16 +63,21 @@ MUTANTS = [
         '            return f"({self.expr(expr.a)} * {self.expr(expr.b)} + {self.expr(expr.c)})"',
         ("kernels:fused",),
         family="fused",
-        also=((KERNELS, """    out += ['#include "exactc_rt.h"']""",
-               """    out += ['#include "exactc_rt.h"', "#pragma STDC FP_CONTRACT ON"]"""),),
+        also=(
+            (
+                KERNELS,
+                """    out += ['#include "exactc_rt.h"']""",
+                """    out += ['#include "exactc_rt.h"', "#pragma STDC FP_CONTRACT ON"]""",
+            ),
+        ),
     ),
     Mutant(
         "fused-qlinear-w-unfused-in-c",
         "the C lowering leaves qlinear_w's steps as a rounded product and sum while the "
         "reference fuses them: the backends fuse different primitives",
         LOWER,
-        "            return Assign(acc, multiply_add(ctx, acc, ctx.W(\"x\", m, at), ctx.widen(w)))",
-        "            return Assign(acc, add(acc, mul(ctx.W(\"x\", m, at), ctx.widen(w))))",
+        '            return Assign(acc, multiply_add(ctx, acc, ctx.W("x", m, at), ctx.widen(w)))',
+        '            return Assign(acc, add(acc, mul(ctx.W("x", m, at), ctx.widen(w))))',
         ("kernels:fused",),
         family="fused",
     ),
