@@ -178,6 +178,8 @@ _FIXED_CHECKS = [
     # What a fresh interpreter imports for each command's --help and for an embedding from
     # a cached program (python -X importtime), and bf16's ml_dtypes imported on first use.
     Check("cli:imports", ("tests/test_cli.py",), "imports"),
+    # --contract's choices are the realizations, the default (off) first.
+    Check("cli:contract", ("tests/test_cli.py",), "contract_choices"),
     Check("types:bf16", ("tests/test_types.py",), "bf16"),
     # The C text the exporter prints against tests/printed/ (tools/printed_text.py): what a
     # user reads and no bit shows, a comment's shape or a layout's note.

@@ -12,6 +12,7 @@ LOWER = "exactc/exporter/kernels/lower.py"
 WALK = "exactc/exporter/reference/walk.py"
 RUNTIME_HEADER = "exactc/runtime/exactc_rt.h"
 AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
+COMMANDS = "exactc/commands.py"
 
 MUTANTS = [
     Mutant(
@@ -111,6 +112,16 @@ MUTANTS = [
         '    fused = "|fma" if fuses(nest) else ""',
         '    fused = ""',
         ("autoplan:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-realization-made-the-default",
+        "the command line's --contract lists fma first, so that every export without the "
+        "option is fused: no existing program keeps its bits",
+        COMMANDS,
+        'CONTRACT_CHOICES = ("off", "fma")',
+        'CONTRACT_CHOICES = ("fma", "off")',
+        ("cli:contract",),
         family="fused",
     ),
 ]
