@@ -79,8 +79,8 @@ def test_a_failing_task_returns_the_report_of_the_bad_case(monkeypatch):
 
     real = reference.run
 
-    def off_by_one_ulp(primitive, site, inputs, attrs):  # the reference moved: C disagrees
-        out = real(primitive, site, inputs, attrs)
+    def off_by_one_ulp(primitive, site, inputs, attrs, contract):  # the reference moved: C disagrees
+        out = real(primitive, site, inputs, attrs, contract)
         return {k: (v.view("uint32") ^ 1).view(v.dtype) if v.dtype.itemsize == 4 else v for k, v in out.items()}
 
     monkeypatch.setattr(reference, "run", off_by_one_ulp)
@@ -106,8 +106,8 @@ def test_a_failure_saved_in_the_database_is_replayed_first_by_a_task_of_another_
     real = reference.run
     seen = []
 
-    def wrong_for_long_inputs(primitive, site, inputs, attrs):  # only some draws fail
-        out = real(primitive, site, inputs, attrs)
+    def wrong_for_long_inputs(primitive, site, inputs, attrs, contract):  # only some draws fail
+        out = real(primitive, site, inputs, attrs, contract)
         wrong = max(a.size for a in inputs.values()) > 40
         seen.append((wrong, tuple(a.tobytes() for a in inputs.values())))
         return {k: v + 1 if wrong else v for k, v in out.items()}
