@@ -355,19 +355,22 @@ def sibling_lengths(case: Case) -> list[int]:
 
 @st.composite
 def kernel_families(draw, primitive: str | None = None, site: str | None = None, siblings: int = 8,
-                    salt: int = 0) -> list[Case]:
+                    salt: int = 0, contract: str = CONTRACT_OFF) -> list[Case]:
     """A drawn case and `siblings - 1` more on the same kernel (`sibling`): fresh inputs,
     and a drawn run-time length in [1, T_max] when the primitive follows one (half of
     the draws of RUN_TIME_PRIMITIVES). What the campaign runs: one compiled kernel
     serves the whole family. `salt` moves every seed of the family: a campaign's tasks
     give each its own, so the example Hypothesis tries first in every run (the simplest)
-    does not repeat the same inputs."""
-    primitive = primitive or draw(st.sampled_from(sorted(PRIMITIVES)))
+    does not repeat the same inputs. `contract`: the realization the family runs in (a
+    fused one draws among FUSED_PRIMITIVES)."""
+    fused = contract != CONTRACT_OFF
+    primitive = primitive or draw(st.sampled_from(FUSED_PRIMITIVES if fused else sorted(PRIMITIVES)))
     site = site or draw(site_types())
     if primitive in RUN_TIME_PRIMITIVES and draw(st.booleans()):
         case = draw(run_time_cases(primitive, site=site))
     else:
         case = draw(cases(primitive, site))
+    case = dataclasses.replace(case, contract=contract)
     family = [sibling(case, case.length, salt) if salt else case]
     for j in range(1, siblings):
         length = draw(st.sampled_from(sibling_lengths(case))) if case.top else 0

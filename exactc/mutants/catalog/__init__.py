@@ -180,6 +180,8 @@ _FIXED_CHECKS = [
     Check("cli:imports", ("tests/test_cli.py",), "imports"),
     # --contract's choices are the realizations, the default (off) first.
     Check("cli:contract", ("tests/test_cli.py",), "contract_choices"),
+    # The kernel campaign's fused tasks: fused families, counted in the fma family.
+    Check("campaign:fused", ("tests/test_campaign_engine.py",), "fused"),
     Check("types:bf16", ("tests/test_types.py",), "bf16"),
     # The C text the exporter prints against tests/printed/ (tools/printed_text.py): what a
     # user reads and no bit shows, a comment's shape or a layout's note.

@@ -13,6 +13,8 @@ WALK = "exactc/exporter/reference/walk.py"
 RUNTIME_HEADER = "exactc/runtime/exactc_rt.h"
 AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
 COMMANDS = "exactc/commands.py"
+CASES = "exactc/strategies/cases.py"
+KERNEL_CAMPAIGN = "exactc/verify/kernel_campaign.py"
 
 MUTANTS = [
     Mutant(
@@ -122,6 +124,26 @@ MUTANTS = [
         'CONTRACT_CHOICES = ("off", "fma")',
         'CONTRACT_CHOICES = ("fma", "off")',
         ("cli:contract",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fused-tasks-run-unfused",
+        "the kernel campaign's families drop the task's realization: its fused tasks run "
+        "the default kernels, and make verify's fma line counts cases that fused nothing",
+        CASES,
+        "    case = dataclasses.replace(case, contract=contract)\n",
+        "",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fused-cases-counted-as-kernels",
+        "the campaign's merge counts the fused tasks' cases in the kernels table of the "
+        "default realization instead of the fma family",
+        KERNEL_CAMPAIGN,
+        '            families = ["fma" if fused else "kernels"]',
+        '            families = ["kernels"]',
+        ("campaign:fused",),
         family="fused",
     ),
 ]
