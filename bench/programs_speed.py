@@ -30,6 +30,7 @@ from exactc import embed  # noqa: E402
 from exactc.exporter.kernels import tuned  # noqa: E402
 from exactc.exporter import checkpoints, export  # noqa: E402
 from exactc.exporter.kernels.autoplan import AutoPlan  # noqa: E402
+from exactc.exporter.primitives import CONTRACT_OFF  # noqa: E402
 from exactc.runtime import STRICT_FLAGS  # noqa: E402
 from exactc import programs  # noqa: E402
 from exactc.runtime.toolchain import compiler_version  # noqa: E402
@@ -206,10 +207,10 @@ def llama_model(shape: dict = LLAMA):
 
 class DecoderBench:
     """A decoder's forward over `tokens` tokens: one checkpoint, exported with `--plan
-    auto` and built with the Makefile's defaults by each compiler, and the same weights in
-    PyTorch (eager)."""
+    auto` (and `--contract`, the products' realization) and built with the Makefile's
+    defaults by each compiler, and the same weights in PyTorch (eager)."""
 
-    def __init__(self, kind: str, work: Path, compilers: list[str]):
+    def __init__(self, kind: str, work: Path, compilers: list[str], contract: str = CONTRACT_OFF):
         import torch
 
         shapes, make_model = {"gpt": (GPT, gpt2_model), "llama": (LLAMA, llama_model)}[kind]
@@ -224,7 +225,8 @@ class DecoderBench:
             # tuned layouts where the tune table has them (tune_line says which)
             plan = AutoPlan(tuned=tuned.tuned_layouts(cc))
             prepared = export.prepare(kind, "forward", "f32", overrides={"tokens": shapes["tokens"]},
-                                      checkpoint=ckpt, plan=plan, inputs={"input_ids": self.ids})
+                                      checkpoint=ckpt, plan=plan, inputs={"input_ids": self.ids},
+                                      contract=contract)
             root = export.write(prepared, work / f"{kind}-{cc}")
             self.flags = makefile_cflags(root)
             self.programs[cc] = build_exported(root, cc)

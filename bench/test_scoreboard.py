@@ -4,6 +4,8 @@ Rows (each: exactc's best time over PyTorch's; above 1, exactc is slower):
 - the GPT-2-like forward (vocabulary 4096, dim 384, 6 layers, 6 heads, MLP 1536, 256
   tokens, f32, `--plan auto`), exported and built with the Makefile's defaults by gcc and
   by clang, against transformers' GPT2LMHeadModel (eager) with the same weights;
+- the GPT-2-like forward in the fused realization (`--contract fma`: the products
+  accumulated with fma, docs/semantics.md section 18), the row beside the default's;
 - the Llama-like forward (the same width and depth, 2 key/value heads, SwiGLU MLP 1024),
   likewise, against transformers' LlamaForCausalLM;
 - all-MiniLM-L6-v2 on a mixed-length batch of 24 sentences (tests/minilm_sentences.py),
@@ -29,6 +31,7 @@ import functools
 import numpy as np
 import pytest
 
+from exactc.exporter.primitives import CONTRACT_FMA
 from exactc.runtime.toolchain import have_compiler
 from exactc.verify.compare import bit_equal_mask
 
@@ -44,6 +47,11 @@ THREADS = [1, 2]
 @pytest.fixture(scope="module")
 def gpt(tmp_path_factory):
     return DecoderBench("gpt", tmp_path_factory.mktemp("gpt"), COMPILERS)
+
+
+@pytest.fixture(scope="module")
+def gpt_fma(tmp_path_factory):
+    return DecoderBench("gpt", tmp_path_factory.mktemp("gpt-fma"), COMPILERS, contract=CONTRACT_FMA)
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +91,13 @@ def record(benchmark, board, name: str, result: SideBySide, flags: str, unit: st
 def test_gpt_forward(benchmark, scoreboard, gpt, cc, threads):
     result = run_rounds(benchmark, gpt.side_by_side(cc, threads))
     record(benchmark, scoreboard, f"gpt forward {cc} {threads}t", result, f"{cc} {gpt.flags}")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_gpt_forward_fma(benchmark, scoreboard, gpt_fma, cc, threads):
+    result = run_rounds(benchmark, gpt_fma.side_by_side(cc, threads))
+    record(benchmark, scoreboard, f"gpt forward fma {cc} {threads}t", result, f"{cc} {gpt_fma.flags}")
 
 
 @pytest.mark.parametrize("threads", THREADS)

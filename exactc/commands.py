@@ -45,6 +45,19 @@ def _model_options(p: argparse.ArgumentParser, plan: str | None = None) -> None:
                    help="the parameters: a Hugging Face folder (GPT-2, BERT, sentence-transformers, Llama) or a "
                         "llama2.c .bin; the config comes from it (--set tokens=N only)")
     weights_options(p)
+    contract_option(p)
+
+
+# exporter.primitives.CONTRACTS, the default first, spelled here so that `--help` imports
+# no exporter module (tests/test_cli.py checks that the two agree).
+CONTRACT_CHOICES = ("off", "fma")
+
+
+def contract_option(p: argparse.ArgumentParser) -> None:
+    """--contract: the realization of the products (docs/semantics.md, section 18)."""
+    p.add_argument("--contract", choices=CONTRACT_CHOICES, default=CONTRACT_CHOICES[0],
+                   help="the products' realization: off (each product rounded, then the sum; the default) or fma "
+                        "(linear, matmul and qlinear_w accumulate with fma, one rounding per step)")
 
 
 def weights_options(p: argparse.ArgumentParser) -> None:
@@ -134,7 +147,7 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None, cc: str
     models.architecture(args.model)
     return export.ExportSpec(args.model, args.entry, args.dtype, args.seed, _overrides(args.set), plan=args.plan,
                              straight=straight, checkpoint=checkpoint, inputs=inputs, weights=weights_choice(args),
-                             cc=cc)
+                             cc=cc, contract=getattr(args, "contract", CONTRACT_CHOICES[0]))
 
 
 def cmd_export(args: argparse.Namespace) -> int:

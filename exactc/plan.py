@@ -38,6 +38,11 @@ SHOW_DESCRIPTION = (textwrap.fill("Show a kernel's nests, axes and the legal pla
                                     "never changes a bit; the table changes speed only.", 79))
 
 
+# exporter.primitives.CONTRACTS, the default first, spelled here so that `--help` imports
+# no exporter module (tests/test_cli.py checks that the two agree).
+CONTRACT_CHOICES = ("off", "fma")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `exactc plan` (cli.py's table registers it)."""
     parser.add_argument("primitive", nargs="?", help="the primitive, e.g. linear")
@@ -54,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tune.add_argument("--checkpoint", metavar="PATH", help="take the shapes from this checkpoint's config")
     tune.add_argument("--weights", choices=("float", "q8", "q4"), default="float", help="the linear weights' format")
     tune.add_argument("--block", type=int, default=None, metavar="G", help="values per scale of --weights q8|q4")
+    tune.add_argument("--contract", choices=CONTRACT_CHOICES, default=CONTRACT_CHOICES[0],
+                      help="the products' realization to tune (docs/semantics.md section 18; default off)")
     tune.add_argument("--cc", default="cc", help="the compiler to tune for (default cc, as the exported Makefile)")
     tune.add_argument("--rounds", type=int, default=5, help="timing rounds, candidates in alternation (default 5)")
     tune.add_argument("--length", type=int, default=None, metavar="T",

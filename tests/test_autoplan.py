@@ -16,7 +16,7 @@ from exactc.exporter.kernels.lower import lower
 from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
 from exactc.exporter.kernels.splits import Split
 from exactc.exporter.models import cache
-from exactc.exporter.primitives import block_count, quantized_row_length
+from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, block_count, quantized_row_length
 from exactc.exporter.printer.kernels import print_kernel
 from exactc import programs
 
@@ -319,6 +319,21 @@ def test_a_signature_lists_every_attribute():
     prefix = lower("matmul", "f32", {"a": (2, 3, 4), "b": (2, 6, 5)}, {"b_rows": 4})
     assert autoplan.nest_signature(prefix, prefix.nests[0]) == (
         "matmul|f32|b_rows=4,group=1,trans_a=False,trans_b=False|a:2x3x4,b:2x6x5,y:2x3x5|matmul")
+
+
+def test_a_fused_nest_is_tuned_apart_from_the_default_one():
+    """The fused realization's nests (ir.Fma steps) have a signature of their own: a
+    layout tuned for one realization is never taken for the other."""
+    from exactc.exporter.kernels import autoplan
+
+    shapes = {"a": (2, 3, 4), "b": (2, 4, 5)}
+    default, fused = (lower("matmul", "f32", shapes, {}, contract) for contract in (CONTRACT_OFF, CONTRACT_FMA))
+    signature = autoplan.nest_signature(default, default.nests[0])
+    assert autoplan.nest_signature(fused, fused.nests[0]) == signature + "|fma"
+    measured = Layout(order=("i", "n", "m"), lanes=(("n", 4),))
+    plan = autoplan.AutoPlan(tuned={signature: measured})
+    assert plan.for_kernel(default, "k")[0].nests[0][1].layout == measured
+    assert plan.for_kernel(fused, "k")[0].nests[0][1].layout != measured
 
 
 def test_the_rows_stride_of_the_matrix_nests():

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 
-from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
 from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import Case, kernel_families, sibling, sibling_lengths
 from exactc.strategies.tensors import TensorSpec
@@ -57,10 +57,11 @@ def test_drawn_families_share_their_kernel_and_differ_in_their_inputs(family):
 @pytest.mark.parametrize("cases", [500, 10_000, 100_000])
 def test_tasks_cover_the_cases_asked_for_and_every_primitive_and_site(cases):
     tasks = kernel_campaign.plan_tasks(cases, seed=3)
-    assert sum(t.cases for t in tasks) >= cases
+    assert sum(t.cases for t in tasks if t.contract == CONTRACT_OFF) >= cases
     assert len({t.seed for t in tasks}) == len(tasks)
-    pairs = {(p, s) for p in PRIMITIVES for s in SITE_TYPES} | {(None, None)}
-    assert {(t.primitive, t.site) for t in tasks} == pairs and len(tasks) % len(pairs) == 0
+    pairs = {(p, s, CONTRACT_OFF) for p in PRIMITIVES for s in SITE_TYPES} | {(None, None, CONTRACT_OFF)}
+    pairs |= {(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES}
+    assert {(t.primitive, t.site, t.contract) for t in tasks} == pairs and len(tasks) % len(pairs) == 0
     assert kernel_campaign.plan_tasks(0) == []
 
 
@@ -74,13 +75,30 @@ def test_a_task_counts_each_case_once():
     assert len(rows) == 2 * task.cases and kernels == 2 * result.kernels and failures == []
 
 
+@settings(max_examples=3, derandomize=True)
+@given(family=kernel_families(siblings=2, contract=CONTRACT_FMA))
+def test_a_fused_family_runs_a_fused_primitive_in_the_fused_realization(family):
+    assert all(c.contract == CONTRACT_FMA and c.primitive in FUSED_PRIMITIVES for c in family)
+
+
+def test_a_fused_task_counts_its_cases_in_the_fma_family_alone():
+    """make verify's `fma:` line: the fused tasks' cases, outside the primitive x type
+    table of the default realization."""
+    task = kernel_campaign.Task("linear", "f32", seed=11, examples=1, kernels=2, siblings=2, contract=CONTRACT_FMA)
+    result = kernel_campaign.run_task(task)
+    assert result.failures == [] and result.cases == task.cases
+    rows, _, _ = kernel_campaign.merge([result])
+    assert [r["family"] for r in rows] == ["fma"] * task.cases
+    assert "contract='fma'" in task.describe()
+
+
 def test_a_failing_task_returns_the_report_of_the_bad_case(monkeypatch):
     from exactc.exporter import reference
 
     real = reference.run
 
-    def off_by_one_ulp(primitive, site, inputs, attrs):  # the reference moved: C disagrees
-        out = real(primitive, site, inputs, attrs)
+    def off_by_one_ulp(primitive, site, inputs, attrs, contract):  # the reference moved: C disagrees
+        out = real(primitive, site, inputs, attrs, contract)
         return {k: (v.view("uint32") ^ 1).view(v.dtype) if v.dtype.itemsize == 4 else v for k, v in out.items()}
 
     monkeypatch.setattr(reference, "run", off_by_one_ulp)
@@ -106,8 +124,8 @@ def test_a_failure_saved_in_the_database_is_replayed_first_by_a_task_of_another_
     real = reference.run
     seen = []
 
-    def wrong_for_long_inputs(primitive, site, inputs, attrs):  # only some draws fail
-        out = real(primitive, site, inputs, attrs)
+    def wrong_for_long_inputs(primitive, site, inputs, attrs, contract):  # only some draws fail
+        out = real(primitive, site, inputs, attrs, contract)
         wrong = max(a.size for a in inputs.values()) > 40
         seen.append((wrong, tuple(a.tobytes() for a in inputs.values())))
         return {k: v + 1 if wrong else v for k, v in out.items()}

@@ -246,6 +246,14 @@ def test_a_commands_help_imports_the_command_line_and_its_module_only(command):
         f"`exactc {' '.join(argv)}` took {cpu:.2f} s of CPU time, {wall:.2f} s of wall time (best of 3)"
 
 
+def test_the_contract_choices_are_the_realizations_default_first():
+    from exactc import commands, plan
+    from exactc.exporter.primitives import CONTRACT_OFF, CONTRACTS
+
+    assert commands.CONTRACT_CHOICES == plan.CONTRACT_CHOICES == CONTRACTS
+    assert CONTRACTS[0] == CONTRACT_OFF
+
+
 def test_the_harness_commands_help_imports_neither_numpy_nor_bf16():
     modules = imports_of("mutants", "--help").modules
     assert "exactc.mutants.runner" in modules  # the command's own module: the harness

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.primitives import FUSED_PRIMITIVES, PRIMITIVES
 from exactc.exporter.types import SITE_TYPES
-from exactc.strategies.cases import Case, cases
+from exactc.strategies.cases import Case, cases, fused_cases
 from exactc.strategies.quant import ArraySpec
 from exactc.strategies.tensors import TensorSpec
 from exactc.verify.build import BuildOptions
@@ -20,6 +20,7 @@ COMPILERS = ["gcc", "clang"]
 LEVELS = [("-O0", False), ("-O2", False), ("-O3", False), ("-O2", True)]
 
 EVERY_PRIMITIVE_AND_TYPE = st.tuples(*[cases(p, s) for p in sorted(PRIMITIVES) for s in SITE_TYPES])
+EVERY_FUSED_PRIMITIVE_AND_TYPE = st.tuples(*[fused_cases(p, s) for p in FUSED_PRIMITIVES for s in SITE_TYPES])
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
@@ -30,6 +31,23 @@ def test_every_build_gives_the_reference_bits(cc, opt, native):
 
     @settings(max_examples=2)
     @given(batch=EVERY_PRIMITIVE_AND_TYPE)
+    def check(batch):
+        assert_all_equal(run_cases(list(batch), options))
+
+    check()
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("opt,native", LEVELS, ids=["O0", "O2", "O3", "O2-native"])
+def test_every_build_gives_the_fused_reference_bits(cc, opt, native):
+    """The fused kernels' fma/fmaf: a call of the C library's at -O0 and without
+    -march, an FMA instruction (inlined, vectorized) with -march=native here; the
+    reference's fma_A bits in each."""
+    need(cc)
+    options = BuildOptions(cc=cc, opt=opt, march_native=native)
+
+    @settings(max_examples=2)
+    @given(batch=EVERY_FUSED_PRIMITIVE_AND_TYPE)
     def check(batch):
         assert_all_equal(run_cases(list(batch), options))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -24,10 +25,10 @@ from exactc.exporter.kernels.ir import REDUCE, Affine
 from exactc.exporter.kernels.layouts import Layout, LayoutError, fresh_name, integer_sum_rule, validate_layout
 from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
 from exactc.exporter.kernels.splits import Split
-from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.primitives import CONTRACT_FMA, FUSED_PRIMITIVES, PRIMITIVES
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
-from exactc.strategies.cases import Case, cases, run_time_cases
+from exactc.strategies.cases import Case, cases, fused_cases, run_time_cases
 from exactc.strategies.layouts import planned_cases
 from exactc.strategies.tensors import TensorSpec
 from exactc.verify.build import BuildOptions
@@ -85,6 +86,19 @@ LANED_LINEAR = NestPlan(
 @pytest.mark.parametrize("primitive", sorted(PRIMITIVES))
 def test_every_layout_and_split_gives_the_reference_bits(primitive):
     @given(batch=st.lists(planned_cases(cases(primitive)), min_size=1, max_size=BATCH), build=_builds())
+    def check(batch, build):
+        assert_all_equal(_run(batch, build))
+
+    check()
+
+
+@needs_compilers
+@pytest.mark.parametrize("primitive", FUSED_PRIMITIVES)
+def test_every_layout_and_split_gives_the_fused_reference_bits(primitive):
+    """The fused realization's step (ir.Fma) under every layout feature: the reference's
+    fma_A bits, as the default step's."""
+
+    @given(batch=st.lists(planned_cases(fused_cases(primitive)), min_size=1, max_size=BATCH), build=_builds())
     def check(batch, build):
         assert_all_equal(_run(batch, build))
 
@@ -437,6 +451,24 @@ def test_lanes_are_vectorized_at_O2(cc, tmp_path):
 
     assert "addps" not in assembly(print_kernel(kernel, "k").source)
     assert "addps" in assembly(print_kernel(kernel, "k", plan).source)
+
+
+@pytest.mark.parametrize("site, packed", [("f32", "ps"), ("f64", "pd")])
+@pytest.mark.parametrize("cc", EACH_COMPILER)
+def test_fused_lanes_are_vectorized_into_fma_instructions(cc, site, packed, tmp_path):
+    """On a target with FMA (-march=haswell) the laned fused linear's written fma/fmaf
+    compiles, under the strict flags at -O2, to packed fused multiply-adds (vfmadd..ps/pd
+    on ymm registers) and no call of the C library's function is left in the lanes."""
+    kernel = lower("linear", site, {"x": (64, 96), "w": (128, 96)}, {}, CONTRACT_FMA)
+    plan = Plan((("linear", NestPlan(Layout(order=("n", "m"), lanes=(("m", 2), ("n", 8)), packs=("w",)))),))
+    validate_plan(kernel, plan)
+    path = tmp_path / "kernel.c"
+    path.write_text(print_kernel(kernel, "k", plan).source)
+    proc = subprocess.run([cc, *STRICT_FLAGS, "-O2", "-march=haswell", "-S", f"-I{RUNTIME_DIR}", str(path), "-o", "-"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(rf"vfmadd\d+{packed}\s+.*%ymm", proc.stdout), proc.stdout
+    assert not re.search(r"(call|jmp)\s+fmaf?(@PLT)?\b", proc.stdout)
 
 
 def _full_plan(kernel) -> Plan:

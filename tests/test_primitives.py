@@ -4,13 +4,26 @@ bit, with NaN-poisoned red zones around every buffer (docs/design.md, principles
 import os
 import re
 
+import dataclasses
+
+import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
-from exactc.exporter import dims
-from exactc.exporter.primitives import PRIMITIVES, PrimitiveError, get_primitive
+from exactc.exporter import dims, reference
+from exactc.exporter.kernels import lower
+from exactc.exporter.primitives import (
+    CONTRACT_FMA,
+    CONTRACT_OFF,
+    FUSED_PRIMITIVES,
+    PRIMITIVES,
+    PrimitiveError,
+    get_primitive,
+)
 from exactc.exporter.types import SITE_TYPES
-from exactc.strategies.cases import case_batches
+from exactc.strategies.cases import Case, case_batches, cases, fused_cases
+from exactc.strategies.quant import ArraySpec
 from exactc.verify.kernels import assert_all_equal, run_cases
 
 # Cases compiled together per example: more in the campaign, where a compiler call's
@@ -32,6 +45,73 @@ def test_c_equals_reference(primitive, site):
 def test_mixed_batches(batch):
     """Kernels of different primitives and types compiled in one library."""
     assert_all_equal(run_cases(batch))
+
+
+# ---- the fused realization (docs/semantics.md section 18)
+
+
+@pytest.mark.parametrize("site", SITE_TYPES)
+@pytest.mark.parametrize("primitive", FUSED_PRIMITIVES)
+def test_fused_c_equals_reference(primitive, site):
+    """The fused kernels (fma/fmaf written in the C) give the reference's fma_A bits."""
+
+    @given(batch=st.lists(fused_cases(primitive, site), min_size=1, max_size=BATCH))
+    def check(batch):
+        assert_all_equal(run_cases(batch))
+
+    check()
+
+
+# fmaf(2^-24·(1 + 2^-23), 1 - 2^-23, -(1 + 2^-23)) of semantics.md section 18, as a
+# linear's second step after acc = -(1 + 2^-23): fused, the exact sum just past the tie
+# rounds to -(1 + 2^-23); by default the product rounds to 2^-24 and the sum, now a tie,
+# to even, -1.
+NEAR_TIE_X = ((-(1 + 2**-23), 2**-24 * (1 + 2**-23)),)
+NEAR_TIE_W = ((1.0, 1 - 2**-23),)
+
+
+def _near_tie_linear(contract: str) -> Case:
+    specs = (("x", ArraySpec(NEAR_TIE_X, "f32")), ("w", ArraySpec(NEAR_TIE_W, "f32")))
+    return Case("linear", "f32", (("has_b", False),), specs, contract=contract)
+
+
+def test_fused_linear_rounds_once_where_the_default_rounds_twice():
+    cases = [_near_tie_linear(CONTRACT_OFF), _near_tie_linear(CONTRACT_FMA)]
+    assert_all_equal(run_cases(cases))
+    default, fused = (reference.run("linear", "f32", c.inputs(), c.attr_dict, c.contract)["y"] for c in cases)
+    assert default[0, 0] == np.float32(-1.0)
+    assert fused[0, 0] == -(np.float32(1) + np.float32(2**-23))
+
+
+@given(case=fused_cases())
+def test_the_realizations_are_two_kernels_and_only_the_fused_primitives_differ(case):
+    """A fused kernel calls fma where the default one multiplies and adds, and a batch
+    holding both compiles each and gives each its own reference's bits."""
+    default = dataclasses.replace(case, contract=CONTRACT_OFF)
+    fused_text = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict, CONTRACT_FMA).text()
+    default_text = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict).text()
+    assert "fma(" in fused_text and "fma(" not in default_text
+    assert_all_equal(run_cases([default, case]))
+
+
+@pytest.mark.parametrize("primitive", sorted(set(PRIMITIVES) - set(FUSED_PRIMITIVES)))
+def test_the_fused_realization_leaves_every_other_primitive_as_it_is(primitive):
+    @given(case=cases(primitive))
+    def check(case):
+        shapes, attrs = case.kernel_shapes, case.attr_dict
+        fused = lower(case.primitive, case.site, shapes, attrs, CONTRACT_FMA)
+        assert fused == lower(case.primitive, case.site, shapes, attrs)
+        inputs = case.inputs()
+        for name, y in reference.run(primitive, case.site, inputs, attrs, CONTRACT_FMA).items():
+            expected = reference.run(primitive, case.site, inputs, attrs)[name]
+            assert y.tobytes() == expected.tobytes()
+
+    check()
+
+
+def test_an_unknown_realization_is_refused_by_name():
+    with pytest.raises(PrimitiveError, match="unknown realization --contract 'fast'; exactc knows off, fma"):
+        lower("linear", "f32", {"x": (2, 3), "w": (4, 3)}, {}, "fast")
 
 
 # ---- the catalogue's shape rules

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exactc.exporter import export, graph, models
+from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF
 
 from exactc.exporter.reference import walk
 from exactc.exporter import frames
@@ -124,6 +125,53 @@ def test_program_matches_reference(tmp_path, model, entry, site):
     reached = re.search(r"arena peak reached (\d+) bytes of (\d+) computed", done.stderr)
     assert int(reached.group(1)) == int(reached.group(2)) == manifest["straight_line_arena_peak"]
     assert manifest["straight_line_arena_peak"] > manifest["arena_peak"]
+
+
+FUSED_CASES = [(m, s) for m in ("gpt", "bert", "llama") for s in SITES]
+
+
+@needs_clang
+@pytest.mark.parametrize("model,site", FUSED_CASES, ids=[f"{m}-{s}" for m, s in FUSED_CASES])
+def test_fused_program_matches_reference(tmp_path, model, site):
+    """--contract fma under the automatic plan (lanes, packs, splits): the reference's
+    fused bits from gcc and clang at 1 and 2 threads, bits the default realization does
+    not give (at f32 and f64); the kernels call fma, the manifest names the realization."""
+    spec = export.ExportSpec(model, "forward", site, 3, SMALL[model], plan="auto", contract=CONTRACT_FMA)
+    prepared = spec.prepare()
+    root = export.write(prepared, tmp_path / f"{model}-{site}-fma")
+    default = dataclasses.replace(spec, contract=CONTRACT_OFF).prepare()
+    differs = any(prepared.expected[n].tobytes() != default.expected[n].tobytes() for n in prepared.expected)
+    assert differs or site == "bf16"  # the one rounding to bf16 may hide the last bits of every output
+    assert json.loads((root / "exactc.json").read_text())["contract"] == CONTRACT_FMA
+    call = "fma(" if site == "f64" else "fmaf("
+    products = [text for path, text in prepared.printed.files.items() if path.startswith(("kernels/linear",
+                                                                                            "kernels/matmul"))]
+    assert products and all(call in text for text in products)
+    for cc in ("gcc", "clang"):
+        program = build(root, cc=cc)
+        for threads in (1, 2):
+            conforms(program, prepared, threads)
+            done = program.check(threads)
+            assert done.returncode == 0, f"{cc} threads={threads}:\n{done.stdout}{done.stderr}"
+
+
+# glibc picks its fma by the CPU (an ifunc); this hides FMA from it, so that the program
+# runs the C library's software fma (__fma_sse2, __fmaf_sse2), correctly rounded too.
+NO_FMA_CPU = {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-FMA,-FMA4,-AVX2"}
+
+
+@pytest.mark.parametrize("site", ["f64", "f32"])
+def test_fused_program_on_a_target_without_fma_calls_the_c_library_s_fma(tmp_path, site):
+    """Built for the baseline x86-64 (no -march: no FMA instruction), the fused kernels
+    call fma/fmaf, whose software form on a CPU without FMA gives the same bits."""
+    spec = export.ExportSpec("gpt", "forward", site, 3, SMALL["gpt"], plan="auto", contract=CONTRACT_FMA)
+    prepared = spec.prepare()
+    root = export.write(prepared, tmp_path / f"gpt-{site}-fma-portable")
+    program = programs.make(root, programs.Build(cc="gcc", cflags="-O2"))
+    for env in (None, NO_FMA_CPU):
+        for threads in (1, 2):
+            done = program.check(threads, env=env)
+            assert done.returncode == 0, f"{env} threads={threads}:\n{done.stdout}{done.stderr}"
 
 
 def test_export_is_deterministic(tmp_path):
@@ -470,7 +518,8 @@ def test_an_export_is_cached_by_what_it_depends_on(tmp_path, monkeypatch):
     plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 3], [3, 6]]}}}}))
     variants = [dataclasses.replace(spec, seed=4), dataclasses.replace(spec, overrides=dict(SMALL["gpt"], tokens=5)),
                 dataclasses.replace(spec, straight=True), dataclasses.replace(spec, plan="auto"),
-                dataclasses.replace(spec, plan=str(plan)), dataclasses.replace(spec, inputs={"input_ids": np.zeros(6, np.int32)})]
+                dataclasses.replace(spec, plan=str(plan)), dataclasses.replace(spec, inputs={"input_ids": np.zeros(6, np.int32)}),
+                dataclasses.replace(spec, contract=CONTRACT_FMA)]
     digests = [v.digest() for v in [spec, *variants]]
     assert len(set(digests)) == len(digests), f"variants with the same key: {digests}"
     plan.write_text(json.dumps({"nests": {"linear_qkv": {"split": {"depth": 0, "pieces": [[0, 2], [2, 6]]}}}}))

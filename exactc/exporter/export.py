@@ -33,6 +33,7 @@ import numpy as np
 
 from exactc.exporter import dims, graph, models, types
 from exactc.exporter.files import signals_held, umask
+from exactc.exporter.primitives import CONTRACT_OFF, check_contract
 
 from exactc.runtime import RUNTIME_DIR
 
@@ -122,7 +123,9 @@ class Export:
 
     def manifest(self) -> dict[str, Any]:
         p = self.program
-        return {
+        # The realization is named only when fused: a default export's manifest is unchanged.
+        contract = {} if p.contract == CONTRACT_OFF else {"contract": p.contract}
+        return contract | {
             "model": p.model,
             "entry": p.entry,
             "dtype": self.site,
@@ -243,16 +246,21 @@ def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapp
 
 def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,
             plan: Any = None, straight: bool = False, inputs: Mapping[str, np.ndarray] | None = None,
-            checkpoint: Any = None, weights: tuple[str, int] | None = None) -> Export:
+            checkpoint: Any = None, weights: tuple[str, int] | None = None,
+            contract: str = CONTRACT_OFF) -> Export:
     """Trace, draw (or read `checkpoint`'s parameters: a checkpoints.Checkpoint, checked
     against the config before anything runs), print and run the reference: everything
     an export writes. With a checkpoint, `overrides` may set `tokens` only. `weights`
-    (fmt, block) quantizes the linear weights (build_program)."""
+    (fmt, block) quantizes the linear weights (build_program). `contract` is the
+    products' realization (semantics.md section 18), carried by the program to the
+    printer and the reference alike."""
     from exactc.exporter.printer.host import print_program
     from exactc.exporter.reference import walk
 
     types.check_site(site)
+    check_contract(contract)
     program, params = build_program(model, entry, site, seed, overrides, checkpoint, weights)
+    program = dataclasses.replace(program, contract=contract)
     ins = dict(inputs) if inputs is not None else models.draw_inputs(program, seed)
     ins = check_inputs(program, site, ins)
     printed = print_program(program, site, plan=plan, straight=straight)
@@ -305,6 +313,7 @@ class ExportSpec:
     inputs: Mapping[str, np.ndarray] | None = None
     weights: tuple[str, int] | None = None  # (fmt, block): the linear weights quantized
     cc: str | None = None  # the compiler whose tune table `auto` reads (default $CC, else cc)
+    contract: str = CONTRACT_OFF  # the products' realization (semantics.md section 18)
 
     def loaded_plan(self) -> Any:
         from exactc.exporter.kernels.autoplan import load_plan_option
@@ -313,7 +322,8 @@ class ExportSpec:
 
     def prepare(self) -> Export:
         return prepare(self.model, self.entry, self.site, self.seed, self.overrides, plan=self.loaded_plan(),
-                       straight=self.straight, inputs=self.inputs, checkpoint=self.checkpoint, weights=self.weights)
+                       straight=self.straight, inputs=self.inputs, checkpoint=self.checkpoint, weights=self.weights,
+                       contract=self.contract)
 
     def digest(self) -> str:
         """Everything the exported directory depends on: exactc's sources, the request,
@@ -327,6 +337,8 @@ class ExportSpec:
                    "checkpoint": None if self.checkpoint is None else self.checkpoint.digest()}
         if self.weights is not None:
             request["weights"] = list(self.weights)
+        if self.contract != CONTRACT_OFF:  # the default's digest unchanged: its cached exports stay valid
+            request["contract"] = self.contract
         h.update(json.dumps(request, sort_keys=True).encode())
         for name in sorted(self.inputs or {}):
             array = np.ascontiguousarray(self.inputs[name])

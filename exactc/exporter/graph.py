@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from exactc.exporter import dims
-from exactc.exporter.primitives import PrimitiveError, Shape, get_primitive
+from exactc.exporter.primitives import CONTRACT_OFF, PrimitiveError, Shape, get_primitive
 
 
 class GraphError(ValueError):
@@ -724,6 +724,7 @@ class Program:
     # Outputs written in place over an input (output -> input): a decode step's caches.
     # A C program gives each the input's buffer; the reference returns a new array.
     in_place: dict[str, str] = dataclasses.field(default_factory=dict)
+    contract: str = CONTRACT_OFF  # the realization (semantics.md section 18): "fma" fuses FUSED_PRIMITIVES
 
     @property
     def param_values(self) -> tuple[Value, ...]:

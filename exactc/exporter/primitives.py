@@ -34,6 +34,26 @@ QUANT_FORMATS = ("q8", "q4")
 MAX_BLOCK = 65536
 
 
+# The realizations of docs/semantics.md section 18: "off" rounds each product and then the
+# sum (sections 1 to 16, the default); "fma" computes each multiply-accumulate step of
+# the fused primitives as one fma_A. Both backends read FUSED_PRIMITIVES from here.
+CONTRACT_OFF, CONTRACT_FMA = "off", "fma"
+CONTRACTS = (CONTRACT_OFF, CONTRACT_FMA)
+FUSED_PRIMITIVES = ("linear", "matmul", "qlinear_w")
+
+
+def check_contract(contract: str) -> str:
+    """`contract` if it names a realization; a PrimitiveError saying which exist."""
+    if contract not in CONTRACTS:
+        raise PrimitiveError(f"unknown realization --contract {contract!r}; exactc knows {', '.join(CONTRACTS)}")
+    return contract
+
+
+def fuses(primitive: str, contract: str) -> bool:
+    """Whether `primitive` computes its multiply-accumulate steps as fma_A under `contract`."""
+    return check_contract(contract) == CONTRACT_FMA and primitive in FUSED_PRIMITIVES
+
+
 def block_count(k: int, block: int) -> int:
     """The blocks of a row of k elements: ceil(k / block), the last one maybe short."""
     return -(-k // block)

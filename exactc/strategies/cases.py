@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from exactc.exporter import dims as dimensions
-from exactc.exporter.primitives import PRIMITIVES, get_primitive
+from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES, get_primitive
 from exactc.strategies.quant import (
     ArraySpec,
     RealBlockSpec,
@@ -47,6 +47,8 @@ class Case:
     # following T (1 <= T <= top) and run at T = length; 0: static shapes.
     length: int = 0
     top: int = 0
+    # The products' realization (docs/semantics.md section 18) both backends run it in.
+    contract: str = CONTRACT_OFF
 
     @property
     def attr_dict(self) -> dict[str, Any]:
@@ -296,6 +298,13 @@ def cases(draw, primitive: str | None = None, site: str | None = None) -> Case:
     return draw(CASE_BUILDERS[primitive](site))
 
 
+@st.composite
+def fused_cases(draw, primitive: str | None = None, site: str | None = None) -> Case:
+    """A case of a fused primitive (linear, matmul, qlinear_w) in the fused realization."""
+    case = draw(cases(primitive or draw(st.sampled_from(FUSED_PRIMITIVES)), site))
+    return dataclasses.replace(case, contract=CONTRACT_FMA)
+
+
 def case_batches(primitive: str | None = None, site: str | None = None, max_size: int = 6):
     """Lists of cases compiled together in one compiler call."""
     return st.lists(cases(primitive, site), min_size=1, max_size=max_size)
@@ -359,19 +368,22 @@ def sibling_lengths(case: Case) -> list[int]:
 
 @st.composite
 def kernel_families(draw, primitive: str | None = None, site: str | None = None, siblings: int = 8,
-                    salt: int = 0) -> list[Case]:
+                    salt: int = 0, contract: str = CONTRACT_OFF) -> list[Case]:
     """A drawn case and `siblings - 1` more on the same kernel (`sibling`): fresh inputs,
     and a drawn run-time length in [1, T_max] when the primitive follows one (half of
     the draws of RUN_TIME_PRIMITIVES). What the campaign runs: one compiled kernel
     serves the whole family. `salt` moves every seed of the family: a campaign's tasks
     give each its own, so the example Hypothesis tries first in every run (the simplest)
-    does not repeat the same inputs."""
-    primitive = primitive or draw(st.sampled_from(sorted(PRIMITIVES)))
+    does not repeat the same inputs. `contract`: the realization the family runs in (a
+    fused one draws among FUSED_PRIMITIVES)."""
+    fused = contract != CONTRACT_OFF
+    primitive = primitive or draw(st.sampled_from(FUSED_PRIMITIVES if fused else sorted(PRIMITIVES)))
     site = site or draw(site_types())
     if primitive in RUN_TIME_PRIMITIVES and draw(st.booleans()):
         case = draw(run_time_cases(primitive, site=site))
     else:
         case = draw(cases(primitive, site))
+    case = dataclasses.replace(case, contract=contract)
     family = [sibling(case, case.length, salt) if salt else case]
     for j in range(1, siblings):
         length = draw(st.sampled_from(sibling_lengths(case))) if case.top else 0

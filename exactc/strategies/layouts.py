@@ -97,5 +97,5 @@ def planned_cases(draw, case_strategy) -> tuple[Case, Plan]:
     from exactc.exporter.kernels import lower
 
     case = draw(case_strategy)
-    kernel = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict)
+    kernel = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict, case.contract)
     return case, draw(plans(kernel))

@@ -19,7 +19,7 @@ import collections
 import dataclasses
 import itertools
 
-from exactc.exporter.primitives import PRIMITIVES
+from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
 from exactc.exporter.types import SITE_TYPES
 
 KERNELS_PER_BATCH = 6  # distinct kernels per compiler call
@@ -47,6 +47,7 @@ class Task:
     # so that the example Hypothesis tries first in every run (the simplest) brings fresh
     # inputs in each round, and a rerun's task of the same round replays a saved failure.
     salt: int = 0
+    contract: str = CONTRACT_OFF  # the realization its cases run in (docs/semantics.md section 18)
 
     @property
     def cases(self) -> int:
@@ -54,8 +55,9 @@ class Task:
         return self.examples * self.kernels * self.siblings
 
     def describe(self) -> str:
+        fused = "" if self.contract == CONTRACT_OFF else f", contract={self.contract!r}"
         return (f"Task(primitive={self.primitive!r}, site={self.site!r}, seed={self.seed}, "
-                f"examples={self.examples}, kernels={self.kernels}, siblings={self.siblings})")
+                f"examples={self.examples}, kernels={self.kernels}, siblings={self.siblings}{fused})")
 
 
 @dataclasses.dataclass
@@ -82,19 +84,24 @@ def database_dir():
 
 def plan_tasks(cases: int, seed: int = 0, database: str | None = None, **sizes) -> list[Task]:
     """Tasks that together run at least `cases` cases, in whole rounds: every primitive x
-    site type in turn and a mixed task, each task with its own seed; a task runs fewer
-    examples when a round of the usual tasks would pass `cases`."""
+    site type in turn, a mixed task, and every fused primitive x site type in the fused
+    realization, each task with its own seed; a task runs fewer examples when a round of
+    the usual tasks would pass `cases`. `cases` counts the default realization's cases
+    (make verify's --min-cases); the fused tasks run beside them."""
     if cases <= 0:
         return []
-    pairs = [(p, s) for p in sorted(PRIMITIVES) for s in SITE_TYPES] + [(None, None)]
+    pairs = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) for s in SITE_TYPES] + [(None, None, CONTRACT_OFF)]
+    pairs += [(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES]
+    defaults = sum(contract == CONTRACT_OFF for _, _, contract in pairs)
     per_example = sizes.get("kernels", KERNELS_PER_BATCH) * sizes.get("siblings", SIBLINGS)
-    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (len(pairs) * per_example)))))
+    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (defaults * per_example)))))
     tasks = []
-    for i, (primitive, site) in enumerate(itertools.cycle(pairs)):
-        if i % len(pairs) == 0 and sum(t.cases for t in tasks) >= cases:
+    for i, (primitive, site, contract) in enumerate(itertools.cycle(pairs)):
+        if i % len(pairs) == 0 and sum(t.cases for t in tasks if t.contract == CONTRACT_OFF) >= cases:
             break
         salt = (i // len(pairs)) * 0x9E3779B1 % 2**32
-        tasks.append(Task(primitive, site, seed * 1_000_003 + i, database=database, salt=salt, **sizes))
+        tasks.append(Task(primitive, site, seed * 1_000_003 + i, database=database, salt=salt, contract=contract,
+                          **sizes))
     return tasks
 
 
@@ -112,7 +119,7 @@ def run_task(task: Task) -> TaskResult:
     kernels = 0
 
     # Distinct kernels in a batch (no family twice); the task's salt in every input seed.
-    families = kernel_families(task.primitive, task.site, task.siblings, task.salt)
+    families = kernel_families(task.primitive, task.site, task.siblings, task.salt, task.contract)
 
     @settings(max_examples=task.examples, deadline=None, print_blob=True,
               database=DirectoryBasedExampleDatabase(task.database) if task.database else None,
@@ -132,7 +139,7 @@ def run_task(task: Task) -> TaskResult:
     # source of `check`, so a later task of the same pair, on any worker and with any
     # seed, replays a failure saved here first (Hypothesis's "reuse" phase).
     check._hypothesis_internal_database_key = (  # type: ignore[attr-defined]
-        f"exactc-kernel-campaign:{task.primitive}:{task.site}:{task.kernels}:{task.siblings}".encode())
+        f"exactc-kernel-campaign:{task.primitive}:{task.site}:{task.kernels}:{task.siblings}:{task.contract}".encode())
     failures = []
     try:
         check()
@@ -154,8 +161,12 @@ def merge(results: list[TaskResult]) -> tuple[list[dict], int, list[str]]:
     """The campaign's rows (verify/campaign.py's summary), kernels compiled, failures."""
     rows, kernels, failures = [], 0, []
     for result in results:
+        # A fused task's cases count in the fma family alone: the primitive x type table
+        # is the default realization's.
+        fused = result.task.contract != CONTRACT_OFF
         for (primitive, site, status), n in sorted(result.counts.items()):
-            families = ["kernels"] + (["quant"] if primitive in ("quantize", "qlinear_w", "qlinear_i") else [])
+            families = ["fma" if fused else "kernels"]
+            families += ["quant"] if primitive in ("quantize", "qlinear_w", "qlinear_i") else []
             rows.extend({"family": f, "primitive": primitive, "site": site, "status": status}
                         for _ in range(n) for f in families)
         kernels += result.kernels

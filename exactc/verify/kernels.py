@@ -34,6 +34,7 @@ from exactc.exporter import dims, reference
 from exactc.exporter.types import STORAGE
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.plans import Plan, validate_plan
+from exactc.exporter.primitives import CONTRACT_FMA
 from exactc.exporter.kernels.splits import coverage_problem, split_axis
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.exporter.primitives import IN_PLACE
@@ -123,7 +124,8 @@ class _Prepared:
 def kernel_key(case: Case, plan: Plan | None = None) -> tuple:
     """What a case's compiled kernel depends on: cases with equal keys share one kernel
     in a batch (strategies/cases.py, `sibling`: fresh inputs, another run-time length)."""
-    return (case.primitive, case.site, case.attrs, repr(case.kernel_shapes), plan.dumps() if plan is not None else None)
+    return (case.primitive, case.site, case.attrs, repr(case.kernel_shapes), plan.dumps() if plan is not None else None,
+            case.contract)
 
 
 def _prepare(cases: Sequence[Case], plans=None, validate: bool = True) -> list[_Prepared]:
@@ -133,7 +135,7 @@ def _prepare(cases: Sequence[Case], plans=None, validate: bool = True) -> list[_
     for case, plan in zip(cases, plans, strict=True):
         key = kernel_key(case, plan)
         if key not in kernels:
-            kernel = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict)
+            kernel = lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict, case.contract)
             if plan is not None and validate:
                 validate_plan(kernel, plan)
             name = f"c{len(kernels)}"
@@ -266,16 +268,17 @@ def _report(prep: _Prepared, problem: str, options: BuildOptions, expected, actu
 
 def _families(case: Case, plan: Plan | None) -> list[str]:
     """The campaign families a case counts in: kernels (no plan), layouts, splits; and
-    quant for the primitives of quantized operands."""
-    quant = ["quant"] if case.primitive in QUANTIZED_PRIMITIVES else []
+    quant for the primitives of quantized operands, fma for the fused realization."""
+    tagged = ["quant"] if case.primitive in QUANTIZED_PRIMITIVES else []
+    tagged += ["fma"] if case.contract == CONTRACT_FMA else []
     if plan is None:
-        return ["kernels"] + quant
-    families = list(quant)
+        return ["kernels"] + tagged
+    families = list(tagged)
     if any(not p.layout.is_plain for _, p in plan.nests):
         families.append("layouts")
     if any(p.split is not None for _, p in plan.nests):
         families.append("splits")
-    return families if len(families) > len(quant) else families + ["layouts"]
+    return families if len(families) > len(tagged) else families + ["layouts"]
 
 
 def _write_stats(rows: Iterable[dict]) -> None:
@@ -356,7 +359,8 @@ def run_cases(
         return outcomes
     outcomes = []
     for prep, result in zip(prepared, payload, strict=True):
-        expected = reference.run(prep.case.primitive, prep.case.site, prep.inputs, prep.case.attr_dict)
+        expected = reference.run(prep.case.primitive, prep.case.site, prep.inputs, prep.case.attr_dict,
+                                 prep.case.contract)
         actual = result["outputs"]
         problems, status = [], "equal"
         coverage = _split_problems(prep, result["split_status"], CHECK_SPLITS in options.defines)

@@ -175,7 +175,7 @@ def program_kernels(program, site: str) -> list:
     for op in launched_ops(program):
         key = kernel_key(op)
         if key not in kernels:
-            kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs)
+            kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs, program.contract)
     return list(kernels.values())
 
 
@@ -278,7 +278,8 @@ def tune_command(args) -> int:
     args.plan, args.seed = None, 0
     spec = commands._spec(args)
     overrides, weights = export.checkpoint_request(spec.checkpoint, spec.entry, spec.overrides, spec.weights)
-    program = export.trace(spec.model, spec.entry, overrides, weights, spec.checkpoint)
+    program = dataclasses.replace(export.trace(spec.model, spec.entry, overrides, weights, spec.checkpoint),
+                                  contract=spec.contract)
     identity = build_identity(args.cc)
     start = time.perf_counter()
     measured = tune(program, spec.site, args.cc, args.rounds, args.length, _note)

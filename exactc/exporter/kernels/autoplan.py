@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from exactc.exporter import dims
-from exactc.exporter.kernels.ir import CTYPE_TO_TYPE, Kernel, Nest
+from exactc.exporter.kernels.ir import CTYPE_TO_TYPE, Fma, Kernel, Nest, statement_exprs, walk_expr, walk_statements
 from exactc.exporter.kernels.layouts import Layout, LayoutError
 from exactc.exporter.kernels.plans import NestPlan, Plan, PlanError, load_plan, validate_plan
 from exactc.exporter.kernels.splits import Split, split_pieces
@@ -200,13 +200,21 @@ def _first_legal(kernel: Kernel, nest: Nest, layouts: list[Layout]) -> Layout:
 
 def nest_signature(kernel: Kernel, nest: Nest) -> str:
     """What a tuned layout is keyed by: the kernel's primitive, site type, attributes and
-    buffer shapes (its shape, whatever program it is in), and the nest's name. A quiet
+    buffer shapes (its shape, whatever program it is in), and the nest's name; `|fma`
+    after it for a nest of the fused realization, whose speed is its own. A quiet
     attribute at its default is left out (Primitive.quiet), so tables measured before
     it existed still match."""
     shown = shown_attrs(kernel.primitive, kernel.attrs)
     attrs = ",".join(f"{k}={shown[k]!r}" for k in sorted(shown))
     shapes = ",".join(f"{b.name}:{'x'.join(str(d) for d in b.shape)}" for b in kernel.buffers)
-    return f"{kernel.primitive}|{kernel.site}|{attrs}|{shapes}|{nest.name}"
+    fused = "|fma" if fuses(nest) else ""
+    return f"{kernel.primitive}|{kernel.site}|{attrs}|{shapes}|{nest.name}{fused}"
+
+
+def fuses(nest: Nest) -> bool:
+    """Whether the nest computes a step as fma_A (the fused realization's ir.Fma)."""
+    return any(isinstance(node, Fma) for stmt in walk_statements(nest.body) for expr in statement_exprs(stmt)
+               for node in walk_expr(expr))
 
 
 def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES,

@@ -87,7 +87,7 @@ RESERVED_NAMES = frozenset(
     """auto break case char const continue default do double else enum extern float for
     goto if inline int long register restrict return short signed sizeof static struct
     switch typedef union unsigned void volatile while _Bool _Complex _Imaginary
-    lo hi memcpy sqrt sqrtf isnan exp log tanh erf sin cos
+    lo hi memcpy sqrt sqrtf isnan exp log tanh erf sin cos fma fmaf
     int8_t uint8_t int32_t int64_t uint16_t uint32_t uint64_t""".split()
 ) | {SYMBOL}  # the run-time length
 
@@ -347,6 +347,32 @@ class Binary(Expr):
 
     def children(self) -> tuple[Expr, ...]:
         return (self.a, self.b)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fma(Expr):
+    """fma_A(a, b, c) = a·b + c rounded once in the operands' float type (all three the
+    same): the fused realization's multiply-accumulate step (docs/semantics.md section
+    18), printed as a call of C's fma/fmaf, never left to the compiler to contract."""
+
+    a: Expr
+    b: Expr
+    c: Expr
+
+    def __post_init__(self) -> None:
+        types = {self.a.type, self.b.type, self.c.type}
+        if len(types) != 1 or self.a.type not in FLOAT_TYPES:
+            raise IRError(f"fma of {self.a.type}, {self.b.type} and {self.c.type}: {self.text()}")
+
+    @property
+    def type(self) -> str:  # type: ignore[override]
+        return self.a.type
+
+    def text(self) -> str:
+        return f"fma({_bare(self.a)}, {_bare(self.b)}, {_bare(self.c)})"
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a, self.b, self.c)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,10 @@ The shape of a nest
         acc = acc + (x[m,k] * w[n,k])
       y[m,n] = acc
 
+  In the fused realization (docs/semantics.md section 18) the step is one node,
+  `acc = fma(x[m,k], w[n,k], acc)` (Fma), which every layout arranges as it does the
+  default step.
+
 - `axes` are the PARALLEL axes of a perfect loop nest, outermost first. Each point of
   their product runs `body` once and writes elements no other point writes, so the
   axes may be reordered, tiled, laned or split between threads without changing a bit.
@@ -101,6 +105,7 @@ from exactc.exporter.kernels.exprs import (  # the vocabulary, named here too: s
     Write,
     CopyBits,
     FillBits,
+    Fma,
     Loop,
     If,
     walk_statements,
@@ -152,6 +157,7 @@ __all__ = [
     "Write",
     "CopyBits",
     "FillBits",
+    "Fma",
     "Loop",
     "If",
     "walk_statements",

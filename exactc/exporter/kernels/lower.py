@@ -40,6 +40,7 @@ from exactc.exporter.kernels.ir import (
     Declare,
     Expr,
     FillBits,
+    Fma,
     If,
     Kernel,
     Load,
@@ -52,7 +53,7 @@ from exactc.exporter.kernels.ir import (
     Write,
     launch,
 )
-from exactc.exporter.primitives import PrimitiveError, Shape, get_primitive
+from exactc.exporter.primitives import CONTRACT_OFF, PrimitiveError, Shape, fuses, get_primitive
 
 # The quiet NaN an out-of-range embedding id gives (semantics.md, section 4).
 QUIET_NAN_BITS = {"f64": 0x7FF8000000000000, "f32": 0x7FC00000, "bf16": 0x7FC0}
@@ -69,8 +70,10 @@ def lower(
     site: str,
     shapes: Mapping[str, Shape],
     attrs: Mapping[str, Any] | None = None,
+    contract: str = CONTRACT_OFF,
 ) -> Kernel:
-    """The kernel of `primitive` at site type `site` for operands of these shapes."""
+    """The kernel of `primitive` at site type `site` for operands of these shapes, in the
+    realization `contract` (docs/semantics.md section 18)."""
     prim = get_primitive(primitive)
     if site not in types.SITE_TYPES:
         raise PrimitiveError(
@@ -86,7 +89,7 @@ def lower(
     full = _normalize_attrs(primitive, prim.full_attrs(attrs))
     outputs = prim.outputs(shapes, full)
 
-    ctx = _Lowering(primitive, site, full)
+    ctx = _Lowering(primitive, site, full, fuses(primitive, contract))
     for name in prim.operand_names(full):
         ctx.add_buffer(name, prim.operand_kind(name, full), tuple(shapes[name]), "input")
     for name, (out_shape, out_kind) in outputs.items():
@@ -197,8 +200,9 @@ def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
 
 
 class _Lowering:
-    def __init__(self, primitive: str, site: str, attrs: Mapping[str, Any]):
+    def __init__(self, primitive: str, site: str, attrs: Mapping[str, Any], fused: bool = False):
         self.primitive = primitive
+        self.fused = fused  # multiply-accumulate steps are fma_A (semantics.md section 18)
         self.site = site  # the site type, also the IR type of site buffers
         self.acc = "f64" if site == "f64" else "f32"  # A
         self.attrs = attrs
@@ -337,12 +341,17 @@ def lower_gelu_erf(ctx: _Lowering) -> list[Nest]:
 # ---- 3. linear algebra -----------------------------------------------------------------
 
 
+def multiply_add(ctx: _Lowering, acc: Var, u: Expr, v: Expr) -> Expr:
+    """One step of a product's sum: acc ⊕ (u ⊗ v); fma_A(u, v, acc) when fused."""
+    return Fma(u, v, acc) if ctx.fused else add(acc, mul(u, v))
+
+
 def _dot(ctx: _Lowering, k: Axis, left: Callable[[Affine], Expr], right: Callable[[Affine], Expr]) -> list[Stmt]:
-    """acc = +0; for k in order: acc = acc ⊕ (left[k] ⊗ right[k])."""
+    """acc = +0; for k in order: acc = acc ⊕ (left[k] ⊗ right[k]) (fused: fma_A)."""
     acc = ctx.var("acc")
     return [
         Declare(acc, ctx.R(0.0)),
-        Loop(k, (Assign(acc, add(acc, mul(left(ix(k.name)), right(ix(k.name))))),)),
+        Loop(k, (Assign(acc, multiply_add(ctx, acc, left(ix(k.name)), right(ix(k.name)))),)),
     ]
 
 
@@ -841,19 +850,19 @@ def lower_quantize(ctx: _Lowering) -> list[Nest]:
 
 
 def _weight_terms(ctx: _Lowering, blk: Affine | int, length: int, names: tuple[str, str],
-                  term: Callable[[Affine, Expr], Expr], accumulate: Callable[[Expr], Stmt]) -> list[Stmt]:
+                  step: Callable[[Affine, Expr], Stmt]) -> list[Stmt]:
     """The reduction over the first `length` values of block `blk` (k = blk·G + j): one
     loop for q8; for q4 the block's low nibbles (its first G/2 values), then its high
     nibbles (the rest), value j and value j + G/2 both in byte j of the block (ggml's
-    Q4_0 order), value = nibble − 8. `term(k, value)` is the i32 or float term of value
-    k; `accumulate(term)` the statement that adds it."""
+    Q4_0 order), value = nibble − 8. `step(k, value)` is the statement that adds the
+    term of value k."""
     n = ix("n")
     block = ctx.attrs["block"]
     start = _affine(blk) * block
     if ctx.attrs["fmt"] == "q8":
         k = Axis(names[0], length, REDUCE)
         at = start + ix(k.name)
-        return [Loop(k, (accumulate(term(at, Convert(ctx.load("wq", n, at), "i32"))),))]
+        return [Loop(k, (step(at, Convert(ctx.load("wq", n, at), "i32")),))]
     half = block // 2
     first_byte = _affine(blk) * half
     loops = []
@@ -863,7 +872,7 @@ def _weight_terms(ctx: _Lowering, blk: Affine | int, length: int, names: tuple[s
         byte = Convert(ctx.load("wq", n, first_byte + ix(name)), "i32")
         nibble = Binary("&", byte, _i32(0x0F)) if offset == 0 else Binary(">>", byte, _i32(4))
         value = Binary("-", nibble, _i32(Q4_OFFSET))
-        loops.append(Loop(Axis(name, count, REDUCE), (accumulate(term(start + offset + ix(name), value)),)))
+        loops.append(Loop(Axis(name, count, REDUCE), (step(start + offset + ix(name), value),)))
     return loops
 
 
@@ -893,11 +902,11 @@ def lower_qlinear_w(ctx: _Lowering) -> list[Nest]:
     m, n, acc = ix("m"), ix("n"), ctx.var("acc")
 
     def block_steps(blk: Affine | int, length: int, names: tuple[str, str], suffix: str) -> list[Stmt]:
-        def term(at: Affine, value: Expr) -> Expr:
-            w = mul(ctx.load("wd", n, blk), Convert(value, "f32"))
-            return mul(ctx.W("x", m, at), ctx.widen(w))
+        def step(at: Affine, value: Expr) -> Stmt:
+            w = mul(ctx.load("wd", n, blk), Convert(value, "f32"))  # a rounded product, fused or not
+            return Assign(acc, multiply_add(ctx, acc, ctx.W("x", m, at), ctx.widen(w)))
 
-        return _weight_terms(ctx, blk, length, names, term, lambda t: Assign(acc, add(acc, t)))
+        return _weight_terms(ctx, blk, length, names, step)
 
     return _blockwise_linear(ctx, "qlinear_w", rows, k, block_steps)
 
@@ -926,13 +935,13 @@ def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
         sum_name = "s" + suffix
         s = ctx.var(sum_name, "i32")
 
-        def term(at: Affine, value: Expr) -> Expr:
-            return Binary("*", Convert(ctx.load("xq", m, at), "i32"), value)
+        def step(at: Affine, value: Expr) -> Stmt:
+            return Assign(s, Binary("+", s, Binary("*", Convert(ctx.load("xq", m, at), "i32"), value)))
 
         scale = mul(ctx.W("xd", m, blk), ctx.W("wd", n, blk))
         return [
             Declare(s, _i32(0)),
-            *_weight_terms(ctx, blk, length, names, term, lambda t: Assign(s, Binary("+", s, t))),
+            *_weight_terms(ctx, blk, length, names, step),
             Assign(acc, add(acc, mul(Convert(s, ctx.acc), scale))),
         ]
 

@@ -141,7 +141,7 @@ class KernelTable:
         for op in ops:
             key = kernel_key(op)
             if key not in kernels:
-                kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs)
+                kernels[key] = lower(op.primitive, site, op_shapes(op), op.attrs, program.contract)
         names = kernel_names(ops, kernels, host_names(program))
         plans = {key: self.plan_for(kernel, names[key]) for key, kernel in kernels.items()}
         # Linear weights (and q8 values and scales) laid out as their panels at load (prepack.py).

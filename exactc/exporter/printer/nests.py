@@ -38,6 +38,7 @@ from exactc.exporter.kernels.ir import (
     Binary,
     Buffer,
     Call,
+    Fma,
     Const,
     Convert,
     CopyBits,
@@ -436,6 +437,9 @@ class BodyPrinter:
             else:
                 name = f"exactc_{expr.fn}" + ("" if expr.type == "f64" else "f")
             return f"{name}({self.bare(expr.a)})"
+        if isinstance(expr, Fma):  # written, so that no compiler option decides the rounding
+            name = "fma" if expr.type == "f64" else "fmaf"
+            return f"{name}({self.bare(expr.a)}, {self.bare(expr.b)}, {self.bare(expr.c)})"
         if isinstance(expr, Select):
             return f"({self.expr(expr.cond)} ? {self.expr(expr.a)} : {self.expr(expr.b)})"
         if isinstance(expr, Convert):

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from exactc.exporter import types
-from exactc.exporter.primitives import get_primitive
+from exactc.exporter.primitives import CONTRACT_OFF, fuses, get_primitive
 from exactc.exporter.reference.ops import (
     FUNCTIONS,
     add,
@@ -56,16 +56,20 @@ def run(
     site: str,
     inputs: Mapping[str, np.ndarray],
     attrs: Mapping[str, Any] | None = None,
+    contract: str = CONTRACT_OFF,
 ) -> dict[str, np.ndarray]:
     """Compute `primitive` at `site` on `inputs` (arrays of each operand kind's dtype:
     the site's, int32 for ids and keep masks, int8/uint8/f32/A for quantized operands)
-    with `attrs` (defaults filled in): {output name: array}, {"y": y} for most."""
+    with `attrs` (defaults filled in) in the realization `contract` (semantics.md
+    section 18): {output name: array}, {"y": y} for most."""
     prim = get_primitive(primitive)
     full = prim.full_attrs(attrs)
     expected = check_operands(primitive, site, inputs, full)
     operands = [inputs[name] for name in prim.operand_names(full)]
     # An optional operand's presence is its has_ attribute; the function sees the operand.
     kwargs = {k: v for k, v in full.items() if not k.startswith("has_")}
+    if fuses(primitive, contract):
+        kwargs["fused"] = True
     result = FUNCTIONS[primitive](*operands, site=site, **kwargs)
     outputs = result if isinstance(result, dict) else {"y": result}
 

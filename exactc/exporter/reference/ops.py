@@ -21,6 +21,7 @@ import numpy as np
 
 from exactc.exporter import quant, types
 from exactc.exporter.primitives import PrimitiveError, block_count, get_primitive
+from exactc.exporter.reference import fma
 from exactc.exporter.reference.arith import (
     full,
     libm64,
@@ -162,15 +163,26 @@ def gelu_erf(x: np.ndarray, *, site: str) -> np.ndarray:
 # ---- 3. linear algebra -------------------------------------------------------------------
 
 
+def multiply_add(acc: np.ndarray, u: np.ndarray, v: np.ndarray, fused: bool) -> np.ndarray:
+    """One step of a product's sum: acc ⊕ (u ⊗ v), two roundings; fused (semantics.md
+    section 18), fma_A(u, v, acc), one."""
+    if fused:
+        u, v, acc = np.broadcast_arrays(u, v, acc)
+        return fma.fma(u, v, acc)
+    return acc + u * v
+
+
 @_ieee
-def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, site: str) -> np.ndarray:
-    """y[m,n] = S((Σ_k in order W(x[m,k]) ⊗ W(w[n,k])) ⊕ W(b[n])), the sum from +0."""
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, site: str,
+           fused: bool = False) -> np.ndarray:
+    """y[m,n] = S((Σ_k in order W(x[m,k]) ⊗ W(w[n,k])) ⊕ W(b[n])), the sum from +0;
+    `fused`: each step fma_A(W(x[m,k]), W(w[n,k]), acc)."""
     check_operands("linear", site, {"x": x, "w": w, "b": b}, {"has_b": b is not None})
     x_k = reduction_first(widen(x, site), 1)  # (K, M)
     w_k = reduction_first(widen(w, site), 1)  # (K, N)
     acc = zeros((x_k.shape[1], w_k.shape[1]), site)  # (M, N)
     for k in range(x_k.shape[0]):
-        acc = acc + x_k[k][:, None] * w_k[k][None, :]
+        acc = multiply_add(acc, x_k[k][:, None], w_k[k][None, :], fused)
     if b is not None:
         acc = acc + widen(b, site)[None, :]  # the bias after the sum
     return store(acc, site)
@@ -186,6 +198,7 @@ def matmul(
     trans_b: bool = False,
     group: int = 1,
     b_rows: int = 0,
+    fused: bool = False,
 ) -> np.ndarray:
     """y[i] = A_i B_i with A_i = a[i] (ᵀ), B_i = b[i // group] (ᵀ), summed as linear;
     b_rows > 0: b is its first b_rows rows along axis 1 (a cache's filled prefix)."""
@@ -203,7 +216,7 @@ def matmul(
     a_k, b_k = reduction_first(a, 2), reduction_first(b, 1)  # (K, I, M), (K, I, N)
     acc = zeros((batches, a_k.shape[2], b_k.shape[2]), site)  # (I, M, N)
     for k in range(a_k.shape[0]):
-        acc = acc + a_k[k][:, :, None] * b_k[k][:, None, :]
+        acc = multiply_add(acc, a_k[k][:, :, None], b_k[k][:, None, :], fused)
     return store(acc, site)
 
 
@@ -480,9 +493,10 @@ def quantize(x: np.ndarray, *, site: str, block: int = 32) -> dict[str, np.ndarr
 @_ieee
 def qlinear_w(
     x: np.ndarray, wq: np.ndarray, wd: np.ndarray, b: np.ndarray | None = None, *,
-    site: str, fmt: str = "q8", block: int = 32,
+    site: str, fmt: str = "q8", block: int = 32, fused: bool = False,
 ) -> np.ndarray:
-    """w = wd ⊗ f32(value) in f32, then linear: acc ⊕ (W(x[m,k]) ⊗ W(w[n,k])) for k in order."""
+    """w = wd ⊗ f32(value) in f32, then linear: acc ⊕ (W(x[m,k]) ⊗ W(w[n,k])) for k in order
+    (`fused`: fma_A(W(x[m,k]), W(w[n,k]), acc); w stays a rounded product)."""
     attrs = {"fmt": fmt, "block": block, "has_b": b is not None}
     check_operands("qlinear_w", site, {"x": x, "wq": wq, "wd": wd, "b": b}, attrs)
     w = quant.dequantize(fmt, wq, wd, x.shape[1], block)  # (N, K) f32
@@ -490,7 +504,7 @@ def qlinear_w(
     w_k = reduction_first(widen(w, site), 1)  # (K, N): f32 stays f32, widens exactly to f64
     acc = zeros((x_k.shape[1], w_k.shape[1]), site)  # (M, N)
     for k in range(x_k.shape[0]):
-        acc = acc + x_k[k][:, None] * w_k[k][None, :]
+        acc = multiply_add(acc, x_k[k][:, None], w_k[k][None, :], fused)
     if b is not None:
         acc = acc + widen(b, site)[None, :]
     return store(acc, site)

@@ -13,6 +13,7 @@ import numpy as np
 
 from exactc.exporter import dims, reference, types
 from exactc.exporter.graph import Call, Fold, Function, Op, Program, run_length
+from exactc.exporter.primitives import CONTRACT_OFF
 
 
 @dataclasses.dataclass
@@ -27,6 +28,7 @@ class LayerStep:
     shared: list[np.ndarray]
     carry_out: list[np.ndarray]
     length: int = 0  # the run-time length it ran at (0: the program has none)
+    contract: str = CONTRACT_OFF  # the realization it ran in (semantics.md section 18)
 
 
 # A tape: what one run of a function made. tape[VALUES] maps id(Value) to its array,
@@ -64,7 +66,7 @@ def evaluate(program: Program, site: str, params: Mapping[str, np.ndarray],
         env.append(params[spec.name])
     for spec in program.inputs:
         env.append(inputs[spec.name])
-    outs = _run(program.function, site, env, on_layer, length, tape)
+    outs = _run(program.function, site, env, on_layer, length, tape, program.contract)
     return dict(zip(program.output_names, outs))
 
 
@@ -73,11 +75,12 @@ def rerun_layer(step: LayerStep, site: str, slice_of: int) -> list[np.ndarray]:
     stacked values instead of its own: what a fold whose slice points at another layer
     computes."""
     args = step.carry_in + [np.ascontiguousarray(s[slice_of]) for s in step.stacked] + step.shared
-    return _run(step.fold.body_of(step.layer), site, args, None, step.length)[: len(step.fold.carry)]
+    return _run(step.fold.body_of(step.layer), site, args, None, step.length, None,
+                step.contract)[: len(step.fold.carry)]
 
 
 def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[LayerStep], None] | None,
-         length: int, tape: Tape | None = None) -> list[np.ndarray]:
+         length: int, tape: Tape | None = None, contract: str = CONTRACT_OFF) -> list[np.ndarray]:
     values: dict[int, np.ndarray] = {id(v): a for v, a in zip(fn.inputs, args)}
     if tape is not None:
         tape[VALUES], tape[LENGTH] = values, length
@@ -85,10 +88,10 @@ def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[La
         if isinstance(node, Op):
             operands = {k: values[id(v)] for k, v in node.operands().items()}
             attrs = dims.substitute(node.attrs, length) if length else node.attrs
-            values[id(node.out)] = reference.run(node.primitive, site, operands, attrs)["y"]
+            values[id(node.out)] = reference.run(node.primitive, site, operands, attrs, contract)["y"]
         elif isinstance(node, Call):
             outs = _run(node.function, site, [values[id(v)] for v in node.args], on_layer, length,
-                        _inner_tape(tape, node))
+                        _inner_tape(tape, node), contract)
             values.update({id(v): a for v, a in zip(node.outs, outs)})
         else:
             carry = [values[id(v)] for v in node.carry]
@@ -99,12 +102,12 @@ def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[La
                 carry_in = carry
                 outs = _run(node.body_of(layer), site,
                             carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer, length,
-                            _inner_tape(tape, node))
+                            _inner_tape(tape, node), contract)
                 carry = outs[: len(node.carry)]
                 for k, row in enumerate(outs[len(node.carry):]):
                     rows[k].append(row)
                 if on_layer is not None:
-                    on_layer(LayerStep(node, layer, carry_in, stacked, shared, carry, length))
+                    on_layer(LayerStep(node, layer, carry_in, stacked, shared, carry, length, contract))
             values.update({id(v): a for v, a in zip(node.carry_outs, carry)})
             values.update({id(v): np.stack(r) for v, r in zip(node.row_outs, rows)})
     return [values[id(v)] for v in fn.outputs]

@@ -58,6 +58,8 @@ _FIXED_CHECKS = [
     # Compile-only builds for CPUs other than this one (sapphirerapids, Zen 4 and 5, AArch64):
     # the header preprocessed as the tuner does, two exported programs built warning-free.
     Check("compilers:foreign", ("tests/test_compilers.py",), "foreign"),
+    # The fused kernels built by gcc and clang at -O0 to -O3, with and without -march=native.
+    Check("compilers:fused", ("tests/test_compilers.py",), "fused_reference"),
     Check("conversions", ("tests/test_conversions.py",)),
     Check("libm-twin", ("tests/test_libm.py",)),
     Check("npy", ("tests/test_npy.py",)),
@@ -67,6 +69,14 @@ _FIXED_CHECKS = [
     # The reference's fused multiply-add against exact rational arithmetic and the C
     # library's fma, on drawn and adversarial triples (tests/test_fma.py).
     Check("fma", ("tests/test_fma.py",)),
+    # The fused realization's kernels (linear, matmul, qlinear_w at every site), C against
+    # the reference's fma_A, and the near-tie that one rounding decides.
+    Check("kernels:fused", (PRIMITIVE_CASES,), "test_fused"),
+    # Programs of the three architectures exported with --contract fma, conformance.
+    Check("programs:fused", ("tests/test_programs.py",), "test_fused_program_matches_reference and -f32]"),
+    # The same built for the baseline x86-64 (no FMA instruction), run on the C library's
+    # software fma (glibc's FMA hidden by GLIBC_TUNABLES).
+    Check("programs:fused-portable", ("tests/test_programs.py",), "without_fma"),
     # The backward rules (tests/test_backward.py): central differences at f64 on fixed and
     # drawn cases, and the spec's reduction orders pinned bit for bit at f32.
     Check("backward", ("tests/test_backward.py",)),
@@ -99,6 +109,8 @@ _FIXED_CHECKS = [
     # The automatic plan's layouts of the quantized nests (the measured ones, split on the
     # output columns), and q8 and q4 llama decode and forward programs under it.
     Check("autoplan:quantized", ("tests/test_autoplan.py",), "quantize"),
+    # The fused realization's nests tuned apart from the default's (their own signature).
+    Check("autoplan:fused", ("tests/test_autoplan.py",), "fused"),
     # Every architecture's entries exported in f32: built by gcc, clang and without
     # OpenMP, the checking build (NaN arena, reached peak), the straight-line oracle.
     # Every layout and split of the reductions-heavy primitives, C against the reference,
@@ -176,6 +188,10 @@ _FIXED_CHECKS = [
     # What a fresh interpreter imports for each command's --help and for an embedding from
     # a cached program (python -X importtime), and bf16's ml_dtypes imported on first use.
     Check("cli:imports", ("tests/test_cli.py",), "imports"),
+    # --contract's choices are the realizations, the default (off) first.
+    Check("cli:contract", ("tests/test_cli.py",), "contract_choices"),
+    # The kernel campaign's fused tasks: fused families, counted in the fma family.
+    Check("campaign:fused", ("tests/test_campaign_engine.py",), "fused"),
     Check("types:bf16", ("tests/test_types.py",), "bf16"),
     # The C text the exporter prints against tests/printed/ (tools/printed_text.py): what a
     # user reads and no bit shows, a comment's shape or a layout's note.

@@ -1,9 +1,20 @@
-"""Mistakes in the reference's fused multiply-add (exactc/exporter/reference/fma.py): the
-emulation rounds twice, or loses the bits that make one rounding exact."""
+"""Mistakes in the fused realization (docs/semantics.md section 18): the reference's
+fused multiply-add (exactc/exporter/reference/fma.py) rounding twice or losing the bits
+that make one rounding exact; the C kernels leaving the contraction to the compiler; the
+two backends fusing different primitives."""
 
 from exactc.mutants.model import Mutant
 
 FMA = "exactc/exporter/reference/fma.py"
+NESTS = "exactc/exporter/printer/nests.py"
+KERNELS = "exactc/exporter/printer/kernels.py"
+LOWER = "exactc/exporter/kernels/lower.py"
+WALK = "exactc/exporter/reference/walk.py"
+RUNTIME_HEADER = "exactc/runtime/exactc_rt.h"
+AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
+COMMANDS = "exactc/commands.py"
+CASES = "exactc/strategies/cases.py"
+KERNEL_CAMPAIGN = "exactc/verify/kernel_campaign.py"
 
 MUTANTS = [
     Mutant(
@@ -33,6 +44,106 @@ MUTANTS = [
         "    return p, (((xh * yh - p) + xh * yl) + xl * yh) + xl * yl",
         "    return p, 0.0 * p",
         ("fma",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-kernel-multiplies-then-adds",
+        "the fused kernels print the step as x*w + acc instead of the written fma: under "
+        "-ffp-contract=off the product and the sum are rounded apart, the default's bits",
+        NESTS,
+        '            return f"{name}({self.bare(expr.a)}, {self.bare(expr.b)}, {self.bare(expr.c)})"',
+        '            return f"({self.expr(expr.a)} * {self.expr(expr.b)} + {self.expr(expr.c)})"',
+        ("kernels:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-kernel-leaves-the-contraction-to-the-compiler",
+        "the fused step printed as x*w + acc under a `#pragma STDC FP_CONTRACT ON` in every "
+        "kernel file: whether it is fused is the compiler's choice (gcc ignores the pragma "
+        "and rounds twice), not the written one",
+        NESTS,
+        '            return f"{name}({self.bare(expr.a)}, {self.bare(expr.b)}, {self.bare(expr.c)})"',
+        '            return f"({self.expr(expr.a)} * {self.expr(expr.b)} + {self.expr(expr.c)})"',
+        ("kernels:fused",),
+        family="fused",
+        also=(
+            (
+                KERNELS,
+                """    out += ['#include "exactc_rt.h"']""",
+                """    out += ['#include "exactc_rt.h"', "#pragma STDC FP_CONTRACT ON"]""",
+            ),
+        ),
+    ),
+    Mutant(
+        "fused-qlinear-w-unfused-in-c",
+        "the C lowering leaves qlinear_w's steps as a rounded product and sum while the "
+        "reference fuses them: the backends fuse different primitives",
+        LOWER,
+        '            return Assign(acc, multiply_add(ctx, acc, ctx.W("x", m, at), ctx.widen(w)))',
+        '            return Assign(acc, add(acc, mul(ctx.W("x", m, at), ctx.widen(w))))',
+        ("kernels:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-realization-lost-in-layer-bodies",
+        "the reference walk runs a fold's layers unfused: the program's realization is "
+        "carried to its top function only, while the C fuses every layer",
+        WALK,
+        "                            _inner_tape(tape, node), contract)",
+        "                            _inner_tape(tape, node))",
+        ("programs:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-step-unfused-without-fma-instructions",
+        "the runtime header replaces fma and fmaf by a multiply and an add where the target "
+        "has no fast FMA (__FP_FAST_FMA undefined): a portable build rounds twice, while the "
+        "C library's fma is correctly rounded there too",
+        RUNTIME_HEADER,
+        "#include <math.h>\n",
+        "#include <math.h>\n#ifndef __FP_FAST_FMA\n#define fma(a, b, c) ((a) * (b) + (c))\n"
+        "#define fmaf(a, b, c) ((a) * (b) + (c))\n#endif\n",
+        ("programs:fused-portable", "compilers:fused"),
+        family="fused",
+    ),
+    Mutant(
+        "fused-nest-takes-the-default-s-tuned-layout",
+        "a fused nest's tuning signature is the default nest's: the layout measured for one "
+        "realization is taken for the other, and tuning one overwrites the other's",
+        AUTOPLAN,
+        '    fused = "|fma" if fuses(nest) else ""',
+        '    fused = ""',
+        ("autoplan:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-realization-made-the-default",
+        "the command line's --contract lists fma first, so that every export without the "
+        "option is fused: no existing program keeps its bits",
+        COMMANDS,
+        'CONTRACT_CHOICES = ("off", "fma")',
+        'CONTRACT_CHOICES = ("fma", "off")',
+        ("cli:contract",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fused-tasks-run-unfused",
+        "the kernel campaign's families drop the task's realization: its fused tasks run "
+        "the default kernels, and make verify's fma line counts cases that fused nothing",
+        CASES,
+        "    case = dataclasses.replace(case, contract=contract)\n",
+        "",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fused-cases-counted-as-kernels",
+        "the campaign's merge counts the fused tasks' cases in the kernels table of the "
+        "default realization instead of the fma family",
+        KERNEL_CAMPAIGN,
+        '            families = ["fma" if fused else "kernels"]',
+        '            families = ["kernels"]',
+        ("campaign:fused",),
         family="fused",
     ),
 ]
