@@ -94,6 +94,9 @@ _FIXED_CHECKS = [
     Check("train:resume", ("tests/test_train.py",), "resumed"),
     # The token stream: llm.c's file format refused in one line, the batches' layout and wrap.
     Check("train:tokens", ("tests/test_train.py",), "llm_c_s_format or each_batch"),
+    # Twenty f32 steps of `exactc train` on a tiny Hugging Face GPT-2 against the same run in
+    # PyTorch (llm.c's batches and schedule, torch.optim.AdamW): the losses within 1e-4.
+    Check("train:pytorch", ("tests/test_train.py",), "pytorch"),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).
