@@ -3,7 +3,8 @@ a run resumed from a checkpoint equals the uninterrupted run bit for bit (weight
 moments, losses, data position); the token file reader refuses what is not llm.c's
 format in one line; the loss falls on a repetitive stream and its log is the same bytes
 every time; Hugging Face GPT-2 and Llama folders and a llama2.c file train, and the
-trained weights export."""
+trained weights export; twenty f32 steps of a tiny GPT-2 follow the same run in PyTorch,
+each loss within 1e-4."""
 
 from __future__ import annotations
 
