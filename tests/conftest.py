@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from installed import need  # tests/installed.py
+from installed import need, torch_on_one_thread  # tests/installed.py
 
 _COMMON = dict(
     deadline=None,
@@ -50,6 +50,7 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
+    torch_on_one_thread()  # whatever loaded it: the kernel harness forks after torch's oracles
     for mark in item.iter_markers("needs"):
         for name in mark.args:
             need(name)

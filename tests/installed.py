@@ -26,6 +26,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
@@ -148,6 +149,20 @@ def need(name: str) -> None:
 
 
 def need_module(name: str) -> ModuleType:
-    """`need(name)`, then the imported module."""
+    """`need(name)`, then the imported module; torch, once loaded (by itself or by
+    transformers), on one thread (torch_on_one_thread)."""
     need(name)
-    return importlib.import_module(name)
+    module = importlib.import_module(name)
+    torch_on_one_thread()
+    return module
+
+
+def torch_on_one_thread() -> None:
+    """torch's intra-op threads run through the same GNU OpenMP as exactc's kernels, and
+    a process that has run a parallel region cannot fork a child that runs another: the
+    child waits for the parent's pool forever. The kernel harness forks a child for every
+    batch, in the process that ran torch's oracles, so the tests keep torch on one thread,
+    which runs no parallel region."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)

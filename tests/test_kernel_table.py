@@ -25,9 +25,9 @@ def test_graph_names_name_the_kernels():
         ("llama", "next_token"): "add argmax embedding linear_k_v linear_logits linear_q_attn_out_gate matmul_mixed "
                                  "matmul_scores mul rmsnorm_attn_mlp_norm rmsnorm_norm rope_k_rot rope_q_rot scale "
                                  "silu slice softmax transpose_k_v_t transpose_mixed_t transpose_q_t",
-        ("gpt", "decode"): "add concat embedding gelu_tanh layernorm linear_attn_out_fc_mlp_out linear_logits "
-                           "linear_qkv matmul_mixed matmul_scores scale slice_k slice_pos slice_q slice_v "
-                           "slice_wpe_rows softmax transpose_mixed_t transpose_q_k_v_t",
+        ("gpt", "decode"): "add cache_write embedding gelu_tanh layernorm linear_attn_out_fc_mlp_out linear_logits "
+                           "linear_qkv matmul_mixed matmul_scores scale slice_k slice_pos slice_q slice_v softmax "
+                           "transpose_mixed_t transpose_q_k_v_t",
     }
     for (model, entry), names in want.items():
         p = export.ExportSpec(model, entry, "f32", 0, llama if model == "llama" else gpt).prepare()
