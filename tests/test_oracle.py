@@ -90,11 +90,13 @@ def test_minilm_reference_matches_transformers():
 
 def randomize(model, seed: int) -> None:
     """Every parameter drawn (initializers zero the biases and set the norms to 1,
-    which would hide a swapped bias or a missing gain)."""
+    which would hide a swapped bias or a missing gain), in f32 whatever the model's
+    type: the reals a saved f32 checkpoint holds, so that a model later widened to f64
+    starts where exactc's reading of its file does."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
             if p.ndim == 1:
                 p.copy_((1.0 if "ln" in name or "norm" in name else 0.0) + 0.1 * noise)
             else:

@@ -22,7 +22,6 @@ from exactc.exporter.checkpoints import hf, trained
 from test_checkpoints import SMALL, hf_config, hf_tensors, write_hf  # tests/test_checkpoints.py
 from installed import need_module  # tests/installed.py
 from test_llama2c import tiny_llama2c  # tests/test_llama2c.py
-from test_training import randomize  # tests/test_training.py
 
 DRAWN = ["gpt", "--set", "layers=2", "--set", "dim=8", "--set", "heads=2", "--set", "vocab=16",
          "--set", "positions=16", "--set", "mlp=12"]  # fmt: skip
@@ -211,7 +210,9 @@ def test_twenty_f32_steps_follow_pytorch_s_loss_curve(tmp_path, capsys):
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager",
     )  # fmt: skip
     hf_model = transformers.GPT2LMHeadModel(cfg)
-    randomize(torch, hf_model, 3)
+    from test_oracle import randomize
+
+    randomize(hf_model, 3)
     hf_model.save_pretrained(tmp_path / "hf", safe_serialization=True)
     stream = curve_stream()
     options = [f"--{key.replace('_', '-')}={value}" for key, value in CURVE.items()]

@@ -28,19 +28,6 @@ B, T = 2, 7
 _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
-def randomize(torch, model, seed: int) -> None:
-    """Every parameter drawn, gains around 1 and biases not zero, in f32 (what the
-    safetensors file holds, so both sides start from the same reals)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
-            if p.ndim == 1:
-                p.copy_((1.0 if "ln" in name or "norm" in name else 0.0) + 0.1 * noise)
-            else:
-                p.copy_(noise / math.sqrt(p.shape[-1] if "wte" not in name and "embed" not in name else 4.0))
-
-
 def llama_in_f64(monkeypatch, torch, transformers) -> None:
     """transformers' Llama computes its norms and attention's softmax in f32 whatever the
     model's dtype: both in the model's own dtype instead (their formulas unchanged)."""
@@ -97,7 +84,9 @@ def tiny_hf(torch, transformers, model: str, folder, tied: bool = True):
             attn_implementation="eager",
         )
         hf = transformers.LlamaForCausalLM(cfg)
-    randomize(torch, hf, 3)
+    from test_oracle import randomize  # the oracle's draw: every gain and bias away from its default
+
+    randomize(hf, 3)
     hf.save_pretrained(folder, safe_serialization=True)
     hf = hf.double().eval()
     if model == "llama":  # the rotary angles in f64 (transformers computes them in f32)
