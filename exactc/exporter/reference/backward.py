@@ -90,12 +90,7 @@ def gelu_tanh(dy, y, operands, attrs, bars, site):
     x, one, half = operands["x"], real(1.0, site), real(0.5, site)
     c0, c1 = real(ops.SQRT_2_OVER_PI, site), real(ops.GELU_TANH_CUBIC, site)
     c3 = real(3.0, site) * c1
-    s = x * x
-    u = s * x
-    u = c1 * u
-    u = x + u
-    u = c0 * u
-    t = transcendental("tanh", u, site)
+    s, t = ops.gelu_tanh_inner(x, site)
     left = half * x
     right = one + t
     dl = half * right

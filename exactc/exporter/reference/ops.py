@@ -141,14 +141,20 @@ def gelu_tanh(x: np.ndarray, *, site: str) -> np.ndarray:
     """GPT-2's GELU: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), in the spec's order."""
     check_operands("gelu_tanh", site, {"x": x}, {})
     x = widen(x, site)
+    _, t = gelu_tanh_inner(x, site)
+    return store((real(0.5, site) * x) * (real(1.0, site) + t), site)
+
+
+def gelu_tanh_inner(x: np.ndarray, site: str) -> tuple[np.ndarray, np.ndarray]:
+    """x ⊗ x and the tanh of gelu_tanh, in the spec's order, from the widened x (its
+    backward reads both: docs/semantics.md section 17)."""
     c0, c1 = real(SQRT_2_OVER_PI, site), real(GELU_TANH_CUBIC, site)
-    u = x * x
-    u = u * x
+    square = x * x
+    u = square * x
     u = c1 * u
     u = x + u
     u = c0 * u
-    t = transcendental("tanh", u, site)
-    return store((real(0.5, site) * x) * (real(1.0, site) + t), site)
+    return square, transcendental("tanh", u, site)
 
 
 @_ieee
