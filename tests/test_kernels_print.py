@@ -74,6 +74,9 @@ CASES = [
     ("quantize", {"x": (2, 7)}, {"block": 3}),
     ("qlinear_w", {"x": (2, 7), "wq": (3, 4), "wd": (3, 2), "b": (3,)}, {"fmt": "q4", "block": 4, "has_b": True}),
     ("qlinear_i", {"xq": (2, 7), "xd": (2, 3), "wq": (3, 7), "wd": (3, 3)}, {"fmt": "q8", "block": 3}),
+    ("fill", {}, {"shape": (2, 3)}),
+    ("fill", {}, {"shape": (), "value": 1.0}),
+    ("xent_mean", {"x": (), "targets": (2, 5)}, {}),
 ]
 
 # quantize: the full blocks, then the short last block (3 does not divide 7)

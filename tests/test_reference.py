@@ -1031,6 +1031,8 @@ CASES = [
     ("quantize", {"x": (2, 7)}, {"block": 3}),
     ("qlinear_w", {"x": (2, 7), "wq": (3, 4), "wd": (3, 2), "b": (3,)}, {"fmt": "q4", "block": 4, "has_b": True}),
     ("qlinear_i", {"xq": (2, 7), "xd": (2, 3), "wq": (3, 7), "wd": (3, 3)}, {"fmt": "q8", "block": 3}),
+    ("fill", {}, {"shape": (2, 3), "value": -0.0}),
+    ("xent_mean", {"x": (), "targets": (2, 3)}, {"ignore": 0}),
 ]
 
 
@@ -1051,6 +1053,21 @@ def case_inputs(name: str, shapes, site_type: str, seed: int = 0, attrs=None) ->
         else:
             inputs[operand] = site(rng.normal(size=shape) * 2, site_type)
     return inputs
+
+
+@pytest.mark.parametrize("site_type", ["f64", "f32"])
+def test_fill_and_xent_mean_give_the_loss_grad_graph_its_constants_and_the_mean(site_type):
+    zero = ref.run("fill", site_type, {}, {"shape": (2, 3)})["y"]
+    assert zero.shape == (2, 3) and not np.signbit(zero).any() and (zero == 0).all()  # +0: an adjoint's start
+    assert ref.run("fill", site_type, {}, {"shape": (), "value": 0.1})["y"] == types.round_to_site(0.1, site_type)
+    targets = np.array([[3, -100, 0], [-100, 7, 7]], np.int32)  # 4 of 6 count
+    total = site(10.0, site_type)
+    want = types.round_to_site(10.0, site_type) / types.round_to_site(4.0, site_type)
+    assert ref.run("xent_mean", site_type, {"x": np.asarray(total), "targets": targets})["y"] == want
+    assert ref.run("xent_mean", site_type, {"x": np.asarray(total), "targets": targets}, {"ignore": 3})["y"] == 2.0
+    one = ref.run("fill", site_type, {}, {"shape": (), "value": 1.0})["y"]
+    r = ref.run("xent_mean", site_type, {"x": one, "targets": targets[:, :1] * 0}, {"ignore": 5})["y"]
+    assert r == 0.5  # r = 1 ⊘ n, n = 2
 
 
 def test_cases_cover_the_catalogue():

@@ -384,6 +384,21 @@ def _cache_write(shapes, attrs):
     return {"y": (shapes["cache"], "x")}
 
 
+def _fill(shapes, attrs):
+    shape = tuple(attrs["shape"])
+    if any(not dims.is_extent(d) or not dims.positive(d) for d in shape):
+        _fail("fill", f"shape {shape}: every dimension must be a positive int (or positive at every length)")
+    return {"y": (shape, "x")}
+
+
+def _xent_mean(shapes, attrs):
+    if len(shapes["targets"]) != 2:
+        _fail("xent_mean", f"targets has shape {shapes['targets']}; it is the batch's (B, T)")
+    if shapes["x"] != ():
+        _fail("xent_mean", f"x has shape {shapes['x']}; it is a scalar, shape ()")
+    return {"y": ((), "x")}
+
+
 def _p(name, operands, attrs, infer, doc, quiet=()):
     return Primitive(name, tuple(operands), dict(attrs), infer, doc, tuple(quiet))
 
@@ -464,6 +479,14 @@ PRIMITIVES: dict[str, Primitive] = {
             "y = x[..., start:stop, ...] along axis",
         ),
         _p("concat", [A, B], {"axis": 0}, _concat, "a and b joined along axis"),
+        _p("fill", [], {"shape": (), "value": 0.0}, _fill, "every element R_A(value): an adjoint's +0, a constant"),
+        _p(
+            "xent_mean",
+            [X, Operand("targets", "i32")],
+            {"ignore": -100},
+            _xent_mean,
+            "x / n, n the count of targets (B, T) that are not ignore: the mean loss, and r = 1 / n",
+        ),
         _p(
             "cache_write",
             [Operand("cache"), Operand("rows")],

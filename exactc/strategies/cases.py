@@ -249,6 +249,23 @@ def _cache_write(draw, site):
     return _case("cache_write", site, {"pos": pos}, specs)
 
 
+@st.composite
+def _fill(draw, site):
+    shape = draw(_shape(rank_lo=0))
+    value = draw(st.one_of(st.sampled_from([0.0, -0.0, 1.0, 1e-30, 1e300]), st.floats(-1e3, 1e3, allow_nan=False)))
+    return _case("fill", site, {"shape": shape, "value": value}, {})
+
+
+@st.composite
+def _xent_mean(draw, site):
+    b, t = draw(st.integers(1, 4)), draw(dims(33))
+    ignore = draw(st.sampled_from([-100, -100, 0, 3]))  # with 0 or 3, about a fifth of the targets are ignored
+    ignored = tuple((draw(st.integers(0, 2**16)), -100) for _ in range(draw(st.integers(0, 4))))
+    targets = IntSpec((b, t), draw(st.integers(0, 2**32 - 1)), 0, 5, ignored)
+    specs = {"x": draw(tensor_specs((), site)), "targets": targets}
+    return _case("xent_mean", site, {"ignore": ignore}, specs)
+
+
 def _quantized(name: str, operands):
     """The case builder of a primitive of quantized operands (strategies/quant.py)."""
 
@@ -286,6 +303,8 @@ CASE_BUILDERS = {
     "quantize": _quantized("quantize", quantize_operands),
     "qlinear_w": _quantized("qlinear_w", lambda site: qlinear_operands("qlinear_w", site)),
     "qlinear_i": _quantized("qlinear_i", lambda site: qlinear_operands("qlinear_i", site)),
+    "fill": _fill,
+    "xent_mean": _xent_mean,
 }
 assert sorted(CASE_BUILDERS) == sorted(PRIMITIVES), "every primitive needs a case builder"
 

@@ -194,6 +194,11 @@ def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
     elif prim in ("qlinear_w", "qlinear_i"):
         _flag(prim, attrs, "has_b")
         _ints(prim, attrs, "block", many=False)
+    elif prim == "fill":
+        _ints(prim, attrs, "shape", many=True)
+        _real(prim, attrs, "value")
+    elif prim == "xent_mean":
+        _ints(prim, attrs, "ignore", many=False)
 
 
 # ---- the lowering context: buffers, W, S, R_A ------------------------------------------
@@ -700,6 +705,32 @@ def lower_argmax(ctx: _Lowering) -> list[Nest]:
     return [Nest("argmax", (Axis("m", rows),), body)]
 
 
+# ---- 17. the loss_grad graph's own ------------------------------------------------------
+
+
+def lower_fill(ctx: _Lowering) -> list[Nest]:
+    # y = S(R_A(value)) everywhere
+    i = _flat(ctx, "y")
+    return [Nest("fill", (i,), (Write(ctx.at("y", ix("i")), ctx.S(ctx.R(ctx.attrs["value"]))),))]
+
+
+def lower_xent_mean(ctx: _Lowering) -> list[Nest]:
+    # n = 0;  for b, t in order: if targets[b,t] != ignore: n = n + 1
+    # y = S(W(x) ⊘ R_A(n))
+    batch, tokens = ctx.shape("targets")
+    count, one = ctx.var("count", "i64"), Affine.constant(1)
+    counted = If(Binary("!=", ctx.load("targets", ix("b"), ix("t")), Affine.constant(ctx.attrs["ignore"])),
+                 (Assign(count, Binary("+", count, one)),))
+    body = (
+        Declare(count, Affine.constant(0)),
+        Loop(Axis("b", batch, REDUCE), (Loop(Axis("t", tokens, REDUCE), (counted,)),)),
+        # The count is an integer <= B·T, so converting it rounds as R_A does (exactly,
+        # up to 2^24 at A = f32, as mean_pool's count).
+        Write(ctx.at("y", 0), ctx.S(div(ctx.W("x", 0), Convert(count, ctx.acc)))),
+    )
+    return [Nest("xent_mean", (Axis("i", 1),), body)]
+
+
 # ---- 9. views --------------------------------------------------------------------------
 
 
@@ -977,4 +1008,6 @@ _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {
     "quantize": lower_quantize,
     "qlinear_w": lower_qlinear_w,
     "qlinear_i": lower_qlinear_i,
+    "fill": lower_fill,
+    "xent_mean": lower_xent_mean,
 }

@@ -540,6 +540,25 @@ def qlinear_i(
     return store(acc, site)
 
 
+# ---- the loss_grad graph's own (docs/semantics.md section 17) ---------------------------
+
+
+@_ieee
+def fill(*, site: str, shape: tuple = (), value: float = 0.0) -> np.ndarray:
+    """Every element R_A(value): +0 is an adjoint before its first term (+0 ⊕ t, as the
+    reverse walk's Cell), 1 the numerator of the loss's r = 1 ⊘ n."""
+    check_operands("fill", site, {}, {"shape": shape, "value": value})
+    return store(full(shape, real(value, site), site), site)
+
+
+@_ieee
+def xent_mean(x: np.ndarray, targets: np.ndarray, *, site: str, ignore: int = -100) -> np.ndarray:
+    """x ⊘ n, n = R_A(the count of targets that are not `ignore`)."""
+    check_operands("xent_mean", site, {"x": x, "targets": targets}, {"ignore": ignore})
+    n = real(int(np.count_nonzero(targets != ignore)), site)
+    return store(np.asarray(widen(x, site) / n), site)
+
+
 FUNCTIONS = {
     f.__name__: f
     for f in [
@@ -549,5 +568,6 @@ FUNCTIONS = {
         softmax, rope, mean_pool, argmax,
         reshape, transpose, slice, concat, cache_write,
         quantize, qlinear_w, qlinear_i,
+        fill, xent_mean,
     ]
 }  # fmt: skip
