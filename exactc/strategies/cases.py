@@ -26,7 +26,6 @@ from exactc.strategies.tensors import (
     dims,
     id_specs,
     keep_specs,
-    site_types,
     tensor_specs,
 )
 
@@ -176,6 +175,7 @@ def _rope(draw, site):
         "theta": draw(st.sampled_from([10000.0, 500000.0, 10.0, 1e6])),
         "pos0": draw(st.sampled_from([0, 0, 1, 7, 1000, 4095, 100_000])),
         "pairing": draw(st.sampled_from(["half", "interleaved"])),
+        "inverse": draw(st.booleans()),
     }
     specs = {"x": draw(tensor_specs((t, h, 2 * half), site))}
     return _case("rope", site, attrs, specs)
@@ -493,7 +493,7 @@ def kernel_families(draw, primitive: str | None = None, site: str | None = None,
     fused one draws among FUSED_PRIMITIVES)."""
     fused = contract != CONTRACT_OFF
     primitive = primitive or draw(st.sampled_from(FUSED_PRIMITIVES if fused else sorted(PRIMITIVES)))
-    site = site or draw(site_types())
+    site = site or draw(st.sampled_from(PRIMITIVES[primitive].sites))
     if primitive in RUN_TIME_PRIMITIVES and draw(st.booleans()):
         case = draw(run_time_cases(primitive, site=site))
     else:
