@@ -16,14 +16,14 @@ PER_SEQUENCE = (
 )
 # AdamW's element lines, from the clipping of the gradient to the update of the parameter.
 CLIP_AND_UPDATE = (
-    "            if clip is not None:\n"
-    "                g = g * clip\n"
-    "            if training.decays(spec):\n"
-    "                p = p * real(decay, site)\n"
-    "            mt = m[spec.name] + (real(w1, site) * (g - m[spec.name]))\n"
-    "            vt = (v[spec.name] * real(opt.beta2, site)) + (real(w2, site) * (g * g))\n"
-    "            den = (np.sqrt(vt) / real(root, site)) + real(opt.eps, site)\n"
-    "            p = p - (real(step_size, site) * (mt / den))\n"
+    "    if clip is not None:\n"
+    "        g = g * clip\n"
+    "    if decays:\n"
+    '        p = p * scalars["decay"]\n'
+    '    mt = m + (scalars["w1"] * (g - m))\n'
+    '    vt = (v * scalars["beta2"]) + (scalars["w2"] * (g * g))\n'
+    '    den = (np.sqrt(vt) / scalars["root"]) + scalars["eps"]\n'
+    '    p = p - (scalars["step"] * (mt / den))\n'
 )
 
 MUTANTS = [
@@ -51,8 +51,8 @@ MUTANTS = [
         "layernorm-grad-no-mean-term",
         "layernorm's backward drops the mean of the gradient (a - ma)",
         BACKWARD,
-        '    _add(bars, "x", ((a - ma[:, None]) - (xhat * mb[:, None])) * rstd[:, None])',
-        '    _add(bars, "x", (a - (xhat * mb[:, None])) * rstd[:, None])',
+        '    centred = a - _row_mean(a, site)[:, None] if kind == "layernorm" else a',
+        "    centred = a",
         ("backward",),
         family="training",
     ),
@@ -69,8 +69,8 @@ MUTANTS = [
         "weight-grad-positions-reversed",
         "a linear weight's gradient sums the positions last first (the same value, other bits)",
         BACKWARD,
-        '    if "w" in bars:\n        for m in range(x.shape[0]):\n',
-        '    if "w" in bars:\n        for m in reversed(range(x.shape[0])):\n',
+        "    for m in range(x.shape[0]):\n        bar[...] = bar + dy[m, :, None] * x[None, m, :]\n",
+        "    for m in reversed(range(x.shape[0])):\n        bar[...] = bar + dy[m, :, None] * x[None, m, :]\n",
         ("backward",),
         family="training",
     ),
@@ -113,12 +113,12 @@ MUTANTS = [
     Mutant(
         "adamw-clips-after-the-update",
         "clipping scales the update instead of the gradient: the moments see the unclipped gradient",
-        TRAINING,
+        BACKWARD,
         CLIP_AND_UPDATE,
-        CLIP_AND_UPDATE.replace("            if clip is not None:\n                g = g * clip\n", "").replace(
-            "            p = p - (real(step_size, site) * (mt / den))\n",
-            "            update = real(step_size, site) * (mt / den)\n"
-            "            p = p - (update * clip if clip is not None else update)\n",
+        CLIP_AND_UPDATE.replace("    if clip is not None:\n        g = g * clip\n", "").replace(
+            '    p = p - (scalars["step"] * (mt / den))\n',
+            '    update = scalars["step"] * (mt / den)\n'
+            "    p = p - (update * clip if clip is not None else update)\n",
         ),
         ("training:clipping",),
         family="training",
