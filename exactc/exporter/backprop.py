@@ -7,9 +7,10 @@ training.py written down as operations.
     walk.evaluate(program, "f32", params, {"tokens": tokens, "targets": targets})
 
 The program takes tokens and targets (B, T) int32 and gives `loss` and the gradient of
-every parameter in the program's parameter order. Each sequence b = 0 … B-1 is one call
-of a function, `sequence`, that runs the forward, the loss and the backward and adds
-into the gradients it is given (the batch's order, as the walk's). In it:
+every parameter in the program's parameter order. A fold over the batch, `sequence`,
+runs each sequence b = 0 … B-1 in order (its tokens and targets the fold's slice b),
+carrying the gradients and the loss total from one sequence to the next, as the walk
+does. Its body holds:
 
 - the forward's operations, calls inlined; a fold stays a fold and gives, as its rows,
   every value its layers' backward reads (the residuals: `READS`), so nothing is
@@ -34,8 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from exactc.exporter import dims, training
 from exactc.exporter import graph as g
-from exactc.exporter import training
 from exactc.exporter.graph import Call, Fold, Function, InputSpec, Op, Program, Value
 
 # The operands (and "y", the output) each primitive's backward reads: what a fold keeps
@@ -158,6 +159,7 @@ def _check_folds(forward: Function) -> None:
 def residuals(body: Function, carry: int) -> list[Key]:
     """The keys of the values a fold body's backward reads that its layer's parameters and
     the shared values do not give: its carry in and the values its operations make."""
+    _alias_calls(body, ())
     given = {((), id(v)) for v in body.inputs[carry:]}  # stacked and shared formals
     keys: list[Key] = []
 
@@ -186,11 +188,19 @@ def _forward_fold(fold: Fold, scope: _Scope, path: tuple) -> None:
         outs = _forward(body_fn, list(carry_in) + list(params.values()) + list(shared[:-1]), inner, ())
         return outs, [inner.env[key] for key in kept]
 
-    names = [v.name for v in body_fn.inputs[carry:carry + len(fold.stacked)]]
+    names = [v.name for v in body_fn.inputs[carry : carry + len(fold.stacked)]]
     stacked = {name: scope.value((path, id(v))) for name, v in zip(names, fold.stacked)}
     shared = [scope.value((path, id(v))) for v in fold.shared]
-    outs, rows = g.fold(layer, fold.count, [scope.value((path, id(v))) for v in fold.carry], stacked,
-                        *shared, f"forward {id(fold)}", name=body_fn.name, rows=True)
+    outs, rows = g.fold(
+        layer,
+        fold.count,
+        [scope.value((path, id(v))) for v in fold.carry],
+        stacked,
+        *shared,
+        f"forward {id(fold)}",
+        name=body_fn.name,
+        rows=True,
+    )
     for v, new in zip(fold.carry_outs, outs):
         scope.env[_canon((path, id(v)))] = new
     scope.kept[(path, id(fold))] = (kept, rows)
@@ -236,8 +246,9 @@ class _Rule:
 
     def accumulate(self, name: str, primitive: str, operands: dict[str, Value], attrs: dict | None = None) -> None:
         """x̄ = primitive(..., acc = x̄): an accumulating backward primitive."""
-        self.put(name, g.apply(primitive, {**operands, "acc": self.acc(name)}, attrs,
-                               name=self.named[name].name + "_bar"))
+        self.put(
+            name, g.apply(primitive, {**operands, "acc": self.acc(name)}, attrs, name=self.named[name].name + "_bar")
+        )
 
 
 def _elementwise(r: _Rule) -> None:
@@ -312,11 +323,16 @@ def _slice(r: _Rule) -> None:
     """The sliced part of x̄ gets ȳ; the parts before and after are x̄'s own, joined back."""
     x, attrs = r.named["x"], r.op.attrs
     axis, start, stop, end = attrs["axis"], attrs["start"], attrs["stop"], x.shape[attrs["axis"]]
+    if dims.is_symbolic(stop) and not dims.lt(stop, end):
+        raise training.TrainingError(
+            f"{r.op.out.name}: the slice [{start}, {stop}) of {x.name} reaches its end {end} at T = T_max; its "
+            "backward joins the rows after it back, so loss_grad needs T_max below it (tokens < positions)"
+        )
     acc = r.acc("x")
     bar = g.add(g.slice(acc, axis, start, stop), r.dy)
     if start != 0:
         bar = g.concat(g.slice(acc, axis, 0, start), bar, axis=axis)
-    if stop is not end and stop != end:
+    if stop != end:
         bar = g.concat(bar, g.slice(acc, axis, stop, end), axis=axis)
     r.put("x", bar)
 
@@ -354,8 +370,8 @@ def _backward_fold(fold: Fold, scope: _Scope, path: tuple) -> None:
     body_fn, kept_rows = fold.body, scope.kept[(path, id(fold))]
     kept, rows = kept_rows
     carry, stacked = len(fold.carry), len(fold.stacked)
-    outs = [scope.cells.get(_canon((path, id(v)))) for v in fold.carry_outs]
-    if any(cell is None or cell.value is None for cell in outs):
+    outs = [scope.cells.get(_canon((path, id(v))), Cell()).value for v in fold.carry_outs]
+    if any(adjoint is None for adjoint in outs):
         raise training.TrainingError(f"fold of {body_fn.name}: a carried value does not reach the loss")
     if any(scope.cells.get(_canon((path, id(v))), Cell()).value is not None for v in fold.carry):
         raise training.TrainingError(f"fold of {body_fn.name}: its carry is read after the fold as well")
@@ -367,26 +383,35 @@ def _backward_fold(fold: Fold, scope: _Scope, path: tuple) -> None:
         values = list(slices.values())
         for key, row in zip(kept, values[: len(kept)]):
             inner.env[key] = row
-        params, bars = values[len(kept): len(kept) + stacked], values[len(kept) + stacked:]
+        params, bars = values[len(kept) : len(kept) + stacked], values[len(kept) + stacked :]
         formals = body_fn.inputs
         for v, p in zip(formals[carry:], params + list(shared[:-1])):
             inner.env[((), id(v))] = p
         for v, a in zip(body_fn.outputs, adjoints[:carry]):
             inner.cell(((), id(v))).value = a
-        for v, a in zip(formals[carry:carry + stacked], bars):
+        for v, a in zip(formals[carry : carry + stacked], bars):
             inner.cell(((), id(v))).value = a
         _backward(body_fn, inner, ())
         carried = [inner.cell(((), id(v))).value for v in formals[:carry]]
         if any(a is None for a in carried):
             raise training.TrainingError(f"fold of {body_fn.name}: a layer's carry does not reach its output")
-        return carried, [inner.cell(((), id(v))).value for v in formals[carry:carry + stacked]]
+        return carried, [inner.cell(((), id(v))).value for v in formals[carry : carry + stacked]]
 
     names = [f"{v.name}_kept" for v in _values_of(body_fn, kept)]
-    names += [v.name for v in body_fn.inputs[carry:carry + stacked]]
-    names += [v.name + "_bar" for v in body_fn.inputs[carry:carry + stacked]]
+    names += [v.name for v in body_fn.inputs[carry : carry + stacked]]
+    names += [v.name + "_bar" for v in body_fn.inputs[carry : carry + stacked]]
     slices = dict(zip(_unique(names), rows + [scope.value((path, id(v))) for v in fold.stacked] + grads))
-    adjoints, grad_rows = g.fold(layer, fold.count, [c.value for c in outs], slices, *shared_fwd,
-                                 f"backward {id(fold)}", name=body_fn.name + "_bar", rows=True, reverse=True)
+    adjoints, grad_rows = g.fold(
+        layer,
+        fold.count,
+        outs,
+        slices,
+        *shared_fwd,
+        f"backward {id(fold)}",
+        name=body_fn.name + "_bar",
+        rows=True,
+        reverse=True,
+    )
     for v, a in zip(fold.carry, adjoints):
         scope.cell((path, id(v))).value = a
     for v, a in zip(fold.stacked, grad_rows):
@@ -437,8 +462,9 @@ def loss_grad_program(lg: training.LossGrad, batch: int = 1) -> Program:
         logits = _forward(forward.function, list(params.values()) + [tokens], scope, ())[logits_at]
         losses = g.apply("xent_rows", {"logits": logits, "targets": targets}, {"ignore": lg.ignore}, name="losses")
         total = g.apply("sum_rows", {"x": losses, "acc": total}, name="total")
-        terms = g.apply("xent_bar", {"logits": logits, "targets": targets, "r": r}, {"ignore": lg.ignore},
-                        name="logits_terms")
+        terms = g.apply(
+            "xent_bar", {"logits": logits, "targets": targets, "r": r}, {"ignore": lg.ignore}, name="logits_terms"
+        )
         for v, grad in zip(forward.param_values, grads.values()):
             scope.cell(((), id(v))).value = grad
         made = forward.function.outputs[logits_at]
@@ -451,8 +477,16 @@ def loss_grad_program(lg: training.LossGrad, batch: int = 1) -> Program:
         r = g.apply("xent_mean", {"x": one, "targets": targets}, {"ignore": lg.ignore}, name="r")  # 1 ⊘ n
         grads = {spec.key + "_bar": zeros(spec.full_shape, spec.key + "_bar") for spec in forward.params}
         total = zeros((), "total")
-        grads, total = g.fold(sequence, batch, (grads, total), {"tokens": tokens, "targets": targets}, r, params,
-                              "sequence", name="sequence")
+        grads, total = g.fold(
+            sequence,
+            batch,
+            (grads, total),
+            {"tokens": tokens, "targets": targets},
+            r,
+            params,
+            "sequence",
+            name="sequence",
+        )
         loss = g.apply("xent_mean", {"x": total, "targets": targets}, {"ignore": lg.ignore}, name="loss")
         return {"loss": loss, **{spec.name: grad for spec, grad in zip(forward.params, grads.values())}}
 
