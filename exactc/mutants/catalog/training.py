@@ -8,6 +8,7 @@ from exactc.mutants.model import Mutant
 BACKWARD = "exactc/exporter/reference/backward.py"
 TRAINING = "exactc/exporter/reference/training.py"
 LOOP = "exactc/train.py"
+GRAPH = "exactc/exporter/backprop.py"
 # One sequence's backward in loss_grad: the parameters' adjoints, the logits', the walk.
 PER_SEQUENCE = (
     "            cells: Cells = {id(v): Cell(grads[spec.name]) for spec, v in zip(program.params, program.param_values)}\n"
@@ -224,6 +225,37 @@ MUTANTS = [
         "    if following + size + 1 > len(stream):",
         "    if following >= len(stream):",
         ("train:tokens",),
+        family="training",
+    ),
+    Mutant(
+        "graph-backward-fold-first-layer-up",
+        "the loss_grad graph's backward fold runs its layers from the first up",
+        GRAPH,
+        "        reverse=True,\n",
+        "        reverse=False,\n",
+        ("training:graph",),
+        family="training",
+    ),
+    Mutant(
+        "graph-loss-mean-not-divided",
+        "the loss_grad graph drops the loss's 1/(B·T) from the logits' adjoint (r = 1)",
+        GRAPH,
+        '        r = g.apply("xent_mean", {"x": one, "targets": targets}, {"ignore": lg.ignore}, name="r")  # 1 ⊘ n\n',
+        "        r = one\n",
+        ("training:graph",),
+        family="training",
+    ),
+    Mutant(
+        "graph-backward-recomputes-the-forward",
+        "the backward fold runs its layer's forward again instead of reading the residuals kept (same bits)",
+        GRAPH,
+        "        for v, p in zip(formals[carry:], params + list(shared[:-1])):\n"
+        "            inner.env[((), id(v))] = p\n",
+        "        for v, p in zip(formals[carry:], params + list(shared[:-1])):\n"
+        "            inner.env[((), id(v))] = p\n"
+        "        _forward(body_fn, [inner.env[((), id(v))] for v in formals[:carry]] + params + list(shared[:-1]),\n"
+        "                 inner, ())\n",
+        ("training:graph",),
         family="training",
     ),
 ]
