@@ -103,6 +103,25 @@ def forward_of(body):
     return training.loss_grad(program)
 
 
+def layers_with_a_dead_branch(x, params):
+    def layer(x, p):
+        graph.silu(graph.scale(x, 1e30), name="dead")  # reaches nothing: no backward
+        return graph.linear(x, p["w"])
+
+    return graph.fold(layer, 2, x, graph.group_layers(params, "h."))
+
+
+def test_an_operation_that_reaches_no_loss_has_no_backward_and_the_bits_hold():
+    lg = forward_of(layers_with_a_dead_branch)
+    program = backprop.loss_grad_program(lg, 1)
+    assert "silu_bar" not in {op.primitive for op in program.function.ops()}
+    params = models.draw_parameters(lg.forward, 5, "f32")
+    tokens, targets = batch(lg, 1, 3, seed=5)
+    want = reference_training.loss_grad(lg, "f32", params, tokens, targets)
+    got = walk.evaluate(program, "f32", params, {"tokens": tokens, "targets": targets})
+    assert all(got[key].tobytes() == array.tobytes() for key, array in want.items())
+
+
 def layers_with_rows(x, params):
     def layer(x, p):
         y = graph.linear(x, p["w"])
