@@ -59,7 +59,7 @@ def test_tasks_cover_the_cases_asked_for_and_every_primitive_and_site(cases):
     tasks = kernel_campaign.plan_tasks(cases, seed=3)
     assert sum(t.cases for t in tasks if t.contract == CONTRACT_OFF) >= cases
     assert len({t.seed for t in tasks}) == len(tasks)
-    pairs = {(p, s, CONTRACT_OFF) for p in PRIMITIVES for s in SITE_TYPES} | {(None, None, CONTRACT_OFF)}
+    pairs = {(p, s, CONTRACT_OFF) for p in PRIMITIVES for s in PRIMITIVES[p].sites} | {(None, None, CONTRACT_OFF)}
     pairs |= {(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES}
     assert {(t.primitive, t.site, t.contract) for t in tasks} == pairs and len(tasks) % len(pairs) == 0
     assert kernel_campaign.plan_tasks(0) == []

@@ -1044,12 +1044,12 @@ CASES = [
     ("sum_rows", {"x": (5,), "acc": ()}, {}),
     ("layernorm_bar_x", {"x": (2, 4), "g": (4,), "dy": (2, 4)}, {"eps": 1e-6}),
     ("rmsnorm_bar_x", {"x": (3, 4), "g": (4,), "dy": (3, 4)}, {}),
-    ("softmax_bar", {"p": (2, 3, 4), "dy": (2, 3, 4), "keep": (4,)}, {"has_keep": True, "causal": True}),
+    ("softmax_bar", {"probs": (2, 3, 4), "dy": (2, 3, 4), "keep": (4,)}, {"has_keep": True, "causal": True}),
     ("gelu_tanh_bar", {"x": (2, 3), "dy": (2, 3)}, {}),
     ("silu_bar", {"x": (5,), "dy": (5,)}, {}),
     ("xent_rows", {"logits": (3, 5), "targets": (3,)}, {}),
     ("xent_bar", {"logits": (3, 5), "targets": (3,), "r": ()}, {"ignore": 0}),
-    ("adamw", {"p": (2, 3), "g": (2, 3), "m": (2, 3), "v": (2, 3), "h": (8,)}, {"decays": True}),
+    ("adamw", {"param": (2, 3), "g": (2, 3), "m": (2, 3), "v": (2, 3), "h": (8,)}, {"decays": True}),
 ]
 
 

@@ -500,9 +500,9 @@ def _norm_bar_x(name: str, params: tuple[str, ...]):
 
 
 def _softmax_bar(shapes, attrs):
-    _softmax({"x": shapes["p"], **({"keep": shapes["keep"]} if attrs["has_keep"] else {})}, attrs)
-    _same("softmax_bar", shapes, "p", "dy")
-    return {"y": (shapes["p"], "x")}
+    _softmax({"x": shapes["probs"], **({"keep": shapes["keep"]} if attrs["has_keep"] else {})}, attrs)
+    _same("softmax_bar", shapes, "probs", "dy")
+    return {"y": (shapes["probs"], "x")}
 
 
 def _activation_bar(name: str):
@@ -537,11 +537,11 @@ ADAMW_SCALARS = ("clip", "decay", "w1", "beta2", "w2", "root", "eps", "step")
 
 def _adamw(shapes, attrs):
     for name in ("g", "m", "v"):
-        _same("adamw", shapes, "p", name)
+        _same("adamw", shapes, "param", name)
     if shapes["h"] != (len(ADAMW_SCALARS),):
         _fail("adamw", f"h has shape {shapes['h']}; it holds the {len(ADAMW_SCALARS)} scalars "
                        f"{', '.join(ADAMW_SCALARS)}")
-    return {out: (shapes["p"], "x") for out in ("p_out", "m_out", "v_out")}
+    return {out: (shapes["param"], "x") for out in ("param_out", "m_out", "v_out")}
 
 
 def _p(name, operands, attrs, infer, doc, quiet=(), sites=types.SITE_TYPES):
@@ -575,17 +575,17 @@ BACKWARD = [
        "layernorm's term of x: ((a - ma) - xhat mb) rstd, a = dy g", sites=T),
     _p("rmsnorm_bar_x", [X, Operand("g"), DY], {"eps": 1e-5}, _norm_bar_x("rmsnorm_bar_x", ("g",)),
        "rmsnorm's term of x: (a - xhat mb) rstd, a = dy g", sites=T),
-    _p("softmax_bar", [Operand("p"), DY, Operand("keep", "i32", optional=True)],
+    _p("softmax_bar", [Operand("probs"), DY, Operand("keep", "i32", optional=True)],
        {"causal": False, "offset": 0, "has_keep": False}, _softmax_bar,
-       "softmax's term of x from its output p: p (dy - dot), -0 in masked columns", sites=T),
+       "softmax's term of x from its output probs: probs (dy - dot), -0 in masked columns", sites=T),
     _p("gelu_tanh_bar", [X, DY], {}, _activation_bar("gelu_tanh_bar"), "gelu_tanh's term of x: dy q", sites=T),
     _p("silu_bar", [X, DY], {}, _activation_bar("silu_bar"), "silu's term of x: dy q", sites=T),
     _p("xent_rows", [Operand("logits"), Operand("targets", "i32")], {"ignore": -100}, _xent_rows,
        "each row's cross-entropy, +0 where the target is ignore", sites=T),
     _p("xent_bar", [Operand("logits"), Operand("targets", "i32"), Operand("r")], {"ignore": -100}, _xent_bar,
        "the logits' terms of the loss, (softmax - onehot) r, +0 in rows that do not count", sites=T),
-    _p("adamw", [Operand("p"), Operand("g"), Operand("m"), Operand("v"), Operand("h")], {"decays": False}, _adamw,
-       "one AdamW update of p with gradient g and moments m, v; h the step's host scalars", sites=T),
+    _p("adamw", [Operand("param"), Operand("g"), Operand("m"), Operand("v"), Operand("h")], {"decays": False}, _adamw,
+       "one AdamW update of param with gradient g and moments m, v; h the step's host scalars", sites=T),
 ]
 
 PRIMITIVES: dict[str, Primitive] = {
@@ -696,6 +696,8 @@ PRIMITIVES: dict[str, Primitive] = {
         *BACKWARD,
     ]
 }
+# The primitives of the backward and the optimizer (docs/semantics.md section 17).
+BACKWARD_PRIMITIVES = tuple(p.name for p in BACKWARD)
 
 
 # Primitives whose output takes the storage of an operand (output -> operand): the kernel

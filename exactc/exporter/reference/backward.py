@@ -511,16 +511,16 @@ def rmsnorm_bar_x(x, g, dy, *, site, eps=1e-5):
                  lambda: norm_x_term("rmsnorm", x, g, dy, eps, site))
 
 
-def softmax_bar(p, dy, keep=None, *, site, causal=False, offset=0):
+def softmax_bar(probs, dy, keep=None, *, site, causal=False, offset=0):
     """The rule's term where visible and -0 in masked columns: acc ⊕ (-0) is acc for every
     acc (-0 and NaN included), so add(acc, term) is the rule's np.where bit for bit."""
     attrs = {"causal": causal, "offset": offset, "has_keep": keep is not None}
 
     def make():
-        visible = softmax_visible(p, attrs, keep)
-        return np.where(visible, softmax_term(p, dy, visible, site), full((), -0.0, site))
+        visible = softmax_visible(probs, attrs, keep)
+        return np.where(visible, softmax_term(probs, dy, visible, site), full((), -0.0, site))
 
-    return _term("softmax_bar", site, {"p": p, "dy": dy, "keep": keep}, attrs, make)
+    return _term("softmax_bar", site, {"probs": probs, "dy": dy, "keep": keep}, attrs, make)
 
 
 def gelu_tanh_bar(x, dy, *, site):
@@ -547,14 +547,14 @@ def xent_bar(logits, targets, r, *, site, ignore=-100):
     return _term("xent_bar", site, {"logits": logits, "targets": targets, "r": r}, {"ignore": ignore}, make)
 
 
-def adamw(p, g, m, v, h, *, site, decays=False):
+def adamw(param, g, m, v, h, *, site, decays=False):
     """adamw_elements with the scalars of h (ADAMW_SCALARS, each R_A(...) of the host's
     f64 value); a clip of 1 is no clipping: g ⊗ 1 is g, bit for bit."""
-    ops.check_operands("adamw", site, {"p": p, "g": g, "m": m, "v": v, "h": h}, {"decays": decays})
+    ops.check_operands("adamw", site, {"param": param, "g": g, "m": m, "v": v, "h": h}, {"decays": decays})
     scalars = {name: h[i] for i, name in enumerate(ADAMW_SCALARS)}
     with np.errstate(all="ignore"):
-        p_out, m_out, v_out = adamw_elements(p, g, m, v, scalars, decays)
-    return {"p_out": p_out, "m_out": m_out, "v_out": v_out}
+        param_out, m_out, v_out = adamw_elements(param, g, m, v, scalars, decays)
+    return {"param_out": param_out, "m_out": m_out, "v_out": v_out}
 
 
 FUNCTIONS = {
