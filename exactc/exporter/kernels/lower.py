@@ -1166,16 +1166,17 @@ def _norm_bar_x(ctx: _Lowering, kind: str) -> list[Nest]:
         return mul(ctx.load("dy", m, d), ctx.load("g", d))
 
     body: list[Stmt] = list(_row_stats(ctx, kind))
-    if kind == "layernorm":
+    d = ix("d")
+    centred = a(d)
+    if kind == "layernorm":  # the gradient's mean, ma
         body += [Declare(sa, ctx.R(0.0)), Loop(Axis("da", dim, REDUCE), (Assign(sa, add(sa, a(ix("da")))),)),
                  Declare(ma, div(sa, n))]
+        centred = sub(centred, ma)
     body += [
         Declare(sb, ctx.R(0.0)),
         Loop(Axis("db", dim, REDUCE), (Assign(sb, add(sb, mul(a(ix("db")), _xhat(ctx, kind, m, ix("db"))))),)),
         Declare(mb, div(sb, n)),
     ]
-    d = ix("d")
-    centred = sub(a(d), ma) if kind == "layernorm" else a(d)
     term = mul(sub(centred, mul(_xhat(ctx, kind, m, d), mb)), rstd)
     body.append(Loop(Axis("d", dim, PARALLEL), (Write(ctx.at("y", m, d), term),)))
     return [Nest(ctx.primitive, (Axis("m", rows),), tuple(body))]
