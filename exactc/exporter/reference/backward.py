@@ -297,8 +297,7 @@ def softmax(dy, y, operands, attrs, bars, site):
 def rope(dy, y, operands, attrs, bars, site):
     """The inverse rotation (the forward rope with inverse=True): x̄0 ⊕= ȳ0 c ⊕ ȳ1 s, then
     x̄1 ⊕= ȳ1 c ⊖ ȳ0 s."""
-    rotated = ops.rope(dy, site=site, theta=attrs["theta"], pos0=attrs["pos0"], pairing=attrs["pairing"],
-                       inverse=True)
+    rotated = ops.rope(dy, site=site, theta=attrs["theta"], pos0=attrs["pos0"], pairing=attrs["pairing"], inverse=True)
     _add(bars, "x", rotated)
 
 
@@ -456,8 +455,7 @@ def _term(name: str, site: str, operands: Mapping[str, Any], attrs: Mapping[str,
 
 
 def linear_bar_x(x, w, dy, acc, *, site):
-    return _accumulate("linear_bar_x", site, {"x": x, "w": w, "dy": dy, "acc": acc}, {},
-                       lambda y: linear_x(y, dy, w))
+    return _accumulate("linear_bar_x", site, {"x": x, "w": w, "dy": dy, "acc": acc}, {}, lambda y: linear_x(y, dy, w))
 
 
 def linear_bar_w(x, dy, acc, *, site):
@@ -470,29 +468,34 @@ def linear_bar_b(dy, acc, *, site):
 
 def matmul_bar_a(b, dy, acc, *, site, trans_a=False, trans_b=False, group=1):
     attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group}
-    return _accumulate("matmul_bar_a", site, {"b": b, "dy": dy, "acc": acc}, attrs,
-                       lambda y: matmul_a(y, dy, b, attrs))
+    return _accumulate("matmul_bar_a", site, {"b": b, "dy": dy, "acc": acc}, attrs, lambda y: matmul_a(y, dy, b, attrs))
 
 
 def matmul_bar_b(a, dy, acc, *, site, trans_a=False, trans_b=False, group=1):
     attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group}
-    return _accumulate("matmul_bar_b", site, {"a": a, "dy": dy, "acc": acc}, attrs,
-                       lambda y: matmul_b(y, dy, a, attrs))
+    return _accumulate("matmul_bar_b", site, {"a": a, "dy": dy, "acc": acc}, attrs, lambda y: matmul_b(y, dy, a, attrs))
 
 
 def embedding_bar(ids, dy, acc, *, site):
-    return _accumulate("embedding_bar", site, {"ids": ids, "dy": dy, "acc": acc}, {},
-                       lambda y: embedding_table(y, dy, ids))
+    return _accumulate(
+        "embedding_bar", site, {"ids": ids, "dy": dy, "acc": acc}, {}, lambda y: embedding_table(y, dy, ids)
+    )
 
 
 def norm_bar_g(x, dy, acc, *, site, kind="layernorm", eps=1e-5):
-    return _accumulate("norm_bar_g", site, {"x": x, "dy": dy, "acc": acc}, {"kind": kind, "eps": eps},
-                       lambda y: norm_g(y, dy, x, kind, eps, site))
+    return _accumulate(
+        "norm_bar_g",
+        site,
+        {"x": x, "dy": dy, "acc": acc},
+        {"kind": kind, "eps": eps},
+        lambda y: norm_g(y, dy, x, kind, eps, site),
+    )
 
 
 def mean_pool_bar(keep, dy, acc, *, site):
-    return _accumulate("mean_pool_bar", site, {"keep": keep, "dy": dy, "acc": acc}, {},
-                       lambda y: mean_pool_x(y, dy, keep, site))
+    return _accumulate(
+        "mean_pool_bar", site, {"keep": keep, "dy": dy, "acc": acc}, {}, lambda y: mean_pool_x(y, dy, keep, site)
+    )
 
 
 def sum_rows(x, acc, *, site):
@@ -502,13 +505,23 @@ def sum_rows(x, acc, *, site):
 
 
 def layernorm_bar_x(x, g, dy, *, site, eps=1e-5):
-    return _term("layernorm_bar_x", site, {"x": x, "g": g, "dy": dy}, {"eps": eps},
-                 lambda: norm_x_term("layernorm", x, g, dy, eps, site))
+    return _term(
+        "layernorm_bar_x",
+        site,
+        {"x": x, "g": g, "dy": dy},
+        {"eps": eps},
+        lambda: norm_x_term("layernorm", x, g, dy, eps, site),
+    )
 
 
 def rmsnorm_bar_x(x, g, dy, *, site, eps=1e-5):
-    return _term("rmsnorm_bar_x", site, {"x": x, "g": g, "dy": dy}, {"eps": eps},
-                 lambda: norm_x_term("rmsnorm", x, g, dy, eps, site))
+    return _term(
+        "rmsnorm_bar_x",
+        site,
+        {"x": x, "g": g, "dy": dy},
+        {"eps": eps},
+        lambda: norm_x_term("rmsnorm", x, g, dy, eps, site),
+    )
 
 
 def softmax_bar(probs, dy, keep=None, *, site, causal=False, offset=0):

@@ -63,8 +63,8 @@ MUTANTS = [
         LOWER,
         '    if kind == "layernorm":  # the gradient\'s mean, ma\n'
         '        body += [Declare(sa, ctx.R(0.0)), Loop(Axis("da", dim, REDUCE), (Assign(sa, add(sa, a(ix("da")))),)),\n'
-        '                 Declare(ma, div(sa, n))]\n'
-        '        centred = sub(centred, ma)\n',
+        "                 Declare(ma, div(sa, n))]\n"
+        "        centred = sub(centred, ma)\n",
         "",
         ("kernels:layernorm_bar_x",),
         family="training",
@@ -168,8 +168,7 @@ MUTANTS = [
         CLIP_AND_UPDATE,
         CLIP_AND_UPDATE.replace("    if clip is not None:\n        g = g * clip\n", "").replace(
             '    p = p - (scalars["step"] * (mt / den))\n',
-            '    update = scalars["step"] * (mt / den)\n'
-            "    p = p - (update * clip if clip is not None else update)\n",
+            '    update = scalars["step"] * (mt / den)\n    p = p - (update * clip if clip is not None else update)\n',
         ),
         ("training:clipping",),
         family="training",
