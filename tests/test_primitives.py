@@ -360,3 +360,11 @@ def test_the_backward_primitives_are_defined_at_the_training_sites_only():
     assert get_primitive("linear_bar_w").outputs({"x": (5, 3), "dy": (5, 2), "acc": (2, 3)}) == {"y": ((2, 3), "x")}
     with pytest.raises(PrimitiveError, match=re.escape("linear_bar_w: acc has shape (3, 2); the adjoint it holds is (2, 3)")):
         get_primitive("linear_bar_w").outputs({"x": (5, 3), "dy": (5, 2), "acc": (3, 2)})
+    # a refusal of the forward's shape rule names the backward primitive first
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "matmul_bar_b: the forward's operands do not fit: matmul: a (4, 3, 8) and b (2, 5, 3) disagree on the "
+            "reduced axis: 8 != 3")):
+        get_primitive("matmul_bar_b").outputs({"a": (4, 3, 8), "dy": (4, 3, 5), "acc": (2, 5, 3)},
+                                              {"trans_b": True, "group": 2})
+    with pytest.raises(PrimitiveError, match=r"^layernorm_bar_x: the forward's operands do not fit: layernorm: g "):
+        get_primitive("layernorm_bar_x").outputs({"x": (4, 3), "g": (4,), "dy": (4, 3)})

@@ -405,6 +405,14 @@ def _cache_write(shapes, attrs):
 # adds, which the graph adds with `add` (the same bits as the rule's ⊕=).
 
 
+def _as_forward(prim: str, rule, shapes, attrs) -> dict[str, tuple[Shape, str]]:
+    """The forward primitive's shape rule on its operands; a refusal names `prim`."""
+    try:
+        return rule(shapes, attrs)
+    except PrimitiveError as error:
+        raise PrimitiveError(f"{prim}: the forward's operands do not fit: {error}") from None
+
+
 def _accumulates(prim: str, shapes, want: Shape) -> dict[str, tuple[Shape, str]]:
     """acc has the adjoint's shape `want`; y is acc with the terms added."""
     if shapes["acc"] != tuple(want):
@@ -413,7 +421,7 @@ def _accumulates(prim: str, shapes, want: Shape) -> dict[str, tuple[Shape, str]]
 
 
 def _linear_bar_x(shapes, attrs):
-    _linear({"x": shapes["x"], "w": shapes["w"]}, {"has_b": False})
+    _as_forward("linear_bar_x", _linear, {"x": shapes["x"], "w": shapes["w"]}, {"has_b": False})
     _rows_of_dy("linear_bar_x", shapes, shapes["x"][0], shapes["w"][0])
     return _accumulates("linear_bar_x", shapes, shapes["x"])
 
@@ -439,7 +447,7 @@ def _rows_of_dy(prim: str, shapes, rows, cols) -> None:
 def _matmul_shapes(prim: str, shapes, attrs, a, b) -> None:
     """The forward matmul of a and b (its attrs) gives dy's shape."""
     fwd = {k: attrs[k] for k in ("trans_a", "trans_b", "group")} | {"b_rows": 0}
-    (out, _), = _matmul({"a": a, "b": b}, fwd).values()
+    ((out, _),) = _as_forward(prim, _matmul, {"a": a, "b": b}, fwd).values()
     if shapes["dy"] != out:
         _fail(prim, f"dy has shape {shapes['dy']}; the forward matmul gives {out}")
 
@@ -492,7 +500,7 @@ def _sum_rows(shapes, attrs):
 def _norm_bar_x(name: str, params: tuple[str, ...]):
     def infer(shapes, attrs):
         forward = {"layernorm_bar_x": _layernorm, "rmsnorm_bar_x": _rmsnorm}[name]
-        forward({"x": shapes["x"], **{p: shapes["g"] for p in params}}, attrs)
+        _as_forward(name, forward, {"x": shapes["x"], **{p: shapes["g"] for p in params}}, attrs)
         _same(name, shapes, "x", "dy")
         return {"y": (shapes["x"], "x")}
 
@@ -500,7 +508,8 @@ def _norm_bar_x(name: str, params: tuple[str, ...]):
 
 
 def _softmax_bar(shapes, attrs):
-    _softmax({"x": shapes["probs"], **({"keep": shapes["keep"]} if attrs["has_keep"] else {})}, attrs)
+    forward = {"x": shapes["probs"], **({"keep": shapes["keep"]} if attrs["has_keep"] else {})}
+    _as_forward("softmax_bar", _softmax, forward, attrs)
     _same("softmax_bar", shapes, "probs", "dy")
     return {"y": (shapes["probs"], "x")}
 
