@@ -210,7 +210,7 @@ def _rule_and_primitive(name: str, forward: str, case_operands, attrs, site: str
     full = backward.get_primitive(forward).full_attrs(attrs)
     backward.apply(forward, dy, y, operands, full, bars, site)
     prim = backward.get_primitive(name)
-    given_operands = {"dy": dy, "acc": acc, "p": y, **operands}
+    given_operands = {"dy": dy, "acc": acc, "probs": y, **operands}
     given_attrs = {k: v for k, v in full.items() if k in prim.attrs}
     if name == "norm_bar_g":
         given_attrs["kind"] = forward
@@ -240,7 +240,7 @@ def test_a_masked_column_s_term_is_minus_zero_so_add_keeps_the_adjoint():
     """softmax's rule gives a masked column no term; the primitive's -0 there keeps every
     acc through add (acc ⊕ -0 = acc, -0 included), where +0 would turn a -0 into +0."""
     y = reference.run("softmax", "f32", {"x": _f32(1, 3, 4)}, {"causal": True})["y"]
-    term = reference.run("softmax_bar", "f32", {"p": y, "dy": _f32(1, 3, 4, seed=1)}, {"causal": True})["y"]
+    term = reference.run("softmax_bar", "f32", {"probs": y, "dy": _f32(1, 3, 4, seed=1)}, {"causal": True})["y"]
     masked = ~np.tril(np.ones((3, 4), bool))[None]
     assert np.all(term[masked] == 0) and np.all(np.signbit(term[masked]))
     acc = np.full((1, 3, 4), -0.0, np.float32)
@@ -291,10 +291,10 @@ def test_the_adamw_primitive_is_adamw_step_s_element_lines(decays):
     host = {"clip": 1.0, "decay": 0.999, "w1": 0.1, "beta2": 0.999, "w2": 1e-3, "root": 0.03, "eps": 1e-8,
             "step": 3e-3}
     h = np.array([host[name] for name in backward.ADAMW_SCALARS]).astype(np.float32)
-    got = reference.run("adamw", "f32", {"p": p, "g": g, "m": m, "v": v, "h": h}, {"decays": decays})
+    got = reference.run("adamw", "f32", {"param": p, "g": g, "m": m, "v": v, "h": h}, {"decays": decays})
     at_site = {name: np.float32(host[name]) for name in backward.ADAMW_SCALARS} | {"clip": None}
     want = backward.adamw_elements(p, g, m, v, at_site, decays)
-    for out, expected in zip(("p_out", "m_out", "v_out"), want):
+    for out, expected in zip(("param_out", "m_out", "v_out"), want):
         assert_bits_equal(expected, got[out], f"adamw {out}", every_bit=True)
 
 

@@ -303,7 +303,7 @@ def _norm(r: _Rule) -> None:
 def _softmax(r: _Rule) -> None:
     attrs = {k: r.op.attrs[k] for k in ("causal", "offset", "has_keep")}
     keep = {"keep": r.value("keep")} if attrs["has_keep"] else {}
-    r.add("x", g.apply("softmax_bar", {"p": r.value("y"), "dy": r.dy, **keep}, attrs))
+    r.add("x", g.apply("softmax_bar", {"probs": r.value("y"), "dy": r.dy, **keep}, attrs))
 
 
 def _rope(r: _Rule) -> None:

@@ -420,6 +420,14 @@ def _xent_mean(shapes, attrs):
 # adds, which the graph adds with `add` (the same bits as the rule's ⊕=).
 
 
+def _as_forward(prim: str, rule, shapes, attrs) -> dict[str, tuple[Shape, str]]:
+    """The forward primitive's shape rule on its operands; a refusal names `prim`."""
+    try:
+        return rule(shapes, attrs)
+    except PrimitiveError as error:
+        raise PrimitiveError(f"{prim}: the forward's operands do not fit: {error}") from None
+
+
 def _accumulates(prim: str, shapes, want: Shape) -> dict[str, tuple[Shape, str]]:
     """acc has the adjoint's shape `want`; y is acc with the terms added."""
     if shapes["acc"] != tuple(want):
@@ -428,7 +436,7 @@ def _accumulates(prim: str, shapes, want: Shape) -> dict[str, tuple[Shape, str]]
 
 
 def _linear_bar_x(shapes, attrs):
-    _linear({"x": shapes["x"], "w": shapes["w"]}, {"has_b": False})
+    _as_forward("linear_bar_x", _linear, {"x": shapes["x"], "w": shapes["w"]}, {"has_b": False})
     _rows_of_dy("linear_bar_x", shapes, shapes["x"][0], shapes["w"][0])
     return _accumulates("linear_bar_x", shapes, shapes["x"])
 
@@ -454,7 +462,7 @@ def _rows_of_dy(prim: str, shapes, rows, cols) -> None:
 def _matmul_shapes(prim: str, shapes, attrs, a, b) -> None:
     """The forward matmul of a and b (its attrs) gives dy's shape."""
     fwd = {k: attrs[k] for k in ("trans_a", "trans_b", "group")} | {"b_rows": 0}
-    (out, _), = _matmul({"a": a, "b": b}, fwd).values()
+    ((out, _),) = _as_forward(prim, _matmul, {"a": a, "b": b}, fwd).values()
     if shapes["dy"] != out:
         _fail(prim, f"dy has shape {shapes['dy']}; the forward matmul gives {out}")
 
@@ -507,7 +515,7 @@ def _sum_rows(shapes, attrs):
 def _norm_bar_x(name: str, params: tuple[str, ...]):
     def infer(shapes, attrs):
         forward = {"layernorm_bar_x": _layernorm, "rmsnorm_bar_x": _rmsnorm}[name]
-        forward({"x": shapes["x"], **{p: shapes["g"] for p in params}}, attrs)
+        _as_forward(name, forward, {"x": shapes["x"], **{p: shapes["g"] for p in params}}, attrs)
         _same(name, shapes, "x", "dy")
         return {"y": (shapes["x"], "x")}
 
@@ -515,9 +523,10 @@ def _norm_bar_x(name: str, params: tuple[str, ...]):
 
 
 def _softmax_bar(shapes, attrs):
-    _softmax({"x": shapes["p"], **({"keep": shapes["keep"]} if attrs["has_keep"] else {})}, attrs)
-    _same("softmax_bar", shapes, "p", "dy")
-    return {"y": (shapes["p"], "x")}
+    forward = {"x": shapes["probs"], **({"keep": shapes["keep"]} if attrs["has_keep"] else {})}
+    _as_forward("softmax_bar", _softmax, forward, attrs)
+    _same("softmax_bar", shapes, "probs", "dy")
+    return {"y": (shapes["probs"], "x")}
 
 
 def _activation_bar(name: str):
@@ -552,11 +561,11 @@ ADAMW_SCALARS = ("clip", "decay", "w1", "beta2", "w2", "root", "eps", "step")
 
 def _adamw(shapes, attrs):
     for name in ("g", "m", "v"):
-        _same("adamw", shapes, "p", name)
+        _same("adamw", shapes, "param", name)
     if shapes["h"] != (len(ADAMW_SCALARS),):
         _fail("adamw", f"h has shape {shapes['h']}; it holds the {len(ADAMW_SCALARS)} scalars "
                        f"{', '.join(ADAMW_SCALARS)}")
-    return {out: (shapes["p"], "x") for out in ("p_out", "m_out", "v_out")}
+    return {out: (shapes["param"], "x") for out in ("param_out", "m_out", "v_out")}
 
 
 def _p(name, operands, attrs, infer, doc, quiet=(), sites=types.SITE_TYPES):
@@ -590,17 +599,17 @@ BACKWARD = [
        "layernorm's term of x: ((a - ma) - xhat mb) rstd, a = dy g", sites=T),
     _p("rmsnorm_bar_x", [X, Operand("g"), DY], {"eps": 1e-5}, _norm_bar_x("rmsnorm_bar_x", ("g",)),
        "rmsnorm's term of x: (a - xhat mb) rstd, a = dy g", sites=T),
-    _p("softmax_bar", [Operand("p"), DY, Operand("keep", "i32", optional=True)],
+    _p("softmax_bar", [Operand("probs"), DY, Operand("keep", "i32", optional=True)],
        {"causal": False, "offset": 0, "has_keep": False}, _softmax_bar,
-       "softmax's term of x from its output p: p (dy - dot), -0 in masked columns", sites=T),
+       "softmax's term of x from its output probs: probs (dy - dot), -0 in masked columns", sites=T),
     _p("gelu_tanh_bar", [X, DY], {}, _activation_bar("gelu_tanh_bar"), "gelu_tanh's term of x: dy q", sites=T),
     _p("silu_bar", [X, DY], {}, _activation_bar("silu_bar"), "silu's term of x: dy q", sites=T),
     _p("xent_rows", [Operand("logits"), Operand("targets", "i32")], {"ignore": -100}, _xent_rows,
        "each row's cross-entropy, +0 where the target is ignore", sites=T),
     _p("xent_bar", [Operand("logits"), Operand("targets", "i32"), Operand("r")], {"ignore": -100}, _xent_bar,
        "the logits' terms of the loss, (softmax - onehot) r, +0 in rows that do not count", sites=T),
-    _p("adamw", [Operand("p"), Operand("g"), Operand("m"), Operand("v"), Operand("h")], {"decays": False}, _adamw,
-       "one AdamW update of p with gradient g and moments m, v; h the step's host scalars", sites=T),
+    _p("adamw", [Operand("param"), Operand("g"), Operand("m"), Operand("v"), Operand("h")], {"decays": False}, _adamw,
+       "one AdamW update of param with gradient g and moments m, v; h the step's host scalars", sites=T),
 ]
 
 PRIMITIVES: dict[str, Primitive] = {
@@ -719,6 +728,8 @@ PRIMITIVES: dict[str, Primitive] = {
         *BACKWARD,
     ]
 }
+# The primitives of the backward and the optimizer (docs/semantics.md section 17).
+BACKWARD_PRIMITIVES = tuple(p.name for p in BACKWARD)
 
 
 # Primitives whose output takes the storage of an operand (output -> operand): the kernel

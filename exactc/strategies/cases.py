@@ -318,7 +318,7 @@ def _softmax_bar(draw, site):
     causal = draw(st.booleans())
     offset = draw(st.integers(-2, n + 1)) if causal else 0
     has_keep = draw(st.booleans())
-    specs = _specs(draw, site, p=(b, m, n), dy=(b, m, n))
+    specs = _specs(draw, site, probs=(b, m, n), dy=(b, m, n))
     if has_keep:
         specs["keep"] = draw(keep_specs(n))
     return _case("softmax_bar", site, {"causal": causal, "offset": offset, "has_keep": has_keep}, specs)
@@ -348,7 +348,7 @@ def _xent(draw, name: str, site):
 @st.composite
 def _adamw(draw, site):
     shape = draw(_shape(max_dim=97))
-    specs = _specs(draw, site, p=shape, g=shape, m=shape, v=shape, h=(8,))
+    specs = _specs(draw, site, param=shape, g=shape, m=shape, v=shape, h=(8,))
     return _case("adamw", site, {"decays": draw(st.booleans())}, specs)
 @st.composite
 def _fill(draw, site):

@@ -1197,34 +1197,36 @@ def _norm_bar_x(ctx: _Lowering, kind: str) -> list[Nest]:
         return mul(ctx.load("dy", m, d), ctx.load("g", d))
 
     body: list[Stmt] = list(_row_stats(ctx, kind))
-    if kind == "layernorm":
+    d = ix("d")
+    centred = a(d)
+    if kind == "layernorm":  # the gradient's mean, ma
         body += [Declare(sa, ctx.R(0.0)), Loop(Axis("da", dim, REDUCE), (Assign(sa, add(sa, a(ix("da")))),)),
                  Declare(ma, div(sa, n))]
+        centred = sub(centred, ma)
     body += [
         Declare(sb, ctx.R(0.0)),
         Loop(Axis("db", dim, REDUCE), (Assign(sb, add(sb, mul(a(ix("db")), _xhat(ctx, kind, m, ix("db"))))),)),
         Declare(mb, div(sb, n)),
     ]
-    d = ix("d")
-    centred = sub(a(d), ma) if kind == "layernorm" else a(d)
     term = mul(sub(centred, mul(_xhat(ctx, kind, m, d), mb)), rstd)
     body.append(Loop(Axis("d", dim, PARALLEL), (Write(ctx.at("y", m, d), term),)))
     return [Nest(ctx.primitive, (Axis("m", rows),), tuple(body))]
 
 
 def lower_softmax_bar(ctx: _Lowering) -> list[Nest]:
-    # Row (bi, i): dot = +0; for visible j in order: dot = dot ⊕ (p[j] ⊗ dy[j])
-    # y[j] = p[j] ⊗ (dy[j] ⊖ dot) for visible j; -0 for masked j (so acc ⊕ y[j] is acc).
-    batches, rows, cols = ctx.shape("p")
+    # Row (bi, i), probs the forward's output: dot = +0; for visible j in order:
+    # dot = dot ⊕ (probs[j] ⊗ dy[j]);  y[j] = probs[j] ⊗ (dy[j] ⊖ dot) for visible j,
+    # -0 for masked j (so acc ⊕ y[j] is acc).
+    batches, rows, cols = ctx.shape("probs")
     bi, i, dot = ix("bi"), ix("i"), ctx.var("dot")
     jd, jy = ix("jd"), ix("jy")
     body = (
         Declare(dot, ctx.R(0.0)),
         Loop(Axis("jd", cols, REDUCE), _when_visible(
-            ctx, i, jd, (Assign(dot, add(dot, mul(ctx.load("p", bi, i, jd), ctx.load("dy", bi, i, jd)))),))),
+            ctx, i, jd, (Assign(dot, add(dot, mul(ctx.load("probs", bi, i, jd), ctx.load("dy", bi, i, jd)))),))),
         Loop(Axis("jy", cols, PARALLEL), _when_visible(
             ctx, i, jy,
-            (Write(ctx.at("y", bi, i, jy), mul(ctx.load("p", bi, i, jy), sub(ctx.load("dy", bi, i, jy), dot))),),
+            (Write(ctx.at("y", bi, i, jy), mul(ctx.load("probs", bi, i, jy), sub(ctx.load("dy", bi, i, jy), dot))),),
             (Write(ctx.at("y", bi, i, jy), ctx.R(-0.0)),))),
     )
     return [Nest("softmax_bar", (Axis("bi", batches), Axis("i", rows)), body)]
@@ -1254,7 +1256,7 @@ def lower_gelu_tanh_bar(ctx: _Lowering) -> list[Nest]:
 def lower_silu_bar(ctx: _Lowering) -> list[Nest]:
     # e = T(exp, ⊖x); p = 1 ⊘ (1 ⊕ e); q = 1 ⊖ p; q = x ⊗ q; q = 1 ⊕ q; q = p ⊗ q;  y = dy ⊗ q
     i = _flat(ctx, "x")
-    x, p = ctx.var("xv"), ctx.var("p")
+    x, p = ctx.var("xv"), ctx.var("pr")
     one = ctx.R(1.0)
     body = (
         Declare(x, ctx.load("x", ix("i"))),
@@ -1298,7 +1300,7 @@ def lower_xent_bar(ctx: _Lowering) -> list[Nest]:
     # Where it does not: y[j] = +0.
     body, counts = _xent_row(ctx)
     rows, vocab = ctx.shape("logits")
-    t, j, p = ix("t"), ix("j"), ctx.var("p")
+    t, j, p = ix("t"), ix("j"), ctx.var("pr")
     r = ctx.var("rv")
     column = (
         Declare(p, div(Call("exp", sub(ctx.load("logits", t, j), ctx.var("mx"))), ctx.var("s"))),
@@ -1315,12 +1317,12 @@ def lower_xent_bar(ctx: _Lowering) -> list[Nest]:
 
 def lower_adamw(ctx: _Lowering) -> list[Nest]:
     # With h's scalars (clip, decay, w1, β2, w2, root, eps, step), per element:
-    #   g = g ⊗ clip;  p = p ⊗ decay (decays only);  m = m ⊕ (w1 ⊗ (g ⊖ m))
-    #   v = (v ⊗ β2) ⊕ (w2 ⊗ (g ⊗ g));  den = (√v ⊘ root) ⊕ eps;  p = p ⊖ (step ⊗ (m ⊘ den))
+    #   g = g ⊗ clip;  p = param ⊗ decay (decays only);  m = m ⊕ (w1 ⊗ (g ⊖ m))
+    #   v = (v ⊗ β2) ⊕ (w2 ⊗ (g ⊗ g));  den = (√v ⊘ root) ⊕ eps;  param_out = p ⊖ (step ⊗ (m ⊘ den))
     i = ix("i")
     h = {name: ctx.load("h", k) for k, name in enumerate(ADAMW_SCALARS)}
     g, p, mt, vt = ctx.var("gc"), ctx.var("pd"), ctx.var("mt"), ctx.var("vt")
-    decayed: Expr = mul(ctx.load("p", i), h["decay"]) if ctx.attrs["decays"] else ctx.load("p", i)
+    decayed: Expr = mul(ctx.load("param", i), h["decay"]) if ctx.attrs["decays"] else ctx.load("param", i)
     den = add(div(Call("sqrt", vt), h["root"]), h["eps"])
     body = (
         Declare(g, mul(ctx.load("g", i), h["clip"])),
@@ -1329,9 +1331,9 @@ def lower_adamw(ctx: _Lowering) -> list[Nest]:
         Declare(vt, add(mul(ctx.load("v", i), h["beta2"]), mul(h["w2"], mul(g, g)))),
         Write(ctx.at("m_out", i), mt),
         Write(ctx.at("v_out", i), vt),
-        Write(ctx.at("p_out", i), sub(p, mul(h["step"], div(mt, den)))),
+        Write(ctx.at("param_out", i), sub(p, mul(h["step"], div(mt, den)))),
     )
-    return [Nest("adamw", (_flat(ctx, "p"),), body)]
+    return [Nest("adamw", (_flat(ctx, "param"),), body)]
 
 
 _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {

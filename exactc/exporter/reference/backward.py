@@ -297,8 +297,7 @@ def softmax(dy, y, operands, attrs, bars, site):
 def rope(dy, y, operands, attrs, bars, site):
     """The inverse rotation (the forward rope with inverse=True): x̄0 ⊕= ȳ0 c ⊕ ȳ1 s, then
     x̄1 ⊕= ȳ1 c ⊖ ȳ0 s."""
-    rotated = ops.rope(dy, site=site, theta=attrs["theta"], pos0=attrs["pos0"], pairing=attrs["pairing"],
-                       inverse=True)
+    rotated = ops.rope(dy, site=site, theta=attrs["theta"], pos0=attrs["pos0"], pairing=attrs["pairing"], inverse=True)
     _add(bars, "x", rotated)
 
 
@@ -456,8 +455,7 @@ def _term(name: str, site: str, operands: Mapping[str, Any], attrs: Mapping[str,
 
 
 def linear_bar_x(x, w, dy, acc, *, site):
-    return _accumulate("linear_bar_x", site, {"x": x, "w": w, "dy": dy, "acc": acc}, {},
-                       lambda y: linear_x(y, dy, w))
+    return _accumulate("linear_bar_x", site, {"x": x, "w": w, "dy": dy, "acc": acc}, {}, lambda y: linear_x(y, dy, w))
 
 
 def linear_bar_w(x, dy, acc, *, site):
@@ -470,29 +468,34 @@ def linear_bar_b(dy, acc, *, site):
 
 def matmul_bar_a(b, dy, acc, *, site, trans_a=False, trans_b=False, group=1):
     attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group}
-    return _accumulate("matmul_bar_a", site, {"b": b, "dy": dy, "acc": acc}, attrs,
-                       lambda y: matmul_a(y, dy, b, attrs))
+    return _accumulate("matmul_bar_a", site, {"b": b, "dy": dy, "acc": acc}, attrs, lambda y: matmul_a(y, dy, b, attrs))
 
 
 def matmul_bar_b(a, dy, acc, *, site, trans_a=False, trans_b=False, group=1):
     attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group}
-    return _accumulate("matmul_bar_b", site, {"a": a, "dy": dy, "acc": acc}, attrs,
-                       lambda y: matmul_b(y, dy, a, attrs))
+    return _accumulate("matmul_bar_b", site, {"a": a, "dy": dy, "acc": acc}, attrs, lambda y: matmul_b(y, dy, a, attrs))
 
 
 def embedding_bar(ids, dy, acc, *, site):
-    return _accumulate("embedding_bar", site, {"ids": ids, "dy": dy, "acc": acc}, {},
-                       lambda y: embedding_table(y, dy, ids))
+    return _accumulate(
+        "embedding_bar", site, {"ids": ids, "dy": dy, "acc": acc}, {}, lambda y: embedding_table(y, dy, ids)
+    )
 
 
 def norm_bar_g(x, dy, acc, *, site, kind="layernorm", eps=1e-5):
-    return _accumulate("norm_bar_g", site, {"x": x, "dy": dy, "acc": acc}, {"kind": kind, "eps": eps},
-                       lambda y: norm_g(y, dy, x, kind, eps, site))
+    return _accumulate(
+        "norm_bar_g",
+        site,
+        {"x": x, "dy": dy, "acc": acc},
+        {"kind": kind, "eps": eps},
+        lambda y: norm_g(y, dy, x, kind, eps, site),
+    )
 
 
 def mean_pool_bar(keep, dy, acc, *, site):
-    return _accumulate("mean_pool_bar", site, {"keep": keep, "dy": dy, "acc": acc}, {},
-                       lambda y: mean_pool_x(y, dy, keep, site))
+    return _accumulate(
+        "mean_pool_bar", site, {"keep": keep, "dy": dy, "acc": acc}, {}, lambda y: mean_pool_x(y, dy, keep, site)
+    )
 
 
 def sum_rows(x, acc, *, site):
@@ -502,25 +505,35 @@ def sum_rows(x, acc, *, site):
 
 
 def layernorm_bar_x(x, g, dy, *, site, eps=1e-5):
-    return _term("layernorm_bar_x", site, {"x": x, "g": g, "dy": dy}, {"eps": eps},
-                 lambda: norm_x_term("layernorm", x, g, dy, eps, site))
+    return _term(
+        "layernorm_bar_x",
+        site,
+        {"x": x, "g": g, "dy": dy},
+        {"eps": eps},
+        lambda: norm_x_term("layernorm", x, g, dy, eps, site),
+    )
 
 
 def rmsnorm_bar_x(x, g, dy, *, site, eps=1e-5):
-    return _term("rmsnorm_bar_x", site, {"x": x, "g": g, "dy": dy}, {"eps": eps},
-                 lambda: norm_x_term("rmsnorm", x, g, dy, eps, site))
+    return _term(
+        "rmsnorm_bar_x",
+        site,
+        {"x": x, "g": g, "dy": dy},
+        {"eps": eps},
+        lambda: norm_x_term("rmsnorm", x, g, dy, eps, site),
+    )
 
 
-def softmax_bar(p, dy, keep=None, *, site, causal=False, offset=0):
+def softmax_bar(probs, dy, keep=None, *, site, causal=False, offset=0):
     """The rule's term where visible and -0 in masked columns: acc ⊕ (-0) is acc for every
     acc (-0 and NaN included), so add(acc, term) is the rule's np.where bit for bit."""
     attrs = {"causal": causal, "offset": offset, "has_keep": keep is not None}
 
     def make():
-        visible = softmax_visible(p, attrs, keep)
-        return np.where(visible, softmax_term(p, dy, visible, site), full((), -0.0, site))
+        visible = softmax_visible(probs, attrs, keep)
+        return np.where(visible, softmax_term(probs, dy, visible, site), full((), -0.0, site))
 
-    return _term("softmax_bar", site, {"p": p, "dy": dy, "keep": keep}, attrs, make)
+    return _term("softmax_bar", site, {"probs": probs, "dy": dy, "keep": keep}, attrs, make)
 
 
 def gelu_tanh_bar(x, dy, *, site):
@@ -547,14 +560,14 @@ def xent_bar(logits, targets, r, *, site, ignore=-100):
     return _term("xent_bar", site, {"logits": logits, "targets": targets, "r": r}, {"ignore": ignore}, make)
 
 
-def adamw(p, g, m, v, h, *, site, decays=False):
+def adamw(param, g, m, v, h, *, site, decays=False):
     """adamw_elements with the scalars of h (ADAMW_SCALARS, each R_A(...) of the host's
     f64 value); a clip of 1 is no clipping: g ⊗ 1 is g, bit for bit."""
-    ops.check_operands("adamw", site, {"p": p, "g": g, "m": m, "v": v, "h": h}, {"decays": decays})
+    ops.check_operands("adamw", site, {"param": param, "g": g, "m": m, "v": v, "h": h}, {"decays": decays})
     scalars = {name: h[i] for i, name in enumerate(ADAMW_SCALARS)}
     with np.errstate(all="ignore"):
-        p_out, m_out, v_out = adamw_elements(p, g, m, v, scalars, decays)
-    return {"p_out": p_out, "m_out": m_out, "v_out": v_out}
+        param_out, m_out, v_out = adamw_elements(param, g, m, v, scalars, decays)
+    return {"param_out": param_out, "m_out": m_out, "v_out": v_out}
 
 
 FUNCTIONS = {

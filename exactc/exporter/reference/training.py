@@ -182,14 +182,23 @@ def adamw_step(
     w1, w2 = 1.0 - opt.beta1, 1.0 - opt.beta2
     norm = global_norm(lg, grads)
     clip = opt.clip / norm if opt.clip > 0 and norm > opt.clip else None
-    scalars = {"clip": clip, "decay": decay, "w1": w1, "beta2": opt.beta2, "w2": w2, "root": root, "eps": opt.eps,
-               "step": step_size}
+    scalars = {
+        "clip": clip,
+        "decay": decay,
+        "w1": w1,
+        "beta2": opt.beta2,
+        "w2": w2,
+        "root": root,
+        "eps": opt.eps,
+        "step": step_size,
+    }
     at_site = {name: None if value is None else real(value, site) for name, value in scalars.items()}
     out: dict[str, dict[str, np.ndarray]] = {"params": {}, "m": {}, "v": {}}
     with np.errstate(all="ignore"):
         for spec in lg.params:
-            p, mt, vt = backward.adamw_elements(params[spec.name], grads[spec.name], m[spec.name], v[spec.name],
-                                                at_site, training.decays(spec))
+            p, mt, vt = backward.adamw_elements(
+                params[spec.name], grads[spec.name], m[spec.name], v[spec.name], at_site, training.decays(spec)
+            )
             out["params"][spec.name], out["m"][spec.name], out["v"][spec.name] = p, mt, vt
     return {**out, "norm": norm}
 

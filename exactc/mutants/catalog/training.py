@@ -8,6 +8,7 @@ from exactc.mutants.model import Mutant
 BACKWARD = "exactc/exporter/reference/backward.py"
 TRAINING = "exactc/exporter/reference/training.py"
 LOOP = "exactc/train.py"
+LOWER = "exactc/exporter/kernels/lower.py"
 GRAPH = "exactc/exporter/backprop.py"
 # One sequence's backward in loss_grad: the parameters' adjoints, the logits', the walk.
 PER_SEQUENCE = (
@@ -28,6 +29,56 @@ CLIP_AND_UPDATE = (
 )
 
 MUTANTS = [
+    # ---- the backward primitives' C (exporter/kernels/lower.py), caught bit for bit
+    Mutant(
+        "c-weight-grad-positions-reversed",
+        "linear_bar_w's C sums the positions last first (the same value, other bits)",
+        LOWER,
+        '    m, k, n = ix("m"), ix("k"), ix("n")\n    body = _accumulated(ctx, (n, k), [Axis("m", rows, REDUCE)],',
+        '    m, k, n = ix("m") * -1 + (rows - 1), ix("k"), ix("n")\n'
+        '    body = _accumulated(ctx, (n, k), [Axis("m", rows, REDUCE)],',
+        ("kernels:linear_bar_w",),
+        family="training",
+    ),
+    Mutant(
+        "c-embedding-grad-last-write",
+        "embedding_bar's C keeps the last write of a repeated token: acc's row plus that token's dy",
+        LOWER,
+        '            If(in_range, (Write(at, add(Load(at), ctx.load("dy", t, d))),)),',
+        '            If(in_range, (Write(at, add(ctx.load("acc", ix("row"), d), ctx.load("dy", t, d))),)),',
+        ("kernels:embedding_bar",),
+        family="training",
+    ),
+    Mutant(
+        "c-softmax-grad-no-row-sum",
+        "softmax_bar's C drops the row-sum term: probs ⊗ dy",
+        LOWER,
+        'mul(ctx.load("probs", bi, i, jy), sub(ctx.load("dy", bi, i, jy), dot))',
+        'mul(ctx.load("probs", bi, i, jy), ctx.load("dy", bi, i, jy))',
+        ("kernels:softmax_bar",),
+        family="training",
+    ),
+    Mutant(
+        "c-layernorm-grad-no-mean-term",
+        "layernorm_bar_x's C drops the gradient's mean ma",
+        LOWER,
+        '    if kind == "layernorm":  # the gradient\'s mean, ma\n'
+        '        body += [Declare(sa, ctx.R(0.0)), Loop(Axis("da", dim, REDUCE), (Assign(sa, add(sa, a(ix("da")))),)),\n'
+        "                 Declare(ma, div(sa, n))]\n"
+        "        centred = sub(centred, ma)\n",
+        "",
+        ("kernels:layernorm_bar_x",),
+        family="training",
+    ),
+    Mutant(
+        "c-grad-accumulator-from-zero",
+        "an accumulating backward kernel starts from +0 instead of acc, the adjoint so far",
+        LOWER,
+        '    return [Declare(v, ctx.load("acc", *out)), step, Write(ctx.at("y", *out), v)]',
+        '    return [Declare(v, ctx.R(0.0)), step, Write(ctx.at("y", *out), v)]',
+        ("kernels:linear_bar_w", "kernels:linear_bar_b", "kernels:sum_rows"),
+        family="training",
+    ),
     Mutant(
         "embedding-grad-last-write",
         "the embedding's scatter-add keeps the last write of a repeated token (numpy's fancy-index +=)",
@@ -118,8 +169,7 @@ MUTANTS = [
         CLIP_AND_UPDATE,
         CLIP_AND_UPDATE.replace("    if clip is not None:\n        g = g * clip\n", "").replace(
             '    p = p - (scalars["step"] * (mt / den))\n',
-            '    update = scalars["step"] * (mt / den)\n'
-            "    p = p - (update * clip if clip is not None else update)\n",
+            '    update = scalars["step"] * (mt / den)\n    p = p - (update * clip if clip is not None else update)\n',
         ),
         ("training:clipping",),
         family="training",
