@@ -130,6 +130,16 @@ def test_program_matches_reference(tmp_path, model, entry, site):
     assert manifest["straight_line_arena_peak"] > manifest["arena_peak"]
 
 
+@pytest.mark.parametrize("model", models.CAUSAL_LMS)
+def test_loss_grad_under_the_automatic_plan_conforms_on_1_and_2_threads(tmp_path, model):
+    """Its kernels split and laid out (the fill kernels' one-argument drivers included)."""
+    spec = export.ExportSpec(model, models.LOSS_GRAD, "f32", 3, dict(SMALL[model], batch=2), plan="auto")
+    prepared = spec.prepare()
+    program = build(export.write(prepared, tmp_path / model))
+    for threads in (1, 2):
+        conforms(program, prepared, threads)
+
+
 FUSED_CASES = [(m, s) for m in ("gpt", "bert", "llama") for s in SITES]
 
 
