@@ -57,7 +57,8 @@ def test_drawn_families_share_their_kernel_and_differ_in_their_inputs(family):
 @pytest.mark.parametrize("cases", [500, 10_000, 100_000])
 def test_tasks_cover_the_cases_asked_for_and_every_primitive_and_site(cases):
     tasks = kernel_campaign.plan_tasks(cases, seed=3)
-    assert sum(t.cases for t in tasks if t.contract == CONTRACT_OFF) >= cases
+    # the forward primitives' cases alone reach `cases`: the backward tasks run beside them
+    assert sum(t.cases for t in tasks if t.contract == CONTRACT_OFF and t.primitive not in BACKWARD_PRIMITIVES) >= cases
     assert len({t.seed for t in tasks}) == len(tasks)
     pairs = {(p, s, CONTRACT_OFF) for p in PRIMITIVES for s in PRIMITIVES[p].sites} | {(None, None, CONTRACT_OFF)}
     pairs |= {(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES}

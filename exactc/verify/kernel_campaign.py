@@ -82,23 +82,32 @@ def database_dir():
     return cache_dir() / "hypothesis-campaign"
 
 
+def _counted(primitive: str | None, contract: str) -> bool:
+    """Whether a task's cases count toward plan_tasks' `cases`: the forward primitives' (and
+    the mixed task's) in the default realization."""
+    return contract == CONTRACT_OFF and primitive not in BACKWARD_PRIMITIVES
+
+
 def plan_tasks(cases: int, seed: int = 0, database: str | None = None, **sizes) -> list[Task]:
-    """Tasks that together run at least `cases` cases, in whole rounds: every primitive x
-    site type it is defined at (the backward's: f64 and f32) in turn, a mixed task, and every fused primitive x site type in the fused
+    """Tasks that together run at least `cases` cases, in whole rounds: every forward
+    primitive x site type in turn, a mixed task, every backward primitive x site type it is
+    defined at (f64 and f32), and every fused primitive x site type in the fused
     realization, each task with its own seed; a task runs fewer examples when a round of
-    the usual tasks would pass `cases`. `cases` counts the default realization's cases
-    (make verify's --min-cases); the fused tasks run beside them."""
+    the forward tasks would pass `cases`. `cases` counts the forward primitives' cases in
+    the default realization (make verify's --min-cases); the backward and fused tasks run
+    beside them, as many examples each, so adding either never thins the forward's."""
     if cases <= 0:
         return []
-    pairs = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) for s in PRIMITIVES[p].sites]
+    pairs = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) if p not in BACKWARD_PRIMITIVES for s in SITE_TYPES]
     pairs += [(None, None, CONTRACT_OFF)]
+    pairs += [(p, s, CONTRACT_OFF) for p in sorted(BACKWARD_PRIMITIVES) for s in PRIMITIVES[p].sites]
     pairs += [(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES]
-    defaults = sum(contract == CONTRACT_OFF for _, _, contract in pairs)
+    forward = sum(_counted(primitive, contract) for primitive, _, contract in pairs)
     per_example = sizes.get("kernels", KERNELS_PER_BATCH) * sizes.get("siblings", SIBLINGS)
-    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (defaults * per_example)))))
+    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (forward * per_example)))))
     tasks = []
     for i, (primitive, site, contract) in enumerate(itertools.cycle(pairs)):
-        if i % len(pairs) == 0 and sum(t.cases for t in tasks if t.contract == CONTRACT_OFF) >= cases:
+        if i % len(pairs) == 0 and sum(t.cases for t in tasks if _counted(t.primitive, t.contract)) >= cases:
             break
         salt = (i // len(pairs)) * 0x9E3779B1 % 2**32
         tasks.append(Task(primitive, site, seed * 1_000_003 + i, database=database, salt=salt, contract=contract,

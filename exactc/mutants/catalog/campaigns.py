@@ -13,6 +13,16 @@ TASKS = "exactc/verify/kernel_campaign.py"
 
 MUTANTS = [
     Mutant(
+        "backward-tasks-thin-the-forward",
+        "the backward primitives' cases count toward make verify's --cases: each forward "
+        "primitive and site type runs fewer cases than asked for once the backward arrived",
+        TASKS,
+        "    return contract == CONTRACT_OFF and primitive not in BACKWARD_PRIMITIVES\n",
+        "    return contract == CONTRACT_OFF\n",
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
         "sibling-keeps-the-inputs",
         "a case's siblings keep its seeds: the campaign counts the same inputs again as new cases",
         CASES,
