@@ -82,26 +82,31 @@ def database_dir():
     return cache_dir() / "hypothesis-campaign"
 
 
-def plan_tasks(cases: int, seed: int = 0, database: str | None = None, **sizes) -> list[Task]:
-    """Tasks that together run at least `cases` cases, in whole rounds: every primitive x
-    site type in turn, a mixed task, and every fused primitive x site type in the fused
-    realization, each task with its own seed; a task runs fewer examples when a round of
-    the usual tasks would pass `cases`. `cases` counts the default realization's cases
-    (make verify's --min-cases); the fused tasks run beside them."""
+def plan_tasks(cases: int, seed: int = 0, database: str | None = None, fused_cases: int | None = None,
+               **sizes) -> list[Task]:
+    """Tasks that together run at least `cases` cases of the default realization and
+    `fused_cases` (default: half of `cases`) of the fused one, in whole rounds: every
+    primitive x site type in turn and a mixed task, then every fused primitive x site
+    type, each task with its own seed; a task runs fewer examples when a round of the
+    usual tasks would pass `cases`. `cases` is make verify's --min-cases, `fused_cases`
+    its --min-fused-cases."""
     if cases <= 0:
         return []
-    pairs = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) for s in SITE_TYPES] + [(None, None, CONTRACT_OFF)]
-    pairs += [(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES]
-    defaults = sum(contract == CONTRACT_OFF for _, _, contract in pairs)
+    fused_cases = -(-cases // 2) if fused_cases is None else fused_cases
+    defaults = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) for s in SITE_TYPES] + [(None, None, CONTRACT_OFF)]
+    fused = [(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES]
     per_example = sizes.get("kernels", KERNELS_PER_BATCH) * sizes.get("siblings", SIBLINGS)
-    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (defaults * per_example)))))
-    tasks = []
-    for i, (primitive, site, contract) in enumerate(itertools.cycle(pairs)):
-        if i % len(pairs) == 0 and sum(t.cases for t in tasks if t.contract == CONTRACT_OFF) >= cases:
-            break
-        salt = (i // len(pairs)) * 0x9E3779B1 % 2**32
-        tasks.append(Task(primitive, site, seed * 1_000_003 + i, database=database, salt=salt, contract=contract,
-                          **sizes))
+    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (len(defaults) * per_example)))))
+    tasks: list[Task] = []
+    for pairs, least in ((defaults, cases), (fused, fused_cases)):
+        planned = 0
+        for i, (primitive, site, contract) in enumerate(itertools.cycle(pairs)):
+            if i % len(pairs) == 0 and planned >= least:
+                break
+            salt = (i // len(pairs)) * 0x9E3779B1 % 2**32
+            tasks.append(Task(primitive, site, seed * 1_000_003 + len(tasks), database=database, salt=salt,
+                              contract=contract, **sizes))
+            planned += tasks[-1].cases
     return tasks
 
 

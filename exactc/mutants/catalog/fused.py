@@ -15,6 +15,8 @@ AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
 COMMANDS = "exactc/commands.py"
 CASES = "exactc/strategies/cases.py"
 KERNEL_CAMPAIGN = "exactc/verify/kernel_campaign.py"
+CAMPAIGN = "exactc/verify/campaign.py"
+DESIGN = "exactc/strategies/fused.py"
 
 MUTANTS = [
     Mutant(
@@ -143,6 +145,55 @@ MUTANTS = [
         KERNEL_CAMPAIGN,
         '            families = ["fma" if fused else "kernels"]',
         '            families = ["kernels"]',
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fused-cases-planned-at-a-quarter",
+        "the kernel phase plans a quarter of --cases in the fused realization instead of "
+        "half: make verify's default fma line falls short of its 5,000 cases",
+        KERNEL_CAMPAIGN,
+        "    fused_cases = -(-cases // 2) if fused_cases is None else fused_cases",
+        "    fused_cases = -(-cases // 4) if fused_cases is None else fused_cases",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fma-line-minimum-not-enforced",
+        "make verify passes with fewer fused kernel cases than --min-fused-cases",
+        CAMPAIGN,
+        "    if args.cases > 0 and fused < args.min_fused_cases:",
+        "    if False:",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fused-families-never-designed",
+        "the fused campaign's linear and matmul kernels never take designed operands: no "
+        "tie, cancellation or overflow that comes back is built against the running sum",
+        CASES,
+        "    if fused and primitive in DESIGNED_PRIMITIVES and draw(st.booleans()):",
+        "    if False:",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-design-ties-missed",
+        "the designed tie steps take the product three times a third of half an ulp: near "
+        "the tie but never on it",
+        DESIGN,
+        '    shape = shapes[0] if kind == "tie" else shapes[1 + int(shared[0] * (len(shapes) - 1))]',
+        '    shape = shapes[2] if kind == "tie" else shapes[1 + int(shared[0] * (len(shapes) - 1))]',
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-design-overflow-does-not-come-back",
+        "the designed overflow step's product is |acc| plus a part of the largest value of "
+        "acc's own sign: the sum overflows instead of coming back",
+        DESIGN,
+        "    w = -np.sign(acc.astype(np.float64)) * magnitude",
+        "    w = np.sign(acc.astype(np.float64)) * magnitude",
         ("campaign:fused",),
         family="fused",
     ),
