@@ -124,6 +124,11 @@ static inline exactc_bf16 exactc_f64_to_bf16(double d) {
  * Transcendental functions (exactc_libm.c). The f64 functions are the definitions;
  * an f32 or bf16 site computes (float)f((double)x), which the *f forms spell out.
  * ---------------------------------------------------------------------------------- */
+/* fma_A of the fused realization (docs/semantics.md section 18): exactc_fma and
+ * exactc_fmaf, C's fma and fmaf where the target has the instruction, else exactc's own
+ * correctly rounded software fma (exactc_fma.h). */
+#include "exactc_fma.h"
+
 double exactc_exp(double x);
 double exactc_log(double x);
 double exactc_tanh(double x);

@@ -69,6 +69,10 @@ _FIXED_CHECKS = [
     # The reference's fused multiply-add against exact rational arithmetic and the C
     # library's fma, on drawn and adversarial triples (tests/test_fma.py).
     Check("fma", ("tests/test_fma.py",)),
+    # The runtime's software fma (exactc_fma.h) against the hardware's and the C library's.
+    Check("fma:soft", ("tests/test_fma.py",), "software"),
+    # The fused lanes compiled for a target with FMA: packed vfmadd, no call.
+    Check("layouts:fused-asm", ("tests/test_layouts.py",), "fused_lanes_are_vectorized"),
     # The fused realization's kernels (linear, matmul, qlinear_w at every site), C against
     # the reference's fma_A, and the near-tie that one rounding decides.
     Check("kernels:fused", (PRIMITIVE_CASES,), "test_fused"),

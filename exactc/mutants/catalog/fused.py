@@ -11,6 +11,7 @@ KERNELS = "exactc/exporter/printer/kernels.py"
 LOWER = "exactc/exporter/kernels/lower.py"
 WALK = "exactc/exporter/reference/walk.py"
 RUNTIME_HEADER = "exactc/runtime/exactc_rt.h"
+SOFT_FMA = "exactc/runtime/exactc_fma.h"
 AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
 COMMANDS = "exactc/commands.py"
 CASES = "exactc/strategies/cases.py"
@@ -98,14 +99,52 @@ MUTANTS = [
     ),
     Mutant(
         "fused-step-unfused-without-fma-instructions",
-        "the runtime header replaces fma and fmaf by a multiply and an add where the target "
-        "has no fast FMA (__FP_FAST_FMA undefined): a portable build rounds twice, while the "
-        "C library's fma is correctly rounded there too",
-        RUNTIME_HEADER,
-        "#include <math.h>\n",
-        "#include <math.h>\n#ifndef __FP_FAST_FMA\n#define fma(a, b, c) ((a) * (b) + (c))\n"
-        "#define fmaf(a, b, c) ((a) * (b) + (c))\n#endif\n",
+        "the runtime's fma for a target without the instruction is a multiply and an add: a "
+        "portable build rounds twice, where exactc's software fma rounds once",
+        SOFT_FMA,
+        "#define exactc_fma exactc_soft_fma\n#define exactc_fmaf exactc_soft_fmaf\n",
+        "#define exactc_fma(a, b, c) ((a) * (b) + (c))\n#define exactc_fmaf(a, b, c) ((a) * (b) + (c))\n",
         ("programs:fused-portable", "compilers:fused"),
+        family="fused",
+    ),
+    Mutant(
+        "soft-fma-f32-sum-rounded-to-nearest",
+        "the runtime's software fmaf rounds the double sum of the product and c to nearest "
+        "instead of to odd, then to float: a double rounding, wrong only near a tie",
+        SOFT_FMA,
+        "    double s = isfinite(p) && isfinite(c64) ? exactc_fma_add_odd(p, c64) : p + c64;",
+        "    double s = p + c64;",
+        ("fma:soft",),
+        family="fused",
+    ),
+    Mutant(
+        "soft-fma-parity-fix-wrong-way",
+        "the runtime's rounding to odd moves an inexact even sum one ulp away from the exact "
+        "sum instead of towards it",
+        SOFT_FMA,
+        "        bits += ((err > 0) == (s > 0)) ? 1 : -1;",
+        "        bits += ((err > 0) == (s > 0)) ? -1 : 1;",
+        ("fma:soft",),
+        family="fused",
+    ),
+    Mutant(
+        "soft-fma-f64-product-low-part-dropped",
+        "the runtime's Dekker product returns a zero error term: the software fma adds c to "
+        "the product rounded once already",
+        SOFT_FMA,
+        "    *err = (((xh * yh - *p) + xh * yl) + xl * yh) + xl * yl;",
+        "    *err = 0.0 * *p;",
+        ("fma:soft",),
+        family="fused",
+    ),
+    Mutant(
+        "soft-fma-where-the-hardware-has-one",
+        "the fused kernels take the software fma on every target, FMA instruction or not: "
+        "the same bits, a call or a dozen operations a step instead of one vfmadd (cost only)",
+        SOFT_FMA,
+        "#if defined(__FMA__) || defined(__aarch64__) || defined(__FP_FAST_FMA)\n",
+        "#if 0\n",
+        ("layouts:fused-asm",),
         family="fused",
     ),
     Mutant(
