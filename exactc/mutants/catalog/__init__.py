@@ -157,6 +157,9 @@ _FIXED_CHECKS = [
     Check("commands:run-plan", ("tests/test_commands.py",), "automatic_plan"),
     # exactc embed asks for its program by the spec of its options (tests/test_embed.py).
     Check("embed:program", ("tests/test_embed.py",), "asked_for_by_its_spec"),
+    # --contract reaches the program of run, embed and generate, and their reference.
+    Check("commands:contract", ("tests/test_commands.py", "tests/test_embed.py", "tests/test_generate.py"),
+          "contract or hands_the_cache"),
     # The one comparison: Python and C (conformance/compare) agree; check.sh applies it.
     Check("compare", ("tests/test_compare.py",)),
     # Instruction counts (verify/probes/): linear growth where cost must be linear, and

@@ -18,6 +18,8 @@ CASES = "exactc/strategies/cases.py"
 KERNEL_CAMPAIGN = "exactc/verify/kernel_campaign.py"
 CAMPAIGN = "exactc/verify/campaign.py"
 DESIGN = "exactc/strategies/fused.py"
+EMBED = "exactc/embed.py"
+GENERATE = "exactc/generate.py"
 
 MUTANTS = [
     Mutant(
@@ -234,6 +236,34 @@ MUTANTS = [
         "    w = -np.sign(acc.astype(np.float64)) * magnitude",
         "    w = np.sign(acc.astype(np.float64)) * magnitude",
         ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "embed-program-drops-the-contract",
+        "exactc embed --contract fma builds the default realization's program",
+        EMBED,
+        "    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights, contract), batch)",
+        "    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights), batch)",
+        ("commands:contract",),
+        family="fused",
+    ),
+    Mutant(
+        "generate-reference-unfused-under-contract-fma",
+        "exactc generate's reference runs the default realization under --contract fma: "
+        "other tokens than the fused C program's",
+        GENERATE,
+        "    return {entry: dataclasses.replace(p, contract=contract) for entry, p in programs.items()}, params",
+        "    return programs, params",
+        ("commands:contract",),
+        family="fused",
+    ),
+    Mutant(
+        "run-drops-the-contract",
+        "exactc run (and export, info) build the default realization whatever --contract says",
+        COMMANDS,
+        '                             cc=cc, contract=getattr(args, "contract", CONTRACT_CHOICES[0]))',
+        "                             cc=cc, contract=CONTRACT_CHOICES[0])",
+        ("commands:contract",),
         family="fused",
     ),
 ]
