@@ -73,6 +73,9 @@ _FIXED_CHECKS = [
     Check("fma:soft", ("tests/test_fma.py",), "software"),
     # The fused lanes compiled for a target with FMA: packed vfmadd, no call.
     Check("layouts:fused-asm", ("tests/test_layouts.py",), "fused_lanes_are_vectorized"),
+    # The fused linear's automatic layout for AVX2 compiled by gcc: no stack slot in its loop.
+    Check("layouts:fused-registers", ("tests/test_layouts.py",), "keeps_its_sums_in_registers"),
+    Check("autoplan:fused-narrow", ("tests/test_autoplan.py",), "fused_matrix_nest"),
     # The fused realization's kernels (linear, matmul, qlinear_w at every site), C against
     # the reference's fma_A, and the near-tie that one rounding decides.
     Check("kernels:fused", (PRIMITIVE_CASES,), "test_fused"),

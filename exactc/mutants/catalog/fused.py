@@ -19,6 +19,7 @@ KERNEL_CAMPAIGN = "exactc/verify/kernel_campaign.py"
 CAMPAIGN = "exactc/verify/campaign.py"
 DESIGN = "exactc/strategies/fused.py"
 EMBED = "exactc/embed.py"
+PRINTER_KERNELS = "exactc/exporter/printer/kernels.py"
 GENERATE = "exactc/generate.py"
 
 MUTANTS = [
@@ -264,6 +265,26 @@ MUTANTS = [
         '                             cc=cc, contract=getattr(args, "contract", CONTRACT_CHOICES[0]))',
         "                             cc=cc, contract=CONTRACT_CHOICES[0])",
         ("commands:contract",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-narrow-layout-keeps-8-rows",
+        "the fused nests' narrow layout keeps rows in lanes of 8: on AVX2 gcc keeps two of "
+        "their 16 accumulators on the stack, a store and a load every step (cost only)",
+        AUTOPLAN,
+        "NARROW_FMA_ROWS = {8: 6}",
+        "NARROW_FMA_ROWS = {8: 8}",
+        ("layouts:fused-registers", "autoplan:fused-narrow"),
+        family="fused",
+    ),
+    Mutant(
+        "fused-narrow-layout-under-the-default-macro",
+        "a fused nest's narrow layout is printed under EXACTC_NARROW_LANES, which gcc does "
+        "not define: gcc compiles the spilling 8-row lanes (cost only)",
+        PRINTER_KERNELS,
+        'FUSED_VARIANT_MACROS = {"narrow": "EXACTC_NARROW_FMA_LANES", "wide": "EXACTC_WIDE_LANES"}',
+        'FUSED_VARIANT_MACROS = {"narrow": "EXACTC_NARROW_LANES", "wide": "EXACTC_WIDE_LANES"}',
+        ("layouts:fused-registers", "autoplan:fused-narrow"),
         family="fused",
     ),
 ]
