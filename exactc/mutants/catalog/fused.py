@@ -122,8 +122,7 @@ MUTANTS = [
     ),
     Mutant(
         "soft-fma-parity-fix-wrong-way",
-        "the runtime's rounding to odd moves an inexact even sum one ulp away from the exact "
-        "sum instead of towards it",
+        "the runtime's rounding to odd moves an inexact even sum one ulp away from the exact sum instead of towards it",
         SOFT_FMA,
         "        bits += ((err > 0) == (s > 0)) ? 1 : -1;",
         "        bits += ((err > 0) == (s > 0)) ? -1 : 1;",
@@ -221,8 +220,7 @@ MUTANTS = [
     ),
     Mutant(
         "fused-design-ties-missed",
-        "the designed tie steps take the product three times a third of half an ulp: near "
-        "the tie but never on it",
+        "the designed tie steps take the product three times a third of half an ulp: near the tie but never on it",
         DESIGN,
         '    shape = shapes[0] if kind == "tie" else shapes[1 + int(shared[0] * (len(shapes) - 1))]',
         '    shape = shapes[2] if kind == "tie" else shapes[1 + int(shared[0] * (len(shapes) - 1))]',
