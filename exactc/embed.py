@@ -120,17 +120,17 @@ def _note(message: str) -> None:
 
 def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: str = "cc",
                    progress: Callable[[str], None] = _note, plan: str | None = None,
-                   weights: tuple[str, int] | None = None) -> Program:
+                   weights: tuple[str, int] | None = None, contract: str = "off") -> Program:
     """The built export of `ckpt`'s bert.embed at `dtype` for 1 to `tokens` tokens (its
     T_max), with the plan `plan` (a --plan option: layouts and splits change speed,
-    never bits) and the linear weights quantized as `weights` says ((fmt, block), or
-    None): from the cache, or exported and built into it (programs.py, the one
-    way)."""
+    never bits), the linear weights quantized as `weights` says ((fmt, block), or
+    None) and the products in the realization `contract` (docs/semantics.md section
+    18): from the cache, or exported and built into it (programs.py, the one way)."""
     from exactc import programs
     from exactc.exporter import export
 
     spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt,
-                             weights=weights, cc=cc)
+                             weights=weights, cc=cc, contract=contract)
     started: list[float] = []
 
     def first_use(message: str) -> None:
@@ -172,9 +172,12 @@ def run_program(program: Program, batch: list[dict[str, np.ndarray]], pairs_per_
 
 def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "f32", backend: str = "c",
           cc: str = "cc", progress: Callable[[str], None] = _note, plan: str | None = None,
-          weights: tuple[str, int] | None = None) -> np.ndarray:
+          weights: tuple[str, int] | None = None, contract: str = "off") -> np.ndarray:
     """The (n, D) float32 embeddings of `sentences` (bf16 values widened, exact), the
-    linear weights quantized as `weights` = (fmt, block) says (None: float)."""
+    linear weights quantized as `weights` = (fmt, block) says (None: float), the products
+    in the realization `contract` (off or fma, docs/semantics.md section 18)."""
+    import dataclasses
+
     import numpy as np
 
     from exactc.exporter import checkpoints, export
@@ -187,12 +190,14 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
     tokens = max_length(folder, ckpt.fields["positions"])  # T_max: every sentence runs at its own length
     batch = tokenize(folder, sentences, tokens)
     if backend == "reference":
+        from exactc.exporter.primitives import check_contract
         from exactc.exporter.reference import walk
 
         program, params = export.build_program("bert", "embed", dtype, 0, {"tokens": tokens}, ckpt, weights)
+        program = dataclasses.replace(program, contract=check_contract(contract))
         rows = [walk.evaluate(program, dtype, params, sentence)["sentence_embedding"] for sentence in batch]
         return np.stack([export.npy_value(r) for r in rows]).astype(np.float32)
-    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights), batch)
+    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights, contract), batch)
 
 
 # ---- the command ---------------------------------------------------------------------------
@@ -212,6 +217,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE.npy", help="save the (n, D) float32 embeddings")
     p.add_argument("--full", action="store_true", help="print every value, not the first few and the norm")
     commands.weights_options(p)
+    commands.contract_option(p)
 
 
 def check_sentences(sentences: list[str]) -> None:
@@ -257,7 +263,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     check_sentences(args.sentences)
     output = check_output(args.output) if args.output else None
     vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=args.plan,
-                    weights=commands.weights_choice(args))
+                    weights=commands.weights_choice(args), contract=args.contract)
     if output is not None:
         try:
             files.replace_file(output, export.npy_bytes(vectors))

@@ -79,6 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "tune table's layouts for this compiler and CPU where `exactc plan --tune` wrote them), "
                         "`none` (the plain nests) or a plan file (docs/plans.md); speed only, the same bits")
     commands.weights_options(p)
+    commands.contract_option(p)
     p.add_argument("--json", metavar="FILE", help="write the document of the run (the same bytes from both backends, "
                    "but for the C program's timing at its end)")
     p.add_argument("--verbose", action="store_true",
@@ -303,16 +304,23 @@ def check_json(path: str) -> None:
 
 
 def reference_programs(model: str, site: str, user: dict, checkpoint: checkpoints.Checkpoint | None,
-                       weights: tuple[str, int] | None) -> tuple[dict, dict[str, np.ndarray]]:
+                       weights: tuple[str, int] | None, contract: str = "off") -> tuple[dict, dict[str, np.ndarray]]:
     """The prefill and decode programs by entry and their parameters, as the exports of
     `--backend c` trace and draw (or read) them (export.build_program): with `weights`
-    (or a quantized checkpoint's own) their linear weights quantized, so that the
-    reference runs the graph the C program runs."""
-    from exactc.exporter import export
+    (or a quantized checkpoint's own) their linear weights quantized, and the products in
+    the realization `contract` (docs/semantics.md section 18), so that the reference runs
+    the graph the C program runs."""
+    import dataclasses
 
+    from exactc.exporter import export
+    from exactc.exporter.primitives import check_contract
+
+    check_contract(contract)
     prefill, params = export.build_program(model, "prefill", site, 0, user, checkpoint, weights)
     overrides, weights = export.checkpoint_request(checkpoint, "decode", user, weights)
-    return {"prefill": prefill, "decode": export.trace(model, "decode", overrides, weights, checkpoint)}, params
+    decode = export.trace(model, "decode", overrides, weights, checkpoint)
+    programs = {"prefill": prefill, "decode": decode}
+    return {entry: dataclasses.replace(p, contract=contract) for entry, p in programs.items()}, params
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -347,10 +355,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise GenerateError(f"--seed {args.seed}: give an integer in [0, 2^64)")
     if args.backend == "c":
         spec = export.ExportSpec(model, "decode", args.dtype, 0, user, plan=args.plan, checkpoint=checkpoint,
-                                 weights=weights, cc=args.cc)
+                                 weights=weights, cc=args.cc, contract=args.contract)
         cfg = models.config(model, overrides)
     else:
-        programs, params = reference_programs(model, args.dtype, user, checkpoint, weights)
+        programs, params = reference_programs(model, args.dtype, user, checkpoint, weights, args.contract)
         cfg = programs["prefill"].config
         run = reference_runner(programs, args.dtype, params)
     shown: list[int] = []

@@ -238,6 +238,23 @@ def test_a_matrix_nest_gets_rows_in_lanes_of_4_as_its_narrow_layout_and_16_as_it
         assert short.narrow is not None and short.wide is None
 
 
+def test_a_fused_matrix_nest_gets_rows_in_lanes_of_6_as_its_narrow_layout_under_its_own_macro():
+    """The fused realization's linear and matmuls: rows in lanes of 6 for x86 without
+    AVX-512, gcc and clang alike (EXACTC_NARROW_FMA_LANES), where 8-row lanes' fused sums
+    spill; the default realization's keep their 4 rows under EXACTC_NARROW_LANES."""
+    for primitive, shapes in (("linear", {"x": (20, 32), "w": (40, 32)}), ("matmul", {"a": (2, 20, 32), "b": (2, 32, 40)})):
+        kernel = lower(primitive, "f32", shapes, {}, CONTRACT_FMA)
+        plan = auto_kernel_plan(kernel)
+        (name, nest_plan), = plan.nests
+        assert dict(nest_plan.layout.lanes) == {"m": 8, "n": 16} and dict(nest_plan.narrow.lanes) == {"m": 6, "n": 16}
+        source = print_kernel(kernel, "k", plan).source
+        assert "#if EXACTC_NARROW_FMA_LANES\n" in source and "#if EXACTC_NARROW_LANES\n" not in source
+        narrow = source.split("#if EXACTC_NARROW_FMA_LANES\n", 1)[1].split("\n#elif", 1)[0]
+        assert "lanes m:6, n:16" in narrow
+    default = lower("linear", "f32", {"x": (20, 32), "w": (40, 32)}, {})
+    assert dict(auto_kernel_plan(default).nests[0][1].narrow.lanes) == {"m": 4, "n": 16}
+
+
 def test_no_wide_layout_where_the_rows_stride_aliases_in_the_cache():
     """16 rows 4 KiB apart fall in one set of the 8-way level-1 cache: a linear over 1024
     f32 inputs (or 2048 bf16 ones) keeps its 8-row lanes; one over 1536 gets 16."""

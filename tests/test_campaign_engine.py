@@ -5,15 +5,20 @@ back with their reproduction."""
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
 from exactc.exporter.primitives import BACKWARD_PRIMITIVES, CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
-from exactc.exporter.types import SITE_TYPES
+from exactc.exporter.reference.fma import fma
+from exactc.exporter.types import SITE_TYPES, acc_dtype
 from exactc.strategies.cases import Case, kernel_families, sibling, sibling_lengths
+from exactc.strategies.fused import FusedOperandSpec
 from exactc.strategies.tensors import TensorSpec
 from exactc.verify import campaign, kernel_campaign
+from exactc.verify.compare import assert_bits_equal
 from exactc.verify.kernels import _prepare, assert_all_equal, kernel_key, run_cases
 
 
@@ -57,13 +62,50 @@ def test_drawn_families_share_their_kernel_and_differ_in_their_inputs(family):
 @pytest.mark.parametrize("cases", [500, 10_000, 100_000])
 def test_tasks_cover_the_cases_asked_for_and_every_primitive_and_site(cases):
     tasks = kernel_campaign.plan_tasks(cases, seed=3)
+    forward = [t for t in tasks if t.contract == CONTRACT_OFF and t.primitive not in BACKWARD_PRIMITIVES]
+    backward = [t for t in tasks if t.primitive in BACKWARD_PRIMITIVES]
+    fused = [t for t in tasks if t.contract == CONTRACT_FMA]
     # the forward primitives' cases alone reach `cases`: the backward tasks run beside them
-    assert sum(t.cases for t in tasks if t.contract == CONTRACT_OFF and t.primitive not in BACKWARD_PRIMITIVES) >= cases
+    assert sum(t.cases for t in forward) >= cases and sum(t.cases for t in fused) >= cases // 2
     assert len({t.seed for t in tasks}) == len(tasks)
-    pairs = {(p, s, CONTRACT_OFF) for p in PRIMITIVES for s in PRIMITIVES[p].sites} | {(None, None, CONTRACT_OFF)}
-    pairs |= {(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES}
-    assert {(t.primitive, t.site, t.contract) for t in tasks} == pairs and len(tasks) % len(pairs) == 0
+    pairs = {(p, s, CONTRACT_OFF) for p in PRIMITIVES if p not in BACKWARD_PRIMITIVES for s in SITE_TYPES}
+    pairs |= {(None, None, CONTRACT_OFF)}
+    backward_pairs = {(p, s, CONTRACT_OFF) for p in BACKWARD_PRIMITIVES for s in PRIMITIVES[p].sites}
+    fused_pairs = {(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES}
+    assert {(t.primitive, t.site, t.contract) for t in tasks} == pairs | backward_pairs | fused_pairs
+    assert len(forward) % len(pairs) == 0 and len(fused) % len(fused_pairs) == 0  # whole rounds
+    # as many rounds and examples of each backward primitive as of each forward one
+    assert len(backward) // len(backward_pairs) == len(forward) // len(pairs)
+    assert {t.examples for t in backward} == {t.examples for t in forward}
     assert kernel_campaign.plan_tasks(0) == []
+
+
+def test_make_verify_s_fma_line_plans_at_least_5000_fused_cases_at_the_default_size():
+    """At make verify's default size the kernel phase plans at least MIN_FUSED_CASES
+    (5,000) cases of the fused realization, the fma: line that the campaign requires."""
+    from exactc.verify import campaign
+
+    assert campaign.MIN_FUSED_CASES >= 5000
+    tasks = kernel_campaign.plan_tasks(campaign.DEFAULT_CASES, seed=1)
+    assert sum(t.cases for t in tasks if t.contract == CONTRACT_FMA) >= campaign.MIN_FUSED_CASES
+
+
+@pytest.mark.parametrize("fused", [4999, 5000])
+def test_make_verify_fails_when_its_fma_line_counts_fewer_fused_cases_than_required(monkeypatch, capsys, fused):
+    from exactc.verify import campaign
+
+    row = {"primitive": "linear", "site": "f32", "status": "equal"}
+    grad = {"primitive": "linear_bar_w", "site": "f32", "status": "equal"}
+    rows = [dict(row, family="kernels")] * 10_000 + [dict(row, family="fma")] * fused
+    rows += [dict(grad, family=f) for f in ("kernels", "grad")] * campaign.MIN_KERNEL_FAMILY_CHECKS["grad"]
+    monkeypatch.setattr(campaign, "kernel_phase", lambda *args: (rows, 1.0, [], "kernel phase: stubbed"))
+    status = campaign.main(["--seed", "1", "--tests", "--no-sanitizers"])
+    out, err = capsys.readouterr()
+    assert f"fma: {fused} checked, 0 mismatches" in out
+    if fused < campaign.MIN_FUSED_CASES:
+        assert status == 1 and f"only {fused} fused kernel cases ran (fma:); at least 5000 required" in err
+    else:
+        assert status == 0 and err == ""
 
 
 def test_a_task_counts_each_case_once():
@@ -80,6 +122,88 @@ def test_a_task_counts_each_case_once():
 @given(family=kernel_families(siblings=2, contract=CONTRACT_FMA))
 def test_a_fused_family_runs_a_fused_primitive_in_the_fused_realization(family):
     assert all(c.contract == CONTRACT_FMA and c.primitive in FUSED_PRIMITIVES for c in family)
+
+
+def _designed_triples(site: str, m: int = 2, n: int = 24, k: int = 240):
+    """Every step's (x, w, acc) of a designed linear, in the accumulator type, and each
+    step's result, followed with the reference's fma."""
+    x = FusedOperandSpec((m, k), site, 5, "x", axis=1).make().astype(acc_dtype(site))
+    w = FusedOperandSpec((n, k), site, 5, "w", axis=1).make().astype(acc_dtype(site))
+    acc = np.zeros((m, n), dtype=acc_dtype(site))
+    triples = []
+    for step in range(k):
+        a, b = np.broadcast_arrays(x[:, step, None], w[None, :, step])
+        triples.append((a.ravel(), b.ravel(), acc.ravel()))
+        acc = fma(a, b, acc)
+    a, b, c = (np.concatenate(v) for v in zip(*triples))
+    return a, b, c, fma(a, b, c)
+
+
+def _is_tie(a: float, b: float, c: float, near, dtype) -> bool:
+    """a·b + c exactly halfway between `near` (its fma) and a neighbour (exact arithmetic)."""
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0 or not np.isfinite(near):
+        return False
+    for other in (np.nextafter(near, dtype(-np.inf)), np.nextafter(near, dtype(np.inf))):
+        if np.isfinite(other) and exact == (Fraction(float(near)) + Fraction(float(other))) / 2:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("site", SITE_TYPES)
+def test_designed_fused_operands_meet_ties_cancellations_and_overflows_in_every_column(site):
+    """strategies/fused.py: in one designed linear, the steps of every output meet exact
+    ties, ties missed by less than rounding twice resolves, sums that cancel to zero,
+    products past the largest finite value brought back, and subnormal results."""
+    a, b, c, out = _designed_triples(site)
+    dtype = acc_dtype(site).type
+    finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    with np.errstate(all="ignore"):
+        wide = a.astype(np.float64) * b.astype(np.float64)
+        twice = (wide + c).astype(dtype) if dtype == np.float32 else a * b + c
+        past = np.abs(wide) > np.finfo(dtype).max if dtype == np.float32 else np.isinf(a * b)
+    ties = np.array([bool(f) and _is_tie(float(x), float(y), float(z), r, dtype)
+                     for x, y, z, r, f in zip(a, b, c, out, finite)])
+    steps, outputs = a.size, 2 * 24  # step-major: triple i is output i % outputs
+    assert np.count_nonzero(finite) > 0.9 * steps
+    assert np.count_nonzero(ties) > steps // 10
+    assert set(np.flatnonzero(ties) % outputs) == set(range(outputs))  # every output meets ties
+    if site != "bf16":  # bf16 products have 16 bits: their f32 sums are exact in f64
+        assert np.count_nonzero(finite & (twice != out)) > steps // 200
+    assert np.count_nonzero(finite & (out == 0) & (a != 0) & (b != 0)) > steps // 20
+    assert np.count_nonzero(finite & past & np.isfinite(out)) > steps // 100
+    assert np.count_nonzero((out != 0) & (np.abs(out) < np.finfo(dtype).tiny)) > steps // 100
+
+
+def test_fused_families_of_linear_and_matmul_draw_designed_operands():
+    """Half of the fused campaign's linear and matmul kernels run on designed operands."""
+    from hypothesis import find
+
+    for primitive, operand in (("linear", "w"), ("matmul", "b")):
+        families = kernel_families(primitive, "f32", siblings=1, contract=CONTRACT_FMA)
+        family = find(families, lambda f: isinstance(dict(f[0].specs)[operand], FusedOperandSpec),  # noqa: B023
+                      settings=settings(database=None, max_examples=50))
+        assert family[0].contract == CONTRACT_FMA
+
+
+def test_designed_operands_of_shorter_kernels_are_prefixes_and_groups_share_a_design():
+    """A sibling at a shorter run-time length, or a cache's longer capacity, holds the
+    same design: the first rows, columns and steps do not depend on the sizes."""
+    long = FusedOperandSpec((40, 70), "f32", 9, "w", axis=1).make()
+    short = FusedOperandSpec((25, 33), "f32", 9, "w", axis=1).make()
+    assert_bits_equal(long[:25, :33], short)
+    a = FusedOperandSpec((4, 3, 20), "f64", 9, "x", axis=2, group=2).make()  # (I, M, K)
+    a_t = FusedOperandSpec((4, 20, 3), "f64", 9, "x", axis=1, group=2).make()  # trans_a: (I, K, M)
+    assert_bits_equal(a, a_t.transpose(0, 2, 1))
+    first_rows = a[:, 0, :]  # each batch's first row is x_k as designed
+    assert_bits_equal(first_rows[0], first_rows[1])
+    assert not np.array_equal(first_rows[0], first_rows[2])
+
+
+def test_a_fused_task_on_designed_operands_equals_the_reference():
+    task = kernel_campaign.Task("matmul", "f64", seed=4, examples=2, kernels=2, siblings=2, contract=CONTRACT_FMA)
+    result = kernel_campaign.run_task(task)
+    assert result.failures == [] and result.cases == task.cases
 
 
 def test_a_fused_task_counts_its_cases_in_the_fma_family_alone():

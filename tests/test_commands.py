@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from exactc.verify.compare import assert_bits_equal
 
@@ -172,6 +173,36 @@ def test_exactc_run_by_the_c_backend_and_check_in_process(capsys, tmp_path):
     code, out, err = run_cli(capsys, "check", str(root), "--cc", "gcc", "--no-openmp")
     assert code == 1
     assert "conformance: FAILED\nbuild: make -C " in out and "CC=gcc" in out and "OPENMP=0" in out
+
+
+@pytest.mark.parametrize("command", ["run", "embed", "generate"])
+def test_every_program_command_refuses_an_unknown_contract_as_export_does(capsys, command):
+    """--contract takes the realizations export takes, and refuses others in export's words."""
+    from exactc import cli
+
+    argv = {"run": [*SMALL_GPT, "-o", "out"], "embed": ["a cat"], "generate": ["gpt", "--prompt-ids", "1"]}[command]
+    said = {}
+    for name, args in ((command, argv), ("export", [*SMALL_GPT, "-o", "out"])):
+        with pytest.raises(SystemExit) as exited:
+            cli.main([name, *args, "--contract", "fast"])
+        out, err = capsys.readouterr()
+        assert (exited.value.code, out) == (2, "")
+        said[name] = err.splitlines()[-1]
+    assert said[command] == said["export"].replace("exactc export", f"exactc {command}") == (
+        f"exactc {command}: error: argument --contract: invalid choice: 'fast' (choose from 'off', 'fma')")
+
+
+def test_exactc_run_with_contract_fma_gives_the_fused_reference_bits_by_the_c_backend(capsys, tmp_path):
+    """`exactc run --contract fma`: the C program and the reference in the fused
+    realization, bit for bit, and other bits than the default realization's."""
+    outputs = {}
+    for name, extra in (("ref", []), ("c", ["--backend", "c", "--cc", "gcc"])):
+        for contract in ("off", "fma"):
+            out = tmp_path / f"{name}-{contract}"
+            assert run_cli(capsys, "run", *SMALL_GPT, *extra, "--contract", contract, "-o", str(out))[0] == 0
+            outputs[name, contract] = np.load(out / "logits.npy")
+    assert_bits_equal(outputs["ref", "fma"], outputs["c", "fma"], "fused logits")
+    assert not np.array_equal(outputs["ref", "fma"], outputs["ref", "off"])
 
 
 # ---- the command line in process, continued (commands.py): --plan, the unused tensors, run's

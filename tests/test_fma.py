@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
+import subprocess
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +32,7 @@ from hypothesis import strategies as st
 
 from exactc.exporter.reference.fma import fma
 from exactc.strategies.tensors import dims, edge_values, tensor_specs
-from exactc.verify.build import load_library, pointer
+from exactc.verify.build import BuildOptions, load_library, pointer
 from exactc.verify.compare import assert_bits_equal, hexval
 
 # (precision, smallest normal exponent, largest exponent) of each format.
@@ -128,6 +131,47 @@ def assert_fmas(expected, actual, a, b, c, oracle: str) -> None:
         bad = [i for i in bad if not (np.isnan(expected[i]) and np.isnan(actual[i]))]
         i = bad[0]
         raise AssertionError(f"{failure}\n  fma({hexval(a[i])}, {hexval(b[i])}, {hexval(c[i])})") from None
+
+
+# ---- the runtime's software fma (exactc/runtime/exactc_fma.h) -------------------------------
+# What the fused kernels run on a target without the FMA instruction: checked against the
+# hardware's fma (a build for this CPU, where gcc compiles fma to vfmadd) and the C
+# library's, bit for bit, on every family and on drawn triples, built by both compilers.
+
+SOFT_SOURCE = r"""
+#include "exactc_rt.h"
+void fma_all(const double *a, const double *b, const double *c, double *out, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = exactc_soft_fma(a[i], b[i], c[i]);
+}
+void fmaf_all(const float *a, const float *b, const float *c, float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = exactc_soft_fmaf(a[i], b[i], c[i]);
+}
+"""
+SOFT_BUILDS = {"gcc": BuildOptions("gcc", "-O2"), "clang-native": BuildOptions("clang", "-O2", march_native=True)}
+
+
+@pytest.fixture(scope="module", params=sorted(SOFT_BUILDS))
+def soft(request):
+    return load_library({"fma_soft.c": SOFT_SOURCE}, LIBM_CDEF, SOFT_BUILDS[request.param])
+
+
+@pytest.fixture(scope="module")
+def hardware():
+    """C's fma built for this CPU: the FMA instruction itself (the build's assembly shows it)."""
+    if "fma" not in Path("/proc/cpuinfo").read_text().split():
+        pytest.skip("this CPU has no FMA instruction")
+    options = BuildOptions("gcc", "-O2", march_native=True)
+    library = load_library({"fma_hardware.c": LIBM_SOURCE}, LIBM_CDEF, options)
+    assembly = compile_assembly(LIBM_SOURCE, options)
+    assert re.search(r"\bvfmadd\w*sd\b", assembly) and re.search(r"\bvfmadd\w*ss\b", assembly)
+    return library
+
+
+def compile_assembly(source: str, options: BuildOptions) -> str:
+    flags = [f for f in options.flags() if f not in ("-shared", "-fPIC")]
+    done = subprocess.run([options.cc, *flags, "-S", "-o", "-", "-x", "c", "-"], input=source, text=True,
+                          capture_output=True, check=True)
+    return done.stdout
 
 
 # ---- the adversarial families --------------------------------------------------------------
@@ -280,6 +324,21 @@ def test_fma_equals_exact_rational_arithmetic(name, site):
 def test_fma_equals_the_c_librarys_fma(libm, name, site):
     a, b, c = family(name, SITES[site])
     assert_fmas(libm_fmas(libm, a, b, c), fma(a, b, c), a, b, c, "the C library's fma")
+
+
+@pytest.mark.parametrize("site", SITES)
+@pytest.mark.parametrize("name", ALL)
+def test_software_fma_equals_the_hardware_fma_and_the_c_librarys(soft, hardware, libm, name, site):
+    a, b, c = family(name, SITES[site])
+    actual = libm_fmas(soft, a, b, c)
+    assert_fmas(libm_fmas(hardware, a, b, c), actual, a, b, c, "the hardware fma")
+    assert_fmas(libm_fmas(libm, a, b, c), actual, a, b, c, "the C library's fma")
+
+
+@given(site=st.sampled_from(sorted(SITES)), data=st.data(), n=dims(256))
+def test_software_fma_on_drawn_tensors_equals_the_hardware_fma(soft, hardware, site, data, n):
+    a, b, c = (data.draw(tensor_specs((n,), site)).make() for _ in range(3))
+    assert_fmas(libm_fmas(hardware, a, b, c), libm_fmas(soft, a, b, c), a, b, c, "the hardware fma")
 
 
 def test_the_families_reach_the_cases_they_are_named_after():

@@ -213,6 +213,20 @@ def test_generate_quantized_weights_give_the_same_document_from_both_backends(tm
             2, "", f"exactc generate: error: {message}\n")
 
 
+def test_generate_with_contract_fma_gives_the_same_document_from_both_backends(tmp_path, capsys):
+    """--contract fma: the reference runs the fused prefill and decode the C program runs,
+    so the documents are the same bytes (less the program's timing), and not the default's."""
+    from exactc import cli
+    argv = ["generate", *_GEN_LLAMA, "--prompt-ids", "5,6,7", "-n", "4", "--temperature", "0.9", "--seed", "6"]
+    ref, c, default = tmp_path / "ref.json", tmp_path / "c.json", tmp_path / "default.json"
+    assert cli.main([*argv, "--contract", "fma", "--json", str(ref)]) == 0
+    assert cli.main([*argv, "--contract", "fma", "--json", str(c), "--backend", "c", "--cc", "gcc"]) == 0
+    assert less_timing(c) == ref.read_bytes()
+    assert cli.main([*argv, "--json", str(default)]) == 0
+    assert json.loads(default.read_text())["steps"] != json.loads(ref.read_text())["steps"]
+    capsys.readouterr()
+
+
 def test_generate_prints_the_programs_timing_with_verbose_and_ends_its_json_with_it(tmp_path, capsys):
     """The C program's timing line: on stderr with --verbose only, as numbers at the end of
     the --json document; the reference runs no program and reports none."""

@@ -21,6 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exactc.exporter.kernels import ir, lower
+from exactc.exporter.kernels.autoplan import auto_kernel_plan
 from exactc.exporter.kernels.ir import REDUCE, Affine
 from exactc.exporter.kernels.layouts import Layout, LayoutError, fresh_name, integer_sum_rule, validate_layout
 from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
@@ -44,12 +45,13 @@ EACH_COMPILER = [pytest.param(cc, marks=pytest.mark.needs(cc, *(("libomp",) if c
 
 
 # Which layout of a nest with target variants is compiled: the compiler's own choice
-# (None), or one forced (EXACTC_NARROW_LANES and EXACTC_WIDE_LANES, exactc_rt.h).
+# (None), or one forced (EXACTC_NARROW_LANES, a fused nest's EXACTC_NARROW_FMA_LANES and
+# EXACTC_WIDE_LANES, exactc_rt.h).
 VARIANT_DEFINES = {
     None: (),
-    "plain": ("EXACTC_NARROW_LANES=0", "EXACTC_WIDE_LANES=0"),
-    "narrow": ("EXACTC_NARROW_LANES=1",),
-    "wide": ("EXACTC_NARROW_LANES=0", "EXACTC_WIDE_LANES=1"),
+    "plain": ("EXACTC_NARROW_LANES=0", "EXACTC_NARROW_FMA_LANES=0", "EXACTC_WIDE_LANES=0"),
+    "narrow": ("EXACTC_NARROW_LANES=1", "EXACTC_NARROW_FMA_LANES=1"),
+    "wide": ("EXACTC_NARROW_LANES=0", "EXACTC_NARROW_FMA_LANES=0", "EXACTC_WIDE_LANES=1"),
 }
 
 
@@ -469,6 +471,24 @@ def test_fused_lanes_are_vectorized_into_fma_instructions(cc, site, packed, tmp_
     assert proc.returncode == 0, proc.stderr
     assert re.search(rf"vfmadd\d+{packed}\s+.*%ymm", proc.stdout), proc.stdout
     assert not re.search(r"(call|jmp)\s+fmaf?(@PLT)?\b", proc.stdout)
+
+
+def test_the_fused_linear_s_automatic_layout_keeps_its_sums_in_registers_on_avx2():
+    """The automatic plan of the fused GPT-2-like MLP linear at f32, compiled by gcc for an
+    AVX2 target without AVX-512 (-march=haswell: 16 ymm registers): the loop of its fused
+    multiply-adds reads and writes no stack slot (in 8-row lanes gcc kept two of the 16
+    accumulators on the stack, a store and a load on every step)."""
+    site, packed = "f32", "ps"
+    kernel = lower("linear", site, {"x": (256, 384), "w": (1536, 384), "b": (1536,)}, {"has_b": True}, CONTRACT_FMA)
+    source = print_kernel(kernel, "k", auto_kernel_plan(kernel)).source
+    proc = subprocess.run(["gcc", *STRICT_FLAGS, "-O2", "-march=haswell", "-S", f"-I{RUNTIME_DIR}", "-x", "c", "-",
+                           "-o", "-"], input=source, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    blocks = re.split(r"\n(?=\.L\w+:)", proc.stdout)  # the assembly's basic blocks, label to label
+    blocks = [block.split("\n\tj", 1)[0] for block in blocks]  # up to its first jump: the loop's own
+    loop = max(blocks, key=lambda block: len(re.findall(rf"vfmadd\w*{packed}\s+[^\n]*%ymm", block)))
+    assert len(re.findall(rf"vfmadd\w*{packed}", loop)) >= 12, loop
+    assert "(%rsp)" not in loop, f"the fused multiply-adds' loop spills to the stack:\n{loop}"
 
 
 def _full_plan(kernel) -> Plan:

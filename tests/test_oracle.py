@@ -11,12 +11,17 @@ checkpoint loaders.
   padding: the kept positions' hidden states within 1e-4 of BertModel's, the embedding
   within 1e-5 of the masked mean pooling's.
 
+Each in both realizations of the products, at the same tolerances: the default and the
+fused one of `--contract fma` (docs/semantics.md section 18; MiniLM's through the fused C
+program, the others through the fused reference).
+
 Skipped with the reason where torch or transformers (the `oracle` extra) or the packaged
 checkpoint is missing. Runs in `make test` (about 30 s on 2 cores).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -34,10 +39,16 @@ transformers = need_module("transformers")
 
 from exactc import embed  # noqa: E402
 from exactc.exporter import checkpoints, graph, models  # noqa: E402
+from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF  # noqa: E402
 from exactc.exporter.reference import walk  # noqa: E402
 
 from minilm_sentences import SENTENCES  # noqa: E402  (tests/minilm_sentences.py)
 from test_generate import less_timing  # noqa: E402
+
+
+def realized(program, contract: str):
+    """The program in the products' realization `contract` (docs/semantics.md section 18)."""
+    return dataclasses.replace(program, contract=contract)
 
 
 def minilm_folder():
@@ -57,16 +68,22 @@ def transformers_embeddings(folder, batch) -> np.ndarray:
         return torch.nn.functional.normalize(pooled, p=2, dim=1).numpy()
 
 
-def reference_embeddings(ckpt, batch, site="f32") -> np.ndarray:
+def reference_embeddings(ckpt, batch, site="f32", contract=CONTRACT_OFF) -> np.ndarray:
     tokens = batch["input_ids"].shape[1]
-    program = models.build("bert", "embed", ckpt.overrides({"tokens": tokens}))
+    program = realized(models.build("bert", "embed", ckpt.overrides({"tokens": tokens})), contract)
     params = ckpt.parameters(program, site)
     rows = [walk.evaluate(program, site, params, {k: v[i] for k, v in batch.items()})["sentence_embedding"]
             for i in range(len(batch["input_ids"]))]
     return np.stack(rows).astype(np.float32)
 
 
-def test_minilm_reference_matches_transformers():
+# Both realizations meet the oracle at the same tolerances: the default (sections 1 to 16)
+# and the fused one of `--contract fma` (section 18), whose programs compute these bits.
+CONTRACTS = [CONTRACT_OFF, CONTRACT_FMA]
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_minilm_reference_matches_transformers(contract):
     folder = minilm_folder()
     ckpt = checkpoints.load(folder, "bert")
     length = embed.max_length(folder, ckpt.fields["positions"])
@@ -75,8 +92,11 @@ def test_minilm_reference_matches_transformers():
     long = embed.tokenize_padded(folder, SENTENCES[-1:], length)
     assert long["input_ids"].shape == (1, 256) and long["attention_mask"].all()  # truncated, fills the model
     assert (short["attention_mask"] == 0).any(axis=1).sum() >= 8  # most rows are padded
-    for batch in (short, long):
-        ours = reference_embeddings(ckpt, batch)
+    for sentences, batch in ((SENTENCES[:-1], short), (SENTENCES[-1:], long)):
+        if contract == CONTRACT_OFF:
+            ours = reference_embeddings(ckpt, batch)
+        else:  # the fused C program (tests/test_embed.py: the fused reference's bits; minutes in numpy)
+            ours = embed.embed(sentences, folder, cc="gcc", contract=contract, progress=lambda message: None)
         theirs = transformers_embeddings(folder, batch)
         diff = np.abs(ours.astype(np.float64) - theirs).max()
         cos = (ours.astype(np.float64) * theirs).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(theirs, axis=1)
@@ -109,14 +129,15 @@ def torch_logits(model, ids: np.ndarray) -> np.ndarray:
         return model(input_ids=torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
 
 
-def reference_logits(folder, model: str, tokens: int, ids: np.ndarray) -> np.ndarray:
+def reference_logits(folder, model: str, tokens: int, ids: np.ndarray, contract=CONTRACT_OFF) -> np.ndarray:
     ckpt = checkpoints.load(folder, model)
-    program = models.build(model, "forward", ckpt.overrides({"tokens": tokens}))
+    program = realized(models.build(model, "forward", ckpt.overrides({"tokens": tokens})), contract)
     return walk.evaluate(program, "f32", ckpt.parameters(program, "f32"), {"input_ids": ids})["logits"]
 
 
+@pytest.mark.parametrize("contract", CONTRACTS)
 @pytest.mark.parametrize("tied", [True, False])
-def test_gpt2_checkpoint_matches_gpt2lmheadmodel(tmp_path, tied):
+def test_gpt2_checkpoint_matches_gpt2lmheadmodel(tmp_path, tied, contract):
     cfg = transformers.GPT2Config(vocab_size=97, n_positions=24, n_embd=48, n_layer=2, n_head=4,
                                   layer_norm_epsilon=1e-4, activation_function="gelu_new", bos_token_id=0, eos_token_id=0,
                                   tie_word_embeddings=tied, attn_implementation="eager")
@@ -127,12 +148,13 @@ def test_gpt2_checkpoint_matches_gpt2lmheadmodel(tmp_path, tied):
     ckpt = checkpoints.load(tmp_path, "gpt")
     assert ckpt.fields["eps"] == 1e-4 and ckpt.fields["tied"] is tied and ckpt.fields["mlp"] == 4 * 48
     ids = np.random.default_rng(2).integers(0, 97, 20).astype(np.int32)
-    ours = reference_logits(tmp_path, "gpt", 20, ids)
+    ours = reference_logits(tmp_path, "gpt", 20, ids, contract)
     theirs = torch_logits(model, ids)
     assert np.abs(ours - theirs).max() < 1e-4, np.abs(ours - theirs).max()
 
 
-def test_bert_checkpoint_matches_bertmodel(tmp_path):
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_bert_checkpoint_matches_bertmodel(tmp_path, contract):
     """A drawn BERT (every gain and bias drawn, two segments, padding): the reference's
     last hidden states against BertModel's, and its embed against masked mean pooling
     and l2 normalization, the MiniLM test's meaning on weights of no special shape."""
@@ -150,7 +172,7 @@ def test_bert_checkpoint_matches_bertmodel(tmp_path):
     batch = {"input_ids": rng.integers(0, 53, (1, T)).astype(np.int32),
              "token_type_ids": (np.arange(T) >= 5).astype(np.int32)[None],
              "attention_mask": (np.arange(T) < 10).astype(np.int32)[None]}  # three padded positions
-    program = models.build("bert", "forward", ckpt.overrides({"tokens": T}))
+    program = realized(models.build("bert", "forward", ckpt.overrides({"tokens": T})), contract)
     ours = walk.evaluate(program, "f32", ckpt.parameters(program, "f32"),
                           {k: v[0] for k, v in batch.items()})["last_hidden_state"]
     model.eval()
@@ -160,11 +182,12 @@ def test_bert_checkpoint_matches_bertmodel(tmp_path):
     assert np.abs(ours[kept] - theirs.numpy()[kept]).max() < 1e-4, np.abs(ours[kept] - theirs.numpy()[kept]).max()
     m = torch.from_numpy(batch["attention_mask"][0].astype(np.float32))[:, None]
     pooled = torch.nn.functional.normalize((theirs * m).sum(0) / m.sum(), dim=0)  # sentence-transformers' pooling
-    assert np.abs(reference_embeddings(ckpt, batch)[0] - pooled.numpy()).max() < 1e-5
+    assert np.abs(reference_embeddings(ckpt, batch, contract=contract)[0] - pooled.numpy()).max() < 1e-5
 
 
+@pytest.mark.parametrize("contract", CONTRACTS)
 @pytest.mark.parametrize("tied", [False, True])
-def test_llama_checkpoint_matches_llamaforcausallm(tmp_path, tied):
+def test_llama_checkpoint_matches_llamaforcausallm(tmp_path, tied, contract):
     cfg = transformers.LlamaConfig(vocab_size=101, hidden_size=48, intermediate_size=72, num_hidden_layers=2,
                                    num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-6,
                                    rope_theta=500.0, max_position_embeddings=32, tie_word_embeddings=tied,
@@ -176,7 +199,7 @@ def test_llama_checkpoint_matches_llamaforcausallm(tmp_path, tied):
     ckpt = checkpoints.load(tmp_path, "llama")
     assert ckpt.fields["theta"] == 500.0 and ckpt.fields["eps"] == 1e-6 and ckpt.fields["kv_heads"] == 2
     ids = np.random.default_rng(4).integers(0, 101, 19).astype(np.int32)
-    ours = reference_logits(tmp_path, "llama", 19, ids)
+    ours = reference_logits(tmp_path, "llama", 19, ids, contract)
     theirs = torch_logits(model, ids)
     assert np.abs(ours - theirs).max() < 1e-4, np.abs(ours - theirs).max()
 

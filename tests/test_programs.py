@@ -173,19 +173,22 @@ def test_fused_program_matches_reference(tmp_path, model, site):
             assert done.returncode == 0, f"{cc} threads={threads}:\n{done.stdout}{done.stderr}"
 
 
-# glibc picks its fma by the CPU (an ifunc); this hides FMA from it, so that the program
-# runs the C library's software fma (__fma_sse2, __fmaf_sse2), correctly rounded too.
+# glibc picks its fma by the CPU (an ifunc); this hides FMA from it. A program built
+# without FMA calls no C library fma at all (exactc_fma.h's software fma), which this shows.
 NO_FMA_CPU = {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-FMA,-FMA4,-AVX2"}
 
 
 @pytest.mark.parametrize("site", ["f64", "f32"])
-def test_fused_program_on_a_target_without_fma_calls_the_c_library_s_fma(tmp_path, site):
+def test_fused_program_on_a_target_without_fma_runs_exactc_s_software_fma(tmp_path, site):
     """Built for the baseline x86-64 (no -march: no FMA instruction), the fused kernels
-    call fma/fmaf, whose software form on a CPU without FMA gives the same bits."""
+    run exactc's own software fma (exactc_fma.h), not the C library's: the program calls
+    no fma or fmaf, and conforms."""
     spec = export.ExportSpec("gpt", "forward", site, 3, SMALL["gpt"], plan="auto", contract=CONTRACT_FMA)
     prepared = spec.prepare()
     root = export.write(prepared, tmp_path / f"gpt-{site}-fma-portable")
     program = programs.make(root, programs.Build(cc="gcc", cflags="-O2"))
+    undefined = subprocess.run(["nm", "-u", str(program.path)], capture_output=True, text=True, check=True).stdout
+    assert not re.search(r"\bfmaf?\b", undefined), f"the program calls the C library's fma:\n{undefined}"
     for env in (None, NO_FMA_CPU):
         for threads in (1, 2):
             done = program.check(threads, env=env)

@@ -142,7 +142,7 @@ endif
 
 SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c exactc_keys.c exactc_sample.c \\
            exactc_generate.c $(sort $(wildcard kernels/*.c))
-HEADERS := exactc_rt.h exactc_keys.h exactc_sample.h kernels.h
+HEADERS := exactc_rt.h exactc_fma.h exactc_keys.h exactc_sample.h kernels.h
 COMPARE := conformance/compare
 COMPARE_SOURCES := exactc_compare.c exactc_npy.c
 
@@ -169,7 +169,7 @@ $(COMPARE): $(COMPARE_OBJECTS)
 \t$(CC) $(CFLAGS) -o $@ $(COMPARE_OBJECTS) -lm
 
 ifneq ($(COMPARE_OBJ),$(OBJ))
-$(COMPARE_OBJ)/%.o: %.c exactc_rt.h
+$(COMPARE_OBJ)/%.o: %.c exactc_rt.h exactc_fma.h
 \t@mkdir -p $(@D)
 \t$(COMPARE_COMPILE) -c -o $@ $<
 endif

@@ -80,6 +80,20 @@
 #endif
 #endif
 
+/* A fused nest (exactc export --contract fma) prints its narrow layout under
+ * EXACTC_NARROW_FMA_LANES instead: rows in lanes of 6, for x86 without AVX-512 with gcc
+ * and clang alike. Its 12 accumulators, two weight vectors and the broadcast value fit
+ * 16 ymm registers; gcc 12 kept two of the 8-row lanes' 16 accumulators on the stack,
+ * a store and a load on every fused step of their sums (docs/performance.md).
+ * -DEXACTC_NARROW_FMA_LANES=0 or 1 picks one anyway. */
+#ifndef EXACTC_NARROW_FMA_LANES
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__AVX512F__)
+#define EXACTC_NARROW_FMA_LANES 1
+#else
+#define EXACTC_NARROW_FMA_LANES 0
+#endif
+#endif
+
 /* A nest whose plan also gives a wide layout is printed a third time, under #elif
  * EXACTC_WIDE_LANES: more rows in lanes (16 where the layout has 8), for gcc with
  * AVX-512, whose 32 vector registers hold 16 rows' accumulators of 16 floats each
@@ -124,6 +138,11 @@ static inline exactc_bf16 exactc_f64_to_bf16(double d) {
  * Transcendental functions (exactc_libm.c). The f64 functions are the definitions;
  * an f32 or bf16 site computes (float)f((double)x), which the *f forms spell out.
  * ---------------------------------------------------------------------------------- */
+/* fma_A of the fused realization (docs/semantics.md section 18): exactc_fma and
+ * exactc_fmaf, C's fma and fmaf where the target has the instruction, else exactc's own
+ * correctly rounded software fma (exactc_fma.h). */
+#include "exactc_fma.h"
+
 double exactc_exp(double x);
 double exactc_log(double x);
 double exactc_tanh(double x);

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from exactc.exporter import dims as dimensions
 from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES, get_primitive
+from exactc.strategies.fused import designed_operands
 from exactc.strategies.quant import (
     ArraySpec,
     RealBlockSpec,
@@ -504,6 +505,9 @@ def sibling_lengths(case: Case) -> list[int]:
     static = {d for shape in case.shapes.values() for d in shape if d != case.length}
     return [n for n in range(1, case.top + 1) if n not in static]
 
+# The fused primitives whose two operands strategies/fused.py designs together.
+DESIGNED_PRIMITIVES = ("linear", "matmul")
+
 
 @st.composite
 def kernel_families(draw, primitive: str | None = None, site: str | None = None, siblings: int = 8,
@@ -514,7 +518,9 @@ def kernel_families(draw, primitive: str | None = None, site: str | None = None,
     serves the whole family. `salt` moves every seed of the family: a campaign's tasks
     give each its own, so the example Hypothesis tries first in every run (the simplest)
     does not repeat the same inputs. `contract`: the realization the family runs in (a
-    fused one draws among FUSED_PRIMITIVES)."""
+    fused one draws among FUSED_PRIMITIVES, and half of its linear and matmul cases take
+    designed operands whose steps meet ties, cancellations and overflows that come back:
+    strategies/fused.py)."""
     fused = contract != CONTRACT_OFF
     primitive = primitive or draw(st.sampled_from(FUSED_PRIMITIVES if fused else sorted(PRIMITIVES)))
     site = site or draw(st.sampled_from(PRIMITIVES[primitive].sites))
@@ -523,6 +529,8 @@ def kernel_families(draw, primitive: str | None = None, site: str | None = None,
     else:
         case = draw(cases(primitive, site))
     case = dataclasses.replace(case, contract=contract)
+    if fused and primitive in DESIGNED_PRIMITIVES and draw(st.booleans()):
+        case = draw(designed_operands(case))
     family = [sibling(case, case.length, salt) if salt else case]
     for j in range(1, siblings):
         length = draw(st.sampled_from(sibling_lengths(case))) if case.top else 0

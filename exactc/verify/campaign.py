@@ -1,7 +1,8 @@
 """`make verify`: run the campaign profile of the differential checks, then print a
 summary a person reads at a glance.
 
-First the kernel cases: `--cases` of them (make verify CASES=...), drawn by Hypothesis in
+First the kernel cases: `--cases` of them (make verify CASES=...), and half as many of the
+fused realization (the `fma:` line, at least `--min-fused-cases`), drawn by Hypothesis in
 tasks (verify/kernel_campaign.py: families of cases that share one compiled kernel) that
 run in worker processes (verify/engine.py). Then the other checks: they record one line
 per case in EXACTC_STATS_DIR (verify/kernels.py); this module runs pytest over both
@@ -44,6 +45,12 @@ CAMPAIGN_TESTS = [
     "tests/test_generation.py",
     "tests/test_generate_program.py",
 ]
+
+# The fused realization's kernel cases (the fma: line, docs/semantics.md section 18) a run
+# must reach: at the default --cases, the kernel phase plans half as many as the default
+# realization's, half of their linear and matmul kernels on designed adversarial operands.
+MIN_FUSED_CASES = 5000
+DEFAULT_CASES = 10_000  # make verify's CASES
 
 # Families a run must check at least this often when the test file that feeds them runs.
 MIN_FAMILY_CHECKS = {
@@ -100,10 +107,11 @@ def summary(rows: list[dict], seconds: float, rated: tuple[int, float] | None = 
     return "\n".join(lines), cases, mismatches
 
 
-def kernel_phase(cases: int, jobs: int, seed: int) -> tuple[list[dict], float, list[str], str]:
+def kernel_phase(cases: int, jobs: int, seed: int, fused_cases: int | None = None
+                 ) -> tuple[list[dict], float, list[str], str]:
     """Run the kernel cases: (rows, seconds, failure reports, a line saying what ran)."""
     database = str(kernel_campaign.database_dir())
-    tasks = kernel_campaign.plan_tasks(cases, seed=seed, database=database)
+    tasks = kernel_campaign.plan_tasks(cases, seed=seed, database=database, fused_cases=fused_cases)
     progress = engine.Progress("kernel cases", len(tasks),
                                lambda done: f"{sum(r.cases for r in done)} cases")
     start = time.monotonic()
@@ -125,13 +133,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="the kernel phase's seed (default: drawn)")
     parser.add_argument("--min-cases", type=int, default=10_000,
                         help="fail unless at least this many kernel cases ran (default 10000)")
+    parser.add_argument("--fused-cases", type=int, default=None,
+                        help="kernel cases of the fused realization (default: half of --cases)")
+    parser.add_argument("--min-fused-cases", type=int, default=MIN_FUSED_CASES,
+                        help=f"fail unless at least this many fused cases ran (the fma: line; default {MIN_FUSED_CASES})")
     parser.add_argument("--tests", nargs="*", default=CAMPAIGN_TESTS, help="test files to run")
     parser.add_argument("--no-sanitizers", action="store_true",
                         help="skip the sanitizer and memcheck runs of exported programs (verify/sanitizers.py)")
     args = parser.parse_args(argv)
 
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    kernel_rows, kernel_seconds, failures, kernel_line = kernel_phase(args.cases, args.jobs, seed)
+    kernel_rows, kernel_seconds, failures, kernel_line = kernel_phase(args.cases, args.jobs, seed, args.fused_cases)
     status, rows, seconds = 0, list(kernel_rows), kernel_seconds
     if args.tests:
         stats = Path(tempfile.mkdtemp(prefix="exactc-stats-"))
@@ -166,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.cases >= DEFAULT_CASES and checked < least:
             print(f"verify: only {checked} {family} checked; at least {least} required", file=sys.stderr)
             return 1
+    fused = sum(r["family"] == "fma" for r in kernel_rows)
+    if args.cases > 0 and fused < args.min_fused_cases:
+        print(f"verify: only {fused} fused kernel cases ran (fma:); at least {args.min_fused_cases} required",
+              file=sys.stderr)
+        return 1
     for family, (test, least) in MIN_FAMILY_CHECKS.items():
         checked = sum(r["family"] == family for r in rows)
         if test in args.tests and checked < least:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+from typing import Callable
 
 from exactc.exporter.primitives import BACKWARD_PRIMITIVES, CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
 from exactc.exporter.types import SITE_TYPES
@@ -88,30 +89,42 @@ def _counted(primitive: str | None, contract: str) -> bool:
     return contract == CONTRACT_OFF and primitive not in BACKWARD_PRIMITIVES
 
 
-def plan_tasks(cases: int, seed: int = 0, database: str | None = None, **sizes) -> list[Task]:
-    """Tasks that together run at least `cases` cases, in whole rounds: every forward
-    primitive x site type in turn, a mixed task, every backward primitive x site type it is
-    defined at (f64 and f32), and every fused primitive x site type in the fused
-    realization, each task with its own seed; a task runs fewer examples when a round of
-    the forward tasks would pass `cases`. `cases` counts the forward primitives' cases in
-    the default realization (make verify's --min-cases); the backward and fused tasks run
-    beside them, as many examples each, so adding either never thins the forward's."""
+def plan_tasks(cases: int, seed: int = 0, database: str | None = None, fused_cases: int | None = None,
+               **sizes) -> list[Task]:
+    """Tasks that together run at least `cases` cases of the forward primitives in the
+    default realization and `fused_cases` (default: half of `cases`) of the fused one, in
+    whole rounds: every forward primitive x site type in turn and a mixed task; then every
+    backward primitive x site type it is defined at (f64 and f32), in as many rounds and
+    examples as the forward's, beside them, so adding the backward never thins the forward;
+    then every fused primitive x site type. Each task has its own seed; a task runs fewer
+    examples when a round of the forward tasks would pass `cases`. `cases` is make
+    verify's --min-cases, `fused_cases` its --min-fused-cases."""
     if cases <= 0:
         return []
-    pairs = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) if p not in BACKWARD_PRIMITIVES for s in SITE_TYPES]
-    pairs += [(None, None, CONTRACT_OFF)]
-    pairs += [(p, s, CONTRACT_OFF) for p in sorted(BACKWARD_PRIMITIVES) for s in PRIMITIVES[p].sites]
-    pairs += [(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES]
-    forward = sum(_counted(primitive, contract) for primitive, _, contract in pairs)
+    fused_cases = -(-cases // 2) if fused_cases is None else fused_cases
+    forward = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) if _counted(p, CONTRACT_OFF) for s in SITE_TYPES]
+    forward += [(None, None, CONTRACT_OFF)]
+    backward = [(p, s, CONTRACT_OFF) for p in sorted(BACKWARD_PRIMITIVES) for s in PRIMITIVES[p].sites]
+    fused = [(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES]
     per_example = sizes.get("kernels", KERNELS_PER_BATCH) * sizes.get("siblings", SIBLINGS)
-    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (forward * per_example)))))
-    tasks = []
-    for i, (primitive, site, contract) in enumerate(itertools.cycle(pairs)):
-        if i % len(pairs) == 0 and sum(t.cases for t in tasks if _counted(t.primitive, t.contract)) >= cases:
-            break
-        salt = (i // len(pairs)) * 0x9E3779B1 % 2**32
-        tasks.append(Task(primitive, site, seed * 1_000_003 + i, database=database, salt=salt, contract=contract,
-                          **sizes))
+    sizes.setdefault("examples", max(1, min(EXAMPLES_PER_TASK, -(-cases // (len(forward) * per_example)))))
+    tasks: list[Task] = []
+
+    def add_rounds(pairs: list, done: Callable[[int, int], bool]) -> int:
+        """Whole rounds of `pairs` until done(rounds, cases planned): the rounds."""
+        planned = 0
+        for i, (primitive, site, contract) in enumerate(itertools.cycle(pairs)):
+            if i % len(pairs) == 0 and done(i // len(pairs), planned):
+                return i // len(pairs)
+            salt = (i // len(pairs)) * 0x9E3779B1 % 2**32
+            tasks.append(Task(primitive, site, seed * 1_000_003 + len(tasks), database=database, salt=salt,
+                              contract=contract, **sizes))
+            planned += tasks[-1].cases
+        raise AssertionError("unreachable: itertools.cycle never ends")
+
+    rounds = add_rounds(forward, lambda _, planned: planned >= cases)
+    add_rounds(backward, lambda done, _: done >= rounds)
+    add_rounds(fused, lambda _, planned: planned >= fused_cases)
     return tasks
 
 

@@ -10,7 +10,9 @@ every nest of a program, chosen from its shapes alone.
 - matmul nests (attention's q kᵀ and att v) get the same, per batch: the batch axes
   outermost (the split's), then n in lanes of 16 over m in lanes of 8, b's panel packed.
   Both also get rows in lanes of 4 as their narrow layout, which the C compiles instead
-  for clang on x86 without AVX-512 (EXACTC_NARROW_LANES, exactc_rt.h; narrow_layout),
+  for clang on x86 without AVX-512 (EXACTC_NARROW_LANES, exactc_rt.h; narrow_layout);
+  in the fused realization rows in lanes of 6, compiled instead by gcc and clang on x86
+  without AVX-512 (EXACTC_NARROW_FMA_LANES: the 8-row lanes' fused sums spill there),
   and rows in lanes of 16 as their wide layout, compiled instead by gcc with AVX-512
   (EXACTC_WIDE_LANES; wide_layout: not where the rows never fill 16 lanes or lie 4 KiB
   apart).
@@ -244,6 +246,12 @@ def auto_nest_plan(kernel: Kernel, nest: Nest, pieces: int = PIECES,
 # rows in lanes of 4 (bench/linear_speed.py --shapes: on an AVX2 Zen 2 with clang 14,
 # m:4 by n:16 1.6 to 1.9 times m:8 by n:16; measured at f32).
 NARROW_ROWS = {8: 4}
+# A fused nest's narrow layout (EXACTC_NARROW_FMA_LANES: x86 without AVX-512, gcc and
+# clang alike): rows in lanes of 6. Its 6 x 2 ymm accumulators, the two weight vectors
+# and the broadcast row value fit AVX2's 16 registers, so gcc's fused multiply-adds run
+# from registers; in 8-row lanes gcc keeps two accumulators on the stack, a store and a
+# load on every step of their sums (docs/performance.md, "The fused realization").
+NARROW_FMA_ROWS = {8: 6}
 # The wide layout (EXACTC_WIDE_LANES, gcc with AVX-512): rows in lanes of 16 (exactc plan
 # --tune on a Zen 4 with gcc 12: m:16 by n:16 0.86 to 0.91 times the time of m:8 by n:16
 # for the GPT-2-like and Llama-like linears, 0.82 to 0.99 for the attention matmuls),
@@ -289,8 +297,9 @@ def rows_variant(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None
 
 
 def narrow_layout(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None) -> Layout | None:
-    """The layout's narrow variant (NARROW_ROWS), printed for EXACTC_NARROW_LANES builds."""
-    return rows_variant(kernel, nest, layout, split, NARROW_ROWS)
+    """The layout's narrow variant (NARROW_ROWS), printed for EXACTC_NARROW_LANES builds;
+    a fused nest's (NARROW_FMA_ROWS), for EXACTC_NARROW_FMA_LANES builds."""
+    return rows_variant(kernel, nest, layout, split, NARROW_FMA_ROWS if fuses(nest) else NARROW_ROWS)
 
 
 def wide_layout(kernel: Kernel, nest: Nest, layout: Layout, split: Split | None) -> Layout | None:

@@ -22,6 +22,7 @@ import dataclasses
 import re
 
 from exactc.exporter.kernels.ir import IRError, Kernel
+from exactc.exporter.kernels.autoplan import fuses
 from exactc.exporter.kernels.plans import function_name
 from exactc.exporter.primitives import shown_attrs
 from exactc.exporter.printer.ctext import comment_block, shape_text
@@ -29,8 +30,10 @@ from exactc.exporter.printer.nests import KernelBuffers, nest_declaration, plain
 from exactc.exporter.printer.planned import planned_function, split_declaration, split_driver
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# The macro (exactc_rt.h) under which each target variant of a layout is compiled.
+# The macro (exactc_rt.h) under which each target variant of a layout is compiled; a
+# fused nest's narrow layout has its own (its accumulators spill with gcc too).
 VARIANT_MACROS = {"narrow": "EXACTC_NARROW_LANES", "wide": "EXACTC_WIDE_LANES"}
+FUSED_VARIANT_MACROS = {"narrow": "EXACTC_NARROW_FMA_LANES", "wide": "EXACTC_WIDE_LANES"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,9 +77,10 @@ def print_kernel(kernel: Kernel, name: str, plan=None, ahead: frozenset[str] = f
             # the same function under the narrow or wide layout where the target wants
             # it (exactc_rt.h); the validated plan gives them the same range and panels
             variants = []
+            macros = FUSED_VARIANT_MACROS if fuses(item.nest) else VARIANT_MACROS
             for field, variant in nest_plan.variants():
                 text, _, _ = planned_function(fn, item, buffers, variant, nest_plan.split, ahead)
-                variants += [f"{'#elif' if variants else '#if'} {VARIANT_MACROS[field]}"] + text
+                variants += [f"{'#elif' if variants else '#if'} {macros[field]}"] + text
             lines = variants + ["#else"] + lines + ["#endif"]
         ranges.append(extent)
         if nest_plan.split is not None:

@@ -438,7 +438,7 @@ class BodyPrinter:
                 name = f"exactc_{expr.fn}" + ("" if expr.type == "f64" else "f")
             return f"{name}({self.bare(expr.a)})"
         if isinstance(expr, Fma):  # written, so that no compiler option decides the rounding
-            name = "fma" if expr.type == "f64" else "fmaf"
+            name = "exactc_fma" if expr.type == "f64" else "exactc_fmaf"  # C's, or exactc_fma.h's
             return f"{name}({self.bare(expr.a)}, {self.bare(expr.b)}, {self.bare(expr.c)})"
         if isinstance(expr, Select):
             return f"({self.expr(expr.cond)} ? {self.expr(expr.a)} : {self.expr(expr.b)})"

@@ -69,6 +69,13 @@ _FIXED_CHECKS = [
     # The reference's fused multiply-add against exact rational arithmetic and the C
     # library's fma, on drawn and adversarial triples (tests/test_fma.py).
     Check("fma", ("tests/test_fma.py",)),
+    # The runtime's software fma (exactc_fma.h) against the hardware's and the C library's.
+    Check("fma:soft", ("tests/test_fma.py",), "software"),
+    # The fused lanes compiled for a target with FMA: packed vfmadd, no call.
+    Check("layouts:fused-asm", ("tests/test_layouts.py",), "fused_lanes_are_vectorized"),
+    # The fused linear's automatic layout for AVX2 compiled by gcc: no stack slot in its loop.
+    Check("layouts:fused-registers", ("tests/test_layouts.py",), "keeps_its_sums_in_registers"),
+    Check("autoplan:fused-narrow", ("tests/test_autoplan.py",), "fused_matrix_nest"),
     # The fused realization's kernels (linear, matmul, qlinear_w at every site), C against
     # the reference's fma_A, and the near-tie that one rounding decides.
     Check("kernels:fused", (PRIMITIVE_CASES,), "test_fused"),
@@ -156,6 +163,9 @@ _FIXED_CHECKS = [
     Check("commands:run-plan", ("tests/test_commands.py",), "automatic_plan"),
     # exactc embed asks for its program by the spec of its options (tests/test_embed.py).
     Check("embed:program", ("tests/test_embed.py",), "asked_for_by_its_spec"),
+    # --contract reaches the program of run, embed and generate, and their reference.
+    Check("commands:contract", ("tests/test_commands.py", "tests/test_embed.py", "tests/test_generate.py"),
+          "contract or hands_the_cache"),
     # The one comparison: Python and C (conformance/compare) agree; check.sh applies it.
     Check("compare", ("tests/test_compare.py",)),
     # Instruction counts (verify/probes/): linear growth where cost must be linear, and

@@ -11,10 +11,16 @@ KERNELS = "exactc/exporter/printer/kernels.py"
 LOWER = "exactc/exporter/kernels/lower.py"
 WALK = "exactc/exporter/reference/walk.py"
 RUNTIME_HEADER = "exactc/runtime/exactc_rt.h"
+SOFT_FMA = "exactc/runtime/exactc_fma.h"
 AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
 COMMANDS = "exactc/commands.py"
 CASES = "exactc/strategies/cases.py"
 KERNEL_CAMPAIGN = "exactc/verify/kernel_campaign.py"
+CAMPAIGN = "exactc/verify/campaign.py"
+DESIGN = "exactc/strategies/fused.py"
+EMBED = "exactc/embed.py"
+PRINTER_KERNELS = "exactc/exporter/printer/kernels.py"
+GENERATE = "exactc/generate.py"
 
 MUTANTS = [
     Mutant(
@@ -96,14 +102,51 @@ MUTANTS = [
     ),
     Mutant(
         "fused-step-unfused-without-fma-instructions",
-        "the runtime header replaces fma and fmaf by a multiply and an add where the target "
-        "has no fast FMA (__FP_FAST_FMA undefined): a portable build rounds twice, while the "
-        "C library's fma is correctly rounded there too",
-        RUNTIME_HEADER,
-        "#include <math.h>\n",
-        "#include <math.h>\n#ifndef __FP_FAST_FMA\n#define fma(a, b, c) ((a) * (b) + (c))\n"
-        "#define fmaf(a, b, c) ((a) * (b) + (c))\n#endif\n",
+        "the runtime's fma for a target without the instruction is a multiply and an add: a "
+        "portable build rounds twice, where exactc's software fma rounds once",
+        SOFT_FMA,
+        "#define exactc_fma exactc_soft_fma\n#define exactc_fmaf exactc_soft_fmaf\n",
+        "#define exactc_fma(a, b, c) ((a) * (b) + (c))\n#define exactc_fmaf(a, b, c) ((a) * (b) + (c))\n",
         ("programs:fused-portable", "compilers:fused"),
+        family="fused",
+    ),
+    Mutant(
+        "soft-fma-f32-sum-rounded-to-nearest",
+        "the runtime's software fmaf rounds the double sum of the product and c to nearest "
+        "instead of to odd, then to float: a double rounding, wrong only near a tie",
+        SOFT_FMA,
+        "    double s = isfinite(p) && isfinite(c64) ? exactc_fma_add_odd(p, c64) : p + c64;",
+        "    double s = p + c64;",
+        ("fma:soft",),
+        family="fused",
+    ),
+    Mutant(
+        "soft-fma-parity-fix-wrong-way",
+        "the runtime's rounding to odd moves an inexact even sum one ulp away from the exact sum instead of towards it",
+        SOFT_FMA,
+        "        bits += ((err > 0) == (s > 0)) ? 1 : -1;",
+        "        bits += ((err > 0) == (s > 0)) ? -1 : 1;",
+        ("fma:soft",),
+        family="fused",
+    ),
+    Mutant(
+        "soft-fma-f64-product-low-part-dropped",
+        "the runtime's Dekker product returns a zero error term: the software fma adds c to "
+        "the product rounded once already",
+        SOFT_FMA,
+        "    *err = (((xh * yh - *p) + xh * yl) + xl * yh) + xl * yl;",
+        "    *err = 0.0 * *p;",
+        ("fma:soft",),
+        family="fused",
+    ),
+    Mutant(
+        "soft-fma-where-the-hardware-has-one",
+        "the fused kernels take the software fma on every target, FMA instruction or not: "
+        "the same bits, a call or a dozen operations a step instead of one vfmadd (cost only)",
+        SOFT_FMA,
+        "#if defined(__FMA__) || defined(__aarch64__) || defined(__FP_FAST_FMA)\n",
+        "#if 0\n",
+        ("layouts:fused-asm",),
         family="fused",
     ),
     Mutant(
@@ -144,6 +187,102 @@ MUTANTS = [
         '            families = ["fma" if fused else "kernels"]',
         '            families = ["kernels"]',
         ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fused-cases-planned-at-a-quarter",
+        "the kernel phase plans a quarter of --cases in the fused realization instead of "
+        "half: make verify's default fma line falls short of its 5,000 cases",
+        KERNEL_CAMPAIGN,
+        "    fused_cases = -(-cases // 2) if fused_cases is None else fused_cases",
+        "    fused_cases = -(-cases // 4) if fused_cases is None else fused_cases",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fma-line-minimum-not-enforced",
+        "make verify passes with fewer fused kernel cases than --min-fused-cases",
+        CAMPAIGN,
+        "    if args.cases > 0 and fused < args.min_fused_cases:",
+        "    if False:",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "campaign-fused-families-never-designed",
+        "the fused campaign's linear and matmul kernels never take designed operands: no "
+        "tie, cancellation or overflow that comes back is built against the running sum",
+        CASES,
+        "    if fused and primitive in DESIGNED_PRIMITIVES and draw(st.booleans()):",
+        "    if False:",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-design-ties-missed",
+        "the designed tie steps take the product three times a third of half an ulp: near the tie but never on it",
+        DESIGN,
+        '    shape = shapes[0] if kind == "tie" else shapes[1 + int(shared[0] * (len(shapes) - 1))]',
+        '    shape = shapes[2] if kind == "tie" else shapes[1 + int(shared[0] * (len(shapes) - 1))]',
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-design-overflow-does-not-come-back",
+        "the designed overflow step's product is |acc| plus a part of the largest value of "
+        "acc's own sign: the sum overflows instead of coming back",
+        DESIGN,
+        "    w = -np.sign(acc.astype(np.float64)) * magnitude",
+        "    w = np.sign(acc.astype(np.float64)) * magnitude",
+        ("campaign:fused",),
+        family="fused",
+    ),
+    Mutant(
+        "embed-program-drops-the-contract",
+        "exactc embed --contract fma builds the default realization's program",
+        EMBED,
+        "    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights, contract), batch)",
+        "    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights), batch)",
+        ("commands:contract",),
+        family="fused",
+    ),
+    Mutant(
+        "generate-reference-unfused-under-contract-fma",
+        "exactc generate's reference runs the default realization under --contract fma: "
+        "other tokens than the fused C program's",
+        GENERATE,
+        "    return {entry: dataclasses.replace(p, contract=contract) for entry, p in programs.items()}, params",
+        "    return programs, params",
+        ("commands:contract",),
+        family="fused",
+    ),
+    Mutant(
+        "run-drops-the-contract",
+        "exactc run (and export, info) build the default realization whatever --contract says",
+        COMMANDS,
+        '                             cc=cc, contract=getattr(args, "contract", CONTRACT_CHOICES[0]))',
+        "                             cc=cc, contract=CONTRACT_CHOICES[0])",
+        ("commands:contract",),
+        family="fused",
+    ),
+    Mutant(
+        "fused-narrow-layout-keeps-8-rows",
+        "the fused nests' narrow layout keeps rows in lanes of 8: on AVX2 gcc keeps two of "
+        "their 16 accumulators on the stack, a store and a load every step (cost only)",
+        AUTOPLAN,
+        "NARROW_FMA_ROWS = {8: 6}",
+        "NARROW_FMA_ROWS = {8: 8}",
+        ("layouts:fused-registers", "autoplan:fused-narrow"),
+        family="fused",
+    ),
+    Mutant(
+        "fused-narrow-layout-under-the-default-macro",
+        "a fused nest's narrow layout is printed under EXACTC_NARROW_LANES, which gcc does "
+        "not define: gcc compiles the spilling 8-row lanes (cost only)",
+        PRINTER_KERNELS,
+        'FUSED_VARIANT_MACROS = {"narrow": "EXACTC_NARROW_FMA_LANES", "wide": "EXACTC_WIDE_LANES"}',
+        'FUSED_VARIANT_MACROS = {"narrow": "EXACTC_NARROW_LANES", "wide": "EXACTC_WIDE_LANES"}',
+        ("layouts:fused-registers", "autoplan:fused-narrow"),
         family="fused",
     ),
 ]
