@@ -29,6 +29,7 @@ struct exactc_model {
     void **in, **out;          /* buffers at T_max: bf16 values, generation's steps */
     unsigned char *arena;      /* this handle's scratch */
     exactc_arena_check check;  /* the arena's checks (checking builds) */
+    double prompt_seconds, seconds; /* the last generation's */
     char message[MESSAGE_BYTES];
 };
 
@@ -379,7 +380,16 @@ exactc_model_status exactc_model_generate(exactc_model *m, const int32_t *prompt
                                     m->message, sizeof m->message) != 0)
         status = EXACTC_MODEL_ERROR_ARGUMENT;
     *generated = g.count;
+    m->prompt_seconds = g.prompt_seconds;
+    m->seconds = g.seconds;
     free(u_own);
     free(p_own);
     return status;
+}
+
+exactc_model_status exactc_model_timing(const exactc_model *m, double *prompt_seconds, double *seconds) {
+    if (m == NULL || prompt_seconds == NULL || seconds == NULL) return EXACTC_MODEL_ERROR_NULL;
+    *prompt_seconds = m->prompt_seconds;
+    *seconds = m->seconds;
+    return EXACTC_MODEL_OK;
 }

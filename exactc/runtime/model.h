@@ -145,6 +145,10 @@ EXACTC_MODEL_API exactc_model_status exactc_model_generate(exactc_model *model, 
                                                            int32_t *tokens, double *probabilities, double *uniforms,
                                                            int64_t *generated);
 
+/* The last generation's time: its prompt's steps, and the whole loop, in seconds. */
+EXACTC_MODEL_API exactc_model_status exactc_model_timing(const exactc_model *model, double *prompt_seconds,
+                                                         double *seconds);
+
 #ifdef __cplusplus
 }
 #endif
