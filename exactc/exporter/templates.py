@@ -302,6 +302,17 @@ refused with a message naming it, and the exit status is non-zero.
 
 `EXACTC_REPEAT=N ./model ...` runs the network N times and prints the time per run.
 
+## Library
+
+    make lib            # libmodel.a and libmodel.so (model.h)
+    make example        # examples/run: this command line through the library
+
+`model.h` is the network as a C library: open a handle on the weights (a file, or a
+.safetensors image in memory), run the entry on arrays with their shapes, generate with
+a per-token callback (a decode entry), close; every call returns a status and a
+message. Two handles run at once on two threads. `make check` builds the example too,
+and conformance/check.sh compares its outputs with the program's, byte for byte.
+
 ## Threads
 
 `OMP_NUM_THREADS` sets the thread count of an OpenMP build, `OMP_WAIT_POLICY=passive`
