@@ -117,7 +117,8 @@ VALUE_CHANGING_FLAGS = (
 
 MAKEFILE = """\
 # Build the exported program.
-#   make                 with OpenMP (-fopenmp), for this machine's CPU (-march=native)
+#   make                 with OpenMP (-fopenmp), for this machine's CPU (-march=native): the
+#                        program, the comparer and libmodel.so (the same objects)
 #   make OPENMP=0        without
 #   make CC=clang        any C11 compiler
 #   make CHECKING=1      the checking build (model-checking): NaN-filled arena, bounds
@@ -191,7 +192,7 @@ LIB_OBJECTS := $(LIB_SOURCES:%.c=$(OBJ)/%.o)
 COMPARE_OBJECTS := $(COMPARE_SOURCES:%.c=$(COMPARE_OBJ)/%.o)
 
 .PHONY: all lib example check clean
-all: $(PROGRAM) $(COMPARE)
+all: $(PROGRAM) $(COMPARE) libmodel.so
 
 $(PROGRAM): $(OBJECTS)
 \t$(CC) $(CFLAGS) $(OMPFLAGS) -o $@ $(OBJECTS) -lm
