@@ -1,6 +1,7 @@
 """The library (runtime/exactc_api.c, model.h) and its binding (exactc/library.py): what
 a handle owns, what the binding locks, what the generation loop tells its caller, what
-a run refuses. Each is caught by tests/test_library.py."""
+a run refuses, what SentenceEmbedder.encode gives. Each is caught by tests/test_library.py
+or tests/test_embed.py."""
 
 from exactc.mutants.model import Mutant
 
@@ -45,6 +46,18 @@ MUTANTS = [
         "    if (a->nbytes < bytes) {\n",
         "    if (a->nbytes + exactc_dtype_size(exactc_kind_dtype(spec.kind)) < bytes) {\n",
         ("library:hostile",),
+        family="library",
+    ),
+    Mutant(
+        "sentence-embedder-normalizes-again",
+        "encode divides the model's rows by their norm once more, as sentence-transformers' "
+        "flag would: unit vectors still, but not `exactc embed`'s bits",
+        "exactc/embed.py",
+        "        return vectors[0] if one else vectors\n",
+        "        if normalize_embeddings and rows:\n"
+        "            vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True).astype(np.float32)\n"
+        "        return vectors[0] if one else vectors\n",
+        ("embed:encoder",),
         family="library",
     ),
 ]
