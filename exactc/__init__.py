@@ -3,6 +3,7 @@ bit-for-bit twins of a numpy reference, and verify that they are."""
 
 __version__ = "0.1.0"
 
+
 # The application API, loaded on first use (`import exactc` stays light: no numpy, no cffi):
 # exactc.Program(DIR) is exactc.library's, exactc.SentenceEmbedder(FOLDER) exactc.embed's.
 def __getattr__(name: str):
