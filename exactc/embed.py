@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from exactc import commands
 from exactc.exporter import files
@@ -149,11 +149,28 @@ def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: st
 PAIRS_PER_RUN = 1000
 
 
+def run_sentences(program, batch: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
+    """Each sentence of `batch` one run of a library.Program in this process, at its own
+    length: the rows, as the program's .npy files hold them."""
+    return [program.run(sentence)["sentence_embedding"] for sentence in batch]
+
+
 def run_program(program: Program, batch: list[dict[str, np.ndarray]], pairs_per_run: int | None = None) -> np.ndarray:
-    """Run the built program on every sentence of `batch`, each at its own length,
-    `pairs_per_run` sentences (default PAIRS_PER_RUN) per process (the weights load once
-    per process; each INPUT_DIR OUTPUT_DIR pair is one run): the (n, D) outputs as f32."""
+    """Run the built program on every sentence of `batch`, each at its own length: the
+    (n, D) outputs as f32. A built export (programs.Program) runs them in this process,
+    through its library (library.Program: no process, no .npy files); anything else
+    that runs pairs runs them `pairs_per_run` sentences (default PAIRS_PER_RUN) per
+    process (the weights load once per process; each INPUT_DIR OUTPUT_DIR pair is one
+    run)."""
     import numpy as np
+
+    from exactc import programs
+
+    if isinstance(program, programs.Program):
+        from exactc import library
+
+        loaded = library.Program(program.root, make_args=program.build.make_args())
+        return np.stack(run_sentences(loaded, batch)).astype(np.float32)
 
     pairs_per_run = pairs_per_run or PAIRS_PER_RUN
     with tempfile.TemporaryDirectory(prefix="exactc-embed-") as tmp:
@@ -198,6 +215,45 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
         rows = [walk.evaluate(program, dtype, params, sentence)["sentence_embedding"] for sentence in batch]
         return np.stack([export.npy_value(r) for r in rows]).astype(np.float32)
     return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights, contract), batch)
+
+
+
+class SentenceEmbedder:
+    """sentence-transformers' shape over exactc: `encode` gives the (n, D) float32
+    embeddings of `exactc embed` (the same bits), the program exported, built and loaded
+    once."""
+
+    def __init__(self, folder: str | Path | None = None, dtype: str = "f32", cc: str = "cc", plan: str = "auto",
+                 weights: tuple[str, int] | None = None):
+        from exactc import library
+        from exactc.exporter import checkpoints, types
+
+        types.check_site(dtype)
+        self.folder = Path(folder) if folder is not None else default_checkpoint()
+        ckpt = checkpoints.load(self.folder, "bert")
+        ckpt.check_entry("embed")
+        self.max_length = max_length(self.folder, ckpt.fields["positions"])
+        built = cached_program(ckpt, dtype, self.max_length, cc, plan=plan, weights=weights)
+        self.program = library.Program(built.root, make_args=built.build.make_args())
+
+    def encode(self, sentences: str | Sequence[str], batch_size: int = 32,
+               normalize_embeddings: bool = True) -> np.ndarray:
+        """The (n, D) float32 embeddings (one sentence: (D,)), each sentence one run at its
+        own length: the same bytes alone and in any batch, in batches of `batch_size`
+        tokenized together. The model's own output is already unit length (its l2norm);
+        normalize_embeddings=False gives it as it is, True divides by the norm again."""
+        import numpy as np
+
+        one = isinstance(sentences, str)
+        texts: list[str] = [sentences] if isinstance(sentences, str) else list(sentences)
+        if batch_size < 1:
+            raise ValueError(f"batch_size {batch_size}: give at least 1")
+        rows = []
+        for start in range(0, len(texts), batch_size):
+            batch = tokenize(self.folder, texts[start:start + batch_size], self.max_length)
+            rows.extend(run_sentences(self.program, batch))
+        vectors = np.stack(rows).astype(np.float32) if rows else np.zeros((0, 0), np.float32)
+        return vectors[0] if one else vectors
 
 
 # ---- the command ---------------------------------------------------------------------------

@@ -35,7 +35,6 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -188,30 +187,29 @@ def load_tokenizer(path: str | None, checkpoint: checkpoints.Checkpoint | None, 
 def c_generation(spec: export.ExportSpec, cc: str, cfg, ids: list[int], args: argparse.Namespace,
                  options: SamplingOptions, progress: Callable[[str], None],
                  on_token: Callable[[int], None]) -> tuple[Generation, dict]:
-    """The whole loop in the exported decode program (`model generate`,
-    runtime/exactc_generate.c), built once into the cache: the prompt and the seed in, the
-    tokens, their probabilities and the step uniforms out; and the program's timing line
+    """The whole loop of the exported decode program (runtime/exactc_generate.c), built
+    once into the cache and run in this process through its library: the prompt and the
+    seed in, the tokens, their probabilities and the step uniforms out; and its timing
     (timing)."""
-    import numpy as np
-
-    from exactc import programs
-    from exactc.exporter import export
+    from exactc import library, programs
     from exactc.exporter.reference.generation import Generation, check_request
 
     check_request(cfg.tokens, cfg.vocab, ids, args.n, args.stop)  # the reference's refusals, word for word
     built = programs.exported(spec, programs.Build(cc=cc), progress, note=progress)
-    flags = ["-n", str(args.n), "--temperature", repr(options.temperature), "--top-k", str(options.top_k),
-             "--top-p", repr(options.top_p)] + (["--stop", str(args.stop)] if args.stop is not None else [])
-    with tempfile.TemporaryDirectory(prefix="exactc-generate-") as tmp:
-        ins, outs = Path(tmp) / "in", Path(tmp) / "out"
-        ins.mkdir()
-        (ins / "prompt_ids.npy").write_bytes(export.npy_bytes(np.array(ids, np.int32)))
-        seed = np.array([args.seed], np.uint64).view(np.int64)  # the seed's 64 bits (seed.npy is int64)
-        (ins / "seed.npy").write_bytes(export.npy_bytes(seed))
-        stderr = built.generate(ins, outs, flags, on_token=on_token)
-        got = programs.load_outputs(outs)
-    out = Generation(list(ids), got["tokens"].tolist(), got["probabilities"].tolist(), [], got["uniforms"].tolist())
-    return out, timing(stderr)
+    # In this process, through the directory's library (library.Program: the program's
+    # own loop, exactc_generate.c, with no process and no .npy files between).
+    program = library.Program(built.root, make_args=built.build.make_args())
+    try:
+        got = program.generate(ids, args.n, temperature=options.temperature, seed=args.seed, top_k=options.top_k,
+                               top_p=options.top_p, stop=args.stop, on_token=lambda token: on_token(token))
+    except library.ProgramError as exc:
+        raise programs.ProgramRunError(str(exc)) from None
+    out = Generation(list(ids), got.tokens.tolist(), got.probabilities.tolist(), [], got.uniforms.tolist())
+    new = len(got.tokens)  # the program's timing line, as `model generate` prints it
+    rate = (new - 1) / (got.seconds - got.prompt_seconds) if new > 1 else 0.0
+    line = (f"exactc: generate: {len(ids)} prompt tokens in {got.prompt_seconds:.6f} s, {new} new in "
+            f"{got.seconds - got.prompt_seconds:.6f} s ({rate:.2f} tokens/s)")
+    return out, timing(line)
 
 
 # The line the program prints on stderr at the end of its loop (runtime/exactc_generate.c).

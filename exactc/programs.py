@@ -4,8 +4,8 @@ the tests, the probes and tools/ turn an export into a running program.
     make(root, Build(cc="gcc", openmp=False))   make in an exported directory: a Program
     exported(ExportSpec(...), Build())          the export and its build, from the cache
 
-`make` runs the directory's own Makefile. Its results (the program and the conformance
-comparer) are cached in the cache folder under `builds/`, keyed by the compiler, the make
+`make` runs the directory's own Makefile. Its results (the program, the conformance
+comparer and libmodel.so, the library exactc.Program loads) are cached in the cache folder under `builds/`, keyed by the compiler, the make
 arguments and the directory's C sources and Makefile, so a second build of the same
 sources copies instead of compiling. The objects of the runtime's sources, the same in
 every export, are cached under `objects/` (keyed by the compiler, the CPU, the make
@@ -48,6 +48,7 @@ from exactc.exporter.files import replace_file
 from exactc.runtime.toolchain import CacheError, CompileError, cache_dir, compiler_version
 
 COMPARER = "conformance/compare"  # the comparer check.sh runs (runtime/exactc_compare.c)
+LIBRARY = "libmodel.so"  # the network as a library (runtime/model.h), for exactc.Program in process
 
 
 def load_outputs(folder: Path) -> dict[str, np.ndarray]:
@@ -222,7 +223,7 @@ def make(root: Path, build: Build = Build(), *, refuse_warnings: bool = False, c
     with this compiler and these flags (it compares times, not arguments). `note` hears
     of a cache entry that failed its check (default: a line on stderr)."""
     root = Path(root)
-    products = (build.program, COMPARER)
+    products = (build.program, COMPARER, LIBRARY)
     key = build_digest(root, build)
     store = cache_dir() / "builds" / key
     held = _usable(store, products, note) if cached else None
@@ -340,7 +341,7 @@ def exported(spec: export.ExportSpec, build: Build = Build(), progress: Callable
     key = hashlib.sha256(request.encode()).hexdigest()[:24]
     final = cache_dir() / "exports" / key
     max_bytes()  # a malformed bound is refused before the work, not after it
-    held = _usable(final, (build.program, COMPARER), note)
+    held = _usable(final, (build.program, COMPARER, LIBRARY), note)
     if held is not None:
         _keep_held(final, held)
         return Program(final, build)

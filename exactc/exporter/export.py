@@ -6,6 +6,8 @@
       model.c              the host (structured, or straight-line with --straight-line)
       kernels.h, kernels/  one file per kernel, each nest one function
       exactc_rt.h, exactc_fma.h, exactc_host.c, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
+      model.h, exactc_api.c  the library's API (`make lib`: libmodel.a, libmodel.so)
+      examples/run.c       a C program of the API (`make example`; check.sh runs it)
       weights.safetensors  the parameters at the site type (per-layer tensors, HF names)
       exactc.json          what was exported: model, entry, type, seed, config, figures
       .exactc-export       the mark of an export: the only kind of directory --force replaces
@@ -43,8 +45,10 @@ if TYPE_CHECKING:  # imported where used: a cached export is named (ExportSpec.d
 # The runtime's files every exported directory carries; exactc_compare.c is the
 # conformance comparer (conformance/compare), the others build into the program.
 RUNTIME_FILES = ("exactc_rt.h", "exactc_fma.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
-                 "exactc_keys.h", "exactc_keys.c", "exactc_sample.h", "exactc_sample.c", "exactc_generate.c",
-                 "exactc_compare.c")
+                 "exactc_keys.h", "exactc_keys.c", "exactc_sample.h", "exactc_sample.c", "exactc_generate.h",
+                 "exactc_generate.c", "exactc_main.c", "model.h", "exactc_api.c", "exactc_compare.c")
+# The library's example (examples/run.c, `make example`): the runtime's example_run.c.
+EXAMPLE = ("example_run.c", "examples/run.c")
 
 
 class ExportError(ValueError):
@@ -466,6 +470,8 @@ def _fill(export: Export, root: Path) -> None:
         path.write_text(text)
     for name in RUNTIME_FILES:
         shutil.copyfile(RUNTIME_DIR / name, root / name)
+    (root / EXAMPLE[1]).parent.mkdir()
+    shutil.copyfile(RUNTIME_DIR / EXAMPLE[0], root / EXAMPLE[1])
     (root / "weights.safetensors").write_bytes(
         safetensors_bytes(weight_tensors(export.program, export.params, export.site)))
     conf = root / "conformance"

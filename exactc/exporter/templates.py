@@ -17,11 +17,15 @@ CHECK_SH = """\
 # bit, except that any f64 or f32 NaN equals any other; bf16 values on every bit.
 # conformance/compare (built by make) applies it and, for an output that differs, prints
 # the first differing index, both values in hex and how many elements differ.
+# When examples/run is built (make example: a C program of the library's API, model.h,
+# linked with libmodel.a), it runs the same cases, and each of its outputs must be the
+# program's, byte for byte.
 # Usage: conformance/check.sh [PROGRAM]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 program=${1:-$here/../model}
 compare=$here/compare
+example=$here/../examples/run
 site=@SITE@
 if [ ! -x "$compare" ]; then
     echo "check.sh: $compare is not built: run make in $(dirname "$here")" >&2
@@ -40,6 +44,20 @@ for case in "$here"/lengths/T*; do
 done
 "$program" "$here/../weights.safetensors" "$@"
 status=0
+if [ -x "$example" ]; then
+    # the same cases through the library, into $out/example/<case>
+    for folder in "$out"/*; do
+        [ -d "$folder" ] || continue
+        mkdir -p "$out/example/$(basename "$folder")"
+    done
+    set --
+    for case in "$out"/example/*; do
+        name=$(basename "$case")
+        if [ "$name" = main ]; then set -- "$@" "$here/inputs" "$case"
+        else set -- "$@" "$here/lengths/$name/inputs" "$case"; fi
+    done
+    "$example" "$here/../weights.safetensors" "$@"
+fi
 compare_case() {  # expected folder, output folder, label
     for expected in "$1"/*.npy; do
         name=$(basename "$expected")
@@ -54,6 +72,16 @@ compare_case "$here/expected" "$out/main" ""
 for case in "$here"/lengths/T*; do
     [ -d "$case" ] || continue
     compare_case "$case/expected" "$out/$(basename "$case")" "$(basename "$case")/"
+done
+for case in "$out"/example/*; do
+    [ -d "$case" ] || continue
+    for expected in "$out/$(basename "$case")"/*.npy; do
+        name=$(basename "$expected")
+        label="example/$(basename "$case")/$name"
+        if cmp -s "$expected" "$case/$name"; then echo "ok       $label (the program's bytes)"; continue; fi
+        echo "DIFFERS  $label: examples/run's output is not the program's"
+        status=1
+    done
 done
 exit $status
 """
@@ -89,13 +117,16 @@ VALUE_CHANGING_FLAGS = (
 
 MAKEFILE = """\
 # Build the exported program.
-#   make                 with OpenMP (-fopenmp), for this machine's CPU (-march=native)
+#   make                 with OpenMP (-fopenmp), for this machine's CPU (-march=native): the
+#                        program, the comparer and libmodel.so (the same objects)
 #   make OPENMP=0        without
 #   make CC=clang        any C11 compiler
 #   make CHECKING=1      the checking build (model-checking): NaN-filled arena, bounds
 #                        checked, the arena peak reached reported on stderr, and with
 #                        EXACTC_TRACE_DIR set, each layer's output written there
-#   make check           build, then conformance/check.sh
+#   make lib             libmodel.a and libmodel.so: the network as a C library (model.h)
+#   make example         examples/run, a C program of the library (linked with libmodel.a)
+#   make check           build (the example too), then conformance/check.sh
 #   make -j              compile the sources in parallel
 #
 # Each source compiles to an object in build/<n>/, n a checksum of the compile line: a
@@ -140,25 +171,45 @@ ifneq ($(REFUSED),)
 $(error $(REFUSED) would change the program's bits; exactc's outputs rest on STRICT ($(STRICT)): build without it)
 endif
 
-SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c exactc_keys.c exactc_sample.c \\
-           exactc_generate.c $(sort $(wildcard kernels/*.c))
-HEADERS := exactc_rt.h exactc_fma.h exactc_keys.h exactc_sample.h kernels.h
+# The library is every object but main's (exactc_main.c); the program links them all.
+LIB_SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c exactc_keys.c exactc_sample.c \\
+               exactc_generate.c exactc_api.c $(sort $(wildcard kernels/*.c))
+SOURCES := exactc_main.c $(LIB_SOURCES)
+HEADERS := exactc_rt.h exactc_fma.h exactc_keys.h exactc_sample.h exactc_generate.h model.h kernels.h
 COMPARE := conformance/compare
 COMPARE_SOURCES := exactc_compare.c exactc_npy.c
 
 # The compile lines, and the object folders named by their checksums.
-COMPILE := $(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(STRICT) -I.
+# Every object also goes into libmodel.so: position-independent, and only model.h's
+# functions visible outside it (two models' libraries load into one process side by side).
+LIBFLAGS := -fPIC -fvisibility=hidden
+COMPILE := $(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(DEFINES) $(LIBFLAGS) $(STRICT) -I.
 COMPARE_COMPILE := $(CC) $(CFLAGS) $(WARN) $(STRICT) -I.
 OBJ := build/$(firstword $(shell echo '$(COMPILE)' | cksum))
 COMPARE_OBJ := build/$(firstword $(shell echo '$(COMPARE_COMPILE)' | cksum))
 OBJECTS := $(SOURCES:%.c=$(OBJ)/%.o)
+LIB_OBJECTS := $(LIB_SOURCES:%.c=$(OBJ)/%.o)
 COMPARE_OBJECTS := $(COMPARE_SOURCES:%.c=$(COMPARE_OBJ)/%.o)
 
-.PHONY: all check clean
-all: $(PROGRAM) $(COMPARE)
+.PHONY: all lib example check clean
+all: $(PROGRAM) $(COMPARE) libmodel.so
 
 $(PROGRAM): $(OBJECTS)
 \t$(CC) $(CFLAGS) $(OMPFLAGS) -o $@ $(OBJECTS) -lm
+
+lib: libmodel.a libmodel.so
+
+libmodel.a: $(LIB_OBJECTS)
+\trm -f $@
+\t$(AR) rcs $@ $(LIB_OBJECTS)
+
+libmodel.so: $(LIB_OBJECTS)
+\t$(CC) $(CFLAGS) $(OMPFLAGS) -shared -o $@ $(LIB_OBJECTS) -lm
+
+example: examples/run
+
+examples/run: examples/run.c model.h exactc_rt.h libmodel.a
+\t$(CC) $(CFLAGS) $(WARN) $(OMPFLAGS) $(STRICT) -I. -o $@ examples/run.c libmodel.a -lm
 
 $(OBJ)/%.o: %.c $(HEADERS)
 \t@mkdir -p $(@D)
@@ -174,11 +225,11 @@ $(COMPARE_OBJ)/%.o: %.c exactc_rt.h exactc_fma.h
 \t$(COMPARE_COMPILE) -c -o $@ $<
 endif
 
-check: $(PROGRAM) $(COMPARE)
+check: $(PROGRAM) $(COMPARE) example
 \t./conformance/check.sh ./$(PROGRAM)
 
 clean:
-\trm -rf model model-checking $(COMPARE) build
+\trm -rf model model-checking $(COMPARE) build libmodel.a libmodel.so examples/run
 """.replace("@STRICT@", " ".join(STRICT_FLAGS)).replace("@UNSAFE@", " \\\n           ".join(
     " ".join(VALUE_CHANGING_FLAGS[i:i + 5]) for i in range(0, len(VALUE_CHANGING_FLAGS), 5)))
 
@@ -251,6 +302,17 @@ ties to even) as the reference rounds it. A missing or mis-shaped input or tenso
 refused with a message naming it, and the exit status is non-zero.
 
 `EXACTC_REPEAT=N ./model ...` runs the network N times and prints the time per run.
+
+## Library
+
+    make lib            # libmodel.a and libmodel.so (model.h)
+    make example        # examples/run: this command line through the library
+
+`model.h` is the network as a C library: open a handle on the weights (a file, or a
+.safetensors image in memory), run the entry on arrays with their shapes, generate with
+a per-token callback (a decode entry), close; every call returns a status and a
+message. Two handles run at once on two threads. `make check` builds the example too,
+and conformance/check.sh compares its outputs with the program's, byte for byte.
 
 ## Threads
 

@@ -41,9 +41,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "exactc_keys.h"
-#include "exactc_rt.h"
-#include "exactc_sample.h"
+#include "exactc_generate.h"
 
 #ifdef EXACTC_PROBE /* instruction-count probes (exactc's verify/probes.py): the loop only */
 #include <valgrind/callgrind.h>
@@ -202,7 +200,7 @@ static int read_key(const char *dir, exactc_key *key, char *err, size_t errlen) 
  * position (1,) (the run-time length T) and the caches past_k, past_v; its outputs the
  * logits (1, V) and the caches k, v, written in place over past_k and past_v.
  * ---------------------------------------------------------------------------------- */
-static int decode_shapes(const exactc_program *p, int64_t *vocab, char *err, size_t errlen) {
+int exactc_decode_vocab(const exactc_program *p, int64_t *vocab, char *err, size_t errlen) {
     static const char *const inputs[] = {"token", "position", "past_k", "past_v"},
                              *const outputs[] = {"logits", "k", "v"};
     int fits = p->input_count == 4 && p->output_count == 3 && p->max_length >= 1 && p->length_from != NULL &&
@@ -239,24 +237,93 @@ static double seconds_since(const struct timespec *t0) {
 /* ------------------------------------------------------------------------------------
  * The loop.
  * ---------------------------------------------------------------------------------- */
-typedef struct {
-    const exactc_program *program;
-    void **in, **out;
-    unsigned char *arena;
-    int64_t T; /* the positions in the cache */
-} decoder;
 
 /* One position: `token` at position T, its logits in out[0], its rows written into the
  * cache (at row T) by the network itself. */
-static void step(decoder *d, int32_t token) {
+static void step(exactc_decoder *d, int32_t token) {
     *(int32_t *)d->in[0] = token;
     *(int32_t *)d->in[1] = (int32_t)d->T;
 #ifdef EXACTC_CHECKING
-    exactc_arena_open(d->arena, d->program->arena_bytes);
+    exactc_arena_open(d->check, d->arena, d->program->arena_bytes);
 #endif
-    d->program->run(d->T, d->in, d->out, d->arena);
+    d->program->run(d->weights, d->T, d->in, d->out, d->arena);
     d->T++;
 }
+
+/* The request's refusals before any work: an id outside the vocabulary, a stop token
+ * outside it, more positions than the program takes. */
+static int check_request(const exactc_program *p, int64_t vocab, const int32_t *prompt, int64_t len,
+                         int64_t count, int64_t stop, char *err, size_t errlen) {
+    if (len < 1 || count < 1)
+        return exactc_fail(err, errlen, "give a prompt of at least one token and at least one new token (got %lld "
+                           "and %lld)", (long long)len, (long long)count);
+    for (int64_t i = 0; i < len; i++)
+        if (prompt[i] < 0 || prompt[i] >= vocab)
+            return exactc_fail(err, errlen, "prompt id %lld at index %lld is outside [0, %lld) (the vocabulary)",
+                               (long long)prompt[i], (long long)i, (long long)vocab);
+    if (stop >= vocab)
+        return exactc_fail(err, errlen, "--stop %lld is outside [0, %lld) (the vocabulary)", (long long)stop,
+                           (long long)vocab);
+    if (len + count > p->max_length + 1)
+        return exactc_fail(err, errlen, "the prompt's %lld tokens and %lld new ones make %lld positions; the program "
+                           "takes at most tokens=%lld", (long long)len, (long long)count,
+                           (long long)(len + count), (long long)(p->max_length + 1));
+    return 0;
+}
+
+int exactc_generate_tokens(exactc_decoder *d, const int32_t *prompt, int64_t len, const exactc_key *key,
+                           const exactc_sampling *sampling, int64_t count, int64_t stop, exactc_generated *g,
+                           char *err, size_t errlen) {
+    const exactc_program *p = d->program;
+    int64_t vocab = 0;
+    g->count = 0;
+    if (exactc_decode_vocab(p, &vocab, err, errlen) != 0 ||
+        check_request(p, vocab, prompt, len, count, stop, err, errlen) != 0)
+        return -1;
+    double *wide = malloc((size_t)vocab * sizeof *wide);
+    void *scratch = malloc(exactc_sample_scratch_bytes(vocab));
+    int rc = wide == NULL || scratch == NULL ? exactc_fail(err, errlen, "out of memory") : 0;
+    struct timespec t0;
+    timespec_get(&t0, TIME_UTC);
+#ifdef EXACTC_PROBE
+    CALLGRIND_TOGGLE_COLLECT;
+#endif
+    d->T = 0;
+    for (int64_t t = 0; rc == 0 && t < len; t++) step(d, prompt[t]);
+    g->prompt_seconds = seconds_since(&t0);
+    int64_t n = 0;
+    while (rc == 0 && n < count) {
+        exactc_key child;
+        exactc_key_fold_in(key, (uint64_t)n, &child);
+        double u = exactc_uniform(exactc_key_draw(&child, 0, 0, 0));
+        exactc_sample_result drawn;
+        widen(p->site, d->out[0], vocab, wide);
+        char why[256];
+        if (exactc_sample(wide, vocab, sampling, u, scratch, &drawn, why, sizeof why) != EXACTC_SAMPLE_OK) {
+            rc = exactc_fail(err, errlen, "step %lld: %s", (long long)n, why);
+            break;
+        }
+        g->tokens[n] = (int32_t)drawn.token;
+        g->probabilities[n] = drawn.probability;
+        g->uniforms[n] = u;
+        n++;
+        int stopped = g->on_token != NULL && g->on_token(g->user, n - 1, (int32_t)drawn.token, drawn.probability);
+        if (stopped || drawn.token == stop || n == count) break;
+        step(d, (int32_t)drawn.token);
+    }
+#ifdef EXACTC_PROBE
+    CALLGRIND_TOGGLE_COLLECT;
+#endif
+    g->count = n;
+    g->seconds = seconds_since(&t0);
+    free(scratch);
+    free(wide);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------
+ * The command: the request's files in, the loop, the outputs written all or none.
+ * ---------------------------------------------------------------------------------- */
 
 static int write_outputs(const char *dir, const int32_t *tokens, const double *probabilities,
                          const double *uniforms, int64_t n, char *err, size_t errlen) {
@@ -278,88 +345,62 @@ static int write_outputs(const char *dir, const int32_t *tokens, const double *p
     return rc;
 }
 
+/* Each token on stdout as it is drawn, its id on a line of its own. */
+static int print_token(void *user, int64_t index, int32_t token, double probability) {
+    (void)user;
+    (void)index;
+    (void)probability;
+    printf("%lld\n", (long long)token);
+    fflush(stdout);
+    return 0;
+}
+
 static int generate(const exactc_program *p, const request *r, char *err, size_t errlen) {
     int64_t vocab = 0, len = 0;
     int32_t *prompt = NULL;
     exactc_key key;
-    if (decode_shapes(p, &vocab, err, errlen) != 0 || read_prompt(r->in_dir, vocab, &prompt, &len, err,
-                                                                            errlen) != 0)
+    if (exactc_decode_vocab(p, &vocab, err, errlen) != 0 || read_prompt(r->in_dir, vocab, &prompt, &len, err,
+                                                                                  errlen) != 0)
         return -1;
-    if (read_key(r->in_dir, &key, err, errlen) != 0 || (r->stop >= vocab &&
-        exactc_fail(err, errlen, "--stop %lld is outside [0, %lld) (the vocabulary)", (long long)r->stop,
-                    (long long)vocab)) ||
-        (len + r->count > p->max_length + 1 &&
-         exactc_fail(err, errlen, "the prompt's %lld tokens and %lld new ones make %lld positions; the program "
-                     "takes at most tokens=%lld", (long long)len, (long long)r->count,
-                     (long long)(len + r->count), (long long)(p->max_length + 1)))) {
+    if (read_key(r->in_dir, &key, err, errlen) != 0 ||
+        check_request(p, vocab, prompt, len, r->count, r->stop, err, errlen) != 0) {
         free(prompt);
         return -1;
     }
-    void *block = NULL;
-    if (exactc_program_weights(p, r->weights, &block) != 0) {
+    void *block = NULL, *weights = NULL;
+    if (exactc_program_weights(p, r->weights, &block, &weights) != 0) {
         free(prompt);
         return -2; /* reported on stderr */
     }
+    exactc_arena_check check = {0};
     void **in = exactc_buffers_alloc(p->inputs, p->input_count, p->max_length);
-    decoder d = {p, in, in != NULL ? exactc_outputs_alloc(p, in) : NULL, exactc_aligned_block(p->arena_bytes), 0};
-    int32_t *tokens = malloc((size_t)r->count * sizeof *tokens);
-    double *probabilities = malloc((size_t)r->count * sizeof *probabilities);
-    double *uniforms = malloc((size_t)r->count * sizeof *uniforms);
-    double *wide = malloc((size_t)vocab * sizeof *wide);
-    void *scratch = malloc(exactc_sample_scratch_bytes(vocab));
+    exactc_decoder d = {p, weights, in, in != NULL ? exactc_outputs_alloc(p, in) : NULL,
+                        exactc_aligned_block(p->arena_bytes), &check, 0};
+    exactc_generated g = {0};
+    g.tokens = malloc((size_t)r->count * sizeof *g.tokens);
+    g.probabilities = malloc((size_t)r->count * sizeof *g.probabilities);
+    g.uniforms = malloc((size_t)r->count * sizeof *g.uniforms);
+    g.on_token = print_token;
     int rc = 0;
-    if (d.in == NULL || d.out == NULL || d.arena == NULL || !tokens || !probabilities || !uniforms || !wide ||
-        !scratch)
+    if (d.in == NULL || d.out == NULL || d.arena == NULL || !g.tokens || !g.probabilities || !g.uniforms)
         rc = exactc_fail(err, errlen, "out of memory");
-    struct timespec t0;
-    timespec_get(&t0, TIME_UTC);
-#ifdef EXACTC_PROBE
-    CALLGRIND_TOGGLE_COLLECT;
-#endif
-    for (int64_t t = 0; rc == 0 && t < len; t++) step(&d, prompt[t]);
-    double prompt_seconds = seconds_since(&t0);
-    int64_t n = 0;
-    while (rc == 0 && n < r->count) {
-        exactc_key child;
-        exactc_key_fold_in(&key, (uint64_t)n, &child);
-        double u = exactc_uniform(exactc_key_draw(&child, 0, 0, 0));
-        exactc_sample_result drawn;
-        widen(p->site, d.out[0], vocab, wide);
-        char why[256];
-        if (exactc_sample(wide, vocab, &r->sampling, u, scratch, &drawn, why, sizeof why) != EXACTC_SAMPLE_OK) {
-            rc = exactc_fail(err, errlen, "step %lld: %s", (long long)n, why);
-            break;
-        }
-        tokens[n] = (int32_t)drawn.token;
-        probabilities[n] = drawn.probability;
-        uniforms[n] = u;
-        n++;
-        printf("%lld\n", (long long)drawn.token);
-        fflush(stdout);
-        if (drawn.token == r->stop || n == r->count) break;
-        step(&d, (int32_t)drawn.token);
-    }
-#ifdef EXACTC_PROBE
-    CALLGRIND_TOGGLE_COLLECT;
-#endif
-    double total = seconds_since(&t0);
-    if (rc == 0) rc = write_outputs(r->out_dir, tokens, probabilities, uniforms, n, err, errlen);
+    if (rc == 0) rc = exactc_generate_tokens(&d, prompt, len, &key, &r->sampling, r->count, r->stop, &g, err, errlen);
+    int64_t n = g.count;
+    if (rc == 0) rc = write_outputs(r->out_dir, g.tokens, g.probabilities, g.uniforms, n, err, errlen);
     if (rc == 0)
         fprintf(stderr, "exactc: generate: %lld prompt tokens in %.6f s, %lld new in %.6f s (%.2f tokens/s)\n",
-                (long long)len, prompt_seconds, (long long)n, total - prompt_seconds,
-                n > 1 ? (double)(n - 1) / (total - prompt_seconds) : 0.0);
+                (long long)len, g.prompt_seconds, (long long)n, g.seconds - g.prompt_seconds,
+                n > 1 ? (double)(n - 1) / (g.seconds - g.prompt_seconds) : 0.0);
 #ifdef EXACTC_CHECKING
-    fprintf(stderr, "exactc: arena peak reached %zu bytes of %zu computed\n", exactc_arena_reached(),
-            p->arena_bytes);
+    fprintf(stderr, "exactc: arena peak reached %zu bytes of %zu computed\n", check.reached, p->arena_bytes);
 #endif
-    free(scratch);
-    free(wide);
-    free(uniforms);
-    free(probabilities);
-    free(tokens);
+    free(g.uniforms);
+    free(g.probabilities);
+    free(g.tokens);
     free(d.arena);
     exactc_outputs_free(p, d.out);
     exactc_buffers_free(d.in, p->input_count);
+    free(weights);
     free(block);
     free(prompt);
     return rc;

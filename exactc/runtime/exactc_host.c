@@ -58,6 +58,10 @@ static exactc_dtype npy_dtype(exactc_kind kind) {
     return KINDS[kind].npy;
 }
 
+exactc_dtype exactc_kind_dtype(exactc_kind kind) {
+    return npy_dtype(kind);
+}
+
 static const char *npy_dtype_name(exactc_dtype dtype) {
     switch (dtype) {
     case EXACTC_F64: return "f64 (<f8)";
@@ -357,13 +361,15 @@ int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, in
  * (verify/conformance.py).
  * ---------------------------------------------------------------------------------- */
 
+/* The arena's checks of the run on this thread (exactc_arena_open): the handle's own. */
+static _Thread_local exactc_arena_check *arena_check;
+
 void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind, const void *data,
                         size_t count) {
-    static unsigned long traced = 0;
     const char *dir = getenv("EXACTC_TRACE_DIR");
-    if (dir == NULL || *dir == '\0') return;
+    if (dir == NULL || *dir == '\0' || arena_check == NULL) return;
     char name[256], err[512];
-    snprintf(name, sizeof name, "%06lu-%s-%d-%d", traced++, fold, layer, carry);
+    snprintf(name, sizeof name, "%06lu-%s-%d-%d", arena_check->traced++, fold, layer, carry);
     exactc_tensor_spec spec = {name, kind, 1, {(int64_t)count}, {0}};
     if (exactc_output_write(dir, &spec, data, err, sizeof err) != 0) fprintf(stderr, "exactc: trace: %s\n", err);
 }
@@ -375,33 +381,29 @@ void exactc_trace_carry(const char *fold, int layer, int carry, exactc_kind kind
  * after it is released shows in the outputs.
  * ---------------------------------------------------------------------------------- */
 
-static unsigned char *arena_base;
-static size_t arena_bytes, arena_reached;
-
-void exactc_arena_open(unsigned char *base, size_t bytes) {
-    arena_base = base;
-    arena_bytes = bytes;
+void exactc_arena_open(exactc_arena_check *check, unsigned char *base, size_t bytes) {
+    check->base = base;
+    check->bytes = bytes;
+    arena_check = check;
     memset(base, 0xff, bytes);
 }
 
 void *exactc_arena_take(unsigned char *at, size_t bytes) {
+    unsigned char *arena_base = arena_check->base;
+    size_t arena_bytes = arena_check->bytes;
     if (at < arena_base || (size_t)(at - arena_base) > arena_bytes || bytes > arena_bytes - (size_t)(at - arena_base)) {
         fprintf(stderr, "exactc: arena overflow: %zu bytes at offset %td of %zu\n", bytes, at - arena_base,
                 arena_bytes);
         abort();
     }
     size_t end = (size_t)(at - arena_base) + bytes;
-    if (end > arena_reached) arena_reached = end;
+    if (end > arena_check->reached) arena_check->reached = end;
     memset(at, 0xff, bytes);
     return at;
 }
 
 void exactc_arena_release(void *p, size_t bytes) {
     memset(p, 0xff, bytes);
-}
-
-size_t exactc_arena_reached(void) {
-    return arena_reached;
 }
 
 /* ------------------------------------------------------------------------------------
@@ -418,20 +420,46 @@ void exactc_report(const char *where, const char *err) {
     }
 }
 
-int exactc_program_weights(const exactc_program *program, const char *path, void **block) {
+/* The block read, then mapped into a Weights of its own: 0, or -1 with `err` (the block
+ * freed). */
+static int map_block(const exactc_program *program, void **block, void **weights, char *err, size_t errlen) {
+    *weights = calloc(1, program->weights_bytes ? program->weights_bytes : 1);
+    if (*weights == NULL || program->map_weights(*block, *weights) != 0) {
+        free(*weights);
+        free(*block);
+        *weights = *block = NULL;
+        return exactc_fail(err, errlen, "out of memory laying out the weights");
+    }
+    return 0;
+}
+
+int exactc_program_weights(const exactc_program *program, const char *path, void **block, void **weights) {
     char err[4096];
+    *weights = NULL;
     if (exactc_weights_load(path, program->params, program->param_count, program->param_bytes, block, err,
                             sizeof err) != 0) {
         exactc_report(path, err);
         return 1;
     }
-    if (program->map_weights(*block) != 0) {
-        fprintf(stderr, "exactc: out of memory laying out the weights\n");
-        free(*block);
-        *block = NULL;
+    if (map_block(program, block, weights, err, sizeof err) != 0) {
+        fprintf(stderr, "exactc: %s\n", err);
         return 1;
     }
     return 0;
+}
+
+int exactc_program_weights_parsed(const exactc_program *program, const exactc_safetensors *st, void **block,
+                                  void **weights, char *err, size_t errlen) {
+    *weights = NULL;
+    *block = exactc_aligned_block(program->param_bytes);
+    if (*block == NULL)
+        return exactc_fail(err, errlen, "out of memory for %zu bytes of parameters", program->param_bytes);
+    if (exactc_weights_read(st, program->params, program->param_count, *block, err, errlen) != 0) {
+        free(*block);
+        *block = NULL;
+        return -1;
+    }
+    return map_block(program, block, weights, err, errlen);
 }
 
 void exactc_buffers_free(void **buffers, size_t count) {
@@ -553,20 +581,22 @@ static int read_inputs(const exactc_program *program, const char *dir, void **in
 }
 
 /* Run the network `runs` times on the buffers; the time per run when EXACTC_REPEAT asks. */
-static void run_timed(const exactc_program *program, int64_t length, void **inputs, void **outputs,
-                      unsigned char *arena, const char *argv0) {
+static void run_timed(const exactc_program *program, const void *weights, int64_t length, void **inputs,
+                      void **outputs, unsigned char *arena, exactc_arena_check *check, const char *argv0) {
     const char *repeat = getenv("EXACTC_REPEAT");
     long runs = repeat != NULL ? strtol(repeat, NULL, 10) : 1;
     if (runs < 1) runs = 1;
 #ifdef EXACTC_CHECKING
-    exactc_arena_open(arena, program->arena_bytes);
+    exactc_arena_open(check, arena, program->arena_bytes);
+#else
+    (void)check;
 #endif
     struct timespec t0, t1;
     timespec_get(&t0, TIME_UTC);
 #ifdef EXACTC_PROBE
     CALLGRIND_TOGGLE_COLLECT; /* callgrind counts the network only */
 #endif
-    for (long r = 0; r < runs; r++) program->run(length, inputs, outputs, arena);
+    for (long r = 0; r < runs; r++) program->run(weights, length, inputs, outputs, arena);
 #ifdef EXACTC_PROBE
     CALLGRIND_TOGGLE_COLLECT;
 #endif
@@ -576,8 +606,7 @@ static void run_timed(const exactc_program *program, int64_t length, void **inpu
         fprintf(stderr, "exactc: %s: %.9f s per run (%ld runs)\n", argv0, seconds / (double)runs, runs);
     }
 #ifdef EXACTC_CHECKING
-    fprintf(stderr, "exactc: arena peak reached %zu bytes of %zu computed\n", exactc_arena_reached(),
-            program->arena_bytes);
+    fprintf(stderr, "exactc: arena peak reached %zu bytes of %zu computed\n", check->reached, program->arena_bytes);
 #endif
 }
 
@@ -587,8 +616,9 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
         return 2;
     }
     char err[4096];
-    void *block;
-    if (exactc_program_weights(program, argv[1], &block) != 0) return 1;
+    void *block, *weights;
+    exactc_arena_check check = {0};
+    if (exactc_program_weights(program, argv[1], &block, &weights) != 0) return 1;
     void **inputs = exactc_buffers_alloc(program->inputs, program->input_count, program->max_length);
     void **outputs = inputs != NULL ? exactc_outputs_alloc(program, inputs) : NULL;
     unsigned char *arena = exactc_aligned_block(program->arena_bytes);
@@ -614,7 +644,7 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
             fprintf(stderr, "exactc: %s\n", err);
             rc = 1;
         }
-        if (rc == 0) run_timed(program, length, inputs, outputs, arena, argv[0]);
+        if (rc == 0) run_timed(program, weights, length, inputs, outputs, arena, &check, argv[0]);
         for (size_t i = 0; rc == 0 && i < program->output_count; i++) {
             exactc_tensor_spec at = exactc_spec_at(&program->outputs[i], length);
             char one[EXACTC_STAGED];
@@ -643,6 +673,7 @@ int exactc_main(int argc, char **argv, const exactc_program *program) {
     exactc_outputs_free(program, outputs);
     exactc_buffers_free(inputs, program->input_count);
     free(arena);
+    free(weights);
     free(block);
     return rc;
 }

@@ -339,6 +339,8 @@ typedef struct {
 } exactc_param_spec;
 
 typedef struct {
+    const char *model;                /* the architecture, "gpt", "bert", "llama", ... */
+    const char *entry;                /* its entry, "forward", "embed", "decode", ... */
     exactc_kind site;                 /* the site type */
     const exactc_param_spec *params;  /* every tensor of the weights file */
     size_t param_count;
@@ -352,11 +354,20 @@ typedef struct {
     const char *length_from;          /* the (1,) int32 input whose value is T; NULL: the shapes give it */
     const char *const *in_place;      /* per output, the input it is written over in place (its
                                          buffer), or NULL; NULL: every output has its own */
-    int (*map_weights)(void *block);  /* point the model's Weights into the block; 0, or -1 (memory) */
-    void (*run)(int64_t length, void *const *inputs, void *const *outputs, unsigned char *arena);
+    size_t weights_bytes;             /* sizeof the model's Weights: each handle holds its own */
+    /* point `weights` (weights_bytes, the caller's) into the block; 0, or -1 (memory) */
+    int (*map_weights)(void *block, void *weights);
+    /* one run at the run-time `length` (0: none) on the weights map_weights pointed */
+    void (*run)(const void *weights, int64_t length, void *const *inputs, void *const *outputs,
+                unsigned char *arena);
 } exactc_program;
 
+/* model.c's description of its program (printer/host.py). */
+const exactc_program *exactc_model_program(void);
+
 size_t exactc_kind_size(exactc_kind kind);
+/* The .npy dtype a value of `kind` travels as (bf16 as f32). */
+exactc_dtype exactc_kind_dtype(exactc_kind kind);
 size_t exactc_spec_count(const exactc_tensor_spec *spec);
 /* `spec` at run-time length `length`: every dimension a number (per_length zero). */
 exactc_tensor_spec exactc_spec_at(const exactc_tensor_spec *spec, int64_t length);
@@ -402,9 +413,13 @@ int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, in
 /* `bytes` of memory, 64-byte aligned, a multiple of 64 bytes and never empty (free with
  * free); NULL when memory runs out. */
 void *exactc_aligned_block(size_t bytes);
-/* The program's weights from the file at `path`, mapped (map_weights): 0 with *block the
- * block, or 1 with every problem on stderr and nothing left to free. */
-int exactc_program_weights(const exactc_program *program, const char *path, void **block);
+/* The program's weights from the file at `path`, mapped (map_weights) into *weights (a
+ * malloc'd Weights): 0 with *block the block, or 1 with every problem on stderr and
+ * nothing left to free. */
+int exactc_program_weights(const exactc_program *program, const char *path, void **block, void **weights);
+/* The same from a parsed file image, every problem in `err`: 0, or -1 (nothing to free). */
+int exactc_program_weights_parsed(const exactc_program *program, const exactc_safetensors *st, void **block,
+                                  void **weights, char *err, size_t errlen);
 /* One buffer per tensor of `specs`, each at T_max; NULL when memory runs out. */
 void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64_t max_length);
 void exactc_buffers_free(void **buffers, size_t count);
@@ -425,10 +440,17 @@ void exactc_report(const char *where, const char *err);
  * Checking builds (-DEXACTC_CHECKING) check each birth or allocation against the arena's
  * end, fill it with NaN bytes (a read of a reused region before it is written shows),
  * NaN-fill each released buffer, and record the peak reached; other builds do nothing. */
-void exactc_arena_open(unsigned char *base, size_t bytes);
+/* The checks' state is the run's own (each handle's: two handles run at once, each on
+ * its thread): exactc_arena_open binds `check` to the calling thread for the run, whose
+ * host functions all run on it (the kernels' OpenMP teams take no allocation). */
+typedef struct {
+    unsigned char *base;
+    size_t bytes, reached;
+    unsigned long traced; /* layer traces written (EXACTC_TRACE_CARRY) */
+} exactc_arena_check;
+void exactc_arena_open(exactc_arena_check *check, unsigned char *base, size_t bytes);
 void *exactc_arena_take(unsigned char *at, size_t bytes);
 void exactc_arena_release(void *p, size_t bytes);
-size_t exactc_arena_reached(void);
 #define SCRATCH(type, at) ((type *)(void *)(at))
 #ifdef EXACTC_CHECKING
 #define ARENA(type, at, count) ((type *)exactc_arena_take((at), (size_t)(count) * sizeof(type)))

@@ -2185,7 +2185,8 @@ int transpose_q_k_v_t_split(const float *restrict x, float *restrict y, int64_t 
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -2245,34 +2246,33 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)548352)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file, and lay
- * out the linear weights its kernels read packed as their panels (printer/prepack.py).
- * 0, or -1 when memory runs out. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file, and lay out the linear weights its kernels
+ * read packed as their panels (printer/prepack.py). 0, or -1 when memory runs out. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.embeddings_word_embeddings_weight = (float *)(data + PARAMS[0].offset);
-    weights.embeddings_position_embeddings_weight = (float *)(data + PARAMS[1].offset);
-    weights.embeddings_token_type_embeddings_weight = (float *)(data + PARAMS[2].offset);
-    weights.embeddings_LayerNorm_weight = (float *)(data + PARAMS[3].offset);
-    weights.embeddings_LayerNorm_bias = (float *)(data + PARAMS[4].offset);
-    weights.encoder_layer_attention_self_query_weight = (float *)(data + PARAMS[5].offset);
-    weights.encoder_layer_attention_self_query_bias = (float *)(data + PARAMS[6].offset);
-    weights.encoder_layer_attention_self_key_weight = (float *)(data + PARAMS[7].offset);
-    weights.encoder_layer_attention_self_key_bias = (float *)(data + PARAMS[8].offset);
-    weights.encoder_layer_attention_self_value_weight = (float *)(data + PARAMS[9].offset);
-    weights.encoder_layer_attention_self_value_bias = (float *)(data + PARAMS[10].offset);
-    weights.encoder_layer_attention_output_dense_weight = (float *)(data + PARAMS[11].offset);
-    weights.encoder_layer_attention_output_dense_bias = (float *)(data + PARAMS[12].offset);
-    weights.encoder_layer_attention_output_LayerNorm_weight = (float *)(data + PARAMS[13].offset);
-    weights.encoder_layer_attention_output_LayerNorm_bias = (float *)(data + PARAMS[14].offset);
-    weights.encoder_layer_intermediate_dense_weight = (float *)(data + PARAMS[15].offset);
-    weights.encoder_layer_intermediate_dense_bias = (float *)(data + PARAMS[16].offset);
-    weights.encoder_layer_output_dense_weight = (float *)(data + PARAMS[17].offset);
-    weights.encoder_layer_output_dense_bias = (float *)(data + PARAMS[18].offset);
-    weights.encoder_layer_output_LayerNorm_weight = (float *)(data + PARAMS[19].offset);
-    weights.encoder_layer_output_LayerNorm_bias = (float *)(data + PARAMS[20].offset);
+    Weights *weights = mapped;
+    weights->embeddings_word_embeddings_weight = (float *)(data + PARAMS[0].offset);
+    weights->embeddings_position_embeddings_weight = (float *)(data + PARAMS[1].offset);
+    weights->embeddings_token_type_embeddings_weight = (float *)(data + PARAMS[2].offset);
+    weights->embeddings_LayerNorm_weight = (float *)(data + PARAMS[3].offset);
+    weights->embeddings_LayerNorm_bias = (float *)(data + PARAMS[4].offset);
+    weights->encoder_layer_attention_self_query_weight = (float *)(data + PARAMS[5].offset);
+    weights->encoder_layer_attention_self_query_bias = (float *)(data + PARAMS[6].offset);
+    weights->encoder_layer_attention_self_key_weight = (float *)(data + PARAMS[7].offset);
+    weights->encoder_layer_attention_self_key_bias = (float *)(data + PARAMS[8].offset);
+    weights->encoder_layer_attention_self_value_weight = (float *)(data + PARAMS[9].offset);
+    weights->encoder_layer_attention_self_value_bias = (float *)(data + PARAMS[10].offset);
+    weights->encoder_layer_attention_output_dense_weight = (float *)(data + PARAMS[11].offset);
+    weights->encoder_layer_attention_output_dense_bias = (float *)(data + PARAMS[12].offset);
+    weights->encoder_layer_attention_output_LayerNorm_weight = (float *)(data + PARAMS[13].offset);
+    weights->encoder_layer_attention_output_LayerNorm_bias = (float *)(data + PARAMS[14].offset);
+    weights->encoder_layer_intermediate_dense_weight = (float *)(data + PARAMS[15].offset);
+    weights->encoder_layer_intermediate_dense_bias = (float *)(data + PARAMS[16].offset);
+    weights->encoder_layer_output_dense_weight = (float *)(data + PARAMS[17].offset);
+    weights->encoder_layer_output_dense_bias = (float *)(data + PARAMS[18].offset);
+    weights->encoder_layer_output_LayerNorm_weight = (float *)(data + PARAMS[19].offset);
+    weights->encoder_layer_output_LayerNorm_bias = (float *)(data + PARAMS[20].offset);
     if (exactc_pack_panels(data + PARAMS[5].offset, 2, 64, 64, 16, 4) != 0) return -1;
     if (exactc_pack_panels(data + PARAMS[7].offset, 2, 64, 64, 16, 4) != 0) return -1;
     if (exactc_pack_panels(data + PARAMS[9].offset, 2, 64, 64, 16, 4) != 0) return -1;
@@ -2289,7 +2289,6 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)106496) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 32: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 32: `run` sets it from the inputs' shapes */
 
 /* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
  * the order the buffers are born; buffers that share bytes are never live together. */
@@ -2319,8 +2318,10 @@ static void attention(const float *emb,                            /* (T, 64) */
                       const float *attention_output_dense_bias,    /* (64,) */
                       const int32_t *attention_mask,               /* (T,) */
                       float *attn_out,                             /* (T, 64), written */
-                      unsigned char *arena) {                      /* 49152 bytes of scratch */
+                      unsigned char *arena,                        /* 49152 bytes of scratch */
+                      int64_t T) {                                 /* the run-time length, 1 <= T <= 32 */
     ATTENTION_SCRATCH(arena);
+    (void)T;
     BORN(q, 64 * T);
     /* q[T, 64] = linear(emb[T, 64], attention_self_query_weight[64, 64], attention_self_query_bias[64]) */
     linear_q_k_v_split(emb, attention_self_query_weight, attention_self_query_bias, q, T);
@@ -2376,8 +2377,10 @@ static void mlp(const float *ln_attn,                    /* (T, 64) */
                 const float *output_dense_weight,        /* (64, 256) */
                 const float *output_dense_bias,          /* (64,) */
                 float *mlp_out,                          /* (T, 64), written */
-                unsigned char *arena) {                  /* 65536 bytes of scratch */
+                unsigned char *arena,                    /* 65536 bytes of scratch */
+                int64_t T) {                             /* the run-time length, 1 <= T <= 32 */
     MLP_SCRATCH(arena);
+    (void)T;
     BORN(inter, 256 * T);
     /* inter[T, 256] = linear(ln_attn[T, 64], intermediate_dense_weight[256, 64], intermediate_dense_bias[256]) */
     linear_inter_split(ln_attn, intermediate_dense_weight, intermediate_dense_bias, inter, T);
@@ -2418,8 +2421,10 @@ static void layer(const float *emb,                                /* (T, 64) */
                   const float *output_LayerNorm_bias,              /* (64,) */
                   const int32_t *attention_mask,                   /* (T,) */
                   float *ln_out,                                   /* (T, 64), written */
-                  unsigned char *arena) {                          /* 81920 bytes of scratch */
+                  unsigned char *arena,                            /* 81920 bytes of scratch */
+                  int64_t T) {                                     /* the run-time length, 1 <= T <= 32 */
     LAYER_SCRATCH(arena);
+    (void)T;
     BORN(attn_out, 64 * T);
     attention(emb,
               attention_self_query_weight,
@@ -2432,7 +2437,8 @@ static void layer(const float *emb,                                /* (T, 64) */
               attention_output_dense_bias,
               attention_mask,
               attn_out,
-              arena + 8192);
+              arena + 8192,
+              T);
     BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(emb[T, 64], attn_out[T, 64]) */
     add_split(emb, attn_out, x_attn, T);
@@ -2450,7 +2456,8 @@ static void layer(const float *emb,                                /* (T, 64) */
         output_dense_weight,
         output_dense_bias,
         mlp_out,
-        arena + 16384);
+        arena + 16384,
+        T);
     BORN(x_mlp, 64 * T);
     /* x_mlp[T, 64] = add(ln_attn[T, 64], mlp_out[T, 64]) */
     add_split(ln_attn, mlp_out, x_mlp, T);
@@ -2479,8 +2486,10 @@ static void embed(const Weights *w,               /* the parameters */
                   const int32_t *token_type_ids,  /* (T,) */
                   const int32_t *attention_mask,  /* (T,) */
                   float *sentence_embedding_out,  /* (64,), written */
-                  unsigned char *arena) {         /* 106496 bytes of scratch */
+                  unsigned char *arena,           /* 106496 bytes of scratch */
+                  int64_t T) {                    /* the run-time length, 1 <= T <= 32 */
     EMBED_SCRATCH(arena);
+    (void)T;
     BORN(words, 64 * T);
     /* words[T, 64] = embedding(embeddings_word_embeddings_weight[512, 64], input_ids[T]) */
     embedding_words_split(w->embeddings_word_embeddings_weight, input_ids, words, T);
@@ -2525,7 +2534,8 @@ static void embed(const Weights *w,               /* the parameters */
               w->encoder_layer_output_LayerNorm_bias + l * 64,
               attention_mask,
               emb_out_next,
-              arena + 24576);
+              arena + 24576,
+              T);
         emb_out_l = emb_out_next;
         EXACTC_TRACE_CARRY("layer", l, 0, emb_out_l, 64 * T);
     }
@@ -2543,7 +2553,7 @@ static void embed(const Weights *w,               /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"input_ids", EXACTC_KIND_I32, 1, {0}, {1}},
@@ -2556,25 +2566,29 @@ static const exactc_tensor_spec OUTPUTS[] = {
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 32). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    embed(&weights, in[0], in[1], in[2], out[0], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    embed(weights, in[0], in[1], in[2], out[0], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 3,
-        .outputs = OUTPUTS,
-        .output_count = 1,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 32,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "bert",
+    .entry = "embed",
+    .site = EXACTC_KIND_F32,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 3,
+    .outputs = OUTPUTS,
+    .output_count = 1,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 32,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

@@ -641,7 +641,8 @@ void transpose_q_k_v_t(const exactc_bf16 *restrict x,  /* input (T, 4, 16) */
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -701,32 +702,32 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)274176)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.embeddings_word_embeddings_weight = (exactc_bf16 *)(data + PARAMS[0].offset);
-    weights.embeddings_position_embeddings_weight = (exactc_bf16 *)(data + PARAMS[1].offset);
-    weights.embeddings_token_type_embeddings_weight = (exactc_bf16 *)(data + PARAMS[2].offset);
-    weights.embeddings_LayerNorm_weight = (exactc_bf16 *)(data + PARAMS[3].offset);
-    weights.embeddings_LayerNorm_bias = (exactc_bf16 *)(data + PARAMS[4].offset);
-    weights.encoder_layer_attention_self_query_weight = (exactc_bf16 *)(data + PARAMS[5].offset);
-    weights.encoder_layer_attention_self_query_bias = (exactc_bf16 *)(data + PARAMS[6].offset);
-    weights.encoder_layer_attention_self_key_weight = (exactc_bf16 *)(data + PARAMS[7].offset);
-    weights.encoder_layer_attention_self_key_bias = (exactc_bf16 *)(data + PARAMS[8].offset);
-    weights.encoder_layer_attention_self_value_weight = (exactc_bf16 *)(data + PARAMS[9].offset);
-    weights.encoder_layer_attention_self_value_bias = (exactc_bf16 *)(data + PARAMS[10].offset);
-    weights.encoder_layer_attention_output_dense_weight = (exactc_bf16 *)(data + PARAMS[11].offset);
-    weights.encoder_layer_attention_output_dense_bias = (exactc_bf16 *)(data + PARAMS[12].offset);
-    weights.encoder_layer_attention_output_LayerNorm_weight = (exactc_bf16 *)(data + PARAMS[13].offset);
-    weights.encoder_layer_attention_output_LayerNorm_bias = (exactc_bf16 *)(data + PARAMS[14].offset);
-    weights.encoder_layer_intermediate_dense_weight = (exactc_bf16 *)(data + PARAMS[15].offset);
-    weights.encoder_layer_intermediate_dense_bias = (exactc_bf16 *)(data + PARAMS[16].offset);
-    weights.encoder_layer_output_dense_weight = (exactc_bf16 *)(data + PARAMS[17].offset);
-    weights.encoder_layer_output_dense_bias = (exactc_bf16 *)(data + PARAMS[18].offset);
-    weights.encoder_layer_output_LayerNorm_weight = (exactc_bf16 *)(data + PARAMS[19].offset);
-    weights.encoder_layer_output_LayerNorm_bias = (exactc_bf16 *)(data + PARAMS[20].offset);
+    Weights *weights = mapped;
+    weights->embeddings_word_embeddings_weight = (exactc_bf16 *)(data + PARAMS[0].offset);
+    weights->embeddings_position_embeddings_weight = (exactc_bf16 *)(data + PARAMS[1].offset);
+    weights->embeddings_token_type_embeddings_weight = (exactc_bf16 *)(data + PARAMS[2].offset);
+    weights->embeddings_LayerNorm_weight = (exactc_bf16 *)(data + PARAMS[3].offset);
+    weights->embeddings_LayerNorm_bias = (exactc_bf16 *)(data + PARAMS[4].offset);
+    weights->encoder_layer_attention_self_query_weight = (exactc_bf16 *)(data + PARAMS[5].offset);
+    weights->encoder_layer_attention_self_query_bias = (exactc_bf16 *)(data + PARAMS[6].offset);
+    weights->encoder_layer_attention_self_key_weight = (exactc_bf16 *)(data + PARAMS[7].offset);
+    weights->encoder_layer_attention_self_key_bias = (exactc_bf16 *)(data + PARAMS[8].offset);
+    weights->encoder_layer_attention_self_value_weight = (exactc_bf16 *)(data + PARAMS[9].offset);
+    weights->encoder_layer_attention_self_value_bias = (exactc_bf16 *)(data + PARAMS[10].offset);
+    weights->encoder_layer_attention_output_dense_weight = (exactc_bf16 *)(data + PARAMS[11].offset);
+    weights->encoder_layer_attention_output_dense_bias = (exactc_bf16 *)(data + PARAMS[12].offset);
+    weights->encoder_layer_attention_output_LayerNorm_weight = (exactc_bf16 *)(data + PARAMS[13].offset);
+    weights->encoder_layer_attention_output_LayerNorm_bias = (exactc_bf16 *)(data + PARAMS[14].offset);
+    weights->encoder_layer_intermediate_dense_weight = (exactc_bf16 *)(data + PARAMS[15].offset);
+    weights->encoder_layer_intermediate_dense_bias = (exactc_bf16 *)(data + PARAMS[16].offset);
+    weights->encoder_layer_output_dense_weight = (exactc_bf16 *)(data + PARAMS[17].offset);
+    weights->encoder_layer_output_dense_bias = (exactc_bf16 *)(data + PARAMS[18].offset);
+    weights->encoder_layer_output_LayerNorm_weight = (exactc_bf16 *)(data + PARAMS[19].offset);
+    weights->encoder_layer_output_LayerNorm_bias = (exactc_bf16 *)(data + PARAMS[20].offset);
     return 0;
 }
 
@@ -737,7 +738,6 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)13312) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 8: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
 /* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
  * the order the buffers are born; buffers that share bytes are never live together. */
@@ -767,8 +767,10 @@ static void attention(const exactc_bf16 *emb,                            /* (T, 
                       const exactc_bf16 *attention_output_dense_bias,    /* (64,) */
                       const int32_t *attention_mask,                     /* (T,) */
                       exactc_bf16 *attn_out,                             /* (T, 64), written */
-                      unsigned char *arena) {                            /* 4096 bytes of scratch */
+                      unsigned char *arena,                              /* 4096 bytes of scratch */
+                      int64_t T) {                                       /* the run-time length, 1 <= T <= 8 */
     ATTENTION_SCRATCH(arena);
+    (void)T;
     BORN(q, 64 * T);
     /* q[T, 64] = linear(emb[T, 64], attention_self_query_weight[64, 64], attention_self_query_bias[64]) */
     linear_q_k_v(emb, attention_self_query_weight, attention_self_query_bias, q, T, 0, T);
@@ -824,8 +826,10 @@ static void mlp(const exactc_bf16 *ln_attn,                    /* (T, 64) */
                 const exactc_bf16 *output_dense_weight,        /* (64, 256) */
                 const exactc_bf16 *output_dense_bias,          /* (64,) */
                 exactc_bf16 *mlp_out,                          /* (T, 64), written */
-                unsigned char *arena) {                        /* 8192 bytes of scratch */
+                unsigned char *arena,                          /* 8192 bytes of scratch */
+                int64_t T) {                                   /* the run-time length, 1 <= T <= 8 */
     MLP_SCRATCH(arena);
+    (void)T;
     BORN(inter, 256 * T);
     /* inter[T, 256] = linear(ln_attn[T, 64], intermediate_dense_weight[256, 64], intermediate_dense_bias[256]) */
     linear_inter(ln_attn, intermediate_dense_weight, intermediate_dense_bias, inter, T, 0, T);
@@ -866,8 +870,10 @@ static void layer(const exactc_bf16 *emb,                                /* (T, 
                   const exactc_bf16 *output_LayerNorm_bias,              /* (64,) */
                   const int32_t *attention_mask,                         /* (T,) */
                   exactc_bf16 *ln_out,                                   /* (T, 64), written */
-                  unsigned char *arena) {                                /* 10240 bytes of scratch */
+                  unsigned char *arena,                                  /* 10240 bytes of scratch */
+                  int64_t T) {                                           /* the run-time length, 1 <= T <= 8 */
     LAYER_SCRATCH(arena);
+    (void)T;
     BORN(attn_out, 64 * T);
     attention(emb,
               attention_self_query_weight,
@@ -880,7 +886,8 @@ static void layer(const exactc_bf16 *emb,                                /* (T, 
               attention_output_dense_bias,
               attention_mask,
               attn_out,
-              arena + 1024);
+              arena + 1024,
+              T);
     BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(emb[T, 64], attn_out[T, 64]) */
     add(emb, attn_out, x_attn, T, 0, 64 * T);
@@ -900,7 +907,8 @@ static void layer(const exactc_bf16 *emb,                                /* (T, 
         output_dense_weight,
         output_dense_bias,
         mlp_out,
-        arena + 2048);
+        arena + 2048,
+        T);
     BORN(x_mlp, 64 * T);
     /* x_mlp[T, 64] = add(ln_attn[T, 64], mlp_out[T, 64]) */
     add(ln_attn, mlp_out, x_mlp, T, 0, 64 * T);
@@ -927,8 +935,10 @@ static void forward(const Weights *w,               /* the parameters */
                     const int32_t *token_type_ids,  /* (T,) */
                     const int32_t *attention_mask,  /* (T,) */
                     exactc_bf16 *emb_out_out,       /* (T, 64), written */
-                    unsigned char *arena) {         /* 13312 bytes of scratch */
+                    unsigned char *arena,           /* 13312 bytes of scratch */
+                    int64_t T) {                    /* the run-time length, 1 <= T <= 8 */
     FORWARD_SCRATCH(arena);
+    (void)T;
     BORN(words, 64 * T);
     /* words[T, 64] = embedding(embeddings_word_embeddings_weight[512, 64], input_ids[T]) */
     embedding_words(w->embeddings_word_embeddings_weight, input_ids, words, T, 0, T);
@@ -973,7 +983,8 @@ static void forward(const Weights *w,               /* the parameters */
               w->encoder_layer_output_LayerNorm_bias + l * 64,
               attention_mask,
               emb_out_next,
-              arena + 3072);
+              arena + 3072,
+              T);
         emb_out_l = emb_out_next;
         EXACTC_TRACE_CARRY("layer", l, 0, emb_out_l, 64 * T);
     }
@@ -983,7 +994,7 @@ static void forward(const Weights *w,               /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"input_ids", EXACTC_KIND_I32, 1, {0}, {1}},
@@ -996,25 +1007,29 @@ static const exactc_tensor_spec OUTPUTS[] = {
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 8). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    forward(&weights, in[0], in[1], in[2], out[0], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    forward(weights, in[0], in[1], in[2], out[0], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_BF16,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 3,
-        .outputs = OUTPUTS,
-        .output_count = 1,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 8,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "bert",
+    .entry = "forward",
+    .site = EXACTC_KIND_BF16,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 3,
+    .outputs = OUTPUTS,
+    .output_count = 1,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 8,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

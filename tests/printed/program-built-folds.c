@@ -183,7 +183,8 @@ void silu_2(const float *restrict x,   /* input (3, 4) */
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -205,13 +206,13 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)256)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.h_w = (float *)(data + PARAMS[0].offset);
-    weights.g_s = (float *)(data + PARAMS[1].offset);
+    Weights *weights = mapped;
+    weights->h_w = (float *)(data + PARAMS[0].offset);
+    weights->g_s = (float *)(data + PARAMS[1].offset);
     return 0;
 }
 
@@ -317,7 +318,7 @@ static void folds(const Weights *w,        /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"x", EXACTC_KIND_F32, 2, {3, 4}, {0, 0}},
@@ -327,27 +328,32 @@ static const exactc_tensor_spec OUTPUTS[] = {
 };
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them. */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
     (void)length;
-    folds(&weights, in[0], out[0], arena);
+    folds(weights, in[0], out[0], arena);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 1,
-        .outputs = OUTPUTS,
-        .output_count = 1,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 0,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "built",
+    .entry = "folds",
+    .site = EXACTC_KIND_F32,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 1,
+    .outputs = OUTPUTS,
+    .output_count = 1,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 0,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }
 /* ======================================================================================
  * the builder's `folds` at f32, straight-line host; arena peak 624 bytes; its files that differ
@@ -361,7 +367,8 @@ int main(int argc, char **argv) {
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -383,13 +390,13 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)256)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.h_w = (float *)(data + PARAMS[0].offset);
-    weights.g_s = (float *)(data + PARAMS[1].offset);
+    Weights *weights = mapped;
+    weights->h_w = (float *)(data + PARAMS[0].offset);
+    weights->g_s = (float *)(data + PARAMS[1].offset);
     return 0;
 }
 
@@ -456,7 +463,7 @@ static void folds(const Weights *w,        /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"x", EXACTC_KIND_F32, 2, {3, 4}, {0, 0}},
@@ -466,25 +473,30 @@ static const exactc_tensor_spec OUTPUTS[] = {
 };
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them. */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
     (void)length;
-    folds(&weights, in[0], out[0], arena);
+    folds(weights, in[0], out[0], arena);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 1,
-        .outputs = OUTPUTS,
-        .output_count = 1,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 0,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "built",
+    .entry = "folds",
+    .site = EXACTC_KIND_F32,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 1,
+    .outputs = OUTPUTS,
+    .output_count = 1,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 0,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

@@ -229,7 +229,8 @@ void silu_unused(const float *restrict x,   /* input (3, 4) */
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -243,11 +244,11 @@ typedef struct {
 
 #define PARAM_BYTES ((size_t)0)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     (void)block;
+    (void)mapped;
     return 0;
 }
 
@@ -337,7 +338,7 @@ static void static_(const Weights *w,        /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"x", EXACTC_KIND_F32, 2, {3, 4}, {0, 0}},
@@ -350,27 +351,32 @@ static const exactc_tensor_spec OUTPUTS[] = {
 };
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them. */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
     (void)length;
-    static_(&weights, in[0], in[1], out[0], out[1], out[2], arena);
+    static_(weights, in[0], in[1], out[0], out[1], out[2], arena);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = NULL,
-        .param_count = 0,
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 2,
-        .outputs = OUTPUTS,
-        .output_count = 3,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 0,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "built",
+    .entry = "static",
+    .site = EXACTC_KIND_F32,
+    .params = NULL,
+    .param_count = 0,
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 2,
+    .outputs = OUTPUTS,
+    .output_count = 3,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 0,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }
 /* ======================================================================================
  * the builder's `static` at f32, straight-line host; arena peak 560 bytes; its files that differ
@@ -384,7 +390,8 @@ int main(int argc, char **argv) {
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -398,11 +405,11 @@ typedef struct {
 
 #define PARAM_BYTES ((size_t)0)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     (void)block;
+    (void)mapped;
     return 0;
 }
 
@@ -464,7 +471,7 @@ static void static_(const Weights *w,        /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"x", EXACTC_KIND_F32, 2, {3, 4}, {0, 0}},
@@ -477,25 +484,30 @@ static const exactc_tensor_spec OUTPUTS[] = {
 };
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them. */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
     (void)length;
-    static_(&weights, in[0], in[1], out[0], out[1], out[2], arena);
+    static_(weights, in[0], in[1], out[0], out[1], out[2], arena);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = NULL,
-        .param_count = 0,
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 2,
-        .outputs = OUTPUTS,
-        .output_count = 3,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 0,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "built",
+    .entry = "static",
+    .site = EXACTC_KIND_F32,
+    .params = NULL,
+    .param_count = 0,
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 2,
+    .outputs = OUTPUTS,
+    .output_count = 3,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 0,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

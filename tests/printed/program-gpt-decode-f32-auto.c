@@ -1173,7 +1173,8 @@ int transpose_q_k_v_t_split(const float *restrict x, float *restrict y) {
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -1223,29 +1224,28 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)547840)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file, and lay
- * out the linear weights its kernels read packed as their panels (printer/prepack.py).
- * 0, or -1 when memory runs out. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file, and lay out the linear weights its kernels
+ * read packed as their panels (printer/prepack.py). 0, or -1 when memory runs out. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.transformer_wte_weight = (float *)(data + PARAMS[0].offset);
-    weights.transformer_wpe_weight = (float *)(data + PARAMS[1].offset);
-    weights.transformer_h_ln_1_weight = (float *)(data + PARAMS[2].offset);
-    weights.transformer_h_ln_1_bias = (float *)(data + PARAMS[3].offset);
-    weights.transformer_h_attn_c_attn_weight = (float *)(data + PARAMS[4].offset);
-    weights.transformer_h_attn_c_attn_bias = (float *)(data + PARAMS[5].offset);
-    weights.transformer_h_attn_c_proj_weight = (float *)(data + PARAMS[6].offset);
-    weights.transformer_h_attn_c_proj_bias = (float *)(data + PARAMS[7].offset);
-    weights.transformer_h_ln_2_weight = (float *)(data + PARAMS[8].offset);
-    weights.transformer_h_ln_2_bias = (float *)(data + PARAMS[9].offset);
-    weights.transformer_h_mlp_c_fc_weight = (float *)(data + PARAMS[10].offset);
-    weights.transformer_h_mlp_c_fc_bias = (float *)(data + PARAMS[11].offset);
-    weights.transformer_h_mlp_c_proj_weight = (float *)(data + PARAMS[12].offset);
-    weights.transformer_h_mlp_c_proj_bias = (float *)(data + PARAMS[13].offset);
-    weights.transformer_ln_f_weight = (float *)(data + PARAMS[14].offset);
-    weights.transformer_ln_f_bias = (float *)(data + PARAMS[15].offset);
+    Weights *weights = mapped;
+    weights->transformer_wte_weight = (float *)(data + PARAMS[0].offset);
+    weights->transformer_wpe_weight = (float *)(data + PARAMS[1].offset);
+    weights->transformer_h_ln_1_weight = (float *)(data + PARAMS[2].offset);
+    weights->transformer_h_ln_1_bias = (float *)(data + PARAMS[3].offset);
+    weights->transformer_h_attn_c_attn_weight = (float *)(data + PARAMS[4].offset);
+    weights->transformer_h_attn_c_attn_bias = (float *)(data + PARAMS[5].offset);
+    weights->transformer_h_attn_c_proj_weight = (float *)(data + PARAMS[6].offset);
+    weights->transformer_h_attn_c_proj_bias = (float *)(data + PARAMS[7].offset);
+    weights->transformer_h_ln_2_weight = (float *)(data + PARAMS[8].offset);
+    weights->transformer_h_ln_2_bias = (float *)(data + PARAMS[9].offset);
+    weights->transformer_h_mlp_c_fc_weight = (float *)(data + PARAMS[10].offset);
+    weights->transformer_h_mlp_c_fc_bias = (float *)(data + PARAMS[11].offset);
+    weights->transformer_h_mlp_c_proj_weight = (float *)(data + PARAMS[12].offset);
+    weights->transformer_h_mlp_c_proj_bias = (float *)(data + PARAMS[13].offset);
+    weights->transformer_ln_f_weight = (float *)(data + PARAMS[14].offset);
+    weights->transformer_ln_f_bias = (float *)(data + PARAMS[15].offset);
     if (exactc_pack_panels(data + PARAMS[4].offset, 2, 192, 64, 16, 4) != 0) return -1;
     if (exactc_pack_panels(data + PARAMS[6].offset, 2, 64, 64, 16, 4) != 0) return -1;
     if (exactc_pack_panels(data + PARAMS[10].offset, 2, 256, 64, 16, 4) != 0) return -1;
@@ -1260,7 +1260,6 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)3584) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 7: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 7: `run` sets it from the input position */
 
 /* mlp's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
  * order the buffers are born; buffers that share bytes are never live together. */
@@ -1275,8 +1274,10 @@ static void mlp(const float *ln_2,               /* (1, 64) */
                 const float *mlp_c_proj_weight,  /* (64, 256) */
                 const float *mlp_c_proj_bias,    /* (64,) */
                 float *mlp_out,                  /* (1, 64), written */
-                unsigned char *arena) {          /* 2048 bytes of scratch */
+                unsigned char *arena,            /* 2048 bytes of scratch */
+                int64_t T) {                     /* the run-time length, 1 <= T <= 7 */
     MLP_SCRATCH(arena);
+    (void)T;
     BORN(fc, 256);
     /* fc[1, 256] = linear(ln_2[1, 64], mlp_c_fc_weight[256, 64], mlp_c_fc_bias[256]) */
     linear_fc_split(ln_2, mlp_c_fc_weight, mlp_c_fc_bias, fc);
@@ -1329,8 +1330,10 @@ static void block_cached(const float *x,                   /* (1, 64) */
                          float *x_mlp,                     /* (1, 64), written */
                          float *keys,                      /* (4, 8, 16), written */
                          float *values,                    /* (4, 8, 16), written */
-                         unsigned char *arena) {           /* 2816 bytes of scratch */
+                         unsigned char *arena,             /* 2816 bytes of scratch */
+                         int64_t T) {                      /* the run-time length, 1 <= T <= 7 */
     BLOCK_CACHED_SCRATCH(arena);
+    (void)T;
     (void)past_k;
     (void)past_v;
     BORN(ln_1, 64);
@@ -1396,7 +1399,8 @@ static void block_cached(const float *x,                   /* (1, 64) */
         mlp_c_proj_weight,
         mlp_c_proj_bias,
         mlp_out,
-        arena + 768);
+        arena + 768,
+        T);
     /* x_mlp[1, 64] = add(x_attn[1, 64], mlp_out[1, 64]) */
     add_split(x_attn, mlp_out, x_mlp);
 }
@@ -1423,8 +1427,10 @@ static void decode(const Weights *w,         /* the parameters */
                    float *logits,            /* (1, 512), written */
                    float *keys_rows,         /* (2, 4, 8, 16), written */
                    float *values_rows,       /* (2, 4, 8, 16), written */
-                   unsigned char *arena) {   /* 3584 bytes of scratch */
+                   unsigned char *arena,     /* 3584 bytes of scratch */
+                   int64_t T) {              /* the run-time length, 1 <= T <= 7 */
     DECODE_SCRATCH(arena);
+    (void)T;
     (void)position;
     BORN(tok, 64);
     /* tok[1, 64] = embedding(transformer_wte_weight[512, 64], token[1]) */
@@ -1460,7 +1466,8 @@ static void decode(const Weights *w,         /* the parameters */
                      x_out_next,
                      keys_rows + l * 512,
                      values_rows + l * 512,
-                     arena + 768);
+                     arena + 768,
+                     T);
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("block_cached", l, 0, x_out_l, 64);
     }
@@ -1473,7 +1480,7 @@ static void decode(const Weights *w,         /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"token", EXACTC_KIND_I32, 1, {1}, {0}},
@@ -1492,27 +1499,31 @@ static const char *const IN_PLACE[] = {NULL, "past_k", "past_v"};
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 7). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    decode(&weights, in[0], in[1], in[2], in[3], out[0], out[1], out[2], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    decode(weights, in[0], in[1], in[2], in[3], out[0], out[1], out[2], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 4,
-        .outputs = OUTPUTS,
-        .output_count = 3,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 7,
-        .length_from = "position",
-        .in_place = IN_PLACE,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_decode_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "gpt",
+    .entry = "decode",
+    .site = EXACTC_KIND_F32,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 4,
+    .outputs = OUTPUTS,
+    .output_count = 3,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 7,
+    .length_from = "position",
+    .in_place = IN_PLACE,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

@@ -747,7 +747,8 @@ void transpose_q_k_v_t(const exactc_bf16 *restrict x,  /* input (T, 4, 16) */
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -797,27 +798,27 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)273920)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.transformer_wte_weight = (exactc_bf16 *)(data + PARAMS[0].offset);
-    weights.transformer_wpe_weight = (exactc_bf16 *)(data + PARAMS[1].offset);
-    weights.transformer_h_ln_1_weight = (exactc_bf16 *)(data + PARAMS[2].offset);
-    weights.transformer_h_ln_1_bias = (exactc_bf16 *)(data + PARAMS[3].offset);
-    weights.transformer_h_attn_c_attn_weight = (exactc_bf16 *)(data + PARAMS[4].offset);
-    weights.transformer_h_attn_c_attn_bias = (exactc_bf16 *)(data + PARAMS[5].offset);
-    weights.transformer_h_attn_c_proj_weight = (exactc_bf16 *)(data + PARAMS[6].offset);
-    weights.transformer_h_attn_c_proj_bias = (exactc_bf16 *)(data + PARAMS[7].offset);
-    weights.transformer_h_ln_2_weight = (exactc_bf16 *)(data + PARAMS[8].offset);
-    weights.transformer_h_ln_2_bias = (exactc_bf16 *)(data + PARAMS[9].offset);
-    weights.transformer_h_mlp_c_fc_weight = (exactc_bf16 *)(data + PARAMS[10].offset);
-    weights.transformer_h_mlp_c_fc_bias = (exactc_bf16 *)(data + PARAMS[11].offset);
-    weights.transformer_h_mlp_c_proj_weight = (exactc_bf16 *)(data + PARAMS[12].offset);
-    weights.transformer_h_mlp_c_proj_bias = (exactc_bf16 *)(data + PARAMS[13].offset);
-    weights.transformer_ln_f_weight = (exactc_bf16 *)(data + PARAMS[14].offset);
-    weights.transformer_ln_f_bias = (exactc_bf16 *)(data + PARAMS[15].offset);
+    Weights *weights = mapped;
+    weights->transformer_wte_weight = (exactc_bf16 *)(data + PARAMS[0].offset);
+    weights->transformer_wpe_weight = (exactc_bf16 *)(data + PARAMS[1].offset);
+    weights->transformer_h_ln_1_weight = (exactc_bf16 *)(data + PARAMS[2].offset);
+    weights->transformer_h_ln_1_bias = (exactc_bf16 *)(data + PARAMS[3].offset);
+    weights->transformer_h_attn_c_attn_weight = (exactc_bf16 *)(data + PARAMS[4].offset);
+    weights->transformer_h_attn_c_attn_bias = (exactc_bf16 *)(data + PARAMS[5].offset);
+    weights->transformer_h_attn_c_proj_weight = (exactc_bf16 *)(data + PARAMS[6].offset);
+    weights->transformer_h_attn_c_proj_bias = (exactc_bf16 *)(data + PARAMS[7].offset);
+    weights->transformer_h_ln_2_weight = (exactc_bf16 *)(data + PARAMS[8].offset);
+    weights->transformer_h_ln_2_bias = (exactc_bf16 *)(data + PARAMS[9].offset);
+    weights->transformer_h_mlp_c_fc_weight = (exactc_bf16 *)(data + PARAMS[10].offset);
+    weights->transformer_h_mlp_c_fc_bias = (exactc_bf16 *)(data + PARAMS[11].offset);
+    weights->transformer_h_mlp_c_proj_weight = (exactc_bf16 *)(data + PARAMS[12].offset);
+    weights->transformer_h_mlp_c_proj_bias = (exactc_bf16 *)(data + PARAMS[13].offset);
+    weights->transformer_ln_f_weight = (exactc_bf16 *)(data + PARAMS[14].offset);
+    weights->transformer_ln_f_bias = (exactc_bf16 *)(data + PARAMS[15].offset);
     return 0;
 }
 
@@ -828,13 +829,14 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)58368) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 8: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
 /* forward, straight-line: 45 launches in order, nothing released. */
 static void forward(const Weights *w,          /* the parameters */
                     const int32_t *input_ids,  /* (T,) */
                     exactc_bf16 *logits,       /* (T, 512), written */
-                    unsigned char *arena) {    /* 58368 bytes: every buffer its own */
+                    unsigned char *arena,      /* 58368 bytes: every buffer its own */
+                    int64_t T) {               /* the run-time length, 1 <= T <= 8 */
+    (void)T;
     exactc_bf16 *tok = ARENA(exactc_bf16, arena + 0, 64 * T);  /* (T, 64) */
     /* tok[T, 64] = embedding(transformer_wte_weight[512, 64], input_ids[T]) */
     embedding(w->transformer_wte_weight, input_ids, tok, T, 0, T);
@@ -1047,7 +1049,7 @@ static void forward(const Weights *w,          /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"input_ids", EXACTC_KIND_I32, 1, {0}, {1}},
@@ -1058,25 +1060,29 @@ static const exactc_tensor_spec OUTPUTS[] = {
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 8). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    forward(&weights, in[0], out[0], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    forward(weights, in[0], out[0], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_BF16,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 1,
-        .outputs = OUTPUTS,
-        .output_count = 1,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 8,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "gpt",
+    .entry = "forward",
+    .site = EXACTC_KIND_BF16,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 1,
+    .outputs = OUTPUTS,
+    .output_count = 1,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 8,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

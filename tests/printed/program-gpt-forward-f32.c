@@ -762,7 +762,8 @@ void transpose_q_k_v_t(const float *restrict x,   /* input (T, 4, 16) */
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -812,27 +813,27 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)547840)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.transformer_wte_weight = (float *)(data + PARAMS[0].offset);
-    weights.transformer_wpe_weight = (float *)(data + PARAMS[1].offset);
-    weights.transformer_h_ln_1_weight = (float *)(data + PARAMS[2].offset);
-    weights.transformer_h_ln_1_bias = (float *)(data + PARAMS[3].offset);
-    weights.transformer_h_attn_c_attn_weight = (float *)(data + PARAMS[4].offset);
-    weights.transformer_h_attn_c_attn_bias = (float *)(data + PARAMS[5].offset);
-    weights.transformer_h_attn_c_proj_weight = (float *)(data + PARAMS[6].offset);
-    weights.transformer_h_attn_c_proj_bias = (float *)(data + PARAMS[7].offset);
-    weights.transformer_h_ln_2_weight = (float *)(data + PARAMS[8].offset);
-    weights.transformer_h_ln_2_bias = (float *)(data + PARAMS[9].offset);
-    weights.transformer_h_mlp_c_fc_weight = (float *)(data + PARAMS[10].offset);
-    weights.transformer_h_mlp_c_fc_bias = (float *)(data + PARAMS[11].offset);
-    weights.transformer_h_mlp_c_proj_weight = (float *)(data + PARAMS[12].offset);
-    weights.transformer_h_mlp_c_proj_bias = (float *)(data + PARAMS[13].offset);
-    weights.transformer_ln_f_weight = (float *)(data + PARAMS[14].offset);
-    weights.transformer_ln_f_bias = (float *)(data + PARAMS[15].offset);
+    Weights *weights = mapped;
+    weights->transformer_wte_weight = (float *)(data + PARAMS[0].offset);
+    weights->transformer_wpe_weight = (float *)(data + PARAMS[1].offset);
+    weights->transformer_h_ln_1_weight = (float *)(data + PARAMS[2].offset);
+    weights->transformer_h_ln_1_bias = (float *)(data + PARAMS[3].offset);
+    weights->transformer_h_attn_c_attn_weight = (float *)(data + PARAMS[4].offset);
+    weights->transformer_h_attn_c_attn_bias = (float *)(data + PARAMS[5].offset);
+    weights->transformer_h_attn_c_proj_weight = (float *)(data + PARAMS[6].offset);
+    weights->transformer_h_attn_c_proj_bias = (float *)(data + PARAMS[7].offset);
+    weights->transformer_h_ln_2_weight = (float *)(data + PARAMS[8].offset);
+    weights->transformer_h_ln_2_bias = (float *)(data + PARAMS[9].offset);
+    weights->transformer_h_mlp_c_fc_weight = (float *)(data + PARAMS[10].offset);
+    weights->transformer_h_mlp_c_fc_bias = (float *)(data + PARAMS[11].offset);
+    weights->transformer_h_mlp_c_proj_weight = (float *)(data + PARAMS[12].offset);
+    weights->transformer_h_mlp_c_proj_bias = (float *)(data + PARAMS[13].offset);
+    weights->transformer_ln_f_weight = (float *)(data + PARAMS[14].offset);
+    weights->transformer_ln_f_bias = (float *)(data + PARAMS[15].offset);
     return 0;
 }
 
@@ -843,7 +844,6 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)28672) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 8: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
 /* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
  * the order the buffers are born; buffers that share bytes are never live together. */
@@ -869,8 +869,10 @@ static void attention(const float *ln_1,                /* (T, 64) */
                       const float *attn_c_proj_weight,  /* (64, 64) */
                       const float *attn_c_proj_bias,    /* (64,) */
                       float *attn_out,                  /* (T, 64), written */
-                      unsigned char *arena) {           /* 12288 bytes of scratch */
+                      unsigned char *arena,             /* 12288 bytes of scratch */
+                      int64_t T) {                      /* the run-time length, 1 <= T <= 8 */
     ATTENTION_SCRATCH(arena);
+    (void)T;
     BORN(qkv, 192 * T);
     /* qkv[T, 192] = linear(ln_1[T, 64], attn_c_attn_weight[192, 64], attn_c_attn_bias[192]) */
     linear_qkv(ln_1, attn_c_attn_weight, attn_c_attn_bias, qkv, T, 0, T);
@@ -928,8 +930,10 @@ static void mlp(const float *ln_2,               /* (T, 64) */
                 const float *mlp_c_proj_weight,  /* (64, 256) */
                 const float *mlp_c_proj_bias,    /* (64,) */
                 float *mlp_out,                  /* (T, 64), written */
-                unsigned char *arena) {          /* 16384 bytes of scratch */
+                unsigned char *arena,            /* 16384 bytes of scratch */
+                int64_t T) {                     /* the run-time length, 1 <= T <= 8 */
     MLP_SCRATCH(arena);
+    (void)T;
     BORN(fc, 256 * T);
     /* fc[T, 256] = linear(ln_2[T, 64], mlp_c_fc_weight[256, 64], mlp_c_fc_bias[256]) */
     linear_fc(ln_2, mlp_c_fc_weight, mlp_c_fc_bias, fc, T, 0, T);
@@ -965,8 +969,10 @@ static void block(const float *x,                   /* (T, 64) */
                   const float *mlp_c_proj_weight,   /* (64, 256) */
                   const float *mlp_c_proj_bias,     /* (64,) */
                   float *x_mlp,                     /* (T, 64), written */
-                  unsigned char *arena) {           /* 22528 bytes of scratch */
+                  unsigned char *arena,             /* 22528 bytes of scratch */
+                  int64_t T) {                      /* the run-time length, 1 <= T <= 8 */
     BLOCK_SCRATCH(arena);
+    (void)T;
     BORN(ln_1, 64 * T);
     /* ln_1[T, 64] = layernorm(x[T, 64], ln_1_weight[64], ln_1_bias[64], eps=1e-05) */
     layernorm(x, ln_1_weight, ln_1_bias, ln_1, T, 0, T);
@@ -977,7 +983,8 @@ static void block(const float *x,                   /* (T, 64) */
               attn_c_proj_weight,
               attn_c_proj_bias,
               attn_out,
-              arena + 4096);
+              arena + 4096,
+              T);
     BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(x[T, 64], attn_out[T, 64]) */
     add(x, attn_out, x_attn, T, 0, 64 * T);
@@ -991,7 +998,8 @@ static void block(const float *x,                   /* (T, 64) */
         mlp_c_proj_weight,
         mlp_c_proj_bias,
         mlp_out,
-        arena + 6144);
+        arena + 6144,
+        T);
     /* x_mlp[T, 64] = add(x_attn[T, 64], mlp_out[T, 64]) */
     add(x_attn, mlp_out, x_mlp, T, 0, 64 * T);
 }
@@ -1011,8 +1019,10 @@ static void block(const float *x,                   /* (T, 64) */
 static void forward(const Weights *w,          /* the parameters */
                     const int32_t *input_ids,  /* (T,) */
                     float *logits,             /* (T, 512), written */
-                    unsigned char *arena) {    /* 28672 bytes of scratch */
+                    unsigned char *arena,      /* 28672 bytes of scratch */
+                    int64_t T) {               /* the run-time length, 1 <= T <= 8 */
     FORWARD_SCRATCH(arena);
+    (void)T;
     BORN(tok, 64 * T);
     /* tok[T, 64] = embedding(transformer_wte_weight[512, 64], input_ids[T]) */
     embedding(w->transformer_wte_weight, input_ids, tok, T, 0, T);
@@ -1043,7 +1053,8 @@ static void forward(const Weights *w,          /* the parameters */
               w->transformer_h_mlp_c_proj_weight + l * 16384,
               w->transformer_h_mlp_c_proj_bias + l * 64,
               x_out_next,
-              arena + 6144);
+              arena + 6144,
+              T);
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("block", l, 0, x_out_l, 64 * T);
     }
@@ -1056,7 +1067,7 @@ static void forward(const Weights *w,          /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"input_ids", EXACTC_KIND_I32, 1, {0}, {1}},
@@ -1067,25 +1078,29 @@ static const exactc_tensor_spec OUTPUTS[] = {
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 8). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    forward(&weights, in[0], out[0], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    forward(weights, in[0], out[0], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 1,
-        .outputs = OUTPUTS,
-        .output_count = 1,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 8,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "gpt",
+    .entry = "forward",
+    .site = EXACTC_KIND_F32,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 1,
+    .outputs = OUTPUTS,
+    .output_count = 1,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 8,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

@@ -2122,7 +2122,8 @@ int transpose_q_k_v_t_split(const double *restrict x, double *restrict y, int64_
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -2172,29 +2173,28 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)1095680)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file, and lay
- * out the linear weights its kernels read packed as their panels (printer/prepack.py).
- * 0, or -1 when memory runs out. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file, and lay out the linear weights its kernels
+ * read packed as their panels (printer/prepack.py). 0, or -1 when memory runs out. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.transformer_wte_weight = (double *)(data + PARAMS[0].offset);
-    weights.transformer_wpe_weight = (double *)(data + PARAMS[1].offset);
-    weights.transformer_h_ln_1_weight = (double *)(data + PARAMS[2].offset);
-    weights.transformer_h_ln_1_bias = (double *)(data + PARAMS[3].offset);
-    weights.transformer_h_attn_c_attn_weight = (double *)(data + PARAMS[4].offset);
-    weights.transformer_h_attn_c_attn_bias = (double *)(data + PARAMS[5].offset);
-    weights.transformer_h_attn_c_proj_weight = (double *)(data + PARAMS[6].offset);
-    weights.transformer_h_attn_c_proj_bias = (double *)(data + PARAMS[7].offset);
-    weights.transformer_h_ln_2_weight = (double *)(data + PARAMS[8].offset);
-    weights.transformer_h_ln_2_bias = (double *)(data + PARAMS[9].offset);
-    weights.transformer_h_mlp_c_fc_weight = (double *)(data + PARAMS[10].offset);
-    weights.transformer_h_mlp_c_fc_bias = (double *)(data + PARAMS[11].offset);
-    weights.transformer_h_mlp_c_proj_weight = (double *)(data + PARAMS[12].offset);
-    weights.transformer_h_mlp_c_proj_bias = (double *)(data + PARAMS[13].offset);
-    weights.transformer_ln_f_weight = (double *)(data + PARAMS[14].offset);
-    weights.transformer_ln_f_bias = (double *)(data + PARAMS[15].offset);
+    Weights *weights = mapped;
+    weights->transformer_wte_weight = (double *)(data + PARAMS[0].offset);
+    weights->transformer_wpe_weight = (double *)(data + PARAMS[1].offset);
+    weights->transformer_h_ln_1_weight = (double *)(data + PARAMS[2].offset);
+    weights->transformer_h_ln_1_bias = (double *)(data + PARAMS[3].offset);
+    weights->transformer_h_attn_c_attn_weight = (double *)(data + PARAMS[4].offset);
+    weights->transformer_h_attn_c_attn_bias = (double *)(data + PARAMS[5].offset);
+    weights->transformer_h_attn_c_proj_weight = (double *)(data + PARAMS[6].offset);
+    weights->transformer_h_attn_c_proj_bias = (double *)(data + PARAMS[7].offset);
+    weights->transformer_h_ln_2_weight = (double *)(data + PARAMS[8].offset);
+    weights->transformer_h_ln_2_bias = (double *)(data + PARAMS[9].offset);
+    weights->transformer_h_mlp_c_fc_weight = (double *)(data + PARAMS[10].offset);
+    weights->transformer_h_mlp_c_fc_bias = (double *)(data + PARAMS[11].offset);
+    weights->transformer_h_mlp_c_proj_weight = (double *)(data + PARAMS[12].offset);
+    weights->transformer_h_mlp_c_proj_bias = (double *)(data + PARAMS[13].offset);
+    weights->transformer_ln_f_weight = (double *)(data + PARAMS[14].offset);
+    weights->transformer_ln_f_bias = (double *)(data + PARAMS[15].offset);
     if (exactc_pack_panels(data + PARAMS[4].offset, 2, 192, 64, 16, 8) != 0) return -1;
     if (exactc_pack_panels(data + PARAMS[6].offset, 2, 64, 64, 16, 8) != 0) return -1;
     if (exactc_pack_panels(data + PARAMS[10].offset, 2, 256, 64, 16, 8) != 0) return -1;
@@ -2209,7 +2209,6 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)57344) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 8: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
 /* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
  * the order the buffers are born; buffers that share bytes are never live together. */
@@ -2235,8 +2234,10 @@ static void attention(const double *ln_1,                /* (T, 64) */
                       const double *attn_c_proj_weight,  /* (64, 64) */
                       const double *attn_c_proj_bias,    /* (64,) */
                       double *attn_out,                  /* (T, 64), written */
-                      unsigned char *arena) {            /* 24576 bytes of scratch */
+                      unsigned char *arena,              /* 24576 bytes of scratch */
+                      int64_t T) {                       /* the run-time length, 1 <= T <= 8 */
     ATTENTION_SCRATCH(arena);
+    (void)T;
     BORN(qkv, 192 * T);
     /* qkv[T, 192] = linear(ln_1[T, 64], attn_c_attn_weight[192, 64], attn_c_attn_bias[192]) */
     linear_qkv_split(ln_1, attn_c_attn_weight, attn_c_attn_bias, qkv, T);
@@ -2294,8 +2295,10 @@ static void mlp(const double *ln_2,               /* (T, 64) */
                 const double *mlp_c_proj_weight,  /* (64, 256) */
                 const double *mlp_c_proj_bias,    /* (64,) */
                 double *mlp_out,                  /* (T, 64), written */
-                unsigned char *arena) {           /* 32768 bytes of scratch */
+                unsigned char *arena,             /* 32768 bytes of scratch */
+                int64_t T) {                      /* the run-time length, 1 <= T <= 8 */
     MLP_SCRATCH(arena);
+    (void)T;
     BORN(fc, 256 * T);
     /* fc[T, 256] = linear(ln_2[T, 64], mlp_c_fc_weight[256, 64], mlp_c_fc_bias[256]) */
     linear_fc_split(ln_2, mlp_c_fc_weight, mlp_c_fc_bias, fc, T);
@@ -2331,8 +2334,10 @@ static void block(const double *x,                   /* (T, 64) */
                   const double *mlp_c_proj_weight,   /* (64, 256) */
                   const double *mlp_c_proj_bias,     /* (64,) */
                   double *x_mlp,                     /* (T, 64), written */
-                  unsigned char *arena) {            /* 45056 bytes of scratch */
+                  unsigned char *arena,              /* 45056 bytes of scratch */
+                  int64_t T) {                       /* the run-time length, 1 <= T <= 8 */
     BLOCK_SCRATCH(arena);
+    (void)T;
     BORN(ln_1, 64 * T);
     /* ln_1[T, 64] = layernorm(x[T, 64], ln_1_weight[64], ln_1_bias[64], eps=1e-05) */
     layernorm_ln_1_2_split(x, ln_1_weight, ln_1_bias, ln_1, T);
@@ -2343,7 +2348,8 @@ static void block(const double *x,                   /* (T, 64) */
               attn_c_proj_weight,
               attn_c_proj_bias,
               attn_out,
-              arena + 8192);
+              arena + 8192,
+              T);
     BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(x[T, 64], attn_out[T, 64]) */
     add_split(x, attn_out, x_attn, T);
@@ -2357,7 +2363,8 @@ static void block(const double *x,                   /* (T, 64) */
         mlp_c_proj_weight,
         mlp_c_proj_bias,
         mlp_out,
-        arena + 12288);
+        arena + 12288,
+        T);
     /* x_mlp[T, 64] = add(x_attn[T, 64], mlp_out[T, 64]) */
     add_split(x_attn, mlp_out, x_mlp, T);
 }
@@ -2379,8 +2386,10 @@ static void block(const double *x,                   /* (T, 64) */
 static void next_token(const Weights *w,          /* the parameters */
                        const int32_t *input_ids,  /* (T,) */
                        int32_t *next_token_,      /* (1,), written */
-                       unsigned char *arena) {    /* 57344 bytes of scratch */
+                       unsigned char *arena,      /* 57344 bytes of scratch */
+                       int64_t T) {               /* the run-time length, 1 <= T <= 8 */
     NEXT_TOKEN_SCRATCH(arena);
+    (void)T;
     BORN(tok, 64 * T);
     /* tok[T, 64] = embedding(transformer_wte_weight[512, 64], input_ids[T]) */
     embedding_split(w->transformer_wte_weight, input_ids, tok, T);
@@ -2411,7 +2420,8 @@ static void next_token(const Weights *w,          /* the parameters */
               w->transformer_h_mlp_c_proj_weight + l * 16384,
               w->transformer_h_mlp_c_proj_bias + l * 64,
               x_out_next,
-              arena + 12288);
+              arena + 12288,
+              T);
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("block", l, 0, x_out_l, 64 * T);
     }
@@ -2430,7 +2440,7 @@ static void next_token(const Weights *w,          /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"input_ids", EXACTC_KIND_I32, 1, {0}, {1}},
@@ -2441,25 +2451,29 @@ static const exactc_tensor_spec OUTPUTS[] = {
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 8). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    next_token(&weights, in[0], out[0], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    next_token(weights, in[0], out[0], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F64,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 1,
-        .outputs = OUTPUTS,
-        .output_count = 1,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 8,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "gpt",
+    .entry = "next_token",
+    .site = EXACTC_KIND_F64,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 1,
+    .outputs = OUTPUTS,
+    .output_count = 1,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 8,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

@@ -851,7 +851,8 @@ void transpose_q_t(const exactc_bf16 *restrict x,  /* input (1, 4, 16) */
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -893,23 +894,23 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)312960)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.model_embed_tokens_weight = (exactc_bf16 *)(data + PARAMS[0].offset);
-    weights.model_layers_input_layernorm_weight = (exactc_bf16 *)(data + PARAMS[1].offset);
-    weights.model_layers_self_attn_q_proj_weight = (exactc_bf16 *)(data + PARAMS[2].offset);
-    weights.model_layers_self_attn_k_proj_weight = (exactc_bf16 *)(data + PARAMS[3].offset);
-    weights.model_layers_self_attn_v_proj_weight = (exactc_bf16 *)(data + PARAMS[4].offset);
-    weights.model_layers_self_attn_o_proj_weight = (exactc_bf16 *)(data + PARAMS[5].offset);
-    weights.model_layers_post_attention_layernorm_weight = (exactc_bf16 *)(data + PARAMS[6].offset);
-    weights.model_layers_mlp_gate_proj_weight = (exactc_bf16 *)(data + PARAMS[7].offset);
-    weights.model_layers_mlp_up_proj_weight = (exactc_bf16 *)(data + PARAMS[8].offset);
-    weights.model_layers_mlp_down_proj_weight = (exactc_bf16 *)(data + PARAMS[9].offset);
-    weights.model_norm_weight = (exactc_bf16 *)(data + PARAMS[10].offset);
-    weights.lm_head_weight = (exactc_bf16 *)(data + PARAMS[11].offset);
+    Weights *weights = mapped;
+    weights->model_embed_tokens_weight = (exactc_bf16 *)(data + PARAMS[0].offset);
+    weights->model_layers_input_layernorm_weight = (exactc_bf16 *)(data + PARAMS[1].offset);
+    weights->model_layers_self_attn_q_proj_weight = (exactc_bf16 *)(data + PARAMS[2].offset);
+    weights->model_layers_self_attn_k_proj_weight = (exactc_bf16 *)(data + PARAMS[3].offset);
+    weights->model_layers_self_attn_v_proj_weight = (exactc_bf16 *)(data + PARAMS[4].offset);
+    weights->model_layers_self_attn_o_proj_weight = (exactc_bf16 *)(data + PARAMS[5].offset);
+    weights->model_layers_post_attention_layernorm_weight = (exactc_bf16 *)(data + PARAMS[6].offset);
+    weights->model_layers_mlp_gate_proj_weight = (exactc_bf16 *)(data + PARAMS[7].offset);
+    weights->model_layers_mlp_up_proj_weight = (exactc_bf16 *)(data + PARAMS[8].offset);
+    weights->model_layers_mlp_down_proj_weight = (exactc_bf16 *)(data + PARAMS[9].offset);
+    weights->model_norm_weight = (exactc_bf16 *)(data + PARAMS[10].offset);
+    weights->lm_head_weight = (exactc_bf16 *)(data + PARAMS[11].offset);
     return 0;
 }
 
@@ -920,7 +921,6 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)9216) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 7: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 7: `run` sets it from the input position */
 
 /* decode, straight-line: 57 launches in order, nothing released. */
 static void decode(const Weights *w,           /* the parameters */
@@ -931,7 +931,9 @@ static void decode(const Weights *w,           /* the parameters */
                    exactc_bf16 *logits,        /* (1, 512), written */
                    exactc_bf16 *keys_rows,     /* (2, 2, 8, 16), written */
                    exactc_bf16 *values_rows,   /* (2, 2, 8, 16), written */
-                   unsigned char *arena) {     /* 9216 bytes: every buffer its own */
+                   unsigned char *arena,       /* 9216 bytes: every buffer its own */
+                   int64_t T) {                /* the run-time length, 1 <= T <= 7 */
+    (void)T;
     (void)past_v;
     (void)past_k;
     (void)position;
@@ -1111,7 +1113,7 @@ static void decode(const Weights *w,           /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"token", EXACTC_KIND_I32, 1, {1}, {0}},
@@ -1130,27 +1132,31 @@ static const char *const IN_PLACE[] = {NULL, "past_k", "past_v"};
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 7). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    decode(&weights, in[0], in[1], in[2], in[3], out[0], out[1], out[2], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    decode(weights, in[0], in[1], in[2], in[3], out[0], out[1], out[2], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_BF16,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 4,
-        .outputs = OUTPUTS,
-        .output_count = 3,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 7,
-        .length_from = "position",
-        .in_place = IN_PLACE,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_decode_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "llama",
+    .entry = "decode",
+    .site = EXACTC_KIND_BF16,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 4,
+    .outputs = OUTPUTS,
+    .output_count = 3,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 7,
+    .length_from = "position",
+    .in_place = IN_PLACE,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

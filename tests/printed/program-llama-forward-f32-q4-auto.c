@@ -2053,7 +2053,8 @@ int transpose_q_t_split(const float *restrict x, float *restrict y, int64_t T) {
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -2111,33 +2112,32 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)211072)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file, and lay
- * out the linear weights its kernels read packed as their panels (printer/prepack.py).
- * 0, or -1 when memory runs out. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file, and lay out the linear weights its kernels
+ * read packed as their panels (printer/prepack.py). 0, or -1 when memory runs out. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.model_embed_tokens_weight = (float *)(data + PARAMS[0].offset);
-    weights.model_layers_input_layernorm_weight = (float *)(data + PARAMS[1].offset);
-    weights.model_layers_self_attn_q_proj_weight = (uint8_t *)(data + PARAMS[2].offset);
-    weights.model_layers_self_attn_q_proj_weight_scale = (float *)(data + PARAMS[3].offset);
-    weights.model_layers_self_attn_k_proj_weight = (uint8_t *)(data + PARAMS[4].offset);
-    weights.model_layers_self_attn_k_proj_weight_scale = (float *)(data + PARAMS[5].offset);
-    weights.model_layers_self_attn_v_proj_weight = (uint8_t *)(data + PARAMS[6].offset);
-    weights.model_layers_self_attn_v_proj_weight_scale = (float *)(data + PARAMS[7].offset);
-    weights.model_layers_self_attn_o_proj_weight = (uint8_t *)(data + PARAMS[8].offset);
-    weights.model_layers_self_attn_o_proj_weight_scale = (float *)(data + PARAMS[9].offset);
-    weights.model_layers_post_attention_layernorm_weight = (float *)(data + PARAMS[10].offset);
-    weights.model_layers_mlp_gate_proj_weight = (uint8_t *)(data + PARAMS[11].offset);
-    weights.model_layers_mlp_gate_proj_weight_scale = (float *)(data + PARAMS[12].offset);
-    weights.model_layers_mlp_up_proj_weight = (uint8_t *)(data + PARAMS[13].offset);
-    weights.model_layers_mlp_up_proj_weight_scale = (float *)(data + PARAMS[14].offset);
-    weights.model_layers_mlp_down_proj_weight = (uint8_t *)(data + PARAMS[15].offset);
-    weights.model_layers_mlp_down_proj_weight_scale = (float *)(data + PARAMS[16].offset);
-    weights.model_norm_weight = (float *)(data + PARAMS[17].offset);
-    weights.lm_head_weight = (uint8_t *)(data + PARAMS[18].offset);
-    weights.lm_head_weight_scale = (float *)(data + PARAMS[19].offset);
+    Weights *weights = mapped;
+    weights->model_embed_tokens_weight = (float *)(data + PARAMS[0].offset);
+    weights->model_layers_input_layernorm_weight = (float *)(data + PARAMS[1].offset);
+    weights->model_layers_self_attn_q_proj_weight = (uint8_t *)(data + PARAMS[2].offset);
+    weights->model_layers_self_attn_q_proj_weight_scale = (float *)(data + PARAMS[3].offset);
+    weights->model_layers_self_attn_k_proj_weight = (uint8_t *)(data + PARAMS[4].offset);
+    weights->model_layers_self_attn_k_proj_weight_scale = (float *)(data + PARAMS[5].offset);
+    weights->model_layers_self_attn_v_proj_weight = (uint8_t *)(data + PARAMS[6].offset);
+    weights->model_layers_self_attn_v_proj_weight_scale = (float *)(data + PARAMS[7].offset);
+    weights->model_layers_self_attn_o_proj_weight = (uint8_t *)(data + PARAMS[8].offset);
+    weights->model_layers_self_attn_o_proj_weight_scale = (float *)(data + PARAMS[9].offset);
+    weights->model_layers_post_attention_layernorm_weight = (float *)(data + PARAMS[10].offset);
+    weights->model_layers_mlp_gate_proj_weight = (uint8_t *)(data + PARAMS[11].offset);
+    weights->model_layers_mlp_gate_proj_weight_scale = (float *)(data + PARAMS[12].offset);
+    weights->model_layers_mlp_up_proj_weight = (uint8_t *)(data + PARAMS[13].offset);
+    weights->model_layers_mlp_up_proj_weight_scale = (float *)(data + PARAMS[14].offset);
+    weights->model_layers_mlp_down_proj_weight = (uint8_t *)(data + PARAMS[15].offset);
+    weights->model_layers_mlp_down_proj_weight_scale = (float *)(data + PARAMS[16].offset);
+    weights->model_norm_weight = (float *)(data + PARAMS[17].offset);
+    weights->lm_head_weight = (uint8_t *)(data + PARAMS[18].offset);
+    weights->lm_head_weight_scale = (float *)(data + PARAMS[19].offset);
     if (exactc_pack_panels(data + PARAMS[2].offset, 2, 64, 32, 16, 1) != 0) return -1;
     if (exactc_pack_panels(data + PARAMS[3].offset, 2, 64, 2, 16, 4) != 0) return -1;
     if (exactc_pack_panels(data + PARAMS[4].offset, 2, 32, 32, 16, 1) != 0) return -1;
@@ -2162,7 +2162,6 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)28800) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 8: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
 /* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
  * the order the buffers are born; buffers that share bytes are never live together. */
@@ -2197,8 +2196,10 @@ static void attention(const float *attn_norm,                      /* (T, 64) */
                       const uint8_t *self_attn_o_proj_weight,      /* (64, 32) */
                       const float *self_attn_o_proj_weight_scale,  /* (64, 2) */
                       float *attn_out,                             /* (T, 64), written */
-                      unsigned char *arena) {                      /* 6656 bytes of scratch */
+                      unsigned char *arena,                        /* 6656 bytes of scratch */
+                      int64_t T) {                                 /* the run-time length, 1 <= T <= 8 */
     ATTENTION_SCRATCH(arena);
+    (void)T;
     BORN(q, 64 * T);
     /* q[T, 64] = qlinear_w(attn_norm[T, 64], self_attn_q_proj_weight[64, 32], self_attn_q_proj_weight_scale[64, 2], fmt='q4', block=32) */
     qlinear_w_q_attn_out_split(attn_norm, self_attn_q_proj_weight, self_attn_q_proj_weight_scale, q, T);
@@ -2273,8 +2274,10 @@ static void mlp(const float *mlp_norm,                    /* (T, 64) */
                 const uint8_t *mlp_down_proj_weight,      /* (64, 96) */
                 const float *mlp_down_proj_weight_scale,  /* (64, 6) */
                 float *mlp_out,                           /* (T, 64), written */
-                unsigned char *arena) {                   /* 16512 bytes of scratch */
+                unsigned char *arena,                     /* 16512 bytes of scratch */
+                int64_t T) {                              /* the run-time length, 1 <= T <= 8 */
     MLP_SCRATCH(arena);
+    (void)T;
     BORN(gate, 172 * T);
     /* gate[T, 172] = qlinear_w(mlp_norm[T, 64], mlp_gate_proj_weight[172, 32], mlp_gate_proj_weight_scale[172, 2], fmt='q4', block=32) */
     qlinear_w_gate_up_split(mlp_norm, mlp_gate_proj_weight, mlp_gate_proj_weight_scale, gate, T);
@@ -2321,8 +2324,10 @@ static void decoder_layer(const float *x,                                /* (T, 
                           const uint8_t *mlp_down_proj_weight,           /* (64, 96) */
                           const float *mlp_down_proj_weight_scale,       /* (64, 6) */
                           float *x_mlp,                                  /* (T, 64), written */
-                          unsigned char *arena) {                        /* 22656 bytes of scratch */
+                          unsigned char *arena,                          /* 22656 bytes of scratch */
+                          int64_t T) {                                   /* the run-time length, 1 <= T <= 8 */
     DECODER_LAYER_SCRATCH(arena);
+    (void)T;
     BORN(attn_norm, 64 * T);
     /* attn_norm[T, 64] = rmsnorm(x[T, 64], input_layernorm_weight[64], eps=1e-05) */
     rmsnorm_split(x, input_layernorm_weight, attn_norm, T);
@@ -2337,7 +2342,8 @@ static void decoder_layer(const float *x,                                /* (T, 
               self_attn_o_proj_weight,
               self_attn_o_proj_weight_scale,
               attn_out,
-              arena + 4096);
+              arena + 4096,
+              T);
     BORN(x_attn, 64 * T);
     /* x_attn[T, 64] = add(x[T, 64], attn_out[T, 64]) */
     add_split(x, attn_out, x_attn, T);
@@ -2353,7 +2359,8 @@ static void decoder_layer(const float *x,                                /* (T, 
         mlp_down_proj_weight,
         mlp_down_proj_weight_scale,
         mlp_out,
-        arena + 6144);
+        arena + 6144,
+        T);
     /* x_mlp[T, 64] = add(x_attn[T, 64], mlp_out[T, 64]) */
     add_split(x_attn, mlp_out, x_mlp, T);
 }
@@ -2371,8 +2378,10 @@ static void decoder_layer(const float *x,                                /* (T, 
 static void forward(const Weights *w,          /* the parameters */
                     const int32_t *input_ids,  /* (T,) */
                     float *logits,             /* (T, 512), written */
-                    unsigned char *arena) {    /* 28800 bytes of scratch */
+                    unsigned char *arena,      /* 28800 bytes of scratch */
+                    int64_t T) {               /* the run-time length, 1 <= T <= 8 */
     FORWARD_SCRATCH(arena);
+    (void)T;
     BORN(x, 64 * T);
     /* x[T, 64] = embedding(model_embed_tokens_weight[512, 64], input_ids[T]) */
     embedding_split(w->model_embed_tokens_weight, input_ids, x, T);
@@ -2401,7 +2410,8 @@ static void forward(const Weights *w,          /* the parameters */
                       w->model_layers_mlp_down_proj_weight + l * 6144,
                       w->model_layers_mlp_down_proj_weight_scale + l * 384,
                       x_out_next,
-                      arena + 6144);
+                      arena + 6144,
+                      T);
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("decoder_layer", l, 0, x_out_l, 64 * T);
     }
@@ -2414,7 +2424,7 @@ static void forward(const Weights *w,          /* the parameters */
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"input_ids", EXACTC_KIND_I32, 1, {0}, {1}},
@@ -2425,25 +2435,29 @@ static const exactc_tensor_spec OUTPUTS[] = {
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 8). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    forward(&weights, in[0], out[0], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    forward(weights, in[0], out[0], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 1,
-        .outputs = OUTPUTS,
-        .output_count = 1,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 8,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "llama",
+    .entry = "forward",
+    .site = EXACTC_KIND_F32,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 1,
+    .outputs = OUTPUTS,
+    .output_count = 1,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 8,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }

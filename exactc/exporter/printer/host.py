@@ -5,8 +5,11 @@ model.c is cut into sections, each a stage of the data flow: the parameters (the
 struct, the table of tensors the weights file must hold, `map_weights`), the network
 (printed by the structured host, printer/structured.py, over the frames of
 exporter/frames.py; or by the straight-line host, printer/straight.py) and the program
-(the inputs and outputs, `run`, and `main`, which hands them to the runtime's
-exactc_main: exactc_host.c reads the weights and inputs, runs, and writes the outputs).
+(the inputs and outputs, `run`, and PROGRAM, their description: the runtime's main,
+exactc_main.c, hands it to exactc_main, where exactc_host.c reads the weights and inputs,
+runs, and writes the outputs; the library, exactc_api.c, opens handles of it). Nothing
+of the program is a global that changes: the weights' pointers and the run-time length
+live with each handle, so two handles run at once.
 The kernels are printer/kernel_table.py's.
 
 Checking builds (-DEXACTC_CHECKING) fill the arena with NaN bytes (0xFF) before the run
@@ -20,6 +23,7 @@ Printing is a pure function of its inputs: same program, same bytes.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any
 
@@ -70,11 +74,6 @@ def print_program(program: Program, site: str, plan: Any = None, straight: bool 
     out.append(f"#define ARENA_BYTES ((size_t){peak}) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE)"
                + (f",\n * at T_max = {program.max_length}: buffers that follow T are placed for their largest size */"
                   if program.max_length else " */"))
-    if program.max_length:
-        given = [spec.name for spec in program.inputs if spec.length is not None]
-        source = f"the input {given[0]}" if given else "the inputs' shapes"
-        out.append(f"static int64_t {SYMBOL}; /* the run-time length of this run, 1 <= {SYMBOL} <= "
-                   f"{program.max_length}: `run` sets it from {source} */")
     out.append("")
     if straight:
         out.extend(line.function())
@@ -110,7 +109,8 @@ def head(program: Program, site: str, straight: bool) -> list[str]:
         " * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.",
         " *",
         " * Sections: the parameters, the network, the program. The kernels are in kernels/;",
-        " * the readers, the writers and main's loop in the runtime (exactc_host.c).",
+        " * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);",
+        " * the library's handles in exactc_api.c (model.h: `make lib`).",
         " */",
         '#include "exactc_rt.h"',
         '#include "kernels.h"',
@@ -145,17 +145,20 @@ def parameters(program: Program, site: str, packed: dict | None = None) -> list[
         offset += -(-size // PARAM_ALIGN) * PARAM_ALIGN
     if program.params:
         out.append("};")
-    out += [f"#define PARAM_BYTES ((size_t){offset})", "", "static Weights weights;", "",
-            "/* Point each field of `weights` at its tensor in the block read from the file"
-            + (", and lay\n * out the linear weights its kernels read packed as their panels (printer/prepack.py).\n"
-               " * 0, or -1 when memory runs out. */" if packed else ". 0 always. */"),
-            "static int map_weights(void *block) {"]
+    out += [f"#define PARAM_BYTES ((size_t){offset})", "",
+            "/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)\n"
+            " * at its tensor in the block read from the file"
+            + (", and lay out the linear weights its kernels\n * read packed as their panels (printer/prepack.py). "
+               "0, or -1 when memory runs out. */" if packed else ". 0 always. */"),
+            "static int map_weights(void *block, void *mapped) {"]
     if program.params:
         out.append(f"{INDENT}unsigned char *data = block;")
+        out.append(f"{INDENT}Weights *weights = mapped;")
     else:
         out.append(f"{INDENT}(void)block;")
+        out.append(f"{INDENT}(void)mapped;")
     for k, (spec, v) in enumerate(zip(program.params, program.param_values)):
-        out.append(f"{INDENT}weights.{v.name} = ({types.kind_ctype(spec.kind, site)} *)(data + PARAMS[{k}].offset);")
+        out.append(f"{INDENT}weights->{v.name} = ({types.kind_ctype(spec.kind, site)} *)(data + PARAMS[{k}].offset);")
     for k, spec in enumerate(program.params):
         if spec.name in (packed or {}):
             p = packed[spec.name]
@@ -186,7 +189,7 @@ def spec_dims(name: str, shape) -> tuple[list[str], list[str]]:
 def main_section(program: Program, site: str) -> list[str]:
     """The inputs and outputs, `run`, and main."""
     out = banner("The program: its inputs and outputs (.npy files named after them), one run of the\n"
-                 "network, and main, which hands them to the runtime (exactc_host.c).")
+                 "network, and its description, which main and the library hand to the runtime.")
 
     def specs(array: str, named: list[tuple[str, Value]]) -> list[str]:
         if not named:
@@ -213,14 +216,19 @@ def main_section(program: Program, site: str) -> list[str]:
     top = program.max_length
     out.append("/* One run of the network, on buffers in the order INPUTS and OUTPUTS list them"
                + (f", at the\n * run-time length the inputs give (1 <= T <= {top}). */" if top else ". */"))
-    out.append("static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {")
-    out.append(f"{INDENT}{SYMBOL} = length;" if top else f"{INDENT}(void)length;")
+    out.append("static void run(const void *weights, int64_t length, void *const *in, void *const *out,\n"
+               "                unsigned char *arena) {")
+    if not top:
+        out.append(f"{INDENT}(void)length;")
     if not inputs:
         out.append(f"{INDENT}(void)in;")
-    args = ["&weights"] + [f"in[{k}]" for k in range(len(inputs))] + [f"out[{k}]" for k in range(len(outputs))]
-    out.append(f"{INDENT}{program.function.name}({', '.join(args + ['arena'])});")
+    args = ["weights"] + [f"in[{k}]" for k in range(len(inputs))] + [f"out[{k}]" for k in range(len(outputs))]
+    args += ["arena"] + (["length"] if top else [])
+    out.append(f"{INDENT}{program.function.name}({', '.join(args)});")
     out += ["}", ""]
     fields = [
+        ("model", json.dumps(program.model)),
+        ("entry", json.dumps(program.entry)),
         ("site", KIND[site]),
         ("params", "PARAMS" if program.params else "NULL"),
         ("param_count", "sizeof PARAMS / sizeof PARAMS[0]" if program.params else "0"),
@@ -233,16 +241,19 @@ def main_section(program: Program, site: str) -> list[str]:
         ("max_length", str(top or 0)),
         *([("length_from", f'"{length_from[0]}"')] if length_from else []),
         *([("in_place", "IN_PLACE")] if program.in_place else []),
+        ("weights_bytes", "sizeof(Weights)"),
         ("map_weights", "map_weights"),
         ("run", "run"),
     ]
-    out.append("int main(int argc, char **argv) {")
-    out.append(f"{INDENT}static const exactc_program program = {{")
-    out.extend(f"{INDENT * 2}.{field} = {value}," for field, value in fields)
-    out.append(f"{INDENT}}};")
-    # A decode entry's program also runs the whole generation loop (`./model generate ...`,
+    # The program's description, whole: main (runtime/exactc_main.c) hands it to the
+    # runtime, and the library (runtime/exactc_api.c, model.h) opens handles of it. A
+    # decode entry's program also runs the whole generation loop (`./model generate ...`,
     # runtime/exactc_generate.c).
-    main = "exactc_decode_main" if program.entry == "decode" else "exactc_main"
-    out.append(f"{INDENT}return {main}(argc, argv, &program);")
+    out.append("static const exactc_program PROGRAM = {")
+    out.extend(f"{INDENT}.{field} = {value}," for field, value in fields)
+    out.append("};")
+    out.append("")
+    out.append("const exactc_program *exactc_model_program(void) {")
+    out.append(f"{INDENT}return &PROGRAM;")
     out.append("}")
     return out

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 
+from exactc.exporter.dims import SYMBOL
 from exactc.exporter.frames import ITEMSIZE, align, ctype, is_view, itemsize, slot_bytes
 from exactc.exporter.graph import Call, Function, Op, Program
 from exactc.exporter.launches import values_read
 from exactc.exporter.printer.ctext import INDENT, shape_text, signature_lines
 from exactc.exporter.printer.kernel_table import KernelTable
+from exactc.exporter.printer.structured import length_parameter
 
 
 class StraightLineHost:
@@ -132,8 +134,12 @@ class StraightLineHost:
         for v in program.function.outputs:
             params.append((f"{ctype(v, self.site)} *{v.name}", shape_text(v.shape) + ", written"))
         params.append(("unsigned char *arena", f"{self.peak} bytes: every buffer its own"))
+        if program.max_length:
+            params.append(length_parameter(program.max_length))
         out = [f"/* {program.entry}, straight-line: {self.launches} launches in order, nothing released. */"]
         out.extend(signature_lines(f"static void {program.function.name}", params))
+        if program.max_length:
+            out.append(f"{INDENT}(void){SYMBOL};")
         out.extend(self.lines)
         out.append("}")
         return out

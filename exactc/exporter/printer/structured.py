@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from exactc.exporter.dims import SYMBOL
 from exactc.exporter.frames import Frame, align, by_node, ctype, is_view
 from exactc.exporter.graph import Call, Fold, Function, Op, Program
 from exactc.exporter.launches import read_args
@@ -23,6 +24,12 @@ from exactc.exporter.printer.kernel_table import KernelTable
 
 
 # ---- the anchor: one place for what the mutant catalog changes -------------------------------
+
+
+def length_parameter(max_length: int) -> tuple[str, str]:
+    """The run-time length, a parameter of every function of the network (none holds it
+    in a global: two handles of one library run at once, each at its own length)."""
+    return f"int64_t {SYMBOL}", f"the run-time length, 1 <= {SYMBOL} <= {max_length}"
 
 
 def fold_slice(base: str, index: str, chunk: int) -> str:
@@ -66,6 +73,8 @@ class StructuredHost:
             params.append((f"{ctype(v, site)} *{v.name}", shape_text(v.shape) + ", written"))
         if self.peak_of(fn) or entry:
             params.append(("unsigned char *arena", f"{self.peak_of(fn)} bytes of scratch"))
+        if self.program.max_length:
+            params.append(length_parameter(self.program.max_length))
         return params
 
     def functions(self) -> list[str]:
@@ -89,6 +98,8 @@ class StructuredHost:
         out.extend(signature_lines(f"static void {fn.name}", self.signature(fn, entry)))
         if scratch:
             out.append(f"{INDENT}{self.scratch[id(fn)]}(arena);")
+        if self.program.max_length:
+            out.append(f"{INDENT}(void){SYMBOL};")
         expr: dict[int, str] = {}
         if entry:
             for v in self.program.param_values:
@@ -167,6 +178,8 @@ class StructuredHost:
         args = [expr[id(v)] for v in node.args] + [expr[id(v)] for v in node.outs]
         if self.peak_of(node.function):
             args.append(f"arena + {align(frame.high[index])}")
+        if self.program.max_length:
+            args.append(SYMBOL)
         return call_lines(node.function.name, args, INDENT)
 
     def fold(self, node: Fold, index: int, frame: Frame, expr: dict[int, str]) -> list[str]:
@@ -209,6 +222,8 @@ class StructuredHost:
             call_args = args + nexts + [fold_slice(b, layer, chunk) for b, chunk in rows]
             if self.peak_of(body):
                 call_args.append(f"arena + {base}")
+            if self.program.max_length:
+                call_args.append(SYMBOL)
             body_lines.extend(call_lines(body.name, call_args, pad))
             for k, v in enumerate(node.carry_outs):
                 body_lines.append(f"{pad}{names[k]} = {nexts[k]};")

@@ -27,6 +27,7 @@ from exactc.mutants.catalog import (
     lanes,
     layouts,
     lengths,
+    library,
     loop_bounds,
     probes,
     quant,
@@ -65,6 +66,14 @@ _FIXED_CHECKS = [
     Check("npy", ("tests/test_npy.py",)),
     # The runtime's host (exactc_host.c): weights, inputs, outputs, exactc_main's refusals.
     Check("host-runtime", ("tests/test_host_runtime.py",)),
+    # The library (exactc_api.c, model.h) and its binding (exactc/library.py): two handles
+    # on two threads, the GIL released while C runs, the generation loop's tokens heard,
+    # hostile use refused (tests/test_library.py).
+    Check("library:threads", ("tests/test_library.py",), "two_handles"),
+    Check("library:gil", ("tests/test_library.py",), "gil"),
+    Check("library:generate", ("tests/test_library.py",), "generation"),
+    Check("library:hostile", ("tests/test_library.py",), "hostile"),
+    Check("embed:encoder", ("tests/test_embed.py",), "sentence_embedder"),
     Check("reference", ("tests/test_reference.py",)),
     # The reference's fused multiply-add against exact rational arithmetic and the C
     # library's fma, on drawn and adversarial triples (tests/test_fma.py).
@@ -312,7 +321,8 @@ _FIXED_CHECKS = [
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
-            tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training, startup]
+            tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training, startup,
+            library]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -64,7 +64,7 @@ MUTANTS = [
         "the checking build's layer traces are never written, EXACTC_TRACE_DIR set or not: the "
         "report can no longer name a layer",
         HOST_RUNTIME,
-        "    if (dir == NULL || *dir == '\\0') return;\n",
+        "    if (dir == NULL || *dir == '\\0' || arena_check == NULL) return;\n",
         "    return;\n",
         ("programs:report",),
         family="comparison",

@@ -105,8 +105,8 @@ MUTANTS = [
         "the C generation loop runs each step after the first one position early: its keys and "
         "values go over the last cached row, and its own row stays unwritten",
         C_LOOP,
-        "    d->program->run(d->T, d->in, d->out, d->arena);",
-        "    d->program->run(d->T > 0 ? d->T - 1 : 0, d->in, d->out, d->arena);",
+        "    d->program->run(d->weights, d->T, d->in, d->out, d->arena);",
+        "    d->program->run(d->weights, d->T > 0 ? d->T - 1 : 0, d->in, d->out, d->arena);",
         ("generate:program",),
         family="generate",
     ),
@@ -114,8 +114,8 @@ MUTANTS = [
         "c-generate-every-step-first-key",
         "the C generation loop draws every step's u from the first step's child key",
         C_LOOP,
-        "        exactc_key_fold_in(&key, (uint64_t)n, &child);",
-        "        exactc_key_fold_in(&key, 0, &child);",
+        "        exactc_key_fold_in(key, (uint64_t)n, &child);",
+        "        exactc_key_fold_in(key, 0, &child);",
         ("generate:program",),
         family="generate",
     ),
@@ -123,8 +123,8 @@ MUTANTS = [
         "c-generate-prompt-from-its-second-token",
         "the C generation loop feeds the prompt from its second token: the first position is never cached",
         C_LOOP,
-        "    for (int64_t t = 0; rc == 0 && t < len; t++) step(&d, prompt[t]);",
-        "    for (int64_t t = len > 1; rc == 0 && t < len; t++) step(&d, prompt[t]);",
+        "    for (int64_t t = 0; rc == 0 && t < len; t++) step(d, prompt[t]);",
+        "    for (int64_t t = len > 1; rc == 0 && t < len; t++) step(d, prompt[t]);",
         ("generate:program",),
         family="generate",
     ),
@@ -132,8 +132,8 @@ MUTANTS = [
         "c-generate-stop-token-ignored",
         "the C generation loop runs on past a drawn stop token",
         C_LOOP,
-        "        if (drawn.token == r->stop || n == r->count) break;",
-        "        if (n == r->count) break;",
+        "        if (stopped || drawn.token == stop || n == count) break;",
+        "        if (stopped || n == count) break;",
         ("generate:program",),
         family="generate",
     ),
@@ -143,10 +143,10 @@ MUTANTS = [
         "through decode again from position 0 (the same bits, a cost quadratic in the tokens; "
         "probe only)",
         C_LOOP,
-        "        step(&d, (int32_t)drawn.token);\n",
-        "        d.T = 0; /* the whole sequence again */\n"
-        "        for (int64_t t = 0; t < len; t++) step(&d, prompt[t]);\n"
-        "        for (int64_t t = 0; t < n; t++) step(&d, tokens[t]);\n",
+        "        step(d, (int32_t)drawn.token);\n",
+        "        d->T = 0; /* the whole sequence again */\n"
+        "        for (int64_t t = 0; t < len; t++) step(d, prompt[t]);\n"
+        "        for (int64_t t = 0; t < n; t++) step(d, g->tokens[t]);\n",
         ("probes:generate",),
         family="generate",
     ),
