@@ -6149,7 +6149,8 @@ int xent_rows_split(const float *restrict logits, const int32_t *restrict target
  * reads INPUT_DIR/<input>.npy, writes OUTPUT_DIR/<output>.npy; see README.md.
  *
  * Sections: the parameters, the network, the program. The kernels are in kernels/;
- * the readers, the writers and main's loop in the runtime (exactc_host.c).
+ * the readers, the writers and main's loop in the runtime (exactc_host.c, exactc_main.c);
+ * the library's handles in exactc_api.c (model.h: `make lib`).
  */
 #include "exactc_rt.h"
 #include "kernels.h"
@@ -6199,27 +6200,27 @@ static const exactc_param_spec PARAMS[] = {
 };
 #define PARAM_BYTES ((size_t)547840)
 
-static Weights weights;
-
-/* Point each field of `weights` at its tensor in the block read from the file. 0 always. */
-static int map_weights(void *block) {
+/* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
+ * at its tensor in the block read from the file. 0 always. */
+static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
-    weights.transformer_wte_weight = (float *)(data + PARAMS[0].offset);
-    weights.transformer_wpe_weight = (float *)(data + PARAMS[1].offset);
-    weights.transformer_h_ln_1_weight = (float *)(data + PARAMS[2].offset);
-    weights.transformer_h_ln_1_bias = (float *)(data + PARAMS[3].offset);
-    weights.transformer_h_attn_c_attn_weight = (float *)(data + PARAMS[4].offset);
-    weights.transformer_h_attn_c_attn_bias = (float *)(data + PARAMS[5].offset);
-    weights.transformer_h_attn_c_proj_weight = (float *)(data + PARAMS[6].offset);
-    weights.transformer_h_attn_c_proj_bias = (float *)(data + PARAMS[7].offset);
-    weights.transformer_h_ln_2_weight = (float *)(data + PARAMS[8].offset);
-    weights.transformer_h_ln_2_bias = (float *)(data + PARAMS[9].offset);
-    weights.transformer_h_mlp_c_fc_weight = (float *)(data + PARAMS[10].offset);
-    weights.transformer_h_mlp_c_fc_bias = (float *)(data + PARAMS[11].offset);
-    weights.transformer_h_mlp_c_proj_weight = (float *)(data + PARAMS[12].offset);
-    weights.transformer_h_mlp_c_proj_bias = (float *)(data + PARAMS[13].offset);
-    weights.transformer_ln_f_weight = (float *)(data + PARAMS[14].offset);
-    weights.transformer_ln_f_bias = (float *)(data + PARAMS[15].offset);
+    Weights *weights = mapped;
+    weights->transformer_wte_weight = (float *)(data + PARAMS[0].offset);
+    weights->transformer_wpe_weight = (float *)(data + PARAMS[1].offset);
+    weights->transformer_h_ln_1_weight = (float *)(data + PARAMS[2].offset);
+    weights->transformer_h_ln_1_bias = (float *)(data + PARAMS[3].offset);
+    weights->transformer_h_attn_c_attn_weight = (float *)(data + PARAMS[4].offset);
+    weights->transformer_h_attn_c_attn_bias = (float *)(data + PARAMS[5].offset);
+    weights->transformer_h_attn_c_proj_weight = (float *)(data + PARAMS[6].offset);
+    weights->transformer_h_attn_c_proj_bias = (float *)(data + PARAMS[7].offset);
+    weights->transformer_h_ln_2_weight = (float *)(data + PARAMS[8].offset);
+    weights->transformer_h_ln_2_bias = (float *)(data + PARAMS[9].offset);
+    weights->transformer_h_mlp_c_fc_weight = (float *)(data + PARAMS[10].offset);
+    weights->transformer_h_mlp_c_fc_bias = (float *)(data + PARAMS[11].offset);
+    weights->transformer_h_mlp_c_proj_weight = (float *)(data + PARAMS[12].offset);
+    weights->transformer_h_mlp_c_proj_bias = (float *)(data + PARAMS[13].offset);
+    weights->transformer_ln_f_weight = (float *)(data + PARAMS[14].offset);
+    weights->transformer_ln_f_bias = (float *)(data + PARAMS[15].offset);
     return 0;
 }
 
@@ -6230,7 +6231,6 @@ static int map_weights(void *block) {
  * ---------------------------------------------------------------------------------- */
 #define ARENA_BYTES ((size_t)1928448) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 8: buffers that follow T are placed for their largest size */
-static int64_t T; /* the run-time length of this run, 1 <= T <= 8: `run` sets it from the inputs' shapes */
 
 /* block's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
  * order the buffers are born; buffers that share bytes are never live together. */
@@ -6272,8 +6272,10 @@ static void block(const float *x,                   /* (T, 64) */
                   float *ln_2,                      /* (T, 64), written */
                   float *fc,                        /* (T, 256), written */
                   float *act,                       /* (T, 256), written */
-                  unsigned char *arena) {           /* 8192 bytes of scratch */
+                  unsigned char *arena,             /* 8192 bytes of scratch */
+                  int64_t T) {                      /* the run-time length, 1 <= T <= 8 */
     BLOCK_SCRATCH(arena);
+    (void)T;
     /* ln_1[T, 64] = layernorm(x[T, 64], ln_1_weight[64], ln_1_bias[64], eps=1e-05) */
     layernorm_split(x, ln_1_weight, ln_1_bias, ln_1, T);
     BORN(qkv, 192 * T);
@@ -6463,8 +6465,10 @@ static void block_bar(const float *x_out_bar2,              /* (T, 64) */
                       float *mlp_c_fc_bias_bar2,            /* (256,), written */
                       float *mlp_c_proj_weight_bar2,        /* (64, 256), written */
                       float *mlp_c_proj_bias_bar2,          /* (64,), written */
-                      unsigned char *arena) {               /* 30720 bytes of scratch */
+                      unsigned char *arena,                 /* 30720 bytes of scratch */
+                      int64_t T) {                          /* the run-time length, 1 <= T <= 8 */
     BLOCK_BAR_SCRATCH(arena);
+    (void)T;
     (void)ln_1_bias;
     (void)attn_c_attn_bias;
     (void)attn_c_proj_bias;
@@ -6864,8 +6868,10 @@ static void sequence(const float *transformer_wte_weight_bar,            /* (512
                      float *transformer_ln_f_weight_bar2,                /* (64,), written */
                      float *transformer_ln_f_bias_bar2,                  /* (64,), written */
                      float *total2,                                      /* (), written */
-                     unsigned char *arena) {                             /* 284672 bytes of scratch */
+                     unsigned char *arena,                               /* 284672 bytes of scratch */
+                     int64_t T) {                                        /* the run-time length, 1 <= T <= 8 */
     SEQUENCE_SCRATCH(arena);
+    (void)T;
     BORN(tok, 64 * T);
     /* tok[T, 64] = embedding(transformer_wte_weight[512, 64], tokens[T]) */
     embedding_split(transformer_wte_weight, tokens, tok, T);
@@ -6918,7 +6924,8 @@ static void sequence(const float *transformer_wte_weight_bar,            /* (512
               ln_2_rows + l * 64 * T,
               fc_rows + l * 256 * T,
               act_rows + l * 256 * T,
-              arena + 73728);
+              arena + 73728,
+              T);
         x_out_l = x_out_next;
         EXACTC_TRACE_CARRY("block", l, 0, x_out_l, 64 * T);
     }
@@ -7039,7 +7046,8 @@ static void sequence(const float *transformer_wte_weight_bar,            /* (512
                   mlp_c_fc_bias_bar2_rows + l * 256,
                   mlp_c_proj_weight_bar2_rows + l * 16384,
                   mlp_c_proj_bias_bar2_rows + l * 64,
-                  arena + 253952);
+                  arena + 253952,
+                  T);
         x_out_bar2_out_l = x_out_bar2_out_next;
         EXACTC_TRACE_CARRY("block_bar", l, 0, x_out_bar2_out_l, 64 * T);
     }
@@ -7149,8 +7157,10 @@ static void loss_grad(const Weights *w,                                     /* t
                       float *transformer_h_mlp_c_proj_bias_bar_out_out,     /* (2, 64), written */
                       float *transformer_ln_f_weight_bar_out_out,           /* (64,), written */
                       float *transformer_ln_f_bias_bar_out_out,             /* (64,), written */
-                      unsigned char *arena) {                               /* 1928448 bytes of scratch */
+                      unsigned char *arena,                                 /* 1928448 bytes of scratch */
+                      int64_t T) {                                          /* the run-time length, 1 <= T <= 8 */
     LOSS_GRAD_SCRATCH(arena);
+    (void)T;
     BORN(one, 1);
     /* one[] = fill(, shape=(), value=1.0) */
     fill_one(one, 0, 1);
@@ -7332,7 +7342,8 @@ static void loss_grad(const Weights *w,                                     /* t
                  transformer_ln_f_weight_bar_out_next,
                  transformer_ln_f_bias_bar_out_next,
                  total_out_next,
-                 arena + 1643776);
+                 arena + 1643776,
+                 T);
         transformer_wte_weight_bar_out_l = transformer_wte_weight_bar_out_next;
         EXACTC_TRACE_CARRY("sequence", l, 0, transformer_wte_weight_bar_out_l, 32768);
         transformer_wpe_weight_bar_out_l = transformer_wpe_weight_bar_out_next;
@@ -7422,7 +7433,7 @@ static void loss_grad(const Weights *w,                                     /* t
 
 /* ------------------------------------------------------------------------------------
  * The program: its inputs and outputs (.npy files named after them), one run of the
- * network, and main, which hands them to the runtime (exactc_host.c).
+ * network, and its description, which main and the library hand to the runtime.
  * ---------------------------------------------------------------------------------- */
 static const exactc_tensor_spec INPUTS[] = {
     {"tokens", EXACTC_KIND_I32, 2, {2, 0}, {0, 1}},
@@ -7450,25 +7461,29 @@ static const exactc_tensor_spec OUTPUTS[] = {
 
 /* One run of the network, on buffers in the order INPUTS and OUTPUTS list them, at the
  * run-time length the inputs give (1 <= T <= 8). */
-static void run(int64_t length, void *const *in, void *const *out, unsigned char *arena) {
-    T = length;
-    loss_grad(&weights, in[0], in[1], out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8], out[9], out[10], out[11], out[12], out[13], out[14], out[15], out[16], arena);
+static void run(const void *weights, int64_t length, void *const *in, void *const *out,
+                unsigned char *arena) {
+    loss_grad(weights, in[0], in[1], out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7], out[8], out[9], out[10], out[11], out[12], out[13], out[14], out[15], out[16], arena, length);
 }
 
-int main(int argc, char **argv) {
-    static const exactc_program program = {
-        .site = EXACTC_KIND_F32,
-        .params = PARAMS,
-        .param_count = sizeof PARAMS / sizeof PARAMS[0],
-        .param_bytes = PARAM_BYTES,
-        .inputs = INPUTS,
-        .input_count = 2,
-        .outputs = OUTPUTS,
-        .output_count = 17,
-        .arena_bytes = ARENA_BYTES,
-        .max_length = 8,
-        .map_weights = map_weights,
-        .run = run,
-    };
-    return exactc_main(argc, argv, &program);
+static const exactc_program PROGRAM = {
+    .model = "gpt",
+    .entry = "loss_grad",
+    .site = EXACTC_KIND_F32,
+    .params = PARAMS,
+    .param_count = sizeof PARAMS / sizeof PARAMS[0],
+    .param_bytes = PARAM_BYTES,
+    .inputs = INPUTS,
+    .input_count = 2,
+    .outputs = OUTPUTS,
+    .output_count = 17,
+    .arena_bytes = ARENA_BYTES,
+    .max_length = 8,
+    .weights_bytes = sizeof(Weights),
+    .map_weights = map_weights,
+    .run = run,
+};
+
+const exactc_program *exactc_model_program(void) {
+    return &PROGRAM;
 }
