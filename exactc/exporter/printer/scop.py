@@ -63,7 +63,7 @@ from exactc.exporter.kernels.ir import (
 from exactc.exporter.kernels.layouts import fresh_name
 from exactc.exporter.kernels.plans import function_name
 from exactc.exporter.printer.ctext import INDENT, comment_block
-from exactc.exporter.printer.nests import BITS_CTYPE, BodyPrinter, Extents, affine_text, nest_taken
+from exactc.exporter.printer.nests import BITS_CTYPE, LOCAL_CTYPE, BodyPrinter, Extents, affine_text, nest_taken
 
 SCOP_HEADER = "exactc_scop.h"  # the const declarations every nest file includes
 NESTS_HEADER = "scop_nests.h"  # the nests' prototypes, for the driver
@@ -190,10 +190,13 @@ class ScopBodyPrinter(BodyPrinter):
     """The BodyPrinter of SCoP mode: literal bounds, one subscript per axis, every loop
     a plain loop in index order, scalar branches as selections."""
 
-    def __init__(self, buffers: Mapping[str, Buffer], shapes: Mapping[str, tuple[int, ...]], taken: set[str]):
+    def __init__(
+        self, buffers: Mapping[str, Buffer], shapes: Mapping[str, tuple[int, ...]], taken: set[str], hoist: bool
+    ):
         super().__init__(buffers, _NoExtents())
         self.shapes = shapes
         self.taken = taken
+        self.hoist = hoist  # a static-control nest: selections compute their values first
 
     def extent(self, axis) -> str:
         return str(axis.extent)
@@ -235,7 +238,11 @@ class ScopBodyPrinter(BodyPrinter):
 
     def selection(self, stmt: If, depth: int) -> list[str]:
         """`if (c) { a = x; } else { b = y; }` as `const int s = c; a = s ? x : a;
-        b = s ? b : y;`: the condition computed once, each scalar selected."""
+        b = s ? b : y;`: the condition computed once, each scalar selected. In a
+        static-control nest (`hoist`) each new value is computed before its selection,
+        so that the selection is data flow with no branch: every access of such a nest
+        is in bounds at every point (the IR's checker proves it), so computing a value
+        the condition does not choose reads nothing it may not."""
         pad = INDENT * depth
         chosen = fresh_name("select", self.taken)
         out = [f"{pad}const int {chosen} = {self.bare(stmt.cond)};"]
@@ -244,6 +251,10 @@ class ScopBodyPrinter(BodyPrinter):
                 assert isinstance(assign, Assign)
                 name = self.rename.get(assign.var.name, assign.var.name)
                 new = self.expr(assign.value)
+                if self.hoist:
+                    value = fresh_name(f"{name}_new", self.taken)
+                    out.append(f"{pad}const {LOCAL_CTYPE[assign.var.type]} {value} = {self.bare(assign.value)};")
+                    new = value
                 arms = (new, name) if taken else (name, new)
                 out.append(f"{pad}{name} = {chosen} ? {arms[0]} : {arms[1]};")
         return out
@@ -281,8 +292,8 @@ def scop_function(name: str, item: Launch, buffers: Mapping[str, Buffer]) -> lis
     nest = item.nest
     used = {a: buffers[a] for a in item.args}
     shapes = declared_shapes(nest, used)
-    printer = ScopBodyPrinter(used, shapes, nest_taken(nest, used))
     verdict = nest_verdict(nest)
+    printer = ScopBodyPrinter(used, shapes, nest_taken(nest, used), verdict.static)
     said = "static control" if verdict.static else f"not static control: {verdict.why}"
     out = comment_block(nest.text().splitlines() + ["", f"exactc's verdict: {said}."])
     out += ["#pragma GCC diagnostic push", '#pragma GCC diagnostic ignored "-Wunknown-pragmas"']
