@@ -11,7 +11,8 @@ SCoP is found in its file and it covers the nest's loops, from the outermost `fo
 the function's closing brace. They agree on a nest when exactc's verdict (printer/
 scop.py's nest_verdict, in scop.json) says the same; no other nest may be one SCoP.
 
-    python -m exactc.verify.scop            # gpt, bert, llama forward at f64, f32, bf16
+    python -m exactc.verify.scop            # every entry of gpt, bert, llama at f64, f32, bf16,
+                                            # and each forward with q8 and q4 weights
     python -m exactc.verify.scop DIR ...    # directories already exported
 
 ends with `scop: <nests> nests, <s> static-control, <a> agree with Polly`, and exits 1
@@ -51,7 +52,7 @@ POLLY_FLAGS = (
     "-Rpass-analysis=polly-scops",
 )
 _REMARK = re.compile(r":(\d+):\d+: remark: SCoP (begins|ends) here\.")
-# The directories `make scop` checks: every architecture's forward at every type, small.
+# The directories `make scop` checks (requests()), small.
 MODELS = ("gpt", "bert", "llama")
 SITES = ("f64", "f32", "bf16")
 SMALL = ("layers=1",)
@@ -168,17 +169,28 @@ def run_driver(directory: Path) -> str | None:
     return None if ran.returncode == 0 else ran.stdout + ran.stderr
 
 
+def requests() -> list[tuple[str, str, str, tuple[str, int] | None]]:
+    """What `make scop` exports: every entry of every architecture at every type, and each
+    forward at f32 with q8 and with q4 linear weights; (model, entry, site, weights)."""
+    from exactc.exporter import models
+
+    out: list[tuple[str, str, str, tuple[str, int] | None]] = []
+    for model in MODELS:
+        out += [(model, entry, site, None) for entry in models.entries(model) for site in SITES]
+        out += [(model, "forward", "f32", (fmt, 32)) for fmt in ("q8", "q4")]
+    return out
+
+
 def export_directories(root: Path) -> list[Path]:
-    """Every architecture's forward at every type, small, exported in SCoP mode."""
+    """The directories of requests(), small, exported in SCoP mode under `root`."""
     from exactc.exporter import export
 
     out = []
-    for model in MODELS:
-        for site in SITES:
-            overrides = dict(item.split("=") for item in SMALL)
-            target = root / f"{model}-forward-{site}"
-            export.write(export.prepare_scop(model, "forward", site, overrides=overrides), target)
-            out.append(target)
+    for model, entry, site, weights in requests():
+        overrides = dict(item.split("=") for item in SMALL)
+        target = root / "-".join([model, entry, site] + ([weights[0]] if weights else []))
+        export.write(export.prepare_scop(model, entry, site, overrides=overrides, weights=weights), target)
+        out.append(target)
     return out
 
 
