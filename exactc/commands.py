@@ -31,7 +31,8 @@ def _note(command: str) -> Callable[[str], None]:
 def _model_options(p: argparse.ArgumentParser, plan: str | None = None) -> None:
     """The options that name an export; `plan` the default of --plan (None: the plain nests)."""
     p.add_argument("model", nargs="?", help="gpt, bert or llama (with --checkpoint: checked against it, or inferred)")
-    p.add_argument("--entry", required=True, help="gpt/llama: forward, next_token, prefill, decode; bert: forward, embed")
+    p.add_argument("--entry", required=True, help="gpt/llama: forward, next_token, prefill, decode, loss_grad (--set batch=B); "
+                        "bert: forward, embed")
     p.add_argument("--dtype", required=True, help="the site type: f64, f32 or bf16")
     p.add_argument("--seed", type=int, default=0, help="seed of the drawn parameters and inputs (default 0)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",

@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
 
 from exactc.exporter import dims, export, models
 from exactc.exporter.kernels.autoplan import auto_kernel_plan, even_split, nest_signature
@@ -16,9 +17,18 @@ from exactc.exporter.kernels.lower import lower
 from exactc.exporter.kernels.plans import NestPlan, Plan, parse_plan, validate_plan
 from exactc.exporter.kernels.splits import Split
 from exactc.exporter.models import cache
-from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, block_count, quantized_row_length
+from exactc.exporter.primitives import (
+    BACKWARD_PRIMITIVES,
+    CONTRACT_FMA,
+    CONTRACT_OFF,
+    block_count,
+    quantized_row_length,
+)
 from exactc.exporter.printer.kernels import print_kernel
 from exactc import programs
+from exactc.strategies.cases import cases
+from exactc.verify.build import BuildOptions
+from exactc.verify.kernels import assert_all_equal, run_cases
 
 from test_programs import build, conforms, needs_clang
 
@@ -377,3 +387,18 @@ def test_even_split_of_a_run_time_extent_into_one_and_two_pieces():
     assert even_split(t, 2) == Split(0, ((0, 1), (1, 2)), of=2)
     assert even_split(t, 1) is None
     assert even_split(t, 0) is None
+
+
+@pytest.mark.parametrize("primitive", BACKWARD_PRIMITIVES)
+def test_the_automatic_plan_of_a_backward_kernel_keeps_the_reference_bits(primitive):
+    """The backward's kernels laned and split by the automatic plan, on 1 and 2 threads:
+    their splits cut output elements only, so every ordered sum keeps its order."""
+
+    @settings(max_examples=3, deadline=None)
+    @given(case=cases(primitive))
+    def check(case):
+        plan = auto_kernel_plan(lower(case.primitive, case.site, case.kernel_shapes, case.attr_dict))
+        for threads in (1, 2):
+            assert_all_equal(run_cases([case], BuildOptions(openmp=True), plans=[plan], threads=threads))
+
+    check()

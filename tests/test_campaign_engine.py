@@ -9,11 +9,11 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 
-from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
+from exactc.exporter.primitives import BACKWARD_PRIMITIVES, CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
 from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import Case, kernel_families, sibling, sibling_lengths
 from exactc.strategies.tensors import TensorSpec
-from exactc.verify import kernel_campaign
+from exactc.verify import campaign, kernel_campaign
 from exactc.verify.kernels import _prepare, assert_all_equal, kernel_key, run_cases
 
 
@@ -59,7 +59,7 @@ def test_tasks_cover_the_cases_asked_for_and_every_primitive_and_site(cases):
     tasks = kernel_campaign.plan_tasks(cases, seed=3)
     assert sum(t.cases for t in tasks if t.contract == CONTRACT_OFF) >= cases
     assert len({t.seed for t in tasks}) == len(tasks)
-    pairs = {(p, s, CONTRACT_OFF) for p in PRIMITIVES for s in SITE_TYPES} | {(None, None, CONTRACT_OFF)}
+    pairs = {(p, s, CONTRACT_OFF) for p in PRIMITIVES for s in PRIMITIVES[p].sites} | {(None, None, CONTRACT_OFF)}
     pairs |= {(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES}
     assert {(t.primitive, t.site, t.contract) for t in tasks} == pairs and len(tasks) % len(pairs) == 0
     assert kernel_campaign.plan_tasks(0) == []
@@ -172,3 +172,20 @@ def test_a_batch_child_that_dies_or_hangs_is_crashed_or_timed_out_never_ok(how):
             "exit 0": ("crashed", "the child process died (exit 0) before it sent its results"),
             "sleeps": ("timed out", "the batch ran past 2 s")}
     assert run_in_child(library, [], timeout=2, threads=1) == said[how]
+
+
+def test_a_backward_task_counts_in_the_grad_line_of_make_verify():
+    """make verify's `grad: <n> checked, <m> mismatches`: the backward primitives' cases,
+    beside their rows of the primitive x type table; at the default size at least 2000."""
+    task = kernel_campaign.Task("linear_bar_w", "f32", seed=7, examples=1, kernels=2, siblings=2)
+    result = kernel_campaign.run_task(task)
+    assert result.failures == [] and result.cases == task.cases
+    rows, _, _ = kernel_campaign.merge([result])
+    assert sorted(r["family"] for r in rows) == ["grad"] * task.cases + ["kernels"] * task.cases
+    text, cases, mismatches = campaign.summary(rows, 1.0)
+    assert f"grad: {task.cases} checked, 0 mismatches" in text.splitlines()
+    assert (cases, mismatches) == (task.cases, 0)
+    planned = kernel_campaign.plan_tasks(campaign.DEFAULT_CASES)
+    grad = sum(t.cases for t in planned if t.primitive in BACKWARD_PRIMITIVES and t.contract == CONTRACT_OFF)
+    assert grad >= campaign.MIN_KERNEL_FAMILY_CHECKS["grad"] == 2000
+    assert {t.site for t in planned if t.primitive in BACKWARD_PRIMITIVES} == {"f64", "f32"}

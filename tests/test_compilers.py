@@ -19,7 +19,7 @@ from installed import need  # tests/installed.py
 COMPILERS = ["gcc", "clang"]
 LEVELS = [("-O0", False), ("-O2", False), ("-O3", False), ("-O2", True)]
 
-EVERY_PRIMITIVE_AND_TYPE = st.tuples(*[cases(p, s) for p in sorted(PRIMITIVES) for s in SITE_TYPES])
+EVERY_PRIMITIVE_AND_TYPE = st.tuples(*[cases(p, s) for p in sorted(PRIMITIVES) for s in PRIMITIVES[p].sites])
 EVERY_FUSED_PRIMITIVE_AND_TYPE = st.tuples(*[fused_cases(p, s) for p in FUSED_PRIMITIVES for s in SITE_TYPES])
 
 

@@ -68,9 +68,10 @@ def test_export_npy_bytes_round_trip_with_bf16_widened():
     from exactc.exporter import export
     x = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]  # not contiguous
     for array, want in [(x, x), (np.array([1, -2], np.int32), np.array([1, -2], np.int32)),
-                        (x.astype(types.BF16), x)]:
+                        (x.astype(types.BF16), x), (np.float64(2.5) * np.ones(()), np.array(2.5))]:
         back = np.load(io.BytesIO(export.npy_bytes(array)), allow_pickle=False)
         assert back.dtype == want.dtype and (back == want).all() and back.flags.c_contiguous
+        assert back.shape == want.shape  # a 0-d output (loss_grad's loss) stays 0-d
     assert export.npy_bytes(x)[:6] == b"\x93NUMPY"
     assert export.npy_value(x) is x and export.npy_value(x.astype(types.BF16)).dtype == np.float32
 

@@ -104,6 +104,34 @@ def test_graph_quantized_specs_of_both_formats():
     assert (values.shape, values.kind, scales.shape) == ((6, 20), "i8", (6, 3))
 
 
+def test_graph_a_reverse_fold_runs_its_layers_from_the_last_down_each_on_its_own_slice():
+    from exactc.exporter import models
+
+    def body(x, p):
+        y = graph.silu(graph.linear(x, p["w"]))
+        return y, y  # the carry, and this layer's row
+
+    def entry(params, x):
+        out, (rows,) = graph.fold(body, 3, x, graph.group_layers(params, "h."), rows=True, reverse=True)
+        return {"y": out, "rows": rows}
+
+    program = graph.trace("m", "reverse", entry, [graph.ParamSpec("h.{l}.w", (4, 4), 3)],
+                          [graph.InputSpec("x", (2, 4), "x")])
+    (fold,) = [n for n in program.function.nodes if isinstance(n, graph.Fold)]
+    assert fold.reverse and list(fold.order()) == [2, 1, 0]
+    params = models.draw_parameters(program, 0, "f64")
+    x = np.linspace(-1, 1, 8).reshape(2, 4)
+    steps = []
+    got = walk.evaluate(program, "f64", params, {"x": x}, on_layer=steps.append)
+    assert [s.layer for s in steps] == [2, 1, 0]
+    w, want, rows = params["h.{l}.w"], x, {}
+    for layer in (2, 1, 0):  # layer 2 on x, then layer 1, then layer 0: row l is layer l's
+        want = walk.reference.silu(walk.reference.linear(want, w[layer], site="f64"), site="f64")
+        rows[layer] = want
+    assert (got["y"] == want).all()
+    assert (got["rows"] == np.stack([rows[0], rows[1], rows[2]])).all()
+
+
 def test_graph_an_apart_layer_runs_its_own_body_and_a_call_reports_its_layers():
     from exactc.exporter import models
 

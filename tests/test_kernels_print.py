@@ -34,7 +34,7 @@ from installed import need, need_module  # tests/installed.py
 SITES = ("f64", "f32", "bf16")
 
 # (primitive, operand shapes, attributes): every primitive, every attribute branch.
-CASES = [
+FORWARD_CASES = [
     ("add", {"a": (2, 3), "b": (2, 3)}, {}),
     ("add", {"a": (), "b": ()}, {}),
     ("sub", {"a": (7,), "b": (7,)}, {}),
@@ -76,15 +76,50 @@ CASES = [
     ("qlinear_i", {"xq": (2, 7), "xd": (2, 3), "wq": (3, 7), "wd": (3, 3)}, {"fmt": "q8", "block": 3}),
 ]
 
+# The backward (docs/semantics.md section 17), at f64 and f32; rope's inverse its rope.
+BACKWARD_CASES = [
+    ("rope", {"x": (4, 2, 6)}, {"inverse": True}),
+    ("linear_bar_x", {"x": (3, 7), "w": (5, 7), "dy": (3, 5), "acc": (3, 7)}, {}),
+    ("linear_bar_w", {"x": (3, 7), "dy": (3, 5), "acc": (5, 7)}, {}),
+    ("linear_bar_b", {"dy": (3, 5), "acc": (5,)}, {}),
+    ("matmul_bar_a", {"b": (2, 5, 4), "dy": (4, 3, 5), "acc": (4, 3, 4)}, {"trans_b": True, "group": 2}),
+    ("matmul_bar_a", {"b": (2, 4, 5), "dy": (2, 3, 5), "acc": (2, 4, 3)}, {"trans_a": True}),
+    ("matmul_bar_b", {"a": (4, 3, 4), "dy": (4, 3, 5), "acc": (2, 5, 4)}, {"trans_b": True, "group": 2}),
+    ("matmul_bar_b", {"a": (2, 4, 3), "dy": (2, 3, 5), "acc": (2, 4, 5)}, {"trans_a": True}),
+    ("embedding_bar", {"ids": (6,), "dy": (6, 4), "acc": (10, 4)}, {}),
+    ("norm_bar_g", {"x": (3, 8), "dy": (3, 8), "acc": (8,)}, {"kind": "layernorm"}),
+    ("norm_bar_g", {"x": (3, 8), "dy": (3, 8), "acc": (8,)}, {"kind": "rmsnorm", "eps": 1e-6}),
+    ("mean_pool_bar", {"keep": (4,), "dy": (3,), "acc": (4, 3)}, {}),
+    ("sum_rows", {"x": (7,), "acc": ()}, {}),
+    ("layernorm_bar_x", {"x": (3, 8), "g": (8,), "dy": (3, 8)}, {}),
+    ("rmsnorm_bar_x", {"x": (3, 8), "g": (8,), "dy": (3, 8)}, {"eps": 1e-6}),
+    ("softmax_bar", {"probs": (2, 3, 5), "dy": (2, 3, 5)}, {}),
+    ("softmax_bar", {"probs": (1, 4, 4), "dy": (1, 4, 4), "keep": (4,)}, {"causal": True, "offset": -2, "has_keep": True}),
+    ("gelu_tanh_bar", {"x": (9,), "dy": (9,)}, {}),
+    ("silu_bar", {"x": (9,), "dy": (9,)}, {}),
+    ("xent_rows", {"logits": (3, 5), "targets": (3,)}, {}),
+    ("xent_bar", {"logits": (3, 5), "targets": (3,), "r": ()}, {"ignore": 0}),
+    ("adamw", {"param": (2, 3), "g": (2, 3), "m": (2, 3), "v": (2, 3), "h": (8,)}, {}),
+    ("adamw", {"param": (7,), "g": (7,), "m": (7,), "v": (7,), "h": (8,)}, {"decays": True}),
+]
+# The loss_grad graph's own (exporter/backprop.py): its +0s and 1, the loss's mean.
+LOSS_GRAD_CASES = [
+    ("fill", {}, {"shape": (2, 3)}),
+    ("fill", {}, {"shape": (), "value": 1.0}),
+    ("xent_mean", {"x": (), "targets": (2, 5)}, {}),
+]
+CASES = FORWARD_CASES + BACKWARD_CASES + LOSS_GRAD_CASES
+
 # quantize: the full blocks, then the short last block (3 does not divide 7)
-NESTS_PER_PRIMITIVE = {p: 1 for p in PRIMITIVES} | {"rope": 2, "concat": 2, "quantize": 2}
+# norm_bar_g: the forward's row stats, then the sum over the rows
+NESTS_PER_PRIMITIVE = {p: 1 for p in PRIMITIVES} | {"rope": 2, "concat": 2, "quantize": 2, "norm_bar_g": 2}
 
 
 def printed_cases():
-    """(prefix, kernel, printed) for every case at every site type."""
+    """(prefix, kernel, printed) for every case at every site type it is defined at."""
     out = []
     for n, (prim, shapes, attrs) in enumerate(CASES):
-        for site in SITES:
+        for site in PRIMITIVES[prim].sites:
             kernel = lower(prim, site, shapes, attrs)
             prefix = f"k{n}_{site}"
             out.append((prefix, kernel, print_kernel(kernel, prefix)))

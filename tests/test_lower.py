@@ -53,6 +53,18 @@ LOWERINGS = [
      "qlinear_w: attribute has_b is None; it must be True or False"),
     ("qlinear_i", "f32", {"xq": (2, 8), "xd": (2, 2), "wq": (3, 8), "wd": (3, 2)}, {"block": "4"},
      "qlinear_i: attribute block is '4'; it must be an int"),
+    ("rope", "f32", {"x": (2, 1, 4)}, {"inverse": 1}, "rope: attribute inverse is 1; it must be True or False"),
+    # the backward: f64 and f32 only, and its own attributes
+    ("linear_bar_b", "bf16", {"dy": (2, 3), "acc": (3,)}, {},
+     "linear_bar_b at bf16: a backward primitive is computed at f64 or f32 (docs/semantics.md section 17)"),
+    ("adamw", "f32", {"param": (2,), "g": (2,), "m": (2,), "v": (2,), "h": (8,)}, {"decays": "yes"},
+     "adamw: attribute decays is 'yes'; it must be True or False"),
+    ("xent_rows", "f64", {"logits": (2, 3), "targets": (2,)}, {"ignore": -1.0},
+     "xent_rows: attribute ignore is -1.0; it must be an int"),
+    ("norm_bar_g", "f32", {"x": (2, 3), "dy": (2, 3), "acc": (3,)}, {"eps": "a"},
+     "norm_bar_g: attribute eps is 'a'; it must be a real number"),
+    ("matmul_bar_a", "f32", {"b": (1, 3, 4), "dy": (1, 2, 4), "acc": (1, 2, 3)}, {"group": 1.5},
+     "matmul_bar_a: attribute group is 1.5; it must be an int"),
 ]
 
 
@@ -93,3 +105,36 @@ def test_a_rank_1_transpose_is_one_bit_copy():
         "nest transpose: parallel i0<3\n"
         "  y[i0] = bits(x[i0])"
     )
+
+
+# ---- the backward (docs/semantics.md section 17)
+
+
+def test_an_accumulating_kernel_starts_each_element_from_acc():
+    """linear_bar_w: y[n,k] is acc[n,k] with the rows' terms added in order, its nest
+    parallel over the output's elements and the rows a reduction."""
+    kernel = lower("linear_bar_w", "f32", {"x": (5, 3), "dy": (5, 2), "acc": (2, 3)})
+    (nest,) = kernel.nests
+    assert [a.name for a in nest.axes] == ["n", "k"] and [a.name for a in nest.reduce_axes()] == ["m"]
+    assert nest.text().splitlines()[1:] == [
+        "  v : f32 = acc[n,k]",
+        "  for m<5 (reduce):",
+        "    v = v + (dy[m,n] * x[m,k])",
+        "  y[n,k] = v",
+    ]
+
+
+def test_the_scatter_add_is_parallel_over_the_columns_alone():
+    """embedding_bar stores at a loaded row: its nest splits over d only, and the tokens
+    are a reduction (in order, a repeated one every time)."""
+    kernel = lower("embedding_bar", "f64", {"ids": (7,), "dy": (7, 4), "acc": (5, 4)})
+    (nest,) = kernel.nests
+    assert [a.name for a in nest.axes] == ["d"] and [a.name for a in nest.reduce_axes()] == ["t"]
+    assert "y[row,d] = y[row,d] + dy[t,d]" in nest.text()
+
+
+def test_rope_inverse_turns_by_minus_the_angle():
+    forward = lower("rope", "f32", {"x": (2, 1, 4)}).nests[1].text()
+    inverse = lower("rope", "f32", {"x": (2, 1, 4)}, {"inverse": True}).nests[1].text()
+    assert "y[t,hd,i] = (x0 * c) - (x1 * s)" in forward and "y[t,hd,i + 2] = (x0 * s) + (x1 * c)" in forward
+    assert "y[t,hd,i] = (x0 * c) + (x1 * s)" in inverse and "y[t,hd,i + 2] = (x1 * c) - (x0 * s)" in inverse

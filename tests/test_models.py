@@ -141,13 +141,26 @@ def test_an_entry_is_built_at_its_config_or_refused_whole():
     assert (program.model, program.entry, program.config.tokens, program.max_length) == ("gpt", "decode", 3, 2)
     assert models.entries("gpt") == ("forward", "next_token", "prefill", "decode")
     for model, entry, overrides, message in (
-            ("gpt", "embed", {}, "gpt has no entry 'embed'; its entries are forward, next_token, prefill, decode"),
+            ("gpt", "embed", {}, "gpt has no entry 'embed'; its entries are forward, next_token, prefill, decode "
+                                 "and loss_grad"),
+            ("bert", "loss_grad", {}, "bert has no entry 'loss_grad'; its entries are forward, embed"),
+            ("gpt", "loss_grad", {"batch": 0}, "gpt config field batch=0 must be an integer from 1 to 2,147,483,647 "
+                                               "(2^31 - 1)"),
+            ("gpt", "loss_grad", {"tokens": 8, "positions": 8},
+             "pos: the slice [0, T) of transformer_wpe_weight reaches its end 8 at T = T_max; its backward joins the "
+             "rows after it back, so loss_grad needs T_max below it (tokens < positions)"),
             ("gpt", "decode", {"tokens": 1}, "gpt.decode: tokens=1 leaves no room for a cached position; a decode "
                                              "step needs tokens >= 2")):
         with pytest.raises(ModelError) as caught:
             models.build(model, entry, overrides)
         assert str(caught.value) == message
     assert models.build("llama", "forward", {"tokens": 5}).max_length == 5
+    lg = models.build("llama", "loss_grad", {"tokens": 5, "batch": "3", "layers": 1})
+    assert (lg.entry, lg.config.tokens, [spec.shape[0] for spec in lg.inputs]) == ("loss_grad", 5, [3, 3])
+    drawn = models.draw_inputs(lg, seed=4, length=2)
+    tokens, targets = drawn["tokens"], drawn["targets"]
+    assert tokens.shape == targets.shape == (3, 2) and tokens.dtype == targets.dtype == np.int32
+    assert 0 <= targets[0, 0] < lg.config.vocab  # the first position always counts
     assert dims.is_extent(models.build("llama", "forward", {"tokens": 5}).inputs[0].shape[0])
 
 

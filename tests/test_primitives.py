@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from exactc.exporter import dims, reference
 from exactc.exporter.kernels import lower
 from exactc.exporter.primitives import (
+    BACKWARD_PRIMITIVES,
     CONTRACT_FMA,
     CONTRACT_OFF,
     FUSED_PRIMITIVES,
@@ -31,8 +32,7 @@ from exactc.verify.kernels import assert_all_equal, run_cases
 BATCH = 8 if os.environ.get("HYPOTHESIS_PROFILE") == "campaign" else 4
 
 
-@pytest.mark.parametrize("site", SITE_TYPES)
-@pytest.mark.parametrize("primitive", sorted(PRIMITIVES))
+@pytest.mark.parametrize("primitive, site", [(p, s) for p in sorted(PRIMITIVES) for s in PRIMITIVES[p].sites])
 def test_c_equals_reference(primitive, site):
     @given(batch=case_batches(primitive, site, max_size=BATCH))
     def check(batch):
@@ -309,7 +309,7 @@ def test_the_catalogue_refuses_unknown_attributes_operands_and_dimensions():
         linear.outputs({"x": (2, 4), "w": (5, 0)})
     with pytest.raises(PrimitiveError, match=re.escape("operand x has shape (2.0, 4)")):
         linear.outputs({"x": (2.0, 4), "w": (5, 4)})
-    with pytest.raises(PrimitiveError, match=r"^unknown primitive 'conv'; exactc knows add, argmax, "):
+    with pytest.raises(PrimitiveError, match=r"^unknown primitive 'conv'; exactc knows adamw, add, argmax, "):
         get_primitive("conv")
 
 
@@ -348,3 +348,23 @@ def test_the_catalogue_refuses_shapes_its_kernels_cannot_take(name, shapes, attr
     with pytest.raises(PrimitiveError) as err:
         get_primitive(name).outputs(shapes, get_primitive(name).full_attrs(attrs))
     assert str(err.value) == message
+
+
+def test_the_backward_primitives_are_defined_at_the_training_sites_only():
+    """docs/semantics.md section 17: gradients and updates are computed at f64 or f32."""
+    assert BACKWARD_PRIMITIVES and set(BACKWARD_PRIMITIVES) <= set(PRIMITIVES)
+    for name, prim in PRIMITIVES.items():
+        assert prim.sites == (("f64", "f32") if name in BACKWARD_PRIMITIVES else SITE_TYPES), name
+    with pytest.raises(PrimitiveError, match=r"^adamw at bf16: a backward primitive is computed at f64 or f32 "):
+        get_primitive("adamw").check_site("bf16")
+    assert get_primitive("linear_bar_w").outputs({"x": (5, 3), "dy": (5, 2), "acc": (2, 3)}) == {"y": ((2, 3), "x")}
+    with pytest.raises(PrimitiveError, match=re.escape("linear_bar_w: acc has shape (3, 2); the adjoint it holds is (2, 3)")):
+        get_primitive("linear_bar_w").outputs({"x": (5, 3), "dy": (5, 2), "acc": (3, 2)})
+    # a refusal of the forward's shape rule names the backward primitive first
+    with pytest.raises(PrimitiveError, match=re.escape(
+            "matmul_bar_b: the forward's operands do not fit: matmul: a (4, 3, 8) and b (2, 5, 3) disagree on the "
+            "reduced axis: 8 != 3")):
+        get_primitive("matmul_bar_b").outputs({"a": (4, 3, 8), "dy": (4, 3, 5), "acc": (2, 5, 3)},
+                                              {"trans_b": True, "group": 2})
+    with pytest.raises(PrimitiveError, match=r"^layernorm_bar_x: the forward's operands do not fit: layernorm: g "):
+        get_primitive("layernorm_bar_x").outputs({"x": (4, 3), "g": (4,), "dy": (4, 3)})

@@ -49,13 +49,16 @@ SMALL = {
 ENTRIES = [(m, e) for m in ("gpt", "bert", "llama") for e in models.entries(m) if e not in cache.CACHED_ENTRIES]
 SITES = ("f64", "f32", "bf16")
 CASES = ([(m, e, s) for m, e in ENTRIES for s in SITES]
-         + [(m, e, "f32") for m in ("gpt", "llama") for e in cache.CACHED_ENTRIES])
+         + [(m, e, "f32") for m in ("gpt", "llama") for e in cache.CACHED_ENTRIES]
+         + [(m, models.LOSS_GRAD, s) for m in models.CAUSAL_LMS for s in ("f64", "f32")])  # a batch of 2
 
 
 def _export(tmp: Path, model: str, entry: str, site: str, straight: bool = False, name: str | None = None,
             **overrides) -> tuple[export.Export, Path]:
     """The export (its reference outputs included) and the directory written."""
-    prepared = export.ExportSpec(model, entry, site, 3, dict(SMALL[model], **overrides), straight=straight).prepare()
+    batch = {"batch": 2} if entry == models.LOSS_GRAD else {}
+    prepared = export.ExportSpec(model, entry, site, 3, dict(SMALL[model], **batch, **overrides),
+                                 straight=straight).prepare()
     return prepared, export.write(prepared, tmp / (name or f"{model}-{entry}-{site}{'-straight' if straight else ''}"))
 
 

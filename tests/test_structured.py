@@ -75,3 +75,17 @@ def test_each_function_opens_with_its_table_and_each_buffer_is_born_before_its_f
             first = next(i for i, line in enumerate(after) if re.search(rf"\b{name}\b", line))
             launches = [line for line in after[:first] if line.endswith(");") and "BORN(" not in line]
             assert launches == [], (macro, name, launches)
+
+
+def test_a_reverse_fold_loops_from_its_last_layer_down_alternating_its_carry_by_step():
+    from exactc.exporter import models
+    from exactc.exporter.printer.host import print_program
+
+    program = models.build("gpt", "loss_grad", {"layers": 3, "tokens": 4, "vocab": 16, "positions": 5, "dim": 8,
+                                                "heads": 2, "mlp": 8})
+    text = print_program(program, "f32").files["model.c"]
+    start = text.index("/* The layers: block_bar from l = 2 down to 0")
+    loop = text[start:text.index("\n    }\n", start)]
+    assert "    for (int l = 2; l >= 0; l--) {" in loop
+    assert "((2 - l) % 2 == 0 ? " in loop  # layer 2 is step 0: the carry's first buffer
+    assert "    for (int l = 0; l < 3; l++) {" in text  # the forward's layers, 0 up

@@ -31,6 +31,7 @@ from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.autoplan import AutoPlan, auto_kernel_plan
 from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.plans import NestPlan, Plan, describe_choices, validate_plan
+from exactc.exporter.primitives import PRIMITIVES
 from exactc.exporter.kernels.splits import Split
 from exactc.exporter.printer.host import print_program
 from exactc.exporter.printer.kernels import print_kernel
@@ -38,7 +39,7 @@ from exactc.exporter.printer.kernels import print_kernel
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "tests" / "printed"
 sys.path.insert(0, str(ROOT / "tests"))
-from test_kernels_print import CASES, SITES  # noqa: E402  (every primitive, every attribute branch)
+from test_kernels_print import BACKWARD_CASES, FORWARD_CASES, LOSS_GRAD_CASES, SITES  # noqa: E402  (every primitive)
 
 # Cases beside test_kernels_print.py's: branches of the lowering its cases leave out.
 EXTRA_CASES = [
@@ -50,7 +51,7 @@ EXTRA_CASES = [
     ("rope", {"x": (3, 1, 2)}, {}),
     ("rope", {"x": (3, 2, 4)}, {}),
 ]
-GALLERY = CASES + EXTRA_CASES
+GALLERY = FORWARD_CASES + EXTRA_CASES + BACKWARD_CASES + LOSS_GRAD_CASES
 
 # Hand-written plans, one per layout field and split form, on kernels of test_kernels_print's
 # shapes (each validated before it prints): what the automatic plan of these small shapes
@@ -93,6 +94,8 @@ PROGRAMS = [
     ("bert-forward-bf16", "bert", "forward", "bf16", None, False, None),
     ("llama-forward-f32-q4-auto", "llama", "forward", "f32", "auto", False, ("q4", 32)),
     ("llama-decode-bf16-straight", "llama", "decode", "bf16", None, True, None),
+    # the loss_grad graph: a fold over the batch, the layers' forward and their reverse fold
+    ("gpt-loss_grad-f32-auto", "gpt", "loss_grad", "f32", "auto", False, None, {"layers": 2, "tokens": 8, "batch": 2}),
 ]
 # Small enough to read, large enough that the automatic plan takes lanes, packs and splits.
 OVERRIDES = {"layers": 2, "tokens": 8}
@@ -111,6 +114,8 @@ def kernels(site: str) -> str:
     by its whole IR (Kernel.text: what a failure report shows)."""
     out = []
     for n, (primitive, shapes, attrs) in enumerate(GALLERY):
+        if site not in PRIMITIVES[primitive].sites:
+            continue  # the backward's: f64 and f32 only
         kernel = lower(primitive, site, shapes, attrs)
         ir_text = "/* the kernel's IR:\n" + kernel.text().replace("*/", "* /") + "\n */\n"
         out.append(kernel_text(f"k{n}: {primitive} {shapes} {attrs} at {site}", print_kernel(kernel, f"k{n}"))

@@ -62,12 +62,30 @@ SHAPES = {
     "quantize": {"x": (2, 4)},
     "qlinear_w": {"x": (2, 4), "wq": (3, 4), "wd": (3, 2)},
     "qlinear_i": {"xq": (2, 4), "xd": (2, 2), "wq": (3, 4), "wd": (3, 2)},
+    "linear_bar_x": {"x": (2, 3), "w": (4, 3), "dy": (2, 4), "acc": (2, 3)},
+    "linear_bar_w": {"x": (2, 3), "dy": (2, 4), "acc": (4, 3)},
+    "linear_bar_b": {"dy": (2, 4), "acc": (4,)},
+    "matmul_bar_a": {"b": (2, 3, 4), "dy": (2, 2, 4), "acc": (2, 2, 3)},
+    "matmul_bar_b": {"a": (2, 2, 3), "dy": (2, 2, 4), "acc": (2, 3, 4)},
+    "embedding_bar": {"ids": (2,), "dy": (2, 3), "acc": (4, 3)},
+    "norm_bar_g": {"x": (2, 3), "dy": (2, 3), "acc": (3,)},
+    "mean_pool_bar": {"keep": (3,), "dy": (4,), "acc": (3, 4)},
+    "sum_rows": {"x": (3,), "acc": ()},
+    "layernorm_bar_x": {"x": (2, 3), "g": (3,), "dy": (2, 3)},
+    "rmsnorm_bar_x": {"x": (2, 3), "g": (3,), "dy": (2, 3)},
+    "softmax_bar": {"probs": (2, 3, 4), "dy": (2, 3, 4)},
+    **{p: {"x": (3,), "dy": (3,)} for p in ("gelu_tanh_bar", "silu_bar")},
+    "xent_rows": {"logits": (2, 3), "targets": (2,)},
+    "xent_bar": {"logits": (2, 3), "targets": (2,), "r": ()},
+    "adamw": {"param": (3,), "g": (3,), "m": (3,), "v": (3,), "h": (8,)},
 }
 ATTRS = {"reshape": {"shape": (3, 2)}, "transpose": {"perm": (1, 0)}, "quantize": {"block": 2},
-         "qlinear_w": {"fmt": "q8", "block": 2}, "qlinear_i": {"fmt": "q8", "block": 2}}
+         "qlinear_w": {"fmt": "q8", "block": 2}, "qlinear_i": {"fmt": "q8", "block": 2},
+         "softmax_bar": {"causal": True}}
 
 # The rounded attributes: primitive -> attribute.
-ROUNDED_ATTRS = {"scale": "s", "layernorm": "eps", "rmsnorm": "eps", "l2norm": "eps", "rope": "theta"}
+ROUNDED_ATTRS = {"scale": "s", "layernorm": "eps", "rmsnorm": "eps", "l2norm": "eps", "rope": "theta",
+                 "layernorm_bar_x": "eps", "rmsnorm_bar_x": "eps", "norm_bar_g": "eps"}
 
 # Head sizes whose attention scale is listed, with where they occur.
 HEAD_SIZES = {16: "the built-in models' default config", 32: "all-MiniLM-L6-v2 (384 / 12 heads)",
@@ -147,7 +165,7 @@ def primitive_table() -> list[str]:
             fail(f"{label}: the lowering holds {ours.hex()}, the reference {theirs.hex()}")
     rows = [(label, given, value) for label, given, value, _ in pairs]
     rows += [("`0.5`", "exact", 0.5), ("`-0.5`", "exact", -0.5), ("`1`", "exact", 1.0), ("`127`", "exact", 127.0),
-             ("`+0`", "exact", 0.0), ("`-∞`", "exact", -math.inf),
+             ("`+0`", "exact", 0.0), ("`-0`", "exact", -0.0), ("`-∞`", "exact", -math.inf),
              ("the largest finite value of `A`", "DBL_MAX, FLT_MAX", LARGEST)]
     real, attribute = lowered_constants()
     out = ["| constant | given as | used by | A = f64 | A = f32 (f32 and bf16 sites) |", "|---|---|---|---|---|"]

@@ -99,7 +99,8 @@ def npy_bytes(array: np.ndarray) -> bytes:
     import io
 
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(npy_value(array)), allow_pickle=False)
+    # np.asarray, not np.ascontiguousarray, which makes a 0-d array (loss_grad's loss) 1-d
+    np.save(buf, np.asarray(npy_value(array), order="C"), allow_pickle=False)
     return buf.getvalue()
 
 

@@ -101,7 +101,9 @@ class Call:
 class Fold:
     """`count` iterations of `body(carry, layer, *shared) -> carry`; iteration l sees
     slice l of each stacked value. `apart` maps an iteration index to the Function that
-    runs it instead of `body` (same signature)."""
+    runs it instead of `body` (same signature). A `reverse` fold runs its layers from
+    the last down to 0 (a backward pass): layer l still sees slice l of each stacked
+    value and writes slice l of each row."""
 
     body: "Function"
     count: int
@@ -113,6 +115,7 @@ class Fold:
     # `rows` trailing outs are stacked per-layer results (count, ...): iteration l writes
     # slice l of each (the body's outputs after the carry), as lax.scan's ys.
     rows: int = 0
+    reverse: bool = False
 
     @property
     def args(self) -> tuple[Value, ...]:
@@ -128,6 +131,10 @@ class Fold:
 
     def body_of(self, index: int) -> "Function":
         return self.apart.get(index, self.body)
+
+    def order(self) -> range:
+        """The layers in the order they run: 0 up, or from the last down when reversed."""
+        return range(self.count - 1, -1, -1) if self.reverse else range(self.count)
 
     def segments(self) -> list[tuple[int, int, "Function"]]:
         """Runs of consecutive iterations with the same body: (start, stop, body)."""
@@ -591,13 +598,15 @@ def _unique_names(formals: list[Value]) -> list[Value]:
 
 
 def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *shared: Any,
-         apart: Mapping[int, Callable] | None = None, name: str | None = None, rows: bool = False) -> Any:
+         apart: Mapping[int, Callable] | None = None, name: str | None = None, rows: bool = False,
+         reverse: bool = False) -> Any:
     """Run `body(carry, layer, *shared) -> carry` for layers 0 … count-1, layer l seeing
     slice l of each stacked value in `layers`; the body returns its carry arranged as it
     came (a dict's keys in their order), since the carry goes round by position. Traced
     once; a loop in the host. With
     `rows`, the body returns (carry, rows), a tree of values per layer, and the fold
-    returns (carry, the rows stacked: (count, ...) each)."""
+    returns (carry, the rows stacked: (count, ...) each). With `reverse`, the layers run
+    from count-1 down to 0 (layer l still reads and writes slice l)."""
     trace = _trace()
     caller = trace.current()
     if not isinstance(count, int) or count < 1:
@@ -662,7 +671,7 @@ def fold(body: Callable, count: int, carry: Any, layers: Mapping[str, Value], *s
     stacked_rows = tuple(Value((count,) + tuple(v.shape), v.kind, trace.fresh(v.name + "_rows")) for v in row_values)
     caller.nodes.append(
         Fold(function, count, tuple(v for _, v in carry_leaves), tuple(v for _, v in layer_leaves),
-             tuple(v for _, v in shared_leaves), outs + stacked_rows, others, len(stacked_rows))
+             tuple(v for _, v in shared_leaves), outs + stacked_rows, others, len(stacked_rows), reverse)
     )
     carried = _rebuild(carry_skel, list(outs))
     return (carried, list(stacked_rows)) if rows else carried

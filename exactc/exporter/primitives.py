@@ -17,7 +17,7 @@ import dataclasses
 import math
 from typing import Any, Callable, Mapping
 
-from exactc.exporter import dims
+from exactc.exporter import dims, types
 
 # A dimension is an int or a dims.Dim (it follows the run-time sequence length); every
 # rule below holds for every length the program may run at.
@@ -27,6 +27,10 @@ Shape = tuple[dims.Extent, ...]
 class PrimitiveError(ValueError):
     """A primitive used with shapes or attributes its rule does not allow."""
 
+
+# The sites a gradient or an optimizer step is computed at (docs/semantics.md section 17):
+# the backward primitives below refuse bf16.
+TRAINING_SITES = ("f64", "f32")
 
 # Quantized operands (docs/semantics.md, section 15): the formats and the largest block,
 # which keeps every int32 block sum below 2^30.
@@ -81,6 +85,16 @@ class Primitive:
     # Attributes left out of printed text at their default (added after programs using
     # the primitive were printed: a text without them reads as before).
     quiet: tuple[str, ...] = ()
+    # The site types it is defined at: every one, or TRAINING_SITES for the backward.
+    sites: tuple[str, ...] = types.SITE_TYPES
+
+    def check_site(self, site: str) -> str:
+        """`site` if the primitive is defined there; a PrimitiveError in one line if not."""
+        types.check_site(site)
+        if site not in self.sites:
+            raise PrimitiveError(f"{self.name} at {site}: a backward primitive is computed at "
+                                 f"{' or '.join(self.sites)} (docs/semantics.md section 17)")
+        return site
 
     def shown_attrs(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
         """The attributes printed texts show: all but a quiet one at its default."""
@@ -384,11 +398,219 @@ def _cache_write(shapes, attrs):
     return {"y": (shapes["cache"], "x")}
 
 
-def _p(name, operands, attrs, infer, doc, quiet=()):
-    return Primitive(name, tuple(operands), dict(attrs), infer, doc, tuple(quiet))
+def _fill(shapes, attrs):
+    shape = tuple(attrs["shape"])
+    if any(not dims.is_extent(d) or not dims.positive(d) for d in shape):
+        _fail("fill", f"shape {shape}: every dimension must be a positive int (or positive at every length)")
+    return {"y": (shape, "x")}
+
+
+def _xent_mean(shapes, attrs):
+    if len(shapes["targets"]) != 2:
+        _fail("xent_mean", f"targets has shape {shapes['targets']}; it is the batch's (B, T)")
+    if shapes["x"] != ():
+        _fail("xent_mean", f"x has shape {shapes['x']}; it is a scalar, shape ()")
+    return {"y": ((), "x")}
+
+
+# ---- the backward (docs/semantics.md section 17) -----------------------------------------
+# A backward primitive gives one adjoint of one operand of a forward primitive. An
+# accumulating one takes the adjoint so far, `acc`, and gives it with the rule's ordered
+# terms added (its bits depend on acc); a term one gives the elementwise term the rule
+# adds, which the graph adds with `add` (the same bits as the rule's ⊕=).
+
+
+def _as_forward(prim: str, rule, shapes, attrs) -> dict[str, tuple[Shape, str]]:
+    """The forward primitive's shape rule on its operands; a refusal names `prim`."""
+    try:
+        return rule(shapes, attrs)
+    except PrimitiveError as error:
+        raise PrimitiveError(f"{prim}: the forward's operands do not fit: {error}") from None
+
+
+def _accumulates(prim: str, shapes, want: Shape) -> dict[str, tuple[Shape, str]]:
+    """acc has the adjoint's shape `want`; y is acc with the terms added."""
+    if shapes["acc"] != tuple(want):
+        _fail(prim, f"acc has shape {shapes['acc']}; the adjoint it holds is {tuple(want)}")
+    return {"y": (shapes["acc"], "x")}
+
+
+def _linear_bar_x(shapes, attrs):
+    _as_forward("linear_bar_x", _linear, {"x": shapes["x"], "w": shapes["w"]}, {"has_b": False})
+    _rows_of_dy("linear_bar_x", shapes, shapes["x"][0], shapes["w"][0])
+    return _accumulates("linear_bar_x", shapes, shapes["x"])
+
+
+def _linear_bar_w(shapes, attrs):
+    _rank("linear_bar_w", shapes, "x", 2)
+    _rank("linear_bar_w", shapes, "dy", 2)
+    if shapes["dy"][0] != shapes["x"][0]:
+        _fail("linear_bar_w", f"dy {shapes['dy']} and x {shapes['x']} disagree on the rows")
+    return _accumulates("linear_bar_w", shapes, (shapes["dy"][1], shapes["x"][1]))
+
+
+def _linear_bar_b(shapes, attrs):
+    _rank("linear_bar_b", shapes, "dy", 2)
+    return _accumulates("linear_bar_b", shapes, (shapes["dy"][1],))
+
+
+def _rows_of_dy(prim: str, shapes, rows, cols) -> None:
+    if shapes["dy"] != (rows, cols):
+        _fail(prim, f"dy has shape {shapes['dy']}; the forward's output is {(rows, cols)}")
+
+
+def _matmul_shapes(prim: str, shapes, attrs, a, b) -> None:
+    """The forward matmul of a and b (its attrs) gives dy's shape."""
+    fwd = {k: attrs[k] for k in ("trans_a", "trans_b", "group")} | {"b_rows": 0}
+    ((out, _),) = _as_forward(prim, _matmul, {"a": a, "b": b}, fwd).values()
+    if shapes["dy"] != out:
+        _fail(prim, f"dy has shape {shapes['dy']}; the forward matmul gives {out}")
+
+
+def _matmul_bar_a(shapes, attrs):
+    _rank("matmul_bar_a", shapes, "acc", 3)
+    _matmul_shapes("matmul_bar_a", shapes, attrs, shapes["acc"], shapes["b"])
+    return _accumulates("matmul_bar_a", shapes, shapes["acc"])
+
+
+def _matmul_bar_b(shapes, attrs):
+    _rank("matmul_bar_b", shapes, "acc", 3)
+    _matmul_shapes("matmul_bar_b", shapes, attrs, shapes["a"], shapes["acc"])
+    return _accumulates("matmul_bar_b", shapes, shapes["acc"])
+
+
+def _embedding_bar(shapes, attrs):
+    _rank("embedding_bar", shapes, "acc", 2)
+    _rank("embedding_bar", shapes, "ids", 1)
+    _rows_of_dy("embedding_bar", shapes, shapes["ids"][0], shapes["acc"][1])
+    return _accumulates("embedding_bar", shapes, shapes["acc"])
+
+
+def _norm_kind(prim: str, attrs) -> None:
+    if attrs["kind"] not in ("layernorm", "rmsnorm"):
+        _fail(prim, f"kind is {attrs['kind']!r}; it must be 'layernorm' or 'rmsnorm'")
+
+
+def _norm_bar_g(shapes, attrs):
+    _norm_kind("norm_bar_g", attrs)
+    _rank("norm_bar_g", shapes, "x", 2)
+    _static_row("norm_bar_g", shapes)
+    _same("norm_bar_g", shapes, "x", "dy")
+    return _accumulates("norm_bar_g", shapes, (shapes["x"][1],))
+
+
+def _mean_pool_bar(shapes, attrs):
+    _rank("mean_pool_bar", shapes, "acc", 2)
+    if shapes["keep"] != (shapes["acc"][0],) or shapes["dy"] != (shapes["acc"][1],):
+        _fail("mean_pool_bar", f"keep {shapes['keep']} and dy {shapes['dy']} must be ({shapes['acc'][0]},) and "
+                               f"({shapes['acc'][1]},), the rows and the width of acc {shapes['acc']}")
+    return _accumulates("mean_pool_bar", shapes, shapes["acc"])
+
+
+def _sum_rows(shapes, attrs):
+    _rank("sum_rows", shapes, "x", 1)
+    return _accumulates("sum_rows", shapes, ())
+
+
+def _norm_bar_x(name: str, params: tuple[str, ...]):
+    def infer(shapes, attrs):
+        forward = {"layernorm_bar_x": _layernorm, "rmsnorm_bar_x": _rmsnorm}[name]
+        _as_forward(name, forward, {"x": shapes["x"], **{p: shapes["g"] for p in params}}, attrs)
+        _same(name, shapes, "x", "dy")
+        return {"y": (shapes["x"], "x")}
+
+    return infer
+
+
+def _softmax_bar(shapes, attrs):
+    forward = {"x": shapes["probs"], **({"keep": shapes["keep"]} if attrs["has_keep"] else {})}
+    _as_forward("softmax_bar", _softmax, forward, attrs)
+    _same("softmax_bar", shapes, "probs", "dy")
+    return {"y": (shapes["probs"], "x")}
+
+
+def _activation_bar(name: str):
+    def infer(shapes, attrs):
+        _same(name, shapes, "x", "dy")
+        return {"y": (shapes["x"], "x")}
+
+    return infer
+
+
+def _xent(prim: str, shapes) -> None:
+    _rank(prim, shapes, "logits", 2)
+    if shapes["targets"] != (shapes["logits"][0],):
+        _fail(prim, f"targets has shape {shapes['targets']}; it must be ({shapes['logits'][0]},), a target per row")
+
+
+def _xent_rows(shapes, attrs):
+    _xent("xent_rows", shapes)
+    return {"y": ((shapes["logits"][0],), "x")}
+
+
+def _xent_bar(shapes, attrs):
+    _xent("xent_bar", shapes)
+    if shapes["r"] != ():
+        _fail("xent_bar", f"r has shape {shapes['r']}; it is a scalar, 1 ⊘ the count: shape ()")
+    return {"y": (shapes["logits"], "x")}
+
+
+# adamw's host scalars, in the order of its operand h (docs/semantics.md section 17).
+ADAMW_SCALARS = ("clip", "decay", "w1", "beta2", "w2", "root", "eps", "step")
+
+
+def _adamw(shapes, attrs):
+    for name in ("g", "m", "v"):
+        _same("adamw", shapes, "param", name)
+    if shapes["h"] != (len(ADAMW_SCALARS),):
+        _fail("adamw", f"h has shape {shapes['h']}; it holds the {len(ADAMW_SCALARS)} scalars "
+                       f"{', '.join(ADAMW_SCALARS)}")
+    return {out: (shapes["param"], "x") for out in ("param_out", "m_out", "v_out")}
+
+
+def _p(name, operands, attrs, infer, doc, quiet=(), sites=types.SITE_TYPES):
+    return Primitive(name, tuple(operands), dict(attrs), infer, doc, tuple(quiet), tuple(sites))
 
 
 X, A, B = Operand("x"), Operand("a"), Operand("b")
+
+T, DY, ACC = TRAINING_SITES, Operand("dy"), Operand("acc")
+MATMUL_FLAGS = {"trans_a": False, "trans_b": False, "group": 1}
+
+BACKWARD = [
+    _p("linear_bar_x", [X, Operand("w"), DY, ACC], {}, _linear_bar_x,
+       "acc with x's terms of linear added: for n in order, acc[m,k] += dy[m,n] w[n,k]", sites=T),
+    _p("linear_bar_w", [X, DY, ACC], {}, _linear_bar_w,
+       "acc with w's terms of linear added: for m in order, acc[n,k] += dy[m,n] x[m,k]", sites=T),
+    _p("linear_bar_b", [DY, ACC], {}, _linear_bar_b,
+       "acc with the column sums of dy added, row by row in order (linear's and layernorm's b)", sites=T),
+    _p("matmul_bar_a", [B, DY, ACC], MATMUL_FLAGS, _matmul_bar_a,
+       "acc with a's terms of matmul added: for n in order", sites=T),
+    _p("matmul_bar_b", [A, DY, ACC], MATMUL_FLAGS, _matmul_bar_b,
+       "acc with b's terms of matmul added: the heads of each group in order, then m in order", sites=T),
+    _p("embedding_bar", [Operand("ids", "i32"), DY, ACC], {}, _embedding_bar,
+       "acc with dy[t] added to row ids[t] for t in order (an id outside [0, V) adds nothing)", sites=T),
+    _p("norm_bar_g", [X, DY, ACC], {"kind": "layernorm", "eps": 1e-5}, _norm_bar_g,
+       "acc with dy[m] * xhat[m] added for the rows m in order, xhat the forward's", sites=T),
+    _p("mean_pool_bar", [Operand("keep", "i32"), DY, ACC], {}, _mean_pool_bar,
+       "acc with dy / max(n, 1) added to every kept row", sites=T),
+    _p("sum_rows", [X, ACC], {}, _sum_rows, "acc with x's elements added in order (the loss total)", sites=T),
+    _p("layernorm_bar_x", [X, Operand("g"), DY], {"eps": 1e-5}, _norm_bar_x("layernorm_bar_x", ("g", "b")),
+       "layernorm's term of x: ((a - ma) - xhat mb) rstd, a = dy g", sites=T),
+    _p("rmsnorm_bar_x", [X, Operand("g"), DY], {"eps": 1e-5}, _norm_bar_x("rmsnorm_bar_x", ("g",)),
+       "rmsnorm's term of x: (a - xhat mb) rstd, a = dy g", sites=T),
+    _p("softmax_bar", [Operand("probs"), DY, Operand("keep", "i32", optional=True)],
+       {"causal": False, "offset": 0, "has_keep": False}, _softmax_bar,
+       "softmax's term of x from its output probs: probs (dy - dot), -0 in masked columns", sites=T),
+    _p("gelu_tanh_bar", [X, DY], {}, _activation_bar("gelu_tanh_bar"), "gelu_tanh's term of x: dy q", sites=T),
+    _p("silu_bar", [X, DY], {}, _activation_bar("silu_bar"), "silu's term of x: dy q", sites=T),
+    _p("xent_rows", [Operand("logits"), Operand("targets", "i32")], {"ignore": -100}, _xent_rows,
+       "each row's cross-entropy, +0 where the target is ignore", sites=T),
+    _p("xent_bar", [Operand("logits"), Operand("targets", "i32"), Operand("r")], {"ignore": -100}, _xent_bar,
+       "the logits' terms of the loss, (softmax - onehot) r, +0 in rows that do not count", sites=T),
+    _p("adamw", [Operand("param"), Operand("g"), Operand("m"), Operand("v"), Operand("h")], {"decays": False}, _adamw,
+       "one AdamW update of param with gradient g and moments m, v; h the step's host scalars", sites=T),
+]
 
 PRIMITIVES: dict[str, Primitive] = {
     p.name: p
@@ -441,9 +663,11 @@ PRIMITIVES: dict[str, Primitive] = {
         _p(
             "rope",
             [X],
-            {"theta": 10000.0, "pos0": 0, "pairing": "half"},
+            {"theta": 10000.0, "pos0": 0, "pairing": "half", "inverse": False},
             _rope,
-            "rotary position embedding of x (positions, heads, head_dim)",
+            "rotary position embedding of x (positions, heads, head_dim); inverse: the rotation by "
+            "-angle (its backward)",
+            quiet=("inverse",),
         ),
         _p(
             "mean_pool",
@@ -464,6 +688,14 @@ PRIMITIVES: dict[str, Primitive] = {
             "y = x[..., start:stop, ...] along axis",
         ),
         _p("concat", [A, B], {"axis": 0}, _concat, "a and b joined along axis"),
+        _p("fill", [], {"shape": (), "value": 0.0}, _fill, "every element R_A(value): an adjoint's +0, a constant"),
+        _p(
+            "xent_mean",
+            [X, Operand("targets", "i32")],
+            {"ignore": -100},
+            _xent_mean,
+            "x / n, n the count of targets (B, T) that are not ignore: the mean loss, and r = 1 / n",
+        ),
         _p(
             "cache_write",
             [Operand("cache"), Operand("rows")],
@@ -493,8 +725,11 @@ PRIMITIVES: dict[str, Primitive] = {
             _qlinear_i,
             "linear of quantized activations and weights: exact int32 block sums (the integer form)",
         ),
+        *BACKWARD,
     ]
 }
+# The primitives of the backward and the optimizer (docs/semantics.md section 17).
+BACKWARD_PRIMITIVES = tuple(p.name for p in BACKWARD)
 
 
 # Primitives whose output takes the storage of an operand (output -> operand): the kernel

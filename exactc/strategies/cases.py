@@ -26,7 +26,6 @@ from exactc.strategies.tensors import (
     dims,
     id_specs,
     keep_specs,
-    site_types,
     tensor_specs,
 )
 
@@ -176,6 +175,7 @@ def _rope(draw, site):
         "theta": draw(st.sampled_from([10000.0, 500000.0, 10.0, 1e6])),
         "pos0": draw(st.sampled_from([0, 0, 1, 7, 1000, 4095, 100_000])),
         "pairing": draw(st.sampled_from(["half", "interleaved"])),
+        "inverse": draw(st.booleans()),
     }
     specs = {"x": draw(tensor_specs((t, h, 2 * half), site))}
     return _case("rope", site, attrs, specs)
@@ -249,6 +249,124 @@ def _cache_write(draw, site):
     return _case("cache_write", site, {"pos": pos}, specs)
 
 
+# ---- the backward (docs/semantics.md section 17): f64 and f32 only ----------------------
+
+
+def _specs(draw, site, **shapes) -> dict:
+    return {name: draw(tensor_specs(shape, site)) for name, shape in shapes.items()}
+
+
+@st.composite
+def _linear_bar(draw, name: str, site):
+    m, k, n = draw(dims(64)), draw(dims(97)), draw(dims(64))
+    k = min(k, max(1, MAX_WORK // (m * n)))
+    shapes = {
+        "linear_bar_x": {"x": (m, k), "w": (n, k), "dy": (m, n), "acc": (m, k)},
+        "linear_bar_w": {"x": (m, k), "dy": (m, n), "acc": (n, k)},
+        "linear_bar_b": {"dy": (m, n), "acc": (n,)},
+    }[name]
+    return _case(name, site, {}, _specs(draw, site, **shapes))
+
+
+@st.composite
+def _matmul_bar(draw, name: str, site):
+    group = draw(st.sampled_from([1, 1, 2, 3]))
+    bb, m, k, n = draw(st.integers(1, 4)), draw(dims(32)), draw(dims(33)), draw(dims(32))
+    trans_a, trans_b = draw(st.booleans()), draw(st.booleans())
+    a_shape = (bb * group, k, m) if trans_a else (bb * group, m, k)
+    b_shape = (bb, n, k) if trans_b else (bb, k, n)
+    attrs = {"trans_a": trans_a, "trans_b": trans_b, "group": group}
+    dy = (bb * group, m, n)
+    shapes = {"b": b_shape, "dy": dy, "acc": a_shape} if name == "matmul_bar_a" else {"a": a_shape, "dy": dy, "acc": b_shape}
+    return _case(name, site, attrs, _specs(draw, site, **shapes))
+
+
+@st.composite
+def _embedding_bar(draw, site):
+    """More tokens than rows half the time (repeated tokens), and ids out of range."""
+    v, d = draw(dims(31)), draw(dims(64))
+    t = draw(dims(97))
+    specs = {"ids": draw(id_specs(t, v)), **_specs(draw, site, dy=(t, d), acc=(v, d))}
+    return _case("embedding_bar", site, {}, specs)
+
+
+@st.composite
+def _norm_bar(draw, name: str, site):
+    m, d = draw(dims(33)), draw(dims(307))
+    attrs = {"eps": draw(_EPS)}
+    if name == "norm_bar_g":
+        attrs["kind"] = draw(st.sampled_from(["layernorm", "rmsnorm"]))
+        return _case(name, site, attrs, _specs(draw, site, x=(m, d), dy=(m, d), acc=(d,)))
+    return _case(name, site, attrs, _specs(draw, site, x=(m, d), g=(d,), dy=(m, d)))
+
+
+@st.composite
+def _mean_pool_bar(draw, site):
+    t, d = draw(dims(64)), draw(dims(128))
+    specs = {"keep": draw(keep_specs(t)), **_specs(draw, site, dy=(d,), acc=(t, d))}
+    return _case("mean_pool_bar", site, {}, specs)
+
+
+@st.composite
+def _sum_rows(draw, site):
+    return _case("sum_rows", site, {}, _specs(draw, site, x=(draw(dims(307)),), acc=()))
+
+
+@st.composite
+def _softmax_bar(draw, site):
+    b, m, n = draw(st.integers(1, 3)), draw(dims(33)), draw(dims(97))
+    causal = draw(st.booleans())
+    offset = draw(st.integers(-2, n + 1)) if causal else 0
+    has_keep = draw(st.booleans())
+    specs = _specs(draw, site, probs=(b, m, n), dy=(b, m, n))
+    if has_keep:
+        specs["keep"] = draw(keep_specs(n))
+    return _case("softmax_bar", site, {"causal": causal, "offset": offset, "has_keep": has_keep}, specs)
+
+
+@st.composite
+def _activation_bar(draw, name: str, site):
+    shape = draw(_shape())
+    specs = {"x": draw(tensor_specs(shape, site, scales=(1.0, 0.01, 30.0, 300.0))), "dy": draw(tensor_specs(shape, site))}
+    return _case(name, site, {}, specs)
+
+
+@st.composite
+def _xent(draw, name: str, site):
+    """Targets in range, some the ignore index (rows that do not count), some out of range."""
+    t, v = draw(dims(33)), draw(dims(211))
+    ignore = draw(st.sampled_from([-100, -1, 0]))
+    outliers = tuple((draw(st.integers(0, 2**16)), draw(st.sampled_from([ignore, ignore, -7, v, v + 3])))
+                     for _ in range(draw(st.sampled_from([0, 1, 3]))))
+    specs = {"logits": draw(tensor_specs((t, v), site, scales=(1.0, 10.0, 100.0))),
+             "targets": IntSpec((t,), draw(st.integers(0, 2**32 - 1)), 0, v, outliers)}
+    if name == "xent_bar":
+        specs["r"] = draw(tensor_specs((), site))
+    return _case(name, site, {"ignore": ignore}, specs)
+
+
+@st.composite
+def _adamw(draw, site):
+    shape = draw(_shape(max_dim=97))
+    specs = _specs(draw, site, param=shape, g=shape, m=shape, v=shape, h=(8,))
+    return _case("adamw", site, {"decays": draw(st.booleans())}, specs)
+@st.composite
+def _fill(draw, site):
+    shape = draw(_shape(rank_lo=0))
+    value = draw(st.one_of(st.sampled_from([0.0, -0.0, 1.0, 1e-30, 1e300]), st.floats(-1e3, 1e3, allow_nan=False)))
+    return _case("fill", site, {"shape": shape, "value": value}, {})
+
+
+@st.composite
+def _xent_mean(draw, site):
+    b, t = draw(st.integers(1, 4)), draw(dims(33))
+    ignore = draw(st.sampled_from([-100, -100, 0, 3]))  # with 0 or 3, about a fifth of the targets are ignored
+    ignored = tuple((draw(st.integers(0, 2**16)), -100) for _ in range(draw(st.integers(0, 4))))
+    targets = IntSpec((b, t), draw(st.integers(0, 2**32 - 1)), 0, 5, ignored)
+    specs = {"x": draw(tensor_specs((), site)), "targets": targets}
+    return _case("xent_mean", site, {"ignore": ignore}, specs)
+
+
 def _quantized(name: str, operands):
     """The case builder of a primitive of quantized operands (strategies/quant.py)."""
 
@@ -286,6 +404,20 @@ CASE_BUILDERS = {
     "quantize": _quantized("quantize", quantize_operands),
     "qlinear_w": _quantized("qlinear_w", lambda site: qlinear_operands("qlinear_w", site)),
     "qlinear_i": _quantized("qlinear_i", lambda site: qlinear_operands("qlinear_i", site)),
+    **{name: (lambda name: lambda site: _linear_bar(name, site))(name)
+       for name in ("linear_bar_x", "linear_bar_w", "linear_bar_b")},
+    **{name: (lambda name: lambda site: _matmul_bar(name, site))(name) for name in ("matmul_bar_a", "matmul_bar_b")},
+    **{name: (lambda name: lambda site: _norm_bar(name, site))(name)
+       for name in ("norm_bar_g", "layernorm_bar_x", "rmsnorm_bar_x")},
+    **{name: (lambda name: lambda site: _activation_bar(name, site))(name) for name in ("gelu_tanh_bar", "silu_bar")},
+    **{name: (lambda name: lambda site: _xent(name, site))(name) for name in ("xent_rows", "xent_bar")},
+    "embedding_bar": _embedding_bar,
+    "mean_pool_bar": _mean_pool_bar,
+    "sum_rows": _sum_rows,
+    "softmax_bar": _softmax_bar,
+    "adamw": _adamw,
+    "fill": _fill,
+    "xent_mean": _xent_mean,
 }
 assert sorted(CASE_BUILDERS) == sorted(PRIMITIVES), "every primitive needs a case builder"
 
@@ -294,7 +426,7 @@ assert sorted(CASE_BUILDERS) == sorted(PRIMITIVES), "every primitive needs a cas
 def cases(draw, primitive: str | None = None, site: str | None = None) -> Case:
     """A primitive case: any primitive and site type unless fixed; small shapes favoured."""
     primitive = primitive or draw(st.sampled_from(sorted(PRIMITIVES)))
-    site = site or draw(site_types())
+    site = site or draw(st.sampled_from(PRIMITIVES[primitive].sites))
     return draw(CASE_BUILDERS[primitive](site))
 
 
@@ -378,7 +510,7 @@ def kernel_families(draw, primitive: str | None = None, site: str | None = None,
     fused one draws among FUSED_PRIMITIVES)."""
     fused = contract != CONTRACT_OFF
     primitive = primitive or draw(st.sampled_from(FUSED_PRIMITIVES if fused else sorted(PRIMITIVES)))
-    site = site or draw(site_types())
+    site = site or draw(st.sampled_from(PRIMITIVES[primitive].sites))
     if primitive in RUN_TIME_PRIMITIVES and draw(st.booleans()):
         case = draw(run_time_cases(primitive, site=site))
     else:

@@ -57,6 +57,12 @@ MIN_FAMILY_CHECKS = {
 }
 
 
+# Families of the kernel phase a run at its default size (or more) must check this often:
+# the backward primitives' cases, C against the reference at f64 and f32.
+DEFAULT_CASES = 10_000
+MIN_KERNEL_FAMILY_CHECKS = {"grad": 2000}
+
+
 def read_stats(folder: Path) -> list[dict]:
     rows = []
     for path in sorted(folder.glob("*.jsonl")):
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m exactc.verify.campaign", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers (default 2)")
-    parser.add_argument("--cases", type=int, default=10_000,
+    parser.add_argument("--cases", type=int, default=DEFAULT_CASES,
                         help="kernel cases of the kernel phase (default 10000; 0: none)")
     parser.add_argument("--seed", type=int, default=None, help="the kernel phase's seed (default: drawn)")
     parser.add_argument("--min-cases", type=int, default=10_000,
@@ -155,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     if cases < args.min_cases:
         print(f"verify: only {cases} kernel cases ran; at least {args.min_cases} required", file=sys.stderr)
         return 1
+    for family, least in MIN_KERNEL_FAMILY_CHECKS.items():
+        checked = sum(r["family"] == family for r in kernel_rows)
+        if args.cases >= DEFAULT_CASES and checked < least:
+            print(f"verify: only {checked} {family} checked; at least {least} required", file=sys.stderr)
+            return 1
     for family, (test, least) in MIN_FAMILY_CHECKS.items():
         checked = sum(r["family"] == family for r in rows)
         if test in args.tests and checked < least:

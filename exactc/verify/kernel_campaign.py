@@ -19,7 +19,7 @@ import collections
 import dataclasses
 import itertools
 
-from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
+from exactc.exporter.primitives import BACKWARD_PRIMITIVES, CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
 from exactc.exporter.types import SITE_TYPES
 
 KERNELS_PER_BATCH = 6  # distinct kernels per compiler call
@@ -84,13 +84,14 @@ def database_dir():
 
 def plan_tasks(cases: int, seed: int = 0, database: str | None = None, **sizes) -> list[Task]:
     """Tasks that together run at least `cases` cases, in whole rounds: every primitive x
-    site type in turn, a mixed task, and every fused primitive x site type in the fused
+    site type it is defined at (the backward's: f64 and f32) in turn, a mixed task, and every fused primitive x site type in the fused
     realization, each task with its own seed; a task runs fewer examples when a round of
     the usual tasks would pass `cases`. `cases` counts the default realization's cases
     (make verify's --min-cases); the fused tasks run beside them."""
     if cases <= 0:
         return []
-    pairs = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) for s in SITE_TYPES] + [(None, None, CONTRACT_OFF)]
+    pairs = [(p, s, CONTRACT_OFF) for p in sorted(PRIMITIVES) for s in PRIMITIVES[p].sites]
+    pairs += [(None, None, CONTRACT_OFF)]
     pairs += [(p, s, CONTRACT_FMA) for p in FUSED_PRIMITIVES for s in SITE_TYPES]
     defaults = sum(contract == CONTRACT_OFF for _, _, contract in pairs)
     per_example = sizes.get("kernels", KERNELS_PER_BATCH) * sizes.get("siblings", SIBLINGS)
@@ -162,11 +163,13 @@ def merge(results: list[TaskResult]) -> tuple[list[dict], int, list[str]]:
     rows, kernels, failures = [], 0, []
     for result in results:
         # A fused task's cases count in the fma family alone: the primitive x type table
-        # is the default realization's.
+        # is the default realization's. A backward primitive's cases count in grad too
+        # (make verify's `grad:` line).
         fused = result.task.contract != CONTRACT_OFF
         for (primitive, site, status), n in sorted(result.counts.items()):
             families = ["fma" if fused else "kernels"]
             families += ["quant"] if primitive in ("quantize", "qlinear_w", "qlinear_i") else []
+            families += ["grad"] if primitive in BACKWARD_PRIMITIVES else []
             rows.extend({"family": f, "primitive": primitive, "site": site, "status": status}
                         for _ in range(n) for f in families)
         kernels += result.kernels

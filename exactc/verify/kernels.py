@@ -34,7 +34,7 @@ from exactc.exporter import dims, reference
 from exactc.exporter.types import STORAGE
 from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.plans import Plan, validate_plan
-from exactc.exporter.primitives import CONTRACT_FMA
+from exactc.exporter.primitives import BACKWARD_PRIMITIVES, CONTRACT_FMA
 from exactc.exporter.kernels.splits import coverage_problem, split_axis
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.exporter.primitives import IN_PLACE
@@ -268,8 +268,10 @@ def _report(prep: _Prepared, problem: str, options: BuildOptions, expected, actu
 
 def _families(case: Case, plan: Plan | None) -> list[str]:
     """The campaign families a case counts in: kernels (no plan), layouts, splits; and
-    quant for the primitives of quantized operands, fma for the fused realization."""
+    quant for the primitives of quantized operands, grad for the backward's, fma for
+    the fused realization."""
     tagged = ["quant"] if case.primitive in QUANTIZED_PRIMITIVES else []
+    tagged += ["grad"] if case.primitive in BACKWARD_PRIMITIVES else []
     tagged += ["fma"] if case.contract == CONTRACT_FMA else []
     if plan is None:
         return ["kernels"] + tagged

@@ -88,6 +88,7 @@ RESERVED_NAMES = frozenset(
     goto if inline int long register restrict return short signed sizeof static struct
     switch typedef union unsigned void volatile while _Bool _Complex _Imaginary
     lo hi memcpy sqrt sqrtf isnan exp log tanh erf sin cos fma fmaf
+    p pieces parts status team
     int8_t uint8_t int32_t int64_t uint16_t uint32_t uint64_t""".split()
 ) | {SYMBOL}  # the run-time length
 

@@ -53,7 +53,7 @@ from exactc.exporter.kernels.ir import (
     Write,
     launch,
 )
-from exactc.exporter.primitives import CONTRACT_OFF, PrimitiveError, Shape, fuses, get_primitive
+from exactc.exporter.primitives import ADAMW_SCALARS, CONTRACT_OFF, PrimitiveError, Shape, fuses, get_primitive
 
 # The quiet NaN an out-of-range embedding id gives (semantics.md, section 4).
 QUIET_NAN_BITS = {"f64": 0x7FF8000000000000, "f32": 0x7FC00000, "bf16": 0x7FC0}
@@ -86,6 +86,7 @@ def lower(
             raise PrimitiveError(f"{primitive}: operand {name} has shape {shape!r}; give a tuple of ints")
         if any(isinstance(d, bool) for d in shape):
             raise PrimitiveError(f"{primitive}: operand {name} has shape {tuple(shape)}; bools are not sizes")
+    prim.check_site(site)
     full = _normalize_attrs(primitive, prim.full_attrs(attrs))
     outputs = prim.outputs(shapes, full)
 
@@ -165,9 +166,20 @@ def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
         _real(prim, attrs, "eps")
     elif prim == "rope":
         _real(prim, attrs, "theta")
+        _flag(prim, attrs, "inverse")
         if math.isinf(float(attrs["theta"])):
             raise PrimitiveError(f"rope: attribute theta is {attrs['theta']!r}; it must be finite")
-    elif prim == "softmax":
+    elif prim in ("layernorm_bar_x", "rmsnorm_bar_x", "norm_bar_g"):
+        _real(prim, attrs, "eps")
+    elif prim in ("matmul_bar_a", "matmul_bar_b"):
+        _flag(prim, attrs, "trans_a")
+        _flag(prim, attrs, "trans_b")
+        _ints(prim, attrs, "group", many=False)
+    elif prim in ("xent_rows", "xent_bar"):
+        _ints(prim, attrs, "ignore", many=False)
+    elif prim == "adamw":
+        _flag(prim, attrs, "decays")
+    elif prim in ("softmax", "softmax_bar"):
         _flag(prim, attrs, "causal")
         _flag(prim, attrs, "has_keep")
         _ints(prim, attrs, "offset", many=False)
@@ -194,6 +206,11 @@ def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
     elif prim in ("qlinear_w", "qlinear_i"):
         _flag(prim, attrs, "has_b")
         _ints(prim, attrs, "block", many=False)
+    elif prim == "fill":
+        _ints(prim, attrs, "shape", many=True)
+        _real(prim, attrs, "value")
+    elif prim == "xent_mean":
+        _ints(prim, attrs, "ignore", many=False)
 
 
 # ---- the lowering context: buffers, W, S, R_A ------------------------------------------
@@ -438,17 +455,15 @@ def _row_sum_of_squares(ctx: _Lowering, axis: str, extent: int) -> list[Stmt]:
     ]
 
 
-def lower_layernorm(ctx: _Lowering) -> list[Nest]:
-    # s = +0; for d: s = s ⊕ W(x[d]);  mean = s ⊘ n
-    # v = +0; for d: t = W(x[d]) ⊖ mean; v = v ⊕ (t ⊗ t);  var = v ⊘ n
-    # rstd = 1 ⊘ √(var ⊕ R_A(eps))
-    # y[d] = S((((W(x[d]) ⊖ mean) ⊗ rstd) ⊗ W(g[d])) ⊕ W(b[d]))
-    rows, dim = ctx.shape("x")
-    m = ix("m")
-    n = ctx.R(float(dim))
+def _layernorm_stats(ctx: _Lowering) -> tuple[Stmt, ...]:
+    """Row m's mean and rstd as layernorm computes them (its backward reads the same bits):
+    s = +0; for d: s = s ⊕ W(x[d]); mean = s ⊘ n;  v = +0; for d: t = W(x[d]) ⊖ mean;
+    v = v ⊕ (t ⊗ t); var = v ⊘ n;  rstd = 1 ⊘ √(var ⊕ R_A(eps))."""
+    dim = ctx.shape("x")[1]
+    m, n = ix("m"), ctx.R(float(dim))
     s, mean, v, t, var, rstd = (ctx.var(nm) for nm in ("s", "mean", "v", "t", "var", "rstd"))
-    ds, dv, dy = ix("ds"), ix("dv"), ix("dy")
-    body = (
+    ds, dv = ix("ds"), ix("dv")
+    return (
         Declare(s, ctx.R(0.0)),
         Loop(Axis("ds", dim, REDUCE), (Assign(s, add(s, ctx.W("x", m, ds))),)),
         Declare(mean, div(s, n)),
@@ -459,6 +474,29 @@ def lower_layernorm(ctx: _Lowering) -> list[Nest]:
         ),
         Declare(var, div(v, n)),
         Declare(rstd, div(ctx.R(1.0), Call("sqrt", add(var, ctx.R(ctx.attrs["eps"]))))),
+    )
+
+
+def _rmsnorm_rstd(ctx: _Lowering) -> list[Stmt]:
+    """Row m's rstd = 1 ⊘ √((ss ⊘ n) ⊕ R_A(eps)) as rmsnorm computes it."""
+    dim = ctx.shape("x")[1]
+    ss, rstd = ctx.var("ss"), ctx.var("rstd")
+    return _row_sum_of_squares(ctx, "ds", dim) + [
+        Declare(rstd, div(ctx.R(1.0), Call("sqrt", add(div(ss, ctx.R(float(dim))), ctx.R(ctx.attrs["eps"]))))),
+    ]
+
+
+def lower_layernorm(ctx: _Lowering) -> list[Nest]:
+    # s = +0; for d: s = s ⊕ W(x[d]);  mean = s ⊘ n
+    # v = +0; for d: t = W(x[d]) ⊖ mean; v = v ⊕ (t ⊗ t);  var = v ⊘ n
+    # rstd = 1 ⊘ √(var ⊕ R_A(eps))
+    # y[d] = S((((W(x[d]) ⊖ mean) ⊗ rstd) ⊗ W(g[d])) ⊕ W(b[d]))
+    rows, dim = ctx.shape("x")
+    m = ix("m")
+    mean, rstd = ctx.var("mean"), ctx.var("rstd")
+    dy = ix("dy")
+    body = (
+        *_layernorm_stats(ctx),
         Loop(
             Axis("dy", dim, PARALLEL),
             (
@@ -477,9 +515,8 @@ def lower_rmsnorm(ctx: _Lowering) -> list[Nest]:
     # rstd = 1 ⊘ √((ss ⊘ n) ⊕ R_A(eps));  y[d] = S((W(x[d]) ⊗ rstd) ⊗ W(g[d]))
     rows, dim = ctx.shape("x")
     m, dy = ix("m"), ix("dy")
-    ss, rstd = ctx.var("ss"), ctx.var("rstd")
-    body = _row_sum_of_squares(ctx, "ds", dim) + [
-        Declare(rstd, div(ctx.R(1.0), Call("sqrt", add(div(ss, ctx.R(float(dim))), ctx.R(ctx.attrs["eps"]))))),
+    rstd = ctx.var("rstd")
+    body = _rmsnorm_rstd(ctx) + [
         Loop(
             Axis("dy", dim, PARALLEL),
             (Write(ctx.at("y", m, dy), ctx.S(mul(mul(ctx.W("x", m, dy), rstd), ctx.W("g", dy)))),),
@@ -505,6 +542,21 @@ def lower_l2norm(ctx: _Lowering) -> list[Nest]:
 # ---- 6. softmax ------------------------------------------------------------------------
 
 
+def _when_visible(ctx: _Lowering, i: Affine, j: Affine, then: tuple[Stmt, ...],
+                  orelse: tuple[Stmt, ...] = ()) -> tuple[Stmt, ...]:
+    """`then` where column j of row i is visible (not causal-masked, j <= i + offset, nor
+    keep[j] == 0), `orelse` where it is not; `then` alone when nothing masks."""
+    conds: list[Expr] = []
+    if ctx.attrs["causal"]:
+        conds.append(Binary("<=", j, i + ctx.attrs["offset"]))
+    if ctx.attrs["has_keep"]:
+        conds.append(Binary("!=", ctx.load("keep", j), Affine.constant(0)))
+    if not conds:
+        return then
+    cond = conds[0] if len(conds) == 1 else Binary("&&", conds[0], conds[1])
+    return (If(cond, then, orelse),)
+
+
 def lower_softmax(ctx: _Lowering) -> list[Nest]:
     # Row (bi, i); column j visible unless (causal and j > i + offset) or
     # (has_keep and keep[j] == 0). Masked columns are never read.
@@ -519,19 +571,8 @@ def lower_softmax(ctx: _Lowering) -> list[Nest]:
     batches, rows, cols = ctx.shape("x")
     bi, i = ix("bi"), ix("i")
 
-    def visible(j: Affine) -> Expr | None:
-        conds = []
-        if ctx.attrs["causal"]:
-            conds.append(Binary("<=", j, i + ctx.attrs["offset"]))
-        if ctx.attrs["has_keep"]:
-            conds.append(Binary("!=", ctx.load("keep", j), Affine.constant(0)))
-        if not conds:
-            return None
-        return conds[0] if len(conds) == 1 else Binary("&&", conds[0], conds[1])
-
     def when_visible(j: Affine, then: tuple[Stmt, ...], orelse: tuple[Stmt, ...] = ()) -> tuple[Stmt, ...]:
-        cond = visible(j)
-        return then if cond is None else (If(cond, then, orelse),)
+        return _when_visible(ctx, i, j, then, orelse)
 
     mx, v, e, s = ctx.var("mx"), ctx.var("v"), ctx.var("e"), ctx.var("s")
     jm, js, jy = ix("jm"), ix("js"), ix("jy")
@@ -590,6 +631,8 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
     # Rotate nest, in A, pair (x0, x1) = (x[t,hd,i], x[t,hd,i+h]) for "half",
     # (x[t,hd,2i], x[t,hd,2i+1]) for "interleaved":
     #   y0 = S((W(x0) ⊗ c) ⊖ (W(x1) ⊗ s));  y1 = S((W(x0) ⊗ s) ⊕ (W(x1) ⊗ c))
+    # inverse (rope's backward, the rotation by -angle):
+    #   y0 = S((W(x0) ⊗ c) ⊕ (W(x1) ⊗ s));  y1 = S((W(x1) ⊗ c) ⊖ (W(x0) ⊗ s))
     # A pos0 that follows the run-time length (a decode step's position T) indexes the
     # tables by absolute position, rows [pos0, pos0 + positions) of pos0 + positions.
     positions, heads, dim = ctx.shape("x")
@@ -630,13 +673,17 @@ def lower_rope(ctx: _Lowering) -> list[Nest]:
     else:
         first, second = i * 2, i * 2 + 1
     x0, x1, c, s = ctx.var("x0"), ctx.var("x1"), ctx.var("c"), ctx.var("s")
+    if ctx.attrs["inverse"]:  # rope's backward, the rotation by -angle
+        y0, y1 = add(mul(x0, c), mul(x1, s)), sub(mul(x1, c), mul(x0, s))
+    else:
+        y0, y1 = sub(mul(x0, c), mul(x1, s)), add(mul(x0, s), mul(x1, c))
     rotate_body = (
         Declare(x0, ctx.W("x", t, hd, first)),
         Declare(x1, ctx.W("x", t, hd, second)),
         Declare(c, ctx.load("cos_table", t + row, i)),
         Declare(s, ctx.load("sin_table", t + row, i)),
-        Write(ctx.at("y", t, hd, first), ctx.S(sub(mul(x0, c), mul(x1, s)))),
-        Write(ctx.at("y", t, hd, second), ctx.S(add(mul(x0, s), mul(x1, c)))),
+        Write(ctx.at("y", t, hd, first), ctx.S(y0)),
+        Write(ctx.at("y", t, hd, second), ctx.S(y1)),
     )
     # A pair side by side (interleaved, or half of a head of 2) is what gcc fuses (exactc_rt.h).
     side_by_side = ctx.attrs["pairing"] == "interleaved" or half == 1
@@ -698,6 +745,32 @@ def lower_argmax(ctx: _Lowering) -> list[Nest]:
         Write(ctx.at("y", m), Convert(Select(Binary("<", first_nan, none), first_nan, best), "i32")),
     )
     return [Nest("argmax", (Axis("m", rows),), body)]
+
+
+# ---- 17. the loss_grad graph's own ------------------------------------------------------
+
+
+def lower_fill(ctx: _Lowering) -> list[Nest]:
+    # y = S(R_A(value)) everywhere
+    i = _flat(ctx, "y")
+    return [Nest("fill", (i,), (Write(ctx.at("y", ix("i")), ctx.S(ctx.R(ctx.attrs["value"]))),))]
+
+
+def lower_xent_mean(ctx: _Lowering) -> list[Nest]:
+    # n = 0;  for b, t in order: if targets[b,t] != ignore: n = n + 1
+    # y = S(W(x) ⊘ R_A(n))
+    batch, tokens = ctx.shape("targets")
+    count, one = ctx.var("count", "i64"), Affine.constant(1)
+    counted = If(Binary("!=", ctx.load("targets", ix("b"), ix("t")), Affine.constant(ctx.attrs["ignore"])),
+                 (Assign(count, Binary("+", count, one)),))
+    body = (
+        Declare(count, Affine.constant(0)),
+        Loop(Axis("b", batch, REDUCE), (Loop(Axis("t", tokens, REDUCE), (counted,)),)),
+        # The count is an integer <= B·T, so converting it rounds as R_A does (exactly,
+        # up to 2^24 at A = f32, as mean_pool's count).
+        Write(ctx.at("y", 0), ctx.S(div(ctx.W("x", 0), Convert(count, ctx.acc)))),
+    )
+    return [Nest("xent_mean", (Axis("i", 1),), body)]
 
 
 # ---- 9. views --------------------------------------------------------------------------
@@ -951,6 +1024,318 @@ def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
     return [nest]
 
 
+# ---- 17. the backward ----------------------------------------------------------------------
+# Training sites only (f64, f32): A is the site type, so W and S are the identity. An
+# accumulating primitive starts each output element from acc (the adjoint so far) and
+# adds the rule's terms in the rule's order; its nests are parallel over the output's
+# elements only, so a layout or a thread split never reorders a sum.
+
+
+def _accumulated(ctx: _Lowering, out: tuple[Affine, ...], reduce: list[Axis],
+                 term: Callable[[], Expr]) -> list[Stmt]:
+    """v = acc[out]; for each reduce axis nested in order: v = v ⊕ term(); y[out] = v."""
+    v = ctx.var("v")
+    step: Stmt = Assign(v, add(v, term()))
+    for axis in reversed(reduce):
+        step = Loop(axis, (step,))
+    return [Declare(v, ctx.load("acc", *out)), step, Write(ctx.at("y", *out), v)]
+
+
+def lower_linear_bar_x(ctx: _Lowering) -> list[Nest]:
+    # y[m,k] = acc[m,k]; for n in order: y[m,k] = y[m,k] ⊕ (dy[m,n] ⊗ w[n,k])
+    (rows, k_ext), (n_ext, _) = ctx.shape("x"), ctx.shape("w")
+    m, k, n = ix("m"), ix("k"), ix("n")
+    body = _accumulated(ctx, (m, k), [Axis("n", n_ext, REDUCE)], lambda: mul(ctx.load("dy", m, n), ctx.load("w", n, k)))
+    return [Nest("linear_bar_x", (Axis("m", rows), Axis("k", k_ext)), tuple(body))]
+
+
+def lower_linear_bar_w(ctx: _Lowering) -> list[Nest]:
+    # y[n,k] = acc[n,k]; for the rows m in order: y[n,k] = y[n,k] ⊕ (dy[m,n] ⊗ x[m,k])
+    (rows, k_ext), n_ext = ctx.shape("x"), ctx.shape("dy")[1]
+    m, k, n = ix("m"), ix("k"), ix("n")
+    body = _accumulated(ctx, (n, k), [Axis("m", rows, REDUCE)], lambda: mul(ctx.load("dy", m, n), ctx.load("x", m, k)))
+    return [Nest("linear_bar_w", (Axis("n", n_ext), Axis("k", k_ext)), tuple(body))]
+
+
+def lower_linear_bar_b(ctx: _Lowering) -> list[Nest]:
+    # y[n] = acc[n]; for the rows m in order: y[n] = y[n] ⊕ dy[m,n]
+    rows, n_ext = ctx.shape("dy")
+    body = _accumulated(ctx, (ix("n"),), [Axis("m", rows, REDUCE)], lambda: ctx.load("dy", ix("m"), ix("n")))
+    return [Nest("linear_bar_b", (Axis("n", n_ext),), tuple(body))]
+
+
+def _matmul_batches(ctx: _Lowering, batches: dims.Extent, kv: dims.Extent) -> tuple[list[Axis], Affine, Affine]:
+    """The batch axes of a matmul adjoint: query head i = ib·group + g reads key/value
+    head ib (every index affine)."""
+    group = ctx.attrs["group"]
+    if group == 1:
+        return [Axis("i", batches)], ix("i"), ix("i")
+    return [Axis("ib", kv), Axis("g", group)], ix("ib") * group + ix("g"), ix("ib")
+
+
+def lower_matmul_bar_a(ctx: _Lowering) -> list[Nest]:
+    # Ā_i[m,k] = acc (Ā_i = acc[i], transposed when trans_a); for n in order:
+    #   Ā_i[m,k] = Ā_i[m,k] ⊕ (dy[i,m,n] ⊗ B_i[k,n]),  B_i = b[i // group] (transposed when trans_b)
+    trans_a, trans_b = ctx.attrs["trans_a"], ctx.attrs["trans_b"]
+    batches, m_ext, n_ext = ctx.shape("dy")
+    k_ext = ctx.shape("acc")[1] if trans_a else ctx.shape("acc")[2]
+    axes, head, kv = _matmul_batches(ctx, batches, ctx.shape("b")[0])
+    m, k, n = ix("m"), ix("k"), ix("n")
+    out = (head, k, m) if trans_a else (head, m, k)
+    b_at = (kv, n, k) if trans_b else (kv, k, n)
+    body = _accumulated(ctx, out, [Axis("n", n_ext, REDUCE)], lambda: mul(ctx.load("dy", head, m, n), ctx.load("b", *b_at)))
+    return [Nest("matmul_bar_a", (*axes, Axis("m", m_ext), Axis("k", k_ext)), tuple(body))]
+
+
+def lower_matmul_bar_b(ctx: _Lowering) -> list[Nest]:
+    # B̄_j[k,n] = acc (B̄_j = acc[j], transposed when trans_b); for the query heads
+    # i = j·group + r of group j, r in order, then the rows m in order:
+    #   B̄_j[k,n] = B̄_j[k,n] ⊕ (A_i[m,k] ⊗ dy[i,m,n]),  A_i = a[i] (transposed when trans_a)
+    trans_a, trans_b, group = ctx.attrs["trans_a"], ctx.attrs["trans_b"], ctx.attrs["group"]
+    _, m_ext, n_ext = ctx.shape("dy")
+    kv = ctx.shape("acc")[0]
+    k_ext = ctx.shape("acc")[2] if trans_b else ctx.shape("acc")[1]
+    j, k, n, m = ix("j"), ix("k"), ix("n"), ix("m")
+    head = j * group + ix("r")
+    out = (j, n, k) if trans_b else (j, k, n)
+    a_at = (head, k, m) if trans_a else (head, m, k)
+    body = _accumulated(ctx, out, [Axis("r", group, REDUCE), Axis("m", m_ext, REDUCE)],
+                        lambda: mul(ctx.load("a", *a_at), ctx.load("dy", head, m, n)))
+    return [Nest("matmul_bar_b", (Axis("j", kv), Axis("k", k_ext), Axis("n", n_ext)), tuple(body))]
+
+
+def lower_embedding_bar(ctx: _Lowering) -> list[Nest]:
+    # Column d: y[:, d] = acc[:, d]; then for t in token order, row = ids[t]:
+    #   if 0 <= row < V: y[row, d] = y[row, d] ⊕ dy[t, d]
+    # The scatter writes at a loaded index, so the nest is parallel over d alone: a
+    # repeated token adds every time, in token order, whatever the layout or split.
+    vocab, dim = ctx.shape("acc")
+    (tokens,) = ctx.shape("ids")
+    d, t, row = ix("d"), ix("t"), ctx.var("row", "i64")
+    in_range = Binary("&&", Binary(">=", row, Affine.constant(0)), Binary("<", row, Affine.constant(vocab)))
+    at = ctx.at("y", ix("row"), d)
+    body = (
+        Loop(Axis("v", vocab, PARALLEL), (CopyBits(ctx.at("y", ix("v"), d), ctx.at("acc", ix("v"), d)),)),
+        Loop(Axis("t", tokens, REDUCE), (
+            Declare(row, Convert(ctx.load("ids", t), "i64")),
+            If(in_range, (Write(at, add(Load(at), ctx.load("dy", t, d))),)),
+        )),
+    )
+    return [Nest("embedding_bar", (Axis("d", dim),), body)]
+
+
+def _xhat(ctx: _Lowering, kind: str, m: Affine, d: Affine) -> Expr:
+    """xhat[m,d] from row m's stats: (x ⊖ mean) ⊗ rstd (layernorm), x ⊗ rstd (rmsnorm)."""
+    x = ctx.load("x", m, d)
+    if kind == "layernorm":
+        return mul(sub(x, ctx.var("mean")), ctx.var("rstd"))
+    return mul(x, ctx.var("rstd"))
+
+
+def _row_stats(ctx: _Lowering, kind: str) -> tuple[Stmt, ...]:
+    """Row m's mean and rstd (layernorm) or rstd (rmsnorm), as the forward computes them."""
+    return _layernorm_stats(ctx) if kind == "layernorm" else tuple(_rmsnorm_rstd(ctx))
+
+
+def lower_norm_bar_g(ctx: _Lowering) -> list[Nest]:
+    # Nest 1, per row m: the forward's stats into the temporaries mean_t, rstd_t.
+    # Nest 2: y[d] = acc[d]; for the rows m in order: y[d] = y[d] ⊕ (dy[m,d] ⊗ xhat[m,d]).
+    kind = ctx.attrs["kind"]
+    rows, dim = ctx.shape("x")
+    m, d = ix("m"), ix("d")
+    ctx.add_temp("rstd_t", (rows,))
+    saved: tuple[Stmt, ...] = (Write(ctx.at("rstd_t", m), ctx.var("rstd")),)
+    if kind == "layernorm":
+        ctx.add_temp("mean_t", (rows,))
+        saved = (Write(ctx.at("mean_t", m), ctx.var("mean")),) + saved
+    stats = Nest("norm_bar_g_stats", (Axis("m", rows),), _row_stats(ctx, kind) + saved)
+    rstd = ctx.load("rstd_t", m)
+    x = ctx.load("x", m, d)
+    xhat = mul(sub(x, ctx.load("mean_t", m)), rstd) if kind == "layernorm" else mul(x, rstd)
+    body = _accumulated(ctx, (d,), [Axis("m", rows, REDUCE)], lambda: mul(ctx.load("dy", m, d), xhat))
+    return [stats, Nest("norm_bar_g", (Axis("d", dim),), tuple(body))]
+
+
+def lower_mean_pool_bar(ctx: _Lowering) -> list[Nest]:
+    # Column d: n = the kept rows (an integer count); term = dy[d] ⊘ R_A(max(n, 1));
+    # y[t,d] = acc[t,d] ⊕ term for kept t, acc[t,d] for the others.
+    tokens, dim = ctx.shape("acc")
+    d, t = ix("d"), ix("t")
+    count, term, one = ctx.var("count", "i64"), ctx.var("term"), Affine.constant(1)
+    kept = Binary("!=", ctx.load("keep", t), Affine.constant(0))
+    body = (
+        Declare(count, Affine.constant(0)),
+        Loop(Axis("tc", tokens, REDUCE), (
+            If(Binary("!=", ctx.load("keep", ix("tc")), Affine.constant(0)), (Assign(count, Binary("+", count, one)),)),
+        )),
+        Declare(term, div(ctx.load("dy", d), Convert(Select(Binary("<", count, one), one, count), ctx.acc))),
+        Loop(Axis("t", tokens, PARALLEL), (
+            If(kept, (Write(ctx.at("y", t, d), add(ctx.load("acc", t, d), term)),),
+               (CopyBits(ctx.at("y", t, d), ctx.at("acc", t, d)),)),
+        )),
+    )
+    return [Nest("mean_pool_bar", (Axis("d", dim),), body)]
+
+
+def lower_sum_rows(ctx: _Lowering) -> list[Nest]:
+    # y = acc; for t in order: y = y ⊕ x[t]
+    (length,) = ctx.shape("x")
+    body = _accumulated(ctx, (ix("i0"),), [Axis("t", length, REDUCE)], lambda: ctx.load("x", ix("t")))
+    return [Nest("sum_rows", (Axis("i0", 1),), tuple(body))]
+
+
+def _norm_bar_x(ctx: _Lowering, kind: str) -> list[Nest]:
+    # Per row m, with the forward's stats, a[d] = dy[d] ⊗ g[d], n = R_A(D):
+    #   sa = +0; for d: sa = sa ⊕ a[d];  ma = sa ⊘ n                       (layernorm only)
+    #   sb = +0; for d: sb = sb ⊕ (a[d] ⊗ xhat[d]);  mb = sb ⊘ n
+    #   y[d] = ((a[d] ⊖ ma) ⊖ (xhat[d] ⊗ mb)) ⊗ rstd   (rmsnorm: (a[d] ⊖ (xhat[d] ⊗ mb)) ⊗ rstd)
+    rows, dim = ctx.shape("x")
+    m, n = ix("m"), ctx.R(float(dim))
+    rstd, sa, sb, ma, mb = (ctx.var(name) for name in ("rstd", "sa", "sb", "ma", "mb"))
+
+    def a(d: Affine) -> Expr:
+        return mul(ctx.load("dy", m, d), ctx.load("g", d))
+
+    body: list[Stmt] = list(_row_stats(ctx, kind))
+    d = ix("d")
+    centred = a(d)
+    if kind == "layernorm":  # the gradient's mean, ma
+        body += [Declare(sa, ctx.R(0.0)), Loop(Axis("da", dim, REDUCE), (Assign(sa, add(sa, a(ix("da")))),)),
+                 Declare(ma, div(sa, n))]
+        centred = sub(centred, ma)
+    body += [
+        Declare(sb, ctx.R(0.0)),
+        Loop(Axis("db", dim, REDUCE), (Assign(sb, add(sb, mul(a(ix("db")), _xhat(ctx, kind, m, ix("db"))))),)),
+        Declare(mb, div(sb, n)),
+    ]
+    term = mul(sub(centred, mul(_xhat(ctx, kind, m, d), mb)), rstd)
+    body.append(Loop(Axis("d", dim, PARALLEL), (Write(ctx.at("y", m, d), term),)))
+    return [Nest(ctx.primitive, (Axis("m", rows),), tuple(body))]
+
+
+def lower_softmax_bar(ctx: _Lowering) -> list[Nest]:
+    # Row (bi, i), probs the forward's output: dot = +0; for visible j in order:
+    # dot = dot ⊕ (probs[j] ⊗ dy[j]);  y[j] = probs[j] ⊗ (dy[j] ⊖ dot) for visible j,
+    # -0 for masked j (so acc ⊕ y[j] is acc).
+    batches, rows, cols = ctx.shape("probs")
+    bi, i, dot = ix("bi"), ix("i"), ctx.var("dot")
+    jd, jy = ix("jd"), ix("jy")
+    body = (
+        Declare(dot, ctx.R(0.0)),
+        Loop(Axis("jd", cols, REDUCE), _when_visible(
+            ctx, i, jd, (Assign(dot, add(dot, mul(ctx.load("probs", bi, i, jd), ctx.load("dy", bi, i, jd)))),))),
+        Loop(Axis("jy", cols, PARALLEL), _when_visible(
+            ctx, i, jy,
+            (Write(ctx.at("y", bi, i, jy), mul(ctx.load("probs", bi, i, jy), sub(ctx.load("dy", bi, i, jy), dot))),),
+            (Write(ctx.at("y", bi, i, jy), ctx.R(-0.0)),))),
+    )
+    return [Nest("softmax_bar", (Axis("bi", batches), Axis("i", rows)), body)]
+
+
+def lower_gelu_tanh_bar(ctx: _Lowering) -> list[Nest]:
+    # s = x ⊗ x; u = s ⊗ x; u = c1 ⊗ u; u = x ⊕ u; u = c0 ⊗ u; t = T(tanh, u)
+    # left = 0.5 ⊗ x; right = 1 ⊕ t; dl = 0.5 ⊗ right; q = t ⊗ t; q = 1 ⊖ q; dr = left ⊗ q
+    # k = c3 ⊗ s (c3 = R_A(3) ⊗ c1, one rounding); k = 1 ⊕ k; du = c0 ⊗ k
+    # q = dr ⊗ du; q = dl ⊕ q;  y = dy ⊗ q
+    i = _flat(ctx, "x")
+    x, sq, u, t, dl, dr, du = (ctx.var(nm) for nm in ("xv", "sq", "u", "t", "dl", "dr", "du"))
+    c0, c1, one, half = ctx.R(SQRT_2_OVER_PI), ctx.R(GELU_TANH_CUBIC), ctx.R(1.0), ctx.R(0.5)
+    body = (
+        Declare(x, ctx.load("x", ix("i"))),
+        Declare(sq, mul(x, x)),
+        Declare(u, mul(c0, add(x, mul(c1, mul(sq, x))))),
+        Declare(t, Call("tanh", u)),
+        Declare(dl, mul(half, add(one, t))),
+        Declare(dr, mul(mul(half, x), sub(one, mul(t, t)))),
+        Declare(du, mul(c0, add(one, mul(mul(ctx.R(3.0), c1), sq)))),
+        Write(ctx.at("y", ix("i")), mul(ctx.load("dy", ix("i")), add(dl, mul(dr, du)))),
+    )
+    return [Nest("gelu_tanh_bar", (i,), body)]
+
+
+def lower_silu_bar(ctx: _Lowering) -> list[Nest]:
+    # e = T(exp, ⊖x); p = 1 ⊘ (1 ⊕ e); q = 1 ⊖ p; q = x ⊗ q; q = 1 ⊕ q; q = p ⊗ q;  y = dy ⊗ q
+    i = _flat(ctx, "x")
+    x, p = ctx.var("xv"), ctx.var("pr")
+    one = ctx.R(1.0)
+    body = (
+        Declare(x, ctx.load("x", ix("i"))),
+        Declare(p, div(one, add(one, Call("exp", Unary("-", x))))),
+        Write(ctx.at("y", ix("i")), mul(ctx.load("dy", ix("i")), mul(p, add(one, mul(x, sub(one, p)))))),
+    )
+    return [Nest("silu_bar", (i,), body)]
+
+
+def _xent_row(ctx: _Lowering) -> tuple[list[Stmt], Expr]:
+    """Row t of the logits: its target, whether it counts (a target other than ignore,
+    in [0, V)), m = its maximum (strict >), s = Σ T(exp, x[j] ⊖ m) in order."""
+    rows, vocab = ctx.shape("logits")
+    t = ix("t")
+    target, mx, v, s = ctx.var("target", "i64"), ctx.var("mx"), ctx.var("v"), ctx.var("s")
+    counts = Binary("&&", Binary("!=", target, Affine.constant(ctx.attrs["ignore"])),
+                    Binary("&&", Binary(">=", target, Affine.constant(0)), Binary("<", target, Affine.constant(vocab))))
+    body: list[Stmt] = [
+        Declare(target, Convert(ctx.load("targets", t), "i64")),
+        Declare(mx, ctx.R(-math.inf)),
+        Loop(Axis("jm", vocab, REDUCE), (
+            Declare(v, ctx.load("logits", t, ix("jm"))), If(Binary(">", v, mx), (Assign(mx, v),)))),
+        Declare(s, ctx.R(0.0)),
+        Loop(Axis("js", vocab, REDUCE), (Assign(s, add(s, Call("exp", sub(ctx.load("logits", t, ix("js")), mx)))),)),
+    ]
+    return body, counts
+
+
+def lower_xent_rows(ctx: _Lowering) -> list[Nest]:
+    # loss = T(log, s) ⊖ (x[target] ⊖ m) where the row counts, +0 where it does not.
+    body, counts = _xent_row(ctx)
+    t = ix("t")
+    picked = ctx.load("logits", t, ix("target"))
+    loss = sub(Call("log", ctx.var("s")), sub(picked, ctx.var("mx")))
+    body.append(If(counts, (Write(ctx.at("y", t), loss),), (Write(ctx.at("y", t), ctx.R(0.0)),)))
+    return [Nest("xent_rows", (Axis("t", ctx.shape("logits")[0]),), tuple(body))]
+
+
+def lower_xent_bar(ctx: _Lowering) -> list[Nest]:
+    # Where the row counts: p = T(exp, x[j] ⊖ m) ⊘ s; p = p ⊖ 1 at j = target; y[j] = p ⊗ r.
+    # Where it does not: y[j] = +0.
+    body, counts = _xent_row(ctx)
+    rows, vocab = ctx.shape("logits")
+    t, j, p = ix("t"), ix("j"), ctx.var("pr")
+    r = ctx.var("rv")
+    column = (
+        Declare(p, div(Call("exp", sub(ctx.load("logits", t, j), ctx.var("mx"))), ctx.var("s"))),
+        If(Binary("==", j, ctx.var("target", "i64")), (Assign(p, sub(p, ctx.R(1.0))),)),
+        Write(ctx.at("y", t, j), mul(p, r)),
+    )
+    body += [
+        Declare(r, ctx.load("r", 0)),
+        If(counts, (Loop(Axis("j", vocab, PARALLEL), column),),
+           (Loop(Axis("jz", vocab, PARALLEL), (Write(ctx.at("y", t, ix("jz")), ctx.R(0.0)),)),)),
+    ]
+    return [Nest("xent_bar", (Axis("t", rows),), tuple(body))]
+
+
+def lower_adamw(ctx: _Lowering) -> list[Nest]:
+    # With h's scalars (clip, decay, w1, β2, w2, root, eps, step), per element:
+    #   g = g ⊗ clip;  p = param ⊗ decay (decays only);  m = m ⊕ (w1 ⊗ (g ⊖ m))
+    #   v = (v ⊗ β2) ⊕ (w2 ⊗ (g ⊗ g));  den = (√v ⊘ root) ⊕ eps;  param_out = p ⊖ (step ⊗ (m ⊘ den))
+    i = ix("i")
+    h = {name: ctx.load("h", k) for k, name in enumerate(ADAMW_SCALARS)}
+    g, p, mt, vt = ctx.var("gc"), ctx.var("pd"), ctx.var("mt"), ctx.var("vt")
+    decayed: Expr = mul(ctx.load("param", i), h["decay"]) if ctx.attrs["decays"] else ctx.load("param", i)
+    den = add(div(Call("sqrt", vt), h["root"]), h["eps"])
+    body = (
+        Declare(g, mul(ctx.load("g", i), h["clip"])),
+        Declare(p, decayed),
+        Declare(mt, add(ctx.load("m", i), mul(h["w1"], sub(g, ctx.load("m", i))))),
+        Declare(vt, add(mul(ctx.load("v", i), h["beta2"]), mul(h["w2"], mul(g, g)))),
+        Write(ctx.at("m_out", i), mt),
+        Write(ctx.at("v_out", i), vt),
+        Write(ctx.at("param_out", i), sub(p, mul(h["step"], div(mt, den)))),
+    )
+    return [Nest("adamw", (_flat(ctx, "param"),), body)]
+
+
 _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {
     "add": _binary("+"),
     "sub": _binary("-"),
@@ -977,4 +1362,23 @@ _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {
     "quantize": lower_quantize,
     "qlinear_w": lower_qlinear_w,
     "qlinear_i": lower_qlinear_i,
+    "linear_bar_x": lower_linear_bar_x,
+    "linear_bar_w": lower_linear_bar_w,
+    "linear_bar_b": lower_linear_bar_b,
+    "matmul_bar_a": lower_matmul_bar_a,
+    "matmul_bar_b": lower_matmul_bar_b,
+    "embedding_bar": lower_embedding_bar,
+    "norm_bar_g": lower_norm_bar_g,
+    "mean_pool_bar": lower_mean_pool_bar,
+    "sum_rows": lower_sum_rows,
+    "layernorm_bar_x": lambda ctx: _norm_bar_x(ctx, "layernorm"),
+    "rmsnorm_bar_x": lambda ctx: _norm_bar_x(ctx, "rmsnorm"),
+    "softmax_bar": lower_softmax_bar,
+    "gelu_tanh_bar": lower_gelu_tanh_bar,
+    "silu_bar": lower_silu_bar,
+    "xent_rows": lower_xent_rows,
+    "xent_bar": lower_xent_bar,
+    "adamw": lower_adamw,
+    "fill": lower_fill,
+    "xent_mean": lower_xent_mean,
 }

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from exactc.exporter import dims, graph, training, types
+from exactc.exporter import backprop, dims, graph, training, types
 from exactc.exporter.models import bert, cache, gpt, llama
 
 ARCHITECTURES: dict[str, pytypes.ModuleType] = {"gpt": gpt, "bert": bert, "llama": llama}
@@ -115,6 +115,8 @@ def _bounded(model: str, key: str, value: Any, kind: type) -> Any:
 
 
 def entries(model: str) -> tuple[str, ...]:
+    """The entries traced from the architecture's functions (loss_grad, made from a causal
+    LM's forward, apart)."""
     return tuple(architecture(model).ENTRIES)
 
 
@@ -123,8 +125,11 @@ def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None,
     """Trace `entry` of `model` at its config (defaults with `overrides`), the weights
     in `quantized` (name -> (fmt, block)) held quantized (graph.trace)."""
     arch = architecture(model)
+    if entry == LOSS_GRAD and model in CAUSAL_LMS:
+        return _loss_grad_program(model, overrides, quantized)
     if entry not in arch.ENTRIES:
-        raise ModelError(f"{model} has no entry {entry!r}; its entries are {', '.join(arch.ENTRIES)}")
+        also = f" and {LOSS_GRAD}" if model in CAUSAL_LMS else ""
+        raise ModelError(f"{model} has no entry {entry!r}; its entries are {', '.join(entries(model))}{also}")
     cfg = config(model, overrides)
     top = cache.longest(cfg.tokens, entry)
     if top < 1:
@@ -151,6 +156,22 @@ def build_loss_grad(model: str, overrides: Mapping[str, Any] | None = None,
         architecture(model)
         raise ModelError(f"{model} has no loss_grad: the causal LM loss is for {' and '.join(CAUSAL_LMS)}")
     return training.loss_grad(build(model, "forward", overrides), ignore)
+
+
+LOSS_GRAD = "loss_grad"  # the graph of a causal LM's loss and gradients (exporter/backprop.py)
+
+
+def _loss_grad_program(model: str, overrides: Mapping[str, Any] | None,
+                       quantized: Mapping[str, tuple[str, int]] | None) -> graph.Program:
+    """The loss_grad entry as a graph: the config's overrides, and `batch` (default 1), the
+    sequences B of its tokens and targets (B, T)."""
+    rest = dict(overrides or {})
+    batch = _bounded(model, "batch", _parse(model, "batch", rest.pop("batch", 1), int), int)
+    lg = training.loss_grad(build(model, "forward", rest, quantized))
+    try:
+        return backprop.loss_grad_program(lg, batch)
+    except training.TrainingError as exc:
+        raise ModelError(str(exc)) from None
 
 
 def check_seed(seed: Any) -> int:
@@ -190,6 +211,19 @@ def draw_inputs(program: graph.Program, seed: int, length: int | None = None) ->
         raise ModelError(f"{program.model}.{program.entry}: length {length} is outside [1, {top}] "
                          f"({top} is the longest the program takes at tokens={program.config.tokens})")
     rng = np.random.default_rng([check_seed(seed), 1])
+    if program.entry == LOSS_GRAD:
+        return draw_batch(program, rng, length)
     if program.entry == "decode":
         return cache.draw_decode_inputs(program.config, rng, length)
     return arch.draw_inputs(program.config, rng, length)
+
+
+def draw_batch(program: graph.Program, rng: np.random.Generator, length: int) -> dict[str, np.ndarray]:
+    """loss_grad's tokens and targets (B, length): targets in [0, V), about one in five
+    the ignore index, the first always counted (the mean needs one)."""
+    (batch, _), vocab = program.inputs[0].shape, program.config.vocab
+    tokens = rng.integers(0, vocab, (batch, length)).astype(np.int32)
+    targets = rng.integers(0, vocab, (batch, length)).astype(np.int32)
+    targets[(rng.random((batch, length)) < 0.2)] = training.IGNORE_INDEX
+    targets[0, 0] = rng.integers(0, vocab)
+    return {"tokens": tokens, "targets": targets}

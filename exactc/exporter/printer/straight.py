@@ -102,7 +102,7 @@ class StraightLineHost:
                     if id(v) not in env:
                         env[id(v)] = self.alloc(v.name + where, ctype(v, site), v.size,
                                                 slot_bytes(v.size, itemsize(v, site)), v.shape)
-                for layer in range(node.count):
+                for layer in node.order():
                     body = node.body_of(layer)
                     inner: dict[int, str] = {}
                     formals = body.inputs

@@ -178,13 +178,15 @@ class StructuredHost:
         stacked = [(expr[id(v)], math.prod(v.shape[1:])) for v in node.stacked]
         rows = [(expr[id(v)], math.prod(v.shape[1:])) for v in node.row_outs]  # layer l writes slice l
         carried = ", ".join(v.name for v in node.carry_outs)
-        out.append(f"{INDENT}/* The layers: {node.body.name} for l < {node.count}, the carry ({carried}) alternating")
+        order = f"from l = {node.count - 1} down to 0" if node.reverse else f"for l < {node.count}"
+        out.append(f"{INDENT}/* The layers: {node.body.name} {order}, the carry ({carried}) alternating")
         out.append(f"{INDENT} * between two buffers; layer l's parameters start at l * chunk of the stacked ones. */")
         for k, v in enumerate(node.carry):
             out.append(f"{INDENT}const {ctype(v, site)} *{names[k]} = {expr[id(v)]};  /* {shape_text(v.shape)} */")
 
         base = align(frame.high[index])
-        for start, stop, body in node.segments():
+        segments = node.segments()
+        for start, stop, body in reversed(segments) if node.reverse else segments:
             layer = "l" if stop - start > 1 else str(start)
             pad = INDENT * 2 if stop - start > 1 else INDENT
             body_lines = []
@@ -193,10 +195,11 @@ class StructuredHost:
                 bufs = carries[k]
                 if len(bufs) == 1:
                     d = bufs[0].name
-                elif layer == "l":
-                    d = f"({layer} % 2 == 0 ? {bufs[0].name} : {bufs[1].name})"
+                elif layer == "l":  # the step's parity: the step is l, or count - 1 - l when reversed
+                    step = f"({node.count - 1} - l)" if node.reverse else "l"
+                    d = f"({step} % 2 == 0 ? {bufs[0].name} : {bufs[1].name})"
                 else:
-                    d = bufs[start % 2].name
+                    d = bufs[(node.count - 1 - start if node.reverse else start) % 2].name
                 dst.append(d)
             args = [names[k] for k in range(len(node.carry))]
             args += [fold_slice(b, layer, chunk) for b, chunk in stacked]
@@ -211,7 +214,8 @@ class StructuredHost:
                 body_lines.append(f"{pad}{names[k]} = {nexts[k]};")
                 body_lines.append(f'{pad}EXACTC_TRACE_CARRY("{node.body.name}", {layer}, {k}, {names[k]}, {v.size});')
             if stop - start > 1:
-                out.append(f"{INDENT}for (int l = {start}; l < {stop}; l++) {{")
+                loop = f"l = {stop - 1}; l >= {start}; l--" if node.reverse else f"l = {start}; l < {stop}; l++"
+                out.append(f"{INDENT}for (int {loop}) {{")
                 out.extend(body_lines)
                 out.append(f"{INDENT}}}")
             else:

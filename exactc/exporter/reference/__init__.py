@@ -17,8 +17,9 @@ import numpy as np
 
 from exactc.exporter import types
 from exactc.exporter.primitives import CONTRACT_OFF, fuses, get_primitive
+from exactc.exporter.reference import backward
 from exactc.exporter.reference.ops import (
-    FUNCTIONS,
+    FUNCTIONS as FORWARD_FUNCTIONS,
     add,
     argmax,
     check_operands,
@@ -48,7 +49,10 @@ from exactc.exporter.reference.ops import (
     transpose,
 )
 
-__all__ = ["run", "FUNCTIONS", "check_operands", "rope_tables", *FUNCTIONS]
+# Every primitive of the catalogue: the forward's (ops.py) and the backward's (backward.py).
+FUNCTIONS = {**FORWARD_FUNCTIONS, **backward.FUNCTIONS}
+
+__all__ = ["run", "FUNCTIONS", "check_operands", "rope_tables", *FORWARD_FUNCTIONS]
 
 
 def run(

@@ -49,8 +49,8 @@ def check_operands(
     name: str, site: str, operands: Mapping[str, Any], attrs: Mapping[str, Any]
 ) -> dict[str, tuple[tuple[int, ...], str]]:
     """Check operands (None = absent) against the catalogue; give the output shapes."""
-    types.check_site(site)
     prim = get_primitive(name)
+    prim.check_site(site)
     present = {k: v for k, v in operands.items() if v is not None}
     for k, v in present.items():
         if not isinstance(v, np.ndarray):
@@ -388,10 +388,13 @@ def _pair_indices(dim: int, pairing: str) -> tuple[np.ndarray, np.ndarray]:
 
 @_ieee
 def rope(
-    x: np.ndarray, *, site: str, theta: float = 10000.0, pos0: int = 0, pairing: str = "half"
+    x: np.ndarray, *, site: str, theta: float = 10000.0, pos0: int = 0, pairing: str = "half",
+    inverse: bool = False,
 ) -> np.ndarray:
-    """Rotary embedding of x (T, H, D): each pair (x0, x1) turned by angle (pos0+t)·freq_i."""
-    check_operands("rope", site, {"x": x}, {"theta": theta, "pos0": pos0, "pairing": pairing})
+    """Rotary embedding of x (T, H, D): each pair (x0, x1) turned by angle (pos0+t)·freq_i;
+    `inverse`, by -angle (rope's backward): y0 = (x0 ⊗ c) ⊕ (x1 ⊗ s), y1 = (x1 ⊗ c) ⊖ (x0 ⊗ s)."""
+    attrs = {"theta": theta, "pos0": pos0, "pairing": pairing, "inverse": inverse}
+    check_operands("rope", site, {"x": x}, attrs)
     x = widen(x, site)  # (T, H, D)
     positions, _, dim = x.shape
     c, s = rope_tables(positions, dim, site=site, theta=theta, pos0=pos0)  # (T, D/2)
@@ -399,8 +402,12 @@ def rope(
     i0, i1 = _pair_indices(dim, pairing)
     x0, x1 = x[:, :, i0], x[:, :, i1]  # (T, H, D/2)
     y = np.empty_like(x)
-    y[:, :, i0] = (x0 * c) - (x1 * s)
-    y[:, :, i1] = (x0 * s) + (x1 * c)
+    if inverse:
+        y[:, :, i0] = (x0 * c) + (x1 * s)
+        y[:, :, i1] = (x1 * c) - (x0 * s)
+    else:
+        y[:, :, i0] = (x0 * c) - (x1 * s)
+        y[:, :, i1] = (x0 * s) + (x1 * c)
     return store(y, site)
 
 
@@ -540,6 +547,25 @@ def qlinear_i(
     return store(acc, site)
 
 
+# ---- the loss_grad graph's own (docs/semantics.md section 17) ---------------------------
+
+
+@_ieee
+def fill(*, site: str, shape: tuple = (), value: float = 0.0) -> np.ndarray:
+    """Every element R_A(value): +0 is an adjoint before its first term (+0 ⊕ t, as the
+    reverse walk's Cell), 1 the numerator of the loss's r = 1 ⊘ n."""
+    check_operands("fill", site, {}, {"shape": shape, "value": value})
+    return store(full(shape, real(value, site), site), site)
+
+
+@_ieee
+def xent_mean(x: np.ndarray, targets: np.ndarray, *, site: str, ignore: int = -100) -> np.ndarray:
+    """x ⊘ n, n = R_A(the count of targets that are not `ignore`)."""
+    check_operands("xent_mean", site, {"x": x, "targets": targets}, {"ignore": ignore})
+    n = real(int(np.count_nonzero(targets != ignore)), site)
+    return store(np.asarray(widen(x, site) / n), site)
+
+
 FUNCTIONS = {
     f.__name__: f
     for f in [
@@ -549,5 +575,6 @@ FUNCTIONS = {
         softmax, rope, mean_pool, argmax,
         reshape, transpose, slice, concat, cache_write,
         quantize, qlinear_w, qlinear_i,
+        fill, xent_mean,
     ]
 }  # fmt: skip

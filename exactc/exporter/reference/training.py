@@ -24,7 +24,7 @@ import numpy as np
 from exactc.exporter import dims, training
 from exactc.exporter.graph import Call, Fold, Function, Op
 from exactc.exporter.reference import backward, walk
-from exactc.exporter.reference.arith import full, libm64, real, transcendental, zeros
+from exactc.exporter.reference.arith import libm64, real, zeros
 
 
 PI = float.fromhex("0x1.921fb54442d18p+1")  # the nearest f64 to π
@@ -47,35 +47,9 @@ Cells = dict[int, Cell]
 
 # ---- the loss ------------------------------------------------------------------------------
 
-
-def _row_softmax_sums(x: np.ndarray, site: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row of logits x (T, V): the maximum m, e = T(exp, x ⊖ m) and s = Σ e in order."""
-    x_j = np.ascontiguousarray(x.T)  # (V, T)
-    m = full(x.shape[0], -np.inf, site)
-    for j in range(x.shape[1]):
-        m = np.where(x_j[j] > m, x_j[j], m)
-    e = transcendental("exp", x - m[:, None], site)
-    e_j = np.ascontiguousarray(e.T)
-    s = zeros(x.shape[0], site)
-    for j in range(x.shape[1]):
-        s = s + e_j[j]
-    return m, e, s
-
-
-def cross_entropy_rows(
-    logits: np.ndarray, targets: np.ndarray, counts: np.ndarray, r: np.generic, site: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each counted row's loss (T,) (+0 where it does not count) and the logits' terms
-    ((e ⊘ s) ⊖ [j = y]) ⊗ r (T, V), +0 in rows that do not count."""
-    m, e, s = _row_softmax_sums(logits, site)
-    rows = np.arange(logits.shape[0])
-    target = np.where(counts, targets, 0)
-    picked = logits[rows, target]
-    losses = transcendental("log", s, site) - (picked - m)
-    p = e / s[:, None]
-    p[rows, target] = np.where(counts, p[rows, target] - real(1.0, site), p[rows, target])
-    terms = p * r
-    return np.where(counts, losses, zeros((), site)), np.where(counts[:, None], terms, zeros((), site))
+# Each row's loss and the logits' terms: backward.py's, which the primitives xent_rows and
+# xent_bar run too.
+cross_entropy_rows = backward.cross_entropy_rows
 
 
 # ---- the reverse walk ---------------------------------------------------------------------
@@ -145,9 +119,7 @@ def loss_grad(
             logits = walk.evaluate(program, site, params, {"input_ids": tokens[b]}, tape=tape)["logits"]
             counts = targets[b] != lg.ignore
             losses, terms = cross_entropy_rows(logits, targets[b], counts, r, site)
-            for t in range(losses.shape[0]):
-                if counts[t]:
-                    total = total + losses[t]
+            total = backward.sum_in_order(total, losses[counts])
             cells: Cells = {id(v): Cell(grads[spec.name]) for spec, v in zip(program.params, program.param_values)}
             cells[id(logits_value)] = Cell(zeros(terms.shape, site) + terms)  # +0 ⊕ each term
             _backward(program.function, tape, cells, site)
@@ -209,19 +181,24 @@ def adamw_step(
     decay = 1.0 - rate * opt.weight_decay
     w1, w2 = 1.0 - opt.beta1, 1.0 - opt.beta2
     norm = global_norm(lg, grads)
-    clip = real(opt.clip / norm, site) if opt.clip > 0 and norm > opt.clip else None
+    clip = opt.clip / norm if opt.clip > 0 and norm > opt.clip else None
+    scalars = {
+        "clip": clip,
+        "decay": decay,
+        "w1": w1,
+        "beta2": opt.beta2,
+        "w2": w2,
+        "root": root,
+        "eps": opt.eps,
+        "step": step_size,
+    }
+    at_site = {name: None if value is None else real(value, site) for name, value in scalars.items()}
     out: dict[str, dict[str, np.ndarray]] = {"params": {}, "m": {}, "v": {}}
     with np.errstate(all="ignore"):
         for spec in lg.params:
-            p, g = params[spec.name].copy(), grads[spec.name]
-            if clip is not None:
-                g = g * clip
-            if training.decays(spec):
-                p = p * real(decay, site)
-            mt = m[spec.name] + (real(w1, site) * (g - m[spec.name]))
-            vt = (v[spec.name] * real(opt.beta2, site)) + (real(w2, site) * (g * g))
-            den = (np.sqrt(vt) / real(root, site)) + real(opt.eps, site)
-            p = p - (real(step_size, site) * (mt / den))
+            p, mt, vt = backward.adamw_elements(
+                params[spec.name], grads[spec.name], m[spec.name], v[spec.name], at_site, training.decays(spec)
+            )
             out["params"][spec.name], out["m"][spec.name], out["v"][spec.name] = p, mt, vt
     return {**out, "norm": norm}
 

@@ -97,17 +97,17 @@ def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[La
             carry = [values[id(v)] for v in node.carry]
             stacked = [values[id(v)] for v in node.stacked]
             shared = [values[id(v)] for v in node.shared]
-            rows: list[list[np.ndarray]] = [[] for _ in node.row_outs]
-            for layer in range(node.count):
+            rows: list[dict[int, np.ndarray]] = [{} for _ in node.row_outs]
+            for layer in node.order():
                 carry_in = carry
                 outs = _run(node.body_of(layer), site,
                             carry + [np.ascontiguousarray(s[layer]) for s in stacked] + shared, on_layer, length,
                             _inner_tape(tape, node), contract)
                 carry = outs[: len(node.carry)]
                 for k, row in enumerate(outs[len(node.carry):]):
-                    rows[k].append(row)
+                    rows[k][layer] = row
                 if on_layer is not None:
                     on_layer(LayerStep(node, layer, carry_in, stacked, shared, carry, length, contract))
             values.update({id(v): a for v, a in zip(node.carry_outs, carry)})
-            values.update({id(v): np.stack(r) for v, r in zip(node.row_outs, rows)})
+            values.update({id(v): np.stack([r[k] for k in range(node.count)]) for v, r in zip(node.row_outs, rows)})
     return [values[id(v)] for v in fn.outputs]

@@ -90,6 +90,9 @@ _FIXED_CHECKS = [
     # A weight's gradient over every (b, t) in one f32 accumulator, bit for bit.
     Check("training:orders", ("tests/test_training.py",), "one_accumulator"),
     Check("training:dead-code", ("tests/test_training.py",), "does_not_reach"),
+    # The loss_grad graph (tests/test_backprop.py): its walk against the reverse walk, bit
+    # for bit, and its layers' backward a reverse fold reading the residuals kept.
+    Check("training:graph", ("tests/test_backprop.py",)),
     # The training loop (tests/test_train.py): a run resumed at step 3 writes step 6's
     # checkpoint and loss log as the same bytes as the uninterrupted run.
     Check("train:resume", ("tests/test_train.py",), "resumed"),

@@ -40,10 +40,8 @@ MUTANTS = [
         "the structured host prints the fold over layers as one block per layer instead of "
         "a loop: the same launches and bits, text that grows with the layers",
         STRUCTURED,
-        "        for start, stop, body in node.segments():\n"
-        "            layer = \"l\" if stop - start > 1 else str(start)\n",
-        "        for start, stop, body in [(i, i + 1, node.body_of(i)) for i in range(node.count)]:\n"
-        "            layer = \"l\" if stop - start > 1 else str(start)\n",
+        "        segments = node.segments()\n",
+        "        segments = [(i, i + 1, node.body_of(i)) for i in range(node.count)]\n",
         ("probes:growth", "programs"),
         family="probes",
         requires=(STRUCTURED,),

@@ -8,6 +8,8 @@ from exactc.mutants.model import Mutant
 BACKWARD = "exactc/exporter/reference/backward.py"
 TRAINING = "exactc/exporter/reference/training.py"
 LOOP = "exactc/train.py"
+LOWER = "exactc/exporter/kernels/lower.py"
+GRAPH = "exactc/exporter/backprop.py"
 # One sequence's backward in loss_grad: the parameters' adjoints, the logits', the walk.
 PER_SEQUENCE = (
     "            cells: Cells = {id(v): Cell(grads[spec.name]) for spec, v in zip(program.params, program.param_values)}\n"
@@ -16,17 +18,67 @@ PER_SEQUENCE = (
 )
 # AdamW's element lines, from the clipping of the gradient to the update of the parameter.
 CLIP_AND_UPDATE = (
-    "            if clip is not None:\n"
-    "                g = g * clip\n"
-    "            if training.decays(spec):\n"
-    "                p = p * real(decay, site)\n"
-    "            mt = m[spec.name] + (real(w1, site) * (g - m[spec.name]))\n"
-    "            vt = (v[spec.name] * real(opt.beta2, site)) + (real(w2, site) * (g * g))\n"
-    "            den = (np.sqrt(vt) / real(root, site)) + real(opt.eps, site)\n"
-    "            p = p - (real(step_size, site) * (mt / den))\n"
+    "    if clip is not None:\n"
+    "        g = g * clip\n"
+    "    if decays:\n"
+    '        p = p * scalars["decay"]\n'
+    '    mt = m + (scalars["w1"] * (g - m))\n'
+    '    vt = (v * scalars["beta2"]) + (scalars["w2"] * (g * g))\n'
+    '    den = (np.sqrt(vt) / scalars["root"]) + scalars["eps"]\n'
+    '    p = p - (scalars["step"] * (mt / den))\n'
 )
 
 MUTANTS = [
+    # ---- the backward primitives' C (exporter/kernels/lower.py), caught bit for bit
+    Mutant(
+        "c-weight-grad-positions-reversed",
+        "linear_bar_w's C sums the positions last first (the same value, other bits)",
+        LOWER,
+        '    m, k, n = ix("m"), ix("k"), ix("n")\n    body = _accumulated(ctx, (n, k), [Axis("m", rows, REDUCE)],',
+        '    m, k, n = ix("m") * -1 + (rows - 1), ix("k"), ix("n")\n'
+        '    body = _accumulated(ctx, (n, k), [Axis("m", rows, REDUCE)],',
+        ("kernels:linear_bar_w",),
+        family="training",
+    ),
+    Mutant(
+        "c-embedding-grad-last-write",
+        "embedding_bar's C keeps the last write of a repeated token: acc's row plus that token's dy",
+        LOWER,
+        '            If(in_range, (Write(at, add(Load(at), ctx.load("dy", t, d))),)),',
+        '            If(in_range, (Write(at, add(ctx.load("acc", ix("row"), d), ctx.load("dy", t, d))),)),',
+        ("kernels:embedding_bar",),
+        family="training",
+    ),
+    Mutant(
+        "c-softmax-grad-no-row-sum",
+        "softmax_bar's C drops the row-sum term: probs ⊗ dy",
+        LOWER,
+        'mul(ctx.load("probs", bi, i, jy), sub(ctx.load("dy", bi, i, jy), dot))',
+        'mul(ctx.load("probs", bi, i, jy), ctx.load("dy", bi, i, jy))',
+        ("kernels:softmax_bar",),
+        family="training",
+    ),
+    Mutant(
+        "c-layernorm-grad-no-mean-term",
+        "layernorm_bar_x's C drops the gradient's mean ma",
+        LOWER,
+        '    if kind == "layernorm":  # the gradient\'s mean, ma\n'
+        '        body += [Declare(sa, ctx.R(0.0)), Loop(Axis("da", dim, REDUCE), (Assign(sa, add(sa, a(ix("da")))),)),\n'
+        "                 Declare(ma, div(sa, n))]\n"
+        "        centred = sub(centred, ma)\n",
+        "",
+        ("kernels:layernorm_bar_x",),
+        family="training",
+    ),
+    Mutant(
+        "c-grad-accumulator-from-zero",
+        "an accumulating backward kernel starts from +0 instead of acc, the adjoint so far",
+        LOWER,
+        '    return [Declare(v, ctx.load("acc", *out)), step, Write(ctx.at("y", *out), v)]',
+        '    return [Declare(v, ctx.R(0.0)), step, Write(ctx.at("y", *out), v)]',
+        ("kernels:linear_bar_w", "kernels:linear_bar_b", "kernels:sum_rows"),
+        family="training",
+    ),
     Mutant(
         "embedding-grad-last-write",
         "the embedding's scatter-add keeps the last write of a repeated token (numpy's fancy-index +=)",
@@ -51,8 +103,8 @@ MUTANTS = [
         "layernorm-grad-no-mean-term",
         "layernorm's backward drops the mean of the gradient (a - ma)",
         BACKWARD,
-        '    _add(bars, "x", ((a - ma[:, None]) - (xhat * mb[:, None])) * rstd[:, None])',
-        '    _add(bars, "x", (a - (xhat * mb[:, None])) * rstd[:, None])',
+        '    centred = a - _row_mean(a, site)[:, None] if kind == "layernorm" else a',
+        "    centred = a",
         ("backward",),
         family="training",
     ),
@@ -69,8 +121,8 @@ MUTANTS = [
         "weight-grad-positions-reversed",
         "a linear weight's gradient sums the positions last first (the same value, other bits)",
         BACKWARD,
-        '    if "w" in bars:\n        for m in range(x.shape[0]):\n',
-        '    if "w" in bars:\n        for m in reversed(range(x.shape[0])):\n',
+        "    for m in range(x.shape[0]):\n        bar[...] = bar + dy[m, :, None] * x[None, m, :]\n",
+        "    for m in reversed(range(x.shape[0])):\n        bar[...] = bar + dy[m, :, None] * x[None, m, :]\n",
         ("backward",),
         family="training",
     ),
@@ -113,12 +165,11 @@ MUTANTS = [
     Mutant(
         "adamw-clips-after-the-update",
         "clipping scales the update instead of the gradient: the moments see the unclipped gradient",
-        TRAINING,
+        BACKWARD,
         CLIP_AND_UPDATE,
-        CLIP_AND_UPDATE.replace("            if clip is not None:\n                g = g * clip\n", "").replace(
-            "            p = p - (real(step_size, site) * (mt / den))\n",
-            "            update = real(step_size, site) * (mt / den)\n"
-            "            p = p - (update * clip if clip is not None else update)\n",
+        CLIP_AND_UPDATE.replace("    if clip is not None:\n        g = g * clip\n", "").replace(
+            '    p = p - (scalars["step"] * (mt / den))\n',
+            '    update = scalars["step"] * (mt / den)\n    p = p - (update * clip if clip is not None else update)\n',
         ),
         ("training:clipping",),
         family="training",
@@ -224,6 +275,37 @@ MUTANTS = [
         "    if following + size + 1 > len(stream):",
         "    if following >= len(stream):",
         ("train:tokens",),
+        family="training",
+    ),
+    Mutant(
+        "graph-backward-fold-first-layer-up",
+        "the loss_grad graph's backward fold runs its layers from the first up",
+        GRAPH,
+        "        reverse=True,\n",
+        "        reverse=False,\n",
+        ("training:graph",),
+        family="training",
+    ),
+    Mutant(
+        "graph-loss-mean-not-divided",
+        "the loss_grad graph drops the loss's 1/(B·T) from the logits' adjoint (r = 1)",
+        GRAPH,
+        '        r = g.apply("xent_mean", {"x": one, "targets": targets}, {"ignore": lg.ignore}, name="r")  # 1 ⊘ n\n',
+        "        r = one\n",
+        ("training:graph",),
+        family="training",
+    ),
+    Mutant(
+        "graph-backward-recomputes-the-forward",
+        "the backward fold runs its layer's forward again instead of reading the residuals kept (same bits)",
+        GRAPH,
+        "        for v, p in zip(formals[carry:], params + list(shared[:-1])):\n"
+        "            inner.env[((), id(v))] = p\n",
+        "        for v, p in zip(formals[carry:], params + list(shared[:-1])):\n"
+        "            inner.env[((), id(v))] = p\n"
+        "        _forward(body_fn, [inner.env[((), id(v))] for v in formals[:carry]] + params + list(shared[:-1]),\n"
+        "                 inner, ())\n",
+        ("training:graph",),
         family="training",
     ),
 ]
