@@ -12,7 +12,8 @@ the function's closing brace. They agree on a nest when exactc's verdict (printe
 scop.py's nest_verdict, in scop.json) says the same; no other nest may be one SCoP.
 
     python -m exactc.verify.scop            # every entry of gpt, bert, llama at f64, f32, bf16,
-                                            # and each forward with q8 and q4 weights
+                                            # each forward with q8 and q4 weights, and
+                                            # gpt's and llama's loss_grad at f64 and f32
     python -m exactc.verify.scop DIR ...    # directories already exported
 
 ends with `scop: <nests> nests, <s> static-control, <a> agree with Polly`, and exits 1
@@ -62,6 +63,7 @@ _REMARK = re.compile(r":(\d+):\d+: remark: SCoP (begins|ends) here\.")
 # The directories `make scop` checks (requests()), small.
 MODELS = ("gpt", "bert", "llama")
 SITES = ("f64", "f32", "bf16")
+GRAD_SITES = ("f64", "f32")  # a backward primitive is computed at f64 or f32 (semantics.md section 17)
 SMALL = ("layers=1",)
 
 
@@ -106,12 +108,26 @@ def polly_scops(path: Path, cc: str = POLLY_CC) -> list[tuple[int, int]]:
     return scops
 
 
+# Lines that leave no instruction of their own where the nest begins: the header of a
+# loop of one iteration (its test folds away) and a scalar declared at a literal. Polly's
+# remark places a SCoP's beginning at its first instruction, so a nest that opens with
+# them (xent_mean: `for i < 1`, `count = 0`, `for b < 1`) is covered from the first
+# line past them.
+_NO_CODE = re.compile(
+    r"\s*(for \(int64_t (\w+) = 0; \2 < 1; \2\+\+\) \{.*"
+    r"|(const )?\w+ \w+ = \(?-?[\w.+]+\)?( /\* [^*]* \*/)?;)$"
+)
+
+
 def nest_span(source: str) -> tuple[int, int]:
-    """The lines of the nest's outermost `for` and of its function's closing brace."""
+    """The lines where the nest's code begins (its outermost `for`, or the first line past
+    those that leave no instruction there) and of its function's closing brace."""
     lines = source.splitlines()
-    start = lines.index("#pragma scop") + 2  # 1-based: the line after the pragma
+    first = lines.index("#pragma scop") + 1  # 0-based: the line after the pragma
     end = lines.index("#pragma endscop") + 2
-    return start, end
+    while first + 1 < end - 1 and _NO_CODE.fullmatch(lines[first]):
+        first += 1
+    return first + 1, end
 
 
 def polly_static(scops: list[tuple[int, int]], span: tuple[int, int]) -> bool:
@@ -177,14 +193,17 @@ def run_driver(directory: Path, make_args: tuple[str, ...] = ()) -> str | None:
 
 
 def requests() -> list[tuple[str, str, str, tuple[str, int] | None]]:
-    """What `make scop` exports: every entry of every architecture at every type, and each
-    forward at f32 with q8 and with q4 linear weights; (model, entry, site, weights)."""
+    """What `make scop` exports: every entry of every architecture at every type, each
+    forward at f32 with q8 and with q4 linear weights, and each causal LM's loss_grad at
+    the types of its backward primitives; (model, entry, site, weights)."""
     from exactc.exporter import models
 
     out: list[tuple[str, str, str, tuple[str, int] | None]] = []
     for model in MODELS:
         out += [(model, entry, site, None) for entry in models.entries(model) for site in SITES]
         out += [(model, "forward", "f32", (fmt, 32)) for fmt in ("q8", "q4")]
+        if model in models.CAUSAL_LMS:
+            out += [(model, models.LOSS_GRAD, site, None) for site in GRAD_SITES]
     return out
 
 
