@@ -1,9 +1,11 @@
 """SCoP mode (exporter/printer/scop.py and the export's SCoP directory): every nest of
-every architecture's forward, at every type, keeps the reference's bits when run by the
-directory's own driver; exactc's verdict per nest agrees with Polly's (verify/scop.py)."""
+each architecture's forward, of bert's embed and of gpt's and llama's loss_grad keeps
+the reference's bits when run by the directory's own driver; exactc's verdict per nest
+agrees with Polly's (verify/scop.py)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -17,10 +19,18 @@ from exactc.verify import scop as polly
 from installed import need  # tests/installed.py
 
 SMALL = {"layers": 1}
-# Every architecture's forward at every type, and bert's embed (its mean_pool selects two
-# scalars on a mask: the selection Polly must see as data).
-DIRECTORIES = [(model, "forward", site) for model in polly.MODELS for site in polly.SITES]
-DIRECTORIES.append(("bert", "embed", "f32"))
+# Each architecture's forward at one type and every type once, bert's embed (its
+# mean_pool selects two scalars on a mask: the selection Polly must see as data), and
+# each causal LM's loss_grad (the backward kernels: a scatter, a label's gather). The
+# file stays near a minute; `make scop` (verify/scop.py) runs every entry at every type.
+DIRECTORIES = [
+    ("gpt", "forward", "f32"),
+    ("bert", "forward", "bf16"),
+    ("llama", "forward", "f64"),
+    ("bert", "embed", "f32"),
+    ("gpt", "loss_grad", "f32"),
+    ("llama", "loss_grad", "f64"),
+]
 IDS = [f"{m}-{e}-{s}" for m, e, s in DIRECTORIES]
 
 
@@ -105,6 +115,22 @@ def test_the_verdict_names_a_gather_and_a_branch_on_data():
     assert scop.nest_verdict(linear) == scop.Verdict(True)
 
 
+def test_the_backward_nests_that_are_not_static_control_and_why(directory):
+    table = json.loads((directory("gpt", "loss_grad", "f32") / "scop.json").read_text())["nests"]
+    verdicts = {row["function"]: (row["static"], row["why"]) for row in table}
+    assert {name for name, (static, _) in verdicts.items() if not static} == {
+        "embedding",
+        "embedding_bar",
+        "xent_rows",
+        "xent_bar",
+    }
+    assert verdicts["embedding_bar"] == (False, "a scatter: y written at an index read from an array")
+    assert verdicts["xent_rows"] == (False, "a gather: logits read at an index read from an array")
+    assert verdicts["xent_bar"] == (False, "a branch on data that does more than select scalars")
+    # the mean's count tests each target but only selects the count's next value
+    assert verdicts["xent_mean"] == (True, "")
+
+
 def test_a_kernel_lowered_at_a_run_time_length_is_refused():
     kernel = lower("scale", "f32", {"x": (dims.length(8), 4)}, {"s": 2.0})
     with pytest.raises(ValueError, match="SCoP mode takes kernels lowered at a run-time length"):
@@ -129,6 +155,26 @@ def test_polly_static_means_one_scop_over_the_whole_nest():
     assert not polly.polly_static([], span)
     assert not polly.polly_static([(22, 29)], span)  # an inner loop only
     assert not polly.polly_static([(19, 25), (26, 31)], span)  # the nest cut in two
+
+
+def test_the_nest_begins_past_lines_that_leave_no_instruction():
+    source = "\n".join(
+        [
+            "void xent_mean(const int32_t t[restrict 1][16], float y[restrict 1]) {",
+            "#pragma scop",
+            "    for (int64_t i = 0; i < 1; i++) {",  # one iteration: its test folds away
+            "        int64_t count = 0;",
+            "        float mx = (-HUGE_VALF);",
+            "        for (int64_t t = 0; t < 16; t++) {",
+            "            y[0] = 1.0f;",
+            "        }",
+            "    }",
+            "#pragma endscop",
+            "}",
+        ]
+    )
+    assert polly.nest_span(source) == (6, 11)
+    assert polly.nest_span(source.replace("i < 1;", "i < 2;")) == (3, 11)
 
 
 def test_a_missing_polly_names_make_install():

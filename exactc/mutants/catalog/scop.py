@@ -5,6 +5,7 @@ Polly's SCoP detection checks (exactc/verify/scop.py)."""
 from exactc.mutants.model import Mutant
 
 SCOP = "exactc/exporter/printer/scop.py"
+VERIFY = "exactc/verify/scop.py"
 BITS = "scop:bits"
 POLLY = "scop:polly"
 
@@ -59,6 +60,27 @@ MUTANTS = [
         SCOP,
         '            return Verdict(False, f"a gather: {access.buffer} read at an index read from an array")\n',
         "            return Verdict(True)\n",
+        (POLLY,),
+        family="scop",
+    ),
+    Mutant(
+        "scop-scatter-classified-static",
+        "exactc's verdict calls a nest that writes an array at an index read from another "
+        "(the embedding's gradient) static control: Polly finds no SCoP over it",
+        SCOP,
+        '            return Verdict(False, f"a scatter: {access.buffer} written at an index read from an array")\n',
+        "            return Verdict(True)\n",
+        (POLLY,),
+        family="scop",
+    ),
+    Mutant(
+        "scop-span-from-the-outermost-for",
+        "Polly's SCoP is required to begin at the nest's outermost for even where that loop "
+        "runs once and leaves no instruction (xent_mean): a SCoP over the whole nest is "
+        "taken for a cut one",
+        VERIFY,
+        "    while first + 1 < end - 1 and _NO_CODE.fullmatch(lines[first]):\n",
+        "    while False:\n",
         (POLLY,),
         family="scop",
     ),
