@@ -179,3 +179,9 @@ def test_the_nest_begins_past_lines_that_leave_no_instruction():
 
 def test_a_missing_polly_names_make_install():
     assert "`make install`" in (polly.polly_missing("exactc-no-such-clang") or "")
+
+
+def test_make_verify_checks_a_reduced_set_of_make_scops_directories():
+    assert set(polly.REDUCED) <= set(polly.requests())
+    assert {model for model, *_ in polly.REDUCED} == set(polly.MODELS)
+    assert any(entry == "loss_grad" for _, entry, *_ in polly.REDUCED)
