@@ -12,6 +12,7 @@
 
     python bench/scop_polly.py                      # the benchmark's GPT-2-like shapes, one layer
     python bench/scop_polly.py --set tokens=64 --rounds 3
+    python bench/scop_polly.py --schedules          # Polly's schedule of each timed nest (JSCoP)
 
 prints a markdown table (seconds per call, the best of the rounds, and each column's
 ratio to point zero) and the machine it ran on.
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
+import os
 import platform
 import subprocess
 import sys
@@ -80,27 +83,58 @@ class ScopNestCall:
         return best
 
 
-def timings(overrides: dict, rounds: int, work: Path) -> list[tuple[str, dict[str, float]]]:
-    """Per nest with a choice of plans: the best seconds of each column."""
-    made = export.prepare_scop("gpt", "forward", "f32", overrides=overrides)
-    directory = work / "timed"
-    export.write(made, directory)
-    options = BuildOptions(cc=CC, opt="-O2", march_native=True, warnings=False)
-    variant = tune.compiled_variant(CC)
-    columns: list[tuple[str, dict]] = []
+def timed_nests(made: export.ScopExport):
+    """The kernels timed: one static-control nest with plans to choose from; (name,
+    kernel, the SCoP nest, the IR nest, its candidate layouts) each."""
     for name, kernel, _ in made.kernels:
         nests = [n for n in made.nests if n.kernel == name]
         if len(nests) != 1 or not nests[0].verdict.static:
             continue
         (ir_nest,) = kernel.nests
         layouts = tune.candidates(kernel, ir_nest)
-        if len(layouts) < 2:
-            continue
+        if len(layouts) >= 2:
+            yield name, kernel, nests[0], ir_nest, layouts
+
+
+def timed_directory(overrides: dict, work: Path) -> tuple[export.ScopExport, Path]:
+    made = export.prepare_scop("gpt", "forward", "f32", overrides=overrides)
+    directory = work / "timed"
+    export.write(made, directory)
+    return made, directory
+
+
+def schedules(overrides: dict, work: Path) -> list[str]:
+    """Polly's schedule of every statement of each timed nest, as its optimizer leaves it:
+    each nest compiled as the timing builds it, with `-polly-export` writing the SCoP's
+    JSCoP (domain, accesses and the optimized schedule of every statement)."""
+    made, directory = timed_directory(overrides, work)
+    lines = []
+    for name, _, nest, _, _ in timed_nests(made):
+        out = work / "jscop" / name
+        out.mkdir(parents=True)
+        subprocess.run([CC, *STRICT_FLAGS, *BUILD, *scop.POLLY_OPTIMIZE, *("-mllvm", "-polly-export"),
+                        f"-I{directory}", "-c", "-o", os.devnull, str(directory / nest.path)],
+                       check=True, capture_output=True, text=True, cwd=out)
+        for path in sorted(out.glob("*.jscop")):
+            for stmt in json.loads(path.read_text())["statements"]:
+                lines.append(f"{name} {stmt['name']}: {stmt['domain']}")
+                lines.append(f"    schedule {stmt['schedule']}")
+                lines += [f"    {a['kind']} {a['relation']}" for a in stmt["accesses"]]
+    return lines
+
+
+def timings(overrides: dict, rounds: int, work: Path) -> list[tuple[str, dict[str, float]]]:
+    """Per nest with a choice of plans: the best seconds of each column."""
+    made, directory = timed_directory(overrides, work)
+    options = BuildOptions(cc=CC, opt="-O2", march_native=True, warnings=False)
+    variant = tune.compiled_variant(CC)
+    columns: list[tuple[str, dict]] = []
+    for name, kernel, nest, ir_nest, layouts in timed_nests(made):
         rng = np.random.default_rng(5)
         arrays = {b.name: tune._operand(b, made.length or 1, rng) for b in kernel.buffers}
         measured = tune.Measured(name, kernel, ir_nest.name, layouts, variant=variant)
-        calls = {"point zero": ScopNestCall(directory, nests[0], kernel, (), arrays),
-                 "Polly": ScopNestCall(directory, nests[0], kernel, scop.POLLY_OPTIMIZE, arrays)}
+        calls = {"point zero": ScopNestCall(directory, nest, kernel, (), arrays),
+                 "Polly": ScopNestCall(directory, nest, kernel, scop.POLLY_OPTIMIZE, arrays)}
         plans = {tune.label(layout): tune.Timed(kernel, ir_nest.name, layout, options, made.length or 1)
                  for layout in layouts}
         auto = measured.default
@@ -146,12 +180,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="override a config field")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-bits", action="store_true", help="time only, without the bits under Polly")
+    parser.add_argument("--schedules", action="store_true",
+                        help="print Polly's optimized schedule of each timed nest's statements, nothing else")
     args = parser.parse_args(argv)
     missing = scop.polly_missing(CC)
     if missing:
         print(f"scop_polly: {missing}", file=sys.stderr)
         return 2
     overrides = {**BENCH_GPT, **dict(item.split("=", 1) for item in args.set)}
+    if args.schedules:
+        with tempfile.TemporaryDirectory(prefix="exactc-polly-") as work:
+            print("\n".join(schedules(overrides, Path(work))))
+        return 0
     with tempfile.TemporaryDirectory(prefix="exactc-polly-") as work:
         for line in [] if args.no_bits else bits_under_polly(Path(work)):
             print(line)
