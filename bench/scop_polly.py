@@ -1,7 +1,7 @@
 """Polly's optimizer beside exactc's plans (docs/scop.md, "Polly's optimizer"):
 
-1. the bits: every forward at f64, f32 and bf16 (the directories of tests/test_scop.py)
-   built with clang-19 and Polly's optimizer on (its tiling and its vectorizer's
+1. the bits: every forward at f64, f32 and bf16 and gpt's and llama's loss_grad at f64
+   and f32 (small, as `make scop` exports them) built with clang-19 and Polly's optimizer on (its tiling and its vectorizer's
    strip-mining, -ffp-contract=off kept by STRICT), each driver comparing every nest's
    outputs with the reference's;
 2. the time of every static-control nest that has plans to choose from (the linears, the
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from exactc.exporter import export
+from exactc.exporter import export, models
 from exactc.runtime import STRICT_FLAGS
 from exactc.runtime.toolchain import compiler_version
 from exactc.verify import scop, tune
@@ -46,18 +46,21 @@ BENCH_GPT = {"vocab": "4096", "positions": "256", "dim": "384", "heads": "6", "m
              "layers": "1"}
 
 
-def bits_under_polly(work: Path) -> list[str]:
-    """Each forward directory built with Polly's optimizer: one line per directory."""
+def bits_under_polly(work: Path, entries: tuple[str, ...] = ("forward", models.LOSS_GRAD)) -> list[str]:
+    """Each forward directory, and each causal LM's loss_grad, built with Polly's
+    optimizer: one line per directory."""
     lines = []
     make_args = (f"CC={CC}", "CFLAGS=" + " ".join([*BUILD, *scop.POLLY_OPTIMIZE]))
-    for model in scop.MODELS:
-        for site in scop.SITES:
-            target = work / f"{model}-{site}"
-            made = export.prepare_scop(model, "forward", site, overrides=dict(item.split("=") for item in scop.SMALL))
-            export.write(made, target)
-            problem = scop.run_driver(target, make_args)
-            lines.append(f"{model}.forward {site}: {len(made.nests)} nests, "
-                         + ("every output equal" if problem is None else problem.strip()))
+    chosen = [(m, "forward", site) for m in scop.MODELS for site in scop.SITES if "forward" in entries]
+    chosen += [(m, models.LOSS_GRAD, site) for m in models.CAUSAL_LMS for site in scop.GRAD_SITES
+               if models.LOSS_GRAD in entries]
+    for model, entry, site in chosen:
+        target = work / f"{model}-{entry}-{site}"
+        made = export.prepare_scop(model, entry, site, overrides=dict(item.split("=") for item in scop.SMALL))
+        export.write(made, target)
+        problem = scop.run_driver(target, make_args)
+        lines.append(f"{model}.{entry} {site}: {len(made.nests)} nests, "
+                     + ("every output equal" if problem is None else problem.strip()))
     return lines
 
 
