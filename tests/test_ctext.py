@@ -58,6 +58,8 @@ def test_ctext_calls_split_past_100_columns():
     args[-1] += "z"  # 101: one argument a line, aligned under the first
     assert ctext.call_lines("fn", args, "  ") == [
         f"  fn({args[0]},", f"     {args[1]},", f"     {args[2]});"]
+    long = "f" * 90  # past 100 columns with its one argument: the argument once
+    assert ctext.call_lines(long, ["y" * 20], "    ") == [f"    {long}({'y' * 20});"]
 
 
 def test_ctext_constants_and_their_decimals():
