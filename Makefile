@@ -4,11 +4,15 @@
 #   make test      the ci profile of every check (derandomized; about 4 minutes on 2 cores)
 #   make bench     the scoreboard: exactc against PyTorch side by side (GPT-2-like forward, MiniLM,
 #                  the linear), 1 and 2 threads; a last `bench:` line; and the linear's layouts
-#   make verify    the campaign: many random cases, a summary table, a last `verify:` line
+#   make verify    the campaign: many random cases, a summary table, a `verify:` line; then SCoP
+#                  mode's reduced set (each forward and gpt's loss_grad at f32), a last `scop:` line
 #   make verify-exhaustive   every f32 input of every transcendental's f32 path (hours)
 #   make mutants   the mutant catalog: each mistake must be caught, the catcher named
 #   make mutmut    mutmut 3 over the Python stages, in a staging copy; a score and the survivors
 #   make mutmut-whole  the whole product, file by file with its own tests (hours on 2 cores)
+#   make scop      every entry of every architecture in SCoP mode (loss_grad too): each nest's bits,
+#                  and exactc's verdict against Polly's nest by nest; a last `scop: <nests> nests,
+#                  <s> static-control, <a> agree with Polly` line
 #   make probes    instruction-count probes: growth ratios, the regression baseline; a last `probes:` line
 #   make probes-baseline  record the regression baseline of the toolchain at hand (then commit the JSON)
 #   make coverage  branch coverage: coverage.py over the Python stages, gcov over the C runtime's readers
@@ -22,7 +26,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 JOBS   ?= 2
 
-.PHONY: install system-deps lint test bench verify verify-exhaustive accuracy mutants mutants-report mutmut mutmut-whole mutmut-record probes probes-baseline coverage fuzz clean
+.PHONY: install system-deps lint test bench verify scop verify-exhaustive accuracy mutants mutants-report mutmut mutmut-whole mutmut-record probes probes-baseline coverage fuzz clean
 
 install: system-deps $(VENV)/.installed
 
@@ -34,6 +38,9 @@ system-deps:
 	@command -v clang-19 >/dev/null 2>&1 && command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || { \
 	  echo "installing clang-19 and the AArch64 cross compiler (the foreign targets' compile checks)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-19 gcc-aarch64-linux-gnu >/dev/null; }
+	@[ -e /usr/lib/llvm-19/lib/LLVMPolly.so ] || { \
+	  echo "installing Polly beside clang-19 (make scop: its SCoP detection checks exactc's verdict)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpolly-19-dev >/dev/null; }
 	@command -v valgrind >/dev/null 2>&1 || { \
 	  echo "installing valgrind (instruction-count probes)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
@@ -75,6 +82,10 @@ bench: install
 CASES ?= 10000
 verify: install
 	$(PY) -m exactc.verify.campaign --jobs $(JOBS) --cases $(CASES) --min-cases 10000
+	$(PY) -m exactc.verify.scop --reduced
+
+scop: install
+	$(PY) -m exactc.verify.scop
 
 verify-exhaustive: install
 	$(PY) -m exactc.verify.exhaustive

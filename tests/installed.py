@@ -73,6 +73,12 @@ def _clang_links_openmp() -> bool:
     return done.returncode == 0
 
 
+def _polly_missing() -> str | None:
+    from exactc.verify import scop
+
+    return scop.polly_missing()
+
+
 def _probe_baseline() -> bool:
     from exactc.verify import probes
 
@@ -109,6 +115,9 @@ PIECES: dict[str, Piece] = {
         # The compile-only checks of foreign targets (tests/test_compilers.py): a compiler
         # that knows Zen 4 and Zen 5, and a cross compiler for AArch64.
         Piece("clang-19", _command("clang-19"), "clang-19 is not installed", _apt("clang-19")),
+        # Polly's SCoP detection (exactc/verify/scop.py): clang-19 with libpolly-19-dev.
+        Piece("polly", lambda: _polly_missing() is None, "clang-19 cannot run Polly", _apt("libpolly-19-dev"),
+              lambda: _polly_missing() or "present"),
         Piece("aarch64-linux-gnu-gcc", _command("aarch64-linux-gnu-gcc"),
               "the AArch64 cross compiler is not installed", _apt("gcc-aarch64-linux-gnu")),
         Piece("valgrind", _command("valgrind"), "valgrind is not installed", _apt("valgrind")),

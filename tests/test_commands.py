@@ -36,6 +36,33 @@ def test_exactc_info_prints_its_rows(capsys):
     ]
 
 
+def test_exactc_info_mode_scop_prints_the_verdict_of_every_nest(capsys):
+    code, out, err = run_cli(capsys, "info", *SMALL_GPT, "--mode", "scop")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split() == ["function", "kernel", "static", "why", "not"]
+    rows = {line.split()[0]: line for line in lines[1:-1]}
+    assert rows["embedding"].split()[2] == "no" and "a gather: table read at an index read from an array" in rows[
+        "embedding"]
+    assert rows["linear_qkv"].split()[1:] == ["linear_qkv", "static"]
+    static = sum(line.split()[2] == "static" for line in lines[1:-1])
+    assert lines[-1] == f"scop: {len(lines) - 2} nests, {static} static-control (exactc's verdict)"
+
+
+def test_exactc_export_mode_scop_says_what_it_wrote_and_refuses_a_plan(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "export", *SMALL_GPT, "--mode", "scop", "-o", str(tmp_path / "s"))
+    table = json.loads((tmp_path / "s" / "scop.json").read_text())["nests"]
+    assert code == 0 and err == ""
+    assert f"{len(table)} nests, {sum(row['static'] for row in table)} static-control" in out
+    assert sorted(p.name for p in (tmp_path / "s" / "nests").iterdir()) == sorted(
+        Path(row["file"]).name for row in table)
+    code, out, err = run_cli(capsys, "export", *SMALL_GPT, "--mode", "scop", "--plan", "auto", "-o",
+                             str(tmp_path / "p"))
+    assert code == 2 and err == ("exactc export: error: --mode scop prints every nest at point zero: leave out "
+                                 "--plan and --straight-line\n")
+    assert not (tmp_path / "p").exists()
+
+
 def test_exactc_export_says_what_it_wrote(capsys, tmp_path):
     code, out, err = run_cli(capsys, "export", *SMALL_GPT, "-o", str(tmp_path / "g"))
     assert code == 0 and err == ""

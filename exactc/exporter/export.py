@@ -330,6 +330,13 @@ class ExportSpec:
                        straight=self.straight, inputs=self.inputs, checkpoint=self.checkpoint, weights=self.weights,
                        contract=self.contract)
 
+    def prepare_scop(self) -> ScopExport:
+        """SCoP mode's directory: the plain nests, so no plan and no host."""
+        if self.plan not in (None, "none") or self.straight:
+            raise ExportError("--mode scop prints every nest at point zero: leave out --plan and --straight-line")
+        return prepare_scop(self.model, self.entry, self.site, self.seed, self.overrides, self.checkpoint,
+                            self.weights, self.contract)
+
     def digest(self) -> str:
         """Everything the exported directory depends on: exactc's sources, the request,
         the plan's content, the checkpoint's and the inputs' bytes."""
@@ -419,7 +426,7 @@ def check_target(target: str | os.PathLike, force: bool = False) -> Path:
     return path
 
 
-def write(export: Export, target: str | os.PathLike, force: bool = False) -> Path:
+def write(export: Export | ScopExport, target: str | os.PathLike, force: bool = False) -> Path:
     """Write the directory beside `target`, then rename it into place. `force` replaces
     a directory an earlier export wrote, and nothing else (check_target)."""
     target = check_target(target, force)
@@ -429,7 +436,7 @@ def write(export: Export, target: str | os.PathLike, force: bool = False) -> Pat
         with signals_held():
             work = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
         os.chmod(work, 0o777 & ~umask())  # mkdtemp's 0700 is for a temporary, not for an export
-        _fill(export, work)
+        (_fill_scop if isinstance(export, ScopExport) else _fill)(export, work)
         with signals_held():  # the swap runs to its end; a signal lands after it
             _swap(work, target)
     except BaseException as exc:  # an error, Ctrl-C or SIGTERM (cli.py raises it): no partial directory left
@@ -459,6 +466,143 @@ def _swap(work: Path, target: Path) -> None:
             raise
     finally:
         shutil.rmtree(old, ignore_errors=True)
+
+
+# ---- SCoP mode ------------------------------------------------------------------------------
+
+# The runtime's files a SCoP directory carries: the libm and the conversions its nests
+# call, the .npy reader and the comparison rule of its driver.
+SCOP_RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_compare.c")
+SCOP_JSON = "scop.json"
+
+
+@dataclasses.dataclass
+class ScopExport:
+    """What `exactc export --mode scop` writes: each kernel of the program, lowered at the
+    run-time length the reference ran at, its nests one file each (printer/scop.py), and
+    the reference's values around the first launch of each kernel."""
+
+    program: graph.Program
+    site: str
+    length: int  # the run-time length every extent is fixed at (0: the program has none)
+    kernels: list  # (name, Kernel, the outputs that start as an input's value)
+    nests: list  # printer.scop.ScopNest, in launch order
+    inputs: dict[str, np.ndarray]  # file name -> the reference's value
+    expected: dict[str, np.ndarray]
+
+    def table(self) -> list[dict[str, Any]]:
+        """Per nest: its function, kernel, file and exactc's verdict (scop.json)."""
+        return [{"function": n.function, "kernel": n.kernel, "file": n.path, "static": n.verdict.static,
+                 "why": n.verdict.why} for n in self.nests]
+
+    def files(self) -> dict[str, str]:
+        from exactc.exporter.printer import scop
+        from exactc.exporter.templates import SCOP_MAKEFILE
+
+        p = self.program
+        out = {n.path: n.source for n in self.nests}
+        out[scop.SCOP_HEADER] = scop.scop_header()
+        out["scop_rt.c"] = scop.scop_runtime()
+        out[scop.NESTS_HEADER] = scop.nests_header(self.nests)
+        out[scop.DRIVER] = scop.scop_driver(self.kernels, self.nests, self.site)
+        out["Makefile"] = SCOP_MAKEFILE
+        about = {"model": p.model, "entry": p.entry, "dtype": self.site, "length": self.length,
+                 "kernels": len(self.kernels), "nests": self.table()}
+        out[SCOP_JSON] = json.dumps(about, indent=2, sort_keys=True) + "\n"
+        return out
+
+
+def first_launches(program: graph.Program, site: str, params: Mapping[str, np.ndarray],
+                   inputs: Mapping[str, np.ndarray]) -> dict[tuple, tuple[graph.Op, dict[str, np.ndarray]]]:
+    """Per kernel (launches.kernel_key): its first launch in the reference's run and the
+    operands it was given there."""
+    from exactc.exporter.frames import is_view
+    from exactc.exporter.launches import kernel_key
+    from exactc.exporter.reference import walk
+
+    tape: dict = {}
+    walk.evaluate(program, site, params, inputs, tape=tape)
+    found: dict[tuple, tuple[graph.Op, dict[str, np.ndarray]]] = {}
+
+    def visit(fn: graph.Function, run: dict) -> None:
+        values = run[walk.VALUES]
+        for node in fn.nodes:
+            if isinstance(node, graph.Op):
+                if not is_view(node) and kernel_key(node) not in found:
+                    found[kernel_key(node)] = (node, {k: values[id(v)] for k, v in node.operands().items()})
+            elif isinstance(node, graph.Call):
+                visit(node.function, run[id(node)][0])
+            else:
+                for layer, inner in enumerate(run[id(node)]):
+                    visit(node.body_of(layer), inner)
+
+    visit(program.function, tape)
+    return found
+
+
+def prepare_scop(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,
+                 checkpoint: Any = None, weights: tuple[str, int] | None = None,
+                 contract: str = CONTRACT_OFF) -> ScopExport:
+    """Trace and draw as prepare does, run the reference, and print each kernel's nests
+    at point zero, lowered at the run-time length of the drawn inputs (T_max)."""
+    from exactc.exporter import reference
+    from exactc.exporter.kernels import lower
+    from exactc.exporter.launches import launched_ops, op_shapes
+    from exactc.exporter.primitives import IN_PLACE
+    from exactc.exporter.printer import scop
+    from exactc.exporter.printer.kernel_table import host_names, kernel_names
+
+    types.check_site(site)
+    check_contract(contract)
+    program, params = build_program(model, entry, site, seed, overrides, checkpoint, weights)
+    program = dataclasses.replace(program, contract=contract)
+    ins = check_inputs(program, site, models.draw_inputs(program, seed))
+    length = graph.run_length(program, ins)
+    first = first_launches(program, site, params, ins)
+    kernels, cases = {}, {}
+    for key, (op, operands) in first.items():
+        attrs = dims.substitute(op.attrs, length) if length else op.attrs
+        shapes = {k: dims.shape_at(s, length) if length else s for k, s in op_shapes(op).items()}
+        kernels[key] = lower(op.primitive, site, shapes, attrs, program.contract)
+        outs = reference.run(op.primitive, site, operands, attrs, program.contract)
+        initial = {IN_PLACE[op.primitive][0]: operands[IN_PLACE[op.primitive][1]]} if op.primitive in IN_PLACE else {}
+        cases[key] = (operands, outs, initial)
+    names = kernel_names(launched_ops(program), kernels, host_names(program))
+    listed, nests, inputs, expected = [], [], {}, {}
+    for key, kernel in kernels.items():
+        name = names[key]
+        operands, outs, initial = cases[key]
+        listed.append((name, kernel, frozenset(initial)))
+        nests += scop.scop_nests(name, kernel)
+        for buf in kernel.buffers:
+            if buf.role == "input":
+                inputs[scop.npy_name(name, buf.name)] = operands[buf.name]
+            elif buf.role == "output":
+                expected[scop.npy_name(name, buf.name)] = outs[buf.name]
+        for buffer, value in initial.items():
+            inputs[scop.npy_name(name, buffer)] = value
+    return ScopExport(program, site, length, listed, nests, inputs, expected)
+
+
+def _fill_scop(export: ScopExport, root: Path) -> None:
+    for name, text in export.files().items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for name in SCOP_RUNTIME_FILES:
+        shutil.copyfile(RUNTIME_DIR / name, root / name)
+    for part, arrays in (("inputs", export.inputs), ("expected", export.expected)):
+        (root / part).mkdir()
+        for name, array in arrays.items():
+            (root / part / name).write_bytes(npy_bytes(integers_as_int32(array)))
+    (root / "actual").mkdir()
+    (root / MARKER).write_text(MARKER_TEXT)
+
+
+def integers_as_int32(array: np.ndarray) -> np.ndarray:
+    """int8 and uint8 operands (quantized weights) travel as int32 (.npy files hold no
+    narrower integers for the runtime's reader)."""
+    return array.astype(np.int32) if array.dtype in (np.int8, np.uint8) else array
 
 
 def _fill(export: Export, root: Path) -> None:

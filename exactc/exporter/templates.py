@@ -234,6 +234,38 @@ clean:
     " ".join(VALUE_CHANGING_FLAGS[i:i + 5]) for i in range(0, len(VALUE_CHANGING_FLAGS), 5)))
 
 
+SCOP_MAKEFILE = """\
+# Build scop_check, the SCoP directory's driver: every nest of nests/ run on the
+# reference's inputs and compared with its outputs (`make && ./scop_check`).
+#   make CC=clang        any C11 compiler
+# STRICT holds the flags bit identity rests on (`make STRICT=...` is ignored). CFLAGS is yours.
+override STRICT := $(strip @STRICT@)
+CFLAGS  ?= -O2
+WARN    ?= -Wall -Wextra
+NESTS   := $(sort $(wildcard nests/*.c))
+SOURCES := scop_check.c scop_rt.c exactc_libm.c exactc_npy.c $(NESTS)
+OBJECTS := $(SOURCES:%.c=build/%.o) build/exactc_compare.o
+
+.PHONY: all clean
+all: scop_check
+
+scop_check: $(OBJECTS)
+\t$(CC) $(CFLAGS) -o $@ $(OBJECTS) -lm
+
+build/%.o: %.c exactc_rt.h exactc_scop.h scop_nests.h
+\t@mkdir -p $(@D)
+\t$(CC) $(CFLAGS) $(WARN) $(STRICT) -I. -c -o $@ $<
+
+# The comparison rule of conformance/compare, linked in: its main renamed.
+build/exactc_compare.o: exactc_compare.c exactc_rt.h
+\t@mkdir -p $(@D)
+\t$(CC) $(CFLAGS) $(WARN) $(STRICT) -I. -Dmain=exactc_compare_main -c -o $@ $<
+
+clean:
+\trm -rf scop_check build actual/*.npy
+""".replace("@STRICT@", " ".join(STRICT_FLAGS))
+
+
 def readme(m: Mapping[str, Any]) -> str:
     ins = "\n".join(f"| `{k}` | input | {tuple(v['shape'])} | {_dtype_doc(v['kind'], m['dtype'], True)} |"
                     for k, v in m["inputs"].items())

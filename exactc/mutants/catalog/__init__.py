@@ -33,6 +33,7 @@ from exactc.mutants.catalog import (
     quant,
     readers,
     rounding,
+    scop,
     semantics,
     shapes,
     slicing,
@@ -317,12 +318,17 @@ _FIXED_CHECKS = [
     # The structured host's text: a fold's segments, each function's scratch table and births.
     Check("structured", ("tests/test_structured.py",)),
     Check("ctext", ("tests/test_ctext.py",)),
+    # SCoP mode (tests/test_scop.py): every nest of every forward at every type run by its
+    # directory's driver on the reference's operands, bit for bit; exactc's verdict per nest
+    # against Polly's SCoP detection (clang-19 with libpolly-19-dev).
+    Check("scop:bits", ("tests/test_scop.py",), "keeps_the_reference_bits"),
+    Check("scop:polly", ("tests/test_scop.py",), "agrees_with_polly"),
 ]
 
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
             tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training, startup,
-            library]
+            library, scop]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
