@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # imported where used: a cached export is named (ExportSpec.d
 # conformance comparer (conformance/compare), the others build into the program.
 RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
                  "exactc_keys.h", "exactc_keys.c", "exactc_sample.h", "exactc_sample.c", "exactc_generate.c",
-                 "exactc_compare.c")
+                 "exactc_train.c", "exactc_compare.c")
 
 
 class ExportError(ValueError):

@@ -141,7 +141,7 @@ $(error $(REFUSED) would change the program's bits; exactc's outputs rest on STR
 endif
 
 SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c exactc_keys.c exactc_sample.c \\
-           exactc_generate.c $(sort $(wildcard kernels/*.c))
+           exactc_generate.c exactc_train.c $(sort $(wildcard kernels/*.c))
 HEADERS := exactc_rt.h exactc_keys.h exactc_sample.h kernels.h
 COMPARE := conformance/compare
 COMPARE_SOURCES := exactc_compare.c exactc_npy.c

@@ -242,7 +242,8 @@ def main_section(program: Program, site: str) -> list[str]:
     out.append(f"{INDENT}}};")
     # A decode entry's program also runs the whole generation loop (`./model generate ...`,
     # runtime/exactc_generate.c).
-    main = "exactc_decode_main" if program.entry == "decode" else "exactc_main"
+    # A loss_grad entry's program runs its training loop too (`./model train ...`, runtime/exactc_train.c).
+    main = {"decode": "exactc_decode_main", "loss_grad": "exactc_train_main"}.get(program.entry, "exactc_main")
     out.append(f"{INDENT}return {main}(argc, argv, &program);")
     out.append("}")
     return out
