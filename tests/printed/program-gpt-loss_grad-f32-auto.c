@@ -7472,5 +7472,5 @@ int main(int argc, char **argv) {
         .map_weights = map_weights,
         .run = run,
     };
-    return exactc_main(argc, argv, &program);
+    return exactc_train_main(argc, argv, &program);
 }
