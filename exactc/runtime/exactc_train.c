@@ -36,6 +36,7 @@
 #define MOMENT_M "adamw.m."
 #define MOMENT_V "adamw.v."
 #define LOSSES "train.loss"
+#define BLOCKS 3 /* a checkpoint's blocks of tensors: the weights, then both moments */
 
 typedef struct {
     const char *weights, *data, *out, *record, *resume;
@@ -298,14 +299,14 @@ static int by_name(const void *a, const void *b) {
 static entry *checkpoint_entries(const exactc_program *program, const state *s, size_t *count) {
     size_t n = 1;
     for (size_t k = 0; k < program->param_count; k++)
-        n += 3 * (size_t)(program->params[k].layers > 0 ? program->params[k].layers : 1);
+        n += BLOCKS * (size_t)(program->params[k].layers > 0 ? program->params[k].layers : 1);
     entry *e = calloc(n, sizeof *e);
     if (e == NULL) return NULL;
     const char *prefixes[] = {"", MOMENT_M, MOMENT_V};
     const unsigned char *blocks[] = {s->params, s->m, s->v};
     const char *dtype = program->site == EXACTC_KIND_F32 ? "F32" : "F64";
     size_t size = exactc_kind_size(program->site), at = 0;
-    for (int b = 0; b < 3; b++) {
+    for (int b = 0; b < BLOCKS; b++) {
         for (size_t k = 0; k < program->param_count; k++) {
             const exactc_param_spec *p = &program->params[k];
             size_t chunk = param_elements(p) / (size_t)(p->layers > 0 ? p->layers : 1) * size;
