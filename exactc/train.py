@@ -1,8 +1,9 @@
-"""`exactc train`: train a GPT or Llama on a token stream, by the reference.
+"""`exactc train`: train a GPT or Llama on a token stream, in the reference or in C.
 
     exactc train --checkpoint tiny-gpt2/ --data train.bin --steps 20 --batch 4 --seq 64 -o run/
     exactc train gpt --set layers=2 --data train.bin --steps 100 --batch 4 --seq 32 --every 25 -o r/
     exactc train --resume run/checkpoint-000050.safetensors --data train.bin -o run/
+    exactc train --checkpoint tiny-gpt2/ --data train.bin --steps 20 --batch 4 --seq 64 --backend c -o run/
 
 The training loop of docs/semantics.md section 17: each step reads its batch from the
 stream (llm.c's data format and its sequential loader), runs `loss_grad` and one AdamW
@@ -14,6 +15,10 @@ log beside it. `--resume CKPT` goes on from a checkpoint as the uninterrupted ru
 bit for bit: the settings come from the checkpoint. `exactc export --checkpoint CKPT`
 reads its weights. The parameters start from a checkpoint (a Hugging Face folder or a
 llama2.c .bin) or are drawn from --seed as `exactc export` draws them.
+
+`--backend c` runs the loop in the run's exported loss_grad program (`model train`,
+runtime/exactc_train.c; exported and built once into the cache): the same progress
+lines, and the same checkpoint and loss log bytes as the reference, at any --threads.
 """
 
 from __future__ import annotations
