@@ -3,7 +3,7 @@
     exactc train --checkpoint tiny-gpt2/ --data train.bin --steps 20 --batch 4 --seq 64 -o run/
     exactc train gpt --set layers=2 --data train.bin --steps 100 --batch 4 --seq 32 --every 25 -o r/
     exactc train --resume run/checkpoint-000050.safetensors --data train.bin -o run/
-    exactc train --checkpoint tiny-gpt2/ --data train.bin --steps 20 --batch 4 --seq 64 --backend c -o run/
+    exactc train gpt --data train.bin --steps 20 --batch 4 --seq 32 --backend c --threads 2 -o c/
 
 The training loop of docs/semantics.md section 17: each step reads its batch from the
 stream (llm.c's data format and its sequential loader), runs `loss_grad` and one AdamW
