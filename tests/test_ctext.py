@@ -60,6 +60,11 @@ def test_ctext_calls_split_past_100_columns():
         f"  fn({args[0]},", f"     {args[1]},", f"     {args[2]});"]
 
 
+def test_ctext_a_long_call_of_one_argument_passes_it_once():
+    name = "fill_" + "x" * 90 + "_split"
+    assert ctext.call_lines(name, ["y"], "    ") == [f"    {name}(y);"]
+
+
 def test_ctext_constants_and_their_decimals():
     f32 = float(np.float32(1e-05))
     assert ctext.constant(f32, "f32") == "0x1.4f8b58p-17f /* 1e-05 */"

@@ -7180,8 +7180,7 @@ static void loss_grad(const Weights *w,                                     /* t
     fill_transformer_h_attn_c_proj_weight_bar_split(transformer_h_attn_c_proj_weight_bar);
     BORN(transformer_h_attn_c_proj_bias_bar, 128);
     /* transformer_h_attn_c_proj_bias_bar[2, 64] = fill(, shape=(2, 64), value=0.0) */
-    fill_transformer_h_ln_1_weight_ln_1_bias_attn_c_proj_bias_bar_split(transformer_h_attn_c_proj_bias_bar,
-                                                                        transformer_h_attn_c_proj_bias_bar);
+    fill_transformer_h_ln_1_weight_ln_1_bias_attn_c_proj_bias_bar_split(transformer_h_attn_c_proj_bias_bar);
     BORN(transformer_h_ln_2_weight_bar, 128);
     /* transformer_h_ln_2_weight_bar[2, 64] = fill(, shape=(2, 64), value=0.0) */
     fill_transformer_h_ln_1_weight_ln_1_bias_attn_c_proj_bias_bar_split(transformer_h_ln_2_weight_bar);
@@ -7199,8 +7198,7 @@ static void loss_grad(const Weights *w,                                     /* t
     fill_transformer_h_mlp_c_proj_weight_bar_split(transformer_h_mlp_c_proj_weight_bar);
     BORN(transformer_h_mlp_c_proj_bias_bar, 128);
     /* transformer_h_mlp_c_proj_bias_bar[2, 64] = fill(, shape=(2, 64), value=0.0) */
-    fill_transformer_h_ln_1_weight_ln_1_bias_attn_c_proj_bias_bar_split(transformer_h_mlp_c_proj_bias_bar,
-                                                                        transformer_h_mlp_c_proj_bias_bar);
+    fill_transformer_h_ln_1_weight_ln_1_bias_attn_c_proj_bias_bar_split(transformer_h_mlp_c_proj_bias_bar);
     BORN(transformer_ln_f_weight_bar, 64);
     /* transformer_ln_f_weight_bar[64] = fill(, shape=(64,), value=0.0) */
     fill_transformer_ln_f_weight_bias_bar_split(transformer_ln_f_weight_bar);

@@ -153,4 +153,13 @@ MUTANTS = [
         ("ctext",),
         family="ctext",
     ),
+    Mutant(
+        "long-call-of-one-argument-passes-it-twice",
+        "a call too long for one line, of a single argument, is wrapped as if it had two: f(y,\n  y);",
+        "exactc/exporter/printer/ctext.py",
+        '    if len(args) == 1:\n        return [head + args[0] + ");"]\n',
+        "",
+        ("ctext",),
+        family="ctext",
+    ),
 ]
