@@ -94,9 +94,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--plan",
         metavar="P",
-        default="none",
-        help="the C program's plan (--backend c): `none` (default: the plain nests), `auto` or a plan file; "
-        "the same bits",
+        default="auto",
+        help="the C program's plan (--backend c): `auto` (default: laned kernels and thread splits), `none` "
+        "(the plain nests) or a plan file; the same bits",
     )
     p.add_argument("--threads", type=int, metavar="N", help="the C program's OpenMP threads (default: OpenMP's)")
     p.add_argument("--resume", metavar="CKPT", help="go on from a checkpoint of exactc train (its settings)")

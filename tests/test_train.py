@@ -246,7 +246,8 @@ def test_the_c_loop_gives_the_reference_s_bytes_at_any_thread_count_compiler_and
     """The issue's Done-when: 20 steps of a tiny Hugging Face checkpoint (dim 32, 2
     layers, B = 2, T = 16; warmup, cosine, clipping and decay all at work) give the same
     checkpoints and loss log from the reference as from the C program at 1 and 2
-    threads, built by gcc and by clang, and from a C run resumed at step 10."""
+    threads, built by gcc and by clang, with the plain nests and the automatic plan, and
+    from a C run resumed at step 10."""
     need("gcc")
     need("clang")
     need("libomp")
@@ -257,10 +258,11 @@ def test_the_c_loop_gives_the_reference_s_bytes_at_any_thread_count_compiler_and
     assert code == 0
     want = outputs(tmp_path / "reference")
     assert sorted(want) == [train.checkpoint_name(10), train.checkpoint_name(20), "loss.log"]
-    for cc, threads in (("gcc", 1), ("gcc", 2), ("clang", 2)):
-        out = tmp_path / f"{cc}-{threads}"
-        code, lines, _ = exactc(capsys, *argv, "--backend", "c", "--cc", cc, "--threads", threads, "-o", out)
-        assert code == 0 and outputs(out) == want, (cc, threads)
+    for cc, threads, plan in (("gcc", 1, "none"), ("gcc", 2, "auto"), ("clang", 2, "auto")):
+        out = tmp_path / f"{cc}-{threads}-{plan}"
+        options = ["--backend", "c", "--cc", cc, "--threads", threads, "--plan", plan]
+        code, lines, _ = exactc(capsys, *argv, *options, "-o", out)
+        assert code == 0 and outputs(out) == want, (cc, threads, plan)
         strip = [line.split("  ")[:2] for line in lines.splitlines()]  # the tokens/s differ
         assert strip == [line.split("  ")[:2] for line in reference_lines.splitlines()]
     resumed = tmp_path / "resumed"
@@ -294,7 +296,7 @@ def test_the_c_program_refuses_what_is_not_llm_c_s_token_file_in_one_line(tmp_pa
 def train_arguments():
     import argparse
 
-    return argparse.Namespace(plan="none", cc="cc")
+    return argparse.Namespace(plan="auto", cc="cc")
 
 
 # ---- checkpoints people have, and the export of trained weights ---------------------------------
