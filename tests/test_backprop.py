@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exactc.exporter import backprop, graph, models, training
+from exactc.exporter import backprop, dims, graph, models, training
 from exactc.exporter.reference import training as reference_training
 from exactc.exporter.reference import walk
 
@@ -17,6 +17,7 @@ MODELS = {
     "gpt tied": ("gpt", {**SMALL, "positions": 7}),
     "gpt untied": ("gpt", {**SMALL, "positions": 7, "tied": False}),
     "llama": ("llama", {**SMALL, "kv_heads": 1}),
+    "gpt, every position": ("gpt", {**SMALL, "positions": 5}),  # the position slice reaches the table's end
 }
 
 
@@ -162,11 +163,29 @@ def test_a_forward_or_batch_loss_grad_cannot_take_is_refused_in_one_line(lg, siz
     assert str(info.value) == message
 
 
-def test_a_position_slice_that_may_fill_its_table_is_refused():
+def test_a_slice_reaching_its_axis_end_takes_its_rows_by_embedding_bar_or_is_refused():
     lg = models.build_loss_grad("gpt", {**SMALL, "positions": 5})
-    with pytest.raises(
-        training.TrainingError,
-        match=r"^pos: the slice \[0, T\) of transformer_wpe_weight reaches "
-        r"its end 5 at T = T_max; .* \(tokens < positions\)$",
-    ):
-        backprop.loss_grad_program(lg, 1)
+    ops = list(backprop.loss_grad_program(lg, 1).function.ops())
+    assert [(op.attrs["start"], op.attrs["length"]) for op in ops if op.primitive == "iota"] == [
+        (0, lg.forward.inputs[0].shape[0])
+    ]
+
+    def entry(params, input_ids):
+        T = input_ids.shape[0]
+        x = graph.embedding(params["wte"], input_ids)
+        columns = graph.transpose(graph.slice(params["k"], 1, 0, T), (1, 0))  # axis 1 of k, [0, T)
+        return {"logits": graph.linear(graph.add(x, columns), params["wte"])}
+
+    program = graph.trace(
+        "m",
+        "forward",
+        entry,
+        [graph.ParamSpec("wte", (6, 4)), graph.ParamSpec("k", (4, 3))],
+        [graph.InputSpec("input_ids", (dims.length(3),), "i32")],
+    )
+    with pytest.raises(training.TrainingError) as info:
+        backprop.loss_grad_program(training.loss_grad(program), 1)
+    assert str(info.value) == (
+        "slice: the slice [0, T) along axis 1 of k[4, 3] reaches its end at T = T_max; "
+        "loss_grad takes such a slice of a table's rows (axis 0 of a matrix) only"
+    )

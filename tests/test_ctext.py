@@ -58,11 +58,8 @@ def test_ctext_calls_split_past_100_columns():
     args[-1] += "z"  # 101: one argument a line, aligned under the first
     assert ctext.call_lines("fn", args, "  ") == [
         f"  fn({args[0]},", f"     {args[1]},", f"     {args[2]});"]
-
-
-def test_ctext_a_long_call_of_one_argument_passes_it_once():
-    name = "fill_" + "x" * 90 + "_split"
-    assert ctext.call_lines(name, ["y"], "    ") == [f"    {name}(y);"]
+    long = "f" * 90  # past 100 columns with its one argument: the argument once
+    assert ctext.call_lines(long, ["y" * 20], "    ") == [f"    {long}({'y' * 20});"]
 
 
 def test_ctext_constants_and_their_decimals():

@@ -107,6 +107,8 @@ LOSS_GRAD_CASES = [
     ("fill", {}, {"shape": (2, 3)}),
     ("fill", {}, {"shape": (), "value": 1.0}),
     ("xent_mean", {"x": (), "targets": (2, 5)}, {}),
+    ("iota", {}, {"start": 0, "length": 5}),
+    ("iota", {}, {"start": 3, "length": 2}),
 ]
 CASES = FORWARD_CASES + BACKWARD_CASES + LOSS_GRAD_CASES
 

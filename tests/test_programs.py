@@ -130,6 +130,21 @@ def test_program_matches_reference(tmp_path, model, entry, site):
     assert manifest["straight_line_arena_peak"] > manifest["arena_peak"]
 
 
+LOSS_GRAD_PLANNED = [("gpt", {}), ("llama", {}), ("gpt", {"positions": SMALL["gpt"]["tokens"]})]
+
+
+@pytest.mark.parametrize("model,overrides", LOSS_GRAD_PLANNED, ids=["gpt", "llama", "gpt-every-position"])
+def test_loss_grad_under_the_automatic_plan_conforms_on_1_and_2_threads(tmp_path, model, overrides):
+    """Its kernels split and laid out (the fill kernels' one-argument drivers included);
+    GPT's position slice reaching the table's end (its backward an embedding_bar)."""
+    config = dict(SMALL[model], batch=2, **overrides)
+    spec = export.ExportSpec(model, models.LOSS_GRAD, "f32", 3, config, plan="auto")
+    prepared = spec.prepare()
+    program = build(export.write(prepared, tmp_path / model))
+    for threads in (1, 2):
+        conforms(program, prepared, threads)
+
+
 FUSED_CASES = [(m, s) for m in ("gpt", "bert", "llama") for s in SITES]
 
 

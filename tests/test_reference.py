@@ -1052,6 +1052,7 @@ CASES = [
     ("adamw", {"param": (2, 3), "g": (2, 3), "m": (2, 3), "v": (2, 3), "h": (8,)}, {"decays": True}),
     ("fill", {}, {"shape": (2, 3), "value": -0.0}),
     ("xent_mean", {"x": (), "targets": (2, 3)}, {"ignore": 0}),
+    ("iota", {}, {"start": 2, "length": 3}),
 ]
 
 
@@ -1075,7 +1076,7 @@ def case_inputs(name: str, shapes, site_type: str, seed: int = 0, attrs=None) ->
 
 
 @pytest.mark.parametrize("site_type", ["f64", "f32"])
-def test_fill_and_xent_mean_give_the_loss_grad_graph_its_constants_and_the_mean(site_type):
+def test_fill_iota_and_xent_mean_give_the_loss_grad_graph_its_constants_rows_and_mean(site_type):
     zero = ref.run("fill", site_type, {}, {"shape": (2, 3)})["y"]
     assert zero.shape == (2, 3) and not np.signbit(zero).any() and (zero == 0).all()  # +0: an adjoint's start
     assert ref.run("fill", site_type, {}, {"shape": (), "value": 0.1})["y"] == types.round_to_site(0.1, site_type)
@@ -1087,6 +1088,8 @@ def test_fill_and_xent_mean_give_the_loss_grad_graph_its_constants_and_the_mean(
     one = ref.run("fill", site_type, {}, {"shape": (), "value": 1.0})["y"]
     r = ref.run("xent_mean", site_type, {"x": one, "targets": targets[:, :1] * 0}, {"ignore": 5})["y"]
     assert r == 0.5  # r = 1 ⊘ n, n = 2
+    rows = ref.run("iota", site_type, {}, {"start": 3, "length": 4})["y"]  # a slice's rows [3, 7)
+    assert rows.dtype == np.int32 and rows.tolist() == [3, 4, 5, 6]
 
 
 def test_cases_cover_the_catalogue():

@@ -323,11 +323,15 @@ def _slice(r: _Rule) -> None:
     """The sliced part of x̄ gets ȳ; the parts before and after are x̄'s own, joined back."""
     x, attrs = r.named["x"], r.op.attrs
     axis, start, stop, end = attrs["axis"], attrs["start"], attrs["stop"], x.shape[attrs["axis"]]
-    if dims.is_symbolic(stop) and not dims.lt(stop, end):
-        raise training.TrainingError(
-            f"{r.op.out.name}: the slice [{start}, {stop}) of {x.name} reaches its end {end} at T = T_max; its "
-            "backward joins the rows after it back, so loss_grad needs T_max below it (tokens < positions)"
-        )
+    if dims.is_symbolic(stop) and not dims.lt(stop, end):  # no rows after it at T = T_max: none to join back
+        if axis != 0 or len(x.shape) != 2:
+            raise training.TrainingError(
+                f"{r.op.out.name}: the slice [{start}, {stop}) along axis {axis} of {x.name}{list(x.shape)} reaches "
+                f"its end at T = T_max; loss_grad takes such a slice of a table's rows (axis 0 of a matrix) only"
+            )
+        rows = g.apply("iota", {}, {"start": start, "length": stop - start}, name=x.name + "_rows")
+        r.accumulate("x", "embedding_bar", {"ids": rows, "dy": r.dy})  # row start + t ⊕= ȳ[t], each once
+        return
     acc = r.acc("x")
     bar = g.add(g.slice(acc, axis, start, stop), r.dy)
     if start != 0:

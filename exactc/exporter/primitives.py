@@ -405,6 +405,13 @@ def _fill(shapes, attrs):
     return {"y": (shape, "x")}
 
 
+def _iota(shapes, attrs):
+    start, length = attrs["start"], attrs["length"]
+    if not (dims.is_extent(length) and dims.positive(length)) or not (isinstance(start, int) and start >= 0):
+        _fail("iota", f"start {start!r} and length {length!r}: give an int >= 0 and a positive length")
+    return {"y": ((length,), "i32")}
+
+
 def _xent_mean(shapes, attrs):
     if len(shapes["targets"]) != 2:
         _fail("xent_mean", f"targets has shape {shapes['targets']}; it is the batch's (B, T)")
@@ -689,6 +696,7 @@ PRIMITIVES: dict[str, Primitive] = {
         ),
         _p("concat", [A, B], {"axis": 0}, _concat, "a and b joined along axis"),
         _p("fill", [], {"shape": (), "value": 0.0}, _fill, "every element R_A(value): an adjoint's +0, a constant"),
+        _p("iota", [], {"start": 0, "length": 1}, _iota, "y[i] = start + i (int32): the rows a slice took"),
         _p(
             "xent_mean",
             [X, Operand("targets", "i32")],

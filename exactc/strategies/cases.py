@@ -358,6 +358,12 @@ def _fill(draw, site):
 
 
 @st.composite
+def _iota(draw, site):
+    attrs = {"start": draw(st.sampled_from([0, 0, 1, 7, 4095])), "length": draw(dims(97))}
+    return _case("iota", site, attrs, {})
+
+
+@st.composite
 def _xent_mean(draw, site):
     b, t = draw(st.integers(1, 4)), draw(dims(33))
     ignore = draw(st.sampled_from([-100, -100, 0, 3]))  # with 0 or 3, about a fifth of the targets are ignored
@@ -417,6 +423,7 @@ CASE_BUILDERS = {
     "softmax_bar": _softmax_bar,
     "adamw": _adamw,
     "fill": _fill,
+    "iota": _iota,
     "xent_mean": _xent_mean,
 }
 assert sorted(CASE_BUILDERS) == sorted(PRIMITIVES), "every primitive needs a case builder"

@@ -211,6 +211,9 @@ def _check_attrs(prim: str, attrs: Mapping[str, Any]) -> None:
         _real(prim, attrs, "value")
     elif prim == "xent_mean":
         _ints(prim, attrs, "ignore", many=False)
+    elif prim == "iota":
+        _ints(prim, attrs, "start", many=False)
+        _ints(prim, attrs, "length", many=False)
 
 
 # ---- the lowering context: buffers, W, S, R_A ------------------------------------------
@@ -754,6 +757,13 @@ def lower_fill(ctx: _Lowering) -> list[Nest]:
     # y = S(R_A(value)) everywhere
     i = _flat(ctx, "y")
     return [Nest("fill", (i,), (Write(ctx.at("y", ix("i")), ctx.S(ctx.R(ctx.attrs["value"]))),))]
+
+
+def lower_iota(ctx: _Lowering) -> list[Nest]:
+    # y[i] = start + i, int32
+    (length,) = ctx.shape("y")
+    value = Convert(ix("i") + ctx.attrs["start"], "i32")
+    return [Nest("iota", (Axis("i", length),), (Write(ctx.at("y", ix("i")), value),))]
 
 
 def lower_xent_mean(ctx: _Lowering) -> list[Nest]:
@@ -1380,5 +1390,6 @@ _LOWERINGS: dict[str, Callable[[_Lowering], list[Nest]]] = {
     "xent_bar": lower_xent_bar,
     "adamw": lower_adamw,
     "fill": lower_fill,
+    "iota": lower_iota,
     "xent_mean": lower_xent_mean,
 }

@@ -74,8 +74,8 @@ def call_lines(name: str, args: list[str], pad: str) -> list[str]:
     if len(one) <= 100:
         return [one]
     head = f"{pad}{name}("
-    if len(args) == 1:
-        return [head + args[0] + ");"]
+    if len(args) == 1:  # a long name with one argument (a fill kernel's): nothing to break
+        return [f"{head}{args[0]});"]
     lead = " " * len(head)
     return [head + args[0] + ","] + [f"{lead}{a}," for a in args[1:-1]] + [f"{lead}{args[-1]});"]
 

@@ -558,6 +558,12 @@ def fill(*, site: str, shape: tuple = (), value: float = 0.0) -> np.ndarray:
     return store(full(shape, real(value, site), site), site)
 
 
+def iota(*, site: str, start: int = 0, length: int = 1) -> np.ndarray:
+    """y[i] = start + i, int32: the rows [start, start + length) a slice took."""
+    check_operands("iota", site, {}, {"start": start, "length": length})
+    return np.arange(start, start + length, dtype=np.int32)
+
+
 @_ieee
 def xent_mean(x: np.ndarray, targets: np.ndarray, *, site: str, ignore: int = -100) -> np.ndarray:
     """x ⊘ n, n = R_A(the count of targets that are not `ignore`)."""
@@ -575,6 +581,6 @@ FUNCTIONS = {
         softmax, rope, mean_pool, argmax,
         reshape, transpose, slice, concat, cache_write,
         quantize, qlinear_w, qlinear_i,
-        fill, xent_mean,
+        fill, iota, xent_mean,
     ]
 }  # fmt: skip

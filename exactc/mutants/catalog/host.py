@@ -154,12 +154,14 @@ MUTANTS = [
         family="ctext",
     ),
     Mutant(
-        "long-call-of-one-argument-passes-it-twice",
-        "a call too long for one line, of a single argument, is wrapped as if it had two: f(y,\n  y);",
+        "long-call-with-one-argument-given-it-twice",
+        "a call past 100 columns is broken one argument a line, its first and last each printed: a "
+        "one-argument call (a fill kernel's split driver) gets its argument twice and does not compile",
         "exactc/exporter/printer/ctext.py",
-        '    if len(args) == 1:\n        return [head + args[0] + ");"]\n',
+        "    if len(args) == 1:  # a long name with one argument (a fill kernel's): nothing to break\n"
+        '        return [f"{head}{args[0]});"]\n',
         "",
-        ("ctext",),
+        ("ctext", "programs:plans"),
         family="ctext",
     ),
 ]

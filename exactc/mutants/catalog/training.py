@@ -321,6 +321,15 @@ MUTANTS = [
         ("training:graph",),
         family="training",
     ),
+    Mutant(
+        "iota-lowered-one-row-late",
+        "iota's C kernel counts from start + 1: a position slice's backward adds each row's term to the next row",
+        "exactc/exporter/kernels/lower.py",
+        '    value = Convert(ix("i") + ctx.attrs["start"], "i32")\n',
+        '    value = Convert(ix("i") + ctx.attrs["start"] + 1, "i32")\n',
+        ("kernels:iota",),
+        family="training",
+    ),
     # ---- the exported program's loop (runtime/exactc_train.c), against the reference's bytes
     Mutant(
         "c-resume-data-position-not-restored",
