@@ -275,11 +275,13 @@ def test_the_c_loop_gives_the_reference_s_bytes_at_any_thread_count_compiler_and
 
 def test_the_c_program_refuses_what_is_not_llm_c_s_token_file_in_one_line(tmp_path, capsys):
     """`model train` itself, given a file that is not a token file (a bad magic) and a
-    stream shorter than a step reads."""
+    stream shorter than a step reads; and exactc train's --threads below 1."""
     from exactc import programs
 
     data = data_file(tmp_path, np.arange(40) % 7)
     argv = ["train", *DRAWN, "--data", data, "--steps", 1, "--batch", B, "--seq", T, "--backend", "c"]
+    code, _, err = exactc(capsys, *argv, "--threads", 0, "-o", tmp_path / "run")
+    assert code == 2 and err.endswith("--threads 0 must be at least 1\n") and err.count("\n") == 1
     assert exactc(capsys, *argv, "-o", tmp_path / "run")[0] == 0
     run, _ = train.resume(tmp_path / "run" / train.checkpoint_name(1))
     program = train.c_program(run, train_arguments())

@@ -104,6 +104,8 @@ _FIXED_CHECKS = [
     # Hugging Face GPT-2 and Llama checkpoints, the reference's checkpoint and loss log bytes
     # at 1 and 2 threads, gcc and clang, and resumed at step 10.
     Check("train:c", ("tests/test_train.py",), "c_loop"),
+    # `model train`'s refusals of a token file, and exactc train's of --threads.
+    Check("train:c-refusals", ("tests/test_train.py",), "c_program_refuses"),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).

@@ -330,6 +330,15 @@ MUTANTS = [
         ("kernels:iota",),
         family="training",
     ),
+    Mutant(
+        "train-threads-not-checked",
+        "exactc train hands --threads 0 to OpenMP instead of refusing it",
+        LOOP,
+        "    if args.threads is not None and args.threads < 1:\n",
+        "    if args.threads is not None and args.threads < 0:\n",
+        ("train:c-refusals",),
+        family="training",
+    ),
     # ---- the exported program's loop (runtime/exactc_train.c), against the reference's bytes
     Mutant(
         "c-resume-data-position-not-restored",
