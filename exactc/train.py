@@ -1,8 +1,9 @@
-"""`exactc train`: train a GPT or Llama on a token stream, by the reference.
+"""`exactc train`: train a GPT or Llama on a token stream, in the reference or in C.
 
     exactc train --checkpoint tiny-gpt2/ --data train.bin --steps 20 --batch 4 --seq 64 -o run/
     exactc train gpt --set layers=2 --data train.bin --steps 100 --batch 4 --seq 32 --every 25 -o r/
     exactc train --resume run/checkpoint-000050.safetensors --data train.bin -o run/
+    exactc train gpt --data train.bin --steps 20 --batch 4 --seq 32 --backend c --threads 2 -o c/
 
 The training loop of docs/semantics.md section 17: each step reads its batch from the
 stream (llm.c's data format and its sequential loader), runs `loss_grad` and one AdamW
@@ -14,6 +15,10 @@ log beside it. `--resume CKPT` goes on from a checkpoint as the uninterrupted ru
 bit for bit: the settings come from the checkpoint. `exactc export --checkpoint CKPT`
 reads its weights. The parameters start from a checkpoint (a Hugging Face folder or a
 llama2.c .bin) or are drawn from --seed as `exactc export` draws them.
+
+`--backend c` runs the loop in the run's exported loss_grad program (`model train`,
+runtime/exactc_train.c; exported and built once into the cache): the same progress
+lines, and the same checkpoint and loss log bytes as the reference, at any --threads.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -82,8 +88,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--backend",
         choices=("reference", "c"),
         default="reference",
-        help="the numpy reference (the only one built so far)",
+        help="the numpy reference, or the exported loss_grad program's loop (`model train`): the same bytes",
     )
+    p.add_argument("--cc", default="cc", help="the C compiler of --backend c (default cc)")
+    p.add_argument(
+        "--plan",
+        metavar="P",
+        default="auto",
+        help="the C program's plan (--backend c): `auto` (default: laned kernels and thread splits), `none` "
+        "(the plain nests) or a plan file; the same bits",
+    )
+    p.add_argument("--threads", type=int, metavar="N", help="the C program's OpenMP threads (default: OpenMP's)")
     p.add_argument("--resume", metavar="CKPT", help="go on from a checkpoint of exactc train (its settings)")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="where the checkpoints and loss.log go")
 
@@ -325,11 +340,7 @@ def loss_log(losses: list[float]) -> str:
 def train(run: Run, state: State, stream: np.ndarray, out: Path, progress=None) -> State:
     """Steps state.step + 1 to run.steps; a checkpoint every run.every steps and after the last."""
     lg = loss_grad_of(run)
-    if len(stream) < run.batch * run.seq + 1:
-        raise TrainError(f"--data holds {len(stream)} tokens; a step reads B·T + 1 = {run.batch * run.seq + 1}")
-    vocab = lg.vocab
-    if len(stream) and int(stream.max()) >= vocab:
-        raise TrainError(f"--data holds the token {int(stream.max())}, outside the model's vocabulary [0, {vocab})")
+    check_stream(run, lg, stream)
     while state.step < run.steps:
         began = time.perf_counter()
         state = step(run, lg, state, stream)
@@ -340,9 +351,103 @@ def train(run: Run, state: State, stream: np.ndarray, out: Path, progress=None) 
     return state
 
 
+def check_stream(run: Run, lg: training.LossGrad, stream: np.ndarray) -> None:
+    """A stream a step can read (B·T + 1 tokens) of the model's tokens."""
+    if len(stream) < run.batch * run.seq + 1:
+        raise TrainError(f"--data holds {len(stream)} tokens; a step reads B·T + 1 = {run.batch * run.seq + 1}")
+    vocab = lg.vocab
+    if len(stream) and int(stream.max()) >= vocab:
+        raise TrainError(f"--data holds the token {int(stream.max())}, outside the model's vocabulary [0, {vocab})")
+
+
 def print_progress(run: Run, state: State, seconds: float) -> None:
+    print_step(run, state.step, state.losses[-1], seconds)
+
+
+def print_step(run: Run, step: int, loss: float, seconds: float) -> None:
     rate = run.batch * run.seq / seconds if seconds > 0 else float("inf")
-    print(f"step {state.step}/{run.steps}  loss {state.losses[-1]:.6f}  {rate:.0f} tokens/s", flush=True)
+    print(f"step {step}/{run.steps}  loss {loss:.6f}  {rate:.0f} tokens/s", flush=True)
+
+
+# ---- the C backend: the exported loss_grad program's loop (runtime/exactc_train.c) ------------
+
+# What `model train` prints: a line per step, and one per checkpoint it wrote.
+STEP_LINE = re.compile(r"step (\d+) loss (\S+) seconds (\S+)")
+CHECKPOINT_LINE = re.compile(r"checkpoint (.+)")
+
+
+def record_template(run: Run) -> str:
+    """The checkpoint's record (checkpoint_bytes) with "@step" and "@position" where the
+    program writes the numbers: it is given the rest, which holds the config and the
+    settings as Python prints them (floats by repr) and the data's sha256."""
+    return json.dumps(dict(dataclasses.asdict(run), step="@step", position="@position"), sort_keys=True)
+
+
+def c_program(run: Run, args: argparse.Namespace):
+    """The loss_grad program of the run (B sequences of T tokens), exported and built
+    into the cache."""
+    from exactc import programs
+    from exactc.exporter import export
+
+    overrides = dict(run.config, tokens=run.seq, batch=run.batch)
+    spec = export.ExportSpec(run.model, "loss_grad", run.dtype, 0, overrides, plan=args.plan, cc=args.cc)
+    return programs.exported(spec, programs.Build(cc=args.cc), lambda line: print(line, file=sys.stderr))
+
+
+def c_arguments(run: Run, weights: Path, data: str, out: Path, resume: str | None) -> list[str]:
+    settings = [
+        ("--steps", run.steps),
+        ("--batch", run.batch),
+        ("--seq", run.seq),
+        ("--lr", repr(run.lr)),
+        ("--warmup", run.warmup),
+        ("--every", run.every),
+        ("--weight-decay", repr(run.weight_decay)),
+        ("--clip", repr(run.clip)),
+        ("--record", record_template(run)),
+    ]
+    flags = [str(x) for pair in settings for x in pair] + (["--resume", resume] if resume is not None else [])
+    return ["train", str(weights), data, str(out), *flags]
+
+
+def train_c(run: Run, state: State, args: argparse.Namespace, out: Path) -> int:
+    """The run in the C program: its step lines become the progress lines and the loss
+    log (written after each checkpoint, as the reference does); the last step done."""
+    import subprocess
+    import tempfile
+
+    from exactc import programs
+    from exactc.exporter import export
+
+    lg = loss_grad_of(run)
+    program = c_program(run, args)
+    losses = list(state.losses)
+    with tempfile.TemporaryDirectory(prefix="exactc-train-") as tmp:
+        weights = Path(tmp) / "weights.safetensors"
+        if args.resume is None:
+            weights.write_bytes(export.safetensors_bytes(export.weight_tensors(lg.forward, state.params, run.dtype)))
+        command = [str(program.path), *c_arguments(run, weights, args.data, out, args.resume)]
+        env = programs._env(args.threads, None)
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as p:
+            assert p.stdout is not None and p.stderr is not None
+            for line in p.stdout:
+                if found := STEP_LINE.fullmatch(line.strip()):
+                    losses.append(float(found[2]))
+                    print_step(run, int(found[1]), losses[-1], float(found[3]))
+                elif CHECKPOINT_LINE.fullmatch(line.strip()):
+                    replace_log(out, losses)
+            stderr = p.stderr.read()
+        if p.returncode != 0:
+            last = (stderr.strip().splitlines() or ["(no message)"])[-1]
+            raise TrainError(f"--backend c: {program.path} exited with {p.returncode}: {last}")
+    return len(losses)
+
+
+def replace_log(out: Path, losses: list[float]) -> None:
+    try:
+        files.replace_file(out / "loss.log", loss_log(losses).encode())
+    except OSError as exc:
+        raise TrainError(f"-o {out}: cannot write ({exc.strerror or exc})") from None
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -350,8 +455,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.model is not None and args.model != args.model_option:
             raise TrainError(f"MODEL {args.model} and --model {args.model_option}: give the model once")
         args.model = args.model_option
-    if args.backend == "c":
-        raise TrainError("--backend c is not built yet: the training loop runs in the reference (--backend reference)")
+    if args.threads is not None and args.threads < 1:
+        raise TrainError(f"--threads {args.threads} must be at least 1")
     stream, digest = read_tokens(args.data)
     if args.resume is not None:
         run, state = resume(args.resume)
@@ -364,6 +469,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         run, state = start(args, digest)
     out = Path(args.output)
     with commands._output_folder(out):
-        state = train(run, state, stream, out, print_progress)
-    print(f"wrote {out / checkpoint_name(state.step)} and {out / 'loss.log'}", file=sys.stderr)
+        if args.backend == "c":
+            check_stream(run, loss_grad_of(run), stream)
+            last = train_c(run, state, args, out)
+        else:
+            last = train(run, state, stream, out, print_progress).step
+    print(f"wrote {out / checkpoint_name(last)} and {out / 'loss.log'}", file=sys.stderr)
     return 0

@@ -4,7 +4,8 @@ moments, losses, data position); the token file reader refuses what is not llm.c
 format in one line; the loss falls on a repetitive stream and its log is the same bytes
 every time; Hugging Face GPT-2 and Llama folders and a llama2.c file train, and the
 trained weights export; twenty f32 steps of a tiny GPT-2 follow the same run in PyTorch,
-each loss within 1e-4."""
+each loss within 1e-4; the C backend (the exported program's `model train`) writes the
+reference's bytes at 1 and 2 threads, with gcc and clang, and resumed."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from exactc.exporter import checkpoints, export, models
 from exactc.exporter.checkpoints import hf, trained
 
 from test_checkpoints import SMALL, hf_config, hf_tensors, write_hf  # tests/test_checkpoints.py
-from installed import need_module  # tests/installed.py
+from installed import need, need_module  # tests/installed.py
 from test_llama2c import tiny_llama2c  # tests/test_llama2c.py
 
 DRAWN = ["gpt", "--set", "layers=2", "--set", "dim=8", "--set", "heads=2", "--set", "vocab=16",
@@ -225,10 +226,79 @@ def test_twenty_f32_steps_follow_pytorch_s_loss_curve(tmp_path, capsys):
     assert max(gaps) <= 1e-4, f"step {gaps.index(max(gaps)) + 1}: {max(gaps):.3g} from torch; {ours} {theirs}"
 
 
-def test_the_c_backend_is_refused_until_it_is_built(tmp_path, capsys):
+# ---- the C backend: the exported loss_grad program's loop (runtime/exactc_train.c) -------------
+
+TINY = {"gpt": {"positions": 32}, "llama": {"heads": 4, "kv_heads": 2}}  # with dim 32, 2 layers, vocab 40
+
+
+def tiny_hf(folder: Path, model: str) -> Path:
+    program = models.build(model, "forward", dict(SMALL[model], **TINY[model], dim=32, layers=2, mlp=48, tokens=16))
+    params = models.draw_parameters(program, 7, "f32")
+    return write_hf(folder, model, hf_config(model, program.config), hf_tensors(model, program, params))
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_the_c_loop_gives_the_reference_s_bytes_at_any_thread_count_compiler_and_resume(tmp_path, capsys, model):
+    """The issue's Done-when: 20 steps of a tiny Hugging Face checkpoint (dim 32, 2
+    layers, B = 2, T = 16; warmup, cosine, clipping and decay all at work) give the same
+    checkpoints and loss log from the reference as from the C program at 1 and 2
+    threads, built by gcc and by clang, with the plain nests and the automatic plan, and
+    from a C run resumed at step 10."""
+    need("gcc")
+    need("clang")
+    need("libomp")
+    data = data_file(tmp_path, (np.arange(300) * 11) % 37)
+    argv = ["train", "--checkpoint", tiny_hf(tmp_path / "hf", model), "--data", data, "--steps", 20, "--batch", 2]
+    argv += ["--seq", 16, "--lr", 1e-2, "--warmup", 3, "--every", 10, "--weight-decay", 0.1, "--clip", 0.5]
+    code, reference_lines, _ = exactc(capsys, *argv, "-o", tmp_path / "reference")
+    assert code == 0
+    want = outputs(tmp_path / "reference")
+    assert sorted(want) == [train.checkpoint_name(10), train.checkpoint_name(20), "loss.log"]
+    for cc, threads, plan in (("gcc", 1, "none"), ("gcc", 2, "auto"), ("clang", 2, "auto")):
+        out = tmp_path / f"{cc}-{threads}-{plan}"
+        options = ["--backend", "c", "--cc", cc, "--threads", threads, "--plan", plan]
+        code, lines, _ = exactc(capsys, *argv, *options, "-o", out)
+        assert code == 0 and outputs(out) == want, (cc, threads, plan)
+        strip = [line.split("  ")[:2] for line in lines.splitlines()]  # the tokens/s differ
+        assert strip == [line.split("  ")[:2] for line in reference_lines.splitlines()]
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    (resumed / train.checkpoint_name(10)).write_bytes(want[train.checkpoint_name(10)])
+    options = ["--data", data, "--backend", "c", "--cc", "clang", "--threads", 1, "-o", resumed]
+    code, lines, _ = exactc(capsys, "train", "--resume", resumed / train.checkpoint_name(10), *options)
+    assert code == 0 and len(lines.splitlines()) == 10 and outputs(resumed) == want
+
+
+def test_the_c_program_refuses_what_is_not_llm_c_s_token_file_in_one_line(tmp_path, capsys):
+    """`model train` itself, given a file that is not a token file (a bad magic) and a
+    stream shorter than a step reads; and exactc train's --threads below 1."""
+    from exactc import programs
+
     data = data_file(tmp_path, np.arange(40) % 7)
-    code, _, err = exactc(capsys, "train", *DRAWN, "--data", data, "--backend", "c", "-o", tmp_path / "out")
-    assert code == 2 and "--backend c is not built yet" in err and err.count("\n") == 1
+    argv = ["train", *DRAWN, "--data", data, "--steps", 1, "--batch", B, "--seq", T, "--backend", "c"]
+    code, _, err = exactc(capsys, *argv, "--threads", 0, "-o", tmp_path / "run")
+    assert code == 2 and err.endswith("--threads 0 must be at least 1\n") and err.count("\n") == 1
+    assert exactc(capsys, *argv, "-o", tmp_path / "run")[0] == 0
+    run, _ = train.resume(tmp_path / "run" / train.checkpoint_name(1))
+    program = train.c_program(run, train_arguments())
+    weights = tmp_path / "run" / train.checkpoint_name(1)
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"\x01" * 2000)
+    short = data_file(tmp_path, np.arange(10) % 7, "short.bin")
+    for path, message in ((bad, "not llm.c's token file"), (short, "holds 10 tokens; a step reads")):
+        args = [str(program.path), *train.c_arguments(run, weights, str(path), tmp_path / "again", None)]
+        done = programs.subprocess.run(args, capture_output=True, text=True)
+        assert done.returncode == 1 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def train_arguments():
+    import argparse
+
+    return argparse.Namespace(plan="auto", cc="cc")
 
 
 # ---- checkpoints people have, and the export of trained weights ---------------------------------

@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # imported where used: a cached export is named (ExportSpec.d
 # conformance comparer (conformance/compare), the others build into the program.
 RUNTIME_FILES = ("exactc_rt.h", "exactc_fma.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
                  "exactc_keys.h", "exactc_keys.c", "exactc_sample.h", "exactc_sample.c", "exactc_generate.h",
-                 "exactc_generate.c", "exactc_main.c", "model.h", "exactc_api.c", "exactc_compare.c")
+                 "exactc_generate.c", "exactc_train.c", "exactc_main.c", "model.h", "exactc_api.c", "exactc_compare.c")
 # The library's example (examples/run.c, `make example`): the runtime's example_run.c.
 EXAMPLE = ("example_run.c", "examples/run.c")
 
@@ -472,7 +472,7 @@ def _swap(work: Path, target: Path) -> None:
 
 # The runtime's files a SCoP directory carries: the libm and the conversions its nests
 # call, the .npy reader and the comparison rule of its driver.
-SCOP_RUNTIME_FILES = ("exactc_rt.h", "exactc_libm.c", "exactc_npy.c", "exactc_compare.c")
+SCOP_RUNTIME_FILES = ("exactc_rt.h", "exactc_fma.h", "exactc_libm.c", "exactc_npy.c", "exactc_compare.c")
 SCOP_JSON = "scop.json"
 
 

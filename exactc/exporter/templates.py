@@ -173,7 +173,7 @@ endif
 
 # The library is every object but main's (exactc_main.c); the program links them all.
 LIB_SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c exactc_keys.c exactc_sample.c \\
-               exactc_generate.c exactc_api.c $(sort $(wildcard kernels/*.c))
+               exactc_generate.c exactc_train.c exactc_api.c $(sort $(wildcard kernels/*.c))
 SOURCES := exactc_main.c $(LIB_SOURCES)
 HEADERS := exactc_rt.h exactc_fma.h exactc_keys.h exactc_sample.h exactc_generate.h model.h kernels.h
 COMPARE := conformance/compare
@@ -252,12 +252,12 @@ all: scop_check
 scop_check: $(OBJECTS)
 \t$(CC) $(CFLAGS) -o $@ $(OBJECTS) -lm
 
-build/%.o: %.c exactc_rt.h exactc_scop.h scop_nests.h
+build/%.o: %.c exactc_rt.h exactc_fma.h exactc_scop.h scop_nests.h
 \t@mkdir -p $(@D)
 \t$(CC) $(CFLAGS) $(WARN) $(STRICT) -I. -c -o $@ $<
 
 # The comparison rule of conformance/compare, linked in: its main renamed.
-build/exactc_compare.o: exactc_compare.c exactc_rt.h
+build/exactc_compare.o: exactc_compare.c exactc_rt.h exactc_fma.h
 \t@mkdir -p $(@D)
 \t$(CC) $(CFLAGS) $(WARN) $(STRICT) -I. -Dmain=exactc_compare_main -c -o $@ $<
 

@@ -487,5 +487,8 @@ int exactc_main(int argc, char **argv, const exactc_program *program);
 /* A decode entry's main (exactc_generate.c): `PROGRAM generate ...` runs the whole
  * generation loop in this process; anything else is exactc_main. */
 int exactc_decode_main(int argc, char **argv, const exactc_program *program);
+/* A loss_grad entry's main (exactc_train.c): `train ...` runs the training loop, anything
+ * else goes to exactc_main. */
+int exactc_train_main(int argc, char **argv, const exactc_program *program);
 
 #endif /* EXACTC_RT_H */

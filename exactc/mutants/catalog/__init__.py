@@ -117,6 +117,12 @@ _FIXED_CHECKS = [
     # Twenty f32 steps of `exactc train` on a tiny Hugging Face GPT-2 against the same run in
     # PyTorch (llm.c's batches and schedule, torch.optim.AdamW): the losses within 1e-4.
     Check("train:pytorch", ("tests/test_train.py",), "pytorch"),
+    # The exported program's loop (`model train`, runtime/exactc_train.c): 20 steps of tiny
+    # Hugging Face GPT-2 and Llama checkpoints, the reference's checkpoint and loss log bytes
+    # at 1 and 2 threads, gcc and clang, and resumed at step 10.
+    Check("train:c", ("tests/test_train.py",), "c_loop"),
+    # `model train`'s refusals of a token file, and exactc train's of --threads.
+    Check("train:c-refusals", ("tests/test_train.py",), "c_program_refuses"),
     Check("kernel-print", ("tests/test_kernels_print.py",)),
     # Quantized operands: C against the reference, the pinned hand-computed values, the
     # exporter's quantizer and nibble order, stacked q4 layers (tests/test_quant.py).

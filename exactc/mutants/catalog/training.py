@@ -1,7 +1,8 @@
 """Mistakes in training's arithmetic (docs/semantics.md section 17): a backward rule
 missing a term or summing in another order, the loss's mean, AdamW's corrections and
-which parameters decay; and in the training loop's checkpoints (exactc/train.py): a
-part of the state not written or not read back, so that a resumed run diverges."""
+which parameters decay; and in the training loop's checkpoints (exactc/train.py, and the
+exported program's loop, runtime/exactc_train.c): a part of the state not written or not
+read back, so that a resumed run diverges."""
 
 from exactc.mutants.model import Mutant
 
@@ -10,6 +11,7 @@ TRAINING = "exactc/exporter/reference/training.py"
 LOOP = "exactc/train.py"
 LOWER = "exactc/exporter/kernels/lower.py"
 GRAPH = "exactc/exporter/backprop.py"
+C_LOOP = "exactc/runtime/exactc_train.c"
 # One sequence's backward in loss_grad: the parameters' adjoints, the logits', the walk.
 PER_SEQUENCE = (
     "            cells: Cells = {id(v): Cell(grads[spec.name]) for spec, v in zip(program.params, program.param_values)}\n"
@@ -26,6 +28,17 @@ CLIP_AND_UPDATE = (
     '    vt = (v * scalars["beta2"]) + (scalars["w2"] * (g * g))\n'
     '    den = (np.sqrt(vt) / scalars["root"]) + scalars["eps"]\n'
     '    p = p - (scalars["step"] * (mt / den))\n'
+)
+
+# The C loop's AdamW element lines (a macro: each line ends in a backslash), clip to update.
+ADAMW_C_LINES = (
+    "            T gc = g[i] * clip;                                                                         \\\n"
+    "            T pd = decays ? p[i] * decay : p[i];                                                        \\\n"
+    "            T mt = m[i] + (w1 * (gc - m[i]));                                                           \\\n"
+    "            T vt = (v[i] * beta2) + (w2 * (gc * gc));                                                   \\\n"
+    "            m[i] = mt;                                                                                  \\\n"
+    "            v[i] = vt;                                                                                  \\\n"
+    "            p[i] = pd - (step * (mt / ((SQRT(vt) / root) + eps)));                                      \\\n"
 )
 
 MUTANTS = [
@@ -315,6 +328,52 @@ MUTANTS = [
         '    value = Convert(ix("i") + ctx.attrs["start"], "i32")\n',
         '    value = Convert(ix("i") + ctx.attrs["start"] + 1, "i32")\n',
         ("kernels:iota",),
+        family="training",
+    ),
+    Mutant(
+        "train-threads-not-checked",
+        "exactc train hands --threads 0 to OpenMP instead of refusing it",
+        LOOP,
+        "    if args.threads is not None and args.threads < 1:\n",
+        "    if args.threads is not None and args.threads < 0:\n",
+        ("train:c-refusals",),
+        family="training",
+    ),
+    # ---- the exported program's loop (runtime/exactc_train.c), against the reference's bytes
+    Mutant(
+        "c-resume-data-position-not-restored",
+        "the C loop resumed reads its batches from the stream's start, not from the checkpoint's position",
+        C_LOOP,
+        "&s->position) != 0)",
+        "&s->position) != 0 || (s->position = 0) != 0)",
+        ("train:c",),
+        family="training",
+    ),
+    Mutant(
+        "c-checkpoint-without-moments",
+        "the C loop's checkpoint holds the weights but not AdamW's moments: a run cannot resume from it",
+        C_LOOP,
+        "#define BLOCKS 3",
+        "#define BLOCKS 1",
+        ("train:c",),
+        family="training",
+    ),
+    Mutant(
+        "c-adamw-bias-correction-t-minus-1",
+        "the C loop's host scalars take the bias corrections with the step counted from 0: 1 - β^(t-1)",
+        C_LOOP,
+        "power(BETA1, t), bc2 = 1.0 - power(BETA2, t);",
+        "power(BETA1, t - 1), bc2 = 1.0 - power(BETA2, t - 1);",
+        ("train:c",),
+        family="training",
+    ),
+    Mutant(
+        "c-adamw-clips-after-the-update",
+        "the C loop's AdamW scales the update by the clip factor instead of the gradient",
+        C_LOOP,
+        ADAMW_C_LINES,
+        ADAMW_C_LINES.replace("g[i] * clip;", "g[i];       ").replace("+ eps)));", "+ eps))) * clip;"),
+        ("train:c",),
         family="training",
     ),
 ]
