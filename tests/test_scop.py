@@ -1,5 +1,5 @@
 """SCoP mode (exporter/printer/scop.py and the export's SCoP directory): every nest of
-each architecture's forward, of bert's embed and of gpt's and llama's loss_grad keeps
+each architecture's forward at every type, of bert's embed and of gpt's and llama's loss_grad keeps
 the reference's bits when run by the directory's own driver; exactc's verdict per nest
 agrees with Polly's (verify/scop.py)."""
 
@@ -32,6 +32,10 @@ DIRECTORIES = [
     ("llama", "loss_grad", "f64"),
 ]
 IDS = [f"{m}-{e}-{s}" for m, e, s in DIRECTORIES]
+# The bits of every architecture's forward at every type (the driver alone: cheap beside
+# Polly's detection, which the DIRECTORIES above run).
+EVERY_FORWARD = [(m, "forward", s) for m in ("gpt", "bert", "llama") for s in ("f64", "f32", "bf16")]
+BITS = DIRECTORIES + [d for d in EVERY_FORWARD if d not in DIRECTORIES]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +56,7 @@ def directory(tmp_path_factory):
 # ---- the bits -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model,entry,site", DIRECTORIES, ids=IDS)
+@pytest.mark.parametrize("model,entry,site", BITS, ids=[f"{m}-{e}-{s}" for m, e, s in BITS])
 def test_every_nest_keeps_the_reference_bits(directory, model, entry, site):
     need("gcc")
     problem = polly.run_driver(directory(model, entry, site))
