@@ -191,6 +191,7 @@ HELP_IMPORTS = {
     **{name: LINE | {"exactc.commands"} for name in ("export", "run", "check", "info", "cache")},
     "embed": LINE | {"exactc.commands", "exactc.embed", "exactc.exporter", "exactc.exporter.files"},
     "generate": LINE | {"exactc.commands", "exactc.generate", "exactc.tokenizer_bin", "exactc.exporter", "exactc.exporter.files"},
+    "serve": LINE | {"exactc.commands", "exactc.serve"},
     "train": LINE | {"exactc.commands", "exactc.train", "exactc.exporter", "exactc.exporter.files"},
     "plan": LINE | {"exactc.plan"},
 }
