@@ -1,0 +1,51 @@
+"""`exactc serve` (exactc/serve.py): what it answers a malformed request and one past its
+queue, the seed it hands the generation loop, the bound of its pool of handles. Each is
+caught by tests/test_serve.py, which asks the server with the openai package."""
+
+from exactc.mutants.model import Mutant
+
+SERVE = "exactc/serve.py"
+
+MUTANTS = [
+    Mutant(
+        "serve-malformed-request-answered-500",
+        "a body that is not JSON escapes as the parser's exception: the server answers 500 where OpenAI's clients "
+        "expect 400 and its error body",
+        SERVE,
+        "    except (ValueError, UnicodeDecodeError) as exc:\n"
+        '        raise bad(f"the request\'s body is not JSON ({exc})") from None\n',
+        "    except (ValueError, UnicodeDecodeError):\n        raise\n",
+        ("serve:errors",),
+        family="serve",
+    ),
+    Mutant(
+        "serve-over-queue-request-dropped",
+        "a request past the queue is cancelled where it is admitted: no 429 and no Retry-After for the client to "
+        "wait on",
+        SERVE,
+        '            raise Refusal(429, "the server\'s queue is full; retry later", "queue_full")\n',
+        "            raise asyncio.CancelledError()\n",
+        ("serve:queue",),
+        family="serve",
+    ),
+    Mutant(
+        "serve-seed-ignored",
+        "every completion is drawn with the key of seed 0: a request's seed no longer gives `exactc generate --seed`'s "
+        "tokens",
+        SERVE,
+        "            seed=asked.seed,\n",
+        "            seed=0,\n",
+        ("serve:seed",),
+        family="serve",
+    ),
+    Mutant(
+        "serve-pool-unbounded",
+        "a request that finds no free handle opens one more (the weights loaded again, an arena more) instead of "
+        "waiting: the pool grows with the load",
+        SERVE,
+        "        program = self.free.get()\n",
+        "        program = self.free.get_nowait() if not self.free.empty() else self.open()\n",
+        ("serve:pool",),
+        family="serve",
+    ),
+]
