@@ -20,11 +20,19 @@ MUTANTS = [
     ),
     Mutant(
         "serve-over-queue-request-dropped",
-        "a request past the queue is cancelled where it is admitted: no 429 and no Retry-After for the client to "
-        "wait on",
+        "a request past the queue has its connection cut once the status line is out: the client reads no 429 "
+        "body and no Retry-After, only a broken connection",
         SERVE,
-        '            raise Refusal(429, "the server\'s queue is full; retry later", "queue_full")\n',
-        "            raise asyncio.CancelledError()\n",
+        "    assert isinstance(exc, Refusal)  # the handler of Refusal alone\n",
+        "    assert isinstance(exc, Refusal)  # the handler of Refusal alone\n"
+        "    if exc.status == 429:\n"
+        "        from starlette.responses import StreamingResponse\n"
+        "\n"
+        "        async def cut():\n"
+        '            raise ConnectionResetError("the connection dropped")\n'
+        '            yield b""\n'
+        "\n"
+        "        return StreamingResponse(cut(), status_code=429)\n",
         ("serve:queue",),
         family="serve",
     ),
