@@ -519,13 +519,17 @@ def application(embedder: Embedder | None, generator: Generator | None):
 
 def listening(host: str, port: int) -> socket.socket:
     """The server's socket, bound (port 0: a free one) before the server starts, so that
-    the line that names it is true."""
+    the line that names it is true. TCP_NODELAY is set on it, and Linux gives it to every
+    connection accepted: an answer is written as its head and then its body, and with
+    Nagle's algorithm the body waited for the client's delayed ACK (GET /v1/models took
+    44 ms against 0.4 ms)."""
     try:
         sock = socket.create_server(
             (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, reuse_port=False
         )
     except OSError as exc:
         raise ServeError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
 

@@ -258,3 +258,16 @@ def test_the_options_are_checked_before_anything_is_built(capsys):
         (["--generate", "llama", "--port", "70000"], "--port 70000: give an integer from 0 to 65535"),
     ):
         assert run_cli(capsys, "serve", *argv) == (2, "", f"exactc serve: error: {line}\n")
+
+
+def test_connections_are_accepted_with_nagle_off():
+    """An answer's head and body go out at once: with Nagle's algorithm on, the body waited
+    for the client's delayed ACK (tens of milliseconds a request)."""
+    import socket
+
+    from exactc import serve
+
+    with serve.listening("127.0.0.1", 0) as sock, socket.create_connection(sock.getsockname()):
+        accepted, _ = sock.accept()
+        with accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0

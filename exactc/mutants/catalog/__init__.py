@@ -77,11 +77,12 @@ _FIXED_CHECKS = [
     Check("library:hostile", ("tests/test_library.py",), "hostile"),
     Check("embed:encoder", ("tests/test_embed.py",), "sentence_embedder"),
     # `exactc serve` asked by the openai package (tests/test_serve.py): its refusals' status
-    # and body, the 429 past its queue, a seeded completion's tokens, its pool's bound.
+    # and body, the 429 past its queue, a seeded completion's tokens, its pool's bound, Nagle off.
     Check("serve:errors", ("tests/test_serve.py",), "bad_requests"),
     Check("serve:queue", ("tests/test_serve.py",), "past_the_queue"),
     Check("serve:seed", ("tests/test_serve.py",), "seeded_completion"),
     Check("serve:pool", ("tests/test_serve.py",), "32_clients"),
+    Check("serve:nagle", ("tests/test_serve.py",), "nagle"),
     Check("reference", ("tests/test_reference.py",)),
     # The reference's fused multiply-add against exact rational arithmetic and the C
     # library's fma, on drawn and adversarial triples (tests/test_fma.py).

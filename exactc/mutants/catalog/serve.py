@@ -56,4 +56,14 @@ MUTANTS = [
         ("serve:pool",),
         family="serve",
     ),
+    Mutant(
+        "serve-nagle-left-on",
+        "the listening socket keeps Nagle's algorithm: an answer's body waits for the client's delayed ACK, tens of "
+        "milliseconds a request",
+        SERVE,
+        "    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)\n",
+        "",
+        ("serve:nagle",),
+        family="serve",
+    ),
 ]
