@@ -271,3 +271,27 @@ def test_connections_are_accepted_with_nagle_off():
         accepted, _ = sock.accept()
         with accepted:
             assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_a_text_prompt_is_tokenized_and_answered_in_text_as_exactc_generate_prints_it(tmp_path, capsys):
+    from tokenizers import Tokenizer, decoders, pre_tokenizers
+    from tokenizers import models as tk_models
+
+    tok = Tokenizer(tk_models.WordLevel({f"w{i}": i for i in range(24)}, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.WordPiece()  # joins with spaces
+    tok.save(str(tmp_path / "tokenizer.json"))
+    given = ["--tokenizer", str(tmp_path / "tokenizer.json")]
+    code, printed, err = run_cli(
+        capsys, "generate", "llama", *LLAMA, *given, "--prompt", "w3 w5", "-n", "6", "--seed", "4", "--backend", "c"
+    )
+    assert code == 0, err
+    url, app, stop = start(["--generate", "llama", *LLAMA, *given, "--set", f"tokens={CONTEXT}"])
+    try:
+        openai = client(url)
+        got = openai.completions.create(model="llama", prompt="w3 w5", max_tokens=6, seed=4)
+        assert got.choices[0].text + "\n" == printed and got.usage.prompt_tokens == 2
+        chunks = openai.completions.create(model="llama", prompt=["w3 w5"], max_tokens=6, seed=4, stream=True)
+        assert "".join(c.choices[0].text for c in chunks) + "\n" == printed
+    finally:
+        stop()
