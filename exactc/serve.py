@@ -423,8 +423,7 @@ async def completions(request):
     generator: Generator = served(request, "generator")
     asked = completion(await read_json(request), generator)
     if asked.stream:
-        generator.pool.admit()  # before the response starts: a refusal's status is still to be sent
-        return StreamingResponse(stream(generator, asked), media_type="text/event-stream")
+        return StreamingResponse(Stream(generator, asked).events(), media_type="text/event-stream")
     tokens = await pooled(generator.pool, draw(asked, lambda token: False))
     text = Text(generator.tokenizer, asked.ids)
     words = "".join(text.piece(t, last=k == len(tokens) - 1) for k, t in enumerate(tokens))
@@ -438,39 +437,47 @@ async def completions(request):
     )
 
 
-async def stream(generator: Generator, asked: Completion) -> AsyncIterator[str]:
-    """Server-sent events, as OpenAI's API streams: a chunk per token as the C loop draws
-    it, the last with its finish_reason, then `data: [DONE]`. A client that goes away
-    stops the loop at its next token. The request is admitted to the pool already."""
-    from starlette.concurrency import run_in_threadpool
+class Stream:
+    """A streamed completion: admitted to the pool and its loop started when the request
+    is read (a refusal's status still to be sent; the place given back when the loop
+    ends, whether or not the response is ever sent), its tokens heard as the C loop
+    draws them."""
 
-    loop = asyncio.get_running_loop()
-    heard: asyncio.Queue = asyncio.Queue()
-    gone = threading.Event()
+    def __init__(self, generator: Generator, asked: Completion):
+        from starlette.concurrency import run_in_threadpool
 
-    def on_token(token: int) -> bool:
-        loop.call_soon_threadsafe(heard.put_nowait, token)
-        return gone.is_set()
+        self.generator, self.asked = generator, asked
+        self.loop = asyncio.get_running_loop()
+        self.heard: asyncio.Queue = asyncio.Queue()
+        self.gone = threading.Event()  # the client went away: the loop stops at its next token
+        generator.pool.admit()
+        self.drawing = asyncio.ensure_future(run_in_threadpool(generator.pool.run, draw(asked, self.on_token)))
+        self.drawing.add_done_callback(self.done)
 
-    drawing = asyncio.ensure_future(run_in_threadpool(generator.pool.run, draw(asked, on_token)))
+    def on_token(self, token: int) -> bool:
+        self.loop.call_soon_threadsafe(self.heard.put_nowait, token)
+        return self.gone.is_set()
 
-    def done(_: asyncio.Future) -> None:
-        generator.pool.release()
-        heard.put_nowait(None)
+    def done(self, _: asyncio.Future) -> None:
+        self.generator.pool.release()
+        self.heard.put_nowait(None)
 
-    drawing.add_done_callback(done)
-    text = Text(generator.tokenizer, asked.ids)
-    try:
-        count = 0
-        while (token := await heard.get()) is not None:
-            count += 1
-            piece = text.piece(token, last=count == asked.max_tokens)
-            yield event(completion_document(generator, {"text": piece, "token_ids": [token], "finish_reason": None}))
-        drawing.result()
-        yield event(completion_document(generator, {"text": "", "token_ids": [], "finish_reason": "length"}))
-        yield "data: [DONE]\n\n"
-    finally:
-        gone.set()
+    async def events(self) -> AsyncIterator[str]:
+        """Server-sent events, as OpenAI's API streams: a chunk per token, the last with
+        its finish_reason, then `data: [DONE]`."""
+        generator, text = self.generator, Text(self.generator.tokenizer, self.asked.ids)
+        try:
+            count = 0
+            while (token := await self.heard.get()) is not None:
+                count += 1
+                piece = text.piece(token, last=count == self.asked.max_tokens)
+                chunk = {"text": piece, "token_ids": [token], "finish_reason": None}
+                yield event(completion_document(generator, chunk))
+            self.drawing.result()
+            yield event(completion_document(generator, {"text": "", "token_ids": [], "finish_reason": "length"}))
+            yield "data: [DONE]\n\n"
+        finally:
+            self.gone.set()
 
 
 def event(document: dict) -> str:

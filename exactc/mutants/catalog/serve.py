@@ -66,4 +66,14 @@ MUTANTS = [
         ("serve:nagle",),
         family="serve",
     ),
+    Mutant(
+        "serve-stream-place-kept",
+        "a streamed completion never gives its place in the pool back: once the queue's places are spent by streams, "
+        "every request is refused with 429",
+        SERVE,
+        "        self.generator.pool.release()\n",
+        "",
+        ("serve:queue",),
+        family="serve",
+    ),
 ]
