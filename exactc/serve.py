@@ -407,11 +407,16 @@ async def embeddings(request):
     )
 
 
-def completion_document(generator: Generator, choice: dict, usage: dict | None = None) -> dict:
+def completion_document(
+    generator: Generator, choice: dict, usage: dict | None = None, named: tuple[str, int] | None = None
+) -> dict:
+    """A completion's answer, or with `named` (its id and time) one chunk of a stream: every
+    chunk of one completion carries the same id, as OpenAI's do."""
+    ident, created = named or completion_name()
     return {
-        "id": f"cmpl-{time.monotonic_ns():x}",
+        "id": ident,
         "object": "text_completion",
-        "created": int(time.time()),
+        "created": created,
         "model": generator.name,
         "choices": [{"index": 0, "logprobs": None, **choice}],
     } | ({"usage": usage} if usage is not None else {})
@@ -437,6 +442,10 @@ async def completions(request):
     )
 
 
+def completion_name() -> tuple[str, int]:
+    return f"cmpl-{time.monotonic_ns():x}", int(time.time())
+
+
 class Stream:
     """A streamed completion: admitted to the pool and its loop started when the request
     is read (a refusal's status still to be sent; the place given back when the loop
@@ -450,6 +459,7 @@ class Stream:
         self.loop = asyncio.get_running_loop()
         self.heard: asyncio.Queue = asyncio.Queue()
         self.gone = threading.Event()  # the client went away: the loop stops at its next token
+        self.named = completion_name()
         generator.pool.admit()
         self.drawing = asyncio.ensure_future(run_in_threadpool(generator.pool.run, draw(asked, self.on_token)))
         self.drawing.add_done_callback(self.done)
@@ -472,9 +482,10 @@ class Stream:
                 count += 1
                 piece = text.piece(token, last=count == self.asked.max_tokens)
                 chunk = {"text": piece, "token_ids": [token], "finish_reason": None}
-                yield event(completion_document(generator, chunk))
+                yield event(completion_document(generator, chunk, named=self.named))
             self.drawing.result()
-            yield event(completion_document(generator, {"text": "", "token_ids": [], "finish_reason": "length"}))
+            last = {"text": "", "token_ids": [], "finish_reason": "length"}
+            yield event(completion_document(generator, last, named=self.named))
             yield "data: [DONE]\n\n"
         finally:
             self.gone.set()

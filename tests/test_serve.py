@@ -140,6 +140,7 @@ def test_a_seeded_completion_is_exactc_generates_tokens_streamed_or_not(server, 
         assert [t for c in chunks for t in c.choices[0].model_extra["token_ids"]] == want
         assert "".join(c.choices[0].text for c in chunks) == got.choices[0].text
         assert [c.choices[0].finish_reason for c in chunks] == [None] * 9 + ["length"]
+        assert len({c.id for c in chunks}) == 1  # one completion's chunks
     seeds = {
         tuple(
             openai.completions.create(model="llama", prompt=[5], max_tokens=8, seed=s)
