@@ -69,9 +69,8 @@ class Refusal(Exception):
 
     @property
     def kind(self) -> str:
-        return {413: "invalid_request_error", 429: "rate_limit_error", 503: "server_error"}.get(
-            self.status, "invalid_request_error"
-        )
+        """OpenAI's error type: a rate limit for 429, the request's fault for the others."""
+        return "rate_limit_error" if self.status == 429 else "invalid_request_error"
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}}
@@ -382,12 +381,14 @@ def served(request, kind: str):
 
 
 async def embeddings(request):
+    from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse
 
     embedder: Embedder = served(request, "embedder")
     body = await read_json(request)
     texts = embedding_inputs(body)
-    vectors, tokens = await pooled(embedder.pool, embedder.embed(texts))
+    work = await run_in_threadpool(embedder.embed, texts)  # tokenized off the event loop, before a handle is taken
+    vectors, tokens = await pooled(embedder.pool, work)
     as_bytes = body.get("encoding_format") == "base64"
     data = [
         {

@@ -223,7 +223,9 @@ def test_bad_requests_get_openais_status_and_body_and_the_server_goes_on(server)
         got, answer = post(url, body, path)
         assert got == status and isinstance(answer, dict), (body[:40], got, answer)
         assert words in answer["error"]["message"], answer
-        assert set(answer["error"]) >= {"message", "type", "code"}
+        assert (
+            set(answer["error"]) >= {"message", "type", "code"} and answer["error"]["type"] == "invalid_request_error"
+        )
     with pytest.raises(package.BadRequestError) as refused:
         client(url).completions.create(model="llama", prompt=[1] * 20, max_tokens=5)
     assert refused.value.code == "context_length_exceeded"
@@ -243,7 +245,8 @@ def test_a_request_past_the_queue_gets_429_at_once_and_the_next_is_served(capsys
             for stream in (False, True):
                 with pytest.raises(package.RateLimitError) as refused:
                     client(url).completions.create(model="llama", prompt=[1], max_tokens=2, stream=stream)
-                assert refused.value.code == "queue_full" and refused.value.response.headers["retry-after"] == "1"
+                assert (refused.value.code, refused.value.type) == ("queue_full", "rate_limit_error")
+                assert refused.value.response.headers["retry-after"] == "1"
         finally:
             pool.release()
         assert len(client(url).completions.create(model="llama", prompt=[1], max_tokens=2).choices[0].text) > 0
