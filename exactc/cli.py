@@ -58,6 +58,8 @@ def commands() -> list[Command]:
         Command("embed", "embed sentences with a sentence-transformers checkpoint, in C", _embed),
         Command("generate", "generate tokens with a GPT or Llama (key/value cache), by the reference or in C",
                 _generate),
+        Command("serve", "serve embeddings and completions over HTTP, OpenAI's endpoints, from the C programs",
+                _serve),
         Command("train", "train a GPT or Llama on a token stream (AdamW), checkpoints that resume bit for bit",
                 _train),
         Command("plan", "list a kernel's nests and legal layouts and splits, check a plan file, or tune --plan auto",
@@ -89,6 +91,12 @@ def _generate() -> Face:
     from exactc import generate
 
     return Face(generate.add_arguments, generate.cmd_generate, generate.__doc__)
+
+
+def _serve() -> Face:
+    from exactc import serve
+
+    return Face(serve.add_arguments, serve.cmd_serve, serve.__doc__)
 
 
 def _train() -> Face:
@@ -133,6 +141,7 @@ USER_ERRORS = (
     ("exactc.exporter.checkpoints.base", "CheckpointError"),
     ("exactc.embed", "EmbedError"),
     ("exactc.generate", "GenerateError"),
+    ("exactc.serve", "ServeError"),
     ("exactc.train", "TrainError"),
     ("exactc.exporter.training", "TrainingError"),
     ("exactc.exporter.kernels.layouts", "LayoutError"),  # plans.PlanError is this class

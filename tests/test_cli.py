@@ -111,12 +111,12 @@ def test_every_command_runs_its_own_handler_and_the_version_is_printed(capsys):
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     assert {name: sub.get_default("handler") for name, sub in action.choices.items()} == {
         c.name: c.handler for c in cli.commands()}
-    from exactc import commands, embed, generate, train
+    from exactc import commands, embed, generate, serve, train
     from exactc.mutants import runner
 
     assert [c.handler for c in cli.commands()] == [
         commands.cmd_export, commands.cmd_run, commands.cmd_check, commands.cmd_info, commands.cmd_cache,
-        embed.cmd_embed, generate.cmd_generate, train.cmd_train, cli.plan_or_tune, runner.run]
+        embed.cmd_embed, generate.cmd_generate, serve.cmd_serve, train.cmd_train, cli.plan_or_tune, runner.run]
     with pytest.raises(SystemExit) as caught:
         cli.main(["--version"])
     assert caught.value.code == 0 and capsys.readouterr().out == f"exactc {__version__}\n"
@@ -191,6 +191,7 @@ HELP_IMPORTS = {
     **{name: LINE | {"exactc.commands"} for name in ("export", "run", "check", "info", "cache")},
     "embed": LINE | {"exactc.commands", "exactc.embed", "exactc.exporter", "exactc.exporter.files"},
     "generate": LINE | {"exactc.commands", "exactc.generate", "exactc.tokenizer_bin", "exactc.exporter", "exactc.exporter.files"},
+    "serve": LINE | {"exactc.commands", "exactc.serve"},
     "train": LINE | {"exactc.commands", "exactc.train", "exactc.exporter", "exactc.exporter.files"},
     "plan": LINE | {"exactc.plan"},
 }

@@ -26,7 +26,7 @@ FLOORS = [
     ("runtime", ("exactc", "exactc.runtime")),
     ("exporter", ("exactc.exporter",)),
     ("commands", ("exactc.commands", "exactc.embed", "exactc.generate", "exactc.library", "exactc.plan", "exactc.programs",
-                  "exactc.tokenizer_bin", "exactc.train")),
+                  "exactc.serve", "exactc.tokenizer_bin", "exactc.train")),
     ("harness", ("exactc.verify", "exactc.strategies", "exactc.mutants")),
     ("face", ("exactc.cli", "exactc.__main__")),
 ]

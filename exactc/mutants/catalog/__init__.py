@@ -35,6 +35,7 @@ from exactc.mutants.catalog import (
     rounding,
     scop,
     semantics,
+    serve,
     shapes,
     slicing,
     speed,
@@ -75,6 +76,13 @@ _FIXED_CHECKS = [
     Check("library:generate", ("tests/test_library.py",), "generation"),
     Check("library:hostile", ("tests/test_library.py",), "hostile"),
     Check("embed:encoder", ("tests/test_embed.py",), "sentence_embedder"),
+    # `exactc serve` asked by the openai package (tests/test_serve.py): its refusals' status
+    # and body, the 429 past its queue, a seeded completion's tokens, its pool's bound, Nagle off.
+    Check("serve:errors", ("tests/test_serve.py",), "bad_requests"),
+    Check("serve:queue", ("tests/test_serve.py",), "past_the_queue"),
+    Check("serve:seed", ("tests/test_serve.py",), "seeded_completion"),
+    Check("serve:pool", ("tests/test_serve.py",), "32_clients"),
+    Check("serve:nagle", ("tests/test_serve.py",), "nagle"),
     Check("reference", ("tests/test_reference.py",)),
     # The reference's fused multiply-add against exact rational arithmetic and the C
     # library's fma, on drawn and adversarial triples (tests/test_fma.py).
@@ -334,7 +342,7 @@ _FIXED_CHECKS = [
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
             tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training, startup,
-            library, scop]
+            library, scop, serve]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 
