@@ -181,6 +181,9 @@ _FIXED_CHECKS = [
     # Instruction counts (verify/probes/): linear growth where cost must be linear, and
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),
+    # loss_grad: linear in the layers and the tokens (attention apart), its count a stated
+    # multiple of the forward's.
+    Check("probes:grad", ("tests/test_probes.py",), "loss_grad"),
     Check("probes:quant-growth", ("tests/test_probes.py",), "quantized_linear"),
     Check("probes:baseline", ("tests/test_probes.py",), "regression_against_the_baseline or missing_baseline"),
     # The exporter against one function's node count (N = 64 ... 512): no pass rescans the nodes.
