@@ -438,3 +438,11 @@ def test_a_backward_product_gets_its_output_elements_in_lanes_with_the_sum_insid
     (name, nest_plan), = plan.nests
     assert dict(nest_plan.layout.lanes) == lanes, nest_plan.layout
     assert "reduction: in index order, each lane its own" in print_kernel(kernel, "bar", plan).source
+
+
+def test_gelu_s_backward_gets_chunks_of_256_elements_and_calls_the_laned_tanh():
+    kernel = lower("gelu_tanh_bar", "f32", {"x": (4, 384), "dy": (4, 384)}, {})
+    plan = auto_kernel_plan(kernel)
+    (name, nest_plan), = plan.nests
+    assert dict(nest_plan.layout.lanes) == {"i": 256}, nest_plan.layout
+    assert "exactc_tanhf_array(u, t, 256)" in print_kernel(kernel, "bar", plan).source

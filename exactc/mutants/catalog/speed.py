@@ -159,4 +159,14 @@ MUTANTS = [
         ("autoplan:backward",),
         family="speed",
     ),
+    Mutant(
+        "autoplan-gelu-grad-scalar-tanh",
+        "the automatic plan leaves gelu's backward in its plain loop: one scalar tanh call an "
+        "element instead of the laned array form, the same bits",
+        AUTOPLAN,
+        '    "gelu_tanh_bar": list(ELEMENT_LANES),\n',
+        "",
+        ("autoplan:backward",),
+        family="speed",
+    ),
 ]
