@@ -422,11 +422,13 @@ def test_the_automatic_plan_of_a_backward_kernel_keeps_the_reference_bits(primit
 
 
 # The backward's products whose ordered sum runs down a column of both operands, and the
-# lanes each output element gets (the sum inside them, in its order).
+# lanes each output element gets (the sum inside them, in its order); and the attention's
+# dscores, laned as the forward's matmuls.
 BACKWARD_PRODUCTS = {
     "linear_bar_w": ({"x": (10, 32), "dy": (10, 40), "acc": (40, 32)}, {"n": 4, "k": 16}),
     "linear_bar_x": ({"x": (10, 32), "dy": (10, 40), "w": (40, 32), "acc": (10, 32)}, {"m": 4, "k": 16}),
     "matmul_bar_b": ({"a": (2, 10, 32), "dy": (2, 10, 12), "acc": (2, 32, 12)}, {"n": 4, "k": 16}),
+    "matmul_bar_a": ({"b": (2, 20, 32), "dy": (2, 10, 32), "acc": (2, 10, 20)}, {"m": 8, "k": 16}),
 }
 
 
