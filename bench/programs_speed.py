@@ -249,6 +249,63 @@ class DecoderBench:
                           lambda: best_of(self.torch_logits, repeat))
 
 
+# ---- a training step's gradient: loss_grad -------------------------------------------------------
+
+GRAD_BATCH = 4  # sequences of GPT["tokens"] tokens per loss_grad
+
+
+class GradBench:
+    """One loss_grad (the forward, the mean cross-entropy over every position, the backward)
+    of the GPT-2-like model on a batch of GRAD_BATCH x 256 tokens: the exported `loss_grad`
+    (`--plan auto`, the Makefile's defaults, the conformance check) against PyTorch eager on
+    the same weights (GPT2LMHeadModel in eval mode, no dropout: cross_entropy, then
+    loss.backward(), the gradients set to None before each step)."""
+
+    def __init__(self, work: Path, compilers: list[str]):
+        import torch
+
+        self.model = gpt2_model()
+        folder = work / "gpt-checkpoint"
+        self.model.save_pretrained(folder, safe_serialization=True)
+        ckpt = checkpoints.load(folder, "gpt")
+        rng = np.random.default_rng(3)
+        shape = (GRAD_BATCH, GPT["tokens"])
+        self.inputs = {name: rng.integers(0, GPT["vocab"], shape).astype(np.int32) for name in ("tokens", "targets")}
+        self.programs = {}
+        for cc in compilers:
+            plan = AutoPlan(tuned=tuned.tuned_layouts(cc))
+            prepared = export.prepare("gpt", "loss_grad", "f32", overrides={"tokens": GPT["tokens"],
+                                      "batch": GRAD_BATCH}, checkpoint=ckpt, plan=plan, inputs=self.inputs)
+            root = export.write(prepared, work / f"grad-{cc}")
+            self.flags = makefile_cflags(root)
+            self.programs[cc] = build_exported(root, cc)
+        self.out = work / "grad-out"
+        self.out.mkdir()
+        self.torch_inputs = {k: torch.from_numpy(v.astype(np.int64)) for k, v in self.inputs.items()}
+        loss = float(prepared.expected["loss"])
+        assert abs(loss - self.torch_step()) < 1e-4 * abs(loss), "exactc's loss is not transformers'"
+
+    @property
+    def tokens(self) -> int:
+        return GRAD_BATCH * GPT["tokens"]
+
+    def torch_step(self) -> float:
+        import torch
+
+        self.model.zero_grad(set_to_none=True)
+        logits = self.model(input_ids=self.torch_inputs["tokens"]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, GPT["vocab"]),
+                                                 self.torch_inputs["targets"].reshape(-1))
+        loss.backward()
+        return loss.item()
+
+    def side_by_side(self, cc: str, threads: int) -> SideBySide:
+        torch_threads(threads)
+        inputs = self.programs[cc].parent / "conformance" / "inputs"
+        return SideBySide(lambda: program_seconds(self.programs[cc], inputs, self.out, threads, 1),
+                          lambda: best_of(self.torch_step, 1))
+
+
 # ---- all-MiniLM-L6-v2 ------------------------------------------------------------------------------
 
 

@@ -11,6 +11,9 @@ Rows (each: exactc's best time over PyTorch's; above 1, exactc is slower):
 - all-MiniLM-L6-v2 on a mixed-length batch of 24 sentences (tests/minilm_sentences.py),
   `exactc embed`'s path against BertModel with mean pooling and normalization, in
   sentences per second;
+- one loss_grad of the GPT-2-like model (the forward, the mean cross-entropy and the
+  backward of 4 x 256 tokens, `--plan auto`), in tokens per second, against
+  GPT2LMHeadModel's forward, cross_entropy and loss.backward() on the same weights;
 - the f32 linear 256x384 @ 384x1536 (the benchmark's layout, m:8 by n:16, and its narrow m:4 by
   n:16 as --plan auto gives them; bench/linear_speed.py)
   against torch.matmul;
@@ -36,8 +39,8 @@ from exactc.runtime.toolchain import have_compiler
 from exactc.verify.compare import bit_equal_mask
 
 from linear_speed import Built, gflops, lanes_layout
-from programs_speed import (GENERATED, GGUF_TYPES, STORIES, WEIGHTS, DecoderBench, GenerateBench, LlamaCppGenerate,
-                            MiniLMBench, SideBySide, best_of, generate_seconds, llama_cpp_missing, llama_model,
+from programs_speed import (GENERATED, GGUF_TYPES, STORIES, WEIGHTS, DecoderBench, GenerateBench, GradBench,
+                            LlamaCppGenerate, MiniLMBench, SideBySide, best_of, generate_seconds, llama_cpp_missing, llama_model,
                             load_average, torch_threads, write_gguf)
 
 COMPILERS = [cc for cc in ("gcc", "clang") if have_compiler(cc)]
@@ -60,11 +63,17 @@ def llama(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def grad(tmp_path_factory):
+    return GradBench(tmp_path_factory.mktemp("grad"), COMPILERS)
+
+
+@pytest.fixture(scope="module")
 def minilm():
     return MiniLMBench()
 
 
 ROUNDS = 5  # side-by-side rounds per row; pytest-benchmark times each round (both sides)
+GRAD_ROUNDS = 3  # a loss_grad row's round is one step on each side (seconds at one thread)
 GENERATE_ROUNDS = 2  # a generation row's round is a 200-token run on each side (seconds at 110M)
 
 
@@ -105,6 +114,17 @@ def test_gpt_forward_fma(benchmark, scoreboard, gpt_fma, cc, threads):
 def test_llama_forward(benchmark, scoreboard, llama, cc, threads):
     result = run_rounds(benchmark, llama.side_by_side(cc, threads))
     record(benchmark, scoreboard, f"llama forward {cc} {threads}t", result, f"{cc} {llama.flags}")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_gpt_loss_grad(benchmark, scoreboard, grad, cc, threads):
+    """Tokens per second of one loss_grad (forward and backward, 4 x 256 tokens) against
+    PyTorch's forward, cross_entropy and loss.backward(); a round is one step on each side."""
+    result = grad.side_by_side(cc, threads)
+    benchmark.pedantic(result.round, rounds=GRAD_ROUNDS, iterations=1)
+    record(benchmark, scoreboard, f"gpt loss_grad {cc} {threads}t", result, f"{cc} {grad.flags}", "tokens/s",
+           rate=lambda s: grad.tokens / s)
 
 
 @pytest.mark.parametrize("threads", THREADS)

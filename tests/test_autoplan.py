@@ -419,3 +419,32 @@ def test_the_automatic_plan_of_a_backward_kernel_keeps_the_reference_bits(primit
             assert_all_equal(run_cases([case], BuildOptions(openmp=True), plans=[plan], threads=threads))
 
     check()
+
+
+# The backward's products whose ordered sum runs down a column of both operands, and the
+# lanes each output element gets (the sum inside them, in its order); and the attention's
+# dscores, laned as the forward's matmuls.
+BACKWARD_PRODUCTS = {
+    "linear_bar_w": ({"x": (10, 32), "dy": (10, 40), "acc": (40, 32)}, {"n": 4, "k": 16}),
+    "linear_bar_x": ({"x": (10, 32), "dy": (10, 40), "w": (40, 32), "acc": (10, 32)}, {"m": 4, "k": 16}),
+    "matmul_bar_b": ({"a": (2, 10, 32), "dy": (2, 10, 12), "acc": (2, 32, 12)}, {"n": 4, "k": 16}),
+    "matmul_bar_a": ({"b": (2, 20, 32), "dy": (2, 10, 32), "acc": (2, 10, 20)}, {"m": 8, "k": 16}),
+}
+
+
+@pytest.mark.parametrize("primitive", sorted(BACKWARD_PRODUCTS))
+def test_a_backward_product_gets_its_output_elements_in_lanes_with_the_sum_inside(primitive):
+    shapes, lanes = BACKWARD_PRODUCTS[primitive]
+    kernel = lower(primitive, "f32", shapes, {})
+    plan = auto_kernel_plan(kernel)
+    (name, nest_plan), = plan.nests
+    assert dict(nest_plan.layout.lanes) == lanes, nest_plan.layout
+    assert "reduction: in index order, each lane its own" in print_kernel(kernel, "bar", plan).source
+
+
+def test_gelu_s_backward_gets_chunks_of_256_elements_and_calls_the_laned_tanh():
+    kernel = lower("gelu_tanh_bar", "f32", {"x": (4, 384), "dy": (4, 384)}, {})
+    plan = auto_kernel_plan(kernel)
+    (name, nest_plan), = plan.nests
+    assert dict(nest_plan.layout.lanes) == {"i": 256}, nest_plan.layout
+    assert "exactc_tanhf_array(u, t, 256)" in print_kernel(kernel, "bar", plan).source

@@ -648,3 +648,13 @@ def test_a_checkpoint_s_nonfinite_weight_is_refused_when_quantized(tmp_path):
         spec.prepare()
     assert str(refused.value) == ("tensor model.layers.{l}.mlp.up_proj.weight: element at index (1, 3, 7) is inf; "
                                   "quantized weights must be finite (1 element(s) are not)")
+
+
+def test_loss_grad_from_a_checkpoint_takes_its_batch_and_no_other_field(tmp_path):
+    program, params = drawn("gpt")
+    folder = write_hf(tmp_path / "gpt", "gpt", hf_config("gpt", program.config), hf_tensors("gpt", program, params))
+    ckpt = checkpoints.load(folder)
+    batched, _ = export.build_program("gpt", "loss_grad", "f32", 0, {"tokens": 4, "batch": 3}, ckpt, None)
+    assert [(spec.name, spec.shape[0]) for spec in batched.inputs] == [("tokens", 3), ("targets", 3)]
+    with pytest.raises(checkpoints.CheckpointError, match="--set batch: with a checkpoint"):
+        export.build_program("gpt", "forward", "f32", 0, {"batch": 3}, ckpt, None)

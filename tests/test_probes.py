@@ -41,6 +41,16 @@ def tokens(workdir) -> probes.Measured:
 
 
 @pytest.fixture(scope="module")
+def grad_layers(workdir) -> probes.Measured:
+    return probes.measure_grad_layers(workdir, QUICK["grad_layers"])
+
+
+@pytest.fixture(scope="module")
+def grad_tokens(workdir) -> probes.Measured:
+    return probes.measure_grad_tokens(workdir, QUICK["grad_tokens"])
+
+
+@pytest.fixture(scope="module")
 def decode(workdir) -> probes.Measured:
     return probes.measure_decode(workdir, QUICK["decode"])
 
@@ -76,9 +86,11 @@ def _explain(growth: probes.Growth) -> str:
 
 def _printed_ratios(growth: probes.Growth) -> None:
     """How many ratios the report prints for this series: one a doubling of the size (sizes
-    - 1), and one fewer for the exporter's increments (sizes - 2: d(2s)/d(s) needs three)."""
+    - 1), one fewer for the exporter's increments (sizes - 2: d(2s)/d(s) needs three), and
+    one a size for loss_grad's ratio to the forward (a value at each size)."""
     printed = sum("ratio" in line for line in growth.lines()[1:])
-    expected = len(growth.sizes) - (2 if growth.name.startswith("exporter/") else 1)
+    unpaired = 2 if growth.name.startswith("exporter/") else 0 if growth.name == "program/grad-over-forward" else 1
+    expected = len(growth.sizes) - unpaired
     assert printed == expected, f"{printed} ratios printed for {len(growth.sizes)} sizes\n" + _explain(growth)
 
 
@@ -94,7 +106,8 @@ def planted(measured: probes.Measured, series: probes.Series, factor: float) -> 
     count before it for increments) grows `factor` times. Factor 2 is a cost growing one
     power faster than the rule expects there: linear gone quadratic, constant gone linear."""
     counts = measured.counts[series.name]
-    base = {"counts": 0.0, "fitted": probes.fitted_ratios(measured.sizes, counts)[0], "increments": counts[-2]}
+    fitted = probes.fitted_ratios(measured.sizes, counts)[0]
+    base = {"counts": 0.0, "values": 0.0, "fitted": fitted, "increments": counts[-2]}
     fixed = base[series.rule.of]
     last = round(fixed + factor * (counts[-1] - fixed))
     return dataclasses.replace(measured, counts={**measured.counts, series.name: [*counts[:-1], last]})
@@ -106,6 +119,10 @@ TOLERANCE = {
     "program/layers": 0.05,
     "program/tokens-linear": 0.05,
     "program/tokens-attention": 0.25,
+    "program/grad-layers": 0.05,
+    "program/grad-over-forward": 0.25,
+    "program/grad-tokens-linear": 0.05,
+    "program/grad-tokens-attention": 0.25,
     "program/decode-attention": 0.05,
     "program/decode-rest": 0.01,
     "program/generate-rest": 0.05,
@@ -157,6 +174,26 @@ def test_growth_program_linear_parts_double_and_attention_quadruples_with_the_to
 @needs_valgrind
 def test_growth_tokens_and_attention_fail_with_a_planted_fault_at_the_largest_size(tokens):
     _planted_faults_fail(probes.TOKENS, tokens)
+
+
+@needs_valgrind
+def test_loss_grad_instructions_double_with_the_layers_at_a_stated_ratio_to_the_forward(grad_layers):
+    _holds(probes.GRAD_LAYERS, grad_layers)
+
+
+@needs_valgrind
+def test_loss_grad_layers_and_ratio_fail_with_a_planted_fault_at_the_largest_size(grad_layers):
+    _planted_faults_fail(probes.GRAD_LAYERS, grad_layers)
+
+
+@needs_valgrind
+def test_loss_grad_linear_parts_double_and_attention_quadruples_with_the_tokens(grad_tokens):
+    _holds(probes.GRAD_TOKENS, grad_tokens)
+
+
+@needs_valgrind
+def test_loss_grad_tokens_fail_with_a_planted_fault_at_the_largest_size(grad_tokens):
+    _planted_faults_fail(probes.GRAD_TOKENS, grad_tokens)
 
 
 @needs_valgrind

@@ -204,7 +204,10 @@ def checkpoint_request(checkpoint: Any, entry: str, overrides: Mapping[str, Any]
     if checkpoint is None:
         return overrides, weights
     checkpoint.check_entry(entry)
-    overrides = checkpoint.overrides(overrides)
+    # loss_grad's batch is the entry's, not the model's: the checkpoint leaves it to the request
+    request = dict(overrides or {})
+    batch = {"batch": request.pop("batch")} if entry == "loss_grad" and "batch" in request else {}
+    overrides = {**checkpoint.overrides(request), **batch}
     if checkpoint.weights is not None:  # a quantized file: its own blocks
         if weights is not None and tuple(weights) != checkpoint.weights:
             raise ExportError(f"--weights {weights[0]} --block {weights[1]}: {checkpoint.path.name} holds its "

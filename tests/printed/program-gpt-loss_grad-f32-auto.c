@@ -1991,7 +1991,7 @@ int gelu_tanh_split(const float *restrict x, float *restrict y, int64_t T) {
  *   du : f32 = 0x1.988454p-1f * (0x1p+0f + ((0x1.8p+1f * 0x1.6e4e26p-5f) * sq))
  *   y[i] = dy[i] * (dl + (dr * du))
  *
- * layout: plain
+ * layout: lanes i:256
  * split of i: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
  */
 void gelu_tanh_bar_2(const float *restrict x,   /* input (T, 256) */
@@ -2000,15 +2000,39 @@ void gelu_tanh_bar_2(const float *restrict x,   /* input (T, 256) */
                      int64_t T,                 /* the run-time length, 1 <= T <= 8 */
                      int64_t lo, int64_t hi) {  /* the piece of i in [0, 256 * T) */
     (void)T;
-    for (int64_t i = lo; i < hi; i++) {
-        float xv = x[i];
-        float sq = xv * xv;
-        float u = 0x1.988454p-1f /* 0.7978846 */ * (xv + (0x1.6e4e26p-5f /* 0.044715 */ * (sq * xv)));
-        float t = exactc_tanhf(u);
-        float dl = 0x1p-1f /* 0.5 */ * (0x1p+0f /* 1 */ + t);
-        float dr = (0x1p-1f /* 0.5 */ * xv) * (0x1p+0f /* 1 */ - (t * t));
-        float du = 0x1.988454p-1f /* 0.7978846 */ * (0x1p+0f /* 1 */ + ((0x1.8p+1f /* 3 */ * 0x1.6e4e26p-5f /* 0.044715 */) * sq));
-        y[i] = dy[i] * (dl + (dr * du));
+    for (int64_t i_c = lo; i_c < hi; i_c += 256) {
+        if (i_c + 256 <= hi) { /* full lanes */
+            float xv[256];
+            float sq[256];
+            float u[256];
+            float t[256];
+            float dl[256];
+            float dr[256];
+            float du[256];
+            for (int64_t i_l = 0; i_l < 256; i_l++) {
+                xv[i_l] = x[i_c + i_l];
+                sq[i_l] = xv[i_l] * xv[i_l];
+                u[i_l] = 0x1.988454p-1f /* 0.7978846 */ * (xv[i_l] + (0x1.6e4e26p-5f /* 0.044715 */ * (sq[i_l] * xv[i_l])));
+            }
+            exactc_tanhf_array(u, t, 256); /* t : f32 = tanh(u), in each lane */
+            for (int64_t i_l = 0; i_l < 256; i_l++) {
+                dl[i_l] = 0x1p-1f /* 0.5 */ * (0x1p+0f /* 1 */ + t[i_l]);
+                dr[i_l] = (0x1p-1f /* 0.5 */ * xv[i_l]) * (0x1p+0f /* 1 */ - (t[i_l] * t[i_l]));
+                du[i_l] = 0x1.988454p-1f /* 0.7978846 */ * (0x1p+0f /* 1 */ + ((0x1.8p+1f /* 3 */ * 0x1.6e4e26p-5f /* 0.044715 */) * sq[i_l]));
+                y[i_c + i_l] = dy[i_c + i_l] * (dl[i_l] + (dr[i_l] * du[i_l]));
+            }
+        } else { /* the remainder: the plain body, point by point */
+            for (int64_t i = i_c; i < i_c + 256 && i < hi; i++) {
+                float xv = x[i];
+                float sq = xv * xv;
+                float u = 0x1.988454p-1f /* 0.7978846 */ * (xv + (0x1.6e4e26p-5f /* 0.044715 */ * (sq * xv)));
+                float t = exactc_tanhf(u);
+                float dl = 0x1p-1f /* 0.5 */ * (0x1p+0f /* 1 */ + t);
+                float dr = (0x1p-1f /* 0.5 */ * xv) * (0x1p+0f /* 1 */ - (t * t));
+                float du = 0x1.988454p-1f /* 0.7978846 */ * (0x1p+0f /* 1 */ + ((0x1.8p+1f /* 3 */ * 0x1.6e4e26p-5f /* 0.044715 */) * sq));
+                y[i] = dy[i] * (dl + (dr * du));
+            }
+        }
     }
 }
 
@@ -2017,8 +2041,8 @@ int gelu_tanh_bar_2_split(const float *restrict x, const float *restrict dy, flo
     static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
     int64_t pieces[8][2];
     for (int p = 0; p < 8; p++) {
-        pieces[p][0] = 256 * T * parts[p][0] / 8;
-        pieces[p][1] = 256 * T * parts[p][1] / 8;
+        pieces[p][0] = parts[p][0] == 8 ? 256 * T : 256 * T * parts[p][0] / 8 / 256 * 256;  /* whole chunks of 256 */
+        pieces[p][1] = parts[p][1] == 8 ? 256 * T : 256 * T * parts[p][1] / 8 / 256 * 256;  /* whole chunks of 256 */
     }
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -2587,7 +2611,7 @@ int linear_bar_b_transformer_ln_f_mlp_c_proj_ln_2_bias_bar2_split(const float *r
  *     v = v + (dy[m,n] * x[m,k])
  *   y[n,k] = v
  *
- * layout: plain
+ * layout: order n, k; lanes n:4, k:16
  * split of n: depth 0: [0,24) [24,48) [48,72) [72,96) [96,120) [120,144) [144,168) [168,192)
  */
 void linear_bar_w_attn_c_attn_weight_bar2(const float *restrict x,    /* input (T, 64) */
@@ -2597,13 +2621,55 @@ void linear_bar_w_attn_c_attn_weight_bar2(const float *restrict x,    /* input (
                                           int64_t T,                  /* the run-time length, 1 <= T <= 8 */
                                           int64_t lo, int64_t hi) {   /* the piece of n in [0, 192) */
     enum { K = 64, N = 192 };
-    for (int64_t n = lo; n < hi; n++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[n * K + k];
-            for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * x[m * K + k]);
+    for (int64_t n_c = lo; n_c < hi; n_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (n_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[n_l][k_l] = acc[n_c * K + n_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[n_l][k_l] = v[n_l][k_l] + (dy[m * N + n_c + n_l] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n_c * K + n_l * K + k_c + k_l] = v[n_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of n, k in lanes */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[n * K + k_c + k_l];
+                    }
+                    for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[n * K + k];
+                        for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * x[m * K + k]);
+                        }
+                        y[n * K + k] = v;
+                    }
+                }
             }
-            y[n * K + k] = v;
         }
     }
 }
@@ -2645,7 +2711,7 @@ int linear_bar_w_attn_c_attn_weight_bar2_split(const float *restrict x, const fl
  *     v = v + (dy[m,n] * x[m,k])
  *   y[n,k] = v
  *
- * layout: plain
+ * layout: order n, k; lanes n:4, k:16
  * split of n: depth 0: [0,8) [8,16) [16,24) [24,32) [32,40) [40,48) [48,56) [56,64)
  */
 void linear_bar_w_attn_c_proj_weight_bar2(const float *restrict x,    /* input (T, 64) */
@@ -2655,13 +2721,55 @@ void linear_bar_w_attn_c_proj_weight_bar2(const float *restrict x,    /* input (
                                           int64_t T,                  /* the run-time length, 1 <= T <= 8 */
                                           int64_t lo, int64_t hi) {   /* the piece of n in [0, 64) */
     enum { K = 64, N = 64 };
-    for (int64_t n = lo; n < hi; n++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[n * K + k];
-            for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * x[m * K + k]);
+    for (int64_t n_c = lo; n_c < hi; n_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (n_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[n_l][k_l] = acc[n_c * K + n_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[n_l][k_l] = v[n_l][k_l] + (dy[m * N + n_c + n_l] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n_c * K + n_l * K + k_c + k_l] = v[n_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of n, k in lanes */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[n * K + k_c + k_l];
+                    }
+                    for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[n * K + k];
+                        for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * x[m * K + k]);
+                        }
+                        y[n * K + k] = v;
+                    }
+                }
             }
-            y[n * K + k] = v;
         }
     }
 }
@@ -2703,7 +2811,7 @@ int linear_bar_w_attn_c_proj_weight_bar2_split(const float *restrict x, const fl
  *     v = v + (dy[m,n] * x[m,k])
  *   y[n,k] = v
  *
- * layout: plain
+ * layout: order n, k; lanes n:4, k:16
  * split of n: depth 0: [0,32) [32,64) [64,96) [96,128) [128,160) [160,192) [192,224) [224,256)
  */
 void linear_bar_w_mlp_c_fc_weight_bar2(const float *restrict x,    /* input (T, 64) */
@@ -2713,13 +2821,55 @@ void linear_bar_w_mlp_c_fc_weight_bar2(const float *restrict x,    /* input (T, 
                                        int64_t T,                  /* the run-time length, 1 <= T <= 8 */
                                        int64_t lo, int64_t hi) {   /* the piece of n in [0, 256) */
     enum { K = 64, N = 256 };
-    for (int64_t n = lo; n < hi; n++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[n * K + k];
-            for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * x[m * K + k]);
+    for (int64_t n_c = lo; n_c < hi; n_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (n_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[n_l][k_l] = acc[n_c * K + n_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[n_l][k_l] = v[n_l][k_l] + (dy[m * N + n_c + n_l] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n_c * K + n_l * K + k_c + k_l] = v[n_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of n, k in lanes */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[n * K + k_c + k_l];
+                    }
+                    for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[n * K + k];
+                        for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * x[m * K + k]);
+                        }
+                        y[n * K + k] = v;
+                    }
+                }
             }
-            y[n * K + k] = v;
         }
     }
 }
@@ -2761,7 +2911,7 @@ int linear_bar_w_mlp_c_fc_weight_bar2_split(const float *restrict x, const float
  *     v = v + (dy[m,n] * x[m,k])
  *   y[n,k] = v
  *
- * layout: plain
+ * layout: order n, k; lanes n:4, k:16
  * split of n: depth 0: [0,8) [8,16) [16,24) [24,32) [32,40) [40,48) [48,56) [56,64)
  */
 void linear_bar_w_mlp_c_proj_weight_bar2(const float *restrict x,    /* input (T, 256) */
@@ -2771,13 +2921,55 @@ void linear_bar_w_mlp_c_proj_weight_bar2(const float *restrict x,    /* input (T
                                          int64_t T,                  /* the run-time length, 1 <= T <= 8 */
                                          int64_t lo, int64_t hi) {   /* the piece of n in [0, 64) */
     enum { K = 256, N = 64 };
-    for (int64_t n = lo; n < hi; n++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[n * K + k];
-            for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * x[m * K + k]);
+    for (int64_t n_c = lo; n_c < hi; n_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (n_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[n_l][k_l] = acc[n_c * K + n_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[n_l][k_l] = v[n_l][k_l] + (dy[m * N + n_c + n_l] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n_c * K + n_l * K + k_c + k_l] = v[n_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of n, k in lanes */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[n * K + k_c + k_l];
+                    }
+                    for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[n * K + k];
+                        for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * x[m * K + k]);
+                        }
+                        y[n * K + k] = v;
+                    }
+                }
             }
-            y[n * K + k] = v;
         }
     }
 }
@@ -2819,7 +3011,7 @@ int linear_bar_w_mlp_c_proj_weight_bar2_split(const float *restrict x, const flo
  *     v = v + (dy[m,n] * x[m,k])
  *   y[n,k] = v
  *
- * layout: plain
+ * layout: order n, k; lanes n:4, k:16
  * split of n: depth 0: [0,64) [64,128) [128,192) [192,256) [256,320) [320,384) [384,448) [448,512)
  */
 void linear_bar_w_transformer_wte_weight_bar2(const float *restrict x,    /* input (T, 64) */
@@ -2829,13 +3021,55 @@ void linear_bar_w_transformer_wte_weight_bar2(const float *restrict x,    /* inp
                                               int64_t T,                  /* the run-time length, 1 <= T <= 8 */
                                               int64_t lo, int64_t hi) {   /* the piece of n in [0, 512) */
     enum { K = 64, N = 512 };
-    for (int64_t n = lo; n < hi; n++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[n * K + k];
-            for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * x[m * K + k]);
+    for (int64_t n_c = lo; n_c < hi; n_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (n_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[n_l][k_l] = acc[n_c * K + n_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[n_l][k_l] = v[n_l][k_l] + (dy[m * N + n_c + n_l] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t n_l = 0; n_l < 4; n_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n_c * K + n_l * K + k_c + k_l] = v[n_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of n, k in lanes */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[n * K + k_c + k_l];
+                    }
+                    for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * x[m * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[n * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t n = n_c; n < n_c + 4 && n < hi; n++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[n * K + k];
+                        for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * x[m * K + k]);
+                        }
+                        y[n * K + k] = v;
+                    }
+                }
             }
-            y[n * K + k] = v;
         }
     }
 }
@@ -2878,7 +3112,7 @@ int linear_bar_w_transformer_wte_weight_bar2_split(const float *restrict x, cons
  *     v = v + (dy[m,n] * w[n,k])
  *   y[m,k] = v
  *
- * layout: plain
+ * layout: order m, k; lanes m:4, k:16
  * split of m: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
  */
 void linear_bar_x_act_bar2(const float *restrict w,    /* input (64, 256) */
@@ -2889,13 +3123,55 @@ void linear_bar_x_act_bar2(const float *restrict w,    /* input (64, 256) */
                            int64_t lo, int64_t hi) {   /* the piece of m in [0, T) */
     enum { K = 256, N = 64 };
     (void)T;
-    for (int64_t m = lo; m < hi; m++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[m * K + k];
-            for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * w[n * K + k]);
+    for (int64_t m_c = lo; m_c < hi; m_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (m_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[m_l][k_l] = acc[m_c * K + m_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[m_l][k_l] = v[m_l][k_l] + (dy[m_c * N + m_l * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m_c * K + m_l * K + k_c + k_l] = v[m_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of m, k in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[m * K + k_c + k_l];
+                    }
+                    for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[m * K + k];
+                        for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * w[n * K + k]);
+                        }
+                        y[m * K + k] = v;
+                    }
+                }
             }
-            y[m * K + k] = v;
         }
     }
 }
@@ -2905,8 +3181,8 @@ int linear_bar_x_act_bar2_split(const float *restrict w, const float *restrict d
     static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
     int64_t pieces[8][2];
     for (int p = 0; p < 8; p++) {
-        pieces[p][0] = T * parts[p][0] / 8;
-        pieces[p][1] = T * parts[p][1] / 8;
+        pieces[p][0] = parts[p][0] == 8 ? T : T * parts[p][0] / 8 / 4 * 4;  /* whole chunks of 4 */
+        pieces[p][1] = parts[p][1] == 8 ? T : T * parts[p][1] / 8 / 4 * 4;  /* whole chunks of 4 */
     }
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -2943,7 +3219,7 @@ int linear_bar_x_act_bar2_split(const float *restrict w, const float *restrict d
  *     v = v + (dy[m,n] * w[n,k])
  *   y[m,k] = v
  *
- * layout: plain
+ * layout: order m, k; lanes m:4, k:16
  * split of m: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
  */
 void linear_bar_x_ln_1_bar2(const float *restrict w,    /* input (192, 64) */
@@ -2954,13 +3230,55 @@ void linear_bar_x_ln_1_bar2(const float *restrict w,    /* input (192, 64) */
                             int64_t lo, int64_t hi) {   /* the piece of m in [0, T) */
     enum { K = 64, N = 192 };
     (void)T;
-    for (int64_t m = lo; m < hi; m++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[m * K + k];
-            for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * w[n * K + k]);
+    for (int64_t m_c = lo; m_c < hi; m_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (m_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[m_l][k_l] = acc[m_c * K + m_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[m_l][k_l] = v[m_l][k_l] + (dy[m_c * N + m_l * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m_c * K + m_l * K + k_c + k_l] = v[m_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of m, k in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[m * K + k_c + k_l];
+                    }
+                    for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[m * K + k];
+                        for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * w[n * K + k]);
+                        }
+                        y[m * K + k] = v;
+                    }
+                }
             }
-            y[m * K + k] = v;
         }
     }
 }
@@ -2970,8 +3288,8 @@ int linear_bar_x_ln_1_bar2_split(const float *restrict w, const float *restrict 
     static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
     int64_t pieces[8][2];
     for (int p = 0; p < 8; p++) {
-        pieces[p][0] = T * parts[p][0] / 8;
-        pieces[p][1] = T * parts[p][1] / 8;
+        pieces[p][0] = parts[p][0] == 8 ? T : T * parts[p][0] / 8 / 4 * 4;  /* whole chunks of 4 */
+        pieces[p][1] = parts[p][1] == 8 ? T : T * parts[p][1] / 8 / 4 * 4;  /* whole chunks of 4 */
     }
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -3008,7 +3326,7 @@ int linear_bar_x_ln_1_bar2_split(const float *restrict w, const float *restrict 
  *     v = v + (dy[m,n] * w[n,k])
  *   y[m,k] = v
  *
- * layout: plain
+ * layout: order m, k; lanes m:4, k:16
  * split of m: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
  */
 void linear_bar_x_ln_2_bar2(const float *restrict w,    /* input (256, 64) */
@@ -3019,13 +3337,55 @@ void linear_bar_x_ln_2_bar2(const float *restrict w,    /* input (256, 64) */
                             int64_t lo, int64_t hi) {   /* the piece of m in [0, T) */
     enum { K = 64, N = 256 };
     (void)T;
-    for (int64_t m = lo; m < hi; m++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[m * K + k];
-            for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * w[n * K + k]);
+    for (int64_t m_c = lo; m_c < hi; m_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (m_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[m_l][k_l] = acc[m_c * K + m_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[m_l][k_l] = v[m_l][k_l] + (dy[m_c * N + m_l * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m_c * K + m_l * K + k_c + k_l] = v[m_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of m, k in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[m * K + k_c + k_l];
+                    }
+                    for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[m * K + k];
+                        for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * w[n * K + k]);
+                        }
+                        y[m * K + k] = v;
+                    }
+                }
             }
-            y[m * K + k] = v;
         }
     }
 }
@@ -3035,8 +3395,8 @@ int linear_bar_x_ln_2_bar2_split(const float *restrict w, const float *restrict 
     static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
     int64_t pieces[8][2];
     for (int p = 0; p < 8; p++) {
-        pieces[p][0] = T * parts[p][0] / 8;
-        pieces[p][1] = T * parts[p][1] / 8;
+        pieces[p][0] = parts[p][0] == 8 ? T : T * parts[p][0] / 8 / 4 * 4;  /* whole chunks of 4 */
+        pieces[p][1] = parts[p][1] == 8 ? T : T * parts[p][1] / 8 / 4 * 4;  /* whole chunks of 4 */
     }
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -3073,7 +3433,7 @@ int linear_bar_x_ln_2_bar2_split(const float *restrict w, const float *restrict 
  *     v = v + (dy[m,n] * w[n,k])
  *   y[m,k] = v
  *
- * layout: plain
+ * layout: order m, k; lanes m:4, k:16
  * split of m: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
  */
 void linear_bar_x_ln_f_bar2(const float *restrict w,    /* input (512, 64) */
@@ -3084,13 +3444,55 @@ void linear_bar_x_ln_f_bar2(const float *restrict w,    /* input (512, 64) */
                             int64_t lo, int64_t hi) {   /* the piece of m in [0, T) */
     enum { K = 64, N = 512 };
     (void)T;
-    for (int64_t m = lo; m < hi; m++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[m * K + k];
-            for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * w[n * K + k]);
+    for (int64_t m_c = lo; m_c < hi; m_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (m_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[m_l][k_l] = acc[m_c * K + m_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[m_l][k_l] = v[m_l][k_l] + (dy[m_c * N + m_l * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m_c * K + m_l * K + k_c + k_l] = v[m_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of m, k in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[m * K + k_c + k_l];
+                    }
+                    for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[m * K + k];
+                        for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * w[n * K + k]);
+                        }
+                        y[m * K + k] = v;
+                    }
+                }
             }
-            y[m * K + k] = v;
         }
     }
 }
@@ -3100,8 +3502,8 @@ int linear_bar_x_ln_f_bar2_split(const float *restrict w, const float *restrict 
     static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
     int64_t pieces[8][2];
     for (int p = 0; p < 8; p++) {
-        pieces[p][0] = T * parts[p][0] / 8;
-        pieces[p][1] = T * parts[p][1] / 8;
+        pieces[p][0] = parts[p][0] == 8 ? T : T * parts[p][0] / 8 / 4 * 4;  /* whole chunks of 4 */
+        pieces[p][1] = parts[p][1] == 8 ? T : T * parts[p][1] / 8 / 4 * 4;  /* whole chunks of 4 */
     }
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -3138,7 +3540,7 @@ int linear_bar_x_ln_f_bar2_split(const float *restrict w, const float *restrict 
  *     v = v + (dy[m,n] * w[n,k])
  *   y[m,k] = v
  *
- * layout: plain
+ * layout: order m, k; lanes m:4, k:16
  * split of m: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
  */
 void linear_bar_x_merged_bar2(const float *restrict w,    /* input (64, 64) */
@@ -3149,13 +3551,55 @@ void linear_bar_x_merged_bar2(const float *restrict w,    /* input (64, 64) */
                               int64_t lo, int64_t hi) {   /* the piece of m in [0, T) */
     enum { K = 64, N = 64 };
     (void)T;
-    for (int64_t m = lo; m < hi; m++) {
-        for (int64_t k = 0; k < K; k++) {
-            float v = acc[m * K + k];
-            for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
-                v = v + (dy[m * N + n] * w[n * K + k]);
+    for (int64_t m_c = lo; m_c < hi; m_c += 4) {
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            if (m_c + 4 <= hi && k_c + 16 <= K) { /* full lanes */
+                float v[4][16];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[m_l][k_l] = acc[m_c * K + m_l * K + k_c + k_l];
+                    }
+                }
+                for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[m_l][k_l] = v[m_l][k_l] + (dy[m_c * N + m_l * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m_c * K + m_l * K + k_c + k_l] = v[m_l][k_l];
+                    }
+                }
+            } else if (k_c + 16 <= K) { /* the last chunk of m, k in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    float v[16];
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        v[k_l] = acc[m * K + k_c + k_l];
+                    }
+                    for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = v[k_l] + (dy[m * N + n] * w[n * K + k_c + k_l]);
+                        }
+                    }
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        y[m * K + k_c + k_l] = v[k_l];
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 4 && m < hi; m++) {
+                    for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                        float v = acc[m * K + k];
+                        for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
+                            v = v + (dy[m * N + n] * w[n * K + k]);
+                        }
+                        y[m * K + k] = v;
+                    }
+                }
             }
-            y[m * K + k] = v;
         }
     }
 }
@@ -3165,8 +3609,8 @@ int linear_bar_x_merged_bar2_split(const float *restrict w, const float *restric
     static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
     int64_t pieces[8][2];
     for (int p = 0; p < 8; p++) {
-        pieces[p][0] = T * parts[p][0] / 8;
-        pieces[p][1] = T * parts[p][1] / 8;
+        pieces[p][0] = parts[p][0] == 8 ? T : T * parts[p][0] / 8 / 4 * 4;  /* whole chunks of 4 */
+        pieces[p][1] = parts[p][1] == 8 ? T : T * parts[p][1] / 8 / 4 * 4;  /* whole chunks of 4 */
     }
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -3971,7 +4415,7 @@ int linear_qkv_split(const float *restrict x, const float *restrict w, const flo
  *     v = v + (dy[i,m,n] * b[i,k,n])
  *   y[i,m,k] = v
  *
- * layout: plain
+ * layout: order i, k, m; lanes m:8, k:16; packs b
  * split of i: depth 0: [0,1) [1,2) [2,3) [3,4)
  */
 void matmul_bar_a_att_bar2(const float *restrict b,    /* input (4, T, 16) */
@@ -3982,13 +4426,66 @@ void matmul_bar_a_att_bar2(const float *restrict b,    /* input (4, T, 16) */
                            int64_t lo, int64_t hi) {   /* the piece of i in [0, 4) */
     enum { N = 16 };
     for (int64_t i = lo; i < hi; i++) {
-        for (int64_t m = 0; m < T; m++) {
-            for (int64_t k = 0; k < T; k++) {
-                float v = acc[i * T * T + m * T + k];
-                for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
-                    v = v + (dy[i * T * N + m * N + n] * b[i * T * N + k * N + n]);
+        for (int64_t k_c = 0; k_c < T; k_c += 16) {
+            float b_pack[256]; /* pack: the panel of b the lanes read, lane index innermost */
+            float *restrict b_p = b_pack; /* only this pointer touches it: the lanes stay in registers */
+            if (k_c + 16 <= T) {
+                for (int64_t n = 0; n < N; n++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        b_p[k_l + n * 16] = b[i * T * N + k_c * N + k_l * N + n];
+                    }
                 }
-                y[i * T * T + m * T + k] = v;
+            } else {
+                memset(b_p, 0, sizeof b_pack);
+            }
+            for (int64_t m_c = 0; m_c < T; m_c += 8) {
+                if (m_c + 8 <= T && k_c + 16 <= T) { /* full lanes */
+                    float v[8][16];
+                    #pragma GCC unroll 8
+                    for (int64_t m_l = 0; m_l < 8; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[m_l][k_l] = acc[i * T * T + m_c * T + m_l * T + k_c + k_l];
+                        }
+                    }
+                    for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                        #pragma GCC unroll 8
+                        for (int64_t m_l = 0; m_l < 8; m_l++) {
+                            for (int64_t k_l = 0; k_l < 16; k_l++) {
+                                v[m_l][k_l] = v[m_l][k_l] + (dy[i * T * N + m_c * N + m_l * N + n] * b_p[k_l + n * 16]);
+                            }
+                        }
+                    }
+                    for (int64_t m_l = 0; m_l < 8; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            y[i * T * T + m_c * T + m_l * T + k_c + k_l] = v[m_l][k_l];
+                        }
+                    }
+                } else if (k_c + 16 <= T) { /* the last chunk of m, k in lanes */
+                    for (int64_t m = m_c; m < m_c + 8 && m < T; m++) {
+                        float v[16];
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = acc[i * T * T + m * T + k_c + k_l];
+                        }
+                        for (int64_t n = 0; n < N; n++) { /* reduction: in index order, each lane its own */
+                            for (int64_t k_l = 0; k_l < 16; k_l++) {
+                                v[k_l] = v[k_l] + (dy[i * T * N + m * N + n] * b_p[k_l + n * 16]);
+                            }
+                        }
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            y[i * T * T + m * T + k_c + k_l] = v[k_l];
+                        }
+                    }
+                } else { /* the remainder: the plain body, point by point */
+                    for (int64_t m = m_c; m < m_c + 8 && m < T; m++) {
+                        for (int64_t k = k_c; k < k_c + 16 && k < T; k++) {
+                            float v = acc[i * T * T + m * T + k];
+                            for (int64_t n = 0; n < N; n++) { /* reduction: in index order */
+                                v = v + (dy[i * T * N + m * N + n] * b[i * T * N + k * N + n]);
+                            }
+                            y[i * T * T + m * T + k] = v;
+                        }
+                    }
+                }
             }
         }
     }
@@ -4031,7 +4528,7 @@ int matmul_bar_a_att_bar2_split(const float *restrict b, const float *restrict d
  *     v = v + (dy[i,m,n] * b[i,n,k])
  *   y[i,m,k] = v
  *
- * layout: plain
+ * layout: order i, k, m; lanes m:8, k:16; packs b
  * split of i: depth 0: [0,1) [1,2) [2,3) [3,4)
  */
 void matmul_bar_a_q_t_bar2(const float *restrict b,    /* input (4, T, 16) */
@@ -4042,13 +4539,66 @@ void matmul_bar_a_q_t_bar2(const float *restrict b,    /* input (4, T, 16) */
                            int64_t lo, int64_t hi) {   /* the piece of i in [0, 4) */
     enum { K = 16 };
     for (int64_t i = lo; i < hi; i++) {
-        for (int64_t m = 0; m < T; m++) {
-            for (int64_t k = 0; k < K; k++) {
-                float v = acc[i * T * K + m * K + k];
-                for (int64_t n = 0; n < T; n++) { /* reduction: in index order */
-                    v = v + (dy[i * T * T + m * T + n] * b[i * T * K + n * K + k]);
+        for (int64_t k_c = 0; k_c < K; k_c += 16) {
+            float b_pack[128]; /* pack: the panel of b the lanes read, lane index innermost */
+            float *restrict b_p = b_pack; /* only this pointer touches it: the lanes stay in registers */
+            if (k_c + 16 <= K) {
+                for (int64_t n = 0; n < T; n++) {
+                    for (int64_t k_l = 0; k_l < 16; k_l++) {
+                        b_p[k_l + n * 16] = b[i * T * K + n * K + k_c + k_l];
+                    }
                 }
-                y[i * T * K + m * K + k] = v;
+            } else {
+                memset(b_p, 0, sizeof b_pack);
+            }
+            for (int64_t m_c = 0; m_c < T; m_c += 8) {
+                if (m_c + 8 <= T && k_c + 16 <= K) { /* full lanes */
+                    float v[8][16];
+                    #pragma GCC unroll 8
+                    for (int64_t m_l = 0; m_l < 8; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[m_l][k_l] = acc[i * T * K + m_c * K + m_l * K + k_c + k_l];
+                        }
+                    }
+                    for (int64_t n = 0; n < T; n++) { /* reduction: in index order, each lane its own */
+                        #pragma GCC unroll 8
+                        for (int64_t m_l = 0; m_l < 8; m_l++) {
+                            for (int64_t k_l = 0; k_l < 16; k_l++) {
+                                v[m_l][k_l] = v[m_l][k_l] + (dy[i * T * T + m_c * T + m_l * T + n] * b_p[k_l + n * 16]);
+                            }
+                        }
+                    }
+                    for (int64_t m_l = 0; m_l < 8; m_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            y[i * T * K + m_c * K + m_l * K + k_c + k_l] = v[m_l][k_l];
+                        }
+                    }
+                } else if (k_c + 16 <= K) { /* the last chunk of m, k in lanes */
+                    for (int64_t m = m_c; m < m_c + 8 && m < T; m++) {
+                        float v[16];
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = acc[i * T * K + m * K + k_c + k_l];
+                        }
+                        for (int64_t n = 0; n < T; n++) { /* reduction: in index order, each lane its own */
+                            for (int64_t k_l = 0; k_l < 16; k_l++) {
+                                v[k_l] = v[k_l] + (dy[i * T * T + m * T + n] * b_p[k_l + n * 16]);
+                            }
+                        }
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            y[i * T * K + m * K + k_c + k_l] = v[k_l];
+                        }
+                    }
+                } else { /* the remainder: the plain body, point by point */
+                    for (int64_t m = m_c; m < m_c + 8 && m < T; m++) {
+                        for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                            float v = acc[i * T * K + m * K + k];
+                            for (int64_t n = 0; n < T; n++) { /* reduction: in index order */
+                                v = v + (dy[i * T * T + m * T + n] * b[i * T * K + n * K + k]);
+                            }
+                            y[i * T * K + m * K + k] = v;
+                        }
+                    }
+                }
             }
         }
     }
@@ -4092,7 +4642,7 @@ int matmul_bar_a_q_t_bar2_split(const float *restrict b, const float *restrict d
  *       v = v + (a[j + r,m,k] * dy[j + r,m,n])
  *   y[j,n,k] = v
  *
- * layout: plain
+ * layout: order j, n, k; lanes n:4, k:16
  * split of j: depth 0: [0,1) [1,2) [2,3) [3,4)
  */
 void matmul_bar_b_k_t_bar2(const float *restrict a,    /* input (4, T, 16) */
@@ -4103,15 +4653,61 @@ void matmul_bar_b_k_t_bar2(const float *restrict a,    /* input (4, T, 16) */
                            int64_t lo, int64_t hi) {   /* the piece of j in [0, 4) */
     enum { K = 16, R = 1 };
     for (int64_t j = lo; j < hi; j++) {
-        for (int64_t k = 0; k < K; k++) {
-            for (int64_t n = 0; n < T; n++) {
-                float v = acc[j * T * K + n * K + k];
-                for (int64_t r = 0; r < R; r++) { /* reduction: in index order */
-                    for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
-                        v = v + (a[j * T * K + r * T * K + m * K + k] * dy[j * T * T + r * T * T + m * T + n]);
+        for (int64_t n_c = 0; n_c < T; n_c += 4) {
+            for (int64_t k_c = 0; k_c < K; k_c += 16) {
+                if (n_c + 4 <= T && k_c + 16 <= K) { /* full lanes */
+                    float v[4][16];
+                    #pragma GCC unroll 4
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[n_l][k_l] = acc[j * T * K + n_c * K + n_l * K + k_c + k_l];
+                        }
+                    }
+                    for (int64_t r = 0; r < R; r++) { /* reduction: in index order, each lane its own */
+                        for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                            #pragma GCC unroll 4
+                            for (int64_t n_l = 0; n_l < 4; n_l++) {
+                                for (int64_t k_l = 0; k_l < 16; k_l++) {
+                                    v[n_l][k_l] = v[n_l][k_l] + (a[j * T * K + r * T * K + m * K + k_c + k_l] * dy[j * T * T + r * T * T + m * T + n_c + n_l]);
+                                }
+                            }
+                        }
+                    }
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            y[j * T * K + n_c * K + n_l * K + k_c + k_l] = v[n_l][k_l];
+                        }
+                    }
+                } else if (k_c + 16 <= K) { /* the last chunk of n, k in lanes */
+                    for (int64_t n = n_c; n < n_c + 4 && n < T; n++) {
+                        float v[16];
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = acc[j * T * K + n * K + k_c + k_l];
+                        }
+                        for (int64_t r = 0; r < R; r++) { /* reduction: in index order, each lane its own */
+                            for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                                for (int64_t k_l = 0; k_l < 16; k_l++) {
+                                    v[k_l] = v[k_l] + (a[j * T * K + r * T * K + m * K + k_c + k_l] * dy[j * T * T + r * T * T + m * T + n]);
+                                }
+                            }
+                        }
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            y[j * T * K + n * K + k_c + k_l] = v[k_l];
+                        }
+                    }
+                } else { /* the remainder: the plain body, point by point */
+                    for (int64_t n = n_c; n < n_c + 4 && n < T; n++) {
+                        for (int64_t k = k_c; k < k_c + 16 && k < K; k++) {
+                            float v = acc[j * T * K + n * K + k];
+                            for (int64_t r = 0; r < R; r++) { /* reduction: in index order */
+                                for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
+                                    v = v + (a[j * T * K + r * T * K + m * K + k] * dy[j * T * T + r * T * T + m * T + n]);
+                                }
+                            }
+                            y[j * T * K + n * K + k] = v;
+                        }
                     }
                 }
-                y[j * T * K + n * K + k] = v;
             }
         }
     }
@@ -4155,7 +4751,7 @@ int matmul_bar_b_k_t_bar2_split(const float *restrict a, const float *restrict d
  *       v = v + (a[j + r,m,k] * dy[j + r,m,n])
  *   y[j,k,n] = v
  *
- * layout: plain
+ * layout: order j, n, k; lanes n:4, k:16
  * split of j: depth 0: [0,1) [1,2) [2,3) [3,4)
  */
 void matmul_bar_b_v_t_bar2(const float *restrict a,    /* input (4, T, T) */
@@ -4166,15 +4762,61 @@ void matmul_bar_b_v_t_bar2(const float *restrict a,    /* input (4, T, T) */
                            int64_t lo, int64_t hi) {   /* the piece of j in [0, 4) */
     enum { N = 16, R = 1 };
     for (int64_t j = lo; j < hi; j++) {
-        for (int64_t k = 0; k < T; k++) {
-            for (int64_t n = 0; n < N; n++) {
-                float v = acc[j * T * N + k * N + n];
-                for (int64_t r = 0; r < R; r++) { /* reduction: in index order */
-                    for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
-                        v = v + (a[j * T * T + r * T * T + m * T + k] * dy[j * T * N + r * T * N + m * N + n]);
+        for (int64_t n_c = 0; n_c < N; n_c += 4) {
+            for (int64_t k_c = 0; k_c < T; k_c += 16) {
+                if (n_c + 4 <= N && k_c + 16 <= T) { /* full lanes */
+                    float v[4][16];
+                    #pragma GCC unroll 4
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[n_l][k_l] = acc[j * T * N + k_c * N + k_l * N + n_c + n_l];
+                        }
+                    }
+                    for (int64_t r = 0; r < R; r++) { /* reduction: in index order, each lane its own */
+                        for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                            #pragma GCC unroll 4
+                            for (int64_t n_l = 0; n_l < 4; n_l++) {
+                                for (int64_t k_l = 0; k_l < 16; k_l++) {
+                                    v[n_l][k_l] = v[n_l][k_l] + (a[j * T * T + r * T * T + m * T + k_c + k_l] * dy[j * T * N + r * T * N + m * N + n_c + n_l]);
+                                }
+                            }
+                        }
+                    }
+                    for (int64_t n_l = 0; n_l < 4; n_l++) {
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            y[j * T * N + k_c * N + k_l * N + n_c + n_l] = v[n_l][k_l];
+                        }
+                    }
+                } else if (k_c + 16 <= T) { /* the last chunk of n, k in lanes */
+                    for (int64_t n = n_c; n < n_c + 4 && n < N; n++) {
+                        float v[16];
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            v[k_l] = acc[j * T * N + k_c * N + k_l * N + n];
+                        }
+                        for (int64_t r = 0; r < R; r++) { /* reduction: in index order, each lane its own */
+                            for (int64_t m = 0; m < T; m++) { /* reduction: in index order, each lane its own */
+                                for (int64_t k_l = 0; k_l < 16; k_l++) {
+                                    v[k_l] = v[k_l] + (a[j * T * T + r * T * T + m * T + k_c + k_l] * dy[j * T * N + r * T * N + m * N + n]);
+                                }
+                            }
+                        }
+                        for (int64_t k_l = 0; k_l < 16; k_l++) {
+                            y[j * T * N + k_c * N + k_l * N + n] = v[k_l];
+                        }
+                    }
+                } else { /* the remainder: the plain body, point by point */
+                    for (int64_t n = n_c; n < n_c + 4 && n < N; n++) {
+                        for (int64_t k = k_c; k < k_c + 16 && k < T; k++) {
+                            float v = acc[j * T * N + k * N + n];
+                            for (int64_t r = 0; r < R; r++) { /* reduction: in index order */
+                                for (int64_t m = 0; m < T; m++) { /* reduction: in index order */
+                                    v = v + (a[j * T * T + r * T * T + m * T + k] * dy[j * T * N + r * T * N + m * N + n]);
+                                }
+                            }
+                            y[j * T * N + k * N + n] = v;
+                        }
                     }
                 }
-                y[j * T * N + k * N + n] = v;
             }
         }
     }

@@ -33,6 +33,11 @@ every nest of a program, chosen from its shapes alone.
   softmax keeps its plain loops: its visibility test depends on the row, so lanes of
   rows would gain nothing; its exps are a pass over each row's visible prefix, which
   the printer gives to exp's laned form (printer/nests.py, array_loop).
+- the backward's products (docs/semantics.md section 17) whose ordered sum runs down a
+  column of both operands, linear_bar_w, linear_bar_x and matmul_bar_b, get their output
+  elements in lanes of 4 x 16, the sum inside each lane in its order; the attention's
+  dscores (matmul_bar_a) the forward matmuls' layout, V's panel packed; gelu's backward
+  the laned tanh, in chunks of 256 elements, as gelu.
   Every other nest keeps its plain loops.
 - every nest whose outermost loop has at least two iterations is split into up to
   PIECES even pieces, which an OpenMP team of at most omp_get_max_threads() threads runs;
@@ -72,6 +77,30 @@ _MATRIX_LAYOUTS = {
         Layout(order=("n", "m"), lanes=(("n", 16),), packs=("w",)),
         Layout(order=("n", "m"), lanes=(("n", 16),)),
     ],
+    # The backward's products whose ordered sum runs down a column of both operands
+    # (a weight's gradient over the positions, an input's over the outputs, the attention
+    # values' over the rows): each output element its own lane, 4 x 16 of them, the sum
+    # inside, so that every step reads a row of one operand along the lanes' k and a few
+    # of the other. Plain, the weights' gradients alone took 83 % of a GPT-2-like loss_grad.
+    "linear_bar_w": [
+        Layout(order=("n", "k"), lanes=(("n", 4), ("k", 16))),
+        Layout(order=("n", "k"), lanes=(("k", 16),)),
+    ],
+    "linear_bar_x": [
+        Layout(order=("m", "k"), lanes=(("m", 4), ("k", 16))),
+        Layout(order=("m", "k"), lanes=(("k", 16),)),
+    ],
+    "matmul_bar_b": [
+        Layout(order=("j", "n", "k"), lanes=(("n", 4), ("k", 16))),
+        Layout(order=("j", "n", "k"), lanes=(("k", 16),)),
+    ],
+    # The attention's dscores, dy against V reduced along the head's elements: the forward
+    # matmuls' layout, per head, V's panel packed.
+    "matmul_bar_a": [
+        Layout(order=("i", "k", "m"), lanes=(("m", 8), ("k", 16)), packs=("b",)),
+        Layout(order=("i", "k", "m"), lanes=(("k", 16),), packs=("b",)),
+        Layout(order=("i", "k", "m"), lanes=(("k", 16),)),
+    ],
 }
 
 
@@ -102,6 +131,9 @@ TRANSCENDENTAL_LAYOUTS = {
     "gelu_tanh": list(ELEMENT_LANES),
     "gelu_erf": list(ELEMENT_LANES),
     "silu": list(ELEMENT_LANES),
+    # gelu's backward: the same tanh of the same u; plain, its scalar calls were 7 % of a
+    # GPT-2-like loss_grad
+    "gelu_tanh_bar": list(ELEMENT_LANES),
     "softmax": [Layout(lanes=(("i", 16),))],
 }
 

@@ -195,6 +195,9 @@ _FIXED_CHECKS = [
     # Instruction counts (verify/probes/): linear growth where cost must be linear, and
     # no count risen against this toolchain's baseline.
     Check("probes:growth", ("tests/test_probes.py",), "growth"),
+    # loss_grad: linear in the layers and the tokens (attention apart), its count a stated
+    # multiple of the forward's.
+    Check("probes:grad", ("tests/test_probes.py",), "loss_grad"),
     Check("probes:quant-growth", ("tests/test_probes.py",), "quantized_linear"),
     Check("probes:baseline", ("tests/test_probes.py",), "regression_against_the_baseline or missing_baseline"),
     # The exporter against one function's node count (N = 64 ... 512): no pass rescans the nodes.
@@ -300,6 +303,8 @@ _FIXED_CHECKS = [
     Check("autoplan:variants", ("tests/test_autoplan.py",), "narrow or wide or every_layout"),
     # The elementwise transcendentals' chunks of 256 (16 where 256 do not fill), and
     # their run-time split cut between whole chunks.
+    # The backward's column-wise products in lanes of output elements, their sums inside.
+    Check("autoplan:backward", ("tests/test_autoplan.py",), "backward_product or gelu_s_backward"),
     Check("autoplan:elements", ("tests/test_autoplan.py",), "elementwise"),
     # The refusals and rare paths branch coverage found unreached (docs/coverage.md), each
     # with the tests of its module: the kernel IR, its lowering, layouts' fresh names,

@@ -68,4 +68,14 @@ MUTANTS: list[Mutant] = [
         ("graph",),
         family="graph",
     ),
+    Mutant(
+        "checkpoint-loss-grad-batch-dropped",
+        "a loss_grad exported from a checkpoint takes the request's batch out and never puts it "
+        "back: the program runs one sequence whatever --set batch says",
+        EXPORT,
+        "    overrides = {**checkpoint.overrides(request), **batch}\n",
+        "    overrides = checkpoint.overrides(request)\n",
+        ("export",),
+        family="export",
+    ),
 ]

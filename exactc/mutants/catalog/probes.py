@@ -18,6 +18,7 @@ NESTS = "exactc/exporter/printer/nests.py"
 FRAMES = "exactc/exporter/frames.py"
 GRAPH = "exactc/exporter/graph.py"
 KERNEL_TABLE = "exactc/exporter/printer/kernel_table.py"
+BACKPROP = "exactc/exporter/backprop.py"
 # A pass over one function's nodes made quadratic: the same output, a cost that only the
 # node-count probe (exporter/nodes-*, N = 64 ... 512) sees; the layer probes do not,
 # since a layer adds no node to a function (a fold is one node).
@@ -99,5 +100,15 @@ MUTANTS = [
         NODE_CHECKS,
         family="probes",
     ),
+    Mutant(
+        "loss_grad-backward-recomputes-the-forward",
+        "each sequence of loss_grad traces the forward again before its backward, which reads "
+        "the second pass's values and residuals: the same bits, a forward more of instructions",
+        BACKPROP,
+        "        _backward(forward.function, scope, ())\n",
+        "        _forward(forward.function, list(params.values()) + [tokens], scope, ())\n"
+        "        _backward(forward.function, scope, ())\n",
+        ("probes:grad",),
+        family="probes",
+    ),
 ]
-

@@ -148,4 +148,25 @@ MUTANTS = [
         ("prepack",),
         family="speed",
     ),
+    Mutant(
+        "autoplan-weight-grad-plain",
+        "the automatic plan leaves a weight's gradient (linear_bar_w) in its plain loops: the "
+        "sum over the positions runs down a column of both operands, 4.7x slower in a "
+        "GPT-2-like loss_grad, the same bits",
+        AUTOPLAN,
+        '    "linear_bar_w": [\n',
+        '    "linear_bar_w_unplanned": [\n',
+        ("autoplan:backward",),
+        family="speed",
+    ),
+    Mutant(
+        "autoplan-gelu-grad-scalar-tanh",
+        "the automatic plan leaves gelu's backward in its plain loop: one scalar tanh call an "
+        "element instead of the laned array form, the same bits",
+        AUTOPLAN,
+        '    "gelu_tanh_bar": list(ELEMENT_LANES),\n',
+        "",
+        ("autoplan:backward",),
+        family="speed",
+    ),
 ]

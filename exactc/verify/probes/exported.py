@@ -278,3 +278,100 @@ def probe_quantized_linear(sizes_k: Sequence[int], sizes_n: Sequence[int]) -> li
         *judge([QUANTIZED_LINEAR["k"]], measure_quantized_linear("k", sizes_k)),
         *judge([QUANTIZED_LINEAR["n"]], measure_quantized_linear("n", sizes_n)),
     ]
+
+
+# ---- loss_grad: the forward, the loss and the backward of one batch --------------------------
+
+# The backward primitives beside the forward's they differentiate: the linear and norm
+# kernels' (each row's work independent of T), the attention's (quadratic in T).
+GRAD_LINEAR_PRIMITIVES = LINEAR_PRIMITIVES + (
+    "linear_bar_x",
+    "linear_bar_w",
+    "linear_bar_b",
+    "layernorm_bar_x",
+    "rmsnorm_bar_x",
+    "norm_bar_g",
+)
+GRAD_ATTENTION_PRIMITIVES = ATTENTION_PRIMITIVES + ("matmul_bar_a", "matmul_bar_b", "softmax_bar")
+
+# loss_grad's count over the forward's, at the same model and tokens (batch 1): measured
+# 3.72 at L = 2 (3.85 at L = 1, 3.59 at L = 16: the loss and the gradients' zeroing are a
+# fixed part, the ratio of one layer's increments is 3.57). A backward that recomputed its
+# layer's forward instead of reading the residuals kept adds about one forward: 4.6 and up.
+GRAD_RATIO = Series(
+    "program/grad-over-forward",
+    "layers",
+    Rule("values", 3.7, 0.25),
+    "loss_grad's count over the forward's, per mille",
+    "per mille of the forward",
+)
+GRAD_LAYERS = (
+    Series("program/grad-layers", "layers", Rule("fitted", 2.0, 0.05), "fixed part fitted and subtracted"),
+    GRAD_RATIO,
+)
+
+
+def measure_grad_layers(workdir: Path, sizes: Sequence[int]) -> Measured:
+    """The exported gpt `loss_grad` (batch 1) and `forward` at L layers of `sizes`: the
+    loss_grad's count, and its ratio to the forward's (per mille)."""
+    grad, ratio = [], []
+    for n in sizes:
+        config = dict(GROWTH, layers=n)
+        forward = count_export(workdir, "gpt", "forward", "f32", config).entry_count
+        grad.append(count_export(workdir, "gpt", "loss_grad", "f32", dict(config, batch=1)).entry_count)
+        ratio.append(round(1000 * grad[-1] / forward))
+    command = (
+        f"gpt loss_grad f32 batch=1 {config_text(GROWTH, 'layers')}, and its forward, make {' '.join(MAKE_ARGS)}, "
+        "valgrind --tool=callgrind --collect-atstart=no"
+    )
+    counts = {"program/grad-layers": grad, "program/grad-over-forward": ratio}
+    return Measured(list(sizes), counts, dict.fromkeys(counts, command))
+
+
+def probe_grad_layers(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    return judge(GRAD_LAYERS, measure_grad_layers(workdir, sizes))
+
+
+GRAD_TOKENS = (
+    Series(
+        "program/grad-tokens-linear",
+        "tokens",
+        Rule("fitted", 2.0, 0.05),
+        "linear and norm kernels and their backward; fixed part (a weight gradient's per-element work) fitted "
+        "and subtracted",
+    ),
+    Series(
+        "program/grad-tokens-attention",
+        "tokens",
+        Rule("counts", 4.0, 0.25, largest_only=True, floor=2.0),
+        "QK and AV matmuls, scale, causal softmax and their backward",
+    ),
+)
+
+
+def measure_grad_tokens(workdir: Path, sizes: Sequence[int]) -> Measured:
+    """One gpt `loss_grad` (batch 1) exported for T_max = max(sizes), built once, run on
+    the first T tokens and targets of its conformance input for each T of `sizes`."""
+    root, fn = export_program(workdir, "gpt", "loss_grad", "f32", dict(GROWTH, tokens=max(sizes), batch=1))
+    inputs = {name: np.load(root / "conformance" / "inputs" / f"{name}.npy") for name in ("tokens", "targets")}
+    counted = []
+    for n in sizes:
+        folder = workdir / f"grad-input-T{n}"
+        folder.mkdir(exist_ok=True)
+        for name, array in inputs.items():
+            np.save(folder / f"{name}.npy", array[:, :n])
+        counted.append(count_program(root, fn, folder))
+    command = (
+        f"gpt loss_grad f32 batch=1 {config_text(GROWTH, 'tokens')}, one program for T_max = {max(sizes)} run at "
+        f"each T, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no; kernels' "
+        "inclusive counts"
+    )
+    counts = {
+        "program/grad-tokens-linear": [c.kernels(GRAD_LINEAR_PRIMITIVES) for c in counted],
+        "program/grad-tokens-attention": [c.kernels(GRAD_ATTENTION_PRIMITIVES) for c in counted],
+    }
+    return Measured(list(sizes), counts, dict.fromkeys(counts, command))
+
+
+def probe_grad_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
+    return judge(GRAD_TOKENS, measure_grad_tokens(workdir, sizes))

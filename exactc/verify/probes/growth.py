@@ -17,6 +17,8 @@ SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     "full": {
         "layers": (2, 4, 8, 16),
         "tokens": (8, 16, 32, 64),
+        "grad_layers": (2, 4, 8, 16),
+        "grad_tokens": (8, 16, 32, 64),
         "decode": (8, 16, 32, 64),
         "generate": (8, 16, 32, 64),
         "exporter": (4, 8, 16, 32),
@@ -28,6 +30,8 @@ SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     "quick": {
         "layers": (1, 2, 4),
         "tokens": (16, 32, 64),
+        "grad_layers": (1, 2, 4),
+        "grad_tokens": (16, 32, 64),
         "decode": (8, 16, 32),
         "generate": (8, 16, 32),
         "exporter": (4, 8, 16),
@@ -52,7 +56,7 @@ class Growth:
     holds: bool
     command: str
     unit: str = "instructions"
-    first: int = 1  # the row of the first ratio (2 for increments: d(2L)/d(L) needs 3 sizes)
+    first: int = 1  # the row of the first ratio (2 for increments: d(2L)/d(L) needs 3 sizes; 0 for values)
     broken: list[int] = dataclasses.field(default_factory=list)  # the ratios out of the rule, by index
 
     def lines(self) -> list[str]:
@@ -74,7 +78,9 @@ class Growth:
 class Rule:
     """What a growth probe's ratios must keep, and how they are taken from its counts."""
 
-    of: str  # "counts": c(2s)/c(s); "fitted": (c(2s) - a)/(c(s) - a); "increments": d(2s)/d(s)
+    # "counts": c(2s)/c(s); "fitted": (c(2s) - a)/(c(s) - a); "increments": d(2s)/d(s);
+    # "values": each count itself, a ratio stated per mille (c(s) / 1000)
+    of: str
     target: float
     tolerance: float
     at_most: bool = False  # the upper bound only: at most target + tolerance
@@ -84,6 +90,8 @@ class Rule:
     def ratios(self, sizes: Sequence[int], counts: Sequence[int]) -> list[float]:
         if self.of == "fitted":
             return fitted_ratios(sizes, counts)[1]
+        if self.of == "values":
+            return [c / 1000 for c in counts]
         return increment_ratios(counts) if self.of == "increments" else plain_ratios(counts)
 
     def broken(self, ratios: Sequence[float]) -> list[int]:
@@ -133,7 +141,7 @@ class Series:
             not broken,
             command,
             self.unit,
-            2 if self.rule.of == "increments" else 1,
+            {"increments": 2, "values": 0}.get(self.rule.of, 1),
             broken,
         )
 

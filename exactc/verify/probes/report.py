@@ -84,6 +84,8 @@ from exactc.verify.probes.counting import key_text, probe_key
 from exactc.verify.probes.exported import (
     probe_decode,
     probe_generate,
+    probe_grad_layers,
+    probe_grad_tokens,
     probe_layers,
     probe_quantized_linear,
     probe_text,
@@ -95,7 +97,8 @@ from exactc.verify.probes.growth import SIZES, Growth, fitted_ratios
 # ---- the command ------------------------------------------------------------------------------
 
 
-GROWTH_PROBES = ("layers", "tokens", "decode", "generate", "exporter", "nodes", "text", "quant")  # what --only names
+# what --only names
+GROWTH_PROBES = ("layers", "tokens", "grad", "decode", "generate", "exporter", "nodes", "text", "quant")
 
 
 def run_growth(
@@ -108,6 +111,10 @@ def run_growth(
     steps = {
         "layers": lambda: [probe_layers(workdir, sizes["layers"])],
         "tokens": lambda: probe_tokens(workdir, sizes["tokens"]),
+        "grad": lambda: [
+            *probe_grad_layers(workdir, sizes["grad_layers"]),
+            *probe_grad_tokens(workdir, sizes["grad_tokens"]),
+        ],
         "decode": lambda: probe_decode(workdir, sizes["decode"]),
         "generate": lambda: probe_generate(workdir, sizes["generate"]),
         "exporter": lambda: [probe_exporter(sizes["exporter"])],
@@ -130,6 +137,10 @@ EXPECTED_SLOPE = {
     "program/layers": 1,
     "program/tokens-linear": 1,
     "program/tokens-attention": 2,
+    "program/grad-layers": 1,
+    "program/grad-over-forward": 0,
+    "program/grad-tokens-linear": 1,
+    "program/grad-tokens-attention": 2,
     "program/decode-attention": 1,
     "program/decode-rest": 0,
     "program/generate-rest": 1,
@@ -166,6 +177,7 @@ def plot(probes: list[Growth], path: Path) -> None:
         shown = [counts]
         if g.name in (
             "program/layers",
+            "program/grad-layers",
             "program/decode-attention",
             "exporter/straight-line",
             "text/straight-line",
