@@ -186,6 +186,6 @@ def test_a_slice_reaching_its_axis_end_takes_its_rows_by_embedding_bar_or_is_ref
     with pytest.raises(training.TrainingError) as info:
         backprop.loss_grad_program(training.loss_grad(program), 1)
     assert str(info.value) == (
-        "slice: the slice [0, T) along axis 1 of k[4, 3] reaches its end at T = T_max; "
+        "slice: the slice [0, T) along axis 1 of k[4, 3] follows the run-time length; "
         "loss_grad takes such a slice of a table's rows (axis 0 of a matrix) only"
     )

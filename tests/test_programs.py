@@ -145,6 +145,15 @@ def test_loss_grad_under_the_automatic_plan_conforms_on_1_and_2_threads(tmp_path
         conforms(program, prepared, threads)
 
 
+def test_loss_grad_with_more_positions_than_tokens_conforms_at_every_length(tmp_path):
+    """GPT's position slice [0, T) of a longer table: at every run-time length (the
+    lengths/T<n> cases) the rows after T keep their adjoint, in a checking build (its
+    arena's bounds) of the plain program, where a part sized at T_max would overflow."""
+    config = dict(SMALL["gpt"], positions=SMALL["gpt"]["tokens"] + 9, layers=1)
+    prepared = export.ExportSpec("gpt", models.LOSS_GRAD, "f32", 3, config).prepare()
+    conforms(build(export.write(prepared, tmp_path / "gpt"), openmp=False, checking=True), prepared)
+
+
 FUSED_CASES = [(m, s) for m in ("gpt", "bert", "llama") for s in SITES]
 
 

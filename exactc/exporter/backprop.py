@@ -323,11 +323,14 @@ def _slice(r: _Rule) -> None:
     """The sliced part of x̄ gets ȳ; the parts before and after are x̄'s own, joined back."""
     x, attrs = r.named["x"], r.op.attrs
     axis, start, stop, end = attrs["axis"], attrs["start"], attrs["stop"], x.shape[attrs["axis"]]
-    if dims.is_symbolic(stop) and not dims.lt(stop, end):  # no rows after it at T = T_max: none to join back
+    if dims.is_symbolic(start) or dims.is_symbolic(stop):
+        # Bounds that follow T: the rows after the slice would be a part of extent end - T,
+        # which grows as T shrinks (no buffer sized at T_max holds it), so x̄'s rows are
+        # written where they lie instead, by the scatter-add over the slice's row numbers.
         if axis != 0 or len(x.shape) != 2:
             raise training.TrainingError(
-                f"{r.op.out.name}: the slice [{start}, {stop}) along axis {axis} of {x.name}{list(x.shape)} reaches "
-                f"its end at T = T_max; loss_grad takes such a slice of a table's rows (axis 0 of a matrix) only"
+                f"{r.op.out.name}: the slice [{start}, {stop}) along axis {axis} of {x.name}{list(x.shape)} follows "
+                f"the run-time length; loss_grad takes such a slice of a table's rows (axis 0 of a matrix) only"
             )
         rows = g.apply("iota", {}, {"start": start, "length": stop - start}, name=x.name + "_rows")
         r.accumulate("x", "embedding_bar", {"ids": rows, "dy": r.dy})  # row start + t ⊕= ȳ[t], each once

@@ -117,6 +117,8 @@ _FIXED_CHECKS = [
     # The loss_grad graph (tests/test_backprop.py): its walk against the reverse walk, bit
     # for bit, and its layers' backward a reverse fold reading the residuals kept.
     Check("training:graph", ("tests/test_backprop.py",)),
+    Check("programs:loss-grad-lengths", ("tests/test_programs.py", "tests/test_library.py"),
+          "more_positions_than_tokens or many_outputs"),
     # The training loop (tests/test_train.py): a run resumed at step 3 writes step 6's
     # checkpoint and loss log as the same bytes as the uninterrupted run.
     Check("train:resume", ("tests/test_train.py",), "resumed"),

@@ -300,6 +300,16 @@ MUTANTS = [
         family="training",
     ),
     Mutant(
+        "graph-position-slice-joined-back-at-t-max",
+        "the backward of a slice whose bounds follow T joins x̄'s rows after it back as a part of "
+        "extent positions - T, sized at T_max: at a shorter run-time length it overflows its buffer",
+        GRAPH,
+        "    if dims.is_symbolic(start) or dims.is_symbolic(stop):\n",
+        "    if dims.is_symbolic(stop) and not dims.lt(stop, end):\n",
+        ("programs:loss-grad-lengths",),
+        family="training",
+    ),
+    Mutant(
         "graph-loss-mean-not-divided",
         "the loss_grad graph drops the loss's 1/(B·T) from the logits' adjoint (r = 1)",
         GRAPH,
