@@ -68,6 +68,20 @@ def test_make_check_runs_the_example_and_compares_it_with_the_program(forward):
 
 
 @pytest.mark.needs("gcc")
+def test_make_check_runs_the_example_of_an_entry_with_many_outputs(tmp_path):
+    """loss_grad gives the loss and one gradient per parameter (17 outputs for GPT): the
+    example takes as many arrays as the entry has."""
+    prepared = export.ExportSpec("gpt", "loss_grad", "f32", 0, {**SMALL, "layers": 1}).prepare()
+    root = export.write(prepared, tmp_path / "loss_grad")
+    done = subprocess.run(["make", "-s", "-C", str(root), "CC=gcc", "OPENMP=0", "check"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(prepared.expected) > 16
+    for name in prepared.expected:
+        assert f"ok       example/main/{name}.npy (the program's bytes)" in done.stdout, done.stdout
+
+
+@pytest.mark.needs("gcc")
 def test_hostile_use_gets_a_status_and_a_message(forward):
     built, prepared = forward
     program = library.Program(built.root)

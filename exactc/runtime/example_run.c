@@ -17,12 +17,16 @@
 /* One run: every input read, every output written; 0, or 1 with a message on stderr. */
 static int run_pair(exactc_model *m, const char *in_dir, const char *out_dir) {
     size_t ni = exactc_model_input_count(m), no = exactc_model_output_count(m);
-    exactc_array files[16];
-    exactc_model_array in[16], out[16];
+    /* as many arrays as the entry has (a loss_grad entry gives one gradient per parameter) */
+    exactc_array *files = calloc(ni + 1, sizeof *files);
+    exactc_model_array *in = calloc(ni + 1, sizeof *in), *out = calloc(no + 1, sizeof *out);
     char path[4096], err[512];
     int rc = 0;
     size_t read = 0;
-    if (ni > 16 || no > 16) return fprintf(stderr, "run: more than 16 inputs or outputs\n"), 1;
+    if (files == NULL || in == NULL || out == NULL) {
+        free(files), free(in), free(out);
+        return fprintf(stderr, "run: out of memory\n"), 1;
+    }
     for (; rc == 0 && read < ni; read++) {
         exactc_model_spec spec;
         exactc_model_input(m, read, &spec);
@@ -64,6 +68,7 @@ static int run_pair(exactc_model *m, const char *in_dir, const char *out_dir) {
         free(out[i].data);
     }
     for (size_t i = 0; i < read; i++) exactc_array_free(&files[i]);
+    free(files), free(in), free(out);
     return rc;
 }
 
