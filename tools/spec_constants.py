@@ -78,10 +78,13 @@ SHAPES = {
     "xent_rows": {"logits": (2, 3), "targets": (2,)},
     "xent_bar": {"logits": (2, 3), "targets": (2,), "r": ()},
     "adamw": {"param": (3,), "g": (3,), "m": (3,), "v": (3,), "h": (8,)},
+    "fill": {},
+    "iota": {},
+    "xent_mean": {"x": (), "targets": (2, 5)},
 }
 ATTRS = {"reshape": {"shape": (3, 2)}, "transpose": {"perm": (1, 0)}, "quantize": {"block": 2},
          "qlinear_w": {"fmt": "q8", "block": 2}, "qlinear_i": {"fmt": "q8", "block": 2},
-         "softmax_bar": {"causal": True}}
+         "softmax_bar": {"causal": True}, "fill": {"shape": (2, 3)}, "iota": {"start": 0, "length": 5}}
 
 # The rounded attributes: primitive -> attribute.
 ROUNDED_ATTRS = {"scale": "s", "layernorm": "eps", "rmsnorm": "eps", "l2norm": "eps", "rope": "theta",
