@@ -14,7 +14,7 @@ sequences of 64 tokens, in f32, on the same random token stream:
   `--plan auto`) on the same stream; the program's own time of each step after the first.
 
 Each is run at each thread count (OMP_NUM_THREADS), alternating; the table gives the
-median tokens per second and exactc's rate over llm.c's, with `cpu family` and `model`.
+median tokens per second and exactc's time over llm.c's, with `cpu family` and `model`.
 llm.c computes with -Ofast (reassociated sums, FMA contraction) and OpenMP reductions:
 its bits move with the compiler and the thread count; exactc's do not.
 """
@@ -163,12 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         write_tokens(stream, rng.integers(0, SHAPE["vocab"], BATCH * SEQ * 60 + 1))
         folder = llmc_folder(root, args.llmc, stream, rng)
         print(f"# {cpu()}; B = {BATCH}, T = {SEQ}, {SHAPE}, f32")
-        print("| threads | exactc C (tokens/s) | llm.c (tokens/s) | exactc / llm.c |")
+        print("| threads | exactc C (tokens/s) | llm.c (tokens/s) | ratio (exactc's time over llm.c's) |")
         print("|---|---|---|---|")
         for threads in args.threads:
             ours = exactc_rate(root, stream, threads, args.steps)
             theirs = llmc_rate(folder, threads)
-            print(f"| {threads} | {ours:.0f} | {theirs:.0f} | {ours / theirs:.3f} |", flush=True)
+            print(f"| {threads} | {ours:.0f} | {theirs:.0f} | x{theirs / ours:.2f} |", flush=True)
     return 0
 
 
