@@ -281,14 +281,6 @@ static exactc_model_status place_output(exactc_model *m, size_t i, exactc_model_
     return EXACTC_MODEL_OK;
 }
 
-/* The input output `i` is written over, or -1. */
-static int written_over(const exactc_program *p, size_t i) {
-    const char *name = p->in_place != NULL ? p->in_place[i] : NULL;
-    for (size_t k = 0; name != NULL && k < p->input_count; k++)
-        if (strcmp(p->inputs[k].name, name) == 0) return (int)k;
-    return -1;
-}
-
 /* The outputs' shapes and bytes written; bf16 values widened into the caller's buffers. */
 static void give_outputs(exactc_model *m, exactc_model_array *outputs, void *const *outs, int64_t length) {
     const exactc_program *p = m->program;
@@ -334,7 +326,7 @@ exactc_model_status exactc_model_run(exactc_model *m, const exactc_model_array *
     /* An output written over an input: the network writes the input's buffer, so that
      * buffer is the output's, holding the input's values first. */
     for (size_t i = 0; i < p->output_count; i++) {
-        int k = written_over(p, i);
+        int k = exactc_in_place_input(p, i);
         if (k < 0) continue;
         exactc_tensor_spec at = exactc_spec_at(&p->inputs[k], length);
         size_t bytes = exactc_spec_count(&at) * exactc_kind_size(at.kind);

@@ -484,8 +484,7 @@ void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64
     return buffers;
 }
 
-/* The input an output is written over in place, or -1. */
-static int in_place_input(const exactc_program *program, size_t output) {
+int exactc_in_place_input(const exactc_program *program, size_t output) {
     const char *name = program->in_place != NULL ? program->in_place[output] : NULL;
     for (size_t i = 0; name != NULL && i < program->input_count; i++)
         if (strcmp(program->inputs[i].name, name) == 0) return (int)i;
@@ -495,7 +494,7 @@ static int in_place_input(const exactc_program *program, size_t output) {
 void **exactc_outputs_alloc(const exactc_program *program, void **inputs) {
     void **outputs = exactc_buffers_alloc(program->outputs, program->output_count, program->max_length);
     for (size_t i = 0; outputs != NULL && i < program->output_count; i++) {
-        int input = in_place_input(program, i);
+        int input = exactc_in_place_input(program, i);
         if (input < 0) continue;
         free(outputs[i]);
         outputs[i] = inputs[input];
@@ -505,7 +504,7 @@ void **exactc_outputs_alloc(const exactc_program *program, void **inputs) {
 
 void exactc_outputs_free(const exactc_program *program, void **outputs) {
     for (size_t i = 0; outputs != NULL && i < program->output_count; i++)
-        if (in_place_input(program, i) >= 0) outputs[i] = NULL; /* its input's, freed with the inputs */
+        if (exactc_in_place_input(program, i) >= 0) outputs[i] = NULL; /* its input's, freed with the inputs */
     exactc_buffers_free(outputs, program->output_count);
 }
 

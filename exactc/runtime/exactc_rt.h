@@ -423,6 +423,8 @@ int exactc_program_weights_parsed(const exactc_program *program, const exactc_sa
 /* One buffer per tensor of `specs`, each at T_max; NULL when memory runs out. */
 void **exactc_buffers_alloc(const exactc_tensor_spec *specs, size_t count, int64_t max_length);
 void exactc_buffers_free(void **buffers, size_t count);
+/* The input output `output` is written over in place (program->in_place), or -1. */
+int exactc_in_place_input(const exactc_program *program, size_t output);
 /* The outputs' buffers (at T_max), each output written in place (program->in_place)
  * given its input's buffer; NULL when memory runs out. Free with exactc_outputs_free. */
 void **exactc_outputs_alloc(const exactc_program *program, void **inputs);
