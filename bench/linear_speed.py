@@ -17,6 +17,7 @@ from exactc.exporter.kernels import lower
 from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.kernels.splits import Split, split_pieces
+from exactc.exporter.primitives import CONTRACT_OFF
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.verify.build import BuildOptions, load_library, runtime_source
 from exactc.verify.kernels import CDEF_PRELUDE
@@ -28,8 +29,9 @@ PEAK_GFLOPS = 115.0  # docs/design.md: one core, f32, no FMA, -O2 -march=native
 SHAPES = {"x": (M, K), "w": (N, K)}
 
 
-def kernel():
-    return lower("linear", "f32", SHAPES, {"has_b": False})
+def kernel(contract: str = CONTRACT_OFF):
+    """The linear in the products' realization `contract` (docs/semantics.md section 18)."""
+    return lower("linear", "f32", SHAPES, {"has_b": False}, contract=contract)
 
 
 def lanes_layout(lane_m: int, lane_n: int = 16) -> Layout:
@@ -39,24 +41,27 @@ def lanes_layout(lane_m: int, lane_n: int = 16) -> Layout:
     return Layout(order=("n", "m"), lanes=lanes, packs=("w",))
 
 
-def plan_of(layout: Layout | None, pieces: int, narrow: Layout | None = None) -> Plan | None:
+def plan_of(layout: Layout | None, pieces: int, narrow: Layout | None = None,
+            contract: str = CONTRACT_OFF) -> Plan | None:
     """`layout` with a split of its first loop (depth 0) into `pieces` even pieces (and
-    its narrow layout, printed under EXACTC_NARROW_LANES, if given)."""
+    its narrow layout, printed under EXACTC_NARROW_LANES, or EXACTC_NARROW_FMA_LANES for
+    the fused linear, if given)."""
     if layout is None:
         return None
-    extent = {"m": M, "n": N}[layout.loop_order(kernel().nests[0])[0]]
+    extent = {"m": M, "n": N}[layout.loop_order(kernel(contract).nests[0])[0]]
     cuts = [extent * i // pieces for i in range(1, pieces)]
     plan = Plan((("linear", NestPlan(layout, Split(0, split_pieces(extent, cuts)), narrow)),))
-    validate_plan(kernel(), plan)
+    validate_plan(kernel(contract), plan)
     return plan
 
 
 class Built:
     """A compiled kernel and its operands; `run()` computes y once."""
 
-    def __init__(self, layout: Layout | None, cc: str = "gcc", pieces: int = 2, narrow: Layout | None = None):
-        k = kernel()
-        self.plan = plan_of(layout, pieces, narrow)
+    def __init__(self, layout: Layout | None, cc: str = "gcc", pieces: int = 2, narrow: Layout | None = None,
+                 contract: str = CONTRACT_OFF):
+        k = kernel(contract)
+        self.plan = plan_of(layout, pieces, narrow, contract)
         printed = print_kernel(k, "bench", self.plan) if self.plan else print_kernel(k, "bench")
         self.options = BuildOptions(cc=cc, opt="-O2", march_native=True, openmp=True)
         cdef = CDEF_PRELUDE + printed.cdef + "void omp_set_num_threads(int);\n"

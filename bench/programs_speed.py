@@ -316,14 +316,16 @@ class MiniLMBench:
 
     sentences = MIXED_BATCH
 
-    def __init__(self):
+    def __init__(self, contract: str = CONTRACT_OFF):
         import torch
         import transformers
 
+        self.contract = contract  # the products' realization of exactc's program
         self.folder = embed.default_checkpoint()
         self.ckpt = checkpoints.load(self.folder, "bert")
         self.length = embed.max_length(self.folder, self.ckpt.fields["positions"])
-        program = embed.cached_program(self.ckpt, "f32", self.length, plan="auto", progress=lambda m: None)
+        program = embed.cached_program(self.ckpt, "f32", self.length, plan="auto", progress=lambda m: None,
+                                       contract=contract)
         self.flags = makefile_cflags(program.root)
         self.model = transformers.BertModel.from_pretrained(str(self.folder), attn_implementation="eager",
                                                             dtype=torch.float32).eval()
@@ -331,7 +333,8 @@ class MiniLMBench:
         assert np.abs(ours - theirs).max() < 1e-5, "exactc's MiniLM is not transformers' MiniLM"
 
     def exactc(self) -> np.ndarray:
-        return embed.embed(self.sentences, self.folder, plan="auto", progress=lambda m: None)
+        return embed.embed(self.sentences, self.folder, plan="auto", progress=lambda m: None,
+                           contract=self.contract)
 
     def transformers(self) -> np.ndarray:
         import torch
@@ -372,7 +375,10 @@ STORIES = {
 }
 
 GENERATED = 200  # new tokens per run: the figures the peers are quoted at are 200+ token runs
-WEIGHTS = {"f32": None, "q8": ("q8", 32), "q4": ("q4", 32)}  # exactc's --weights (ggml's blocks of 32)
+# exactc's --weights (ggml's blocks of 32); q4k's program reads llama.cpp's own Q4_K file
+# (llama_cpp_quantize), whose k-quants exactc dequantizes to f32 as it reads them
+WEIGHTS = {"f32": None, "q8": ("q8", 32), "q4": ("q4", 32), "q4k": None}
+FROM_GGUF = ("q4k",)  # the weight types exactc's program reads from the peer's GGUF file
 
 
 def generate_seconds(program: Path, inputs: Path, out: Path, threads: int, count: int) -> float:
@@ -391,14 +397,17 @@ def generate_seconds(program: Path, inputs: Path, out: Path, threads: int, count
 class GenerateBench:
     """Greedy generation of GENERATED tokens after a one-token prompt: exactc's exported
     decode program running its whole loop (`model generate`, `--plan auto`, the Makefile's
-    defaults, f32 or --weights q8|q4) against transformers' LlamaForCausalLM.generate with
+    defaults, f32 or --weights q8|q4, or read from `gguf`, a GGUF file of the same weights:
+    q4k's) against transformers' LlamaForCausalLM.generate with
     the same weights, do_sample=False, in f32, or in int8 by torch's dynamic quantization
-    of every Linear for q8 (PyTorch has no 4-bit CPU path: q4's row is against f32). Both
+    of every Linear for q8 (PyTorch has no 4-bit CPU path: q4's and q4k's rows are against f32). Both
     run GENERATED forward passes of one position (the prompt's, then a step per new token
     but the last). Random weights: the tokens are not compared with PyTorch's (near ties);
-    the program's tokens at 2 threads are checked to be its tokens at 1."""
+    the program's tokens at 2 threads are checked to be its tokens at 1. `contract` is the
+    products' realization of exactc's program (docs/semantics.md section 18)."""
 
-    def __init__(self, name: str, weights: str, work: Path, cc: str, model=None):
+    def __init__(self, name: str, weights: str, work: Path, cc: str, model=None, gguf: Path | None = None,
+                 contract: str = CONTRACT_OFF):
         import copy
 
         import torch
@@ -406,30 +415,32 @@ class GenerateBench:
         shape = STORIES[name]
         self.model = model if model is not None else llama_model(shape)
         folder = work / f"{name}-checkpoint"
-        if not folder.exists():
+        if gguf is None and not folder.exists():
             self.model.save_pretrained(folder, safe_serialization=True)
-        ckpt = checkpoints.load(folder, "llama")
+        ckpt = checkpoints.load(gguf if gguf is not None else folder, "llama")
         hd = shape["dim"] // shape["heads"]
         cache = np.zeros((shape["layers"], shape["kv_heads"], shape["tokens"], hd), np.float32)
         prepared = export.prepare("llama", "decode", "f32", overrides={"tokens": shape["tokens"]}, checkpoint=ckpt,
                                   plan=AutoPlan(tuned=tuned.tuned_layouts(cc)), weights=WEIGHTS[weights],
                                   inputs={"token": np.array([1], np.int32), "position": np.array([1], np.int32),
-                                          "past_k": cache, "past_v": cache})  # a cheap reference run: T = 1
-        root = export.write(prepared, work / f"{name}-{weights}-decode")
+                                          "past_k": cache, "past_v": cache},  # a cheap reference run: T = 1
+                                  contract=contract)
+        label = f"{name}-{weights}-{contract}"
+        root = export.write(prepared, work / f"{label}-decode")
         self.flags = makefile_cflags(root)
         self.program = build_exported(root, cc)
-        self.inputs = work / f"{name}-{weights}-prompt"
+        self.inputs = work / f"{label}-prompt"
         self.inputs.mkdir()
         np.save(self.inputs / "prompt_ids.npy", np.array([1], np.int32))
         np.save(self.inputs / "seed.npy", np.array([0], np.int64))
-        self.out = work / f"{name}-{weights}-out"
+        self.out = work / f"{label}-out"
         self.out.mkdir()
         self.peer = self.model
         if weights == "q8":
             self.peer = torch.ao.quantization.quantize_dynamic(copy.deepcopy(self.model), {torch.nn.Linear},
                                                                dtype=torch.qint8)
         self.peer.generation_config.eos_token_id = None
-        self.peer_kind = {"f32": "torch f32", "q8": "torch dynamic int8", "q4": "torch f32"}[weights]
+        self.peer_kind = {"q8": "torch dynamic int8"}.get(weights, "torch f32")
 
     def tokens(self, threads: int) -> bytes:
         generate_seconds(self.program, self.inputs, self.out, threads, GENERATED)
@@ -452,7 +463,11 @@ class GenerateBench:
 
 # ---- llama.cpp, the peer of the same weight type, where it is installed --------------------------
 
-GGUF_TYPES = {"f32": None, "q8": "Q8_0", "q4": "Q4_0"}  # llama.cpp's formats of exactc's f32, q8 and q4
+# llama.cpp's formats of exactc's f32, q8, q4 and q4k; Q4_K's file is Q4_K_M, as llama.cpp's
+# quantizer writes it (Q4_K for most tensors, Q6_K for the output and some attn_v and ffn_down)
+GGUF_TYPES = {"f32": None, "q8": "Q8_0", "q4": "Q4_0", "q4k": "Q4_K_M"}
+# the gguf package quantizes Q8_0 and Q4_0; the k-quant files come from llama.cpp's own quantizer
+LLAMA_CPP_QUANTIZED = ("Q4_K_M", "Q5_K_M", "Q6_K")
 
 
 def llama_cpp_missing() -> str | None:
@@ -465,15 +480,44 @@ def llama_cpp_missing() -> str | None:
     return None
 
 
+def llama_cpp_quantize(source: Path, path: Path, ftype: str) -> Path:
+    """`source` (an F32 GGUF file) quantized by llama.cpp's own quantizer
+    (llama_model_quantize) to `ftype` (one of LLAMA_CPP_QUANTIZED) as `path`."""
+    import ctypes
+
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
+    code = llama_cpp.llama_model_quantize(str(source).encode(), str(path).encode(), ctypes.byref(params))
+    if code != 0:
+        raise RuntimeError(f"llama_model_quantize {source} to {ftype} returned {code}")
+    return path
+
+
 def write_gguf(model, shape: dict, path: Path, weights: str) -> Path:
     """`model`'s weights as a GGUF Llama file (checkpoints/gguf_file.write: llama.cpp's
     names and q/k row order), its linear weights in GGUF_TYPES[weights], with the
-    placeholder vocabulary llama.cpp needs to load it."""
+    placeholder vocabulary llama.cpp needs to load it: Q8_0 and Q4_0 by the gguf package's
+    quantizer, the k-quants by llama.cpp's from the F32 file."""
     from exactc.exporter.checkpoints import gguf_file
 
     tensors = {name: t.numpy() for name, t in model.state_dict().items()}
+    qtype = GGUF_TYPES[weights]
+    if qtype in LLAMA_CPP_QUANTIZED:
+        f32 = gguf_file.write(path.with_suffix(".f32.gguf"), shape, tensors, vocabulary=True)
+        return llama_cpp_quantize(f32, path, qtype)
     linear = {name for name, a in tensors.items() if a.ndim == 2 and "embed_tokens" not in name}
-    return gguf_file.write(path, shape, tensors, GGUF_TYPES[weights], linear, vocabulary=True)
+    return gguf_file.write(path, shape, tensors, qtype, linear, vocabulary=True)
+
+
+def llama_cpp_model(path: Path, shape: dict, threads: int, batch: int):
+    """llama.cpp's model and context (llama-cpp-python's Llama) for `path`, the context
+    `shape`'s tokens, `threads` threads for one token and for a batch alike."""
+    from llama_cpp import Llama
+
+    return Llama(model_path=str(path), n_ctx=shape["tokens"], n_threads=threads, n_threads_batch=threads,
+                 n_batch=batch, verbose=False)
 
 
 class LlamaCppGenerate:
@@ -481,12 +525,53 @@ class LlamaCppGenerate:
     the same type: GENERATED tokens after the one-token prompt <s>."""
 
     def __init__(self, path: Path, shape: dict, threads: int):
-        from llama_cpp import Llama
-
-        self.llm = Llama(model_path=str(path), n_ctx=shape["tokens"], n_threads=threads, n_threads_batch=threads,
-                         n_batch=shape["tokens"], verbose=False)
+        self.llm = llama_cpp_model(path, shape, threads, shape["tokens"])
 
     def generate(self) -> None:
         for count, _ in enumerate(self.llm.generate([1], top_k=1, temp=0.0, reset=True), start=1):
             if count == GENERATED:
                 break
+
+
+# ---- prompt processing: a 128-token prompt's prefill, from one GGUF file ----------------------------
+
+PROMPT = 128  # the prompt's tokens
+
+
+def prompt_ids(vocab: int) -> np.ndarray:
+    """The prompt: PROMPT tokens drawn (seeded) from the vocabulary past <unk>, <s>, </s>."""
+    return np.random.default_rng(4).integers(3, vocab, PROMPT).astype(np.int32)
+
+
+class PrefillBench:
+    """A PROMPT-token prompt's prefill, exactc's and llama.cpp's from the same GGUF file:
+    exactc's exported llama `prefill` (`--plan auto`, the Makefile's defaults, its
+    conformance checked first; the last position's logits and every layer's keys and
+    values) against llama.cpp's Llama.eval of the same tokens (one batch; the last
+    position's logits, the keys and values into its cache), no generation on either side."""
+
+    def __init__(self, path: Path, shape: dict, work: Path, cc: str):
+        ckpt = checkpoints.load(path, "llama")
+        self.ids = prompt_ids(shape["vocab"])
+        prepared = export.prepare("llama", "prefill", "f32", overrides={"tokens": PROMPT}, checkpoint=ckpt,
+                                  plan=AutoPlan(tuned=tuned.tuned_layouts(cc)), inputs={"input_ids": self.ids})
+        root = export.write(prepared, work / "prefill")
+        self.flags = makefile_cflags(root)
+        self.program = build_exported(root, cc)
+        self.out = work / "prefill-out"
+        self.out.mkdir()
+        self.path, self.shape = path, shape
+
+    def seconds(self, threads: int, repeat: int = 3) -> float:
+        inputs = self.program.parent / "conformance" / "inputs"
+        return program_seconds(self.program, inputs, self.out, threads, repeat)
+
+    def side_by_side(self, threads: int) -> SideBySide:
+        llm = llama_cpp_model(self.path, self.shape, threads, PROMPT)
+        tokens = [int(t) for t in self.ids]
+
+        def peer() -> None:
+            llm.reset()
+            llm.eval(tokens)
+
+        return SideBySide(lambda: self.seconds(threads), lambda: best_of(peer, 3))

@@ -34,14 +34,16 @@ import functools
 import numpy as np
 import pytest
 
-from exactc.exporter.primitives import CONTRACT_FMA
+from exactc.exporter.checkpoints import CheckpointError
+from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF
 from exactc.runtime.toolchain import have_compiler
 from exactc.verify.compare import bit_equal_mask
 
 from linear_speed import Built, gflops, lanes_layout
-from programs_speed import (GENERATED, GGUF_TYPES, STORIES, WEIGHTS, DecoderBench, GenerateBench, GradBench,
-                            LlamaCppGenerate, MiniLMBench, SideBySide, best_of, generate_seconds, llama_cpp_missing, llama_model,
-                            load_average, torch_threads, write_gguf)
+from programs_speed import (FROM_GGUF, GENERATED, GGUF_TYPES, PROMPT, STORIES, WEIGHTS, DecoderBench, GenerateBench,
+                            GradBench, LlamaCppGenerate, MiniLMBench, PrefillBench, SideBySide, best_of,
+                            generate_seconds, llama_cpp_missing, llama_model, load_average, torch_threads,
+                            write_gguf)
 
 COMPILERS = [cc for cc in ("gcc", "clang") if have_compiler(cc)]
 THREADS = [1, 2]
@@ -63,6 +65,11 @@ def llama(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def llama_fma(tmp_path_factory):
+    return DecoderBench("llama", tmp_path_factory.mktemp("llama-fma"), COMPILERS, contract=CONTRACT_FMA)
+
+
+@pytest.fixture(scope="module")
 def grad(tmp_path_factory):
     return GradBench(tmp_path_factory.mktemp("grad"), COMPILERS)
 
@@ -70,6 +77,11 @@ def grad(tmp_path_factory):
 @pytest.fixture(scope="module")
 def minilm():
     return MiniLMBench()
+
+
+@pytest.fixture(scope="module")
+def minilm_fma():
+    return MiniLMBench(contract=CONTRACT_FMA)
 
 
 ROUNDS = 5  # side-by-side rounds per row; pytest-benchmark times each round (both sides)
@@ -118,6 +130,13 @@ def test_llama_forward(benchmark, scoreboard, llama, cc, threads):
 
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("cc", COMPILERS)
+def test_llama_forward_fma(benchmark, scoreboard, llama_fma, cc, threads):
+    result = run_rounds(benchmark, llama_fma.side_by_side(cc, threads))
+    record(benchmark, scoreboard, f"llama forward fma {cc} {threads}t", result, f"{cc} {llama_fma.flags}")
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("cc", COMPILERS)
 def test_gpt_loss_grad(benchmark, scoreboard, grad, cc, threads):
     """Tokens per second of one loss_grad (forward and backward, 4 x 256 tokens) against
     PyTorch's forward, cross_entropy and loss.backward(); a round is one step on each side."""
@@ -135,6 +154,14 @@ def test_minilm_embed(benchmark, scoreboard, minilm, threads):
            rate=lambda s: count / s)
 
 
+@pytest.mark.parametrize("threads", THREADS)
+def test_minilm_embed_fma(benchmark, scoreboard, minilm_fma, threads):
+    result = run_rounds(benchmark, minilm_fma.side_by_side(threads))
+    count = len(minilm_fma.sentences)
+    record(benchmark, scoreboard, f"minilm embed fma {threads}t", result, f"cc {minilm_fma.flags}", "sentences/s",
+           rate=lambda s: count / s)
+
+
 @pytest.fixture(scope="module")
 def torch_operands():
     import torch
@@ -143,12 +170,17 @@ def torch_operands():
     return torch.from_numpy(built.x), torch.from_numpy(built.w).T  # (256, 384) @ (384, 1536)
 
 
+# the narrow layout --plan auto gives each realization's linear (autoplan.NARROW_ROWS, NARROW_FMA_ROWS)
+NARROW_LANES = {CONTRACT_OFF: 4, CONTRACT_FMA: 6}
+
+
+@pytest.mark.parametrize("contract", [CONTRACT_OFF, CONTRACT_FMA])
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("cc", COMPILERS)
-def test_linear(benchmark, scoreboard, torch_operands, cc, threads):
+def test_linear(benchmark, scoreboard, torch_operands, cc, threads, contract):
     import torch
 
-    built = Built(lanes_layout(8), cc, narrow=lanes_layout(4))  # as --plan auto gives it
+    built = Built(lanes_layout(8), cc, narrow=lanes_layout(NARROW_LANES[contract]), contract=contract)
     built.threads(threads)
     torch_threads(threads)
     x, wt = torch_operands
@@ -158,7 +190,8 @@ def test_linear(benchmark, scoreboard, torch_operands, cc, threads):
     result = run_rounds(benchmark, SideBySide(lambda: built.seconds(repeats=10, inner=1),
                                             lambda: best_of(lambda: torch.matmul(x, wt), 10)))
     assert bit_equal_mask(first, built.y).all(), "two runs gave different bits"
-    record(benchmark, scoreboard, f"linear {cc} {threads}t", result, built.options.describe(), "GFLOP/s",
+    fused = " fma" if contract == CONTRACT_FMA else ""
+    record(benchmark, scoreboard, f"linear{fused} {cc} {threads}t", result, built.options.describe(), "GFLOP/s",
            rate=gflops)
 
 
@@ -170,41 +203,101 @@ def stories_model(name: str):
     return llama_model(STORIES[name])
 
 
-@pytest.fixture(scope="module", params=[(n, w) for n in sorted(STORIES) for w in WEIGHTS], ids="-".join)
-def stories(request, tmp_path_factory):
-    name, weights = request.param
-    work = tmp_path_factory.mktemp(f"{name}-{weights}")
-    return name, weights, GenerateBench(name, weights, work, "gcc", stories_model(name))
+@pytest.fixture(scope="session")
+def stories_gguf(tmp_path_factory):
+    """The GGUF file of a stories shape's weights in a weight type, written once per run
+    (programs_speed.write_gguf); the reason instead where llama.cpp is needed and missing."""
+    folder = tmp_path_factory.mktemp("gguf")
+
+    @functools.lru_cache(maxsize=None)
+    def written(name: str, weights: str):
+        missing = llama_cpp_missing()
+        if missing and weights in FROM_GGUF:
+            return None, missing
+        return write_gguf(stories_model(name), STORIES[name], folder / f"{name}-{weights}.gguf", weights), None
+
+    def get(name: str, weights: str):
+        path, missing = written(name, weights)
+        if missing:
+            pytest.skip(missing)
+        return path
+
+    return get
+
+
+# the generation rows: every weight type in the default realization, f32 in the fused one
+GENERATIONS = [(n, w, CONTRACT_OFF) for n in sorted(STORIES) for w in WEIGHTS] + \
+              [(n, "f32", CONTRACT_FMA) for n in sorted(STORIES)]
+
+
+@pytest.fixture(scope="module", params=GENERATIONS, ids="-".join)
+def stories(request, tmp_path_factory, stories_gguf):
+    name, weights, contract = request.param
+    work = tmp_path_factory.mktemp(f"{name}-{weights}-{contract}")
+    gguf = stories_gguf(name, weights) if weights in FROM_GGUF else None
+    try:
+        bench = GenerateBench(name, weights, work, "gcc", stories_model(name), gguf=gguf, contract=contract)
+    except CheckpointError as error:  # stories15M's rows of 288: no whole super-blocks of 256
+        pytest.skip(f"exactc does not read llama.cpp's {GGUF_TYPES[weights]} file of {name}: {error}")
+    label = weights + (" fma" if contract == CONTRACT_FMA else "")
+    return name, weights, label, bench
 
 
 @pytest.mark.parametrize("threads", THREADS)
 def test_llama_generate(benchmark, scoreboard, stories, threads):
     """Tokens per second of greedy generation, 200 tokens (programs_speed.GenerateBench);
     the program's tokens and probabilities the same bytes on 1 and 2 threads."""
-    name, weights, bench = stories
+    name, weights, label, bench = stories
     if threads == 2:
-        assert bench.tokens(2) == bench.tokens(1), f"{name} {weights}: 2 threads drew other tokens than 1"
+        assert bench.tokens(2) == bench.tokens(1), f"{name} {label}: 2 threads drew other tokens than 1"
     result = bench.side_by_side(threads)
     benchmark.pedantic(result.round, rounds=GENERATE_ROUNDS, iterations=1)
-    record(benchmark, scoreboard, f"{name} {weights} generate {threads}t", result,
+    record(benchmark, scoreboard, f"{name} {label} generate {threads}t", result,
            f"gcc {bench.flags}; against {bench.peer_kind}", "tokens/s", rate=lambda s: GENERATED / s)
 
 
 @pytest.mark.parametrize("threads", THREADS)
-def test_llama_generate_against_llama_cpp(benchmark, scoreboard, stories, tmp_path, threads):
-    """The same generation against llama.cpp at the same weight type (F32, Q8_0, Q4_0), its
-    GGUF file written from the same weights; skipped, with the reason, where llama.cpp is
-    not installed."""
+def test_llama_generate_against_llama_cpp(benchmark, scoreboard, stories, stories_gguf, threads):
+    """The same generation against llama.cpp at the same weight type (F32, Q8_0, Q4_0,
+    Q4_K_M), its GGUF file written from the same weights (q4k's: the file exactc's program
+    read); skipped, with the reason, where llama.cpp is not installed."""
     missing = llama_cpp_missing()
     if missing:
         pytest.skip(missing)
-    name, weights, bench = stories
-    peer = LlamaCppGenerate(write_gguf(stories_model(name), STORIES[name], tmp_path / f"{name}-{weights}.gguf",
-                                       weights), STORIES[name], threads)
+    name, weights, label, bench = stories
+    peer = LlamaCppGenerate(stories_gguf(name, weights), STORIES[name], threads)
     result = SideBySide(lambda: generate_seconds(bench.program, bench.inputs, bench.out, threads, GENERATED),
                         lambda: best_of(peer.generate, 1))
     benchmark.pedantic(result.round, rounds=GENERATE_ROUNDS, iterations=1)
-    record(benchmark, scoreboard, f"{name} {weights} generate {threads}t llama.cpp", result,
+    record(benchmark, scoreboard, f"{name} {label} generate {threads}t llama.cpp", result,
            f"gcc {bench.flags}; against llama.cpp {GGUF_TYPES[weights] or 'F32'}", "tokens/s",
            rate=lambda s: GENERATED / s)
 
+
+# ---- prompt processing: a 128-token prompt's prefill against llama.cpp's ---------------------------
+
+
+@pytest.fixture(scope="module", params=[(n, w) for n in sorted(STORIES) for w in WEIGHTS], ids="-".join)
+def prefill(request, tmp_path_factory, stories_gguf):
+    missing = llama_cpp_missing()
+    if missing:
+        pytest.skip(missing)
+    name, weights = request.param
+    path = stories_gguf(name, weights)
+    try:
+        bench = PrefillBench(path, STORIES[name], tmp_path_factory.mktemp(f"prefill-{name}-{weights}"), "gcc")
+    except CheckpointError as error:
+        pytest.skip(f"exactc does not read llama.cpp's {GGUF_TYPES[weights]} file of {name}: {error}")
+    return name, weights, bench
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_llama_prefill_against_llama_cpp(benchmark, scoreboard, prefill, threads):
+    """Tokens per second of a 128-token prompt's prefill (programs_speed.PrefillBench),
+    exactc's prefill program against llama.cpp's Llama.eval, from one GGUF file."""
+    name, weights, bench = prefill
+    result = bench.side_by_side(threads)
+    benchmark.pedantic(result.round, rounds=ROUNDS, iterations=1)
+    record(benchmark, scoreboard, f"{name} {weights} prefill {threads}t llama.cpp", result,
+           f"gcc {bench.flags}; against llama.cpp {GGUF_TYPES[weights] or 'F32'}", "tokens/s",
+           rate=lambda s: PROMPT / s)
