@@ -73,22 +73,27 @@ def test_llama_cpp_k_quant_files_read_as_gguf_dequantizes_them(quantized):
         ours = ckpt.tensors[name].read()
         assert ours.shape == values.shape, f"{ftype} {name}: shape {ours.shape}, gguf's {values.shape}"
         differ = ours.view(np.uint64) != values.view(np.uint64)
-        assert not differ.any(), (f"{ftype} {name} ({types[name]}): {int(differ.sum())} values are not the gguf "
-                                  f"package's bits, the first at {np.argwhere(differ)[0]}")
+        assert not differ.any(), (
+            f"{ftype} {name} ({types[name]}): {int(differ.sum())} values are not the gguf "
+            f"package's bits, the first at {np.argwhere(differ)[0]}"
+        )
 
 
 @pytest.mark.skipif(not have_compiler("gcc"), reason="gcc builds the program")
 def test_llama_cpp_k_quant_file_exports_to_the_f64_logits_of_its_weights(quantized, tmp_path):
     ftype, ckpt, theirs, _ = quantized
     ids = np.random.default_rng(5).integers(3, TINY["vocab"], PROMPT).astype(np.int32)
-    prepared = export.prepare("llama", "forward", "f64", overrides={"tokens": PROMPT}, checkpoint=ckpt,
-                              inputs={"input_ids": ids})
+    prepared = export.prepare(
+        "llama", "forward", "f64", overrides={"tokens": PROMPT}, checkpoint=ckpt, inputs={"input_ids": ids}
+    )
     build_exported(export.write(prepared, tmp_path / ftype), "gcc")  # the program's logits: the reference's bits
     ours = prepared.expected["logits"]
     peer = transformers_logits(theirs, ckpt.fields, ids)
     scale = max(1.0, float(np.abs(peer).max()))
     worst = float(np.abs(ours - peer).max())
-    assert worst <= TOLERANCE * scale, f"{ftype}: exactc's f64 logits are {worst:.3g} from transformers' (scale {scale:.3g})"
+    assert worst <= TOLERANCE * scale, (
+        f"{ftype}: exactc's f64 logits are {worst:.3g} from transformers' (scale {scale:.3g})"
+    )
 
 
 def transformers_logits(weights: dict[str, np.ndarray], fields: dict, ids: np.ndarray) -> np.ndarray:
@@ -97,11 +102,18 @@ def transformers_logits(weights: dict[str, np.ndarray], fields: dict, ids: np.nd
     import torch
     import transformers
 
-    cfg = transformers.LlamaConfig(vocab_size=TINY["vocab"], hidden_size=TINY["dim"], intermediate_size=TINY["mlp"],
-                                   num_hidden_layers=TINY["layers"], num_attention_heads=TINY["heads"],
-                                   num_key_value_heads=TINY["kv_heads"], max_position_embeddings=TINY["tokens"],
-                                   rms_norm_eps=float(fields["eps"]), tie_word_embeddings=False,
-                                   attn_implementation="eager")
+    cfg = transformers.LlamaConfig(
+        vocab_size=TINY["vocab"],
+        hidden_size=TINY["dim"],
+        intermediate_size=TINY["mlp"],
+        num_hidden_layers=TINY["layers"],
+        num_attention_heads=TINY["heads"],
+        num_key_value_heads=TINY["kv_heads"],
+        max_position_embeddings=TINY["tokens"],
+        rms_norm_eps=float(fields["eps"]),
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
     assert float(fields["theta"]) == 10000.0, "transformers' default rope base is 10000"
     model = transformers.LlamaForCausalLM(cfg).to(torch.float64).eval()
     state = {name: torch.from_numpy(values) for name, values in weights.items()}
@@ -109,4 +121,3 @@ def transformers_logits(weights: dict[str, np.ndarray], fields: dict, ids: np.nd
     assert not unexpected and all("rotary" in name for name in missing), (missing, unexpected)
     with torch.inference_mode():
         return model(input_ids=torch.from_numpy(ids.astype(np.int64))[None]).logits[0].numpy()
-

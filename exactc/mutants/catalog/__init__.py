@@ -145,6 +145,10 @@ _FIXED_CHECKS = [
     # read, refused and run (tests/test_gguf_file.py).
     Check("quant:k-quants", ("tests/test_quant.py",), "k_quant"),
     Check("gguf:k-quants", ("tests/test_gguf_file.py",), "k_quant or q6_k"),
+    # make bench's oracle: llama.cpp's own quantizer's Q4_K_M, Q5_K_M and Q6_K files read
+    # as the gguf package dequantizes them, their f64 export against transformers
+    # (bench/test_bench_gguf.py; skipped, so never the only catcher, without llama-cpp-python).
+    Check("bench:gguf", ("bench/test_bench_gguf.py",)),
     # The automatic plan's layouts of the quantized nests (the measured ones, split on the
     # output columns), and q8 and q4 llama decode and forward programs under it.
     Check("autoplan:quantized", ("tests/test_autoplan.py",), "quantize"),

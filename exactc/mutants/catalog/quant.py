@@ -316,6 +316,18 @@ MUTANTS = [
         family="quant",
     ),
     Mutant(
+        "k-quant-q-and-k-rows-left-interleaved",
+        "a GGUF k-quant attn_q or attn_k is read in the file's interleaved row order, not put "
+        "back in Hugging Face's rotate_half order as the other types are",
+        GGUF,
+        "        values = quant.dequantize_k(kind, raw.reshape(rows, -1)).astype(np.float64)\n"
+        "        return interleaved_to_half(values, heads) if heads is not None else values\n",
+        "        values = quant.dequantize_k(kind, raw.reshape(rows, -1)).astype(np.float64)\n"
+        "        return values\n",
+        ("gguf:k-quants", "bench:gguf"),
+        family="quant",
+    ),
+    Mutant(
         "k-quant-weights-quantized-again",
         "a GGUF file's k-quant weights are quantized again to the program's q8/q4 with the "
         "file's Q8_0/Q4_0 blocks (a Q4_0 file's Q6_K head), instead of staying the f32 "
