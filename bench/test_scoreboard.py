@@ -7,20 +7,29 @@ Rows (each: exactc's best time over PyTorch's; above 1, exactc is slower):
 - the GPT-2-like forward in the fused realization (`--contract fma`: the products
   accumulated with fma, docs/semantics.md section 18), the row beside the default's;
 - the Llama-like forward (the same width and depth, 2 key/value heads, SwiGLU MLP 1024),
-  likewise, against transformers' LlamaForCausalLM;
+  likewise, against transformers' LlamaForCausalLM, and in the fused realization beside it;
 - all-MiniLM-L6-v2 on a mixed-length batch of 24 sentences (tests/minilm_sentences.py),
   `exactc embed`'s path against BertModel with mean pooling and normalization, in
-  sentences per second;
+  sentences per second, in each realization;
 - one loss_grad of the GPT-2-like model (the forward, the mean cross-entropy and the
   backward of 4 x 256 tokens, `--plan auto`), in tokens per second, against
   GPT2LMHeadModel's forward, cross_entropy and loss.backward() on the same weights;
 - the f32 linear 256x384 @ 384x1536 (the benchmark's layout, m:8 by n:16, and its narrow m:4 by
-  n:16 as --plan auto gives them; bench/linear_speed.py)
-  against torch.matmul;
+  n:16 as --plan auto gives them; the fused linear's narrow one m:6 by n:16;
+  bench/linear_speed.py) against torch.matmul, in each realization;
 - generation: the exported llama decode program's whole loop (`model generate`, greedy,
   200 tokens after a one-token prompt) at the stories15M and stories110M shapes, with f32,
-  q8 and q4 weights, in tokens per second, against LlamaForCausalLM.generate with the
-  same weights (f32; torch's dynamic int8 for q8) (bench/programs_speed.py, GenerateBench).
+  q8 and q4 weights, q4k (llama.cpp's Q4_K_M file, read by exactc as f32) and f32 in the
+  fused realization, in tokens per second, against LlamaForCausalLM.generate with the
+  same weights (f32; torch's dynamic int8 for q8) (bench/programs_speed.py, GenerateBench),
+  and against llama.cpp at the same weight type (F32, Q8_0, Q4_0, Q4_K_M);
+- prompt processing: a 128-token prompt's prefill at both shapes and the four weight
+  types, exactc's exported `prefill` against llama.cpp's Llama.eval, both from one GGUF
+  file (PrefillBench).
+
+The llama.cpp rows skip with the reason where llama-cpp-python is not installed, and
+stories15M's q4k rows where exactc refuses llama.cpp's file (its rows of 288 values are no
+whole super-blocks of 256: llama.cpp's quantizer stores those tensors as Q5_0).
 
 A benchmark, not a test of speed: it asserts bits (and agreement with PyTorch), never
 times. bench/conftest.py prints the machine first and `bench: <rows> rows, worst ratio
@@ -94,8 +103,10 @@ def run_rounds(benchmark, result: SideBySide) -> SideBySide:
     return result
 
 
-def record(benchmark, board, name: str, result: SideBySide, flags: str, unit: str = "", rate=None) -> None:
-    """One row: into the JSON (extra_info) and the scoreboard (bench/conftest.py)."""
+def record(benchmark, board, name: str, result: SideBySide, flags: str, unit: str = "", rate=None,
+           peer: str = "torch") -> None:
+    """One row: into the JSON (extra_info) and the scoreboard (bench/conftest.py); `peer`
+    names the other side in the line (the JSON keeps its time as torch_s for every peer)."""
     ours, theirs = min(result.ours), min(result.theirs)
     benchmark.extra_info.update({"exactc_s": ours, "torch_s": theirs, "ratio": result.ratio,
                                  "exactc_rounds_s": result.ours, "torch_rounds_s": result.theirs,
@@ -103,7 +114,7 @@ def record(benchmark, board, name: str, result: SideBySide, flags: str, unit: st
     shown = (f"{rate(ours):7.1f} against {rate(theirs):7.1f} {unit}" if rate else
              f"{ours * 1e3:7.1f} against {theirs * 1e3:7.1f} ms")
     board.add(name, result.ratio, f"{name:<24} {shown:<40} ratio x{result.ratio:5.2f}  "
-                                  f"(exactc {result.spread(result.ours)}; torch {result.spread(result.theirs)})",
+                                  f"(exactc {result.spread(result.ours)}; {peer} {result.spread(result.theirs)})",
               seconds=ours)
 
 
@@ -271,7 +282,7 @@ def test_llama_generate_against_llama_cpp(benchmark, scoreboard, stories, storie
     benchmark.pedantic(result.round, rounds=GENERATE_ROUNDS, iterations=1)
     record(benchmark, scoreboard, f"{name} {label} generate {threads}t llama.cpp", result,
            f"gcc {bench.flags}; against llama.cpp {GGUF_TYPES[weights] or 'F32'}", "tokens/s",
-           rate=lambda s: GENERATED / s)
+           rate=lambda s: GENERATED / s, peer="llama.cpp")
 
 
 # ---- prompt processing: a 128-token prompt's prefill against llama.cpp's ---------------------------
@@ -300,4 +311,4 @@ def test_llama_prefill_against_llama_cpp(benchmark, scoreboard, prefill, threads
     benchmark.pedantic(result.round, rounds=ROUNDS, iterations=1)
     record(benchmark, scoreboard, f"{name} {weights} prefill {threads}t llama.cpp", result,
            f"gcc {bench.flags}; against llama.cpp {GGUF_TYPES[weights] or 'F32'}", "tokens/s",
-           rate=lambda s: PROMPT / s)
+           rate=lambda s: PROMPT / s, peer="llama.cpp")
