@@ -3,7 +3,9 @@
 #   make lint      ruff (lint, format check) and mypy, as pyproject.toml configures them
 #   make test      the ci profile of every check (derandomized; about 4 minutes on 2 cores)
 #   make bench     the scoreboard: exactc against PyTorch side by side (GPT-2-like forward, MiniLM,
-#                  the linear), 1 and 2 threads; a last `bench:` line; and the linear's layouts
+#                  the linear), 1 and 2 threads, and against llama.cpp where llama-cpp-python is
+#                  installed (decode and a 128-token prefill from one GGUF file); a last `bench:`
+#                  line; the linear's layouts; llama.cpp's k-quant files against the gguf package
 #   make verify    the campaign: many random cases, a summary table, a `verify:` line; then SCoP
 #                  mode's reduced set (each forward and gpt's loss_grad at f32), a last `scop:` line
 #   make verify-exhaustive   every f32 input of every transcendental's f32 path (hours)
@@ -72,8 +74,9 @@ TESTS ?= tests
 test: install
 	EXACTC_REQUIRE_INSTALLED=1 HYPOTHESIS_PROFILE=ci $(PYTEST) -q -n $(JOBS) -m "not slow" $(TESTS)
 
-# The scoreboard (bench/test_scoreboard.py: exactc against PyTorch, side by side, 1 and 2
-# threads) and the f32 linear's layouts (bench/test_bench_linear.py); not tests. The JSON
+# The scoreboard (bench/test_scoreboard.py: exactc against PyTorch and llama.cpp, side by
+# side, 1 and 2 threads), the f32 linear's layouts (bench/test_bench_linear.py) and the
+# oracle of llama.cpp's k-quant files (bench/test_bench_gguf.py: fails on a mismatch); not tests. The JSON
 # goes to .benchmarks/ (compare two runs with pytest-benchmark compare).
 bench: install
 	$(PYTEST) -q -p no:xdist --benchmark-autosave bench
