@@ -166,11 +166,11 @@ def json_shape(shape) -> list:
 
 def quantized_weights(program: graph.Program) -> dict[str, Any] | None:
     """What `--weights` made of the program's linear weights, for exactc.json: None, or
-    their format, block and count."""
+    their format, block, the form of their linears and the tensors."""
     if not program.quantized:
         return None
     ((fmt, block),) = set(program.quantized.values())
-    return {"format": fmt, "block": block, "tensors": sorted(program.quantized)}
+    return {"format": fmt, "block": block, "form": program.form, "tensors": sorted(program.quantized)}
 
 
 def build_program(model: str, entry: str, site: str, seed: int, overrides: Mapping[str, Any] | None,

@@ -87,6 +87,9 @@ class Primitive:
     quiet: tuple[str, ...] = ()
     # The site types it is defined at: every one, or TRAINING_SITES for the backward.
     sites: tuple[str, ...] = types.SITE_TYPES
+    # Its outputs' names, in the order a graph node holds them: `y` for all but quantize's
+    # two (the values q and the scales d).
+    results: tuple[str, ...] = ("y",)
 
     def check_site(self, site: str) -> str:
         """`site` if the primitive is defined there; a PrimitiveError in one line if not."""
@@ -575,8 +578,8 @@ def _adamw(shapes, attrs):
     return {out: (shapes["param"], "x") for out in ("param_out", "m_out", "v_out")}
 
 
-def _p(name, operands, attrs, infer, doc, quiet=(), sites=types.SITE_TYPES):
-    return Primitive(name, tuple(operands), dict(attrs), infer, doc, tuple(quiet), tuple(sites))
+def _p(name, operands, attrs, infer, doc, quiet=(), sites=types.SITE_TYPES, results=("y",)):
+    return Primitive(name, tuple(operands), dict(attrs), infer, doc, tuple(quiet), tuple(sites), tuple(results))
 
 
 X, A, B = Operand("x"), Operand("a"), Operand("b")
@@ -717,6 +720,7 @@ PRIMITIVES: dict[str, Primitive] = {
             {"block": 32},
             _quantize,
             "rows of x to q8: int8 values q and one scale d per block of the row",
+            results=("q", "d"),
         ),
         _p(
             "qlinear_w",
