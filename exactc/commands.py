@@ -68,6 +68,10 @@ def weights_options(p: argparse.ArgumentParser) -> None:
                         "q4 (4 bits) with an f32 scale per block; embeddings, norms and biases stay float")
     p.add_argument("--block", type=int, default=None, metavar="G",
                    help="values per scale of --weights q8|q4 (default 32, ggml's Q8_0 and Q4_0; q4: even)")
+    p.add_argument("--form", choices=("integer", "weight-only"), default=None,
+                   help="the quantized linears: integer (the default: activations quantized to q8 in the weights' "
+                        "blocks, exact int32 block sums) or weight-only (the weights widened to f32, the activations "
+                        "as they are); docs/semantics.md section 15")
 
 
 def weights_choice(args: argparse.Namespace) -> tuple[str, int] | None:
@@ -161,7 +165,7 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None, cc: str
     models.architecture(args.model)
     return export.ExportSpec(args.model, args.entry, args.dtype, args.seed, _overrides(args.set), plan=args.plan,
                              straight=straight, checkpoint=checkpoint, inputs=inputs, weights=weights_choice(args),
-                             cc=cc, contract=getattr(args, "contract", CONTRACT_CHOICES[0]))
+                             cc=cc, contract=getattr(args, "contract", CONTRACT_CHOICES[0]), form=args.form)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

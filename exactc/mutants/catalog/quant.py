@@ -331,8 +331,8 @@ MUTANTS = [
         "generate's decode program is traced without the checkpoint: a Q4_0 file's Q6_K head, "
         "an f32 weight in the prefill program, is a q4 weight in the decode one",
         "exactc/generate.py",
-        'export.trace(model, "decode", overrides, weights, checkpoint)',
-        'export.trace(model, "decode", overrides, weights)',
+        'export.trace(model, "decode", overrides, weights, checkpoint, form)',
+        'export.trace(model, "decode", overrides, weights, form=form)',
         ("generate:fast",),
         family="quant",
     ),
