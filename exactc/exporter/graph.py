@@ -211,9 +211,10 @@ class _Trace:
         self.stack: list[tuple[Function, set[str], dict[str, int]]] = []
         self.forms: dict[tuple, Function] = {}
         self.names: dict[str, int] = {}
-        # (id of an activation, block) -> its quantize's (q, d): the linears of one value
-        # (attention's q, k and v) share one quantization of it
-        self.quantized: dict[tuple[int, int], tuple[Value, Value]] = {}
+        # (an activation, block) -> its quantize's (q, d): the linears of one value
+        # (attention's q, k and v) share one quantization of it. Keyed by the Value itself
+        # (hashed by identity), which the key keeps alive: no id is ever reused here.
+        self.quantized: dict[tuple[Value, int], tuple[Value, Value]] = {}
 
     def current(self) -> Function:
         if not self.stack:
@@ -361,7 +362,7 @@ def quantize(x, block):
     """x's rows in q8 blocks of `block`: (values, scales). A value is quantized once per
     function and block, however many linears read it."""
     trace = _trace()
-    key = (id(x), block)
+    key = (x, block)
     if key not in trace.quantized:
         q, d = apply_many("quantize", {"x": x}, {"block": block}, name=x.name)
         trace.quantized[key] = (q, d)
