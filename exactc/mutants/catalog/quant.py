@@ -346,4 +346,37 @@ MUTANTS = [
         ("quant",),
         family="quant",
     ),
+    Mutant(
+        "integer-form-xd-from-another-quantize",
+        "in the integer form a linear reads the quantized activations of an earlier linear of "
+        "the same function and shape (attention's output projection gets the normed input's "
+        "q and d) instead of its own activations'",
+        GRAPH,
+        "    key = (x, block)",
+        "    key = (id(trace.current()), x.shape, block)  # type: ignore[assignment]",
+        ("quant:programs",),
+        family="quant",
+        requires=(GRAPH,),
+    ),
+    Mutant(
+        "form-flag-ignored",
+        "--form is not heard: every quantized program is traced weight-only (qlinear_w), also "
+        "for --form integer and the default",
+        EXPORT,
+        "form=form or graph.INTEGER",
+        "form=graph.WEIGHT_ONLY",
+        ("quant:programs",),
+        family="quant",
+        requires=(EXPORT,),
+    ),
+    Mutant(
+        "quantize-outputs-swapped-in-host",
+        "the structured host hands quantize's kernel the scales' buffer as its values q and the "
+        "values' buffer as its scales d",
+        "exactc/exporter/printer/structured.py",
+        'names.update({k: expr[id(v)] for k, v in op.results().items()})',
+        'names.update({k: expr[id(v)] for k, v in zip(reversed(op.results()), op.outs)})',
+        ("quant:programs",),
+        family="quant",
+    ),
 ]
