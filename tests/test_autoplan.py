@@ -181,23 +181,30 @@ def test_quantize_gets_rows_and_blocks_in_lanes_and_leaves_one_row_plain():
     assert plan(1, 288) is None  # a decode step's row: nothing to lane or share
 
 
-QUANTIZED_CASES = [(entry, fmt) for entry in ("decode", "forward") for fmt in ("q8", "q4")]
+QUANTIZED_CASES = [(entry, fmt, "weight-only") for entry in ("decode", "forward") for fmt in ("q8", "q4")]
+QUANTIZED_CASES += [("decode", "q8", "integer"), ("forward", "q4", "integer")]
+# the layout each form's linears take: qlinear_w laned across its outputs; qlinear_i's q8
+# with n outermost (its block sums vectorize along k), its q4 laned across its outputs
+QUANTIZED_LAYOUT = {("weight-only", "q8"): "layout: order n, m; lanes ", ("weight-only", "q4"): "layout: order n, m; lanes ",
+                    ("integer", "q8"): "layout: order n, m\n", ("integer", "q4"): "layout: order n, m; lanes "}
 
 
-@pytest.mark.parametrize("entry,fmt", QUANTIZED_CASES, ids=[f"llama-{e}-{f}" for e, f in QUANTIZED_CASES])
-def test_quantized_llama_under_the_automatic_plan_keeps_the_reference_bytes(tmp_path, entry, fmt):
-    """A q8 or q4 llama's decode step (one row) and forward (ten rows): every quantized
-    linear laned across its outputs and split (but k and v, 16 columns: one chunk), and
-    the program's bytes are the reference's on 1 and 2 threads."""
-    prepared = export.ExportSpec("llama", entry, "f32", 5, SIZES["llama"], plan="auto", weights=(fmt, 32)).prepare()
+@pytest.mark.parametrize("entry,fmt,form", QUANTIZED_CASES, ids=[f"llama-{e}-{f}-{o}" for e, f, o in QUANTIZED_CASES])
+def test_quantized_llama_under_the_automatic_plan_keeps_the_reference_bytes(tmp_path, entry, fmt, form):
+    """A q8 or q4 llama's decode step (one row) and forward (ten rows), in either form:
+    every quantized linear in its form's layout and split (but k and v, 16 columns: one
+    chunk), and the program's bytes are the reference's on 1 and 2 threads."""
+    prepared = export.ExportSpec("llama", entry, "f32", 5, SIZES["llama"], plan="auto", weights=(fmt, 32),
+                                 form=form).prepare()
     root = export.write(prepared, tmp_path / "program")
-    kernels = {path.stem: path.read_text() for path in (root / "kernels").glob("qlinear_w*.c")}
+    primitive = "qlinear_i" if form == "integer" else "qlinear_w"
+    kernels = {path.stem: path.read_text() for path in (root / "kernels").glob(f"{primitive}*.c")}
     assert kernels, "no quantized linear was exported"
     for name, source in kernels.items():
-        assert "layout: order n, m; lanes " in source, f"{name} is not laned across its outputs"
+        assert QUANTIZED_LAYOUT[form, fmt] in source, f"{name} is not in its layout"
     host = (root / "model.c").read_text()
     split = {name for name in kernels if f"{name}_split(" in host}
-    assert split >= set(kernels) - {"qlinear_w_k_v"}, f"not split: {sorted(set(kernels) - split)}"
+    assert split >= set(kernels) - {f"{primitive}_k_v"}, f"not split: {sorted(set(kernels) - split)}"
     program = build(root)
     for threads in (1, 2):
         conforms(program, prepared, threads)
