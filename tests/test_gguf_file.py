@@ -477,8 +477,9 @@ def test_a_k_quant_files_logits_are_those_of_its_dequantized_weights():
 
 def test_a_q4_0_file_with_a_q6_k_head_keeps_its_blocks_and_computes_the_head_in_f32(tmp_path):
     """llama.cpp's Q4_0 files keep output.weight in Q6_K: the Q4_0 linear weights reach the
-    program as the file's blocks, the head as its f32 values; the program's logits are
-    those of the gguf package's dequantized weights, at f32, and its C program conforms."""
+    program as the file's blocks, the head as its f32 values; in the weight-only form the
+    program's logits are those of the gguf package's dequantized weights, at f32 (the
+    integer form quantizes the activations too), and its C program conforms."""
     program = models.build("llama", "forward", dict(K_CFG, tokens=6))
     linear = [spec.layer_name(i) for spec in program.params if spec.name in graph.linear_weights(program)
               for i in range(spec.layers or 1)]
@@ -486,7 +487,8 @@ def test_a_q4_0_file_with_a_q6_k_head_keeps_its_blocks_and_computes_the_head_in_
     path = k_quant_llama(tmp_path / "q4.gguf", kinds, qtype="Q4_0")
     ckpt = checkpoints.load(path)
     assert ckpt.weights == ("q4", 32)
-    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=ckpt).prepare()
+    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=ckpt,
+                                 form="weight-only").prepare()
     assert sorted(prepared.program.quantized) == sorted(n for n in graph.linear_weights(program) if n != "lm_head.weight")
     assert_bits_equal(ckpt.tensors["lm_head.weight"].read().astype(np.float32), prepared.params["lm_head.weight"],
                       "lm_head.weight", every_bit=True)

@@ -461,7 +461,7 @@ class QuantizedWeight:
     fmt: str
     block: int
     k: int
-    form: str = WEIGHT_ONLY
+    form: str = INTEGER
 
 
 SCALE_SUFFIX = "_scale"  # the scales of a quantized weight `w` are the tensor `w_scale`
