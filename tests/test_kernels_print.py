@@ -609,3 +609,24 @@ def test_a_kernel_name_must_be_a_c_identifier():
         shown = repr(name) if isinstance(name, str) else name
         assert str(caught.value) == f"kernel name {shown} is not a C identifier"
     assert print_kernel(kernel, "_add1").functions == ("_add1",)
+
+
+def test_whole_blocks_of_32_call_the_block_kernel():
+    """qlinear_i's whole blocks of G = 32 print as one call of exactc_dot.h's kernel at the
+    block's first value and byte, the file includes the header; a short last block and
+    any other G keep their loops."""
+    def source(fmt: str, k: int, block: int) -> str:
+        nb = -(-k // block)
+        row = k if fmt == "q8" else nb * block // 2
+        shapes = {"xq": (2, k), "xd": (2, nb), "wq": (3, row), "wd": (3, nb)}
+        return print_kernel(lower("qlinear_i", "f32", shapes, {"fmt": fmt, "block": block, "has_b": False}), "q").source
+
+    q8 = source("q8", 77, 32)
+    assert '#include "exactc_dot.h"' in q8
+    assert "s = s + exactc_dot_q8_32(&xq[m * 77 + blk * 32], &wq[n * 77 + blk * 32]);" in q8
+    assert "for (int64_t t = 0; t < 13; t++)" in q8 and "for (int64_t k = 0;" not in q8
+    q4 = source("q4", 88, 32)
+    assert "s = s + exactc_dot_q4_32(&xq[m * 88 + blk * 32], &wq[n * 48 + blk * 16]);" in q4
+    assert "for (int64_t th = 0; th < TH; th++)" in q4 and "for (int64_t kh = 0;" not in q4
+    for other in (source("q8", 128, 64), source("q4", 128, 64), source("q8", 32, 16), source("q4", 32, 16)):
+        assert "exactc_dot" not in other

@@ -113,14 +113,16 @@ class PlannedBodyPrinter(BodyPrinter):
             f"{pad}}}",
         ]
 
+    def keeps_loop(self, axis: str) -> bool:
+        return axis in self.sums or axis in self.blocks
+
     def loop(self, stmt: Loop, depth: int) -> list[str]:
         if stmt.axis.name in self.sums:
             lanes, parts = self.sums[stmt.axis.name]
             return print_integer_sum(self, stmt, depth, lanes, parts, self.taken, LOCAL_CTYPE["i32"])
         if stmt.axis.name not in self.blocks:
             return super().loop(stmt, depth)
-        inner = [line for s in stmt.body for line in self.statement(s, depth + 2)]
-        return self.block_loop(stmt, depth, inner)
+        return self.block_loop(stmt, depth, self.statements(stmt.body, depth + 2))
 
 
 def uses_lanes(expr: Expr, laned: set[str]) -> bool:
@@ -303,8 +305,7 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
                     body.extend(pack(printer, nest, layout, buffers[buffer], pack_var[buffer], chunk_var,
                                      lane_var, inner_stop, depth))
     if not lanes:
-        for stmt in nest.body:
-            body.extend(printer.statement(stmt, depth))
+        body.extend(printer.statements(nest.body, depth))
     else:
         full = " && ".join(f"{chunk_var[a]} + {w} <= {inner_stop(a)}" for a, w in layout.lanes)
         body.append(f"{INDENT * depth}if ({full}) {{ /* full lanes */")
@@ -328,8 +329,7 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
                 f"{INDENT * rdepth}for (int64_t {a} = {c}; {a} < {c} + {w} && {a} < {inner_stop(a)}; {a}++) {{"
             )
             rdepth += 1
-        for stmt in nest.body:
-            body.extend(printer.statement(stmt, rdepth))
+        body.extend(printer.statements(nest.body, rdepth))
         for _ in layout.lanes:
             rdepth -= 1
             body.append(f"{INDENT * rdepth}}}")
