@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from exactc.runtime.toolchain import have_compiler
-from quant_speed import measure, table
+from quant_speed import machine, measure, table
 
 
 @pytest.mark.skipif(not have_compiler("gcc"), reason="gcc builds the kernels")
@@ -18,5 +18,5 @@ def test_quantized_linears(capsys):
     pytest.importorskip("torch")
     rows = [(threads, shape, name, seconds) for threads in (1, 2) for shape, name, seconds in measure(threads)]
     with capsys.disabled():
-        print("\n" + "\n".join(table(rows)))
-    assert len(rows) == 2 * 2 * 7
+        print("\n" + machine() + "\n" + "\n".join(table(rows)))
+    assert len(rows) == 2 * 3 * 11

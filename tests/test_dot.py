@@ -30,14 +30,17 @@ const char *dot_path(void);
 void dot_q8_all(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks);
 void dot_q4_all(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks);
 """
+# Each compiler and level, for this CPU or not; for this CPU also with the plain loops
+# forced and with VNNI's path turned off (AVX2's then, where the CPU has VNNI).
+FORCED = {"": (), "-plain": ("EXACTC_DOT_PLAIN=1",), "-no-vnni": ("EXACTC_DOT_NO_VNNI=1",)}
 BUILDS = {
-    f"{cc}{opt}{'-native' if native else ''}{'-plain' if plain else ''}": BuildOptions(
-        cc, opt, march_native=native, defines=("EXACTC_DOT_PLAIN=1",) if plain else ()
+    f"{cc}{opt}{'-native' if native else ''}{forced}": BuildOptions(
+        cc, opt, march_native=native, defines=FORCED[forced]
     )
     for cc in ("gcc", "clang")
     for opt in ("-O2", "-O3")
     for native in (False, True)
-    for plain in ((False, True) if native else (False,))
+    for forced in (FORCED if native else ("",))
 }
 
 
@@ -57,6 +60,8 @@ def expected_path(options: BuildOptions) -> str:
     if "EXACTC_DOT_PLAIN=1" in options.defines or not options.march_native:
         return "plain"
     flags = cpu_flags()
+    if "EXACTC_DOT_NO_VNNI=1" in options.defines:
+        return "avx2" if "avx2" in flags else "plain"
     if {"avx512_vnni", "avx512vl"} <= flags:
         return "avx512vnni"
     return "avxvnni" if "avx_vnni" in flags else "avx2" if "avx2" in flags else "plain"

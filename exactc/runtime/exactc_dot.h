@@ -23,6 +23,7 @@
  *   q4 reads the nibble unsigned (0 … 15) times x and takes 8 · x off pair by pair: the
  *   pairs are at most 2 · 15 · 128 = 3840 and 2 · 8 · 128 = 2048, for any int8 x;
  * - elsewhere (no AVX2, AArch64, -DEXACTC_DOT_PLAIN=1): the plain loops.
+ * -DEXACTC_DOT_NO_VNNI=1 takes AVX2's path on a VNNI target (the tests run both there).
  * EXACTC_DOT_PATH names the path this build took. tests/test_dot.py checks each path the
  * CPU runs against numpy on drawn and extreme blocks, and builds the others. */
 #ifndef EXACTC_DOT_H
@@ -34,11 +35,15 @@
 #define EXACTC_DOT_PLAIN 0
 #endif
 
-#if !EXACTC_DOT_PLAIN && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#ifndef EXACTC_DOT_NO_VNNI
+#define EXACTC_DOT_NO_VNNI 0
+#endif
+
+#if !EXACTC_DOT_PLAIN && !EXACTC_DOT_NO_VNNI && defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define EXACTC_DOT_PATH "avx512vnni"
 #define EXACTC_DOT_VNNI 1
 #define EXACTC_DPBUSD(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
-#elif !EXACTC_DOT_PLAIN && defined(__AVXVNNI__)
+#elif !EXACTC_DOT_PLAIN && !EXACTC_DOT_NO_VNNI && defined(__AVXVNNI__)
 #define EXACTC_DOT_PATH "avxvnni"
 #define EXACTC_DOT_VNNI 1
 #define EXACTC_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
@@ -120,7 +125,8 @@ static inline int32_t exactc_dot_q8_32(const int8_t *x, const int8_t *w) {
     const __m256i magnitudes = _mm256_sign_epi8(vw, vw); /* |w|, read unsigned: 0 … 128 */
     const __m256i signed_x = _mm256_sign_epi8(vx, vw);   /* x · sign(w): -127 … 127 */
     const __m256i pairs = _mm256_maddubs_epi16(magnitudes, signed_x); /* |pair| <= 32512 */
-    return exactc_dot_lanes(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)); /* pairs of pairs, int32 */
+    return exactc_dot_lanes(quads);
 }
 
 static inline int32_t exactc_dot_q4_32(const int8_t *x, const uint8_t *w) {
