@@ -20,3 +20,18 @@ def test_quantized_linears(capsys):
     with capsys.disabled():
         print("\n" + machine() + "\n" + "\n".join(table(rows)))
     assert len(rows) == 2 * 3 * 11
+
+
+@pytest.mark.skipif(not have_compiler("gcc"), reason="gcc builds the program")
+def test_rows_repacked_at_load(capsys):
+    """bench/quant_rows.py: qlinear_i's q8 decode product row by row against 8 rows at
+    once, in place and interleaved at load; the three give the same bits."""
+    from pathlib import Path
+
+    if "avx2" not in Path("/proc/cpuinfo").read_text().split():
+        pytest.skip("the program's intrinsics need AVX2")
+    from quant_rows import measure
+
+    times = measure()
+    with capsys.disabled():
+        print("\n" + ", ".join(f"{way}: {us:.1f} us" for way, us in times.items()))
