@@ -24,11 +24,20 @@ void dot_q8_all(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks) 
 void dot_q4_all(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks) {
     for (int64_t b = 0; b < blocks; b++) out[b] = exactc_dot_q4_32(x + 32 * b, w + 16 * b);
 }
+/* Block b of 8 rows (row r of block b at w + (8 b + r) · stride) against x's block b. */
+void dot_q8_rows(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks, int64_t stride) {
+    for (int64_t b = 0; b < blocks; b++) exactc_dot_q8_32x8(x + 32 * b, w + 8 * b * stride, stride, out + 8 * b);
+}
+void dot_q4_rows(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride) {
+    for (int64_t b = 0; b < blocks; b++) exactc_dot_q4_32x8(x + 32 * b, w + 8 * b * stride, stride, out + 8 * b);
+}
 """
 CDEF = """
 const char *dot_path(void);
 void dot_q8_all(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks);
 void dot_q4_all(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks);
+void dot_q8_rows(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks, int64_t stride);
+void dot_q4_rows(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride);
 """
 # Each compiler and level, for this CPU or not; for this CPU also with the plain loops
 # forced and with VNNI's path turned off (AVX2's then, where the CPU has VNNI).
@@ -78,6 +87,23 @@ def run(dot, fmt: str, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         ffi.cast("void *", w.ctypes.data),
         ffi.cast("int32_t *", out.ctypes.data),
         blocks,
+    )
+    return out
+
+
+def run_rows(dot, fmt: str, x: np.ndarray, w: np.ndarray, stride: int) -> np.ndarray:
+    """Each block of x against 8 rows of w (rows of `stride` elements, 8 a block, the
+    block's values at each row's start): the 8 sums of each block."""
+    blocks = x.size // 32
+    x, w = np.ascontiguousarray(x, np.int8), np.ascontiguousarray(w, np.int8 if fmt == "q8" else np.uint8)
+    out = np.zeros(8 * blocks, np.int32)
+    call = dot.lib.dot_q8_rows if fmt == "q8" else dot.lib.dot_q4_rows
+    call(
+        dot.ffi.cast("int8_t *", x.ctypes.data),
+        dot.ffi.cast("void *", w.ctypes.data),
+        dot.ffi.cast("int32_t *", out.ctypes.data),
+        blocks,
+        stride,
     )
     return out
 
@@ -195,3 +221,23 @@ def test_vnni_paths_build(cc, march, path):
     )
     assert done.returncode == 0, done.stderr
     assert "vpdpbusd" in done.stdout
+
+
+@pytest.mark.parametrize("fmt", ["q8", "q4"])
+def test_eight_rows_at_once(dot, fmt):
+    """exactc_dot_q8_32x8 and exactc_dot_q4_32x8: each of the 8 rows (at a stride longer
+    than the block) against the block of activations, row r's sum in out[r]: the single
+    kernel's sums, on drawn blocks and the extremes (an activation of -128 in some)."""
+    rng = np.random.default_rng(7)
+    xs, ws = extreme_blocks(X_EXTREMES, Q8_EXTREMES if fmt == "q8" else NIBBLE_EXTREMES)
+    blocks = xs.size // 32
+    x = xs.reshape(blocks, 32)
+    width = 32 if fmt == "q8" else 16
+    stride = width + 8  # the rows lie apart, as a weight's rows of several blocks do
+    rows = rng.integers(-128, 128, (blocks, 8, 32)) if fmt == "q8" else rng.integers(0, 16, (blocks, 8, 32))
+    rows[:, 0] = ws.reshape(blocks, 32)  # the extremes in row 0, drawn values in the others
+    stored = rows if fmt == "q8" else quant.pack_q4(rows.reshape(-1, 32).astype(np.uint8)).reshape(blocks, 8, 16)
+    w = np.zeros((blocks, 8, stride), np.int64)
+    w[:, :, :width] = stored
+    want = [(exact_q8 if fmt == "q8" else exact_q4)(x[b], rows[b, r]) for b in range(blocks) for r in range(8)]
+    assert run_rows(dot, fmt, x.ravel(), w.ravel(), stride).tolist() == [int(v[0]) for v in want]

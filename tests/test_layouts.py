@@ -398,7 +398,8 @@ def test_integer_sums_in_every_grouping_give_the_reference_bits():
 
 
 def block_kernel_cases() -> list[Case]:
-    """qlinear_i in q8 and q4, G = 32: three whole blocks (exactc_dot.h's kernel) and a
+    """qlinear_i in q8 and q4, G = 32, 19 outputs (two chunks of 8 and 3 more): three
+    whole blocks (exactc_dot.h's kernels, one row or 8 at once) and a
     short last one (its loops: 13 values, under a q4 block's half, or 24, its high half
     short), the values at the extremes (activations -128, -127 and 127, q8 weights -128,
     q4 nibbles 0 and 15), random nibbles in q4's padding."""
@@ -409,16 +410,17 @@ def block_kernel_cases() -> list[Case]:
         for k in (96 + 13, 96 + 24):
             specs = (("xq", ValueSpec(5, k, "q8", 32, 1, ("max", "random", "min", "limit"))),
                      ("xd", ScaleSpec((5, 4), "f32", 2, ("power",))),
-                     ("wq", ValueSpec(7, k, fmt, 32, 3, ("min", "limit", "random", "max"), garbage_padding=True)),
-                     ("wd", ScaleSpec((7, 4), "f32", 4, ("power", "normal"))))
+                     ("wq", ValueSpec(19, k, fmt, 32, 3, ("min", "limit", "random", "max"), garbage_padding=True)),
+                     ("wd", ScaleSpec((19, 4), "f32", 4, ("power", "normal"))))
             out.append(Case("qlinear_i", "f32", (("block", 32), ("fmt", fmt), ("has_b", False)), specs))
     return out
 
 
 BLOCK_KERNEL_LAYOUTS = [
     NestPlan(Layout()),
-    NestPlan(Layout(order=("n", "m")), Split(0, ((0, 3), (3, 7)))),
+    NestPlan(Layout(order=("n", "m")), Split(0, ((0, 3), (3, 19)))),
     NestPlan(Layout(order=("n", "m"), lanes=(("n", 4),))),  # the laned body keeps its loops, the rest calls
+    NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),)), Split(0, ((0, 8), (8, 19)))),  # 8 rows a call
     NestPlan(Layout(order=("n", "m"), tiles=(("n", 2),), lanes=(("m", 2),))),
     NestPlan(Layout(sums=(("k", 4, 2),))),  # the layout's sums keep the loop
     NestPlan(Layout(blocks=(("k", 8),))),

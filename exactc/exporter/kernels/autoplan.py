@@ -21,10 +21,11 @@ every nest of a program, chosen from its shapes alone.
   for qlinear_i's q4 form on one row), over rows in lanes of 8 or 4 where they fill,
   with the weight's values (wq) and scales (wd) packed where they can be (laid out at
   load in a program: printer/prepack.py); each
-  output's float sum still runs block by block in index order. The exception is
-  qlinear_i's q8 form, and its q4 form in blocks of 32: it keeps its plain body under n
-  outermost, whose exact int32 block sums then vectorize along k or are calls of the
-  runtime's block kernel (exactc_dot.h), faster than lanes across outputs. quantize gets
+  output's float sum still runs block by block in index order. In blocks of 32
+  qlinear_i gets n in lanes of 8 alone, each block's 8 rows one call of the runtime's
+  block kernel (exactc_dot.h). In other blocks its q8 form keeps its plain body under n
+  outermost, whose exact int32 block sums then vectorize along k, faster than lanes
+  across outputs. quantize gets
   rows in lanes of 8 over blocks in lanes of 8, quantize_tail rows in lanes of 8
   (bench/quant_layouts.py measured all of these).
 - the nests whose transcendental has a laned form in the runtime (gelu_tanh, gelu_erf,
@@ -193,13 +194,16 @@ _QUANTIZED_LAYOUTS = {
 
 
 # Blocks of 32, whose whole blocks' sums the printer makes calls of the runtime's block
-# kernel (runtime/exactc_dot.h, printer/dots.py): qlinear_i's plain body with n
-# outermost, in both formats. bench/quant_layouts.py on an AVX2 Zen 2 (the kernel's
-# maddubs path), one thread: q4 on one row 20.9 us against 58.2 for the best lanes
-# (1x288 by 288x768), 822 against 2806 for the head (288x32000), 1662 against 1736 on 64
-# rows; q8 18.5 against 79.9, 727 against 3393, 1245 against 1878 (docs/performance.md).
+# kernels (runtime/exactc_dot.h, printer/dots.py): qlinear_i with n in lanes of 8, each
+# block's 8 rows one call of the x8 kernel (x's block loaded once, the 8 sums reduced
+# together, the f32 combine in lanes), else (fewer than 8 outputs) its plain body with n
+# outermost, one call a block. One thread on an AVX2 Zen 2 (the kernels' vpmaddubsw
+# path), in us, n:8 against the plain body: q8 12.6 / 18.6 and q4 12.5 / 21.0 at 1x288 by
+# 288x768, q8 86.1 / 121.2 and q4 85.1 / 139.5 at 1x768 by 768x2048, q8 547 / 732 and q4
+# 466 / 830 at 1x288 by 288x32000, q8 673 / 1101 and q4 690 / 1262 on 64 rows; the
+# scales' pack 1.01 to 1.09x slower but on 64 rows of q8 (docs/performance.md).
 BLOCK_KERNEL_VALUES = 32
-BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"))]}
+BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}
 
 
 def quantized_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:

@@ -21,6 +21,7 @@ import dataclasses
 from exactc.exporter.kernels.ir import Access, Affine, Assign, Binary, Convert, Load, Loop, Stmt, Var
 
 BLOCK = 32  # the values of a block the header's kernels sum
+ROWS = 8  # the rows the x8 kernels sum at once (a laned body's n in lanes of 8)
 Q4_OFFSET = 8
 NIBBLE_MASK, NIBBLE_SHIFT = 15, 4
 
@@ -36,8 +37,8 @@ class BlockSum:
     w: Access
     axes: tuple[str, ...]
 
-    def function(self) -> str:
-        return f"exactc_dot_{self.fmt}_32"
+    def function(self, rows: int = 1) -> str:
+        return f"exactc_dot_{self.fmt}_32" + (f"x{rows}" if rows > 1 else "")
 
 
 def _i32_constant(expr, value: int) -> bool:

@@ -7,6 +7,7 @@ from exactc.mutants.model import Mutant
 
 DOT = "exactc/runtime/exactc_dot.h"
 DOTS = "exactc/exporter/printer/dots.py"
+PLANNED = "exactc/exporter/printer/planned.py"
 REQUIRES = (DOT,)
 AVX2 = ("__AVX2__",)
 
@@ -58,8 +59,8 @@ MUTANTS = [
         "    const __m256i zero = _mm256_setzero_si256();\n"
         "    const __m256i sums = EXACTC_DPBUSD(zero, biased, vw);                     /* Σ (x + 128) · w */\n"
         "    const __m256i w_sums = EXACTC_DPBUSD(zero, _mm256_set1_epi8(1), vw);     /* Σ w */\n"
-        "    return exactc_dot_lanes(_mm256_sub_epi32(sums, _mm256_slli_epi32(w_sums, 7)));\n",
-        "    const __m256i zero = _mm256_setzero_si256();\n    return exactc_dot_lanes(EXACTC_DPBUSD(zero, vx, vw));\n",
+        "    return _mm256_sub_epi32(sums, _mm256_slli_epi32(w_sums, 7));\n",
+        "    const __m256i zero = _mm256_setzero_si256();\n    return EXACTC_DPBUSD(zero, vx, vw);\n",
         ("dot", "layouts:block-kernels"),
         family="dot",
         requires=REQUIRES,
@@ -72,6 +73,28 @@ MUTANTS = [
         DOTS,
         "if head.axis.extent == BLOCK else None",
         "if head.axis.extent <= BLOCK else None",
+        ("kernel-print", "layouts:block-kernels"),
+        family="dot",
+    ),
+    Mutant(
+        "dot-rows-drop-the-upper-half",
+        "the x8 kernels' reduction of 8 rows keeps the lower 128 bits' partial sums of each "
+        "row and drops the upper ones (the products of values 16 to 31 for q4)",
+        DOT,
+        "    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));",
+        "    return _mm256_permute2x128_si256(ab, cd, 0x20);",
+        ("dot", "layouts:block-kernels"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "dot-rows-kernel-for-a-packed-weight",
+        "the printer calls the x8 kernel where the laned body reads the weight through its "
+        "packed panel, handing it the panel's element as the first row's start",
+        PLANNED,
+        " or found.w.buffer in self.printer.packs:",
+        ":",
         ("kernel-print", "layouts:block-kernels"),
         family="dot",
     ),
