@@ -12,9 +12,10 @@ Rows (one thread, then two):
 - `q8 i …` / `q4 i …`: quantize (the activations to q8, its own kernel, timed with it)
   then qlinear_i (exact int32 block sums, combined in f32 block by block), n outermost
   and split in 8 pieces: `i laned` under LANED, `i loops` the plain body with the block
-  sums as loops (what the printer gave before exactc_dot.h), `i` the plain body with each
-  whole block's sum one call of exactc_dot.h's kernel (AVX2 or VNNI where the build's
-  target has it). (An integer sum in interleaved partial sums, `layout.sums`, does not
+  sums as loops (what the printer gave before exactc_dot.h), `i plain` the plain body
+  with each whole block's sum one call of exactc_dot.h's kernel (AVX2 or VNNI where the
+  build's target has it), `i` n in lanes of 8, each block's 8 rows one call of its x8
+  kernel (the automatic plan's layout in blocks of 32). (An integer sum in interleaved partial sums, `layout.sums`, does not
   combine with lanes on n and m, and was slower than them here.)
 - `torch f32`: torch.nn.functional.linear; `torch dyn int8`:
   torch.ao.nn.quantized.dynamic.Linear (its own per-tensor int8 weights, activations
@@ -50,8 +51,10 @@ BLOCK = 32
 # pack (kernels/autoplan.py), with n outermost for the split.
 LANED = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
 # qlinear_i's plain body with n outermost: its whole blocks' sums as exactc_dot.h's calls
-# (`i`), or as the loops the printer gave them before (`i loops`).
+# (`i plain`), or as the loops the printer gave them before (`i loops`); n in lanes of 8,
+# 8 rows' sums a call (`i`, the automatic plan's in blocks of 32).
 PLAIN = Layout(order=("n", "m"))
+ROWS = Layout(order=("n", "m"), lanes=(("n", 8),))
 
 
 class Kernel:
@@ -113,7 +116,7 @@ def split_in_8(layout: Layout):
 
 laned = split_in_8(LANED)
 # The integer form's rows: (name, layout, whole blocks by exactc_dot.h)
-INTEGER_ROWS = (("i laned", LANED, True), ("i loops", PLAIN, False), ("i", PLAIN, True))
+INTEGER_ROWS = (("i laned", LANED, True), ("i loops", PLAIN, False), ("i plain", PLAIN, True), ("i", ROWS, True))
 
 
 def operands(m: int, k: int, n: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ def test_quantized_linears(capsys):
     rows = [(threads, shape, name, seconds) for threads in (1, 2) for shape, name, seconds in measure(threads)]
     with capsys.disabled():
         print("\n" + machine() + "\n" + "\n".join(table(rows)))
-    assert len(rows) == 2 * 3 * 11
+    assert len(rows) == 2 * 3 * 13
 
 
 @pytest.mark.skipif(not have_compiler("gcc"), reason="gcc builds the program")

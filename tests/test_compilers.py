@@ -117,10 +117,16 @@ BLOCK_KERNEL_BUILDS = [(opt, native) for opt in ("-O2", "-O3") for native in (Fa
 @pytest.mark.parametrize("opt,native", BLOCK_KERNEL_BUILDS, ids=["O2", "O2-native", "O3", "O3-native"])
 def test_the_block_kernels_give_the_reference_bits_in_every_build(cc, opt, native):
     """exactc_dot.h's plain loops (without -march) and this CPU's vector path (with it)
-    inside the printed qlinear_i, q8 and q4: the reference's bits in each build."""
+    inside the printed qlinear_i, q8 and q4, one row a call (the plain body) and 8 (n in
+    lanes of 8, the automatic plan's): the reference's bits in each build."""
+    from exactc.exporter.kernels.layouts import Layout
+    from exactc.exporter.kernels.plans import NestPlan, Plan
+
     need(cc)
     batch = [block_kernel_case(fmt, k, seed) for fmt in ("q8", "q4") for k, seed in ((96, 0), (120, 5))]
-    assert_all_equal(run_cases(batch, BuildOptions(cc=cc, opt=opt, march_native=native)))
+    rows = Plan((("qlinear_i", NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),)))),))
+    plans = [None] * len(batch) + [rows] * len(batch)
+    assert_all_equal(run_cases(batch + batch, BuildOptions(cc=cc, opt=opt, march_native=native), plans=plans))
 
 
 # ---- foreign targets, compile only ----------------------------------------------------
