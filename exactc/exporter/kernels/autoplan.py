@@ -197,11 +197,11 @@ _QUANTIZED_LAYOUTS = {
 # kernels (runtime/exactc_dot.h, printer/dots.py): qlinear_i with n in lanes of 8, each
 # block's 8 rows one call of the x8 kernel (x's block loaded once, the 8 sums reduced
 # together, the f32 combine in lanes), else (fewer than 8 outputs) its plain body with n
-# outermost, one call a block. One thread on an AVX2 Zen 2 (the kernels' vpmaddubsw
-# path), in us, n:8 against the plain body: q8 12.6 / 18.6 and q4 12.5 / 21.0 at 1x288 by
-# 288x768, q8 86.1 / 121.2 and q4 85.1 / 139.5 at 1x768 by 768x2048, q8 547 / 732 and q4
-# 466 / 830 at 1x288 by 288x32000, q8 673 / 1101 and q4 690 / 1262 on 64 rows; the
-# scales' pack 1.01 to 1.09x slower but on 64 rows of q8 (docs/performance.md).
+# outermost, one call a block. bench/quant_layouts.py, one thread on an AVX2 Zen 2 (the
+# kernels' vpmaddubsw path), in us, n:8 against the plain body: q8 12.2 / 18.5 and q4
+# 12.5 / 21.0 at 1x288 by 288x768, q8 536 / 763 and q4 464 / 827 at 1x288 by 288x32000,
+# q8 671 / 1087 and q4 691 / 1257 on 64 rows; the scales' pack beside it 1.04x to 1.08x
+# slower on one row, 1.01x to 1.09x faster on 64 (docs/performance.md).
 BLOCK_KERNEL_VALUES = 32
 BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}
 
