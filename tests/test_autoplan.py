@@ -136,8 +136,9 @@ def _text(nest_plan) -> str:
 def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
     """bench/quant_layouts.py's fastest legal layouts: a prompt's rows (10) in lanes of 8
     (q8) or 4 (q4), a decode step's one row n in lanes of 16, qlinear_w's values and
-    scales packed (laid out at load in a program, printer/prepack.py), qlinear_i's q8
-    form its plain body and its q4 form n in lanes of 8 with the scales packed; the
+    scales packed (laid out at load in a program, printer/prepack.py), qlinear_i n in
+    lanes of 8 alone in blocks of 32 (the runtime's block kernel sums 8 rows of a block
+    at once), and in other blocks its q8 form its plain body and its q4 form in lanes with the scales packed; the
     split always on n, between chunks of its lanes."""
     want = {
         ("qlinear_w", "q8", 10): "order n, m; lanes m:8, n:16; packs wq, wd",
@@ -145,13 +146,16 @@ def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
         ("qlinear_w", "q4", 10): "order n, m; lanes m:4, n:16; packs wq, wd",
         ("qlinear_w", "q8", 1): "order n, m; lanes n:16; packs wq, wd",
         ("qlinear_w", "q4", 1): "order n, m; lanes n:16; packs wq, wd",
-        ("qlinear_i", "q8", 10): "order n, m",
-        ("qlinear_i", "q4", 10): "order n, m; lanes m:4, n:16; packs wd",
-        ("qlinear_i", "q8", 1): "order n, m",
-        ("qlinear_i", "q4", 1): "order n, m; lanes n:8; packs wd",
+        ("qlinear_i", "q8", 10): "order n, m; lanes n:8",
+        ("qlinear_i", "q4", 10): "order n, m; lanes n:8",
+        ("qlinear_i", "q8", 1): "order n, m; lanes n:8",
+        ("qlinear_i", "q4", 1): "order n, m; lanes n:8",
+        ("qlinear_i", "q4", 10, 16): "order n, m; lanes m:4, n:16; packs wd",
+        ("qlinear_i", "q4", 1, 16): "order n, m; lanes n:8; packs wd",
+        ("qlinear_i", "q8", 1, 16): "order n, m",
     }
-    for (primitive, fmt, rows), layout in want.items():
-        nest_plan = _quantized_plan(primitive, fmt, rows, 64, 40)
+    for (primitive, fmt, rows, *block), layout in want.items():
+        nest_plan = _quantized_plan(primitive, fmt, rows, 64, 40, *block)
         assert _text(nest_plan) == layout, (primitive, fmt, rows)
         # n outermost, so the split shares the output columns, on one row as on ten
         assert nest_plan.layout.order[0] == "n" and nest_plan.split.depth == 0, (primitive, fmt, rows)
@@ -168,7 +172,8 @@ def test_a_quantized_linear_with_a_short_last_block_falls_back_to_lanes_without_
     neither packs; the lanes stay (rows by 4, as measured without packs)."""
     assert _text(_quantized_plan("qlinear_w", "q8", 10, 40, 48)) == "order n, m; lanes m:4, n:16"
     assert _text(_quantized_plan("qlinear_w", "q4", 1, 40, 48)) == "order n, m; lanes n:16"
-    assert _text(_quantized_plan("qlinear_i", "q8", 10, 40, 48)) == "order n, m"
+    assert _text(_quantized_plan("qlinear_i", "q8", 10, 40, 48)) == "order n, m; lanes n:8"
+    assert _text(_quantized_plan("qlinear_i", "q4", 1, 64, 5)) == "order n, m"  # 5 outputs: no lane fills
 
 
 def test_quantize_gets_rows_and_blocks_in_lanes_and_leaves_one_row_plain():

@@ -96,6 +96,39 @@ def test_the_integer_q4_linear_is_not_miscompiled_with_march_native(cc):
                                    BuildOptions(cc=cc, opt=opt, march_native=True)))
 
 
+def block_kernel_case(fmt: str, k: int, seed: int) -> Case:
+    """qlinear_i in blocks of 32 (whole blocks summed by exactc_dot.h, a short last one by
+    its loops) at the extremes: activations of -128, -127 and 127, q8 weights of -128 and
+    127, q4 nibbles 0 and 15, random nibbles in the padding."""
+    from exactc.strategies.quant import ScaleSpec, ValueSpec
+
+    nb = -(-k // 32)
+    specs = (("xq", ValueSpec(4, k, "q8", 32, seed, ("min", "max", "limit", "random"))),
+             ("xd", ScaleSpec((4, nb), "f32", seed + 1, ("power",))),
+             ("wq", ValueSpec(9, k, fmt, 32, seed + 2, ("limit", "min", "max", "random"), garbage_padding=True)),
+             ("wd", ScaleSpec((9, nb), "f32", seed + 3, ("power", "normal"))))
+    return Case("qlinear_i", "f32", (("block", 32), ("fmt", fmt), ("has_b", False)), specs)
+
+
+BLOCK_KERNEL_BUILDS = [(opt, native) for opt in ("-O2", "-O3") for native in (False, True)]
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("opt,native", BLOCK_KERNEL_BUILDS, ids=["O2", "O2-native", "O3", "O3-native"])
+def test_the_block_kernels_give_the_reference_bits_in_every_build(cc, opt, native):
+    """exactc_dot.h's plain loops (without -march) and this CPU's vector path (with it)
+    inside the printed qlinear_i, q8 and q4, one row a call (the plain body) and 8 (n in
+    lanes of 8, the automatic plan's): the reference's bits in each build."""
+    from exactc.exporter.kernels.layouts import Layout
+    from exactc.exporter.kernels.plans import NestPlan, Plan
+
+    need(cc)
+    batch = [block_kernel_case(fmt, k, seed) for fmt in ("q8", "q4") for k, seed in ((96, 0), (120, 5))]
+    rows = Plan((("qlinear_i", NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),)))),))
+    plans = [None] * len(batch) + [rows] * len(batch)
+    assert_all_equal(run_cases(batch + batch, BuildOptions(cc=cc, opt=opt, march_native=native), plans=plans))
+
+
 # ---- foreign targets, compile only ----------------------------------------------------
 # CI runs on whichever CPU the machine has that day, and a break that only one target shows
 # must show on every host: gcc's GNU mode predefines FLT_EVAL_METHOD as 16 for a CPU with

@@ -397,6 +397,50 @@ def test_integer_sums_in_every_grouping_give_the_reference_bits():
     assert_all_equal(_run(batch, ("gcc", False, None, None)))
 
 
+def block_kernel_cases() -> list[Case]:
+    """qlinear_i in q8 and q4, G = 32, 19 outputs (two chunks of 8 and 3 more): three
+    whole blocks (exactc_dot.h's kernels, one row or 8 at once) and a
+    short last one (its loops: 13 values, under a q4 block's half, or 24, its high half
+    short), the values at the extremes (activations -128, -127 and 127, q8 weights -128,
+    q4 nibbles 0 and 15), random nibbles in q4's padding."""
+    from exactc.strategies.quant import ScaleSpec, ValueSpec
+
+    out = []
+    for fmt in ("q8", "q4"):
+        for k in (96 + 13, 96 + 24):
+            specs = (("xq", ValueSpec(5, k, "q8", 32, 1, ("max", "random", "min", "limit"))),
+                     ("xd", ScaleSpec((5, 4), "f32", 2, ("power",))),
+                     ("wq", ValueSpec(19, k, fmt, 32, 3, ("min", "limit", "random", "max"), garbage_padding=True)),
+                     ("wd", ScaleSpec((19, 4), "f32", 4, ("power", "normal"))))
+            out.append(Case("qlinear_i", "f32", (("block", 32), ("fmt", fmt), ("has_b", False)), specs))
+    return out
+
+
+BLOCK_KERNEL_LAYOUTS = [
+    NestPlan(Layout()),
+    NestPlan(Layout(order=("n", "m")), Split(0, ((0, 3), (3, 19)))),
+    NestPlan(Layout(order=("n", "m"), lanes=(("n", 4),))),  # the laned body keeps its loops, the rest calls
+    NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),)), Split(0, ((0, 8), (8, 19)))),  # 8 rows a call
+    NestPlan(Layout(order=("n", "m"), tiles=(("n", 2),), lanes=(("m", 2),))),
+    NestPlan(Layout(sums=(("k", 4, 2),))),  # the layout's sums keep the loop
+    NestPlan(Layout(blocks=(("k", 8),))),
+]
+
+
+@needs_compilers
+@pytest.mark.parametrize("native", [False, True], ids=["plain", "native"])
+def test_block_kernels_under_layouts_give_the_reference_bits(native):
+    """The whole blocks' sums as exactc_dot.h's calls, in the plain body and in every
+    place a layout prints it, built for this CPU (its vector path) or not (the plain
+    loops): the reference's bits."""
+    batch = [(case, Plan((("qlinear_i", plan),))) for case in block_kernel_cases() for plan in BLOCK_KERNEL_LAYOUTS]
+    for case, plan in batch[:2]:
+        source = print_kernel(lower("qlinear_i", "f32", case.shapes, case.attr_dict), "q", plan).source
+        assert "exactc_dot_q8_32(" in source or "exactc_dot_q4_32(" in source
+    options = BuildOptions(cc="gcc", openmp=True, march_native=native, defines=(CHECK_SPLITS,))
+    assert_all_equal(run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=2))
+
+
 def test_integer_sums_print_as_partial_sums_added_last_first():
     """An integer sum in parts and lanes: int32 partial sums (one row per part, one
     column per lane), the full chunks laned, the rest of each part into the first lanes,

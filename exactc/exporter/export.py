@@ -5,7 +5,7 @@
       Makefile             STRICT flags apart from CFLAGS; OPENMP=0, CC=clang, CHECKING=1
       model.c              the host (structured, or straight-line with --straight-line)
       kernels.h, kernels/  one file per kernel, each nest one function
-      exactc_rt.h, exactc_fma.h, exactc_host.c, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
+      exactc_rt.h, exactc_fma.h, exactc_dot.h, exactc_host.c, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
       model.h, exactc_api.c  the library's API (`make lib`: libmodel.a, libmodel.so)
       examples/run.c       a C program of the API (`make example`; check.sh runs it)
       weights.safetensors  the parameters at the site type (per-layer tensors, HF names)
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # imported where used: a cached export is named (ExportSpec.d
 
 # The runtime's files every exported directory carries; exactc_compare.c is the
 # conformance comparer (conformance/compare), the others build into the program.
-RUNTIME_FILES = ("exactc_rt.h", "exactc_fma.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
+RUNTIME_FILES = ("exactc_rt.h", "exactc_fma.h", "exactc_dot.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
                  "exactc_keys.h", "exactc_keys.c", "exactc_sample.h", "exactc_sample.c", "exactc_generate.h",
                  "exactc_generate.c", "exactc_train.c", "exactc_main.c", "model.h", "exactc_api.c", "exactc_compare.c")
 # The library's example (examples/run.c, `make example`): the runtime's example_run.c.

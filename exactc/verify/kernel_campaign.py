@@ -28,6 +28,21 @@ SIBLINGS = 16  # cases per kernel: the drawn one and its siblings
 EXAMPLES_PER_TASK = 4  # Hypothesis examples (batches) per task
 
 
+# Primitives whose own tasks build for this CPU (-march=native), where the C the kernel
+# includes takes a path the target decides: qlinear_i's whole blocks are summed by
+# runtime/exactc_dot.h, AVX2's or VNNI's instructions where the CPU has them. The mixed
+# tasks keep the portable build (the header's plain loops), so the campaign runs both.
+NATIVE_PRIMITIVES = ("qlinear_i",)
+
+
+def task_build(task: "Task"):
+    """The build of a task's batches: for this CPU for a primitive of NATIVE_PRIMITIVES,
+    else the portable default."""
+    from exactc.verify.build import BuildOptions
+
+    return BuildOptions(march_native=task.primitive in NATIVE_PRIMITIVES)
+
+
 # No shrinking: each shrink step is a compiler call, and a batch's failure report already
 # holds the bad case whole (its inputs in hex, the kernel, the case as Python).
 CAMPAIGN_PHASES = ("explicit", "reuse", "generate")
@@ -143,6 +158,7 @@ def run_task(task: Task) -> TaskResult:
 
     # Distinct kernels in a batch (no family twice); the task's salt in every input seed.
     families = kernel_families(task.primitive, task.site, task.siblings, task.salt, task.contract)
+    options = task_build(task)
 
     @settings(max_examples=task.examples, deadline=None, print_blob=True,
               database=DirectoryBasedExampleDatabase(task.database) if task.database else None,
@@ -153,7 +169,7 @@ def run_task(task: Task) -> TaskResult:
     def check(batch):
         nonlocal kernels
         cases = [case for family in batch for case in family]
-        outcomes = run_cases(cases)
+        outcomes = run_cases(cases, options)
         kernels += len({kernel_key(c) for c in cases})
         counts.update((o.case.primitive, o.case.site, o.status) for o in outcomes)
         assert_all_equal(outcomes)

@@ -13,6 +13,7 @@ from exactc.mutants.catalog import (
     checkpoints,
     comparison,
     constants,
+    dots,
     export,
     extents,
     floors,
@@ -158,6 +159,11 @@ _FIXED_CHECKS = [
           "test_every_layout_and_split_gives_the_reference_bits and (linear or layernorm or softmax or add or matmul)"),
     # Integer sums of quantized linears regrouped in every lanes x parts, remainders too.
     Check("layouts:integer-sums", ("tests/test_layouts.py",), "integer_sums"),
+    # qlinear_i's whole blocks as calls of exactc_dot.h under layouts, for this CPU and not.
+    Check("layouts:block-kernels", ("tests/test_layouts.py",), "block_kernels"),
+    # exactc_dot.h's block sums, each path the CPU runs, against numpy on drawn and extreme
+    # blocks; the VNNI paths built for targets that have them.
+    Check("dot", ("tests/test_dot.py",)),
     # The same at a run-time length: shapes that follow T, run at a drawn T, outputs sized at T.
     Check("layouts:run-time", ("tests/test_layouts.py",), "run_time_length"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
@@ -349,7 +355,7 @@ _FIXED_CHECKS = [
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
             tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training, startup,
-            library, scop, serve]
+            library, scop, serve, dots]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -133,4 +133,14 @@ MUTANTS = [
         ("dask-cluster",),
         family="campaigns",
     ),
+    Mutant(
+        "campaign-builds-the-integer-linear-portable",
+        "qlinear_i's own campaign tasks build without -march=native like every other task, so "
+        "the campaign never runs exactc_dot.h's vector path, only its plain loops",
+        TASKS,
+        'NATIVE_PRIMITIVES = ("qlinear_i",)',
+        "NATIVE_PRIMITIVES: tuple[str, ...] = ()",
+        ("campaign",),
+        family="campaigns",
+    ),
 ]
