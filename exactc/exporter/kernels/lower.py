@@ -1057,7 +1057,7 @@ def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
 @dataclasses.dataclass(frozen=True)
 class _SubBlock:
     """Sub-block `index` of a super-block: values start … start + length − 1 of it, its
-    integer scale (and min: None for Q6_K), and quant(l), its value l, as i32 Exprs."""
+    integer scale (and min: None for Q6_K), and quant(v), its value v, as i32 Exprs."""
 
     index: int
     start: int
@@ -1100,8 +1100,8 @@ def _q45_scale_and_min(ctx: _Lowering, blk: Affine, j: int) -> tuple[Expr, Expr]
 
 def _k_subblocks(ctx: _Lowering, blk: Affine) -> list[_SubBlock]:
     """The sub-blocks of super-block `blk` in value order: Q4_K and Q5_K eight of 32,
-    value l of sub-block j the nibble j mod 2 of qs[32·(j div 2) + l] (Q5_K: bit j of
-    qh[l] at bit 4); Q6_K sixteen of 16, q − 32 with q's low 4 bits from ql and its top 2
+    value v of sub-block j the nibble j mod 2 of qs[32·(j div 2) + v] (Q5_K: bit j of
+    qh[v] at bit 4); Q6_K sixteen of 16, q − 32 with q's low 4 bits from ql and its top 2
     from qh (quarters of 32 values, two sub-blocks each), the scale an int8."""
     fmt = ctx.attrs["fmt"]
     if fmt == "q6_k":
@@ -1109,11 +1109,11 @@ def _k_subblocks(ctx: _Lowering, blk: Affine) -> list[_SubBlock]:
     qs = 16 if fmt == "q4_k" else 48
     out = []
     for j in range(8):
-        def quant(l: Affine, j: int = j) -> Expr:
-            low = _bits(_k_byte(ctx, blk, qs + 32 * (j // 2) + l), 4 * (j % 2), 15)
+        def quant(v: Affine, j: int = j) -> Expr:
+            low = _bits(_k_byte(ctx, blk, qs + 32 * (j // 2) + v), 4 * (j % 2), 15)
             if fmt == "q4_k":
                 return low
-            return _above(low, _bits(_k_byte(ctx, blk, 16 + l), j, 1), 4)
+            return _above(low, _bits(_k_byte(ctx, blk, 16 + v), j, 1), 4)
 
         scale, low_min = _q45_scale_and_min(ctx, blk, j)
         out.append(_SubBlock(j, 32 * j, 32, scale, low_min, quant))
@@ -1122,13 +1122,13 @@ def _k_subblocks(ctx: _Lowering, blk: Affine) -> list[_SubBlock]:
 
 def _q6_subblock(ctx: _Lowering, blk: Affine, j: int) -> _SubBlock:
     """Q6_K's sub-block j = 8·half + 2·quarter + part: values 128·half + 32·quarter +
-    16·part + l; low 4 bits the nibble quarter div 2 of ql[64·half + 32·(quarter mod 2)
-    + 16·part + l], top 2 bits 2·quarter of qh[32·half + 16·part + l]; scale int8 j."""
+    16·part + v; low 4 bits the nibble quarter div 2 of ql[64·half + 32·(quarter mod 2)
+    + 16·part + v], top 2 bits 2·quarter of qh[32·half + 16·part + v]; scale int8 j."""
     half, rest = divmod(j, 8)
     quarter, part = divmod(rest, 2)
 
-    def quant(l: Affine) -> Expr:
-        at = 16 * part + l
+    def quant(v: Affine) -> Expr:
+        at = 16 * part + v
         low = _bits(_k_byte(ctx, blk, 64 * half + 32 * (quarter % 2) + at), 4 * (quarter // 2), 15)
         high = _bits(_k_byte(ctx, blk, 128 + 32 * half + at), 2 * quarter, 3)
         return Binary("-", _above(low, high, 4), _i32(32))
@@ -1168,14 +1168,14 @@ def lower_qlinear_w_k(ctx: _Lowering) -> list[Nest]:
         if ctx.attrs["fmt"] != "q6_k":
             stmts.append(Declare(dmin, _k_field(ctx, blk, 1)))
         for part in _k_subblocks(ctx, blk):
-            step, off, l = ctx.var(f"step{part.index}", "f32"), ctx.var(f"off{part.index}", "f32"), f"l{part.index}"
+            step, off, v = ctx.var(f"step{part.index}", "f32"), ctx.var(f"off{part.index}", "f32"), f"v{part.index}"
             stmts.append(Declare(step, mul(d, Convert(part.scale, "f32"))))
-            w: Expr = mul(step, Convert(part.quant(ix(l)), "f32"))
+            w: Expr = mul(step, Convert(part.quant(ix(v)), "f32"))
             if part.min is not None:
                 stmts.append(Declare(off, mul(dmin, Convert(part.min, "f32"))))
                 w = sub(w, off)
-            x = ctx.W("x", m, blk * K_SUPER_BLOCK + part.start + ix(l))
-            stmts.append(Loop(Axis(l, part.length, REDUCE), (Assign(acc, multiply_add(ctx, acc, x, ctx.widen(w))),)))
+            x = ctx.W("x", m, blk * K_SUPER_BLOCK + part.start + ix(v))
+            stmts.append(Loop(Axis(v, part.length, REDUCE), (Assign(acc, multiply_add(ctx, acc, x, ctx.widen(w))),)))
         return stmts
 
     return [_k_quant_nest(ctx, "qlinear_w", rows, block_body)]
@@ -1193,14 +1193,14 @@ def lower_qlinear_i_k(ctx: _Lowering) -> list[Nest]:
         if ctx.attrs["fmt"] != "q6_k":
             stmts.append(Declare(mins, _i32(0)))
         for part in _k_subblocks(ctx, blk):
-            s, xs, l = ctx.var(f"s{part.index}", "i32"), ctx.var(f"xs{part.index}", "i32"), f"l{part.index}"
-            xq = Convert(ctx.load("xq", m, blk * K_SUPER_BLOCK + part.start + ix(l)), "i32")
-            terms: list[Stmt] = [Assign(s, Binary("+", s, Binary("*", xq, part.quant(ix(l)))))]
+            s, xs, v = ctx.var(f"s{part.index}", "i32"), ctx.var(f"xs{part.index}", "i32"), f"v{part.index}"
+            xq = Convert(ctx.load("xq", m, blk * K_SUPER_BLOCK + part.start + ix(v)), "i32")
+            terms: list[Stmt] = [Assign(s, Binary("+", s, Binary("*", xq, part.quant(ix(v)))))]
             stmts.append(Declare(s, _i32(0)))
             if part.min is not None:
                 stmts.append(Declare(xs, _i32(0)))
                 terms.append(Assign(xs, Binary("+", xs, xq)))
-            stmts.append(Loop(Axis(l, part.length, REDUCE), tuple(terms)))
+            stmts.append(Loop(Axis(v, part.length, REDUCE), tuple(terms)))
             stmts.append(Assign(total, Binary("+", total, Binary("*", part.scale, s))))
             if part.min is not None:
                 stmts.append(Assign(mins, Binary("+", mins, Binary("*", part.min, xs))))
