@@ -5,6 +5,7 @@ read as the gguf package dequantizes them, alone or mixed with Q4_0 in one file.
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 from pathlib import Path
@@ -513,3 +514,68 @@ def test_weights_quantize_a_k_quant_files_float_linear_weights_only(tmp_path):
     down = np.stack([ckpt.tensors[f"model.layers.{i}.mlp.down_proj.weight"].read() for i in range(2)])
     assert_bits_equal(down.astype(np.float32), prepared.params["model.layers.{l}.mlp.down_proj.weight"],
                       "down_proj", every_bit=True)
+
+
+# Q4_K_M's kinds with every layer of a parameter in one format, so that each keeps it
+# under --weights file; ffn_down mixes Q6_K and Q4_K over its layers, as Q4_K_M's does
+K_BY_PARAMETER = {"self_attn.q_proj": "Q4_K", "self_attn.k_proj": "Q5_K", "self_attn.v_proj": "Q6_K",
+                  "self_attn.o_proj": "Q4_K", "mlp.gate_proj": "Q5_K", "mlp.up_proj": "Q4_K"}
+K_KEPT = {"model.embed_tokens.weight": "Q6_K", "lm_head.weight": "Q6_K",
+          "model.layers.0.mlp.down_proj.weight": "Q6_K", "model.layers.1.mlp.down_proj.weight": "Q4_K",
+          **{f"model.layers.{i}.{part}.weight": kind for part, kind in K_BY_PARAMETER.items() for i in range(2)}}
+
+
+def _file_weights_logits_and_programs(path: Path, tmp_path: Path, want_formats: dict[str, tuple[str, int]]):
+    """Export `path` with --weights file: the program holds `want_formats`, its logits at
+    f32 and f64 are those of the float Llama over the gguf package's dequantized weights,
+    bit for bit (the weight-only form is the f32 linear of the weights), and its C program
+    conforms at 1 and 2 threads with gcc, once with clang."""
+    ckpt = checkpoints.load(path)
+    program = models.build("llama", "forward", dict(K_CFG, tokens=6, eps=float(np.float32(1e-5))))
+    inputs = models.draw_inputs(program, 1)
+    for site in ("f32", "f64"):
+        prepared = export.ExportSpec("llama", "forward", site, 5, {"tokens": 6}, checkpoint=ckpt,
+                                     weights=export.FILE_WEIGHTS).prepare()
+        assert prepared.program.quantized == want_formats
+        theirs = {k: v.astype(np.float32).astype(np.float64 if site == "f64" else np.float32)
+                  for k, v in stacked(program, gguf_package_values(path)).items()}
+        want = walk.evaluate(program, site, theirs, inputs)["logits"]
+        got = walk.evaluate(prepared.program, site, prepared.params, inputs)["logits"]
+        assert_bits_equal(want, got, f"logits at {site}", every_bit=True,
+                          labels=("the dequantized weights", "--weights file"))
+    folder = export.write(prepared, tmp_path / "kept")  # the f64 program
+    for cc, threads in (("gcc", 1), ("gcc", 2), ("clang", 2)):
+        done = programs.make(folder, programs.Build(cc=cc)).check(threads)
+        assert done.returncode == 0, f"{cc}, {threads} thread(s): " + done.stdout + done.stderr
+    return folder
+
+
+def test_k_quant_file_weights_keep_each_tensors_format(tmp_path):
+    """--weights file on a Q4_K_M-like file: each linear weight keeps its k-quant (q4_k,
+    q5_k, q6_k: the head Q6_K), ffn_down, Q6_K in one layer and Q4_K in the other, is the
+    f32 weight it reads as; exactc.json lists each tensor's format."""
+    path = k_quant_llama(tmp_path / "km.gguf", K_KEPT)
+    want = {f"model.layers.{{l}}.{part}.weight": (kind.lower(), 256) for part, kind in K_BY_PARAMETER.items()}
+    want["lm_head.weight"] = ("q6_k", 256)
+    folder = _file_weights_logits_and_programs(path, tmp_path, want)
+    manifest = json.loads((folder / "exactc.json").read_text())
+    assert manifest["weights"]["format"] == "mixed"
+    assert manifest["weights"]["tensors"]["lm_head.weight"] == {"format": "q6_k", "block": 256}
+
+
+def test_k_quant_file_weights_keep_a_q4_0_files_q6_k_head(tmp_path):
+    """--weights file on llama.cpp's Q4_0 layout (Q4_0 linear weights, a Q6_K output): the
+    q4 blocks and the q6_k head, each as the file holds it."""
+    program = models.build("llama", "forward", dict(K_CFG, tokens=6))
+    linear = [spec.layer_name(i) for spec in program.params if spec.name in graph.linear_weights(program)
+              for i in range(spec.layers or 1)]
+    path = k_quant_llama(tmp_path / "q4.gguf", dict.fromkeys(linear, "Q4_0") | {"lm_head.weight": "Q6_K"},
+                         qtype="Q4_0")
+    want = {name: ("q4", 32) for name in graph.linear_weights(program)} | {"lm_head.weight": ("q6_k", 256)}
+    _file_weights_logits_and_programs(path, tmp_path, want)
+
+
+def test_k_quant_file_weights_need_a_checkpoint():
+    with pytest.raises(export.ExportError, match=r"^--weights file keeps the formats a checkpoint stores: "
+                                                 r"give --checkpoint$"):
+        export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, weights=export.FILE_WEIGHTS).prepare()

@@ -10,6 +10,7 @@ fails the coverage check (its outputs are right, so nothing else can see it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -391,6 +392,30 @@ def test_integer_sums_in_every_grouping_give_the_reference_bits():
         kernel = lower("qlinear_i", "f32", case.shapes, case.attr_dict)
         loops = [a for a in kernel.nests[0].reduce_axes() if a.name != "blk"]
         for lanes in (1, 3, 4, 5, 64):
+            for parts in (1, 2, 3):
+                layout = Layout(order=("n", "m"), sums=tuple((a.name, lanes, parts) for a in loops))
+                batch.append((case, Plan((("qlinear_i", NestPlan(layout)),))))
+    assert_all_equal(_run(batch, ("gcc", False, None, None)))
+
+
+def test_k_quant_integer_sums_in_every_grouping_give_the_reference_bits():
+    """qlinear_i over Q4_K, Q5_K and Q6_K weights, two super-blocks, all-0xFF blocks (every
+    scale and min 63, every quant at its top) beside random ones, activations at the
+    limits: every sub-block's integer sums (s_j, and x_j beside it for Q4_K and Q5_K) in
+    lanes 1, 3, 5, 64 and parts 1, 2, 3, C against the reference."""
+    from exactc.strategies.quant import KQuantSpec, ScaleSpec, ValueSpec
+
+    batch = []
+    for fmt in ("q4_k", "q5_k", "q6_k"):
+        wq = KQuantSpec(5, 2, fmt, 3, ("ones", "random"), ("random", "largest"))
+        specs = (("xq", ValueSpec(3, 512, "q8", 256, 1, ("max", "random", "min"))),
+                 ("xd", ScaleSpec((3, 2), "f32", 2, ("power",))),
+                 ("wq", wq), ("wd", dataclasses.replace(wq, part="fields")))
+        case = Case("qlinear_i", "f32", (("block", 256), ("fmt", fmt), ("has_b", False)), specs)
+        kernel = lower("qlinear_i", "f32", case.shapes, case.attr_dict)
+        loops = [a for a in kernel.nests[0].reduce_axes() if a.name != "blk"]
+        assert len(loops) == (16 if fmt == "q6_k" else 8)
+        for lanes in (1, 3, 5, 64):
             for parts in (1, 2, 3):
                 layout = Layout(order=("n", "m"), sums=tuple((a.name, lanes, parts) for a in loops))
                 batch.append((case, Plan((("qlinear_i", NestPlan(layout)),))))

@@ -21,7 +21,15 @@ import dataclasses
 import numpy as np
 
 from exactc.exporter import types
-from exactc.exporter.primitives import K_FORMATS, MAX_BLOCK, QUANT_FORMATS, block_count, quantized_row_length
+from exactc.exporter.primitives import (
+    K_FORMATS,
+    K_SUPER_BLOCK,
+    MAX_BLOCK,
+    QUANT_FORMATS,
+    block_count,
+    quantized_row_length,
+    scale_columns,
+)
 
 Q8_LIMIT = 127  # q8 values are in [-127, 127]
 Q4_LOW, Q4_HIGH = -8, 7  # q4 values; the nibble is value + 8
@@ -34,6 +42,10 @@ class QuantError(ValueError):
 
 
 def check_block(fmt: str, block: int) -> None:
+    if fmt in K_FORMATS:
+        if block != K_SUPER_BLOCK:
+            raise QuantError(f"block {block!r}: {fmt} is super-blocks of {K_SUPER_BLOCK} values")
+        return
     if fmt not in QUANT_FORMATS:
         raise QuantError(f"format {fmt!r} is not one of {', '.join(QUANT_FORMATS)}")
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_BLOCK:
@@ -177,8 +189,9 @@ def dequantize(fmt: str, stored: np.ndarray, scales: np.ndarray, k: int, block: 
 @dataclasses.dataclass(frozen=True)
 class QuantizedTensor:
     """A quantized weight: leading axes (layers, rows) of whole rows, each row `k` values
-    in blocks of `block`. `values` is int8 (..., k) for q8, uint8 (..., nb·G/2) for q4;
-    `scales` is f32 (..., nb). Indexing takes leading axes only, so a slice is whole rows
+    in blocks of `block`. `values` is int8 (..., k) for q8, uint8 (..., nb·G/2) for q4,
+    uint8 (..., nb·bytes) super-blocks for a k-quant; `scales` is f32 (..., nb), a
+    k-quant's d (and dmin) per super-block (..., nb·F). Indexing takes leading axes only, so a slice is whole rows
     of whole blocks: it starts on a byte and on a block boundary by construction."""
 
     fmt: str
@@ -194,7 +207,7 @@ class QuantizedTensor:
         if self.values.dtype != want or self.values.shape[-1:] != (row,):
             raise QuantError(f"{self.fmt} values {self.values.dtype}{self.values.shape}: rows of {self.k} values "
                              f"in blocks of {self.block} are {np.dtype(want)} (..., {row})")
-        nb = block_count(self.k, self.block)
+        nb = scale_columns(self.fmt, self.k, self.block)
         if self.scales.dtype != np.float32 or self.scales.shape != self.values.shape[:-1] + (nb,):
             raise QuantError(f"scales {self.scales.dtype}{self.scales.shape}: one f32 per row and block, "
                              f"{self.values.shape[:-1] + (nb,)}")
@@ -231,6 +244,8 @@ def quantize_tensor(name: str, values, fmt: str, block: int) -> QuantizedTensor:
     """Reals (..., K) rounded to f32, then quantized along the last axis. NaN and ±inf
     (before or after the rounding to f32) are refused, naming the tensor and the index."""
     check_block(fmt, block)
+    if fmt in K_FORMATS:
+        raise QuantError(f"tensor {name}: exactc does not quantize to {fmt}; a k-quant weight comes from a file")
     f32 = types.round_to_site(values, "f32")
     if f32.ndim < 1:
         raise QuantError(f"tensor {name}: a scalar has no reduction axis to quantize along")
