@@ -432,16 +432,21 @@ K_MIX = {"model.embed_tokens.weight": "Q6_K", "lm_head.weight": "Q6_K",
 def test_k_quant_tensors_read_as_the_gguf_packages_values(tmp_path):
     """Each k-quant tensor of a file that mixes Q4_K, Q5_K, Q6_K and F32 per tensor reads
     back as the gguf package's f32 values of its bytes (attn_q and attn_k rows in Hugging
-    Face's order), under its GGUF type, marked dequantized, with no blocks; no program
-    format comes of them."""
+    Face's order), under its GGUF type, marked dequantized; no program format comes of
+    them by default. Their blocks (what --weights file keeps) dequantize to the same
+    values."""
     path = k_quant_llama(tmp_path / "mix.gguf", K_MIX)
     ckpt = checkpoints.load(path)
     theirs = gguf_package_values(path)
     assert ckpt.weights is None and sorted(ckpt.tensors) == sorted(theirs)
     for name, values in theirs.items():
         t = ckpt.tensors[name]
-        assert (t.dtype, t.dequantized, t.blocks) == (K_MIX.get(name, "F32"), name in K_MIX, None), name
+        assert (t.dtype, t.dequantized, t.blocks is None) == (K_MIX.get(name, "F32"), name in K_MIX, name not in K_MIX)
         assert t.read().dtype == np.float64
+        if name in K_MIX:
+            assert t.stored_format == (K_MIX[name].lower(), 256)
+            assert_bits_equal(values, t.blocks().dequantize().astype(np.float64), name, every_bit=True,
+                              labels=("gguf.quants", "the blocks"))
         assert_bits_equal(values, t.read(), name, every_bit=True, labels=("gguf.quants", "the reader"))
 
 
