@@ -423,6 +423,28 @@ MUTANTS = [
         also=((OPS, K_SCALE_TERM_THEN_MIN, K_MIN_TERM_THEN_SCALE),),
     ),
     Mutant(
+        "file-weights-keep-a-mix-of-formats",
+        "--weights file keeps a parameter whose layers mix formats (Q4_K_M's ffn_down: Q6_K in one "
+        "layer, Q4_K in another) in one of them, instead of the f32 weight it reads as",
+        "exactc/exporter/checkpoints/base.py",
+        "            if len(formats) == 1 and None not in formats:\n",
+        "            if None not in formats:\n",
+        ("gguf:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-blocks-rows-not-permuted",
+        "a GGUF file's k-quant blocks of attn_q and attn_k keep llama.cpp's interleaved row order "
+        "under --weights file (the f32 reading puts them back; the blocks do not)",
+        GGUF,
+        "        values, scales = raw.reshape(rows, -1), fields.reshape(rows, -1)\n"
+        "        if heads is not None:\n",
+        "        values, scales = raw.reshape(rows, -1), fields.reshape(rows, -1)\n"
+        "        if heads is None:\n",
+        ("gguf:k-quants",),
+        family="quant",
+    ),
+    Mutant(
         "k-quant-weights-quantized-again",
         "a GGUF file's k-quant weights are quantized again to the program's q8/q4 with the "
         "file's Q8_0/Q4_0 blocks (a Q4_0 file's Q6_K head), instead of staying the f32 "
