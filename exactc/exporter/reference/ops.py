@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from exactc.exporter import quant, types
-from exactc.exporter.primitives import K_FORMATS, PrimitiveError, block_count, get_primitive
+from exactc.exporter.primitives import K_FORMATS, K_SUPER_BLOCK, PrimitiveError, block_count, get_primitive
 from exactc.exporter.reference import fma
 from exactc.exporter.reference.arith import (
     full,
@@ -555,14 +555,23 @@ def qlinear_i(
 def _k_quant_sums(xq: np.ndarray, wq: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
     """The exact integer sums of a k-quant integer linear, (M, N, nb) each: S = Σ_j sc_j ·
     Σ xq·q over sub-block j, and for Q4_K, Q5_K M = Σ_j m_j · Σ xq over sub-block j
-    (int64 einsums: integers below 2^27, exact in any order)."""
+    (int64 below 2^28: exact, in any order)."""
     q, sc, mins = quant.k_quant_integers(quant.k_kind(fmt), wq.reshape(wq.shape[0], -1, K_FORMATS[fmt][0]))
-    x = xq.astype(np.int64).reshape(xq.shape[0], q.shape[1], q.shape[2], q.shape[3])  # (M, nb, sub, len)
-    per_sub = np.einsum("mbjl,nbjl->mnbj", x, q.astype(np.int64))
-    sums = np.einsum("mnbj,nbj->mnb", per_sub, sc.astype(np.int64))
-    if mins is None:
-        return sums, None
-    return sums, np.einsum("mbj,nbj->mnb", x.sum(axis=-1), mins.astype(np.int64))
+    n, nb, subs, length = q.shape
+    x_k = reduction_first(xq.astype(np.int64), 1)  # (K, M)
+    w_k = reduction_first(q.reshape(n, -1).astype(np.int64), 1)  # (K, N)
+    sums = np.zeros((xq.shape[0], n, nb), dtype=np.int64)
+    min_sums = np.zeros_like(sums)
+    for blk in range(nb):
+        for j in range(subs):
+            s, xs = np.zeros(sums.shape[:2], np.int64), np.zeros((xq.shape[0], 1), np.int64)
+            for k in range(blk * K_SUPER_BLOCK + j * length, blk * K_SUPER_BLOCK + (j + 1) * length):
+                s = s + x_k[k][:, None] * w_k[k][None, :]
+                xs = xs + x_k[k][:, None]
+            sums[:, :, blk] += s * sc[:, blk, j].astype(np.int64)[None, :]
+            if mins is not None:
+                min_sums[:, :, blk] += xs * mins[:, blk, j].astype(np.int64)[None, :]
+    return sums, None if mins is None else min_sums
 
 
 def _k_quant_blocks(xq: np.ndarray, xd: np.ndarray, wq: np.ndarray, wd: np.ndarray, site: str,
