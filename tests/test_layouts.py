@@ -95,6 +95,29 @@ def test_every_layout_and_split_gives_the_reference_bits(primitive):
     check()
 
 
+@st.composite
+def _k_quant_cases(draw, primitive: str) -> Case:
+    """A qlinear_w or qlinear_i case over Q4_K, Q5_K or Q6_K weights (strategies/quant.py)."""
+    from exactc.strategies.quant import k_quant_linear_operands
+
+    fmt, site = draw(st.sampled_from(["q4_k", "q5_k", "q6_k"])), draw(st.sampled_from(["f32", "f64", "bf16"]))
+    attrs, specs = draw(k_quant_linear_operands(primitive, site, fmt))
+    return Case(primitive, site, tuple(sorted(attrs.items())), tuple(specs.items()))
+
+
+@needs_compilers
+@pytest.mark.parametrize("primitive", ["qlinear_w", "qlinear_i"])
+def test_every_layout_and_split_of_a_k_quant_linear_gives_the_reference_bits(primitive):
+    """The property on k-quant weights: their nests (a loop per sub-block, the integer
+    form's sums beside its scale and min terms) under every drawn layout and split."""
+
+    @given(batch=st.lists(planned_cases(_k_quant_cases(primitive)), min_size=1, max_size=BATCH), build=_builds())
+    def check(batch, build):
+        assert_all_equal(_run(batch, build))
+
+    check()
+
+
 @needs_compilers
 @pytest.mark.parametrize("primitive", FUSED_PRIMITIVES)
 def test_every_layout_and_split_gives_the_fused_reference_bits(primitive):
