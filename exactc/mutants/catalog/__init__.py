@@ -158,6 +158,8 @@ _FIXED_CHECKS = [
           "test_every_layout_and_split_gives_the_reference_bits and (linear or layernorm or softmax or add or matmul)"),
     # Integer sums of quantized linears regrouped in every lanes x parts, remainders too.
     Check("layouts:integer-sums", ("tests/test_layouts.py",), "integer_sums"),
+    # The property on k-quant weights: qlinear_w and qlinear_i under drawn layouts and splits.
+    Check("layouts:k-quants", ("tests/test_layouts.py",), "k_quant"),
     # The same at a run-time length: shapes that follow T, run at a drawn T, outputs sized at T.
     Check("layouts:run-time", ("tests/test_layouts.py",), "run_time_length"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),

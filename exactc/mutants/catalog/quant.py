@@ -423,6 +423,16 @@ MUTANTS = [
         also=((OPS, K_SCALE_TERM_THEN_MIN, K_MIN_TERM_THEN_SCALE),),
     ),
     Mutant(
+        "k-quant-weight-loop-marked-parallel",
+        "the weight-only k-quant kernel marks each sub-block's loop parallel, not a reduction: "
+        "a plan may then lane or split it, and the f32 sum leaves index order",
+        LOWER,
+        "            stmts.append(Loop(Axis(v, part.length, REDUCE), (Assign(acc, multiply_add(ctx, acc, x, ctx.widen(w))),)))\n",
+        "            stmts.append(Loop(Axis(v, part.length, PARALLEL), (Assign(acc, multiply_add(ctx, acc, x, ctx.widen(w))),)))\n",
+        ("layouts:k-quants",),
+        family="quant",
+    ),
+    Mutant(
         "file-weights-keep-a-mix-of-formats",
         "--weights file keeps a parameter whose layers mix formats (Q4_K_M's ffn_down: Q6_K in one "
         "layer, Q4_K in another) in one of them, instead of the f32 weight it reads as",
