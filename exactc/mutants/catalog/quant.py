@@ -369,7 +369,7 @@ MUTANTS = [
         LOWER,
         "                w = sub(w, off)\n",
         "                w = add(w, off)\n",
-        ("quant:k-quants",),
+        ("quant:k-quants", "layouts:k-quants"),
         family="quant",
     ),
     Mutant(
@@ -379,7 +379,7 @@ MUTANTS = [
         LOWER,
         K_C_MIN_TERM,
         K_C_MIN_TERM.replace("sub(acc", "add(acc"),
-        ("quant:k-quants",),
+        ("quant:k-quants", "layouts:k-quants"),
         family="quant",
     ),
     Mutant(
@@ -421,16 +421,6 @@ MUTANTS = [
         ("quant:k-quants",),
         family="quant",
         also=((OPS, K_SCALE_TERM_THEN_MIN, K_MIN_TERM_THEN_SCALE),),
-    ),
-    Mutant(
-        "k-quant-weight-loop-marked-parallel",
-        "the weight-only k-quant kernel marks each sub-block's loop parallel, not a reduction: "
-        "a plan may then lane or split it, and the f32 sum leaves index order",
-        LOWER,
-        "            stmts.append(Loop(Axis(v, part.length, REDUCE), (Assign(acc, multiply_add(ctx, acc, x, ctx.widen(w))),)))\n",
-        "            stmts.append(Loop(Axis(v, part.length, PARALLEL), (Assign(acc, multiply_add(ctx, acc, x, ctx.widen(w))),)))\n",
-        ("layouts:k-quants",),
-        family="quant",
     ),
     Mutant(
         "file-weights-keep-a-mix-of-formats",
