@@ -61,6 +61,8 @@ _FIXED_CHECKS = [
     # Compile-only builds for CPUs other than this one (sapphirerapids, Zen 4 and 5, AArch64):
     # the header preprocessed as the tuner does, two exported programs built warning-free.
     Check("compilers:foreign", ("tests/test_compilers.py",), "foreign"),
+    # Both k-quant forms over each k-quant at -O2 and -O3, -march=native or not, gcc and clang.
+    Check("compilers:k-quants", ("tests/test_compilers.py",), "k_quant"),
     # The fused kernels built by gcc and clang at -O0 to -O3, with and without -march=native.
     Check("compilers:fused", ("tests/test_compilers.py",), "fused_reference"),
     Check("conversions", ("tests/test_conversions.py",)),

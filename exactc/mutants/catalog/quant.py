@@ -359,7 +359,7 @@ MUTANTS = [
         LOWER,
         "            return _above(low, _bits(_k_byte(ctx, blk, 16 + v), j, 1), 4)\n",
         "            return _above(low, _bits(_k_byte(ctx, blk, 16 + v), j, 1 if j < 7 else 0), 4)\n",
-        ("quant:k-quants",),
+        ("quant:k-quants", "compilers:k-quants"),
         family="quant",
     ),
     Mutant(
