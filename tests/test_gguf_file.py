@@ -584,3 +584,19 @@ def test_k_quant_file_weights_need_a_checkpoint():
     with pytest.raises(export.ExportError, match=r"^--weights file keeps the formats a checkpoint stores: "
                                                  r"give --checkpoint$"):
         export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, weights=export.FILE_WEIGHTS).prepare()
+
+
+def test_k_quant_file_weights_from_the_command_line(tmp_path, capsys):
+    """`exactc export --checkpoint F.gguf --weights file`: the exported directory's
+    exactc.json lists each linear weight's format, the k-quants among them."""
+    from exactc import cli
+
+    path = k_quant_llama(tmp_path / "km.gguf", K_KEPT)
+    code = cli.main(["export", "--checkpoint", str(path), "--entry", "forward", "--dtype", "f32",
+                     "--set", "tokens=6", "--weights", "file", "--plan", "none", "-o", str(tmp_path / "out")])
+    assert code == 0, capsys.readouterr().err
+    weights = json.loads((tmp_path / "out" / "exactc.json").read_text())["weights"]
+    assert weights["format"] == "mixed"
+    assert {name: w["format"] for name, w in weights["tensors"].items()} == {
+        "lm_head.weight": "q6_k", **{f"model.layers.{{l}}.{part}.weight": kind.lower()
+                                    for part, kind in K_BY_PARAMETER.items()}}

@@ -423,6 +423,16 @@ MUTANTS = [
         also=((OPS, K_SCALE_TERM_THEN_MIN, K_MIN_TERM_THEN_SCALE),),
     ),
     Mutant(
+        "weights-file-read-as-float",
+        "the command line reads --weights file as float weights: a GGUF file's k-quants are "
+        "exported as f32 weights, as without it",
+        "exactc/commands.py",
+        "        return FILE_WEIGHTS\n",
+        "        return None\n",
+        ("gguf:k-quants",),
+        family="quant",
+    ),
+    Mutant(
         "file-weights-keep-a-mix-of-formats",
         "--weights file keeps a parameter whose layers mix formats (Q4_K_M's ffn_down: Q6_K in one "
         "layer, Q4_K in another) in one of them, instead of the f32 weight it reads as",
