@@ -164,12 +164,23 @@ def json_shape(shape) -> list:
     return [d.text() if dims.is_symbolic(d) else d for d in shape]
 
 
+# `--weights file`: every linear weight in the format its file stores it, per tensor (a
+# GGUF file's Q8_0, Q4_0 and k-quants), as (fmt, block) where a single format goes
+FILE_WEIGHTS = ("file", 0)
+
+
 def quantized_weights(program: graph.Program) -> dict[str, Any] | None:
     """What `--weights` made of the program's linear weights, for exactc.json: None, or
-    their format, block, the form of their linears and the tensors."""
+    their format, block, the form of their linears and the tensors; for weights of several
+    formats (`--weights file` on a file that mixes them), each tensor's."""
     if not program.quantized:
         return None
-    ((fmt, block),) = set(program.quantized.values())
+    formats = set(program.quantized.values())
+    if len(formats) > 1:
+        return {"format": "mixed", "form": program.form,
+                "tensors": {name: {"format": fmt, "block": block}
+                            for name, (fmt, block) in sorted(program.quantized.items())}}
+    ((fmt, block),) = formats
     return {"format": fmt, "block": block, "form": program.form, "tensors": sorted(program.quantized)}
 
 
@@ -205,12 +216,16 @@ def checkpoint_request(checkpoint: Any, entry: str, overrides: Mapping[str, Any]
     may set `tokens` only) and, for a quantized file, its own blocks (another --weights is
     refused)."""
     if checkpoint is None:
+        if weights is not None and tuple(weights) == FILE_WEIGHTS:
+            raise ExportError("--weights file keeps the formats a checkpoint stores: give --checkpoint")
         return overrides, weights
     checkpoint.check_entry(entry)
     # loss_grad's batch is the entry's, not the model's: the checkpoint leaves it to the request
     request = dict(overrides or {})
     batch = {"batch": request.pop("batch")} if entry == "loss_grad" and "batch" in request else {}
     overrides = {**checkpoint.overrides(request), **batch}
+    if weights is not None and tuple(weights) == FILE_WEIGHTS:
+        return overrides, FILE_WEIGHTS
     if checkpoint.weights is not None:  # a quantized file: its own blocks
         if weights is not None and tuple(weights) != checkpoint.weights:
             raise ExportError(f"--weights {weights[0]} --block {weights[1]}: {checkpoint.path.name} holds its "
@@ -243,7 +258,7 @@ def check_form(form: str | None, weights: tuple[str, int] | None) -> None:
 def check_weights(weights: tuple[str, int] | None) -> None:
     """An ExportError unless `weights` = (fmt, block) is a format and a block exactc
     quantizes to (None, float weights, is)."""
-    if weights is None:
+    if weights is None or tuple(weights) == FILE_WEIGHTS:
         return
     from exactc.exporter import quant
 
@@ -259,9 +274,14 @@ def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapp
     """`program`, the float trace, traced again with the linear weights it chooses
     (graph.linear_weights) quantized as `weights` = (fmt, block), their linears in `form`
     (None: the integer form); itself for None. The weights `checkpoint` holds dequantized
-    (a GGUF file's k-quants) stay f32 weights."""
+    (a GGUF file's k-quants) stay f32 weights. With FILE_WEIGHTS, each weight the file
+    holds as blocks of one format keeps that format (Checkpoint.stored_formats); the
+    others are f32 weights."""
     if weights is None:
         return program
+    if tuple(weights) == FILE_WEIGHTS:
+        formats = checkpoint.stored_formats(program) if checkpoint is not None else {}
+        return models.build(model, entry, overrides, quantized=formats, form=form or graph.INTEGER)
     check_weights(weights)
     fmt, block = weights
     kept = checkpoint.dequantized_weights(program) if checkpoint is not None else set()

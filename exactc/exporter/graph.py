@@ -469,12 +469,13 @@ SCALE_SUFFIX = "_scale"  # the scales of a quantized weight `w` are the tensor `
 
 def quantized_specs(spec: "ParamSpec", fmt: str, block: int) -> tuple["ParamSpec", "ParamSpec"]:
     """The ParamSpecs of a (N, K) weight held quantized: its values and its scales."""
-    from exactc.exporter.primitives import block_count, quantized_row_length
+    from exactc.exporter.primitives import quantized_row_length, scale_columns
 
     n, k = spec.shape
     kind = "i8" if fmt == "q8" else "u8"
     values = dataclasses.replace(spec, shape=(n, quantized_row_length(fmt, k, block)), kind=kind)
-    scales = dataclasses.replace(spec, name=spec.name + SCALE_SUFFIX, shape=(n, block_count(k, block)), kind="f32")
+    scales = dataclasses.replace(spec, name=spec.name + SCALE_SUFFIX, shape=(n, scale_columns(fmt, k, block)),
+                                 kind="f32")
     return values, scales
 
 

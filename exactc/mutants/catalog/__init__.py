@@ -62,6 +62,8 @@ _FIXED_CHECKS = [
     # Compile-only builds for CPUs other than this one (sapphirerapids, Zen 4 and 5, AArch64):
     # the header preprocessed as the tuner does, two exported programs built warning-free.
     Check("compilers:foreign", ("tests/test_compilers.py",), "foreign"),
+    # Both k-quant forms over each k-quant at -O2 and -O3, -march=native or not, gcc and clang.
+    Check("compilers:k-quants", ("tests/test_compilers.py",), "k_quant"),
     # The fused kernels built by gcc and clang at -O0 to -O3, with and without -march=native.
     Check("compilers:fused", ("tests/test_compilers.py",), "fused_reference"),
     Check("conversions", ("tests/test_conversions.py",)),
@@ -164,6 +166,8 @@ _FIXED_CHECKS = [
     # exactc_dot.h's block sums, each path the CPU runs, against numpy on drawn and extreme
     # blocks; the VNNI paths built for targets that have them.
     Check("dot", ("tests/test_dot.py",)),
+    # The property on k-quant weights: qlinear_w and qlinear_i under drawn layouts and splits.
+    Check("layouts:k-quants", ("tests/test_layouts.py",), "k_quant"),
     # The same at a run-time length: shapes that follow T, run at a drawn T, outputs sized at T.
     Check("layouts:run-time", ("tests/test_layouts.py",), "run_time_length"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
