@@ -537,7 +537,7 @@ def _file_weights_logits_and_programs(path: Path, tmp_path: Path, want_formats: 
     weight-only form its logits at f32 and f64 are those of the float Llama over the gguf
     package's dequantized weights, bit for bit (the weight-only form is the f32 linear of
     the weights); in the integer form (the default: the activations quantized too) its f64
-    program's logits keep the argmax and a cosine above 0.999 against them. Both f64
+    program's logits keep the argmax and a cosine above 0.995 against them. Both f64
     programs conform at 1 and 2 threads with gcc, once with clang."""
     ckpt = checkpoints.load(path)
     program = models.build("llama", "forward", dict(K_CFG, tokens=6, eps=float(np.float32(1e-5))))
@@ -560,7 +560,7 @@ def _file_weights_logits_and_programs(path: Path, tmp_path: Path, want_formats: 
                 assert "qlinear_i" in {op.primitive for op in prepared.program.function.ops()}
                 assert (got.argmax(-1) == want.argmax(-1)).all()
                 cosine = (got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)
-                assert cosine.min() > 0.999, cosine
+                assert cosine.min() > 0.995, cosine
         folder = export.write(prepared, tmp_path / f"kept-{form or graph.INTEGER}")  # the f64 program
         for cc, threads in (("gcc", 1), ("gcc", 2), ("clang", 2)):
             done = programs.make(folder, programs.Build(cc=cc)).check(threads)
