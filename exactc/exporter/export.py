@@ -279,15 +279,16 @@ def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapp
     others are f32 weights."""
     if weights is None:
         return program
+    form = form or graph.INTEGER
     if tuple(weights) == FILE_WEIGHTS:
         formats = checkpoint.stored_formats(program) if checkpoint is not None else {}
-        return models.build(model, entry, overrides, quantized=formats, form=form or graph.INTEGER)
+        return models.build(model, entry, overrides, quantized=formats, form=form)
     check_weights(weights)
     fmt, block = weights
     kept = checkpoint.dequantized_weights(program) if checkpoint is not None else set()
     chosen = [name for name in graph.linear_weights(program) if name not in kept]
     return models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen},
-                        form=form or graph.INTEGER)
+                        form=form)
 
 
 def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,

@@ -502,8 +502,8 @@ MUTANTS = [
         "--form is not heard: every quantized program is traced weight-only (qlinear_w), also "
         "for --form integer and the default",
         EXPORT,
-        "form=form or graph.INTEGER",
-        "form=graph.WEIGHT_ONLY",
+        "    form = form or graph.INTEGER\n",
+        "    form = graph.WEIGHT_ONLY\n",
         ("quant:programs",),
         family="quant",
         requires=(EXPORT,),
