@@ -1,6 +1,7 @@
 """Quantized linears against the f32 one and PyTorch's dynamic int8 linear, side by side:
-y = x wᵀ for x (M, K), w (N, K), at the benchmark's shape (256x384 by 384x1536) and a
-decode-shaped matrix-vector product (1x768 by 768x2048).
+y = x wᵀ for x (M, K), w (N, K), at the benchmark's shape (256x384 by 384x1536) and two
+decode-shaped matrix-vector products (1x768 by 768x2048, stories110M's feed-forward, and
+1x288 by 288x768, stories15M's).
 
 Rows (one thread, then two):
 - `f32`: exactc's linear under the automatic plan (`--plan auto`: n in lanes of 16 over
@@ -8,10 +9,14 @@ Rows (one thread, then two):
 - `q8 w` / `q4 w`: qlinear_w (weights dequantized in f32, then the f32 sum in index
   order) under LANED: n in lanes of 16 over m in lanes of 8 (each output's sum in
   order), n outermost and split in 8 pieces.
-- `q8 i` / `q4 i`: quantize (the activations to q8, its own kernel, timed with it) then
-  qlinear_i (exact int32 block sums, combined in f32 block by block) under LANED. (An
-  integer sum in interleaved partial sums, `layout.sums`, does not combine with lanes on
-  n and m, and was slower than them here.)
+- `q8 i …` / `q4 i …`: quantize (the activations to q8, its own kernel, timed with it)
+  then qlinear_i (exact int32 block sums, combined in f32 block by block), n outermost
+  and split in 8 pieces: `i laned` under LANED, `i loops` the plain body with the block
+  sums as loops (what the printer gave before exactc_dot.h), `i plain` the plain body
+  with each whole block's sum one call of exactc_dot.h's kernel (AVX2 or VNNI where the
+  build's target has it), `i` n in lanes of 8, each block's 8 rows one call of its x8
+  kernel (the automatic plan's layout in blocks of 32). (An integer sum in interleaved partial sums, `layout.sums`, does not
+  combine with lanes on n and m, and was slower than them here.)
 - `torch f32`: torch.nn.functional.linear; `torch dyn int8`:
   torch.ao.nn.quantized.dynamic.Linear (its own per-tensor int8 weights, activations
   quantized per call), torch.set_num_threads(threads).
@@ -34,28 +39,38 @@ from exactc.exporter.kernels.layouts import Layout
 from exactc.exporter.kernels.lower import lower
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.printer.kernels import print_kernel
+from exactc.exporter.printer.nests import BodyPrinter
 from exactc.verify.build import BuildOptions, load_library, runtime_source
 from exactc.verify.compare import assert_bits_equal
 from exactc.verify.kernels import CDEF_PRELUDE
 from linear_speed import best_seconds
 
-SHAPES = {"prefill": (256, 384, 1536), "decode": (1, 768, 2048)}  # (M, K, N)
+SHAPES = {"prefill": (256, 384, 1536), "decode": (1, 768, 2048), "decode15M": (1, 288, 768)}  # (M, K, N)
 BLOCK = 32
 # The quantized nests' layout: linear's first candidate of the automatic plan, without the
 # pack (kernels/autoplan.py), with n outermost for the split.
 LANED = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
+# qlinear_i's plain body with n outermost: its whole blocks' sums as exactc_dot.h's calls
+# (`i plain`), or as the loops the printer gave them before (`i loops`); n in lanes of 8,
+# 8 rows' sums a call (`i`, the automatic plan's in blocks of 32).
+PLAIN = Layout(order=("n", "m"))
+ROWS = Layout(order=("n", "m"), lanes=(("n", 8),))
 
 
 class Kernel:
     """One compiled kernel (its plan applied) and the arrays it runs on."""
 
     def __init__(self, primitive: str, arrays: dict[str, np.ndarray], attrs: dict, plan_of,
-                 options: BuildOptions | None = None):
+                 options: BuildOptions | None = None, block_sums: bool = True):
         self.kernel = lower(primitive, "f32", {k: v.shape for k, v in arrays.items()}, attrs)
         plan = plan_of(self.kernel)
         if plan is not None:
             validate_plan(self.kernel, plan)
-        printed = print_kernel(self.kernel, primitive, plan) if plan else print_kernel(self.kernel, primitive)
+        BodyPrinter.block_sums = block_sums
+        try:
+            printed = print_kernel(self.kernel, primitive, plan) if plan else print_kernel(self.kernel, primitive)
+        finally:
+            BodyPrinter.block_sums = True
         options = options or BuildOptions(cc="gcc", opt="-O2", march_native=True, openmp=True)
         cdef = CDEF_PRELUDE + printed.cdef + "void omp_set_num_threads(int);\n"
         self.library = load_library({"kernels.c": printed.source, "exactc_libm.c": runtime_source("exactc_libm.c")},
@@ -86,13 +101,22 @@ class Kernel:
                 getattr(lib, function)(*self.args, 0, extent)
 
 
-def laned(kernel) -> Plan:
-    """LANED for every nest, its outer loop (n) split in 8 pieces."""
-    nests = []
-    for nest in kernel.nests:
-        extent = next(a.extent for a in nest.axes if a.name == LANED.loop_order(nest)[0])
-        nests.append((nest.name, NestPlan(LANED, even_split(extent))))
-    return Plan(tuple(nests))
+def split_in_8(layout: Layout):
+    """`layout` for every nest, its outer loop (n) split in 8 pieces."""
+
+    def plan(kernel) -> Plan:
+        nests = []
+        for nest in kernel.nests:
+            extent = next(a.extent for a in nest.axes if a.name == layout.loop_order(nest)[0])
+            nests.append((nest.name, NestPlan(layout, even_split(extent))))
+        return Plan(tuple(nests))
+
+    return plan
+
+
+laned = split_in_8(LANED)
+# The integer form's rows: (name, layout, whole blocks by exactc_dot.h)
+INTEGER_ROWS = (("i laned", LANED, True), ("i loops", PLAIN, False), ("i plain", PLAIN, True), ("i", ROWS, True))
 
 
 def operands(m: int, k: int, n: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:
@@ -119,17 +143,19 @@ def exactc_rows(m: int, k: int, n: int) -> dict[str, tuple[list[Kernel], np.ndar
         quantize = Kernel("quantize", {"x": x}, {"block": BLOCK}, lambda kernel: None)
         quantize.run()
         xq, xd = quantize.buffers["q"], quantize.buffers["d"]
-        integer = Kernel("qlinear_i", {"xq": xq, "xd": xd, "wq": qt.values, "wd": qt.scales}, attrs, laned)
-        # qlinear_i reads the quantize kernel's outputs in place: the two run as one
-        integer.buffers["xq"], integer.buffers["xd"] = xq, xd
-        ffi = integer.library.ffi
-        integer.args = [ffi.cast("void *", integer.buffers[b.name].ctypes.data) for b in integer.kernel.buffers]
-        integer.run()
         refq = reference.run("quantize", "f32", {"x": x}, {"block": BLOCK})
         want = reference.run("qlinear_i", "f32", {"xq": refq["q"], "xd": refq["d"], "wq": qt.values,
                                                    "wd": qt.scales}, attrs)["y"]
-        assert_bits_equal(want, integer.buffers["y"], f"{fmt} i")
-        rows[f"{fmt} i"] = ([quantize, integer], integer.buffers["y"])
+        for name, layout, block_sums in INTEGER_ROWS:
+            integer = Kernel("qlinear_i", {"xq": xq, "xd": xd, "wq": qt.values, "wd": qt.scales}, attrs,
+                             split_in_8(layout), block_sums=block_sums)
+            # qlinear_i reads the quantize kernel's outputs in place: the two run as one
+            integer.buffers["xq"], integer.buffers["xd"] = xq, xd
+            ffi = integer.library.ffi
+            integer.args = [ffi.cast("void *", integer.buffers[b.name].ctypes.data) for b in integer.kernel.buffers]
+            integer.run()
+            assert_bits_equal(want, integer.buffers["y"], f"{fmt} {name}")
+            rows[f"{fmt} {name}"] = ([quantize, integer], integer.buffers["y"])
     return rows
 
 
@@ -162,6 +188,18 @@ def measure(threads: int) -> list[tuple[str, str, float]]:
     return out
 
 
+def machine() -> str:
+    """The CPU (`cpu family`, `model`) and the path exactc_dot.h takes in this build."""
+    from programs_speed import cpu_field
+
+    source = '#include "exactc_dot.h"\nconst char *dot_path(void) { return EXACTC_DOT_PATH; }\n'
+    library = load_library({"dot_path.c": source}, "const char *dot_path(void);",
+                           BuildOptions(cc="gcc", opt="-O2", march_native=True, openmp=True))
+    path = library.ffi.string(library.lib.dot_path()).decode()
+    return (f"{cpu_field('model name')}, cpu family {cpu_field('cpu family')}, model {cpu_field('model')}; "
+            f"exactc_dot.h path: {path}")
+
+
 def table(rows: list[tuple[int, str, str, float]]) -> list[str]:
     lines = ["| threads | shape | row | time (us) | f32 / row |", "|---|---|---|---|---|"]
     base = {(t, s): sec for t, s, name, sec in rows if name == "f32"}
@@ -173,4 +211,5 @@ def table(rows: list[tuple[int, str, str, float]]) -> list[str]:
 
 if __name__ == "__main__":
     measured = [(t, s, name, sec) for t in (1, 2) for s, name, sec in measure(t)]
+    print(machine())
     print("\n".join(table(measured)))

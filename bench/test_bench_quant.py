@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from exactc.runtime.toolchain import have_compiler
-from quant_speed import measure, table
+from quant_speed import machine, measure, table
 
 
 @pytest.mark.skipif(not have_compiler("gcc"), reason="gcc builds the kernels")
@@ -18,5 +18,20 @@ def test_quantized_linears(capsys):
     pytest.importorskip("torch")
     rows = [(threads, shape, name, seconds) for threads in (1, 2) for shape, name, seconds in measure(threads)]
     with capsys.disabled():
-        print("\n" + "\n".join(table(rows)))
-    assert len(rows) == 2 * 2 * 7
+        print("\n" + machine() + "\n" + "\n".join(table(rows)))
+    assert len(rows) == 2 * 3 * 13
+
+
+@pytest.mark.skipif(not have_compiler("gcc"), reason="gcc builds the program")
+def test_rows_repacked_at_load(capsys):
+    """bench/quant_rows.py: qlinear_i's q8 decode product row by row against 8 rows at
+    once, in place and interleaved at load; the three give the same bits."""
+    from pathlib import Path
+
+    if "avx2" not in Path("/proc/cpuinfo").read_text().split():
+        pytest.skip("the program's intrinsics need AVX2")
+    from quant_rows import measure
+
+    times = measure()
+    with capsys.disabled():
+        print("\n" + ", ".join(f"{way}: {us:.1f} us" for way, us in times.items()))

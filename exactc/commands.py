@@ -63,11 +63,17 @@ def contract_option(p: argparse.ArgumentParser) -> None:
 
 def weights_options(p: argparse.ArgumentParser) -> None:
     """--weights and --block: the linear weights quantized (docs/semantics.md, section 15)."""
-    p.add_argument("--weights", choices=("float", "q8", "q4"), default="float",
+    p.add_argument("--weights", choices=("float", "q8", "q4", "file"), default="float",
                    help="the linear weights: at the site type (float, the default), or quantized to q8 (int8) or "
-                        "q4 (4 bits) with an f32 scale per block; embeddings, norms and biases stay float")
+                        "q4 (4 bits) with an f32 scale per block, or (file) in the format the checkpoint stores "
+                        "each one, a GGUF file's Q4_K, Q5_K and Q6_K included; embeddings, norms and biases stay "
+                        "float")
     p.add_argument("--block", type=int, default=None, metavar="G",
                    help="values per scale of --weights q8|q4 (default 32, ggml's Q8_0 and Q4_0; q4: even)")
+    p.add_argument("--form", choices=("integer", "weight-only"), default=None,
+                   help="the quantized linears: integer (the default: activations quantized to q8 in the weights' "
+                        "blocks, exact int32 block sums) or weight-only (the weights widened to f32, the activations "
+                        "as they are); docs/semantics.md section 15")
 
 
 def weights_choice(args: argparse.Namespace) -> tuple[str, int] | None:
@@ -76,6 +82,12 @@ def weights_choice(args: argparse.Namespace) -> tuple[str, int] | None:
         if args.block is not None:
             raise UsageError("--block G goes with --weights q8 or q4")
         return None
+    if args.weights == "file":
+        if args.block is not None:
+            raise UsageError("--block G goes with --weights q8 or q4; --weights file keeps the file's blocks")
+        from exactc.exporter.export import FILE_WEIGHTS
+
+        return FILE_WEIGHTS
     return args.weights, 32 if args.block is None else args.block
 
 
@@ -161,7 +173,7 @@ def _spec(args: argparse.Namespace, straight: bool = False, inputs=None, cc: str
     models.architecture(args.model)
     return export.ExportSpec(args.model, args.entry, args.dtype, args.seed, _overrides(args.set), plan=args.plan,
                              straight=straight, checkpoint=checkpoint, inputs=inputs, weights=weights_choice(args),
-                             cc=cc, contract=getattr(args, "contract", CONTRACT_CHOICES[0]))
+                             cc=cc, contract=getattr(args, "contract", CONTRACT_CHOICES[0]), form=args.form)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -120,17 +120,17 @@ def _note(message: str) -> None:
 
 def cached_program(ckpt: checkpoints.Checkpoint, dtype: str, tokens: int, cc: str = "cc",
                    progress: Callable[[str], None] = _note, plan: str | None = None,
-                   weights: tuple[str, int] | None = None, contract: str = "off") -> Program:
+                   weights: tuple[str, int] | None = None, contract: str = "off", form: str | None = None) -> Program:
     """The built export of `ckpt`'s bert.embed at `dtype` for 1 to `tokens` tokens (its
     T_max), with the plan `plan` (a --plan option: layouts and splits change speed,
     never bits), the linear weights quantized as `weights` says ((fmt, block), or
-    None) and the products in the realization `contract` (docs/semantics.md section
+    None), their linears in `form` (None: the integer form) and the products in the realization `contract` (docs/semantics.md section
     18): from the cache, or exported and built into it (programs.py, the one way)."""
     from exactc import programs
     from exactc.exporter import export
 
     spec = export.ExportSpec("bert", "embed", dtype, overrides={"tokens": tokens}, plan=plan, checkpoint=ckpt,
-                             weights=weights, cc=cc, contract=contract)
+                             weights=weights, cc=cc, contract=contract, form=form)
     started: list[float] = []
 
     def first_use(message: str) -> None:
@@ -189,9 +189,10 @@ def run_program(program: Program, batch: list[dict[str, np.ndarray]], pairs_per_
 
 def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "f32", backend: str = "c",
           cc: str = "cc", progress: Callable[[str], None] = _note, plan: str | None = None,
-          weights: tuple[str, int] | None = None, contract: str = "off") -> np.ndarray:
+          weights: tuple[str, int] | None = None, contract: str = "off", form: str | None = None) -> np.ndarray:
     """The (n, D) float32 embeddings of `sentences` (bf16 values widened, exact), the
-    linear weights quantized as `weights` = (fmt, block) says (None: float), the products
+    linear weights quantized as `weights` = (fmt, block) says (None: float), their
+    linears in `form` (None: the integer form), the products
     in the realization `contract` (off or fma, docs/semantics.md section 18)."""
     import dataclasses
 
@@ -210,11 +211,12 @@ def embed(sentences: list[str], folder: str | Path | None = None, dtype: str = "
         from exactc.exporter.primitives import check_contract
         from exactc.exporter.reference import walk
 
-        program, params = export.build_program("bert", "embed", dtype, 0, {"tokens": tokens}, ckpt, weights)
+        program, params = export.build_program("bert", "embed", dtype, 0, {"tokens": tokens}, ckpt, weights,
+                                              form)
         program = dataclasses.replace(program, contract=check_contract(contract))
         rows = [walk.evaluate(program, dtype, params, sentence)["sentence_embedding"] for sentence in batch]
         return np.stack([export.npy_value(r) for r in rows]).astype(np.float32)
-    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights, contract), batch)
+    return run_program(cached_program(ckpt, dtype, tokens, cc, progress, plan, weights, contract, form), batch)
 
 
 
@@ -224,7 +226,7 @@ class SentenceEmbedder:
     once."""
 
     def __init__(self, folder: str | Path | None = None, dtype: str = "f32", cc: str = "cc", plan: str = "auto",
-                 weights: tuple[str, int] | None = None):
+                 weights: tuple[str, int] | None = None, form: str | None = None):
         from exactc import library
         from exactc.exporter import checkpoints, types
 
@@ -233,7 +235,7 @@ class SentenceEmbedder:
         ckpt = checkpoints.load(self.folder, "bert")
         ckpt.check_entry("embed")
         self.max_length = max_length(self.folder, ckpt.fields["positions"])
-        built = cached_program(ckpt, dtype, self.max_length, cc, plan=plan, weights=weights)
+        built = cached_program(ckpt, dtype, self.max_length, cc, plan=plan, weights=weights, form=form)
         self.program = library.Program(built.root, make_args=built.build.make_args())
 
     def encode(self, sentences: str | Sequence[str], batch_size: int = 32,
@@ -319,7 +321,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     check_sentences(args.sentences)
     output = check_output(args.output) if args.output else None
     vectors = embed(args.sentences, args.checkpoint, args.dtype, args.backend, args.cc, plan=args.plan,
-                    weights=commands.weights_choice(args), contract=args.contract)
+                    weights=commands.weights_choice(args), contract=args.contract, form=args.form)
     if output is not None:
         try:
             files.replace_file(output, export.npy_bytes(vectors))

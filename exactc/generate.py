@@ -302,10 +302,12 @@ def check_json(path: str) -> None:
 
 
 def reference_programs(model: str, site: str, user: dict, checkpoint: checkpoints.Checkpoint | None,
-                       weights: tuple[str, int] | None, contract: str = "off") -> tuple[dict, dict[str, np.ndarray]]:
+                       weights: tuple[str, int] | None, contract: str = "off",
+                       form: str | None = None) -> tuple[dict, dict[str, np.ndarray]]:
     """The prefill and decode programs by entry and their parameters, as the exports of
     `--backend c` trace and draw (or read) them (export.build_program): with `weights`
-    (or a quantized checkpoint's own) their linear weights quantized, and the products in
+    (or a quantized checkpoint's own) their linear weights quantized, their linears in
+    `form` (None: the integer form), and the products in
     the realization `contract` (docs/semantics.md section 18), so that the reference runs
     the graph the C program runs."""
     import dataclasses
@@ -314,9 +316,9 @@ def reference_programs(model: str, site: str, user: dict, checkpoint: checkpoint
     from exactc.exporter.primitives import check_contract
 
     check_contract(contract)
-    prefill, params = export.build_program(model, "prefill", site, 0, user, checkpoint, weights)
+    prefill, params = export.build_program(model, "prefill", site, 0, user, checkpoint, weights, form)
     overrides, weights = export.checkpoint_request(checkpoint, "decode", user, weights)
-    decode = export.trace(model, "decode", overrides, weights, checkpoint)
+    decode = export.trace(model, "decode", overrides, weights, checkpoint, form)
     programs = {"prefill": prefill, "decode": decode}
     return {entry: dataclasses.replace(p, contract=contract) for entry, p in programs.items()}, params
 
@@ -353,10 +355,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise GenerateError(f"--seed {args.seed}: give an integer in [0, 2^64)")
     if args.backend == "c":
         spec = export.ExportSpec(model, "decode", args.dtype, 0, user, plan=args.plan, checkpoint=checkpoint,
-                                 weights=weights, cc=args.cc, contract=args.contract)
+                                 weights=weights, cc=args.cc, contract=args.contract, form=args.form)
         cfg = models.config(model, overrides)
     else:
-        programs, params = reference_programs(model, args.dtype, user, checkpoint, weights, args.contract)
+        programs, params = reference_programs(model, args.dtype, user, checkpoint, weights, args.contract,
+                                              args.form)
         cfg = programs["prefill"].config
         run = reference_runner(programs, args.dtype, params)
     shown: list[int] = []

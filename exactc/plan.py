@@ -59,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tune.add_argument("--checkpoint", metavar="PATH", help="take the shapes from this checkpoint's config")
     tune.add_argument("--weights", choices=("float", "q8", "q4"), default="float", help="the linear weights' format")
     tune.add_argument("--block", type=int, default=None, metavar="G", help="values per scale of --weights q8|q4")
+    tune.add_argument("--form", choices=("integer", "weight-only"), default=None,
+                      help="the quantized linears' form to tune (default integer; docs/semantics.md section 15)")
     tune.add_argument("--contract", choices=CONTRACT_CHOICES, default=CONTRACT_CHOICES[0],
                       help="the products' realization to tune (docs/semantics.md section 18; default off)")
     tune.add_argument("--cc", default="cc", help="the compiler to tune for (default cc, as the exported Makefile)")

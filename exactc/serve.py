@@ -151,6 +151,7 @@ class Embedder:
             plan=args.plan,
             weights=commands.weights_choice(args),
             contract=args.contract,
+            form=args.form,
         )
         self.pool = Pool(
             lambda: library.Program(built.root, make_args=built.build.make_args()), args.handles, args.queue
@@ -200,6 +201,7 @@ class Generator:
             weights=weights,
             cc=args.cc,
             contract=args.contract,
+            form=args.form,
         )
         progress = lambda line: print(f"exactc serve: {line}", file=sys.stderr, flush=True)  # noqa: E731
         built = programs.exported(spec, programs.Build(cc=args.cc), progress, note=progress)

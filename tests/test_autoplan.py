@@ -136,8 +136,9 @@ def _text(nest_plan) -> str:
 def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
     """bench/quant_layouts.py's fastest legal layouts: a prompt's rows (10) in lanes of 8
     (q8) or 4 (q4), a decode step's one row n in lanes of 16, qlinear_w's values and
-    scales packed (laid out at load in a program, printer/prepack.py), qlinear_i's q8
-    form its plain body and its q4 form n in lanes of 8 with the scales packed; the
+    scales packed (laid out at load in a program, printer/prepack.py), qlinear_i n in
+    lanes of 8 alone in blocks of 32 (the runtime's block kernel sums 8 rows of a block
+    at once), and in other blocks its q8 form its plain body and its q4 form in lanes with the scales packed; the
     split always on n, between chunks of its lanes."""
     want = {
         ("qlinear_w", "q8", 10): "order n, m; lanes m:8, n:16; packs wq, wd",
@@ -145,13 +146,16 @@ def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
         ("qlinear_w", "q4", 10): "order n, m; lanes m:4, n:16; packs wq, wd",
         ("qlinear_w", "q8", 1): "order n, m; lanes n:16; packs wq, wd",
         ("qlinear_w", "q4", 1): "order n, m; lanes n:16; packs wq, wd",
-        ("qlinear_i", "q8", 10): "order n, m",
-        ("qlinear_i", "q4", 10): "order n, m; lanes m:4, n:16; packs wd",
-        ("qlinear_i", "q8", 1): "order n, m",
-        ("qlinear_i", "q4", 1): "order n, m; lanes n:8; packs wd",
+        ("qlinear_i", "q8", 10): "order n, m; lanes n:8",
+        ("qlinear_i", "q4", 10): "order n, m; lanes n:8",
+        ("qlinear_i", "q8", 1): "order n, m; lanes n:8",
+        ("qlinear_i", "q4", 1): "order n, m; lanes n:8",
+        ("qlinear_i", "q4", 10, 16): "order n, m; lanes m:4, n:16; packs wd",
+        ("qlinear_i", "q4", 1, 16): "order n, m; lanes n:8; packs wd",
+        ("qlinear_i", "q8", 1, 16): "order n, m",
     }
-    for (primitive, fmt, rows), layout in want.items():
-        nest_plan = _quantized_plan(primitive, fmt, rows, 64, 40)
+    for (primitive, fmt, rows, *block), layout in want.items():
+        nest_plan = _quantized_plan(primitive, fmt, rows, 64, 40, *block)
         assert _text(nest_plan) == layout, (primitive, fmt, rows)
         # n outermost, so the split shares the output columns, on one row as on ten
         assert nest_plan.layout.order[0] == "n" and nest_plan.split.depth == 0, (primitive, fmt, rows)
@@ -168,7 +172,8 @@ def test_a_quantized_linear_with_a_short_last_block_falls_back_to_lanes_without_
     neither packs; the lanes stay (rows by 4, as measured without packs)."""
     assert _text(_quantized_plan("qlinear_w", "q8", 10, 40, 48)) == "order n, m; lanes m:4, n:16"
     assert _text(_quantized_plan("qlinear_w", "q4", 1, 40, 48)) == "order n, m; lanes n:16"
-    assert _text(_quantized_plan("qlinear_i", "q8", 10, 40, 48)) == "order n, m"
+    assert _text(_quantized_plan("qlinear_i", "q8", 10, 40, 48)) == "order n, m; lanes n:8"
+    assert _text(_quantized_plan("qlinear_i", "q4", 1, 64, 5)) == "order n, m"  # 5 outputs: no lane fills
 
 
 def test_quantize_gets_rows_and_blocks_in_lanes_and_leaves_one_row_plain():
@@ -181,23 +186,30 @@ def test_quantize_gets_rows_and_blocks_in_lanes_and_leaves_one_row_plain():
     assert plan(1, 288) is None  # a decode step's row: nothing to lane or share
 
 
-QUANTIZED_CASES = [(entry, fmt) for entry in ("decode", "forward") for fmt in ("q8", "q4")]
+QUANTIZED_CASES = [(entry, fmt, "weight-only") for entry in ("decode", "forward") for fmt in ("q8", "q4")]
+QUANTIZED_CASES += [("decode", "q8", "integer"), ("forward", "q4", "integer")]
+# the layout each form's linears take: qlinear_w laned across its outputs; qlinear_i's q8
+# with n outermost (its block sums vectorize along k), its q4 laned across its outputs
+QUANTIZED_LAYOUT = {("weight-only", "q8"): "layout: order n, m; lanes ", ("weight-only", "q4"): "layout: order n, m; lanes ",
+                    ("integer", "q8"): "layout: order n, m\n", ("integer", "q4"): "layout: order n, m; lanes "}
 
 
-@pytest.mark.parametrize("entry,fmt", QUANTIZED_CASES, ids=[f"llama-{e}-{f}" for e, f in QUANTIZED_CASES])
-def test_quantized_llama_under_the_automatic_plan_keeps_the_reference_bytes(tmp_path, entry, fmt):
-    """A q8 or q4 llama's decode step (one row) and forward (ten rows): every quantized
-    linear laned across its outputs and split (but k and v, 16 columns: one chunk), and
-    the program's bytes are the reference's on 1 and 2 threads."""
-    prepared = export.ExportSpec("llama", entry, "f32", 5, SIZES["llama"], plan="auto", weights=(fmt, 32)).prepare()
+@pytest.mark.parametrize("entry,fmt,form", QUANTIZED_CASES, ids=[f"llama-{e}-{f}-{o}" for e, f, o in QUANTIZED_CASES])
+def test_quantized_llama_under_the_automatic_plan_keeps_the_reference_bytes(tmp_path, entry, fmt, form):
+    """A q8 or q4 llama's decode step (one row) and forward (ten rows), in either form:
+    every quantized linear in its form's layout and split (but k and v, 16 columns: one
+    chunk), and the program's bytes are the reference's on 1 and 2 threads."""
+    prepared = export.ExportSpec("llama", entry, "f32", 5, SIZES["llama"], plan="auto", weights=(fmt, 32),
+                                 form=form).prepare()
     root = export.write(prepared, tmp_path / "program")
-    kernels = {path.stem: path.read_text() for path in (root / "kernels").glob("qlinear_w*.c")}
+    primitive = "qlinear_i" if form == "integer" else "qlinear_w"
+    kernels = {path.stem: path.read_text() for path in (root / "kernels").glob(f"{primitive}*.c")}
     assert kernels, "no quantized linear was exported"
     for name, source in kernels.items():
-        assert "layout: order n, m; lanes " in source, f"{name} is not laned across its outputs"
+        assert QUANTIZED_LAYOUT[form, fmt] in source, f"{name} is not in its layout"
     host = (root / "model.c").read_text()
     split = {name for name in kernels if f"{name}_split(" in host}
-    assert split >= set(kernels) - {"qlinear_w_k_v"}, f"not split: {sorted(set(kernels) - split)}"
+    assert split >= set(kernels) - {f"{primitive}_k_v"}, f"not split: {sorted(set(kernels) - split)}"
     program = build(root)
     for threads in (1, 2):
         conforms(program, prepared, threads)

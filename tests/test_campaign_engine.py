@@ -217,6 +217,18 @@ def test_a_fused_task_counts_its_cases_in_the_fma_family_alone():
     assert "contract='fma'" in task.describe()
 
 
+def test_integer_linear_tasks_build_for_this_cpu_and_mixed_tasks_portable():
+    """qlinear_i's block sums take exactc_dot.h's vector path where the build's target has
+    one: its own tasks build with -march=native, the mixed and other tasks without, so
+    the campaign runs both the vector path and the plain loops."""
+    assert kernel_campaign.task_build(kernel_campaign.Task("qlinear_i", "f32", seed=1)).march_native
+    assert not kernel_campaign.task_build(kernel_campaign.Task(None, None, seed=1)).march_native
+    assert not kernel_campaign.task_build(kernel_campaign.Task("qlinear_w", "f32", seed=1)).march_native
+    task = kernel_campaign.Task("qlinear_i", "f32", seed=3, examples=1, kernels=2, siblings=2)
+    result = kernel_campaign.run_task(task)
+    assert result.failures == [] and set(result.counts) == {("qlinear_i", "f32", "equal")}
+
+
 def test_a_failing_task_returns_the_report_of_the_bad_case(monkeypatch):
     from exactc.exporter import reference
 
@@ -314,3 +326,16 @@ def test_a_backward_task_counts_in_the_grad_line_of_make_verify():
     grad = sum(t.cases for t in planned if t.primitive in BACKWARD_PRIMITIVES and t.contract == CONTRACT_OFF)
     assert grad >= campaign.MIN_KERNEL_FAMILY_CHECKS["grad"] == 2000
     assert {t.site for t in planned if t.primitive in BACKWARD_PRIMITIVES} == {"f64", "f32"}
+
+
+def test_k_quant_cases_count_in_their_own_line_of_make_verify():
+    """make verify's `k-quants: <n> checked, <m> mismatches`: the quantized linears' cases
+    whose weights are q4_k, q5_k or q6_k, beside their rows of the table and the quant line."""
+    task = kernel_campaign.Task("qlinear_i", "f32", seed=3, examples=2, kernels=3, siblings=2)
+    result = kernel_campaign.run_task(task)
+    assert result.failures == [] and result.cases == task.cases
+    k_quants = sum(result.k_quants.values())
+    assert 0 < k_quants < task.cases
+    rows, _, _ = kernel_campaign.merge([result])
+    text, _, _ = campaign.summary(rows, 1.0)
+    assert f"k-quants: {k_quants} checked, 0 mismatches" in text.splitlines()

@@ -39,6 +39,10 @@ def test_exactc_alone_prints_its_help(capsys):
                                               "layers=2\n"),
     (["info", *SMALL_GPT, "--set", "=2"], "exactc info: error: --set '=2': write FIELD=VALUE, e.g. --set layers=2\n"),
     (["info", *SMALL_GPT, "--block", "8"], "exactc info: error: --block G goes with --weights q8 or q4\n"),
+    (["info", *SMALL_GPT, "--weights", "file", "--block", "8"],
+     "exactc info: error: --block G goes with --weights q8 or q4; --weights file keeps the file's blocks\n"),
+    (["export", *SMALL_GPT, "--weights", "file", "-o", "out"],
+     "exactc export: error: --weights file keeps the formats a checkpoint stores: give --checkpoint\n"),
     (["run", *SMALL_GPT, "--input", "ids", "-o", "out"], "exactc run: error: --input 'ids': write NAME=FILE.npy\n"),
     (["check", "."], "exactc check: error: . is not an exported directory (no Makefile or conformance/check.sh)\n"),
     (["check", "made"], "exactc check: error: made is not an exported directory (no Makefile or "

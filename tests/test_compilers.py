@@ -2,6 +2,8 @@
 -march=native: no warning (-Werror), and the same bits as the reference in each build
 (docs/design.md, principle 4: the strict flags make optimization invisible)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 from exactc.exporter.primitives import FUSED_PRIMITIVES, PRIMITIVES
 from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import Case, cases, fused_cases
-from exactc.strategies.quant import ArraySpec
+from exactc.strategies.quant import ArraySpec, KQuantSpec, ScaleSpec, ValueSpec
 from exactc.strategies.tensors import TensorSpec
 from exactc.verify.build import BuildOptions
 from exactc.verify.kernels import assert_all_equal, run_cases
@@ -94,6 +96,65 @@ def test_the_integer_q4_linear_is_not_miscompiled_with_march_native(cc):
     for opt in ("-O2", "-O3"):
         assert_all_equal(run_cases([q4_integer_case(1, 768, 288), q4_integer_case(3, 40, 64, 1)],
                                    BuildOptions(cc=cc, opt=opt, march_native=True)))
+
+
+def block_kernel_case(fmt: str, k: int, seed: int) -> Case:
+    """qlinear_i in blocks of 32 (whole blocks summed by exactc_dot.h, a short last one by
+    its loops) at the extremes: activations of -128, -127 and 127, q8 weights of -128 and
+    127, q4 nibbles 0 and 15, random nibbles in the padding."""
+    from exactc.strategies.quant import ScaleSpec, ValueSpec
+
+    nb = -(-k // 32)
+    specs = (("xq", ValueSpec(4, k, "q8", 32, seed, ("min", "max", "limit", "random"))),
+             ("xd", ScaleSpec((4, nb), "f32", seed + 1, ("power",))),
+             ("wq", ValueSpec(9, k, fmt, 32, seed + 2, ("limit", "min", "max", "random"), garbage_padding=True)),
+             ("wd", ScaleSpec((9, nb), "f32", seed + 3, ("power", "normal"))))
+    return Case("qlinear_i", "f32", (("block", 32), ("fmt", fmt), ("has_b", False)), specs)
+
+
+BLOCK_KERNEL_BUILDS = [(opt, native) for opt in ("-O2", "-O3") for native in (False, True)]
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("opt,native", BLOCK_KERNEL_BUILDS, ids=["O2", "O2-native", "O3", "O3-native"])
+def test_the_block_kernels_give_the_reference_bits_in_every_build(cc, opt, native):
+    """exactc_dot.h's plain loops (without -march) and this CPU's vector path (with it)
+    inside the printed qlinear_i, q8 and q4, one row a call (the plain body) and 8 (n in
+    lanes of 8, the automatic plan's): the reference's bits in each build."""
+    from exactc.exporter.kernels.layouts import Layout
+    from exactc.exporter.kernels.plans import NestPlan, Plan
+
+    need(cc)
+    batch = [block_kernel_case(fmt, k, seed) for fmt in ("q8", "q4") for k, seed in ((96, 0), (120, 5))]
+    rows = Plan((("qlinear_i", NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),)))),))
+    plans = [None] * len(batch) + [rows] * len(batch)
+    assert_all_equal(run_cases(batch + batch, BuildOptions(cc=cc, opt=opt, march_native=native), plans=plans))
+def k_quant_cases(rows: int, cols: int, blocks: int, seed: int = 0) -> list[Case]:
+    """qlinear_w and qlinear_i over Q4_K, Q5_K and Q6_K weights of `blocks` super-blocks,
+    drawn bytes with their own f16 fields (strategies/quant.py), a decode step's shape."""
+    out = []
+    for fmt in ("q4_k", "q5_k", "q6_k"):
+        wq = KQuantSpec(cols, blocks, fmt, seed, ("random", "ones"), ("random", "one"))
+        weights = (("wq", wq), ("wd", dataclasses.replace(wq, part="fields")))
+        attrs = (("block", 256), ("fmt", fmt), ("has_b", False))
+        x = TensorSpec((rows, 256 * blocks), "f32", seed, "normal", 1.0)
+        xq = ValueSpec(rows, 256 * blocks, "q8", 256, seed, ("random", "max", "min"))
+        out.append(Case("qlinear_w", "f32", attrs, (("x", x), *weights)))
+        out.append(Case("qlinear_i", "f32", attrs,
+                        (("xq", xq), ("xd", ScaleSpec((rows, blocks), "f32", seed, ("normal",))), *weights)))
+    return out
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_the_k_quant_linears_keep_their_bits_at_every_optimization(cc):
+    """Both forms over each k-quant, at -O2 and -O3, for this CPU (-march=native) and the
+    baseline x86-64: the reference's bits, whatever the compiler makes of the bit fields
+    and the int32 sums."""
+    need(cc)
+    for opt in ("-O2", "-O3"):
+        for native in (True, False):
+            assert_all_equal(run_cases(k_quant_cases(1, 96, 2) + k_quant_cases(3, 8, 1, 1),
+                                       BuildOptions(cc=cc, opt=opt, march_native=native)))
 
 
 # ---- foreign targets, compile only ----------------------------------------------------

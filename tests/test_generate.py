@@ -122,6 +122,8 @@ def test_generate_refusals_whole(tmp_path, capsys):
         (["--prompt-ids", "1", "--block", "8"], "--block G goes with --weights q8 or q4"),
         (["--prompt-ids", "1", "--weights", "q4", "--block", "7"],
          "--weights q4 --block 7: block 7: a q4 block holds an even number of values (two to a byte)"),
+        (["--prompt-ids", "1", "--form", "weight-only"],
+         "--form weight-only goes with quantized weights: --weights q8 or q4, or a checkpoint that holds them"),
         (["--prompt-ids", "1", "--plan", str(tmp_path / "none.json")],
          f"plan: nest -, field (file): {tmp_path / 'none.json'}: no such file; give a plan file, `auto` or `none`"),
     ]
@@ -193,10 +195,11 @@ def test_generate_builds_the_automatic_plan_by_default_and_one_program_per_plan(
     assert len(tokens) == 1
 
 
-@pytest.mark.parametrize("weights", [["--weights", "q8"], ["--weights", "q4", "--block", "8"]])
+@pytest.mark.parametrize("weights", [["--weights", "q8"], ["--weights", "q4", "--block", "8", "--form", "weight-only"]])
 def test_generate_quantized_weights_give_the_same_document_from_both_backends(tmp_path, capsys, weights):
-    """--weights q8|q4: the reference runs the quantized graph the C program runs, so the
-    documents are the same bytes (less the program's timing), and not the float weights'."""
+    """--weights q8|q4 (in the integer form, the default, or weight-only): the reference runs
+    the quantized graph the C program runs, so the documents are the same bytes (less the
+    program's timing), and not the float weights'."""
     from exactc import cli
     argv = ["generate", *_GEN_LLAMA, "--prompt-ids", "5,6,7", "-n", "4", "--temperature", "0.9", "--seed", "6"]
     ref, c, floats = tmp_path / "ref.json", tmp_path / "c.json", tmp_path / "float.json"

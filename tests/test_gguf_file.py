@@ -5,6 +5,7 @@ read as the gguf package dequantizes them, alone or mixed with Q4_0 in one file.
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 from pathlib import Path
@@ -431,16 +432,21 @@ K_MIX = {"model.embed_tokens.weight": "Q6_K", "lm_head.weight": "Q6_K",
 def test_k_quant_tensors_read_as_the_gguf_packages_values(tmp_path):
     """Each k-quant tensor of a file that mixes Q4_K, Q5_K, Q6_K and F32 per tensor reads
     back as the gguf package's f32 values of its bytes (attn_q and attn_k rows in Hugging
-    Face's order), under its GGUF type, marked dequantized, with no blocks; no program
-    format comes of them."""
+    Face's order), under its GGUF type, marked dequantized; no program format comes of
+    them by default. Their blocks (what --weights file keeps) dequantize to the same
+    values."""
     path = k_quant_llama(tmp_path / "mix.gguf", K_MIX)
     ckpt = checkpoints.load(path)
     theirs = gguf_package_values(path)
     assert ckpt.weights is None and sorted(ckpt.tensors) == sorted(theirs)
     for name, values in theirs.items():
         t = ckpt.tensors[name]
-        assert (t.dtype, t.dequantized, t.blocks) == (K_MIX.get(name, "F32"), name in K_MIX, None), name
+        assert (t.dtype, t.dequantized, t.blocks is None) == (K_MIX.get(name, "F32"), name in K_MIX, name not in K_MIX)
         assert t.read().dtype == np.float64
+        if name in K_MIX:
+            assert t.stored_format == (K_MIX[name].lower(), 256)
+            assert_bits_equal(values, t.blocks().dequantize().astype(np.float64), name, every_bit=True,
+                              labels=("gguf.quants", "the blocks"))
         assert_bits_equal(values, t.read(), name, every_bit=True, labels=("gguf.quants", "the reader"))
 
 
@@ -477,8 +483,9 @@ def test_a_k_quant_files_logits_are_those_of_its_dequantized_weights():
 
 def test_a_q4_0_file_with_a_q6_k_head_keeps_its_blocks_and_computes_the_head_in_f32(tmp_path):
     """llama.cpp's Q4_0 files keep output.weight in Q6_K: the Q4_0 linear weights reach the
-    program as the file's blocks, the head as its f32 values; the program's logits are
-    those of the gguf package's dequantized weights, at f32, and its C program conforms."""
+    program as the file's blocks, the head as its f32 values; in the weight-only form the
+    program's logits are those of the gguf package's dequantized weights, at f32 (the
+    integer form quantizes the activations too), and its C program conforms."""
     program = models.build("llama", "forward", dict(K_CFG, tokens=6))
     linear = [spec.layer_name(i) for spec in program.params if spec.name in graph.linear_weights(program)
               for i in range(spec.layers or 1)]
@@ -486,7 +493,8 @@ def test_a_q4_0_file_with_a_q6_k_head_keeps_its_blocks_and_computes_the_head_in_
     path = k_quant_llama(tmp_path / "q4.gguf", kinds, qtype="Q4_0")
     ckpt = checkpoints.load(path)
     assert ckpt.weights == ("q4", 32)
-    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=ckpt).prepare()
+    prepared = export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, checkpoint=ckpt,
+                                 form="weight-only").prepare()
     assert sorted(prepared.program.quantized) == sorted(n for n in graph.linear_weights(program) if n != "lm_head.weight")
     assert_bits_equal(ckpt.tensors["lm_head.weight"].read().astype(np.float32), prepared.params["lm_head.weight"],
                       "lm_head.weight", every_bit=True)
@@ -513,3 +521,96 @@ def test_weights_quantize_a_k_quant_files_float_linear_weights_only(tmp_path):
     down = np.stack([ckpt.tensors[f"model.layers.{i}.mlp.down_proj.weight"].read() for i in range(2)])
     assert_bits_equal(down.astype(np.float32), prepared.params["model.layers.{l}.mlp.down_proj.weight"],
                       "down_proj", every_bit=True)
+
+
+# Q4_K_M's kinds with every layer of a parameter in one format, so that each keeps it
+# under --weights file; ffn_down mixes Q6_K and Q4_K over its layers, as Q4_K_M's does
+K_BY_PARAMETER = {"self_attn.q_proj": "Q4_K", "self_attn.k_proj": "Q5_K", "self_attn.v_proj": "Q6_K",
+                  "self_attn.o_proj": "Q4_K", "mlp.gate_proj": "Q5_K", "mlp.up_proj": "Q4_K"}
+K_KEPT = {"model.embed_tokens.weight": "Q6_K", "lm_head.weight": "Q6_K",
+          "model.layers.0.mlp.down_proj.weight": "Q6_K", "model.layers.1.mlp.down_proj.weight": "Q4_K",
+          **{f"model.layers.{i}.{part}.weight": kind for part, kind in K_BY_PARAMETER.items() for i in range(2)}}
+
+
+def _file_weights_logits_and_programs(path: Path, tmp_path: Path, want_formats: dict[str, tuple[str, int]]):
+    """Export `path` with --weights file: the program holds `want_formats`; in the
+    weight-only form its logits at f32 and f64 are those of the float Llama over the gguf
+    package's dequantized weights, bit for bit (the weight-only form is the f32 linear of
+    the weights); in the integer form (the default: the activations quantized too) its f64
+    program's logits keep the argmax and a cosine above 0.995 against them. Both f64
+    programs conform at 1 and 2 threads with gcc, once with clang."""
+    ckpt = checkpoints.load(path)
+    program = models.build("llama", "forward", dict(K_CFG, tokens=6, eps=float(np.float32(1e-5))))
+    inputs = models.draw_inputs(program, 1)
+    folders = []
+    for form in (graph.WEIGHT_ONLY, None):
+        for site in ("f32", "f64"):
+            prepared = export.ExportSpec("llama", "forward", site, 5, {"tokens": 6}, checkpoint=ckpt,
+                                         weights=export.FILE_WEIGHTS, form=form).prepare()
+            assert prepared.program.quantized == want_formats
+            theirs = {k: v.astype(np.float32).astype(np.float64 if site == "f64" else np.float32)
+                      for k, v in stacked(program, gguf_package_values(path)).items()}
+            want = walk.evaluate(program, site, theirs, inputs)["logits"]
+            got = walk.evaluate(prepared.program, site, prepared.params, inputs)["logits"]
+            if form == graph.WEIGHT_ONLY:
+                assert_bits_equal(want, got, f"logits at {site}", every_bit=True,
+                                  labels=("the dequantized weights", "--weights file"))
+            elif site == "f64":
+                assert prepared.program.form == graph.INTEGER
+                assert "qlinear_i" in {op.primitive for op in prepared.program.function.ops()}
+                assert (got.argmax(-1) == want.argmax(-1)).all()
+                cosine = (got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)
+                assert cosine.min() > 0.995, cosine
+        folder = export.write(prepared, tmp_path / f"kept-{form or graph.INTEGER}")  # the f64 program
+        for cc, threads in (("gcc", 1), ("gcc", 2), ("clang", 2)):
+            done = programs.make(folder, programs.Build(cc=cc)).check(threads)
+            assert done.returncode == 0, f"{form}, {cc}, {threads} thread(s): " + done.stdout + done.stderr
+        folders.append(folder)
+    return folders[0]
+
+
+def test_k_quant_file_weights_keep_each_tensors_format(tmp_path):
+    """--weights file on a Q4_K_M-like file: each linear weight keeps its k-quant (q4_k,
+    q5_k, q6_k: the head Q6_K), ffn_down, Q6_K in one layer and Q4_K in the other, is the
+    f32 weight it reads as; exactc.json lists each tensor's format."""
+    path = k_quant_llama(tmp_path / "km.gguf", K_KEPT)
+    want = {f"model.layers.{{l}}.{part}.weight": (kind.lower(), 256) for part, kind in K_BY_PARAMETER.items()}
+    want["lm_head.weight"] = ("q6_k", 256)
+    folder = _file_weights_logits_and_programs(path, tmp_path, want)
+    manifest = json.loads((folder / "exactc.json").read_text())
+    assert manifest["weights"]["format"] == "mixed"
+    assert manifest["weights"]["tensors"]["lm_head.weight"] == {"format": "q6_k", "block": 256}
+
+
+def test_k_quant_file_weights_keep_a_q4_0_files_q6_k_head(tmp_path):
+    """--weights file on llama.cpp's Q4_0 layout (Q4_0 linear weights, a Q6_K output): the
+    q4 blocks and the q6_k head, each as the file holds it."""
+    program = models.build("llama", "forward", dict(K_CFG, tokens=6))
+    linear = [spec.layer_name(i) for spec in program.params if spec.name in graph.linear_weights(program)
+              for i in range(spec.layers or 1)]
+    path = k_quant_llama(tmp_path / "q4.gguf", dict.fromkeys(linear, "Q4_0") | {"lm_head.weight": "Q6_K"},
+                         qtype="Q4_0")
+    want = {name: ("q4", 32) for name in graph.linear_weights(program)} | {"lm_head.weight": ("q6_k", 256)}
+    _file_weights_logits_and_programs(path, tmp_path, want)
+
+
+def test_k_quant_file_weights_need_a_checkpoint():
+    with pytest.raises(export.ExportError, match=r"^--weights file keeps the formats a checkpoint stores: "
+                                                 r"give --checkpoint$"):
+        export.ExportSpec("llama", "forward", "f32", 5, {"tokens": 6}, weights=export.FILE_WEIGHTS).prepare()
+
+
+def test_k_quant_file_weights_from_the_command_line(tmp_path, capsys):
+    """`exactc export --checkpoint F.gguf --weights file`: the exported directory's
+    exactc.json lists each linear weight's format, the k-quants among them."""
+    from exactc import cli
+
+    path = k_quant_llama(tmp_path / "km.gguf", K_KEPT)
+    code = cli.main(["export", "--checkpoint", str(path), "--entry", "forward", "--dtype", "f32",
+                     "--set", "tokens=6", "--weights", "file", "--plan", "none", "-o", str(tmp_path / "out")])
+    assert code == 0, capsys.readouterr().err
+    weights = json.loads((tmp_path / "out" / "exactc.json").read_text())["weights"]
+    assert weights["format"] == "mixed"
+    assert {name: w["format"] for name, w in weights["tensors"].items()} == {
+        "lm_head.weight": "q6_k", **{f"model.layers.{{l}}.{part}.weight": kind.lower()
+                                    for part, kind in K_BY_PARAMETER.items()}}

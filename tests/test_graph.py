@@ -87,7 +87,7 @@ def test_graph_builders_pass_their_defaults_and_names(monkeypatch):
     graph.rmsnorm("x", "g")
     graph.rope("x")
     graph.concat("a", "b")
-    graph.linear("x", graph.QuantizedWeight("v", "s", "q8", 32, 64), "bias", name="q")
+    graph.linear("x", graph.QuantizedWeight("v", "s", "q8", 32, 64, graph.WEIGHT_ONLY), "bias", name="q")
     assert made.pop() == ("qlinear_w", {"fmt": "q8", "block": 32, "has_b": True}, "q")
     assert operands.pop() == {"x": "x", "wq": "v", "wd": "s", "b": "bias"}
     assert made == [("sub", None, "s"), ("concat", {"axis": 0}, "c"), ("l2norm", {"eps": 1e-12}, "l"),

@@ -609,3 +609,49 @@ def test_a_kernel_name_must_be_a_c_identifier():
         shown = repr(name) if isinstance(name, str) else name
         assert str(caught.value) == f"kernel name {shown} is not a C identifier"
     assert print_kernel(kernel, "_add1").functions == ("_add1",)
+
+
+def test_whole_blocks_of_32_call_the_block_kernel():
+    """qlinear_i's whole blocks of G = 32 print as one call of exactc_dot.h's kernel at the
+    block's first value and byte, the file includes the header; a short last block and
+    any other G keep their loops."""
+    def source(fmt: str, k: int, block: int) -> str:
+        nb = -(-k // block)
+        row = k if fmt == "q8" else nb * block // 2
+        shapes = {"xq": (2, k), "xd": (2, nb), "wq": (3, row), "wd": (3, nb)}
+        return print_kernel(lower("qlinear_i", "f32", shapes, {"fmt": fmt, "block": block, "has_b": False}), "q").source
+
+    q8 = source("q8", 77, 32)
+    assert '#include "exactc_dot.h"' in q8
+    assert "s = s + exactc_dot_q8_32(&xq[m * 77 + blk * 32], &wq[n * 77 + blk * 32]);" in q8
+    assert "for (int64_t t = 0; t < 13; t++)" in q8 and "for (int64_t k = 0;" not in q8
+    q4 = source("q4", 88, 32)
+    assert "s = s + exactc_dot_q4_32(&xq[m * 88 + blk * 32], &wq[n * 48 + blk * 16]);" in q4
+    assert "for (int64_t th = 0; th < TH; th++)" in q4 and "for (int64_t kh = 0;" not in q4
+    for other in (source("q8", 128, 64), source("q4", 128, 64), source("q8", 32, 16), source("q4", 32, 16)):
+        assert "exactc_dot" not in other
+
+
+def test_eight_rows_in_lanes_call_the_rows_kernel():
+    """n alone in lanes of 8 with the weight read in place: each block's 8 sums one call of
+    the x8 kernel at the chunk's first row (the row length its stride), added lane by
+    lane; with wq packed, or n in lanes of 16, the laned loops stay."""
+    from exactc.exporter.kernels.layouts import Layout
+    from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
+
+    def source(fmt: str, layout: Layout) -> str:
+        row = 96 if fmt == "q8" else 48
+        shapes = {"xq": (2, 96), "xd": (2, 3), "wq": (40, row), "wd": (40, 3)}
+        kernel = lower("qlinear_i", "f32", shapes, {"fmt": fmt, "block": 32, "has_b": False})
+        plan = Plan((("qlinear_i", NestPlan(layout)),))
+        validate_plan(kernel, plan)
+        return print_kernel(kernel, "q", plan).source
+
+    rows = Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wd",))
+    q8, q4 = source("q8", rows), source("q4", rows)
+    assert "exactc_dot_q8_32x8(&xq[m * 96 + blk * 32], &wq[n_c * 96 + blk * 32], 96, s_rows);" in q8
+    assert "exactc_dot_q4_32x8(&xq[m * 96 + blk * 32], &wq[n_c * 48 + blk * 16], 48, s_rows);" in q4
+    assert "s[n_l] = s[n_l] + s_rows[n_l];" in q8
+    for kept in (source("q8", Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wq", "wd"))),
+                 source("q8", Layout(order=("n", "m"), lanes=(("n", 16),)))):
+        assert "_32x8(" not in kept and "for (int64_t k = 0; k < K; k++)" in kept

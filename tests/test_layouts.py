@@ -10,6 +10,7 @@ fails the coverage check (its outputs are right, so nothing else can see it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -88,6 +89,29 @@ LANED_LINEAR = NestPlan(
 @pytest.mark.parametrize("primitive", sorted(PRIMITIVES))
 def test_every_layout_and_split_gives_the_reference_bits(primitive):
     @given(batch=st.lists(planned_cases(cases(primitive)), min_size=1, max_size=BATCH), build=_builds())
+    def check(batch, build):
+        assert_all_equal(_run(batch, build))
+
+    check()
+
+
+@st.composite
+def _k_quant_cases(draw, primitive: str) -> Case:
+    """A qlinear_w or qlinear_i case over Q4_K, Q5_K or Q6_K weights (strategies/quant.py)."""
+    from exactc.strategies.quant import k_quant_linear_operands
+
+    fmt, site = draw(st.sampled_from(["q4_k", "q5_k", "q6_k"])), draw(st.sampled_from(["f32", "f64", "bf16"]))
+    attrs, specs = draw(k_quant_linear_operands(primitive, site, fmt))
+    return Case(primitive, site, tuple(sorted(attrs.items())), tuple(specs.items()))
+
+
+@needs_compilers
+@pytest.mark.parametrize("primitive", ["qlinear_w", "qlinear_i"])
+def test_every_layout_and_split_of_a_k_quant_linear_gives_the_reference_bits(primitive):
+    """The property on k-quant weights: their nests (a loop per sub-block, the integer
+    form's sums beside its scale and min terms) under every drawn layout and split."""
+
+    @given(batch=st.lists(planned_cases(_k_quant_cases(primitive)), min_size=1, max_size=BATCH), build=_builds())
     def check(batch, build):
         assert_all_equal(_run(batch, build))
 
@@ -391,6 +415,72 @@ def test_integer_sums_in_every_grouping_give_the_reference_bits():
         kernel = lower("qlinear_i", "f32", case.shapes, case.attr_dict)
         loops = [a for a in kernel.nests[0].reduce_axes() if a.name != "blk"]
         for lanes in (1, 3, 4, 5, 64):
+            for parts in (1, 2, 3):
+                layout = Layout(order=("n", "m"), sums=tuple((a.name, lanes, parts) for a in loops))
+                batch.append((case, Plan((("qlinear_i", NestPlan(layout)),))))
+    assert_all_equal(_run(batch, ("gcc", False, None, None)))
+
+
+def block_kernel_cases() -> list[Case]:
+    """qlinear_i in q8 and q4, G = 32, 19 outputs (two chunks of 8 and 3 more): three
+    whole blocks (exactc_dot.h's kernels, one row or 8 at once) and a
+    short last one (its loops: 13 values, under a q4 block's half, or 24, its high half
+    short), the values at the extremes (activations -128, -127 and 127, q8 weights -128,
+    q4 nibbles 0 and 15), random nibbles in q4's padding."""
+    from exactc.strategies.quant import ScaleSpec, ValueSpec
+
+    out = []
+    for fmt in ("q8", "q4"):
+        for k in (96 + 13, 96 + 24):
+            specs = (("xq", ValueSpec(5, k, "q8", 32, 1, ("max", "random", "min", "limit"))),
+                     ("xd", ScaleSpec((5, 4), "f32", 2, ("power",))),
+                     ("wq", ValueSpec(19, k, fmt, 32, 3, ("min", "limit", "random", "max"), garbage_padding=True)),
+                     ("wd", ScaleSpec((19, 4), "f32", 4, ("power", "normal"))))
+            out.append(Case("qlinear_i", "f32", (("block", 32), ("fmt", fmt), ("has_b", False)), specs))
+    return out
+
+
+BLOCK_KERNEL_LAYOUTS = [
+    NestPlan(Layout()),
+    NestPlan(Layout(order=("n", "m")), Split(0, ((0, 3), (3, 19)))),
+    NestPlan(Layout(order=("n", "m"), lanes=(("n", 4),))),  # the laned body keeps its loops, the rest calls
+    NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),)), Split(0, ((0, 8), (8, 19)))),  # 8 rows a call
+    NestPlan(Layout(order=("n", "m"), tiles=(("n", 2),), lanes=(("m", 2),))),
+    NestPlan(Layout(sums=(("k", 4, 2),))),  # the layout's sums keep the loop
+    NestPlan(Layout(blocks=(("k", 8),))),
+]
+
+
+@needs_compilers
+@pytest.mark.parametrize("native", [False, True], ids=["plain", "native"])
+def test_block_kernels_under_layouts_give_the_reference_bits(native):
+    """The whole blocks' sums as exactc_dot.h's calls, in the plain body and in every
+    place a layout prints it, built for this CPU (its vector path) or not (the plain
+    loops): the reference's bits."""
+    batch = [(case, Plan((("qlinear_i", plan),))) for case in block_kernel_cases() for plan in BLOCK_KERNEL_LAYOUTS]
+    for case, plan in batch[:2]:
+        source = print_kernel(lower("qlinear_i", "f32", case.shapes, case.attr_dict), "q", plan).source
+        assert "exactc_dot_q8_32(" in source or "exactc_dot_q4_32(" in source
+    options = BuildOptions(cc="gcc", openmp=True, march_native=native, defines=(CHECK_SPLITS,))
+    assert_all_equal(run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=2))
+def test_k_quant_integer_sums_in_every_grouping_give_the_reference_bits():
+    """qlinear_i over Q4_K, Q5_K and Q6_K weights, two super-blocks, all-0xFF blocks (every
+    scale and min 63, every quant at its top) beside random ones, activations at the
+    limits: every sub-block's integer sums (s_j, and x_j beside it for Q4_K and Q5_K) in
+    lanes 1, 3, 5, 64 and parts 1, 2, 3, C against the reference."""
+    from exactc.strategies.quant import KQuantSpec, ScaleSpec, ValueSpec
+
+    batch = []
+    for fmt in ("q4_k", "q5_k", "q6_k"):
+        wq = KQuantSpec(5, 2, fmt, 3, ("ones", "random"), ("random", "largest"))
+        specs = (("xq", ValueSpec(3, 512, "q8", 256, 1, ("max", "random", "min"))),
+                 ("xd", ScaleSpec((3, 2), "f32", 2, ("power",))),
+                 ("wq", wq), ("wd", dataclasses.replace(wq, part="fields")))
+        case = Case("qlinear_i", "f32", (("block", 256), ("fmt", fmt), ("has_b", False)), specs)
+        kernel = lower("qlinear_i", "f32", case.shapes, case.attr_dict)
+        loops = [a for a in kernel.nests[0].reduce_axes() if a.name != "blk"]
+        assert len(loops) == (16 if fmt == "q6_k" else 8)
+        for lanes in (1, 3, 5, 64):
             for parts in (1, 2, 3):
                 layout = Layout(order=("n", "m"), sums=tuple((a.name, lanes, parts) for a in loops))
                 batch.append((case, Plan((("qlinear_i", NestPlan(layout)),))))

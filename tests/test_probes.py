@@ -308,12 +308,17 @@ def test_growth_decode_step_attention_is_linear_and_the_rest_constant_in_the_pos
 @pytest.mark.parametrize("model", ["gpt", "llama"])
 def test_a_decode_step_runs_no_loop_over_the_position_but_attention(model):
     # no copy of the cache's past rows (the concat a step used to run, a whole-cache copy)
-    from exactc.exporter import models
+    from exactc.exporter import graph, models
 
     config = {k: v for k, v in probes.DECODE.items() if model == "llama" or k != "kv_heads"}
     program = models.build(model, "decode", dict(config, tokens=9))
     assert probes.decode_loops_over_position(program) == []
     assert [op.primitive for op in launched_ops(program) if op.primitive == "cache_write"] == ["cache_write"] * 2
+    # quantized weights in the integer form: the step's quantize runs over its one row
+    quantized = models.build(model, "decode", dict(config, tokens=9),
+                             quantized={name: ("q8", 32) for name in graph.linear_weights(program)})
+    assert "quantize" in {op.primitive for op in launched_ops(quantized)}
+    assert probes.decode_loops_over_position(quantized) == []
 
 
 @needs_valgrind

@@ -18,9 +18,11 @@ order, the two quantized linears, and the layout of stacked q4 parameters.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -28,10 +30,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from exactc.exporter import export, graph, models, quant, reference, types
-from exactc.exporter.primitives import PrimitiveError, block_count
+from exactc.exporter.primitives import K_FORMATS, PrimitiveError, block_count
 from exactc.exporter.types import SITE_TYPES
 from exactc.strategies.cases import Case, cases
-from exactc.strategies.quant import ArraySpec, k_quant_rows, stacked_q4
+from exactc.strategies.quant import ArraySpec, k_quant_linear_operands, k_quant_rows, stacked_q4
 from exactc.verify.compare import assert_bits_equal
 from exactc.verify.kernels import QUANTIZED_PRIMITIVES, assert_all_equal, run_cases
 
@@ -567,3 +569,94 @@ def test_k_quant_rows_of_another_length_or_kind_are_refused():
         quant.dequantize_k("Q6_K", np.zeros((2, 200), np.uint8))
     with pytest.raises(quant.QuantError, match=r"^'Q3_K' is not a k-quant exactc reads \(Q4_K, Q5_K, Q6_K\)$"):
         quant.dequantize_k("Q3_K", np.zeros(110, np.uint8))
+
+
+# ---- k-quants as the weights of qlinear_w and qlinear_i: both twins, bit for bit, and
+# against the gguf package's dequantization and exact arithmetic
+
+
+@pytest.mark.parametrize("site", SITE_TYPES)
+@pytest.mark.parametrize("fmt", K_FORMATS)
+@pytest.mark.parametrize("primitive", ["qlinear_w", "qlinear_i"])
+def test_k_quant_kernels_give_the_reference_bits(primitive, fmt, site):
+    """Drawn super-blocks (random, zero and 0xFF bytes: every scale and min 63), their own
+    f16 fields or drawn f32 ones (subnormal, huge, zero, negative) as wd: C against the
+    reference."""
+    @given(batch=st.lists(k_quant_linear_operands(primitive, site, fmt), min_size=BATCH[0], max_size=BATCH[1]))
+    def check(batch):
+        assert_all_equal(run_cases([_linear_case(primitive, site, fmt, 256, specs) for _, specs in batch]))
+
+    check()
+
+
+@pytest.mark.parametrize("fmt", K_FORMATS)
+@given(data=st.data())
+def test_k_quant_weight_only_form_is_the_f32_linear_of_the_gguf_packages_weights(fmt, data):
+    """qlinear_w over a k-quant weight whose wd is its own f16 fields: the bits of the
+    float linear over the weights the gguf package dequantizes (ggml's reading, written
+    apart from exactc's), in C and in the reference."""
+    import gguf
+
+    attrs, specs = data.draw(k_quant_linear_operands("qlinear_w", "f32", fmt))
+    specs = {**specs, "wd": dataclasses.replace(specs["wq"], part="fields")}
+    case = _linear_case("qlinear_w", "f32", fmt, 256, specs)
+    inputs = case.inputs()
+    weights = gguf.quants.dequantize(inputs["wq"], getattr(gguf.GGMLQuantizationType, fmt.upper()))
+    want = reference.run("linear", "f32", {"x": inputs["x"], "w": weights, **({"b": inputs["b"]} if "b" in inputs else {})},
+                         {"has_b": "b" in inputs})["y"]
+    assert_bits_equal(want, _c_equals_reference(case)["y"], f"{fmt} qlinear_w", every_bit=True,
+                      labels=("linear of gguf's weights", "qlinear_w"))
+
+
+def _k_exact_case(primitive_site: str, fmt: str, rng) -> tuple[Case, float]:
+    """A qlinear_i case of two super-blocks in which every rounding is exact (powers of two
+    for d, dmin and xd at f64, small integers elsewhere): y is Σ_k xd·xq[k]·w[k] with the
+    weights the gguf package dequantizes, computed here in exact rationals."""
+    import gguf
+
+    size, fields = K_FORMATS[fmt]
+    raw = rng.integers(0, 256, (1, 2 * size), dtype=np.uint8)
+    halves = [2.0**-3, 2.0**-5] if fields == 2 else [2.0**-4]
+    for blk in range(2):
+        for field, at in enumerate((0, 2) if fields == 2 else (size - 2,)):
+            raw[0, blk * size + at:blk * size + at + 2] = _f16(halves[field] * (blk + 1))
+    xq = rng.integers(-128, 128, (1, 512), dtype=np.int8)
+    xd = np.array([[2.0**-7, 2.0**-6]])
+    case = _linear_case("qlinear_i", primitive_site, fmt, 256, {
+        "xq": ArraySpec(tuple(map(tuple, xq.tolist())), "int8"), "xd": ArraySpec(tuple(map(tuple, xd.tolist())), "f64"),
+        "wq": ArraySpec(tuple(map(tuple, raw.tolist())), "uint8"),
+        "wd": ArraySpec(tuple(map(tuple, quant.k_quant_scales(fmt.upper(), raw.reshape(1, 2, size)).reshape(1, -1).tolist())),
+                        "f32"),
+    })
+    weights = gguf.quants.dequantize(raw, getattr(gguf.GGMLQuantizationType, fmt.upper()))[0]
+    exact = sum(Fraction(float(xd[0, k // 256])) * int(xq[0, k]) * Fraction(float(weights[k])) for k in range(512))
+    return case, float(exact)
+
+
+@pytest.mark.parametrize("fmt", K_FORMATS)
+def test_k_quant_integer_form_is_exact_when_no_step_rounds(fmt):
+    """At f64, with power-of-two d, dmin and xd, the integer form's sums S and M scaled and
+    combined lose nothing: y is the exact Σ xd·xq·w over the gguf package's weights."""
+    case, exact = _k_exact_case("f64", fmt, np.random.default_rng(5))
+    assert _c_equals_reference(case)["y"].tolist() == [[exact]]
+
+
+def test_k_quant_integer_form_adds_the_scale_term_then_subtracts_the_min_term():
+    """Q4_K, two super-blocks, d = dmin = 1 in both, at f32. Block 0: sub-block 0's scale 1
+    and min 0, value 0's nibble 1, xq[0] = 1 and xd = 2^24: S = 1, M = 0, acc = 2^24.
+    Block 1: scale and min 1, value 256's nibble 1, xq[256] = 1 and xd = 1: S = M = 1.
+    The spec's order, (2^24 ⊕ 1) ⊖ 1, rounds the tie 2^24 + 1 to 2^24 and gives
+    2^24 − 1; the other order (2^24 ⊖ 1) ⊕ 1 would give 2^24, adding the min term 2^24."""
+    raw = np.zeros((1, 288), np.uint8)
+    for blk in range(2):
+        raw[0, 144 * blk:144 * blk + 4] = np.concatenate([_f16(1.0), _f16(1.0)])
+        raw[0, 144 * blk + 4] = 1  # scale 0
+        raw[0, 144 * blk + 16] = 0x01  # value 0 of the super-block: nibble 1
+    raw[0, 144 + 8] = 1  # block 1's min 0
+    xq = np.zeros((1, 512), np.int8)
+    xq[0, 0] = xq[0, 256] = 1
+    case = _linear_case("qlinear_i", "f32", "q4_k", 256, {
+        "xq": ArraySpec(tuple(map(tuple, xq.tolist())), "int8"), "xd": ArraySpec(((2.0**24, 1.0),), "f32"),
+        "wq": ArraySpec(tuple(map(tuple, raw.tolist())), "uint8"), "wd": ArraySpec(((1.0, 1.0, 1.0, 1.0),), "f32"),
+    })
+    assert _c_equals_reference(case)["y"].tolist() == [[2.0**24 - 1]]

@@ -1,6 +1,7 @@
 """Whole programs with quantized linear weights (`exactc export --weights q8|q4`): every
-architecture gives the numpy reference's bytes built by gcc and clang, with and without
-OpenMP, on 1 and 2 threads of a split plan; the weights file holds each linear weight as
+architecture and entry gives the numpy reference's bytes built by gcc and clang, with and
+without OpenMP, on 1 and 2 threads, with the automatic plan and without, in the integer
+form (the default) and the weight-only one; the weights file holds each linear weight as
 I8 or U8 values and F32 scales, and everything else at the site type; what is
 quantized is what reaches `linear` as its weight and nothing else (a tied head stays
 float). Small dimensions, so that a case builds and runs in seconds.
@@ -26,29 +27,37 @@ SMALL = {
     "bert": {"vocab": 48, "positions": 8, "dim": 16, "heads": 2, "layers": 2, "mlp": 24, "tokens": 6},
     "llama": {"vocab": 48, "dim": 16, "heads": 4, "kv_heads": 2, "layers": 2, "mlp": 20, "tokens": 6},
 }
-# (model, entry, site, fmt, block, compilers): each architecture, both formats; blocks
+# (model, entry, site, fmt, block, compilers, plan, form): each architecture and entry
+# (forward, prefill, decode, next_token: generate's; embed), both formats and forms; blocks
 # that divide K, that leave a short last block (mlp 20, 24 by 16) and that pass K (20 >
-# 16). One case goes through every compiler (gcc and clang with OpenMP, gcc without);
-# the others through gcc with OpenMP, to keep make test's time.
+# 16). Two cases go through gcc and clang, one with the automatic plan and one without
+# (and gcc without OpenMP); the others through gcc with OpenMP, to keep make test's time.
 EVERY = (("gcc", True), ("clang", True), ("gcc", False))
+INTEGER, WEIGHT_ONLY = graph.FORMS
 CASES = [
-    ("llama", "forward", "f32", "q4", 32, EVERY),
-    ("gpt", "forward", "f32", "q8", 32, EVERY[:1]),
-    ("bert", "embed", "f32", "q4", 16, EVERY[:1]),
-    ("llama", "next_token", "bf16", "q8", 20, EVERY[:1]),
+    ("llama", "forward", "f32", "q4", 32, EVERY, "auto", INTEGER),
+    ("llama", "decode", "f32", "q8", 32, EVERY[:2], None, INTEGER),
+    ("gpt", "prefill", "f32", "q8", 32, EVERY[:1], None, INTEGER),
+    ("gpt", "decode", "f32", "q4", 16, EVERY[:1], "auto", INTEGER),
+    ("bert", "embed", "f32", "q4", 16, EVERY[:1], "auto", INTEGER),
+    ("llama", "next_token", "bf16", "q8", 20, EVERY[:1], "auto", INTEGER),
+    ("gpt", "forward", "f32", "q8", 32, EVERY[:1], "auto", WEIGHT_ONLY),
 ]
 
 
-def _prepared(model: str, entry: str, site: str, fmt: str, block: int, plan=None, **overrides) -> export.Export:
+def _prepared(model: str, entry: str, site: str, fmt: str, block: int, plan=None, form=None,
+              **overrides) -> export.Export:
     return export.ExportSpec(model, entry, site, 5, dict(SMALL[model], **overrides), plan=plan,
-                             weights=(fmt, block)).prepare()
+                             weights=(fmt, block), form=form).prepare()
 
 
 @pytest.mark.needs("clang", "libomp")
-@pytest.mark.parametrize("model,entry,site,fmt,block,builds", CASES,
-                         ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3]}-g{c[4]}" for c in CASES])
-def test_quantized_program_matches_reference(tmp_path, model, entry, site, fmt, block, builds):
-    prepared = _prepared(model, entry, site, fmt, block, plan="auto")
+@pytest.mark.parametrize("model,entry,site,fmt,block,builds,plan,form", CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3]}-g{c[4]}-{c[6] or 'none'}-{c[7]}" for c in CASES])
+def test_quantized_program_matches_reference(tmp_path, model, entry, site, fmt, block, builds, plan, form):
+    prepared = _prepared(model, entry, site, fmt, block, plan=plan, form=form)
+    linears = {op.primitive for op in prepared.program.function.ops()} & {"qlinear_i", "qlinear_w"}
+    assert linears == {"qlinear_i" if form == INTEGER else "qlinear_w"}
     root = export.write(prepared, tmp_path / "q")
     for cc, openmp in builds:
         program = programs.make(root, programs.Build(cc=cc, openmp=openmp), refuse_warnings=True)
@@ -86,6 +95,7 @@ def test_the_weights_file_holds_values_and_scales_and_float_for_the_rest(tmp_pat
         assert_bits_equal(want, loaded[name], name, every_bit=True)
     manifest = json.loads((root / "exactc.json").read_text())
     assert manifest["weights"]["format"] == "q4" and manifest["weights"]["block"] == 32
+    assert manifest["weights"]["form"] == INTEGER  # the default
     assert len(manifest["weights"]["tensors"]) == 8  # q, k, v, o, gate, up, down and the head
 
 
@@ -108,12 +118,55 @@ def exactc(*args: str) -> subprocess.CompletedProcess:
     (["--block", "16"], "--block G goes with --weights q8 or q4"),
     (["--weights", "q4", "--block", "15"], "--weights q4 --block 15: block 15: a q4 block holds an even number"),
     (["--weights", "q8", "--block", "0"], "block 0 must be an int in 1..65536"),
+    (["--form", "integer"], "--form integer goes with quantized weights: --weights q8 or q4"),
 ])
 def test_weights_options_are_refused_on_one_line(tmp_path, args, message):
     done = exactc("export", "llama", "--entry", "forward", "--dtype", "f32", *args, "-o", str(tmp_path / "out"))
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _logits(form: str | None, fmt: str, site: str = "f32") -> np.ndarray:
+    weights = None if form is None else (fmt, 32)
+    prepared = export.ExportSpec("llama", "forward", site, 5, SMALL["llama"], weights=weights, form=form).prepare()
+    return prepared.expected["logits"].astype(np.float64)
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+
+
+def test_the_integer_form_stays_as_close_to_the_float_logits_as_the_weight_only_one():
+    """Each qlinear_i reads the quantization of its own activations: its q8 logits agree
+    with the f64 float program's as the weight-only ones do (measured: every row's cosine
+    0.99986 against 0.99992; argmax equal). A linear that read another value's quantized
+    activations of the same shape gives cosines below 0."""
+    exact = _logits(None, "q8", "f64")
+    for form in graph.FORMS:
+        got = _logits(form, "q8")
+        assert np.min(_cosines(got, exact)) > 0.9995, form
+        assert np.array_equal(got.argmax(-1), exact.argmax(-1)), form
+
+
+def test_a_value_read_by_several_linears_is_quantized_once_per_block():
+    """Attention's q, k and v read one quantization of the normed activations; the
+    weight-only form quantizes nothing."""
+    integer = models.build("llama", "forward", SMALL["llama"], form=INTEGER,
+                           quantized={n: ("q8", 16) for n in graph.linear_weights(
+                               models.build("llama", "forward", SMALL["llama"]))})
+    for fn in integer.function.walk():
+        made = {id(v): op for op in fn.nodes if isinstance(op, graph.Op) for v in op.outs}
+        readers: dict[int, list[str]] = {}
+        for op in fn.nodes:
+            if isinstance(op, graph.Op) and op.primitive == "qlinear_i":
+                quantize = made[id(op.operands()["xq"])]
+                assert quantize is made[id(op.operands()["xd"])] and quantize.primitive == "quantize"
+                readers.setdefault(id(quantize), []).append(op.outs[0].name)
+        if fn.name.startswith("attention"):
+            assert sorted(map(len, readers.values())) == [1, 3], readers  # (q, k, v) then the output's
+    quantizes = [op for op in integer.function.ops() if op.primitive == "quantize"]
+    assert quantizes and all(op.attrs["block"] == 16 for op in quantizes)
 
 
 def test_a_nonfinite_weight_is_refused_naming_the_tensor_and_index():

@@ -603,10 +603,12 @@ def test_tune_command_passes_its_options_on(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(tune, "tune", lambda *a: calls.append(a) or [])
     monkeypatch.setattr(tune, "_note", notes.append)
     assert _tune_cli("--rounds", "2", "--length", "1", "--weights", "q8", "--table", str(tmp_path / "t.json")) == 0
-    (program, site, cc, rounds, length, progress), = calls
+    (program, site, cc, rounds, length, progress), = calls[:1]
     assert (site, cc, rounds, length, progress) == ("f32", "gcc", 2, 1, tune._note)
-    assert "qlinear_w" in {k.primitive for k in tune.program_kernels(program, "f32")}  # the weights asked for
+    assert {"quantize", "qlinear_i"} <= {k.primitive for k in tune.program_kernels(program, "f32")}  # integer form
     assert notes == [""]  # the progress line cleared
+    assert _tune_cli("--weights", "q8", "--form", "weight-only", "--table", str(tmp_path / "t.json")) == 0
+    assert "qlinear_w" in {k.primitive for k in tune.program_kernels(calls[-1][0], "f32")}  # the form asked for
 
 
 def test_tune_command_times_in_seconds_and_best_is_a_duration(tmp_path, capsys, monkeypatch):

@@ -81,18 +81,18 @@ PLANNED = [
      NestPlan(Layout(tiles=(("i", 2),)), Split(0, ((0, 1), (1, 2))))),
 ]
 
-# (file stem, model, entry, site, plan, straight, quantized weights (fmt, block) or None,
-# config overrides)
+# (file stem, model, entry, site, plan, straight, quantized weights (fmt, block, form) or
+# None, config overrides)
 PROGRAMS = [
     ("gpt-forward-f32", "gpt", "forward", "f32", None, False, None),
     ("gpt-forward-bf16-straight", "gpt", "forward", "bf16", None, True, None),
     ("gpt-next_token-f64-auto", "gpt", "next_token", "f64", "auto", False, None),
     ("gpt-decode-f32-auto", "gpt", "decode", "f32", "auto", False, None),
-    ("gpt-prefill-f32-q8", "gpt", "prefill", "f32", None, False, ("q8", 32)),
+    ("gpt-prefill-f32-q8", "gpt", "prefill", "f32", None, False, ("q8", 32, "weight-only")),
     # 32 tokens: rows enough for the wide lanes (EXACTC_WIDE_LANES) beside the narrow ones
     ("bert-embed-f32-auto", "bert", "embed", "f32", "auto", False, None, {"layers": 2, "tokens": 32}),
     ("bert-forward-bf16", "bert", "forward", "bf16", None, False, None),
-    ("llama-forward-f32-q4-auto", "llama", "forward", "f32", "auto", False, ("q4", 32)),
+    ("llama-forward-f32-q4-auto", "llama", "forward", "f32", "auto", False, ("q4", 32, "integer")),
     ("llama-decode-bf16-straight", "llama", "decode", "bf16", None, True, None),
     # the loss_grad graph: a fold over the batch, the layers' forward and their reverse fold
     ("gpt-loss_grad-f32-auto", "gpt", "loss_grad", "f32", "auto", False, None, {"layers": 2, "tokens": 8, "batch": 2}),
@@ -152,11 +152,12 @@ def choices() -> str:
 
 def program(model: str, entry: str, site: str, plan: str | None, straight: bool, weights,
             overrides: dict = OVERRIDES) -> str:
-    traced = export.trace(model, entry, overrides, weights)  # the linear weights quantized as an export does
+    quantized, form = (weights[:2], weights[2]) if weights else (None, None)
+    traced = export.trace(model, entry, overrides, quantized, form=form)  # quantized as an export does
     printed = print_program(traced, site, AutoPlan() if plan == "auto" else None, straight)
     head = (f"{model} {entry} at {site}, {overrides}, " + ("--plan auto" if plan else "no plan")
             + (", straight-line host" if straight else "")
-            + (f", --weights {weights[0]} --block {weights[1]}" if weights else "")
+            + (f", --weights {weights[0]} --block {weights[1]} --form {weights[2]}" if weights else "")
             + f"\n * arena peak {printed.arena_peak} bytes (structured {printed.structured_peak}, straight-line "
             f"{printed.straight_peak}); {printed.nests} nests, {printed.launches} launches, {printed.kernels} kernels")
     return banner(head) + files_text(printed.files)

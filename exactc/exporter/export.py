@@ -5,7 +5,7 @@
       Makefile             STRICT flags apart from CFLAGS; OPENMP=0, CC=clang, CHECKING=1
       model.c              the host (structured, or straight-line with --straight-line)
       kernels.h, kernels/  one file per kernel, each nest one function
-      exactc_rt.h, exactc_fma.h, exactc_host.c, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
+      exactc_rt.h, exactc_fma.h, exactc_dot.h, exactc_host.c, exactc_libm.c, exactc_npy.c, exactc_safetensors.c   the runtime
       model.h, exactc_api.c  the library's API (`make lib`: libmodel.a, libmodel.so)
       examples/run.c       a C program of the API (`make example`; check.sh runs it)
       weights.safetensors  the parameters at the site type (per-layer tensors, HF names)
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # imported where used: a cached export is named (ExportSpec.d
 
 # The runtime's files every exported directory carries; exactc_compare.c is the
 # conformance comparer (conformance/compare), the others build into the program.
-RUNTIME_FILES = ("exactc_rt.h", "exactc_fma.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
+RUNTIME_FILES = ("exactc_rt.h", "exactc_fma.h", "exactc_dot.h", "exactc_libm.c", "exactc_npy.c", "exactc_safetensors.c", "exactc_host.c",
                  "exactc_keys.h", "exactc_keys.c", "exactc_sample.h", "exactc_sample.c", "exactc_generate.h",
                  "exactc_generate.c", "exactc_train.c", "exactc_main.c", "model.h", "exactc_api.c", "exactc_compare.c")
 # The library's example (examples/run.c, `make example`): the runtime's example_run.c.
@@ -164,22 +164,36 @@ def json_shape(shape) -> list:
     return [d.text() if dims.is_symbolic(d) else d for d in shape]
 
 
+# `--weights file`: every linear weight in the format its file stores it, per tensor (a
+# GGUF file's Q8_0, Q4_0 and k-quants), as (fmt, block) where a single format goes
+FILE_WEIGHTS = ("file", 0)
+
+
 def quantized_weights(program: graph.Program) -> dict[str, Any] | None:
     """What `--weights` made of the program's linear weights, for exactc.json: None, or
-    their format, block and count."""
+    their format, block, the form of their linears and the tensors; for weights of several
+    formats (`--weights file` on a file that mixes them), each tensor's."""
     if not program.quantized:
         return None
-    ((fmt, block),) = set(program.quantized.values())
-    return {"format": fmt, "block": block, "tensors": sorted(program.quantized)}
+    formats = set(program.quantized.values())
+    if len(formats) > 1:
+        return {"format": "mixed", "form": program.form,
+                "tensors": {name: {"format": fmt, "block": block}
+                            for name, (fmt, block) in sorted(program.quantized.items())}}
+    ((fmt, block),) = formats
+    return {"format": fmt, "block": block, "form": program.form, "tensors": sorted(program.quantized)}
 
 
 def build_program(model: str, entry: str, site: str, seed: int, overrides: Mapping[str, Any] | None,
-                  checkpoint: Any, weights: tuple[str, int] | None) -> tuple[graph.Program, dict[str, np.ndarray]]:
+                  checkpoint: Any, weights: tuple[str, int] | None,
+                  form: str | None = None) -> tuple[graph.Program, dict[str, np.ndarray]]:
     """The traced program and its parameters, drawn from `seed` or read from `checkpoint`
     (checked against the config before anything runs). `weights` = (fmt, block) holds
     every linear weight quantized (graph.linear_weights): the program is traced again
-    with them quantized, and their reals quantized by exactc.exporter.quant."""
+    with them quantized, their linears in `form` (None: the integer form), and their
+    reals quantized by exactc.exporter.quant."""
     overrides, weights = checkpoint_request(checkpoint, entry, overrides, weights)
+    check_form(form, weights)
     program = models.build(model, entry, overrides)
     at = site if weights is None else "f64"  # quantized: the reals, each rounded where it goes
     params = checkpoint.parameters(program, at) if checkpoint is not None else models.draw_parameters(program, seed, at)
@@ -187,7 +201,7 @@ def build_program(model: str, entry: str, site: str, seed: int, overrides: Mappi
         return program, params
     from exactc.exporter import quant
 
-    program = with_weights(program, model, entry, overrides, weights, checkpoint)
+    program = with_weights(program, model, entry, overrides, weights, checkpoint, form)
     try:
         given = checkpoint.quantized_weights(program) if checkpoint is not None else {}
         return program, quant.quantize_parameters(program, params, site, given)
@@ -202,12 +216,16 @@ def checkpoint_request(checkpoint: Any, entry: str, overrides: Mapping[str, Any]
     may set `tokens` only) and, for a quantized file, its own blocks (another --weights is
     refused)."""
     if checkpoint is None:
+        if weights is not None and tuple(weights) == FILE_WEIGHTS:
+            raise ExportError("--weights file keeps the formats a checkpoint stores: give --checkpoint")
         return overrides, weights
     checkpoint.check_entry(entry)
     # loss_grad's batch is the entry's, not the model's: the checkpoint leaves it to the request
     request = dict(overrides or {})
     batch = {"batch": request.pop("batch")} if entry == "loss_grad" and "batch" in request else {}
     overrides = {**checkpoint.overrides(request), **batch}
+    if weights is not None and tuple(weights) == FILE_WEIGHTS:
+        return overrides, FILE_WEIGHTS
     if checkpoint.weights is not None:  # a quantized file: its own blocks
         if weights is not None and tuple(weights) != checkpoint.weights:
             raise ExportError(f"--weights {weights[0]} --block {weights[1]}: {checkpoint.path.name} holds its "
@@ -218,16 +236,29 @@ def checkpoint_request(checkpoint: Any, entry: str, overrides: Mapping[str, Any]
 
 
 def trace(model: str, entry: str, overrides: Mapping[str, Any] | None, weights: tuple[str, int] | None,
-          checkpoint: Any = None) -> graph.Program:
+          checkpoint: Any = None, form: str | None = None) -> graph.Program:
     """The traced program, its linear weights quantized when `weights` = (fmt, block) is
     given (with_weights), but those `checkpoint` holds dequantized."""
-    return with_weights(models.build(model, entry, overrides), model, entry, overrides, weights, checkpoint)
+    check_form(form, weights)
+    return with_weights(models.build(model, entry, overrides), model, entry, overrides, weights, checkpoint, form)
+
+
+def check_form(form: str | None, weights: tuple[str, int] | None) -> None:
+    """An ExportError unless `form` is None (the default) or a form of quantized linears
+    (graph.FORMS) given with quantized weights."""
+    if form is None:
+        return
+    if form not in graph.FORMS:
+        raise ExportError(f"--form {form}: a quantized linear takes the form {' or '.join(graph.FORMS)}")
+    if weights is None:
+        raise ExportError(f"--form {form} goes with quantized weights: --weights q8 or q4, or a checkpoint "
+                          "that holds them")
 
 
 def check_weights(weights: tuple[str, int] | None) -> None:
     """An ExportError unless `weights` = (fmt, block) is a format and a block exactc
     quantizes to (None, float weights, is)."""
-    if weights is None:
+    if weights is None or tuple(weights) == FILE_WEIGHTS:
         return
     from exactc.exporter import quant
 
@@ -239,27 +270,35 @@ def check_weights(weights: tuple[str, int] | None) -> None:
 
 
 def with_weights(program: graph.Program, model: str, entry: str, overrides: Mapping[str, Any] | None,
-                 weights: tuple[str, int] | None, checkpoint: Any = None) -> graph.Program:
+                 weights: tuple[str, int] | None, checkpoint: Any = None, form: str | None = None) -> graph.Program:
     """`program`, the float trace, traced again with the linear weights it chooses
-    (graph.linear_weights) quantized as `weights` = (fmt, block); itself for None. The
-    weights `checkpoint` holds dequantized (a GGUF file's k-quants) stay f32 weights."""
+    (graph.linear_weights) quantized as `weights` = (fmt, block), their linears in `form`
+    (None: the integer form); itself for None. The weights `checkpoint` holds dequantized
+    (a GGUF file's k-quants) stay f32 weights. With FILE_WEIGHTS, each weight the file
+    holds as blocks of one format keeps that format (Checkpoint.stored_formats); the
+    others are f32 weights."""
     if weights is None:
         return program
+    form = form or graph.INTEGER
+    if tuple(weights) == FILE_WEIGHTS:
+        formats = checkpoint.stored_formats(program) if checkpoint is not None else {}
+        return models.build(model, entry, overrides, quantized=formats, form=form)
     check_weights(weights)
     fmt, block = weights
     kept = checkpoint.dequantized_weights(program) if checkpoint is not None else set()
     chosen = [name for name in graph.linear_weights(program) if name not in kept]
-    return models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen})
+    return models.build(model, entry, overrides, quantized={name: (fmt, block) for name in chosen},
+                        form=form)
 
 
 def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,
             plan: Any = None, straight: bool = False, inputs: Mapping[str, np.ndarray] | None = None,
             checkpoint: Any = None, weights: tuple[str, int] | None = None,
-            contract: str = CONTRACT_OFF) -> Export:
+            contract: str = CONTRACT_OFF, form: str | None = None) -> Export:
     """Trace, draw (or read `checkpoint`'s parameters: a checkpoints.Checkpoint, checked
     against the config before anything runs), print and run the reference: everything
     an export writes. With a checkpoint, `overrides` may set `tokens` only. `weights`
-    (fmt, block) quantizes the linear weights (build_program). `contract` is the
+    (fmt, block) quantizes the linear weights, their linears in `form` (build_program). `contract` is the
     products' realization (semantics.md section 18), carried by the program to the
     printer and the reference alike."""
     from exactc.exporter.printer.host import print_program
@@ -267,7 +306,7 @@ def prepare(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping
 
     types.check_site(site)
     check_contract(contract)
-    program, params = build_program(model, entry, site, seed, overrides, checkpoint, weights)
+    program, params = build_program(model, entry, site, seed, overrides, checkpoint, weights, form)
     program = dataclasses.replace(program, contract=contract)
     ins = dict(inputs) if inputs is not None else models.draw_inputs(program, seed)
     ins = check_inputs(program, site, ins)
@@ -320,6 +359,7 @@ class ExportSpec:
     checkpoint: Any = None  # a checkpoints.Checkpoint
     inputs: Mapping[str, np.ndarray] | None = None
     weights: tuple[str, int] | None = None  # (fmt, block): the linear weights quantized
+    form: str | None = None  # the form of the quantized linears (graph.FORMS; None: integer)
     cc: str | None = None  # the compiler whose tune table `auto` reads (default $CC, else cc)
     contract: str = CONTRACT_OFF  # the products' realization (semantics.md section 18)
 
@@ -331,14 +371,14 @@ class ExportSpec:
     def prepare(self) -> Export:
         return prepare(self.model, self.entry, self.site, self.seed, self.overrides, plan=self.loaded_plan(),
                        straight=self.straight, inputs=self.inputs, checkpoint=self.checkpoint, weights=self.weights,
-                       contract=self.contract)
+                       contract=self.contract, form=self.form)
 
     def prepare_scop(self) -> ScopExport:
         """SCoP mode's directory: the plain nests, so no plan and no host."""
         if self.plan not in (None, "none") or self.straight:
             raise ExportError("--mode scop prints every nest at point zero: leave out --plan and --straight-line")
         return prepare_scop(self.model, self.entry, self.site, self.seed, self.overrides, self.checkpoint,
-                            self.weights, self.contract)
+                            self.weights, self.contract, self.form)
 
     def digest(self) -> str:
         """Everything the exported directory depends on: exactc's sources, the request,
@@ -352,6 +392,8 @@ class ExportSpec:
                    "checkpoint": None if self.checkpoint is None else self.checkpoint.digest()}
         if self.weights is not None:
             request["weights"] = list(self.weights)
+        if self.form not in (None, graph.INTEGER):  # the default form's digest unchanged
+            request["form"] = self.form
         if self.contract != CONTRACT_OFF:  # the default's digest unchanged: its cached exports stay valid
             request["contract"] = self.contract
         h.update(json.dumps(request, sort_keys=True).encode())
@@ -545,7 +587,7 @@ def first_launches(program: graph.Program, site: str, params: Mapping[str, np.nd
 
 def prepare_scop(model: str, entry: str, site: str, seed: int = 0, overrides: Mapping[str, Any] | None = None,
                  checkpoint: Any = None, weights: tuple[str, int] | None = None,
-                 contract: str = CONTRACT_OFF) -> ScopExport:
+                 contract: str = CONTRACT_OFF, form: str | None = None) -> ScopExport:
     """Trace and draw as prepare does, run the reference, and print each kernel's nests
     at point zero, lowered at the run-time length of the drawn inputs (T_max)."""
     from exactc.exporter import reference
@@ -557,7 +599,7 @@ def prepare_scop(model: str, entry: str, site: str, seed: int = 0, overrides: Ma
 
     types.check_site(site)
     check_contract(contract)
-    program, params = build_program(model, entry, site, seed, overrides, checkpoint, weights)
+    program, params = build_program(model, entry, site, seed, overrides, checkpoint, weights, form)
     program = dataclasses.replace(program, contract=contract)
     ins = check_inputs(program, site, models.draw_inputs(program, seed))
     length = graph.run_length(program, ins)

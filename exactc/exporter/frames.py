@@ -155,7 +155,7 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
     last_use: dict[int, int] = {}  # the last node that reads a value's bytes
     frame = Frame([], {}, {}, {}, set(reserved) | {v.name for v in fn.inputs + fn.outputs})
     for node in fn.nodes:
-        frame.taken.update(v.name for v in ((node.out,) if isinstance(node, Op) else node.outs))
+        frame.taken.update(v.name for v in node.outs)
     temps: list[tuple[Value, int]] = []
     root_value: dict[int, Value] = {}  # a view -> the value whose bytes it shows
 
@@ -170,8 +170,7 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
         if isinstance(node, Op) and is_view(node) and id(node.out) not in outputs:
             root_value[id(node.out)] = node.args[0]
             continue
-        outs = (node.out,) if isinstance(node, Op) else node.outs
-        for v in outs:
+        for v in node.outs:
             if id(v) not in outputs:
                 temps.append((v, index))
 
@@ -187,7 +186,7 @@ def plan_frame(fn: Function, site: str, kernel_temps: KernelTemps, reserved: set
     for index, node in enumerate(fn.nodes):
         if isinstance(node, Op) and not is_view(node):
             for kb in kernel_temps(node):
-                name = frame.fresh(f"{node.out.name}_{kb.name}")
+                name = frame.fresh(f"{node.outs[0].name}_{kb.name}")
                 buf = Buffer(name, kb.ctype, kb.size, slot_bytes(kb.size, ITEMSIZE[kb.type]), index, index, kb.shape)
                 frame.buffers.append(buf)
                 frame.kernel_temps[(index, kb.name)] = buf

@@ -82,12 +82,23 @@ class Op:
     primitive: str
     attrs: dict[str, Any]  # full, normalized (plain Python values)
     args: tuple[Value, ...]  # in the catalogue's operand order
-    out: Value
+    outs: tuple[Value, ...]  # in the catalogue's result order: (y,) for most, (q, d) for quantize
     copy: bool = False
+
+    @property
+    def out(self) -> Value:
+        """The output of an op of one result (every primitive but quantize)."""
+        if len(self.outs) != 1:
+            raise GraphError(f"{self.primitive} makes {len(self.outs)} values; read them by name (Op.results)")
+        return self.outs[0]
 
     def operands(self) -> dict[str, Value]:
         names = get_primitive(self.primitive).operand_names(self.attrs)
         return dict(zip(names, self.args))
+
+    def results(self) -> dict[str, Value]:
+        """Each output by the kernel's and the reference's name for it: {"y": y} for most."""
+        return dict(zip(get_primitive(self.primitive).results, self.outs))
 
 
 @dataclasses.dataclass(eq=False)
@@ -200,6 +211,10 @@ class _Trace:
         self.stack: list[tuple[Function, set[str], dict[str, int]]] = []
         self.forms: dict[tuple, Function] = {}
         self.names: dict[str, int] = {}
+        # (an activation, block) -> its quantize's (q, d): the linears of one value
+        # (attention's q, k and v) share one quantization of it. Keyed by the Value itself
+        # (hashed by identity), which the key keeps alive: no id is ever reused here.
+        self.quantized: dict[tuple[Value, int], tuple[Value, Value]] = {}
 
     def current(self) -> Function:
         if not self.stack:
@@ -274,7 +289,16 @@ def _normalize(value: Any) -> Any:
 
 def apply(primitive: str, operands: Mapping[str, Value | None], attrs: Mapping[str, Any] | None = None,
           name: str | None = None) -> Value:
-    """Apply `primitive` to `operands` (None = an absent optional operand)."""
+    """Apply `primitive` to `operands` (None = an absent optional operand): its one output."""
+    (out,) = apply_many(primitive, operands, attrs, name)
+    return out
+
+
+def apply_many(primitive: str, operands: Mapping[str, Value | None], attrs: Mapping[str, Any] | None = None,
+               name: str | None = None) -> tuple[Value, ...]:
+    """Apply `primitive` to `operands`: its outputs in the catalogue's result order, each
+    named `name` (or the primitive's) with the result's name after an underscore when it
+    makes more than one (quantize: x_q, x_d)."""
     trace = _trace()
     fn = trace.current()
     prim = get_primitive(primitive)
@@ -293,11 +317,13 @@ def apply(primitive: str, operands: Mapping[str, Value | None], attrs: Mapping[s
     except PrimitiveError as exc:
         names = ", ".join(f"{k}={v.name}{list(v.shape)}" for k, v in present.items())
         raise GraphError(f"in {fn.name}: {exc} (operands {names})") from None
-    ((shape, kind),) = outputs.values()
-    out = Value(tuple(shape), kind, trace.fresh(name or primitive))
+    base = name or primitive
+    several = len(prim.results) > 1
+    outs = tuple(Value(tuple(outputs[r][0]), outputs[r][1], trace.fresh(f"{base}_{r}" if several else base))
+                 for r in prim.results)
     args = tuple(present[k] for k in prim.operand_names(full))
-    fn.nodes.append(Op(primitive, full, args, out))
-    return out
+    fn.nodes.append(Op(primitive, full, args, outs))
+    return outs
 
 
 # The primitives, spelled as functions (operands positional, attributes by keyword).
@@ -320,12 +346,27 @@ def scale(x, s, name=None):
 
 
 def linear(x, w, b=None, name=None):
-    """x @ w.T (+ b); a quantized weight (QuantizedWeight) makes it the weight-only
-    quantized linear, qlinear_w (docs/semantics.md, section 15)."""
+    """x @ w.T (+ b); a quantized weight (QuantizedWeight) makes it a quantized linear
+    (docs/semantics.md, section 15): in the integer form, x quantized to q8 in the
+    weight's blocks, then qlinear_i; in the weight-only form, qlinear_w."""
     if isinstance(w, QuantizedWeight):
-        return apply("qlinear_w", {"x": x, "wq": w.values, "wd": w.scales, "b": b},
-                     {"fmt": w.fmt, "block": w.block, "has_b": b is not None}, name=name)
+        attrs = {"fmt": w.fmt, "block": w.block, "has_b": b is not None}
+        if w.form == INTEGER:
+            xq, xd = quantize(x, w.block)
+            return apply("qlinear_i", {"xq": xq, "xd": xd, "wq": w.values, "wd": w.scales, "b": b}, attrs, name=name)
+        return apply("qlinear_w", {"x": x, "wq": w.values, "wd": w.scales, "b": b}, attrs, name=name)
     return apply("linear", {"x": x, "w": w, "b": b}, {"has_b": b is not None}, name=name)
+
+
+def quantize(x, block):
+    """x's rows in q8 blocks of `block`: (values, scales). A value is quantized once per
+    function and block, however many linears read it."""
+    trace = _trace()
+    key = (x, block)
+    if key not in trace.quantized:
+        q, d = apply_many("quantize", {"x": x}, {"block": block}, name=x.name)
+        trace.quantized[key] = (q, d)
+    return trace.quantized[key]
 
 
 def matmul(a, b, trans_a=False, trans_b=False, group=1, b_rows=0, name=None):
@@ -401,20 +442,26 @@ def cache_write(cache, rows, pos, name=None):
 
 # ---- quantized weights ---------------------------------------------------------------------
 
+# The forms of a quantized linear (docs/semantics.md, section 15): quantize + qlinear_i, the
+# default, or qlinear_w on the activations as they are.
+INTEGER, WEIGHT_ONLY = "integer", "weight-only"
+FORMS = (INTEGER, WEIGHT_ONLY)
+
 
 @dataclasses.dataclass(frozen=True)
 class QuantizedWeight:
     """A linear's weight held quantized: what an entry finds under the weight's key when
     the program is traced with it quantized. `values` (..., N, row) holds q8 values (i8)
     or q4 bytes (u8), `scales` (..., N, nb) f32, for rows of `k` values in blocks of
-    `block`. `linear` takes it as it takes a float weight; it travels through calls and
-    folds as the pair of its values (a fold slices both by layer)."""
+    `block`. `linear` takes it as it takes a float weight, in its `form`; it travels
+    through calls and folds as the pair of its values (a fold slices both by layer)."""
 
     values: Any  # a Value (a slot in a skeleton)
     scales: Any
     fmt: str
     block: int
     k: int
+    form: str = INTEGER
 
 
 SCALE_SUFFIX = "_scale"  # the scales of a quantized weight `w` are the tensor `w_scale`
@@ -422,12 +469,13 @@ SCALE_SUFFIX = "_scale"  # the scales of a quantized weight `w` are the tensor `
 
 def quantized_specs(spec: "ParamSpec", fmt: str, block: int) -> tuple["ParamSpec", "ParamSpec"]:
     """The ParamSpecs of a (N, K) weight held quantized: its values and its scales."""
-    from exactc.exporter.primitives import block_count, quantized_row_length
+    from exactc.exporter.primitives import quantized_row_length, scale_columns
 
     n, k = spec.shape
     kind = "i8" if fmt == "q8" else "u8"
     values = dataclasses.replace(spec, shape=(n, quantized_row_length(fmt, k, block)), kind=kind)
-    scales = dataclasses.replace(spec, name=spec.name + SCALE_SUFFIX, shape=(n, block_count(k, block)), kind="f32")
+    scales = dataclasses.replace(spec, name=spec.name + SCALE_SUFFIX, shape=(n, scale_columns(fmt, k, block)),
+                                 kind="f32")
     return values, scales
 
 
@@ -547,7 +595,7 @@ def _trace_function(name: str, fn: Callable, formals: list[Value], build: Callab
 def _owned_output(function: Function, value: Value) -> Value:
     """An output the function writes itself: an input, a view or a repeated output is
     copied (the host writes each output through its own pointer)."""
-    producers = {id(n.out): n for n in function.nodes if isinstance(n, Op)}
+    producers = {id(v): n for n in function.nodes if isinstance(n, Op) for v in n.outs}
     # a call's outputs and a fold's stacked rows are written through the pointer given
     # (a fold's carry is not: it alternates between two buffers of the fold's own)
     made_here = {id(v) for n in function.nodes if isinstance(n, Call) for v in n.outs}
@@ -560,7 +608,7 @@ def _owned_output(function: Function, value: Value) -> Value:
         return value
     trace = _trace()
     out = Value(value.shape, value.kind, trace.fresh(value.name + "_out"))
-    function.nodes.append(Op("reshape", {"shape": tuple(value.shape)}, (value,), out, copy=True))
+    function.nodes.append(Op("reshape", {"shape": tuple(value.shape)}, (value,), (out,), copy=True))
     function.outputs = function.outputs + (out,)
     return out
 
@@ -730,6 +778,7 @@ class Program:
     output_names: tuple[str, ...]
     config: Any = None  # the architecture's Config, when built from one
     quantized: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)  # weight -> (fmt, block)
+    form: str = INTEGER  # the form of its quantized linears (FORMS), when it has any
     # Outputs written in place over an input (output -> input): a decode step's caches.
     # A C program gives each the input's buffer; the reference returns a new array.
     in_place: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -753,12 +802,14 @@ class Program:
 
 
 def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs: list[InputSpec],
-          *static: Any, quantized: Mapping[str, tuple[str, int]] | None = None) -> Program:
+          *static: Any, quantized: Mapping[str, tuple[str, int]] | None = None, form: str = INTEGER) -> Program:
     """Trace `fn(*static, params, *inputs)` where `params` maps each ParamSpec.key (the
     stacked ones grouped: see `group_layers`) to a Value. `quantized` maps weights (by
     ParamSpec name) to (fmt, block): each is held as its values and scales (two
-    parameters, quantized_specs) and the entry finds a QuantizedWeight under its key.
-    Returns the Program."""
+    parameters, quantized_specs) and the entry finds a QuantizedWeight under its key, whose
+    linears take `form` (FORMS). Returns the Program."""
+    if form not in FORMS:
+        raise GraphError(f"form {form!r}: a quantized linear takes the form {' or '.join(FORMS)}")
     quantized = dict(quantized or {})
     wanted = dict(quantized)
     held: list[tuple[ParamSpec, ...]] = []  # per given spec, the parameters that hold it
@@ -780,7 +831,7 @@ def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs:
                 by_key[p.key] = formals[at]
             else:
                 fmt, block = quantized[p.name]
-                by_key[p.key] = QuantizedWeight(formals[at], formals[at + 1], fmt, block, p.shape[-1])
+                by_key[p.key] = QuantizedWeight(formals[at], formals[at + 1], fmt, block, p.shape[-1], form)
             at += len(specs)
         params = flat
 
@@ -801,7 +852,8 @@ def trace(model: str, entry: str, fn: Callable, params: list[ParamSpec], inputs:
         unused = [p.name for p, v in zip(params, formals) if id(v) not in used]
         if unused:
             raise GraphError(f"{model}.{entry}: parameter(s) {', '.join(unused)} are never used; drop them")
-        return Program(model, entry, function, tuple(params), tuple(inputs), tuple(names), quantized=quantized)
+        return Program(model, entry, function, tuple(params), tuple(inputs), tuple(names), quantized=quantized,
+                       form=form)
     finally:
         _TRACE.pop()
 
@@ -816,7 +868,7 @@ def _rename_clashes(top: Function) -> None:
     for fn in top.walk():
         values = list(fn.inputs) + list(fn.outputs)
         for node in fn.nodes:
-            values += list(node.outs) if not isinstance(node, Op) else [node.out]
+            values += list(node.outs)
         taken = {v.name for v in values}
         for v in values:
             if v.name in functions:

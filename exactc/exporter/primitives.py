@@ -37,6 +37,13 @@ TRAINING_SITES = ("f64", "f32")
 QUANT_FORMATS = ("q8", "q4")
 MAX_BLOCK = 65536
 
+# ggml's k-quants as weight formats of qlinear_w and qlinear_i (docs/semantics.md, section
+# 15): rows of super-blocks of 256 values, each its raw bytes in wq, and its f16 d (and
+# dmin) widened to f32 in wd. K_FORMATS: bytes per super-block and f32 fields per one.
+K_SUPER_BLOCK = 256
+K_FORMATS = {"q4_k": (144, 2), "q5_k": (176, 2), "q6_k": (210, 1)}
+WEIGHT_FORMATS = QUANT_FORMATS + tuple(K_FORMATS)
+
 
 # The realizations of docs/semantics.md section 18: "off" rounds each product and then the
 # sum (sections 1 to 16, the default); "fma" computes each multiply-accumulate step of
@@ -64,8 +71,17 @@ def block_count(k: int, block: int) -> int:
 
 
 def quantized_row_length(fmt: str, k: int, block: int) -> int:
-    """The stored length of a row of k values: k int8 for q8, nb·G/2 bytes for q4."""
+    """The stored length of a row of k values: k int8 for q8, nb·G/2 bytes for q4, the
+    super-blocks' bytes for a k-quant."""
+    if fmt in K_FORMATS:
+        return block_count(k, block) * K_FORMATS[fmt][0]
     return k if fmt == "q8" else block_count(k, block) * (block // 2)
+
+
+def scale_columns(fmt: str, k: int, block: int) -> int:
+    """The f32 scales of a row of k values: one per block; a k-quant's d (and dmin) per
+    super-block, side by side."""
+    return block_count(k, block) * (K_FORMATS[fmt][1] if fmt in K_FORMATS else 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +103,9 @@ class Primitive:
     quiet: tuple[str, ...] = ()
     # The site types it is defined at: every one, or TRAINING_SITES for the backward.
     sites: tuple[str, ...] = types.SITE_TYPES
+    # Its outputs' names, in the order a graph node holds them: `y` for all but quantize's
+    # two (the values q and the scales d).
+    results: tuple[str, ...] = ("y",)
 
     def check_site(self, site: str) -> str:
         """`site` if the primitive is defined there; a PrimitiveError in one line if not."""
@@ -125,7 +144,7 @@ class Primitive:
         kind = next(op.kind for op in self.operands if op.name == name)
         if kind == "q":
             fmt = (attrs or {}).get("fmt", self.attrs.get("fmt"))
-            return "u8" if fmt == "q4" else "i8"
+            return "i8" if fmt == "q8" else "u8"
         return kind
 
     def outputs(
@@ -296,9 +315,11 @@ def _argmax(shapes, attrs):
 # ---- quantized operands ----------------------------------------------------------------
 
 
-def _block(prim: str, fmt: str, block) -> None:
-    if fmt not in QUANT_FORMATS:
-        _fail(prim, f"fmt is {fmt!r}; it must be one of {', '.join(QUANT_FORMATS)}")
+def _block(prim: str, fmt: str, block, formats: tuple[str, ...] = QUANT_FORMATS) -> None:
+    if fmt not in formats:
+        _fail(prim, f"fmt is {fmt!r}; it must be one of {', '.join(formats)}")
+    if fmt in K_FORMATS and block != K_SUPER_BLOCK:
+        _fail(prim, f"block is {block!r}; {fmt} is super-blocks of {K_SUPER_BLOCK}")
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_BLOCK:
         _fail(prim, f"block is {block!r}; it must be an int in 1..{MAX_BLOCK}")
     if fmt == "q4" and block % 2:
@@ -315,17 +336,21 @@ def _quantize(shapes, attrs):
 def _quantized_weight(prim: str, shapes, attrs, k: int) -> int:
     """Check wq, wd and b against k input features; give N."""
     fmt, block = attrs["fmt"], attrs["block"]
-    _block(prim, fmt, block)
+    _block(prim, fmt, block, WEIGHT_FORMATS)
+    if fmt in K_FORMATS and isinstance(k, int) and k % K_SUPER_BLOCK:
+        _fail(prim, f"K is {k}; {fmt} rows are whole super-blocks of {K_SUPER_BLOCK} values")
     _rank(prim, shapes, "wq", 2)
     _rank(prim, shapes, "wd", 2)
     n, row = shapes["wq"]
     want = quantized_row_length(fmt, k, block)
     if row != want:
-        unit = "int8 values" if fmt == "q8" else f"bytes ({block_count(k, block)} blocks of {block // 2})"
+        unit = ("int8 values" if fmt == "q8" else
+                f"bytes ({block_count(k, block)} blocks of {want // block_count(k, block)})")
         _fail(prim, f"wq has shape {shapes['wq']}; a {fmt} row of {k} values in blocks of {block} is "
                     f"{want} {unit}")
-    if shapes["wd"] != (n, block_count(k, block)):
-        _fail(prim, f"wd has shape {shapes['wd']}; it must be ({n}, {block_count(k, block)}): one scale "
+    if shapes["wd"] != (n, scale_columns(fmt, k, block)):
+        what = "d and dmin" if fmt in K_FORMATS and K_FORMATS[fmt][1] == 2 else "one scale"
+        _fail(prim, f"wd has shape {shapes['wd']}; it must be ({n}, {scale_columns(fmt, k, block)}): {what} "
                     f"per row and block of {block}")
     if attrs["has_b"] and shapes["b"] != (n,):
         _fail(prim, f"b has shape {shapes['b']}; it must be ({n},)")
@@ -575,8 +600,8 @@ def _adamw(shapes, attrs):
     return {out: (shapes["param"], "x") for out in ("param_out", "m_out", "v_out")}
 
 
-def _p(name, operands, attrs, infer, doc, quiet=(), sites=types.SITE_TYPES):
-    return Primitive(name, tuple(operands), dict(attrs), infer, doc, tuple(quiet), tuple(sites))
+def _p(name, operands, attrs, infer, doc, quiet=(), sites=types.SITE_TYPES, results=("y",)):
+    return Primitive(name, tuple(operands), dict(attrs), infer, doc, tuple(quiet), tuple(sites), tuple(results))
 
 
 X, A, B = Operand("x"), Operand("a"), Operand("b")
@@ -717,6 +742,7 @@ PRIMITIVES: dict[str, Primitive] = {
             {"block": 32},
             _quantize,
             "rows of x to q8: int8 values q and one scale d per block of the row",
+            results=("q", "d"),
         ),
         _p(
             "qlinear_w",

@@ -21,7 +21,15 @@ import dataclasses
 import numpy as np
 
 from exactc.exporter import types
-from exactc.exporter.primitives import MAX_BLOCK, QUANT_FORMATS, block_count, quantized_row_length
+from exactc.exporter.primitives import (
+    K_FORMATS,
+    K_SUPER_BLOCK,
+    MAX_BLOCK,
+    QUANT_FORMATS,
+    block_count,
+    quantized_row_length,
+    scale_columns,
+)
 
 Q8_LIMIT = 127  # q8 values are in [-127, 127]
 Q4_LOW, Q4_HIGH = -8, 7  # q4 values; the nibble is value + 8
@@ -34,6 +42,10 @@ class QuantError(ValueError):
 
 
 def check_block(fmt: str, block: int) -> None:
+    if fmt in K_FORMATS:
+        if block != K_SUPER_BLOCK:
+            raise QuantError(f"block {block!r}: {fmt} is super-blocks of {K_SUPER_BLOCK} values")
+        return
     if fmt not in QUANT_FORMATS:
         raise QuantError(f"format {fmt!r} is not one of {', '.join(QUANT_FORMATS)}")
     if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_BLOCK:
@@ -148,6 +160,11 @@ def unpack_q4(packed: np.ndarray, k: int, block: int) -> np.ndarray:
     return values.reshape(packed.shape[:-1] + (nb * block,))[..., :k]
 
 
+def k_kind(fmt: str) -> str:
+    """The GGUF type name of a k-quant weight format: q4_k -> Q4_K."""
+    return fmt.upper()
+
+
 def weight_values(fmt: str, stored: np.ndarray, k: int, block: int) -> np.ndarray:
     """The int8 values (..., k) of a stored quantized weight (q8 values, or q4 bytes)."""
     if fmt == "q8":
@@ -156,7 +173,10 @@ def weight_values(fmt: str, stored: np.ndarray, k: int, block: int) -> np.ndarra
 
 
 def dequantize(fmt: str, stored: np.ndarray, scales: np.ndarray, k: int, block: int) -> np.ndarray:
-    """w = scale ⊗ f32(value), in f32, (..., k): what the weight-only linear multiplies by."""
+    """w = scale ⊗ f32(value), in f32, (..., k): what the weight-only linear multiplies by.
+    A k-quant's values are its super-blocks' (dequantize_k), d and dmin from `scales`."""
+    if fmt in K_FORMATS:
+        return dequantize_k(k_kind(fmt), stored, scales)
     values = weight_values(fmt, stored, k, block).astype(np.float32)
     per_value = np.repeat(scales.astype(np.float32), block, axis=-1)[..., :k]
     with np.errstate(over="ignore"):  # a huge scale times a value may overflow: IEEE
@@ -169,8 +189,9 @@ def dequantize(fmt: str, stored: np.ndarray, scales: np.ndarray, k: int, block: 
 @dataclasses.dataclass(frozen=True)
 class QuantizedTensor:
     """A quantized weight: leading axes (layers, rows) of whole rows, each row `k` values
-    in blocks of `block`. `values` is int8 (..., k) for q8, uint8 (..., nb·G/2) for q4;
-    `scales` is f32 (..., nb). Indexing takes leading axes only, so a slice is whole rows
+    in blocks of `block`. `values` is int8 (..., k) for q8, uint8 (..., nb·G/2) for q4,
+    uint8 (..., nb·bytes) super-blocks for a k-quant; `scales` is f32 (..., nb), a
+    k-quant's d (and dmin) per super-block (..., nb·F). Indexing takes leading axes only, so a slice is whole rows
     of whole blocks: it starts on a byte and on a block boundary by construction."""
 
     fmt: str
@@ -186,7 +207,7 @@ class QuantizedTensor:
         if self.values.dtype != want or self.values.shape[-1:] != (row,):
             raise QuantError(f"{self.fmt} values {self.values.dtype}{self.values.shape}: rows of {self.k} values "
                              f"in blocks of {self.block} are {np.dtype(want)} (..., {row})")
-        nb = block_count(self.k, self.block)
+        nb = scale_columns(self.fmt, self.k, self.block)
         if self.scales.dtype != np.float32 or self.scales.shape != self.values.shape[:-1] + (nb,):
             raise QuantError(f"scales {self.scales.dtype}{self.scales.shape}: one f32 per row and block, "
                              f"{self.values.shape[:-1] + (nb,)}")
@@ -223,6 +244,8 @@ def quantize_tensor(name: str, values, fmt: str, block: int) -> QuantizedTensor:
     """Reals (..., K) rounded to f32, then quantized along the last axis. NaN and ±inf
     (before or after the rounding to f32) are refused, naming the tensor and the index."""
     check_block(fmt, block)
+    if fmt in K_FORMATS:
+        raise QuantError(f"tensor {name}: exactc does not quantize to {fmt}; a k-quant weight comes from a file")
     f32 = types.round_to_site(values, "f32")
     if f32.ndim < 1:
         raise QuantError(f"tensor {name}: a scalar has no reduction axis to quantize along")
@@ -251,7 +274,7 @@ def scales_from_f16(name: str, scales: np.ndarray) -> np.ndarray:
 
 QK_K = 256  # values per super-block
 K_SCALE_BYTES = 12  # Q4_K's and Q5_K's eight 6-bit scales and eight 6-bit mins
-K_QUANT_BYTES = {"Q4_K": 144, "Q5_K": 176, "Q6_K": 210}  # bytes per super-block
+K_QUANT_BYTES = {fmt.upper(): size for fmt, (size, _) in K_FORMATS.items()}  # bytes per super-block
 
 
 def _f16_field(raw: np.ndarray, at: int) -> np.ndarray:
@@ -280,49 +303,56 @@ def _nibble_planes(qs: np.ndarray) -> np.ndarray:
     return ((pairs >> np.array([0, 4], np.uint8).reshape(2, 1)) & 0x0F).reshape(qs.shape[:-1] + (8, 32))
 
 
-def _scaled_minus_min(raw: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Q4_K's and Q5_K's values: (d·scale)·q − (dmin·min) per sub-block of 32, each
-    operation in f32, the order ggml's dequantize_row_q4_K writes."""
-    d, dmin = _f16_field(raw, 0), _f16_field(raw, 2)
-    scales, mins = k_scales_and_mins(raw[..., 4:4 + K_SCALE_BYTES])
-    step = d[..., None] * scales.astype(np.float32)  # (..., 8)
-    offset = dmin[..., None] * mins.astype(np.float32)
-    values = step[..., None] * q.astype(np.float32) - offset[..., None]
-    return values.reshape(raw.shape[:-1] + (QK_K,))
-
-
-def _q4_k(raw: np.ndarray) -> np.ndarray:
+def _q4_k(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Q4_K: d, dmin (f16), 12 bytes of scales and mins, 128 bytes of nibbles."""
-    return _scaled_minus_min(raw, _nibble_planes(raw[..., 16:144]))
+    return (_nibble_planes(raw[..., 16:144]), *k_scales_and_mins(raw[..., 4:4 + K_SCALE_BYTES]))
 
 
-def _q5_k(raw: np.ndarray) -> np.ndarray:
+def _q5_k(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Q5_K: Q4_K's fields with 32 bytes of high bits after the scales: bit j of byte l
     is the fifth bit (16) of value l of sub-block j."""
     low = _nibble_planes(raw[..., 48:176])
     qh = raw[..., 16:48]  # (..., 32)
     high = (qh[..., None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1  # (..., 8, 32)
-    return _scaled_minus_min(raw, low | (high << 4))
+    return (low | (high << 4), *k_scales_and_mins(raw[..., 4:4 + K_SCALE_BYTES]))
 
 
-def _q6_k(raw: np.ndarray) -> np.ndarray:
+def _q6_k(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, None]:
     """Q6_K: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 int8 scales (one
-    per 16 values), d (f16); value = (d·scale)·(q − 32) in f32. Each half of 128 values
-    takes 64 low-nibble bytes and 32 high bytes: its quarter i (32 values, l = 0..31) is
-    nibble i // 2 of low byte l + 32·(i mod 2), with bits 2i, 2i + 1 of high byte l above."""
+    per 16 values), d (f16); the quants q − 32 as sixteen sub-blocks of 16. Each half of
+    128 values takes 64 low-nibble bytes and 32 high bytes: its quarter i (32 values,
+    l = 0..31) is nibble i // 2 of low byte l + 32·(i mod 2), with bits 2i, 2i + 1 of
+    high byte l above."""
     lead = raw.shape[:-1]
     ql = raw[..., 0:128].reshape(lead + (2, 1, 2, 32))  # (half, nibble, byte group, l)
     low = (ql >> np.array([0, 4], np.uint8).reshape(2, 1, 1)) & 0x0F  # (..., 2, 2, 2, 32): quarter 2n + g
     qh = raw[..., 128:192].reshape(lead + (2, 1, 32))
     high = (qh >> np.array([0, 2, 4, 6], np.uint8).reshape(4, 1)) & 0x03  # (..., 2, 4, 32)
     q = (low.reshape(lead + (2, 4, 32)) | (high << 4)).astype(np.int16) - 32
-    scales = raw[..., 192:208].view(np.int8).astype(np.float32)  # (..., 16)
-    step = _f16_field(raw, 208)[..., None] * scales
-    values = step.reshape(lead + (16, 1)) * q.reshape(lead + (16, 16)).astype(np.float32)
-    return values.reshape(lead + (QK_K,))
+    return q.reshape(lead + (16, 16)), raw[..., 192:208].view(np.int8), None
 
 
-_K_DEQUANTIZERS = {"Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
+_K_FIELDS = {"Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
+
+
+def k_quant_integers(kind: str, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The integers of super-blocks (..., bytes) of `kind`: the quants (..., sub-blocks,
+    values) (Q4_K, Q5_K: 8 of 32, unsigned; Q6_K: 16 of 16, q − 32), the sub-block scales
+    (..., sub-blocks) and the mins (..., 8) (None for Q6_K)."""
+    return _K_FIELDS[kind](blocks)
+
+
+def _k_values(kind: str, blocks: np.ndarray, fields: np.ndarray) -> np.ndarray:
+    """The f32 values (..., 256) of super-blocks (..., bytes) whose d (and dmin) are
+    `fields` (..., 1 or 2) f32: (d·scale)·q, less (dmin·min) for Q4_K and Q5_K, each
+    operation in f32, the order ggml's dequantize_row_q4_K writes."""
+    q, scales, mins = k_quant_integers(kind, blocks)
+    step = fields[..., 0, None] * scales.astype(np.float32)  # (..., sub-blocks)
+    values = step[..., None] * q.astype(np.float32)
+    if mins is not None:
+        offset = fields[..., 1, None] * mins.astype(np.float32)
+        values = values - offset[..., None]
+    return values.reshape(blocks.shape[:-1] + (QK_K,))
 
 
 def k_quant_scales(kind: str, raw: np.ndarray) -> np.ndarray:
@@ -333,20 +363,30 @@ def k_quant_scales(kind: str, raw: np.ndarray) -> np.ndarray:
     return np.stack([_f16_field(raw, 0), _f16_field(raw, 2)], axis=-1)
 
 
-def dequantize_k(kind: str, raw: np.ndarray) -> np.ndarray:
-    """Rows of `kind` (Q4_K, Q5_K, Q6_K) super-blocks, uint8 (..., nb·bytes), as f32
-    (..., nb·256): every value a product (and for Q4_K, Q5_K a difference) of f32
-    roundings, in ggml's order."""
-    if kind not in _K_DEQUANTIZERS:
-        raise QuantError(f"{kind!r} is not a k-quant exactc reads ({', '.join(_K_DEQUANTIZERS)})")
+def _super_blocks(kind: str, raw: np.ndarray) -> np.ndarray:
+    """Rows (..., nb·bytes) of `kind` as super-blocks (..., nb, bytes), checked."""
+    if kind not in _K_FIELDS:
+        raise QuantError(f"{kind!r} is not a k-quant exactc reads ({', '.join(_K_FIELDS)})")
     size = K_QUANT_BYTES[kind]
     raw = np.asarray(raw)
     if raw.dtype != np.uint8 or raw.shape[-1] % size:
         raise QuantError(f"{kind} rows of {raw.dtype}{raw.shape}: uint8 rows of whole super-blocks of {size} bytes")
-    blocks = raw.reshape(raw.shape[:-1] + (raw.shape[-1] // size, size))
+    return raw.reshape(raw.shape[:-1] + (raw.shape[-1] // size, size))
+
+
+def dequantize_k(kind: str, raw: np.ndarray, fields: np.ndarray | None = None) -> np.ndarray:
+    """Rows of `kind` (Q4_K, Q5_K, Q6_K) super-blocks, uint8 (..., nb·bytes), as f32
+    (..., nb·256): every value a product (and for Q4_K, Q5_K a difference) of f32
+    roundings, in ggml's order. d (and dmin) are the bytes' own f16 fields, widened, or
+    `fields` (..., nb·F) f32 when given (a program's wd operand)."""
+    blocks = _super_blocks(kind, raw)
+    if fields is None:
+        fields = k_quant_scales(kind, blocks)
+    else:
+        fields = np.asarray(fields, np.float32).reshape(blocks.shape[:-1] + (-1,))
     with np.errstate(over="ignore"):  # finite f16 fields keep every product finite; IEEE if not
-        values = _K_DEQUANTIZERS[kind](blocks)
-    return values.reshape(raw.shape[:-1] + (-1,))
+        values = _k_values(kind, blocks, fields)
+    return values.reshape(blocks.shape[:-2] + (-1,))
 
 
 # ---- a program's parameters ----------------------------------------------------------------

@@ -175,7 +175,7 @@ endif
 LIB_SOURCES := model.c exactc_host.c exactc_libm.c exactc_npy.c exactc_safetensors.c exactc_keys.c exactc_sample.c \\
                exactc_generate.c exactc_train.c exactc_api.c $(sort $(wildcard kernels/*.c))
 SOURCES := exactc_main.c $(LIB_SOURCES)
-HEADERS := exactc_rt.h exactc_fma.h exactc_keys.h exactc_sample.h exactc_generate.h model.h kernels.h
+HEADERS := exactc_rt.h exactc_fma.h exactc_dot.h exactc_keys.h exactc_sample.h exactc_generate.h model.h kernels.h
 COMPARE := conformance/compare
 COMPARE_SOURCES := exactc_compare.c exactc_npy.c
 

@@ -15,6 +15,7 @@ from exactc.exporter.primitives import CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITI
 from exactc.strategies.fused import designed_operands
 from exactc.strategies.quant import (
     ArraySpec,
+    KQuantSpec,
     RealBlockSpec,
     ScaleSpec,
     ValueSpec,
@@ -42,7 +43,7 @@ class Case:
     primitive: str
     site: str
     attrs: tuple[tuple[str, Any], ...]
-    specs: tuple[tuple[str, TensorSpec | IntSpec | ValueSpec | ScaleSpec | RealBlockSpec | ArraySpec], ...]
+    specs: tuple[tuple[str, TensorSpec | IntSpec | ValueSpec | ScaleSpec | RealBlockSpec | KQuantSpec | ArraySpec], ...]
     # A run-time length: the kernel is lowered with every dimension equal to `length`
     # following T (1 <= T <= top) and run at T = length; 0: static shapes.
     length: int = 0

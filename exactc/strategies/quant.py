@@ -23,7 +23,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from exactc.exporter import quant, types
-from exactc.exporter.primitives import block_count, quantized_row_length
+from exactc.exporter.primitives import K_FORMATS, K_SUPER_BLOCK, block_count, quantized_row_length, scale_columns
 from exactc.strategies.tensors import dims, tensor_specs
 
 # Block sizes favoured: ggml's 32, runq.c's 64, small and odd ones, and G/2 odd for q4
@@ -274,7 +274,9 @@ def qlinear_operands(draw, primitive: str, site: str) -> tuple[dict, dict]:
     """(attrs, specs) of a `qlinear_w` or `qlinear_i` case: q8 or q4 weights with f32
     scales, an optional bias, and x of the site type (weight-only) or q8 activations with
     their scales in A (integer)."""
-    fmt = draw(st.sampled_from(["q8", "q4"]))
+    fmt = draw(st.sampled_from(["q8", "q4", *K_FORMATS]))
+    if fmt in K_FORMATS:
+        return draw(k_quant_linear_operands(primitive, site, fmt))
     k, block = draw(blocked_lengths(fmt))
     n = draw(dims(40))
     m = _work_rows(draw(dims(17)), n, k)
@@ -334,6 +336,90 @@ def k_quant_rows(draw, kind: str, max_rows: int = 3, max_blocks: int = 3) -> np.
         values = draw(st.lists(halves, min_size=rows * nb, max_size=rows * nb))
         blocks[..., at:at + 2] = _f16_bytes(values).reshape(rows, nb, 2)
     return blocks.reshape(rows, nb * size)
+
+
+# f16 fields of a k-quant super-block as a program's wd holds them: drawn per super-block
+F16_PATTERNS = ("random", "zero", "subnormal", "largest", "one")
+
+
+@dataclasses.dataclass(frozen=True)
+class KQuantSpec:
+    """A k-quant weight of `rows` rows of `blocks` super-blocks of `fmt`: `part` "bytes"
+    gives its wq, uint8 (rows, blocks·bytes), each super-block random, all zero or all
+    0xFF (every scale and min 63, every quant at its top) by the drawn patterns, and its
+    f16 d (and dmin) of the drawn f16 patterns (every finite f16: ±0, subnormals,
+    ±65504); "fields" gives the same weight's wd, those f16 fields widened to f32 (rows,
+    blocks·F), as the exporter takes them from a file."""
+
+    rows: int
+    blocks: int
+    fmt: str
+    seed: int
+    patterns: tuple[str, ...]
+    f16_patterns: tuple[str, ...]
+    part: str = "bytes"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        size, fields = K_FORMATS[self.fmt]
+        return (self.rows, self.blocks * (size if self.part == "bytes" else fields))
+
+    def _f16_bits(self, rng, pattern: str) -> int:
+        sign = 0x8000 * int(rng.integers(2))
+        magnitude = {"random": lambda: int(rng.integers(0, F16_FINITE_MAGNITUDES + 1)), "zero": lambda: 0,
+                     "subnormal": lambda: int(rng.integers(1, 0x400)), "largest": lambda: F16_FINITE_MAGNITUDES,
+                     "one": lambda: 0x3C00}[pattern]()
+        return sign | magnitude
+
+    def make(self) -> np.ndarray:
+        rng = np.random.default_rng(self.seed)
+        size, fields = K_FORMATS[self.fmt]
+        count = self.rows * self.blocks
+        fill = {"random": lambda: rng.integers(0, 256, size, dtype=np.uint8),
+                "zeros": lambda: np.zeros(size, np.uint8), "ones": lambda: np.full(size, 0xFF, np.uint8)}
+        blocks = np.stack([fill[p]() for p in _cycle(self.patterns, count)]).reshape(self.rows, self.blocks, size)
+        halves = _cycle(self.f16_patterns, count * fields)
+        bits = np.array([self._f16_bits(rng, p) for p in halves], dtype="<u2").reshape(self.rows, self.blocks, fields)
+        for field, at in enumerate((size - 2,) if fields == 1 else (0, 2)):  # Q6_K's d is last
+            blocks[..., at:at + 2] = np.frombuffer(bits[..., field].tobytes(), np.uint8).reshape(self.rows, self.blocks, 2)
+        if self.part == "fields":
+            return quant.k_quant_scales(quant.k_kind(self.fmt), blocks).reshape(self.rows, -1)
+        return blocks.reshape(self.rows, -1)
+
+
+@st.composite
+def k_quant_specs(draw, rows: int, blocks: int, fmt: str) -> KQuantSpec:
+    """wq of a k-quant weight: 1 to 3 byte patterns and f16 patterns, cycled."""
+    patterns = tuple(draw(st.lists(st.sampled_from(K_BYTE_PATTERNS), min_size=1, max_size=3)))
+    f16 = tuple(draw(st.lists(st.sampled_from(F16_PATTERNS), min_size=1, max_size=3)))
+    return KQuantSpec(rows, blocks, fmt, draw(st.integers(0, 2**32 - 1)), patterns, f16)
+
+
+@st.composite
+def k_quant_linear_operands(draw, primitive: str, site: str, fmt: str) -> tuple[dict, dict]:
+    """(attrs, specs) of a `qlinear_w` or `qlinear_i` case with `fmt` k-quant weights of
+    1 to 3 super-blocks a row: wd the weight's own f16 fields (as a file gives them) or,
+    a third of the time, drawn f32 scales (subnormal, huge, zero, negative: any f32 is a
+    d the primitive takes)."""
+    blocks = draw(st.integers(1, 3))
+    k = blocks * K_SUPER_BLOCK
+    n = draw(dims(24))
+    m = _work_rows(draw(dims(9)), n, k)
+    specs = {}
+    if primitive == "qlinear_w":
+        specs["x"] = draw(tensor_specs((m, k), site))
+    else:
+        specs["xq"] = draw(value_specs(m, k, "q8", K_SUPER_BLOCK))
+        specs["xd"] = draw(scale_specs((m, blocks), "f64" if site == "f64" else "f32", nan=True))
+    specs["wq"] = draw(k_quant_specs(n, blocks, fmt))
+    if draw(st.integers(0, 2)):
+        specs["wd"] = dataclasses.replace(specs["wq"], part="fields")
+    else:
+        specs["wd"] = draw(scale_specs((n, scale_columns(fmt, k, K_SUPER_BLOCK)), "f32"))
+    has_b = draw(st.booleans())
+    if has_b:
+        specs["b"] = draw(tensor_specs((n,), site))
+    return {"fmt": fmt, "block": K_SUPER_BLOCK, "has_b": has_b}, specs
 
 
 @dataclasses.dataclass(frozen=True)

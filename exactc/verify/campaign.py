@@ -9,7 +9,8 @@ per case in EXACTC_STATS_DIR (verify/kernels.py); this module runs pytest over b
 cores, gathers those lines and prints a table of cases per
 primitive x type, a line per family of other checks (layouts, splits, keys, sampling:
 `keys: <n> checked, <m> mismatches`; generate: cache against recompute and the
-exported prefill and decode programs; quant: the cases of the quantized primitives), the
+exported prefill and decode programs; quant: the cases of the quantized primitives;
+k-quants: those of them whose weights are Q4_K, Q5_K or Q6_K), the
 sanitized and memchecked programs of verify/sanitizers.py (`sanitizers: <n> programs,
 <m> reports`, `memcheck: <n> programs, <m> errors`), and the last line
 

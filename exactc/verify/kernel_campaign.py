@@ -20,12 +20,34 @@ import dataclasses
 import itertools
 from typing import Callable
 
-from exactc.exporter.primitives import BACKWARD_PRIMITIVES, CONTRACT_FMA, CONTRACT_OFF, FUSED_PRIMITIVES, PRIMITIVES
+from exactc.exporter.primitives import (
+    BACKWARD_PRIMITIVES,
+    CONTRACT_FMA,
+    CONTRACT_OFF,
+    FUSED_PRIMITIVES,
+    K_FORMATS,
+    PRIMITIVES,
+)
 from exactc.exporter.types import SITE_TYPES
 
 KERNELS_PER_BATCH = 6  # distinct kernels per compiler call
 SIBLINGS = 16  # cases per kernel: the drawn one and its siblings
 EXAMPLES_PER_TASK = 4  # Hypothesis examples (batches) per task
+
+
+# Primitives whose own tasks build for this CPU (-march=native), where the C the kernel
+# includes takes a path the target decides: qlinear_i's whole blocks are summed by
+# runtime/exactc_dot.h, AVX2's or VNNI's instructions where the CPU has them. The mixed
+# tasks keep the portable build (the header's plain loops), so the campaign runs both.
+NATIVE_PRIMITIVES = ("qlinear_i",)
+
+
+def task_build(task: "Task"):
+    """The build of a task's batches: for this CPU for a primitive of NATIVE_PRIMITIVES,
+    else the portable default."""
+    from exactc.verify.build import BuildOptions
+
+    return BuildOptions(march_native=task.primitive in NATIVE_PRIMITIVES)
 
 
 # No shrinking: each shrink step is a compiler call, and a batch's failure report already
@@ -63,12 +85,14 @@ class Task:
 
 @dataclasses.dataclass
 class TaskResult:
-    """Counts by (primitive, site, status); the failure reports; the kernels compiled."""
+    """Counts by (primitive, site, status); the failure reports; the kernels compiled;
+    the counts of the cases whose weights are a k-quant (make verify's `k-quants:` line)."""
 
     task: Task
     counts: dict[tuple[str, str, str], int]
     kernels: int
     failures: list[str]
+    k_quants: dict[tuple[str, str, str], int] = dataclasses.field(default_factory=dict)
 
     @property
     def cases(self) -> int:
@@ -139,10 +163,12 @@ def run_task(task: Task) -> TaskResult:
     from exactc.verify.kernels import assert_all_equal, kernel_key, run_cases
 
     counts: collections.Counter = collections.Counter()
+    k_quants: collections.Counter = collections.Counter()
     kernels = 0
 
     # Distinct kernels in a batch (no family twice); the task's salt in every input seed.
     families = kernel_families(task.primitive, task.site, task.siblings, task.salt, task.contract)
+    options = task_build(task)
 
     @settings(max_examples=task.examples, deadline=None, print_blob=True,
               database=DirectoryBasedExampleDatabase(task.database) if task.database else None,
@@ -153,9 +179,11 @@ def run_task(task: Task) -> TaskResult:
     def check(batch):
         nonlocal kernels
         cases = [case for family in batch for case in family]
-        outcomes = run_cases(cases)
+        outcomes = run_cases(cases, options)
         kernels += len({kernel_key(c) for c in cases})
         counts.update((o.case.primitive, o.case.site, o.status) for o in outcomes)
+        k_quants.update((o.case.primitive, o.case.site, o.status) for o in outcomes
+                        if o.case.attr_dict.get("fmt") in K_FORMATS)
         assert_all_equal(outcomes)
 
     # The example database's key: one per strategy (primitive, site type, sizes), not per
@@ -171,7 +199,7 @@ def run_task(task: Task) -> TaskResult:
         # as a call (left out: the report above holds the bad case, and a batch is long).
         notes = "\n".join(n for n in getattr(exc, "__notes__", []) if not n.startswith(("Falsifying example", "Failing test case")))
         failures.append(f"{task.describe()}\n{type(exc).__name__}: {exc}\n{notes}".rstrip())
-    return TaskResult(task, dict(counts), kernels, failures)
+    return TaskResult(task, dict(counts), kernels, failures, dict(k_quants))
 
 
 def lost_task(task: Task, why: str) -> TaskResult:
@@ -194,6 +222,9 @@ def merge(results: list[TaskResult]) -> tuple[list[dict], int, list[str]]:
             families += ["grad"] if primitive in BACKWARD_PRIMITIVES else []
             rows.extend({"family": f, "primitive": primitive, "site": site, "status": status}
                         for _ in range(n) for f in families)
+        for (primitive, site, status), n in sorted(result.k_quants.items()):  # within quant's
+            rows.extend({"family": "k-quants", "primitive": primitive, "site": site, "status": status}
+                        for _ in range(n))
         kernels += result.kernels
         failures.extend(result.failures)
     return rows, kernels, failures

@@ -278,7 +278,7 @@ def tune_command(args) -> int:
     args.plan, args.seed = None, 0
     spec = commands._spec(args)
     overrides, weights = export.checkpoint_request(spec.checkpoint, spec.entry, spec.overrides, spec.weights)
-    program = dataclasses.replace(export.trace(spec.model, spec.entry, overrides, weights, spec.checkpoint),
+    program = dataclasses.replace(export.trace(spec.model, spec.entry, overrides, weights, spec.checkpoint, spec.form),
                                   contract=spec.contract)
     identity = build_identity(args.cc)
     start = time.perf_counter()

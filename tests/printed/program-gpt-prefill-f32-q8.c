@@ -1,5 +1,5 @@
 /* ======================================================================================
- * gpt prefill at f32, {'layers': 2, 'tokens': 8}, no plan, --weights q8 --block 32
+ * gpt prefill at f32, {'layers': 2, 'tokens': 8}, no plan, --weights q8 --block 32 --form weight-only
  * arena peak 28672 bytes (structured 28672, straight-line 107008); 21 nests, 46 launches, 21 kernels
  * ====================================================================================== */
 /* ======================================================================================

@@ -1,6 +1,6 @@
 /* ======================================================================================
- * llama forward at f32, {'layers': 2, 'tokens': 8}, --plan auto, --weights q4 --block 32
- * arena peak 28800 bytes (structured 28800, straight-line 111616); 21 nests, 53 launches, 19 kernels
+ * llama forward at f32, {'layers': 2, 'tokens': 8}, --plan auto, --weights q4 --block 32 --form integer
+ * arena peak 29376 bytes (structured 29376, straight-line 118848); 24 nests, 64 launches, 21 kernels
  * ====================================================================================== */
 /* ======================================================================================
  * file kernels.h
@@ -19,12 +19,15 @@ int embedding_split(const float *restrict table, const int32_t *restrict ids, fl
 /* rmsnorm: rmsnorm */
 void rmsnorm(const float *restrict x, const float *restrict g, float *restrict y, int64_t T, int64_t lo, int64_t hi);
 int rmsnorm_split(const float *restrict x, const float *restrict g, float *restrict y, int64_t T);
-/* qlinear_w_q_attn_out: qlinear_w */
-void qlinear_w_q_attn_out(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
-int qlinear_w_q_attn_out_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
-/* qlinear_w_k_v: qlinear_w */
-void qlinear_w_k_v(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
-int qlinear_w_k_v_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
+/* quantize_attn_norm_merged_mlp_norm_q: quantize */
+void quantize_attn_norm_merged_mlp_norm_q(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T, int64_t lo, int64_t hi);
+int quantize_attn_norm_merged_mlp_norm_q_split(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T);
+/* qlinear_i_q_attn_out: qlinear_i */
+void qlinear_i_q_attn_out(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
+int qlinear_i_q_attn_out_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
+/* qlinear_i_k_v: qlinear_i */
+void qlinear_i_k_v(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
+int qlinear_i_k_v_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
 /* rope_q_rot: rope */
 void rope_q_rot_table(float *restrict cos_table, float *restrict sin_table, int64_t T, int64_t lo, int64_t hi);
 int rope_q_rot_table_split(float *restrict cos_table, float *restrict sin_table, int64_t T);
@@ -59,21 +62,26 @@ int transpose_mixed_t_split(const float *restrict x, float *restrict y, int64_t 
 /* add: add */
 void add(const float *restrict a, const float *restrict b, float *restrict y, int64_t T, int64_t lo, int64_t hi);
 int add_split(const float *restrict a, const float *restrict b, float *restrict y, int64_t T);
-/* qlinear_w_gate_up: qlinear_w */
-void qlinear_w_gate_up(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
-int qlinear_w_gate_up_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
+/* qlinear_i_gate_up: qlinear_i */
+void qlinear_i_gate_up(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
+int qlinear_i_gate_up_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
 /* silu: silu */
 void silu(const float *restrict x, float *restrict y, int64_t T, int64_t lo, int64_t hi);
 int silu_split(const float *restrict x, float *restrict y, int64_t T);
 /* mul: mul */
 void mul(const float *restrict a, const float *restrict b, float *restrict y, int64_t T, int64_t lo, int64_t hi);
 int mul_split(const float *restrict a, const float *restrict b, float *restrict y, int64_t T);
-/* qlinear_w_mlp_out: qlinear_w */
-void qlinear_w_mlp_out(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
-int qlinear_w_mlp_out_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
-/* qlinear_w_logits: qlinear_w */
-void qlinear_w_logits(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
-int qlinear_w_logits_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
+/* quantize_swiglu_q: quantize */
+void quantize_swiglu_q(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T, int64_t lo, int64_t hi);
+int quantize_swiglu_q_split(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T);
+void quantize_swiglu_q_tail(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T, int64_t lo, int64_t hi);
+int quantize_swiglu_q_tail_split(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T);
+/* qlinear_i_mlp_out: qlinear_i */
+void qlinear_i_mlp_out(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
+int qlinear_i_mlp_out_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
+/* qlinear_i_logits: qlinear_i */
+void qlinear_i_logits(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T, int64_t lo, int64_t hi);
+int qlinear_i_logits_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T);
 
 #endif
 /* ======================================================================================
@@ -641,11 +649,12 @@ int mul_split(const float *restrict a, const float *restrict b, float *restrict 
     return status;
 }
 /* ======================================================================================
- * file kernels/qlinear_w_gate_up.c
+ * file kernels/qlinear_i_gate_up.c
  * ====================================================================================== */
-/* qlinear_w_gate_up: qlinear_w at site type f32 (fmt='q4', block=32, has_b=False)
+/* qlinear_i_gate_up: qlinear_i at site type f32 (fmt='q4', block=32, has_b=False)
  *
- *   input  x   float (T, 64)
+ *   input  xq  int8_t (T, 64)
+ *   input  xd  float (T, 2)
  *   input  wq  uint8_t (172, 32)
  *   input  wd  float (172, 2)
  *   output y   float (T, 172)
@@ -655,21 +664,24 @@ int mul_split(const float *restrict a, const float *restrict b, float *restrict 
  */
 #include "exactc_rt.h"
 
-/* nest qlinear_w: parallel m<T, n<172 | body: reduce blk<2, reduce k<16, reduce kh<16
+/* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
+EXACTC_GCC_NO_VECTORS_WITH_VNNI
+/* nest qlinear_i: parallel m<T, n<172 | body: reduce blk<2, reduce k<16, reduce kh<16
  *   acc : f32 = 0.0f
  *   for blk<2 (reduce):
+ *     s : i32 = i32(0)
  *     for k<16 (reduce):
- *       acc = acc + (x[m,32*blk + k] * (wd[n,blk] * f32((i32(wq[n,16*blk + k]) & i32(15)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + k]) * ((i32(wq[n,16*blk + k]) & i32(15)) - i32(8)))
  *     for kh<16 (reduce):
- *       acc = acc + (x[m,32*blk + kh + 16] * (wd[n,blk] * f32((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + kh + 16]) * ((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8)))
+ *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16; packs wq, wd
+ * layout: order n, m; lanes m:4, n:16; packs wd
  * split of n: depth 0: [0,16) [16,32) [32,64) [64,80) [80,96) [96,128) [128,144) [144,172)
- * wd: packed when the weights load (its panels in place: printer/prepack.py)
- * wq: packed when the weights load (its panels in place: printer/prepack.py)
  */
-void qlinear_w_gate_up(const float *restrict x,     /* input (T, 64) */
+void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
+                       const float *restrict xd,    /* input (T, 2) */
                        const uint8_t *restrict wq,  /* input (172, 32) */
                        const float *restrict wd,    /* input (172, 2) */
                        float *restrict y,           /* output (T, 172) */
@@ -677,11 +689,21 @@ void qlinear_w_gate_up(const float *restrict x,     /* input (T, 64) */
                        int64_t lo, int64_t hi) {    /* the piece of n in [0, 172) */
     enum { BLK = 2, K = 16, KH = 16, N = 172 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
-        const uint8_t *restrict wq_p = wq + n_c * BLK * K; /* the chunk's panel, packed at load */
-        const float *restrict wd_p = wd + n_c * BLK; /* the chunk's panel, packed at load */
+        float wd_pack[32]; /* pack: the panel of wd the lanes read, lane index innermost */
+        float *restrict wd_p = wd_pack; /* only this pointer touches it: the lanes stay in registers */
+        if (n_c + 16 <= hi) {
+            for (int64_t blk = 0; blk < BLK; blk++) {
+                for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    wd_p[n_l + blk * 16] = wd[n_c * BLK + n_l * BLK + blk];
+                }
+            }
+        } else {
+            memset(wd_p, 0, sizeof wd_pack);
+        }
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
             if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
                 float acc[4][16];
+                int32_t s[4][16];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -689,14 +711,17 @@ void qlinear_w_gate_up(const float *restrict x,     /* input (T, 64) */
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    for (int64_t pf = 0; pf < 256; pf += 64) { /* wq_p's lines 8 step(s) on: a hint */
-                        EXACTC_PREFETCH(wq_p + (blk + 8) * 256 + pf);
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[m_l][n_l] = (int32_t)0;
+                        }
                     }
                     for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 64 + m_l * 64 + blk * 32 + k] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + k * 16 + blk * 256]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                     }
@@ -704,8 +729,14 @@ void qlinear_w_gate_up(const float *restrict x,     /* input (T, 64) */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 64 + m_l * 64 + blk * 32 + kh + 16] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + kh * 16 + blk * 256]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                        }
+                    }
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * BLK + m_l * BLK + blk] * wd_p[n_l + blk * 16]));
                         }
                     }
                 }
@@ -717,22 +748,26 @@ void qlinear_w_gate_up(const float *restrict x,     /* input (T, 64) */
             } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
                     float acc[16];
+                    int32_t s[16];
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t pf = 0; pf < 256; pf += 64) { /* wq_p's lines 8 step(s) on: a hint */
-                            EXACTC_PREFETCH(wq_p + (blk + 8) * 256 + pf);
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[n_l] = (int32_t)0;
                         }
                         for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 64 + blk * 32 + k] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + k * 16 + blk * 256]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                         for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 64 + blk * 32 + kh + 16] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + kh * 16 + blk * 256]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                        }
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 16]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -744,12 +779,14 @@ void qlinear_w_gate_up(const float *restrict x,     /* input (T, 64) */
                     for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
                             for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                acc = acc + (x[m * 64 + blk * 32 + k] * (wd[n * BLK + blk] * ((float)((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                             for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                acc = acc + (x[m * 64 + blk * 32 + kh + 16] * (wd[n * BLK + blk] * ((float)((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                            acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
                         }
                         y[m * N + n] = acc;
                     }
@@ -759,8 +796,8 @@ void qlinear_w_gate_up(const float *restrict x,     /* input (T, 64) */
     }
 }
 
-/* Thread split of qlinear_w_gate_up: 8 piece(s) [lo, hi) of n in [0, 172). */
-int qlinear_w_gate_up_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
+/* Thread split of qlinear_i_gate_up: 8 piece(s) [lo, hi) of n in [0, 172). */
+int qlinear_i_gate_up_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
     static const int64_t pieces[8][2] = {{0, 16}, {16, 32}, {32, 64}, {64, 80}, {80, 96}, {96, 128}, {128, 144}, {144, 172}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -771,16 +808,17 @@ int qlinear_w_gate_up_split(const float *restrict x, const uint8_t *restrict wq,
 #pragma omp parallel for num_threads(team) schedule(dynamic)
 #endif
     for (int p = 0; p < 8; p++) {
-        qlinear_w_gate_up(x, wq, wd, y, T, pieces[p][0], pieces[p][1]);
+        qlinear_i_gate_up(xq, xd, wq, wd, y, T, pieces[p][0], pieces[p][1]);
     }
     return status;
 }
 /* ======================================================================================
- * file kernels/qlinear_w_k_v.c
+ * file kernels/qlinear_i_k_v.c
  * ====================================================================================== */
-/* qlinear_w_k_v: qlinear_w at site type f32 (fmt='q4', block=32, has_b=False)
+/* qlinear_i_k_v: qlinear_i at site type f32 (fmt='q4', block=32, has_b=False)
  *
- *   input  x   float (T, 64)
+ *   input  xq  int8_t (T, 64)
+ *   input  xd  float (T, 2)
  *   input  wq  uint8_t (32, 32)
  *   input  wd  float (32, 2)
  *   output y   float (T, 32)
@@ -790,21 +828,24 @@ int qlinear_w_gate_up_split(const float *restrict x, const uint8_t *restrict wq,
  */
 #include "exactc_rt.h"
 
-/* nest qlinear_w: parallel m<T, n<32 | body: reduce blk<2, reduce k<16, reduce kh<16
+/* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
+EXACTC_GCC_NO_VECTORS_WITH_VNNI
+/* nest qlinear_i: parallel m<T, n<32 | body: reduce blk<2, reduce k<16, reduce kh<16
  *   acc : f32 = 0.0f
  *   for blk<2 (reduce):
+ *     s : i32 = i32(0)
  *     for k<16 (reduce):
- *       acc = acc + (x[m,32*blk + k] * (wd[n,blk] * f32((i32(wq[n,16*blk + k]) & i32(15)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + k]) * ((i32(wq[n,16*blk + k]) & i32(15)) - i32(8)))
  *     for kh<16 (reduce):
- *       acc = acc + (x[m,32*blk + kh + 16] * (wd[n,blk] * f32((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + kh + 16]) * ((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8)))
+ *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16; packs wq, wd
+ * layout: order n, m; lanes m:4, n:16; packs wd
  * split of n: depth 0: [0,16) [16,32)
- * wd: packed when the weights load (its panels in place: printer/prepack.py)
- * wq: packed when the weights load (its panels in place: printer/prepack.py)
  */
-void qlinear_w_k_v(const float *restrict x,     /* input (T, 64) */
+void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
+                   const float *restrict xd,    /* input (T, 2) */
                    const uint8_t *restrict wq,  /* input (32, 32) */
                    const float *restrict wd,    /* input (32, 2) */
                    float *restrict y,           /* output (T, 32) */
@@ -812,11 +853,21 @@ void qlinear_w_k_v(const float *restrict x,     /* input (T, 64) */
                    int64_t lo, int64_t hi) {    /* the piece of n in [0, 32) */
     enum { BLK = 2, K = 16, KH = 16, N = 32 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
-        const uint8_t *restrict wq_p = wq + n_c * BLK * K; /* the chunk's panel, packed at load */
-        const float *restrict wd_p = wd + n_c * BLK; /* the chunk's panel, packed at load */
+        float wd_pack[32]; /* pack: the panel of wd the lanes read, lane index innermost */
+        float *restrict wd_p = wd_pack; /* only this pointer touches it: the lanes stay in registers */
+        if (n_c + 16 <= hi) {
+            for (int64_t blk = 0; blk < BLK; blk++) {
+                for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    wd_p[n_l + blk * 16] = wd[n_c * BLK + n_l * BLK + blk];
+                }
+            }
+        } else {
+            memset(wd_p, 0, sizeof wd_pack);
+        }
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
             if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
                 float acc[4][16];
+                int32_t s[4][16];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -824,14 +875,17 @@ void qlinear_w_k_v(const float *restrict x,     /* input (T, 64) */
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    for (int64_t pf = 0; pf < 256; pf += 64) { /* wq_p's lines 8 step(s) on: a hint */
-                        EXACTC_PREFETCH(wq_p + (blk + 8) * 256 + pf);
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[m_l][n_l] = (int32_t)0;
+                        }
                     }
                     for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 64 + m_l * 64 + blk * 32 + k] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + k * 16 + blk * 256]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                     }
@@ -839,8 +893,14 @@ void qlinear_w_k_v(const float *restrict x,     /* input (T, 64) */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 64 + m_l * 64 + blk * 32 + kh + 16] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + kh * 16 + blk * 256]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                        }
+                    }
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * BLK + m_l * BLK + blk] * wd_p[n_l + blk * 16]));
                         }
                     }
                 }
@@ -852,22 +912,26 @@ void qlinear_w_k_v(const float *restrict x,     /* input (T, 64) */
             } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
                     float acc[16];
+                    int32_t s[16];
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t pf = 0; pf < 256; pf += 64) { /* wq_p's lines 8 step(s) on: a hint */
-                            EXACTC_PREFETCH(wq_p + (blk + 8) * 256 + pf);
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[n_l] = (int32_t)0;
                         }
                         for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 64 + blk * 32 + k] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + k * 16 + blk * 256]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                         for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 64 + blk * 32 + kh + 16] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + kh * 16 + blk * 256]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                        }
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 16]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -879,12 +943,14 @@ void qlinear_w_k_v(const float *restrict x,     /* input (T, 64) */
                     for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
                             for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                acc = acc + (x[m * 64 + blk * 32 + k] * (wd[n * BLK + blk] * ((float)((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                             for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                acc = acc + (x[m * 64 + blk * 32 + kh + 16] * (wd[n * BLK + blk] * ((float)((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                            acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
                         }
                         y[m * N + n] = acc;
                     }
@@ -894,8 +960,8 @@ void qlinear_w_k_v(const float *restrict x,     /* input (T, 64) */
     }
 }
 
-/* Thread split of qlinear_w_k_v: 2 piece(s) [lo, hi) of n in [0, 32). */
-int qlinear_w_k_v_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
+/* Thread split of qlinear_i_k_v: 2 piece(s) [lo, hi) of n in [0, 32). */
+int qlinear_i_k_v_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
     static const int64_t pieces[2][2] = {{0, 16}, {16, 32}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -906,16 +972,17 @@ int qlinear_w_k_v_split(const float *restrict x, const uint8_t *restrict wq, con
 #pragma omp parallel for num_threads(team) schedule(dynamic)
 #endif
     for (int p = 0; p < 2; p++) {
-        qlinear_w_k_v(x, wq, wd, y, T, pieces[p][0], pieces[p][1]);
+        qlinear_i_k_v(xq, xd, wq, wd, y, T, pieces[p][0], pieces[p][1]);
     }
     return status;
 }
 /* ======================================================================================
- * file kernels/qlinear_w_logits.c
+ * file kernels/qlinear_i_logits.c
  * ====================================================================================== */
-/* qlinear_w_logits: qlinear_w at site type f32 (fmt='q4', block=32, has_b=False)
+/* qlinear_i_logits: qlinear_i at site type f32 (fmt='q4', block=32, has_b=False)
  *
- *   input  x   float (T, 64)
+ *   input  xq  int8_t (T, 64)
+ *   input  xd  float (T, 2)
  *   input  wq  uint8_t (512, 32)
  *   input  wd  float (512, 2)
  *   output y   float (T, 512)
@@ -925,21 +992,24 @@ int qlinear_w_k_v_split(const float *restrict x, const uint8_t *restrict wq, con
  */
 #include "exactc_rt.h"
 
-/* nest qlinear_w: parallel m<T, n<512 | body: reduce blk<2, reduce k<16, reduce kh<16
+/* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
+EXACTC_GCC_NO_VECTORS_WITH_VNNI
+/* nest qlinear_i: parallel m<T, n<512 | body: reduce blk<2, reduce k<16, reduce kh<16
  *   acc : f32 = 0.0f
  *   for blk<2 (reduce):
+ *     s : i32 = i32(0)
  *     for k<16 (reduce):
- *       acc = acc + (x[m,32*blk + k] * (wd[n,blk] * f32((i32(wq[n,16*blk + k]) & i32(15)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + k]) * ((i32(wq[n,16*blk + k]) & i32(15)) - i32(8)))
  *     for kh<16 (reduce):
- *       acc = acc + (x[m,32*blk + kh + 16] * (wd[n,blk] * f32((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + kh + 16]) * ((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8)))
+ *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16; packs wq, wd
+ * layout: order n, m; lanes m:4, n:16; packs wd
  * split of n: depth 0: [0,64) [64,128) [128,192) [192,256) [256,320) [320,384) [384,448) [448,512)
- * wd: packed when the weights load (its panels in place: printer/prepack.py)
- * wq: packed when the weights load (its panels in place: printer/prepack.py)
  */
-void qlinear_w_logits(const float *restrict x,     /* input (T, 64) */
+void qlinear_i_logits(const int8_t *restrict xq,   /* input (T, 64) */
+                      const float *restrict xd,    /* input (T, 2) */
                       const uint8_t *restrict wq,  /* input (512, 32) */
                       const float *restrict wd,    /* input (512, 2) */
                       float *restrict y,           /* output (T, 512) */
@@ -947,11 +1017,21 @@ void qlinear_w_logits(const float *restrict x,     /* input (T, 64) */
                       int64_t lo, int64_t hi) {    /* the piece of n in [0, 512) */
     enum { BLK = 2, K = 16, KH = 16, N = 512 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
-        const uint8_t *restrict wq_p = wq + n_c * BLK * K; /* the chunk's panel, packed at load */
-        const float *restrict wd_p = wd + n_c * BLK; /* the chunk's panel, packed at load */
+        float wd_pack[32]; /* pack: the panel of wd the lanes read, lane index innermost */
+        float *restrict wd_p = wd_pack; /* only this pointer touches it: the lanes stay in registers */
+        if (n_c + 16 <= hi) {
+            for (int64_t blk = 0; blk < BLK; blk++) {
+                for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    wd_p[n_l + blk * 16] = wd[n_c * BLK + n_l * BLK + blk];
+                }
+            }
+        } else {
+            memset(wd_p, 0, sizeof wd_pack);
+        }
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
             if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
                 float acc[4][16];
+                int32_t s[4][16];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -959,14 +1039,17 @@ void qlinear_w_logits(const float *restrict x,     /* input (T, 64) */
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    for (int64_t pf = 0; pf < 256; pf += 64) { /* wq_p's lines 8 step(s) on: a hint */
-                        EXACTC_PREFETCH(wq_p + (blk + 8) * 256 + pf);
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[m_l][n_l] = (int32_t)0;
+                        }
                     }
                     for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 64 + m_l * 64 + blk * 32 + k] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + k * 16 + blk * 256]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                     }
@@ -974,8 +1057,14 @@ void qlinear_w_logits(const float *restrict x,     /* input (T, 64) */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 64 + m_l * 64 + blk * 32 + kh + 16] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + kh * 16 + blk * 256]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                        }
+                    }
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * BLK + m_l * BLK + blk] * wd_p[n_l + blk * 16]));
                         }
                     }
                 }
@@ -987,22 +1076,26 @@ void qlinear_w_logits(const float *restrict x,     /* input (T, 64) */
             } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
                     float acc[16];
+                    int32_t s[16];
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t pf = 0; pf < 256; pf += 64) { /* wq_p's lines 8 step(s) on: a hint */
-                            EXACTC_PREFETCH(wq_p + (blk + 8) * 256 + pf);
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[n_l] = (int32_t)0;
                         }
                         for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 64 + blk * 32 + k] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + k * 16 + blk * 256]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                         for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 64 + blk * 32 + kh + 16] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + kh * 16 + blk * 256]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                        }
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 16]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -1014,12 +1107,14 @@ void qlinear_w_logits(const float *restrict x,     /* input (T, 64) */
                     for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
                             for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                acc = acc + (x[m * 64 + blk * 32 + k] * (wd[n * BLK + blk] * ((float)((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                             for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                acc = acc + (x[m * 64 + blk * 32 + kh + 16] * (wd[n * BLK + blk] * ((float)((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                            acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
                         }
                         y[m * N + n] = acc;
                     }
@@ -1029,8 +1124,8 @@ void qlinear_w_logits(const float *restrict x,     /* input (T, 64) */
     }
 }
 
-/* Thread split of qlinear_w_logits: 8 piece(s) [lo, hi) of n in [0, 512). */
-int qlinear_w_logits_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
+/* Thread split of qlinear_i_logits: 8 piece(s) [lo, hi) of n in [0, 512). */
+int qlinear_i_logits_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
     static const int64_t pieces[8][2] = {{0, 64}, {64, 128}, {128, 192}, {192, 256}, {256, 320}, {320, 384}, {384, 448}, {448, 512}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -1041,16 +1136,17 @@ int qlinear_w_logits_split(const float *restrict x, const uint8_t *restrict wq, 
 #pragma omp parallel for num_threads(team) schedule(dynamic)
 #endif
     for (int p = 0; p < 8; p++) {
-        qlinear_w_logits(x, wq, wd, y, T, pieces[p][0], pieces[p][1]);
+        qlinear_i_logits(xq, xd, wq, wd, y, T, pieces[p][0], pieces[p][1]);
     }
     return status;
 }
 /* ======================================================================================
- * file kernels/qlinear_w_mlp_out.c
+ * file kernels/qlinear_i_mlp_out.c
  * ====================================================================================== */
-/* qlinear_w_mlp_out: qlinear_w at site type f32 (fmt='q4', block=32, has_b=False)
+/* qlinear_i_mlp_out: qlinear_i at site type f32 (fmt='q4', block=32, has_b=False)
  *
- *   input  x   float (T, 172)
+ *   input  xq  int8_t (T, 172)
+ *   input  xd  float (T, 6)
  *   input  wq  uint8_t (64, 96)
  *   input  wd  float (64, 6)
  *   output y   float (T, 64)
@@ -1060,21 +1156,28 @@ int qlinear_w_logits_split(const float *restrict x, const uint8_t *restrict wq, 
  */
 #include "exactc_rt.h"
 
-/* nest qlinear_w: parallel m<T, n<64 | body: reduce blk<5, reduce k<16, reduce kh<16, reduce t<12
+/* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
+EXACTC_GCC_NO_VECTORS_WITH_VNNI
+/* nest qlinear_i: parallel m<T, n<64 | body: reduce blk<5, reduce k<16, reduce kh<16, reduce t<12
  *   acc : f32 = 0.0f
  *   for blk<5 (reduce):
+ *     s : i32 = i32(0)
  *     for k<16 (reduce):
- *       acc = acc + (x[m,32*blk + k] * (wd[n,blk] * f32((i32(wq[n,16*blk + k]) & i32(15)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + k]) * ((i32(wq[n,16*blk + k]) & i32(15)) - i32(8)))
  *     for kh<16 (reduce):
- *       acc = acc + (x[m,32*blk + kh + 16] * (wd[n,blk] * f32((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + kh + 16]) * ((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8)))
+ *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
+ *   s_tail : i32 = i32(0)
  *   for t<12 (reduce):
- *     acc = acc + (x[m,t + 160] * (wd[n,5] * f32((i32(wq[n,t + 80]) & i32(15)) - i32(8))))
+ *     s_tail = s_tail + (i32(xq[m,t + 160]) * ((i32(wq[n,t + 80]) & i32(15)) - i32(8)))
+ *   acc = acc + (f32(s_tail) * (xd[m,5] * wd[n,5]))
  *   y[m,n] = acc
  *
  * layout: order n, m; lanes m:4, n:16
  * split of n: depth 0: [0,16) [16,32) [32,48) [48,64)
  */
-void qlinear_w_mlp_out(const float *restrict x,     /* input (T, 172) */
+void qlinear_i_mlp_out(const int8_t *restrict xq,   /* input (T, 172) */
+                       const float *restrict xd,    /* input (T, 6) */
                        const uint8_t *restrict wq,  /* input (64, 96) */
                        const float *restrict wd,    /* input (64, 6) */
                        float *restrict y,           /* output (T, 64) */
@@ -1085,6 +1188,8 @@ void qlinear_w_mlp_out(const float *restrict x,     /* input (T, 172) */
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
             if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
                 float acc[4][16];
+                int32_t s[4][16];
+                int32_t s_tail[4][16];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -1092,11 +1197,17 @@ void qlinear_w_mlp_out(const float *restrict x,     /* input (T, 172) */
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[m_l][n_l] = (int32_t)0;
+                        }
+                    }
                     for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 172 + m_l * 172 + blk * 32 + k] * (wd[n_c * 6 + n_l * 6 + blk] * ((float)((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 172 + m_l * 172 + blk * 32 + k]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                     }
@@ -1104,48 +1215,74 @@ void qlinear_w_mlp_out(const float *restrict x,     /* input (T, 172) */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 172 + m_l * 172 + blk * 32 + kh + 16] * (wd[n_c * 6 + n_l * 6 + blk] * ((float)((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 172 + m_l * 172 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
                         }
+                    }
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * 6 + m_l * 6 + blk] * wd[n_c * 6 + n_l * 6 + blk]));
+                        }
+                    }
+                }
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        s_tail[m_l][n_l] = (int32_t)0;
                     }
                 }
                 for (int64_t t = 0; t < 12; t++) { /* reduction: in index order, each lane its own */
                     #pragma GCC unroll 4
                     for (int64_t m_l = 0; m_l < 4; m_l++) {
                         for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 172 + m_l * 172 + t + 160] * (wd[n_c * 6 + n_l * 6 + 5] * ((float)((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)))));
+                            s_tail[m_l][n_l] = s_tail[m_l][n_l] + (((int32_t)xq[m_c * 172 + m_l * 172 + t + 160]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
                         }
                     }
                 }
+                #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        acc[m_l][n_l] = acc[m_l][n_l] + (((float)s_tail[m_l][n_l]) * (xd[m_c * 6 + m_l * 6 + 5] * wd[n_c * 6 + n_l * 6 + 5]));
                         y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
                 }
             } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
                     float acc[16];
+                    int32_t s[16];
+                    int32_t s_tail[16];
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[n_l] = (int32_t)0;
+                        }
                         for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 172 + blk * 32 + k] * (wd[n_c * 6 + n_l * 6 + blk] * ((float)((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 172 + blk * 32 + k]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                         for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 172 + blk * 32 + kh + 16] * (wd[n_c * 6 + n_l * 6 + blk] * ((float)((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 172 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
                         }
-                    }
-                    for (int64_t t = 0; t < 12; t++) { /* reduction: in index order, each lane its own */
                         for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[n_l] = acc[n_l] + (x[m * 172 + t + 160] * (wd[n_c * 6 + n_l * 6 + 5] * ((float)((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)))));
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * 6 + blk] * wd[n_c * 6 + n_l * 6 + blk]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        s_tail[n_l] = (int32_t)0;
+                    }
+                    for (int64_t t = 0; t < 12; t++) { /* reduction: in index order, each lane its own */
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s_tail[n_l] = s_tail[n_l] + (((int32_t)xq[m * 172 + t + 160]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
+                        }
+                    }
+                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        acc[n_l] = acc[n_l] + (((float)s_tail[n_l]) * (xd[m * 6 + 5] * wd[n_c * 6 + n_l * 6 + 5]));
                         y[m * N + n_c + n_l] = acc[n_l];
                     }
                 }
@@ -1154,16 +1291,20 @@ void qlinear_w_mlp_out(const float *restrict x,     /* input (T, 172) */
                     for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
                             for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                acc = acc + (x[m * 172 + blk * 32 + k] * (wd[n * 6 + blk] * ((float)((((int32_t)wq[n * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 172 + blk * 32 + k]) * ((((int32_t)wq[n * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                             for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                acc = acc + (x[m * 172 + blk * 32 + kh + 16] * (wd[n * 6 + blk] * ((float)((((int32_t)wq[n * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 172 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                            acc = acc + (((float)s) * (xd[m * 6 + blk] * wd[n * 6 + blk]));
                         }
+                        int32_t s_tail = (int32_t)0;
                         for (int64_t t = 0; t < 12; t++) { /* reduction: in index order */
-                            acc = acc + (x[m * 172 + t + 160] * (wd[n * 6 + 5] * ((float)((((int32_t)wq[n * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)))));
+                            s_tail = s_tail + (((int32_t)xq[m * 172 + t + 160]) * ((((int32_t)wq[n * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
                         }
+                        acc = acc + (((float)s_tail) * (xd[m * 6 + 5] * wd[n * 6 + 5]));
                         y[m * N + n] = acc;
                     }
                 }
@@ -1172,8 +1313,8 @@ void qlinear_w_mlp_out(const float *restrict x,     /* input (T, 172) */
     }
 }
 
-/* Thread split of qlinear_w_mlp_out: 4 piece(s) [lo, hi) of n in [0, 64). */
-int qlinear_w_mlp_out_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
+/* Thread split of qlinear_i_mlp_out: 4 piece(s) [lo, hi) of n in [0, 64). */
+int qlinear_i_mlp_out_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
     static const int64_t pieces[4][2] = {{0, 16}, {16, 32}, {32, 48}, {48, 64}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -1184,16 +1325,17 @@ int qlinear_w_mlp_out_split(const float *restrict x, const uint8_t *restrict wq,
 #pragma omp parallel for num_threads(team) schedule(dynamic)
 #endif
     for (int p = 0; p < 4; p++) {
-        qlinear_w_mlp_out(x, wq, wd, y, T, pieces[p][0], pieces[p][1]);
+        qlinear_i_mlp_out(xq, xd, wq, wd, y, T, pieces[p][0], pieces[p][1]);
     }
     return status;
 }
 /* ======================================================================================
- * file kernels/qlinear_w_q_attn_out.c
+ * file kernels/qlinear_i_q_attn_out.c
  * ====================================================================================== */
-/* qlinear_w_q_attn_out: qlinear_w at site type f32 (fmt='q4', block=32, has_b=False)
+/* qlinear_i_q_attn_out: qlinear_i at site type f32 (fmt='q4', block=32, has_b=False)
  *
- *   input  x   float (T, 64)
+ *   input  xq  int8_t (T, 64)
+ *   input  xd  float (T, 2)
  *   input  wq  uint8_t (64, 32)
  *   input  wd  float (64, 2)
  *   output y   float (T, 64)
@@ -1203,21 +1345,24 @@ int qlinear_w_mlp_out_split(const float *restrict x, const uint8_t *restrict wq,
  */
 #include "exactc_rt.h"
 
-/* nest qlinear_w: parallel m<T, n<64 | body: reduce blk<2, reduce k<16, reduce kh<16
+/* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
+EXACTC_GCC_NO_VECTORS_WITH_VNNI
+/* nest qlinear_i: parallel m<T, n<64 | body: reduce blk<2, reduce k<16, reduce kh<16
  *   acc : f32 = 0.0f
  *   for blk<2 (reduce):
+ *     s : i32 = i32(0)
  *     for k<16 (reduce):
- *       acc = acc + (x[m,32*blk + k] * (wd[n,blk] * f32((i32(wq[n,16*blk + k]) & i32(15)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + k]) * ((i32(wq[n,16*blk + k]) & i32(15)) - i32(8)))
  *     for kh<16 (reduce):
- *       acc = acc + (x[m,32*blk + kh + 16] * (wd[n,blk] * f32((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8))))
+ *       s = s + (i32(xq[m,32*blk + kh + 16]) * ((i32(wq[n,16*blk + kh]) >> i32(4)) - i32(8)))
+ *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16; packs wq, wd
+ * layout: order n, m; lanes m:4, n:16; packs wd
  * split of n: depth 0: [0,16) [16,32) [32,48) [48,64)
- * wd: packed when the weights load (its panels in place: printer/prepack.py)
- * wq: packed when the weights load (its panels in place: printer/prepack.py)
  */
-void qlinear_w_q_attn_out(const float *restrict x,     /* input (T, 64) */
+void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
+                          const float *restrict xd,    /* input (T, 2) */
                           const uint8_t *restrict wq,  /* input (64, 32) */
                           const float *restrict wd,    /* input (64, 2) */
                           float *restrict y,           /* output (T, 64) */
@@ -1225,11 +1370,21 @@ void qlinear_w_q_attn_out(const float *restrict x,     /* input (T, 64) */
                           int64_t lo, int64_t hi) {    /* the piece of n in [0, 64) */
     enum { BLK = 2, K = 16, KH = 16, N = 64 };
     for (int64_t n_c = lo; n_c < hi; n_c += 16) {
-        const uint8_t *restrict wq_p = wq + n_c * BLK * K; /* the chunk's panel, packed at load */
-        const float *restrict wd_p = wd + n_c * BLK; /* the chunk's panel, packed at load */
+        float wd_pack[32]; /* pack: the panel of wd the lanes read, lane index innermost */
+        float *restrict wd_p = wd_pack; /* only this pointer touches it: the lanes stay in registers */
+        if (n_c + 16 <= hi) {
+            for (int64_t blk = 0; blk < BLK; blk++) {
+                for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    wd_p[n_l + blk * 16] = wd[n_c * BLK + n_l * BLK + blk];
+                }
+            }
+        } else {
+            memset(wd_p, 0, sizeof wd_pack);
+        }
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
             if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
                 float acc[4][16];
+                int32_t s[4][16];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -1237,14 +1392,17 @@ void qlinear_w_q_attn_out(const float *restrict x,     /* input (T, 64) */
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    for (int64_t pf = 0; pf < 256; pf += 64) { /* wq_p's lines 8 step(s) on: a hint */
-                        EXACTC_PREFETCH(wq_p + (blk + 8) * 256 + pf);
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[m_l][n_l] = (int32_t)0;
+                        }
                     }
                     for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 64 + m_l * 64 + blk * 32 + k] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + k * 16 + blk * 256]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                     }
@@ -1252,8 +1410,14 @@ void qlinear_w_q_attn_out(const float *restrict x,     /* input (T, 64) */
                         #pragma GCC unroll 4
                         for (int64_t m_l = 0; m_l < 4; m_l++) {
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[m_l][n_l] = acc[m_l][n_l] + (x[m_c * 64 + m_l * 64 + blk * 32 + kh + 16] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + kh * 16 + blk * 256]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                        }
+                    }
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * BLK + m_l * BLK + blk] * wd_p[n_l + blk * 16]));
                         }
                     }
                 }
@@ -1265,22 +1429,26 @@ void qlinear_w_q_attn_out(const float *restrict x,     /* input (T, 64) */
             } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
                     float acc[16];
+                    int32_t s[16];
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t pf = 0; pf < 256; pf += 64) { /* wq_p's lines 8 step(s) on: a hint */
-                            EXACTC_PREFETCH(wq_p + (blk + 8) * 256 + pf);
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            s[n_l] = (int32_t)0;
                         }
                         for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 64 + blk * 32 + k] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + k * 16 + blk * 256]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                         }
                         for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
                             for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                acc[n_l] = acc[n_l] + (x[m * 64 + blk * 32 + kh + 16] * (wd_p[n_l + blk * 16] * ((float)((((int32_t)wq_p[n_l + kh * 16 + blk * 256]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                        }
+                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 16]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 16; n_l++) {
@@ -1292,12 +1460,14 @@ void qlinear_w_q_attn_out(const float *restrict x,     /* input (T, 64) */
                     for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
                             for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                acc = acc + (x[m * 64 + blk * 32 + k] * (wd[n * BLK + blk] * ((float)((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
                             }
                             for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                acc = acc + (x[m * 64 + blk * 32 + kh + 16] * (wd[n * BLK + blk] * ((float)((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)))));
+                                s = s + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
                             }
+                            acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
                         }
                         y[m * N + n] = acc;
                     }
@@ -1307,8 +1477,8 @@ void qlinear_w_q_attn_out(const float *restrict x,     /* input (T, 64) */
     }
 }
 
-/* Thread split of qlinear_w_q_attn_out: 4 piece(s) [lo, hi) of n in [0, 64). */
-int qlinear_w_q_attn_out_split(const float *restrict x, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
+/* Thread split of qlinear_i_q_attn_out: 4 piece(s) [lo, hi) of n in [0, 64). */
+int qlinear_i_q_attn_out_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
     static const int64_t pieces[4][2] = {{0, 16}, {16, 32}, {32, 48}, {48, 64}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
@@ -1319,7 +1489,507 @@ int qlinear_w_q_attn_out_split(const float *restrict x, const uint8_t *restrict 
 #pragma omp parallel for num_threads(team) schedule(dynamic)
 #endif
     for (int p = 0; p < 4; p++) {
-        qlinear_w_q_attn_out(x, wq, wd, y, T, pieces[p][0], pieces[p][1]);
+        qlinear_i_q_attn_out(xq, xd, wq, wd, y, T, pieces[p][0], pieces[p][1]);
+    }
+    return status;
+}
+/* ======================================================================================
+ * file kernels/quantize_attn_norm_merged_mlp_norm_q.c
+ * ====================================================================================== */
+/* quantize_attn_norm_merged_mlp_norm_q: quantize at site type f32 (block=32)
+ *
+ *   input  x  float (T, 64)
+ *   output q  int8_t (T, 64)
+ *   output d  float (T, 2)
+ *
+ * Generated by exactc from the kernel IR (docs/semantics.md is the rule). Outputs and
+ * temps must not overlap any other argument.
+ */
+#include "exactc_rt.h"
+
+/* nest quantize: parallel m<T, b<2 | body: reduce ja<32, parallel jn<32, parallel jz<32, parallel jq<32
+ *   amax : f32 = 0.0f
+ *   bad : i64 = 0
+ *   for ja<32 (reduce):
+ *     v : f32 = x[m,32*b + ja]
+ *     a : f32 = select(v < 0.0f, -v, v)
+ *     if not(a <= 0x1.fffffep+127f):
+ *       bad = 1
+ *     if a > amax:
+ *       amax = a
+ *   if bad != 0:
+ *     d[m,b] = bits(0x7fc00000)
+ *     for jn<32 (parallel):
+ *       q[m,32*b + jn] = i8(i32(0))
+ *   else:
+ *     d_b : f32 = amax / 0x1.fcp+6f
+ *     d[m,b] = d_b
+ *     if d_b == 0.0f:
+ *       for jz<32 (parallel):
+ *         q[m,32*b + jz] = i8(i32(0))
+ *     else:
+ *       for jq<32 (parallel):
+ *         r : f32 = x[m,32*b + jq] / d_b
+ *         whole : i32 = i32(r)
+ *         f : f32 = r - f32(whole)
+ *         near : i32 = whole + select(f >= 0x1p-1f, i32(1), select(f <= (-0x1p-1f), i32(-1), i32(0)))
+ *         value : i32 = select(near < i32(-127), i32(-127), select(near > i32(127), i32(127), near))
+ *         q[m,32*b + jq] = i8(value)
+ *
+ * layout: lanes m:8
+ * split of m: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
+ */
+void quantize_attn_norm_merged_mlp_norm_q(const float *restrict x,   /* input (T, 64) */
+                                          int8_t *restrict q,        /* output (T, 64) */
+                                          float *restrict d,         /* output (T, 2) */
+                                          int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                                          int64_t lo, int64_t hi) {  /* the piece of m in [0, T) */
+    enum { B = 2, JA = 32, JN = 32, JZ = 32, JQ = 32 };
+    (void)T;
+    for (int64_t m_c = lo; m_c < hi; m_c += 8) {
+        for (int64_t b = 0; b < B; b++) {
+            if (m_c + 8 <= hi) { /* full lanes */
+                float amax[8];
+                int64_t bad[8];
+                float v[8];
+                float a[8];
+                float d_b[8];
+                float r[8];
+                int32_t whole[8];
+                float f[8];
+                int32_t near[8];
+                int32_t value[8];
+                for (int64_t m_l = 0; m_l < 8; m_l++) {
+                    amax[m_l] = 0.0f;
+                    bad[m_l] = 0;
+                }
+                for (int64_t ja = 0; ja < JA; ja++) { /* reduction: in index order, each lane its own */
+                    for (int64_t m_l = 0; m_l < 8; m_l++) {
+                        v[m_l] = x[m_c * 64 + m_l * 64 + b * 32 + ja];
+                        a[m_l] = (v[m_l] < 0.0f) ? (-v[m_l]) : v[m_l];
+                        if (!(a[m_l] <= 0x1.fffffep+127f /* 3.4028235e+38 */)) {
+                            bad[m_l] = 1;
+                        }
+                        if (a[m_l] > amax[m_l]) {
+                            amax[m_l] = a[m_l];
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 8; m_l++) {
+                    if (bad[m_l] != 0) {
+                        memcpy(&d[m_c * B + m_l * B + b], &(const uint32_t){UINT32_C(0x7fc00000)}, sizeof *d);
+                        for (int64_t jn = 0; jn < JN; jn++) {
+                            q[m_c * 64 + m_l * 64 + b * 32 + jn] = (int8_t)((int32_t)0);
+                        }
+                    } else {
+                        d_b[m_l] = amax[m_l] / 0x1.fcp+6f /* 127 */;
+                        d[m_c * B + m_l * B + b] = d_b[m_l];
+                        if (d_b[m_l] == 0.0f) {
+                            for (int64_t jz = 0; jz < JZ; jz++) {
+                                q[m_c * 64 + m_l * 64 + b * 32 + jz] = (int8_t)((int32_t)0);
+                            }
+                        } else {
+                            for (int64_t jq = 0; jq < JQ; jq++) {
+                                r[m_l] = x[m_c * 64 + m_l * 64 + b * 32 + jq] / d_b[m_l];
+                                whole[m_l] = (int32_t)r[m_l];
+                                f[m_l] = r[m_l] - ((float)whole[m_l]);
+                                near[m_l] = whole[m_l] + ((f[m_l] >= 0x1p-1f /* 0.5 */) ? ((int32_t)1) : ((f[m_l] <= (-0x1p-1f) /* -0.5 */) ? ((int32_t)(-1)) : ((int32_t)0)));
+                                value[m_l] = (near[m_l] < ((int32_t)(-127))) ? ((int32_t)(-127)) : ((near[m_l] > ((int32_t)127)) ? ((int32_t)127) : near[m_l]);
+                                q[m_c * 64 + m_l * 64 + b * 32 + jq] = (int8_t)value[m_l];
+                            }
+                        }
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 8 && m < hi; m++) {
+                    float amax = 0.0f;
+                    int64_t bad = 0;
+                    for (int64_t ja = 0; ja < JA; ja++) { /* reduction: in index order */
+                        float v = x[m * 64 + b * 32 + ja];
+                        float a = (v < 0.0f) ? (-v) : v;
+                        if (!(a <= 0x1.fffffep+127f /* 3.4028235e+38 */)) {
+                            bad = 1;
+                        }
+                        if (a > amax) {
+                            amax = a;
+                        }
+                    }
+                    if (bad != 0) {
+                        memcpy(&d[m * B + b], &(const uint32_t){UINT32_C(0x7fc00000)}, sizeof *d);
+                        for (int64_t jn = 0; jn < JN; jn++) {
+                            q[m * 64 + b * 32 + jn] = (int8_t)((int32_t)0);
+                        }
+                    } else {
+                        float d_b = amax / 0x1.fcp+6f /* 127 */;
+                        d[m * B + b] = d_b;
+                        if (d_b == 0.0f) {
+                            for (int64_t jz = 0; jz < JZ; jz++) {
+                                q[m * 64 + b * 32 + jz] = (int8_t)((int32_t)0);
+                            }
+                        } else {
+                            for (int64_t jq = 0; jq < JQ; jq++) {
+                                float r = x[m * 64 + b * 32 + jq] / d_b;
+                                int32_t whole = (int32_t)r;
+                                float f = r - ((float)whole);
+                                int32_t near = whole + ((f >= 0x1p-1f /* 0.5 */) ? ((int32_t)1) : ((f <= (-0x1p-1f) /* -0.5 */) ? ((int32_t)(-1)) : ((int32_t)0)));
+                                int32_t value = (near < ((int32_t)(-127))) ? ((int32_t)(-127)) : ((near > ((int32_t)127)) ? ((int32_t)127) : near);
+                                q[m * 64 + b * 32 + jq] = (int8_t)value;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Thread split of quantize_attn_norm_merged_mlp_norm_q: 8 piece(s) [lo, hi) of m in [0, T). */
+int quantize_attn_norm_merged_mlp_norm_q_split(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T) {
+    static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
+    int64_t pieces[8][2];
+    for (int p = 0; p < 8; p++) {
+        pieces[p][0] = parts[p][0] == 8 ? T : T * parts[p][0] / 8 / 8 * 8;  /* whole chunks of 8 */
+        pieces[p][1] = parts[p][1] == 8 ? T : T * parts[p][1] / 8 / 8 * 8;  /* whole chunks of 8 */
+    }
+    int status = 0;
+#ifdef EXACTC_CHECK_SPLITS
+    status = exactc_check_pieces(T, (const int64_t (*)[2])pieces, 8);
+#endif
+#ifdef _OPENMP
+    int team = omp_get_max_threads() < 8 ? omp_get_max_threads() : 8;
+#pragma omp parallel for num_threads(team) schedule(dynamic)
+#endif
+    for (int p = 0; p < 8; p++) {
+        quantize_attn_norm_merged_mlp_norm_q(x, q, d, T, pieces[p][0], pieces[p][1]);
+    }
+    return status;
+}
+/* ======================================================================================
+ * file kernels/quantize_swiglu_q.c
+ * ====================================================================================== */
+/* quantize_swiglu_q: quantize at site type f32 (block=32)
+ *
+ *   input  x  float (T, 172)
+ *   output q  int8_t (T, 172)
+ *   output d  float (T, 6)
+ *
+ * Functions, run in this order: quantize_swiglu_q, quantize_swiglu_q_tail.
+ *
+ * Generated by exactc from the kernel IR (docs/semantics.md is the rule). Outputs and
+ * temps must not overlap any other argument.
+ */
+#include "exactc_rt.h"
+
+/* nest quantize: parallel m<T, b<5 | body: reduce ja<32, parallel jn<32, parallel jz<32, parallel jq<32
+ *   amax : f32 = 0.0f
+ *   bad : i64 = 0
+ *   for ja<32 (reduce):
+ *     v : f32 = x[m,32*b + ja]
+ *     a : f32 = select(v < 0.0f, -v, v)
+ *     if not(a <= 0x1.fffffep+127f):
+ *       bad = 1
+ *     if a > amax:
+ *       amax = a
+ *   if bad != 0:
+ *     d[m,b] = bits(0x7fc00000)
+ *     for jn<32 (parallel):
+ *       q[m,32*b + jn] = i8(i32(0))
+ *   else:
+ *     d_b : f32 = amax / 0x1.fcp+6f
+ *     d[m,b] = d_b
+ *     if d_b == 0.0f:
+ *       for jz<32 (parallel):
+ *         q[m,32*b + jz] = i8(i32(0))
+ *     else:
+ *       for jq<32 (parallel):
+ *         r : f32 = x[m,32*b + jq] / d_b
+ *         whole : i32 = i32(r)
+ *         f : f32 = r - f32(whole)
+ *         near : i32 = whole + select(f >= 0x1p-1f, i32(1), select(f <= (-0x1p-1f), i32(-1), i32(0)))
+ *         value : i32 = select(near < i32(-127), i32(-127), select(near > i32(127), i32(127), near))
+ *         q[m,32*b + jq] = i8(value)
+ *
+ * layout: lanes m:8
+ * split of m: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
+ */
+void quantize_swiglu_q(const float *restrict x,   /* input (T, 172) */
+                       int8_t *restrict q,        /* output (T, 172) */
+                       float *restrict d,         /* output (T, 6) */
+                       int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                       int64_t lo, int64_t hi) {  /* the piece of m in [0, T) */
+    enum { B = 5, JA = 32, JN = 32, JZ = 32, JQ = 32 };
+    (void)T;
+    for (int64_t m_c = lo; m_c < hi; m_c += 8) {
+        for (int64_t b = 0; b < B; b++) {
+            if (m_c + 8 <= hi) { /* full lanes */
+                float amax[8];
+                int64_t bad[8];
+                float v[8];
+                float a[8];
+                float d_b[8];
+                float r[8];
+                int32_t whole[8];
+                float f[8];
+                int32_t near[8];
+                int32_t value[8];
+                for (int64_t m_l = 0; m_l < 8; m_l++) {
+                    amax[m_l] = 0.0f;
+                    bad[m_l] = 0;
+                }
+                for (int64_t ja = 0; ja < JA; ja++) { /* reduction: in index order, each lane its own */
+                    for (int64_t m_l = 0; m_l < 8; m_l++) {
+                        v[m_l] = x[m_c * 172 + m_l * 172 + b * 32 + ja];
+                        a[m_l] = (v[m_l] < 0.0f) ? (-v[m_l]) : v[m_l];
+                        if (!(a[m_l] <= 0x1.fffffep+127f /* 3.4028235e+38 */)) {
+                            bad[m_l] = 1;
+                        }
+                        if (a[m_l] > amax[m_l]) {
+                            amax[m_l] = a[m_l];
+                        }
+                    }
+                }
+                for (int64_t m_l = 0; m_l < 8; m_l++) {
+                    if (bad[m_l] != 0) {
+                        memcpy(&d[m_c * 6 + m_l * 6 + b], &(const uint32_t){UINT32_C(0x7fc00000)}, sizeof *d);
+                        for (int64_t jn = 0; jn < JN; jn++) {
+                            q[m_c * 172 + m_l * 172 + b * 32 + jn] = (int8_t)((int32_t)0);
+                        }
+                    } else {
+                        d_b[m_l] = amax[m_l] / 0x1.fcp+6f /* 127 */;
+                        d[m_c * 6 + m_l * 6 + b] = d_b[m_l];
+                        if (d_b[m_l] == 0.0f) {
+                            for (int64_t jz = 0; jz < JZ; jz++) {
+                                q[m_c * 172 + m_l * 172 + b * 32 + jz] = (int8_t)((int32_t)0);
+                            }
+                        } else {
+                            for (int64_t jq = 0; jq < JQ; jq++) {
+                                r[m_l] = x[m_c * 172 + m_l * 172 + b * 32 + jq] / d_b[m_l];
+                                whole[m_l] = (int32_t)r[m_l];
+                                f[m_l] = r[m_l] - ((float)whole[m_l]);
+                                near[m_l] = whole[m_l] + ((f[m_l] >= 0x1p-1f /* 0.5 */) ? ((int32_t)1) : ((f[m_l] <= (-0x1p-1f) /* -0.5 */) ? ((int32_t)(-1)) : ((int32_t)0)));
+                                value[m_l] = (near[m_l] < ((int32_t)(-127))) ? ((int32_t)(-127)) : ((near[m_l] > ((int32_t)127)) ? ((int32_t)127) : near[m_l]);
+                                q[m_c * 172 + m_l * 172 + b * 32 + jq] = (int8_t)value[m_l];
+                            }
+                        }
+                    }
+                }
+            } else { /* the remainder: the plain body, point by point */
+                for (int64_t m = m_c; m < m_c + 8 && m < hi; m++) {
+                    float amax = 0.0f;
+                    int64_t bad = 0;
+                    for (int64_t ja = 0; ja < JA; ja++) { /* reduction: in index order */
+                        float v = x[m * 172 + b * 32 + ja];
+                        float a = (v < 0.0f) ? (-v) : v;
+                        if (!(a <= 0x1.fffffep+127f /* 3.4028235e+38 */)) {
+                            bad = 1;
+                        }
+                        if (a > amax) {
+                            amax = a;
+                        }
+                    }
+                    if (bad != 0) {
+                        memcpy(&d[m * 6 + b], &(const uint32_t){UINT32_C(0x7fc00000)}, sizeof *d);
+                        for (int64_t jn = 0; jn < JN; jn++) {
+                            q[m * 172 + b * 32 + jn] = (int8_t)((int32_t)0);
+                        }
+                    } else {
+                        float d_b = amax / 0x1.fcp+6f /* 127 */;
+                        d[m * 6 + b] = d_b;
+                        if (d_b == 0.0f) {
+                            for (int64_t jz = 0; jz < JZ; jz++) {
+                                q[m * 172 + b * 32 + jz] = (int8_t)((int32_t)0);
+                            }
+                        } else {
+                            for (int64_t jq = 0; jq < JQ; jq++) {
+                                float r = x[m * 172 + b * 32 + jq] / d_b;
+                                int32_t whole = (int32_t)r;
+                                float f = r - ((float)whole);
+                                int32_t near = whole + ((f >= 0x1p-1f /* 0.5 */) ? ((int32_t)1) : ((f <= (-0x1p-1f) /* -0.5 */) ? ((int32_t)(-1)) : ((int32_t)0)));
+                                int32_t value = (near < ((int32_t)(-127))) ? ((int32_t)(-127)) : ((near > ((int32_t)127)) ? ((int32_t)127) : near);
+                                q[m * 172 + b * 32 + jq] = (int8_t)value;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Thread split of quantize_swiglu_q: 8 piece(s) [lo, hi) of m in [0, T). */
+int quantize_swiglu_q_split(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T) {
+    static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
+    int64_t pieces[8][2];
+    for (int p = 0; p < 8; p++) {
+        pieces[p][0] = parts[p][0] == 8 ? T : T * parts[p][0] / 8 / 8 * 8;  /* whole chunks of 8 */
+        pieces[p][1] = parts[p][1] == 8 ? T : T * parts[p][1] / 8 / 8 * 8;  /* whole chunks of 8 */
+    }
+    int status = 0;
+#ifdef EXACTC_CHECK_SPLITS
+    status = exactc_check_pieces(T, (const int64_t (*)[2])pieces, 8);
+#endif
+#ifdef _OPENMP
+    int team = omp_get_max_threads() < 8 ? omp_get_max_threads() : 8;
+#pragma omp parallel for num_threads(team) schedule(dynamic)
+#endif
+    for (int p = 0; p < 8; p++) {
+        quantize_swiglu_q(x, q, d, T, pieces[p][0], pieces[p][1]);
+    }
+    return status;
+}
+
+/* nest quantize_tail: parallel m<T | body: reduce ja<12, parallel jn<12, parallel jz<12, parallel jq<12
+ *   amax : f32 = 0.0f
+ *   bad : i64 = 0
+ *   for ja<12 (reduce):
+ *     v : f32 = x[m,ja + 160]
+ *     a : f32 = select(v < 0.0f, -v, v)
+ *     if not(a <= 0x1.fffffep+127f):
+ *       bad = 1
+ *     if a > amax:
+ *       amax = a
+ *   if bad != 0:
+ *     d[m,5] = bits(0x7fc00000)
+ *     for jn<12 (parallel):
+ *       q[m,jn + 160] = i8(i32(0))
+ *   else:
+ *     d_b : f32 = amax / 0x1.fcp+6f
+ *     d[m,5] = d_b
+ *     if d_b == 0.0f:
+ *       for jz<12 (parallel):
+ *         q[m,jz + 160] = i8(i32(0))
+ *     else:
+ *       for jq<12 (parallel):
+ *         r : f32 = x[m,jq + 160] / d_b
+ *         whole : i32 = i32(r)
+ *         f : f32 = r - f32(whole)
+ *         near : i32 = whole + select(f >= 0x1p-1f, i32(1), select(f <= (-0x1p-1f), i32(-1), i32(0)))
+ *         value : i32 = select(near < i32(-127), i32(-127), select(near > i32(127), i32(127), near))
+ *         q[m,jq + 160] = i8(value)
+ *
+ * layout: lanes m:8
+ * split of m: depth 0: [0,1) [1,2) [2,3) [3,4) [4,5) [5,6) [6,7) [7,8) (parts of 8, scaled to the run-time extent)
+ */
+void quantize_swiglu_q_tail(const float *restrict x,   /* input (T, 172) */
+                            int8_t *restrict q,        /* output (T, 172) */
+                            float *restrict d,         /* output (T, 6) */
+                            int64_t T,                 /* the run-time length, 1 <= T <= 8 */
+                            int64_t lo, int64_t hi) {  /* the piece of m in [0, T) */
+    enum { JA = 12, JN = 12, JZ = 12, JQ = 12 };
+    (void)T;
+    for (int64_t m_c = lo; m_c < hi; m_c += 8) {
+        if (m_c + 8 <= hi) { /* full lanes */
+            float amax[8];
+            int64_t bad[8];
+            float v[8];
+            float a[8];
+            float d_b[8];
+            float r[8];
+            int32_t whole[8];
+            float f[8];
+            int32_t near[8];
+            int32_t value[8];
+            for (int64_t m_l = 0; m_l < 8; m_l++) {
+                amax[m_l] = 0.0f;
+                bad[m_l] = 0;
+            }
+            for (int64_t ja = 0; ja < JA; ja++) { /* reduction: in index order, each lane its own */
+                for (int64_t m_l = 0; m_l < 8; m_l++) {
+                    v[m_l] = x[m_c * 172 + m_l * 172 + ja + 160];
+                    a[m_l] = (v[m_l] < 0.0f) ? (-v[m_l]) : v[m_l];
+                    if (!(a[m_l] <= 0x1.fffffep+127f /* 3.4028235e+38 */)) {
+                        bad[m_l] = 1;
+                    }
+                    if (a[m_l] > amax[m_l]) {
+                        amax[m_l] = a[m_l];
+                    }
+                }
+            }
+            for (int64_t m_l = 0; m_l < 8; m_l++) {
+                if (bad[m_l] != 0) {
+                    memcpy(&d[m_c * 6 + m_l * 6 + 5], &(const uint32_t){UINT32_C(0x7fc00000)}, sizeof *d);
+                    for (int64_t jn = 0; jn < JN; jn++) {
+                        q[m_c * 172 + m_l * 172 + jn + 160] = (int8_t)((int32_t)0);
+                    }
+                } else {
+                    d_b[m_l] = amax[m_l] / 0x1.fcp+6f /* 127 */;
+                    d[m_c * 6 + m_l * 6 + 5] = d_b[m_l];
+                    if (d_b[m_l] == 0.0f) {
+                        for (int64_t jz = 0; jz < JZ; jz++) {
+                            q[m_c * 172 + m_l * 172 + jz + 160] = (int8_t)((int32_t)0);
+                        }
+                    } else {
+                        for (int64_t jq = 0; jq < JQ; jq++) {
+                            r[m_l] = x[m_c * 172 + m_l * 172 + jq + 160] / d_b[m_l];
+                            whole[m_l] = (int32_t)r[m_l];
+                            f[m_l] = r[m_l] - ((float)whole[m_l]);
+                            near[m_l] = whole[m_l] + ((f[m_l] >= 0x1p-1f /* 0.5 */) ? ((int32_t)1) : ((f[m_l] <= (-0x1p-1f) /* -0.5 */) ? ((int32_t)(-1)) : ((int32_t)0)));
+                            value[m_l] = (near[m_l] < ((int32_t)(-127))) ? ((int32_t)(-127)) : ((near[m_l] > ((int32_t)127)) ? ((int32_t)127) : near[m_l]);
+                            q[m_c * 172 + m_l * 172 + jq + 160] = (int8_t)value[m_l];
+                        }
+                    }
+                }
+            }
+        } else { /* the remainder: the plain body, point by point */
+            for (int64_t m = m_c; m < m_c + 8 && m < hi; m++) {
+                float amax = 0.0f;
+                int64_t bad = 0;
+                for (int64_t ja = 0; ja < JA; ja++) { /* reduction: in index order */
+                    float v = x[m * 172 + ja + 160];
+                    float a = (v < 0.0f) ? (-v) : v;
+                    if (!(a <= 0x1.fffffep+127f /* 3.4028235e+38 */)) {
+                        bad = 1;
+                    }
+                    if (a > amax) {
+                        amax = a;
+                    }
+                }
+                if (bad != 0) {
+                    memcpy(&d[m * 6 + 5], &(const uint32_t){UINT32_C(0x7fc00000)}, sizeof *d);
+                    for (int64_t jn = 0; jn < JN; jn++) {
+                        q[m * 172 + jn + 160] = (int8_t)((int32_t)0);
+                    }
+                } else {
+                    float d_b = amax / 0x1.fcp+6f /* 127 */;
+                    d[m * 6 + 5] = d_b;
+                    if (d_b == 0.0f) {
+                        for (int64_t jz = 0; jz < JZ; jz++) {
+                            q[m * 172 + jz + 160] = (int8_t)((int32_t)0);
+                        }
+                    } else {
+                        for (int64_t jq = 0; jq < JQ; jq++) {
+                            float r = x[m * 172 + jq + 160] / d_b;
+                            int32_t whole = (int32_t)r;
+                            float f = r - ((float)whole);
+                            int32_t near = whole + ((f >= 0x1p-1f /* 0.5 */) ? ((int32_t)1) : ((f <= (-0x1p-1f) /* -0.5 */) ? ((int32_t)(-1)) : ((int32_t)0)));
+                            int32_t value = (near < ((int32_t)(-127))) ? ((int32_t)(-127)) : ((near > ((int32_t)127)) ? ((int32_t)127) : near);
+                            q[m * 172 + jq + 160] = (int8_t)value;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Thread split of quantize_swiglu_q_tail: 8 piece(s) [lo, hi) of m in [0, T). */
+int quantize_swiglu_q_tail_split(const float *restrict x, int8_t *restrict q, float *restrict d, int64_t T) {
+    static const int64_t parts[8][2] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}};  /* in parts of 8 */
+    int64_t pieces[8][2];
+    for (int p = 0; p < 8; p++) {
+        pieces[p][0] = parts[p][0] == 8 ? T : T * parts[p][0] / 8 / 8 * 8;  /* whole chunks of 8 */
+        pieces[p][1] = parts[p][1] == 8 ? T : T * parts[p][1] / 8 / 8 * 8;  /* whole chunks of 8 */
+    }
+    int status = 0;
+#ifdef EXACTC_CHECK_SPLITS
+    status = exactc_check_pieces(T, (const int64_t (*)[2])pieces, 8);
+#endif
+#ifdef _OPENMP
+    int team = omp_get_max_threads() < 8 ? omp_get_max_threads() : 8;
+#pragma omp parallel for num_threads(team) schedule(dynamic)
+#endif
+    for (int p = 0; p < 8; p++) {
+        quantize_swiglu_q_tail(x, q, d, T, pieces[p][0], pieces[p][1]);
     }
     return status;
 }
@@ -2113,8 +2783,7 @@ static const exactc_param_spec PARAMS[] = {
 #define PARAM_BYTES ((size_t)211072)
 
 /* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
- * at its tensor in the block read from the file, and lay out the linear weights its kernels
- * read packed as their panels (printer/prepack.py). 0, or -1 when memory runs out. */
+ * at its tensor in the block read from the file. 0 always. */
 static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
     Weights *weights = mapped;
@@ -2138,20 +2807,6 @@ static int map_weights(void *block, void *mapped) {
     weights->model_norm_weight = (float *)(data + PARAMS[17].offset);
     weights->lm_head_weight = (uint8_t *)(data + PARAMS[18].offset);
     weights->lm_head_weight_scale = (float *)(data + PARAMS[19].offset);
-    if (exactc_pack_panels(data + PARAMS[2].offset, 2, 64, 32, 16, 1) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[3].offset, 2, 64, 2, 16, 4) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[4].offset, 2, 32, 32, 16, 1) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[5].offset, 2, 32, 2, 16, 4) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[6].offset, 2, 32, 32, 16, 1) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[7].offset, 2, 32, 2, 16, 4) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[8].offset, 2, 64, 32, 16, 1) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[9].offset, 2, 64, 2, 16, 4) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[11].offset, 2, 172, 32, 16, 1) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[12].offset, 2, 172, 2, 16, 4) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[13].offset, 2, 172, 32, 16, 1) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[14].offset, 2, 172, 2, 16, 4) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[18].offset, 1, 512, 32, 16, 1) != 0) return -1;
-    if (exactc_pack_panels(data + PARAMS[19].offset, 1, 512, 2, 16, 4) != 0) return -1;
     return 0;
 }
 
@@ -2160,32 +2815,36 @@ static int map_weights(void *block, void *mapped) {
  * A kernel call runs its nest over [lo, hi) = [0, extent) of its outer loop; a split
  * driver (`_split`) runs the pieces of a plan's thread split.
  * ---------------------------------------------------------------------------------- */
-#define ARENA_BYTES ((size_t)28800) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
+#define ARENA_BYTES ((size_t)29376) /* the scratch one run needs (exactc_rt.h: ARENA, RELEASE),
  * at T_max = 8: buffers that follow T are placed for their largest size */
 
 /* attention's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
  * the order the buffers are born; buffers that share bytes are never live together. */
 #define ATTENTION_SCRATCH(arena) \
-    float *q = SCRATCH(float, (arena) + 0);                  /* (T, 64) */ \
-    float *k = SCRATCH(float, (arena) + 2048);               /* (T, 32) */ \
-    float *v = SCRATCH(float, (arena) + 3072);               /* (T, 32) */ \
-    float *q_rot = SCRATCH(float, (arena) + 4096);           /* (T, 4, 16) */ \
-    float *q_rot_cos_table = SCRATCH(float, (arena) + 6144); /* (T, 8) */ \
-    float *q_rot_sin_table = SCRATCH(float, (arena) + 6400); /* (T, 8) */ \
+    int8_t *attn_norm_q = SCRATCH(int8_t, (arena) + 0);      /* (T, 64) */ \
+    float *attn_norm_d = SCRATCH(float, (arena) + 512);      /* (T, 2) */ \
+    float *q = SCRATCH(float, (arena) + 576);                /* (T, 64) */ \
+    float *k = SCRATCH(float, (arena) + 2624);               /* (T, 32) */ \
+    float *v = SCRATCH(float, (arena) + 3648);               /* (T, 32) */ \
+    float *q_rot_cos_table = SCRATCH(float, (arena) + 0);    /* (T, 8) */ \
+    float *q_rot_sin_table = SCRATCH(float, (arena) + 256);  /* (T, 8) */ \
+    float *q_rot = SCRATCH(float, (arena) + 4672);           /* (T, 4, 16) */ \
     float *k_rot = SCRATCH(float, (arena) + 0);              /* (T, 2, 16) */ \
     float *k_rot_cos_table = SCRATCH(float, (arena) + 1024); /* (T, 8) */ \
     float *k_rot_sin_table = SCRATCH(float, (arena) + 1280); /* (T, 8) */ \
     float *q_t = SCRATCH(float, (arena) + 1024);             /* (4, T, 16) */ \
-    float *k_t = SCRATCH(float, (arena) + 4096);             /* (2, T, 16) */ \
+    float *k_t = SCRATCH(float, (arena) + 4672);             /* (2, T, 16) */ \
     float *v_t = SCRATCH(float, (arena) + 0);                /* (2, T, 16) */ \
     float *scores = SCRATCH(float, (arena) + 3072);          /* (4, T, T) */ \
     float *scaled = SCRATCH(float, (arena) + 1024);          /* (4, T, T) */ \
     float *att = SCRATCH(float, (arena) + 2048);             /* (4, T, T) */ \
     float *mixed = SCRATCH(float, (arena) + 3072);           /* (4, T, 16) */ \
-    float *mixed_t = SCRATCH(float, (arena) + 0)             /* (T, 4, 16) */
+    float *mixed_t = SCRATCH(float, (arena) + 0);            /* (T, 4, 16) */ \
+    int8_t *merged_q = SCRATCH(int8_t, (arena) + 2048);      /* (T, 64) */ \
+    float *merged_d = SCRATCH(float, (arena) + 2560)         /* (T, 2) */
 
 /* attention: Causal grouped-query attention: `heads` query heads share `kv_heads` key/value
- * heads, rotary positions on q and k. Frame 6656 bytes. */
+ * heads, rotary positions on q and k. Frame 6720 bytes. */
 static void attention(const float *attn_norm,                      /* (T, 64) */
                       const uint8_t *self_attn_q_proj_weight,      /* (64, 32) */
                       const float *self_attn_q_proj_weight_scale,  /* (64, 2) */
@@ -2196,19 +2855,38 @@ static void attention(const float *attn_norm,                      /* (T, 64) */
                       const uint8_t *self_attn_o_proj_weight,      /* (64, 32) */
                       const float *self_attn_o_proj_weight_scale,  /* (64, 2) */
                       float *attn_out,                             /* (T, 64), written */
-                      unsigned char *arena,                        /* 6656 bytes of scratch */
+                      unsigned char *arena,                        /* 6720 bytes of scratch */
                       int64_t T) {                                 /* the run-time length, 1 <= T <= 8 */
     ATTENTION_SCRATCH(arena);
     (void)T;
+    BORN(attn_norm_q, 64 * T);
+    BORN(attn_norm_d, 2 * T);
+    /* attn_norm_q[T, 64], attn_norm_d[T, 2] = quantize(attn_norm[T, 64], block=32) */
+    quantize_attn_norm_merged_mlp_norm_q_split(attn_norm, attn_norm_q, attn_norm_d, T);
     BORN(q, 64 * T);
-    /* q[T, 64] = qlinear_w(attn_norm[T, 64], self_attn_q_proj_weight[64, 32], self_attn_q_proj_weight_scale[64, 2], fmt='q4', block=32) */
-    qlinear_w_q_attn_out_split(attn_norm, self_attn_q_proj_weight, self_attn_q_proj_weight_scale, q, T);
+    /* q[T, 64] = qlinear_i(attn_norm_q[T, 64], attn_norm_d[T, 2], self_attn_q_proj_weight[64, 32], self_attn_q_proj_weight_scale[64, 2], fmt='q4', block=32) */
+    qlinear_i_q_attn_out_split(attn_norm_q,
+                               attn_norm_d,
+                               self_attn_q_proj_weight,
+                               self_attn_q_proj_weight_scale,
+                               q,
+                               T);
     BORN(k, 32 * T);
-    /* k[T, 32] = qlinear_w(attn_norm[T, 64], self_attn_k_proj_weight[32, 32], self_attn_k_proj_weight_scale[32, 2], fmt='q4', block=32) */
-    qlinear_w_k_v_split(attn_norm, self_attn_k_proj_weight, self_attn_k_proj_weight_scale, k, T);
+    /* k[T, 32] = qlinear_i(attn_norm_q[T, 64], attn_norm_d[T, 2], self_attn_k_proj_weight[32, 32], self_attn_k_proj_weight_scale[32, 2], fmt='q4', block=32) */
+    qlinear_i_k_v_split(attn_norm_q,
+                        attn_norm_d,
+                        self_attn_k_proj_weight,
+                        self_attn_k_proj_weight_scale,
+                        k,
+                        T);
     BORN(v, 32 * T);
-    /* v[T, 32] = qlinear_w(attn_norm[T, 64], self_attn_v_proj_weight[32, 32], self_attn_v_proj_weight_scale[32, 2], fmt='q4', block=32) */
-    qlinear_w_k_v_split(attn_norm, self_attn_v_proj_weight, self_attn_v_proj_weight_scale, v, T);
+    /* v[T, 32] = qlinear_i(attn_norm_q[T, 64], attn_norm_d[T, 2], self_attn_v_proj_weight[32, 32], self_attn_v_proj_weight_scale[32, 2], fmt='q4', block=32) */
+    qlinear_i_k_v_split(attn_norm_q,
+                        attn_norm_d,
+                        self_attn_v_proj_weight,
+                        self_attn_v_proj_weight_scale,
+                        v,
+                        T);
     const float *q_heads = q;  /* (T, 4, 16): a view of q */
     BORN(q_rot, 64 * T);
     BORN(q_rot_cos_table, 8 * T);
@@ -2249,8 +2927,13 @@ static void attention(const float *attn_norm,                      /* (T, 64) */
     /* mixed_t[T, 4, 16] = transpose(mixed[4, T, 16], perm=(1, 0, 2)) */
     transpose_mixed_t_split(mixed, mixed_t, T);
     const float *merged = mixed_t;  /* (T, 64): a view of mixed_t */
-    /* attn_out[T, 64] = qlinear_w(merged[T, 64], self_attn_o_proj_weight[64, 32], self_attn_o_proj_weight_scale[64, 2], fmt='q4', block=32) */
-    qlinear_w_q_attn_out_split(merged,
+    BORN(merged_q, 64 * T);
+    BORN(merged_d, 2 * T);
+    /* merged_q[T, 64], merged_d[T, 2] = quantize(merged[T, 64], block=32) */
+    quantize_attn_norm_merged_mlp_norm_q_split(merged, merged_q, merged_d, T);
+    /* attn_out[T, 64] = qlinear_i(merged_q[T, 64], merged_d[T, 2], self_attn_o_proj_weight[64, 32], self_attn_o_proj_weight_scale[64, 2], fmt='q4', block=32) */
+    qlinear_i_q_attn_out_split(merged_q,
+                               merged_d,
                                self_attn_o_proj_weight,
                                self_attn_o_proj_weight_scale,
                                attn_out,
@@ -2260,12 +2943,16 @@ static void attention(const float *attn_norm,                      /* (T, 64) */
 /* mlp's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in the
  * order the buffers are born; buffers that share bytes are never live together. */
 #define MLP_SCRATCH(arena) \
-    float *gate = SCRATCH(float, (arena) + 0);        /* (T, 172) */ \
-    float *gate_act = SCRATCH(float, (arena) + 5504); /* (T, 172) */ \
-    float *up = SCRATCH(float, (arena) + 0);          /* (T, 172) */ \
-    float *swiglu = SCRATCH(float, (arena) + 11008)   /* (T, 172) */
+    int8_t *mlp_norm_q = SCRATCH(int8_t, (arena) + 0); /* (T, 64) */ \
+    float *mlp_norm_d = SCRATCH(float, (arena) + 512); /* (T, 2) */ \
+    float *gate = SCRATCH(float, (arena) + 576);       /* (T, 172) */ \
+    float *gate_act = SCRATCH(float, (arena) + 6080);  /* (T, 172) */ \
+    float *up = SCRATCH(float, (arena) + 576);         /* (T, 172) */ \
+    float *swiglu = SCRATCH(float, (arena) + 11584);   /* (T, 172) */ \
+    int8_t *swiglu_q = SCRATCH(int8_t, (arena) + 0);   /* (T, 172) */ \
+    float *swiglu_d = SCRATCH(float, (arena) + 1408)   /* (T, 6) */
 
-/* mlp: SwiGLU: down(silu(gate(x)) * up(x)). Frame 16512 bytes. */
+/* mlp: SwiGLU: down(silu(gate(x)) * up(x)). Frame 17088 bytes. */
 static void mlp(const float *mlp_norm,                    /* (T, 64) */
                 const uint8_t *mlp_gate_proj_weight,      /* (172, 32) */
                 const float *mlp_gate_proj_weight_scale,  /* (172, 2) */
@@ -2274,24 +2961,48 @@ static void mlp(const float *mlp_norm,                    /* (T, 64) */
                 const uint8_t *mlp_down_proj_weight,      /* (64, 96) */
                 const float *mlp_down_proj_weight_scale,  /* (64, 6) */
                 float *mlp_out,                           /* (T, 64), written */
-                unsigned char *arena,                     /* 16512 bytes of scratch */
+                unsigned char *arena,                     /* 17088 bytes of scratch */
                 int64_t T) {                              /* the run-time length, 1 <= T <= 8 */
     MLP_SCRATCH(arena);
     (void)T;
+    BORN(mlp_norm_q, 64 * T);
+    BORN(mlp_norm_d, 2 * T);
+    /* mlp_norm_q[T, 64], mlp_norm_d[T, 2] = quantize(mlp_norm[T, 64], block=32) */
+    quantize_attn_norm_merged_mlp_norm_q_split(mlp_norm, mlp_norm_q, mlp_norm_d, T);
     BORN(gate, 172 * T);
-    /* gate[T, 172] = qlinear_w(mlp_norm[T, 64], mlp_gate_proj_weight[172, 32], mlp_gate_proj_weight_scale[172, 2], fmt='q4', block=32) */
-    qlinear_w_gate_up_split(mlp_norm, mlp_gate_proj_weight, mlp_gate_proj_weight_scale, gate, T);
+    /* gate[T, 172] = qlinear_i(mlp_norm_q[T, 64], mlp_norm_d[T, 2], mlp_gate_proj_weight[172, 32], mlp_gate_proj_weight_scale[172, 2], fmt='q4', block=32) */
+    qlinear_i_gate_up_split(mlp_norm_q,
+                            mlp_norm_d,
+                            mlp_gate_proj_weight,
+                            mlp_gate_proj_weight_scale,
+                            gate,
+                            T);
     BORN(gate_act, 172 * T);
     /* gate_act[T, 172] = silu(gate[T, 172]) */
     silu_split(gate, gate_act, T);
     BORN(up, 172 * T);
-    /* up[T, 172] = qlinear_w(mlp_norm[T, 64], mlp_up_proj_weight[172, 32], mlp_up_proj_weight_scale[172, 2], fmt='q4', block=32) */
-    qlinear_w_gate_up_split(mlp_norm, mlp_up_proj_weight, mlp_up_proj_weight_scale, up, T);
+    /* up[T, 172] = qlinear_i(mlp_norm_q[T, 64], mlp_norm_d[T, 2], mlp_up_proj_weight[172, 32], mlp_up_proj_weight_scale[172, 2], fmt='q4', block=32) */
+    qlinear_i_gate_up_split(mlp_norm_q,
+                            mlp_norm_d,
+                            mlp_up_proj_weight,
+                            mlp_up_proj_weight_scale,
+                            up,
+                            T);
     BORN(swiglu, 172 * T);
     /* swiglu[T, 172] = mul(gate_act[T, 172], up[T, 172]) */
     mul_split(gate_act, up, swiglu, T);
-    /* mlp_out[T, 64] = qlinear_w(swiglu[T, 172], mlp_down_proj_weight[64, 96], mlp_down_proj_weight_scale[64, 6], fmt='q4', block=32) */
-    qlinear_w_mlp_out_split(swiglu, mlp_down_proj_weight, mlp_down_proj_weight_scale, mlp_out, T);
+    BORN(swiglu_q, 172 * T);
+    BORN(swiglu_d, 6 * T);
+    /* swiglu_q[T, 172], swiglu_d[T, 6] = quantize(swiglu[T, 172], block=32) */
+    quantize_swiglu_q_split(swiglu, swiglu_q, swiglu_d, T);
+    quantize_swiglu_q_tail_split(swiglu, swiglu_q, swiglu_d, T);
+    /* mlp_out[T, 64] = qlinear_i(swiglu_q[T, 172], swiglu_d[T, 6], mlp_down_proj_weight[64, 96], mlp_down_proj_weight_scale[64, 6], fmt='q4', block=32) */
+    qlinear_i_mlp_out_split(swiglu_q,
+                            swiglu_d,
+                            mlp_down_proj_weight,
+                            mlp_down_proj_weight_scale,
+                            mlp_out,
+                            T);
 }
 
 /* decoder_layer's scratch (exporter/frames.py): each buffer at its byte offset in the
@@ -2305,7 +3016,7 @@ static void mlp(const float *mlp_norm,                    /* (T, 64) */
     float *mlp_out = SCRATCH(float, (arena) + 4096)   /* (T, 64) */
 
 /* decoder_layer: The pre-norm block: x + attn(rmsnorm(x)), then + mlp(rmsnorm(.)). Frame
- * 22656 bytes (its callees' frames included). */
+ * 23232 bytes (its callees' frames included). */
 static void decoder_layer(const float *x,                                /* (T, 64) */
                           const float *input_layernorm_weight,           /* (64,) */
                           const uint8_t *self_attn_q_proj_weight,        /* (64, 32) */
@@ -2324,7 +3035,7 @@ static void decoder_layer(const float *x,                                /* (T, 
                           const uint8_t *mlp_down_proj_weight,           /* (64, 96) */
                           const float *mlp_down_proj_weight_scale,       /* (64, 6) */
                           float *x_mlp,                                  /* (T, 64), written */
-                          unsigned char *arena,                          /* 22656 bytes of scratch */
+                          unsigned char *arena,                          /* 23232 bytes of scratch */
                           int64_t T) {                                   /* the run-time length, 1 <= T <= 8 */
     DECODER_LAYER_SCRATCH(arena);
     (void)T;
@@ -2368,17 +3079,19 @@ static void decoder_layer(const float *x,                                /* (T, 
 /* forward's scratch (exporter/frames.py): each buffer at its byte offset in the arena, in
  * the order the buffers are born; buffers that share bytes are never live together. */
 #define FORWARD_SCRATCH(arena) \
-    float *x = SCRATCH(float, (arena) + 0);          /* (T, 64) */ \
-    float *x_out_a = SCRATCH(float, (arena) + 2048); /* (T, 64) */ \
-    float *x_out_b = SCRATCH(float, (arena) + 4096); /* (T, 64) */ \
-    float *norm = SCRATCH(float, (arena) + 0)        /* (T, 64) */
+    float *x = SCRATCH(float, (arena) + 0);           /* (T, 64) */ \
+    float *x_out_a = SCRATCH(float, (arena) + 2048);  /* (T, 64) */ \
+    float *x_out_b = SCRATCH(float, (arena) + 4096);  /* (T, 64) */ \
+    float *norm = SCRATCH(float, (arena) + 0);        /* (T, 64) */ \
+    int8_t *norm_q = SCRATCH(int8_t, (arena) + 2048); /* (T, 64) */ \
+    float *norm_d = SCRATCH(float, (arena) + 2560)    /* (T, 2) */
 
-/* forward: The logits (T, V) of every position. Frame 28800 bytes (its callees' frames
+/* forward: The logits (T, V) of every position. Frame 29376 bytes (its callees' frames
  * included). */
 static void forward(const Weights *w,          /* the parameters */
                     const int32_t *input_ids,  /* (T,) */
                     float *logits,             /* (T, 512), written */
-                    unsigned char *arena,      /* 28800 bytes of scratch */
+                    unsigned char *arena,      /* 29376 bytes of scratch */
                     int64_t T) {               /* the run-time length, 1 <= T <= 8 */
     FORWARD_SCRATCH(arena);
     (void)T;
@@ -2418,8 +3131,12 @@ static void forward(const Weights *w,          /* the parameters */
     BORN(norm, 64 * T);
     /* norm[T, 64] = rmsnorm(x_out[T, 64], model_norm_weight[64], eps=1e-05) */
     rmsnorm_split(x_out_b, w->model_norm_weight, norm, T);
-    /* logits[T, 512] = qlinear_w(norm[T, 64], lm_head_weight[512, 32], lm_head_weight_scale[512, 2], fmt='q4', block=32) */
-    qlinear_w_logits_split(norm, w->lm_head_weight, w->lm_head_weight_scale, logits, T);
+    BORN(norm_q, 64 * T);
+    BORN(norm_d, 2 * T);
+    /* norm_q[T, 64], norm_d[T, 2] = quantize(norm[T, 64], block=32) */
+    quantize_attn_norm_merged_mlp_norm_q_split(norm, norm_q, norm_d, T);
+    /* logits[T, 512] = qlinear_i(norm_q[T, 64], norm_d[T, 2], lm_head_weight[512, 32], lm_head_weight_scale[512, 2], fmt='q4', block=32) */
+    qlinear_i_logits_split(norm_q, norm_d, w->lm_head_weight, w->lm_head_weight_scale, logits, T);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -43,6 +43,8 @@ class Tensor:
     # GGUF k-quant): `read` gives its dequantized values (exact in f32), and a program
     # computes with them as f32 weights, never quantizing them again.
     dequantized: bool = False
+    # The (fmt, block) its blocks are in, when it has blocks: what `--weights file` keeps.
+    stored_format: tuple[str, int] | None = None
 
 
 @dataclasses.dataclass
@@ -150,6 +152,21 @@ class Checkpoint:
             out[spec.name] = quant.QuantizedTensor(first.fmt, first.block, first.k,
                                                    np.stack([p.values for p in parts]),
                                                    np.stack([p.scales for p in parts]))
+        return out
+
+    def stored_formats(self, program: graph.Program) -> dict[str, tuple[str, int]]:
+        """The linear weights of `program` (graph.linear_weights) that the file holds as
+        blocks of one format in every layer: ParamSpec name -> (fmt, block), a GGUF file's
+        k-quants included (`--weights file`). A parameter whose layers mix formats, or
+        hold floats, is not in it: it is the f32 weight it is read as."""
+        out = {}
+        for spec in program.params:
+            if spec.name not in graph.linear_weights(program):
+                continue
+            names = [spec.layer_name(layer) for layer in range(spec.layers)] if spec.layers else [spec.name]
+            formats = {self.tensors[n].stored_format if self.tensors[n].blocks is not None else None for n in names}
+            if len(formats) == 1 and None not in formats:
+                out[spec.name] = formats.pop()
         return out
 
     def dequantized_weights(self, program: graph.Program) -> set[str]:

@@ -137,12 +137,13 @@ def load(path: Path) -> Checkpoint:
         if kind in K_QUANT_TYPES:
             _check_rows(path, t.name, kind, shape, QK_K)
             tensors[name] = Tensor(kind, shape, t.name, _k_quant_reader(path, t, kind, shape, heads),
-                                   dequantized=True)
+                                   dequantized=True, blocks=_k_blocks_reader(path, t, kind, shape, heads),
+                                   stored_format=(kind.lower(), QK_K))
             continue
         _check_rows(path, t.name, kind, shape, BLOCK)
         blocks = _blocks_reader(path, t, QUANT_TYPES[kind], shape, heads)
         tensors[name] = Tensor(kind, shape, t.name, lambda blocks=blocks: blocks().dequantize().astype(np.float64),
-                               blocks=blocks)
+                               blocks=blocks, stored_format=(QUANT_TYPES[kind], BLOCK))
         if name != "model.embed_tokens.weight":
             formats.add((QUANT_TYPES[kind], BLOCK))
     if "model.embed_tokens.weight" not in tensors:
@@ -150,7 +151,7 @@ def load(path: Path) -> Checkpoint:
     fields["vocab"] = tensors["model.embed_tokens.weight"].shape[0]
     if "lm_head.weight" not in tensors:  # a tied head: the embedding table, a linear weight too
         tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"]
-        if tensors["lm_head.weight"].blocks is not None:
+        if tensors["lm_head.weight"].dtype in QUANT_TYPES:
             formats.add((QUANT_TYPES[tensors["lm_head.weight"].dtype], BLOCK))
     if len(formats) > 1:
         raise CheckpointError(f"{path}: its linear weights mix {' and '.join(sorted(f for f, _ in formats))}; "
@@ -237,6 +238,27 @@ def _k_quant_reader(path: Path, t: Any, kind: str, shape: tuple[int, int], heads
             finite_scales(path, t.name, fields[..., field], "super-block")
         values = quant.dequantize_k(kind, raw.reshape(rows, -1)).astype(np.float64)
         return interleaved_to_half(values, heads) if heads is not None else values
+
+    return read
+
+
+def _k_blocks_reader(path: Path, t: Any, kind: str, shape: tuple[int, int], heads: int | None):
+    """The blocks of a Q4_K, Q5_K or Q6_K tensor as the program format q4_k, q5_k, q6_k (its
+    super-blocks' bytes, their f16 d and dmin widened): a QuantizedTensor, rows in Hugging
+    Face's order (`--weights file`)."""
+
+    def read():
+        from exactc.exporter import quant
+
+        rows, k = shape
+        raw = np.asarray(t.data, dtype=np.uint8).reshape(rows, k // QK_K, -1)
+        fields = quant.k_quant_scales(kind, raw)  # (rows, super-blocks, d [and dmin])
+        for field in range(fields.shape[-1]):  # rows as stored, before the q/k permutation
+            finite_scales(path, t.name, fields[..., field], "super-block")
+        values, scales = raw.reshape(rows, -1), fields.reshape(rows, -1)
+        if heads is not None:
+            values, scales = interleaved_to_half(values, heads), interleaved_to_half(scales, heads)
+        return quant.QuantizedTensor(kind.lower(), QK_K, k, np.ascontiguousarray(values), np.ascontiguousarray(scales))
 
     return read
 

@@ -21,9 +21,11 @@ every nest of a program, chosen from its shapes alone.
   for qlinear_i's q4 form on one row), over rows in lanes of 8 or 4 where they fill,
   with the weight's values (wq) and scales (wd) packed where they can be (laid out at
   load in a program: printer/prepack.py); each
-  output's float sum still runs block by block in index order. The one exception is
-  qlinear_i's q8 form: it keeps its plain body under n outermost, whose exact int32
-  block sums then vectorize along k, faster than lanes across outputs. quantize gets
+  output's float sum still runs block by block in index order. In blocks of 32
+  qlinear_i gets n in lanes of 8 alone, each block's 8 rows one call of the runtime's
+  block kernel (exactc_dot.h). In other blocks its q8 form keeps its plain body under n
+  outermost, whose exact int32 block sums then vectorize along k, faster than lanes
+  across outputs. quantize gets
   rows in lanes of 8 over blocks in lanes of 8, quantize_tail rows in lanes of 8
   (bench/quant_layouts.py measured all of these).
 - the nests whose transcendental has a laned form in the runtime (gelu_tanh, gelu_erf,
@@ -169,9 +171,10 @@ _QUANTIZED_LAYOUTS = {
     },
     # qlinear_i's q8 form: its plain body with n outermost, whose int32 block sums
     # vectorize along k (any order is exact): 2.8x lanes across outputs on one row, as
-    # fast as the best lanes on 64 rows. Its q4 form keeps lanes across outputs: gcc
-    # 12.2 at -O2 with AVX-VNNI (the Makefile's -march=native on a CPU that has it)
-    # vectorizes the plain body's nibble sums into wrong bits, which the lanes do not
+    # fast as the best lanes on 64 rows. Its q4 form keeps lanes across outputs where the
+    # block sums stay loops (G other than 32: BLOCK_KERNEL_LAYOUTS below): gcc 12.2 at -O2
+    # with AVX-VNNI vectorizes the plain body's nibble sums into wrong bits (its function
+    # is compiled without gcc's vectorizer there, exactc_rt.h), which the lanes do not
     # (built without VNNI, that body was about 2x the lanes on one row). On one row, n in
     # lanes of 8 beat 16 in the Makefile's 512-bit build.
     "qlinear_i": {
@@ -190,8 +193,24 @@ _QUANTIZED_LAYOUTS = {
 }
 
 
+# Blocks of 32, whose whole blocks' sums the printer makes calls of the runtime's block
+# kernels (runtime/exactc_dot.h, printer/dots.py): qlinear_i with n in lanes of 8, each
+# block's 8 rows one call of the x8 kernel (x's block loaded once, the 8 sums reduced
+# together, the f32 combine in lanes), else (fewer than 8 outputs) its plain body with n
+# outermost, one call a block. bench/quant_layouts.py, one thread on an AVX2 Zen 2 (the
+# kernels' vpmaddubsw path), in us, n:8 against the plain body: q8 12.2 / 18.5 and q4
+# 12.5 / 21.0 at 1x288 by 288x768, q8 536 / 763 and q4 464 / 827 at 1x288 by 288x32000,
+# q8 671 / 1087 and q4 691 / 1257 on 64 rows; the scales' pack beside it 1.04x to 1.08x
+# slower on one row, 1.01x to 1.09x faster on 64 (docs/performance.md).
+BLOCK_KERNEL_VALUES = 32
+BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}
+
+
 def quantized_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
-    """The quantized nest's candidates for its kernel's weight format (none for others)."""
+    """The quantized nest's candidates for its kernel's weight format and block (none for
+    others)."""
+    if kernel.attrs.get("block") == BLOCK_KERNEL_VALUES and nest.name in BLOCK_KERNEL_LAYOUTS:
+        return BLOCK_KERNEL_LAYOUTS[nest.name]
     return _QUANTIZED_LAYOUTS.get(nest.name, {}).get(kernel.attrs.get("fmt", "q8"), [])
 
 

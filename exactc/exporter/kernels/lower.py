@@ -53,7 +53,16 @@ from exactc.exporter.kernels.ir import (
     Write,
     launch,
 )
-from exactc.exporter.primitives import ADAMW_SCALARS, CONTRACT_OFF, PrimitiveError, Shape, fuses, get_primitive
+from exactc.exporter.primitives import (
+    ADAMW_SCALARS,
+    CONTRACT_OFF,
+    K_FORMATS,
+    K_SUPER_BLOCK,
+    PrimitiveError,
+    Shape,
+    fuses,
+    get_primitive,
+)
 
 # The quiet NaN an out-of-range embedding id gives (semantics.md, section 4).
 QUIET_NAN_BITS = {"f64": 0x7FF8000000000000, "f32": 0x7FC00000, "bf16": 0x7FC0}
@@ -981,6 +990,8 @@ def lower_qlinear_w(ctx: _Lowering) -> list[Nest]:
     # w = wd[n, b] ⊗ f32(value[n, k]) in f32;  acc = +0
     # for k in order: acc = acc ⊕ (W(x[m,k]) ⊗ W(w));  if b: acc = acc ⊕ W(b[n]);  y = S(acc)
     # k runs block by block (blk, then the values of the block), which is index order.
+    if ctx.attrs["fmt"] in K_FORMATS:
+        return lower_qlinear_w_k(ctx)
     rows, k = ctx.shape("x")
     m, n, acc = ix("m"), ix("n"), ctx.var("acc")
 
@@ -1011,6 +1022,8 @@ def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
     #   s = Σ int32(xq[m,k]) · int32(value[n,k]) over the block (exact, any order)
     #   acc = acc ⊕ (A(s) ⊗ (W(xd[m,b]) ⊗ W(wd[n,b])))
     # if b: acc = acc ⊕ W(b[n]);  y = S(acc)
+    if ctx.attrs["fmt"] in K_FORMATS:
+        return lower_qlinear_i_k(ctx)
     rows, k = ctx.shape("xq")
     m, n, acc = ix("m"), ix("n"), ctx.var("acc")
 
@@ -1032,6 +1045,174 @@ def lower_qlinear_i(ctx: _Lowering) -> list[Nest]:
     if ctx.attrs["fmt"] == "q4":
         nest = dataclasses.replace(nest, gcc_unvectorized=NIBBLE_SUMS_WRONG)
     return [nest]
+
+
+# ---- ggml's k-quants as weights (semantics.md, section 15) ----------------------------------
+# wq holds each row's super-blocks of 256 values as their bytes, wd their d (and dmin) in
+# f32. A super-block is cut into sub-blocks, each with its integer scale (and min) and its
+# quants; the functions below read them from the bytes, one sub-block at a time, unrolled
+# (a sub-block's scale sits in a different byte and bit field for each).
+
+
+@dataclasses.dataclass(frozen=True)
+class _SubBlock:
+    """Sub-block `index` of a super-block: values start … start + length − 1 of it, its
+    integer scale (and min: None for Q6_K), and quant(v), its value v, as i32 Exprs."""
+
+    index: int
+    start: int
+    length: int
+    scale: Expr
+    min: Expr | None
+    quant: Callable[[Affine], Expr]
+
+
+def _k_byte(ctx: _Lowering, blk: Affine, offset: Affine | int) -> Expr:
+    """Byte `offset` of super-block `blk` of row n, as an i32."""
+    size = K_FORMATS[ctx.attrs["fmt"]][0]
+    return Convert(ctx.load("wq", ix("n"), blk * size + _affine(offset)), "i32")
+
+
+def _bits(value: Expr, shift: int, mask: int) -> Expr:
+    """(value >> shift) & mask, in i32."""
+    shifted = value if shift == 0 else Binary(">>", value, _i32(shift))
+    return Binary("&", shifted, _i32(mask))
+
+
+def _above(low: Expr, high: Expr, bits: int) -> Expr:
+    """low | (high << bits) for a low part below 2^bits: low + high·2^bits, in i32 (the
+    IR's integer operators are +, −, ·, & and >>)."""
+    return Binary("+", low, Binary("*", high, _i32(1 << bits)))
+
+
+def _q45_scale_and_min(ctx: _Lowering, blk: Affine, j: int) -> tuple[Expr, Expr]:
+    """Q4_K's and Q5_K's 6-bit scale and min of sub-block j from the 12 bytes p at 4:
+    j < 4: p[j] & 63 and p[j + 4] & 63; j ≥ 4: the low and high nibbles of p[j + 4]
+    with the top 2 bits of p[j − 4] (scale) and of p[j] (min) at bits 4–5."""
+    def p(i: int) -> Expr:
+        return _k_byte(ctx, blk, 4 + i)
+
+    if j < 4:
+        return _bits(p(j), 0, 63), _bits(p(j + 4), 0, 63)
+    scale = _above(_bits(p(j + 4), 0, 15), _bits(p(j - 4), 6, 3), 4)
+    return scale, _above(_bits(p(j + 4), 4, 15), _bits(p(j), 6, 3), 4)
+
+
+def _k_subblocks(ctx: _Lowering, blk: Affine) -> list[_SubBlock]:
+    """The sub-blocks of super-block `blk` in value order: Q4_K and Q5_K eight of 32,
+    value v of sub-block j the nibble j mod 2 of qs[32·(j div 2) + v] (Q5_K: bit j of
+    qh[v] at bit 4); Q6_K sixteen of 16, q − 32 with q's low 4 bits from ql and its top 2
+    from qh (quarters of 32 values, two sub-blocks each), the scale an int8."""
+    fmt = ctx.attrs["fmt"]
+    if fmt == "q6_k":
+        return [_q6_subblock(ctx, blk, j) for j in range(16)]
+    qs = 16 if fmt == "q4_k" else 48
+    out = []
+    for j in range(8):
+        def quant(v: Affine, j: int = j) -> Expr:
+            low = _bits(_k_byte(ctx, blk, qs + 32 * (j // 2) + v), 4 * (j % 2), 15)
+            if fmt == "q4_k":
+                return low
+            return _above(low, _bits(_k_byte(ctx, blk, 16 + v), j, 1), 4)
+
+        scale, low_min = _q45_scale_and_min(ctx, blk, j)
+        out.append(_SubBlock(j, 32 * j, 32, scale, low_min, quant))
+    return out
+
+
+def _q6_subblock(ctx: _Lowering, blk: Affine, j: int) -> _SubBlock:
+    """Q6_K's sub-block j = 8·half + 2·quarter + part: values 128·half + 32·quarter +
+    16·part + v; low 4 bits the nibble quarter div 2 of ql[64·half + 32·(quarter mod 2)
+    + 16·part + v], top 2 bits 2·quarter of qh[32·half + 16·part + v]; scale int8 j."""
+    half, rest = divmod(j, 8)
+    quarter, part = divmod(rest, 2)
+
+    def quant(v: Affine) -> Expr:
+        at = 16 * part + v
+        low = _bits(_k_byte(ctx, blk, 64 * half + 32 * (quarter % 2) + at), 4 * (quarter // 2), 15)
+        high = _bits(_k_byte(ctx, blk, 128 + 32 * half + at), 2 * quarter, 3)
+        return Binary("-", _above(low, high, 4), _i32(32))
+
+    byte = _k_byte(ctx, blk, 192 + j)
+    signed = Select(Binary(">", byte, _i32(127)), Binary("-", byte, _i32(256)), byte)
+    return _SubBlock(j, 128 * half + 32 * quarter + 16 * part, 16, signed, None, quant)
+
+
+def _k_field(ctx: _Lowering, blk: Affine, field: int) -> Load:
+    """d (field 0) or dmin (field 1) of super-block blk of row n, f32 from wd."""
+    return ctx.load("wd", ix("n"), blk * K_FORMATS[ctx.attrs["fmt"]][1] + field)
+
+
+def _k_quant_nest(ctx: _Lowering, name: str, rows: int, block_body: Callable[[Affine], list[Stmt]]) -> Nest:
+    """The nest over (m, n) of a k-quant linear: acc = +0, each super-block's statements
+    in order, the bias, y = S(acc)."""
+    cols = ctx.shape("wq")[0]
+    k = ctx.shape("x" if name == "qlinear_w" else "xq")[1]
+    acc, n = ctx.var("acc"), ix("n")
+    body: list[Stmt] = [Declare(acc, ctx.R(0.0)),
+                        Loop(Axis("blk", k // K_SUPER_BLOCK, REDUCE), tuple(block_body(ix("blk"))))]
+    total: Expr = add(acc, ctx.W("b", n)) if ctx.attrs["has_b"] else acc
+    body.append(Write(ctx.at("y", ix("m"), n), ctx.S(total)))
+    return Nest(name, (Axis("m", rows), Axis("n", cols)), tuple(body))
+
+
+def lower_qlinear_w_k(ctx: _Lowering) -> list[Nest]:
+    # per sub-block j: step = d ⊗ f32(sc_j), off = dmin ⊗ f32(m_j) (f32);
+    # w = step ⊗ f32(q) ⊖ off (Q6_K: w = step ⊗ f32(q − 32)); acc = acc ⊕ (W(x[m,k]) ⊗ W(w))
+    # for k in index order: the super-blocks in order, their sub-blocks in value order.
+    rows, acc, m = ctx.shape("x")[0], ctx.var("acc"), ix("m")
+
+    def block_body(blk: Affine) -> list[Stmt]:
+        d, dmin = ctx.var("d", "f32"), ctx.var("dmin", "f32")
+        stmts: list[Stmt] = [Declare(d, _k_field(ctx, blk, 0))]
+        if ctx.attrs["fmt"] != "q6_k":
+            stmts.append(Declare(dmin, _k_field(ctx, blk, 1)))
+        for part in _k_subblocks(ctx, blk):
+            step, off, v = ctx.var(f"step{part.index}", "f32"), ctx.var(f"off{part.index}", "f32"), f"v{part.index}"
+            stmts.append(Declare(step, mul(d, Convert(part.scale, "f32"))))
+            w: Expr = mul(step, Convert(part.quant(ix(v)), "f32"))
+            if part.min is not None:
+                stmts.append(Declare(off, mul(dmin, Convert(part.min, "f32"))))
+                w = sub(w, off)
+            x = ctx.W("x", m, blk * K_SUPER_BLOCK + part.start + ix(v))
+            stmts.append(Loop(Axis(v, part.length, REDUCE), (Assign(acc, multiply_add(ctx, acc, x, ctx.widen(w))),)))
+        return stmts
+
+    return [_k_quant_nest(ctx, "qlinear_w", rows, block_body)]
+
+
+def lower_qlinear_i_k(ctx: _Lowering) -> list[Nest]:
+    # per super-block: S = Σ_j sc_j · Σ xq·q and (Q4_K, Q5_K) M = Σ_j m_j · Σ xq, over
+    # sub-block j, exact int32 in any order; then
+    # acc = acc ⊕ (A(S) ⊗ (W(xd[m,b]) ⊗ W(d)));  acc = acc ⊖ (A(M) ⊗ (W(xd[m,b]) ⊗ W(dmin)))
+    rows, acc, m = ctx.shape("xq")[0], ctx.var("acc"), ix("m")
+
+    def block_body(blk: Affine) -> list[Stmt]:
+        total, mins = ctx.var("S", "i32"), ctx.var("M", "i32")
+        stmts: list[Stmt] = [Declare(total, _i32(0))]
+        if ctx.attrs["fmt"] != "q6_k":
+            stmts.append(Declare(mins, _i32(0)))
+        for part in _k_subblocks(ctx, blk):
+            s, xs, v = ctx.var(f"s{part.index}", "i32"), ctx.var(f"xs{part.index}", "i32"), f"v{part.index}"
+            xq = Convert(ctx.load("xq", m, blk * K_SUPER_BLOCK + part.start + ix(v)), "i32")
+            terms: list[Stmt] = [Assign(s, Binary("+", s, Binary("*", xq, part.quant(ix(v)))))]
+            stmts.append(Declare(s, _i32(0)))
+            if part.min is not None:
+                stmts.append(Declare(xs, _i32(0)))
+                terms.append(Assign(xs, Binary("+", xs, xq)))
+            stmts.append(Loop(Axis(v, part.length, REDUCE), tuple(terms)))
+            stmts.append(Assign(total, Binary("+", total, Binary("*", part.scale, s))))
+            if part.min is not None:
+                stmts.append(Assign(mins, Binary("+", mins, Binary("*", part.min, xs))))
+        x_scale = ctx.W("xd", m, blk)
+        stmts.append(Assign(acc, add(acc, mul(Convert(total, ctx.acc), mul(x_scale, ctx.widen(_k_field(ctx, blk, 0)))))))
+        if ctx.attrs["fmt"] != "q6_k":
+            min_term = mul(Convert(mins, ctx.acc), mul(x_scale, ctx.widen(_k_field(ctx, blk, 1))))
+            stmts.append(Assign(acc, sub(acc, min_term)))
+        return stmts
+
+    # int8 activations times small unsigned quants: the sums gcc 12 is seen to get wrong
+    return [dataclasses.replace(_k_quant_nest(ctx, "qlinear_i", rows, block_body), gcc_unvectorized=NIBBLE_SUMS_WRONG)]
 
 
 # ---- 17. the backward ----------------------------------------------------------------------

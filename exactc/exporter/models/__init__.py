@@ -121,9 +121,10 @@ def entries(model: str) -> tuple[str, ...]:
 
 
 def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None,
-          quantized: Mapping[str, tuple[str, int]] | None = None) -> graph.Program:
+          quantized: Mapping[str, tuple[str, int]] | None = None, form: str = graph.INTEGER) -> graph.Program:
     """Trace `entry` of `model` at its config (defaults with `overrides`), the weights
-    in `quantized` (name -> (fmt, block)) held quantized (graph.trace)."""
+    in `quantized` (name -> (fmt, block)) held quantized, their linears in `form`
+    (graph.trace)."""
     arch = architecture(model)
     if entry == LOSS_GRAD and model in CAUSAL_LMS:
         return _loss_grad_program(model, overrides, quantized)
@@ -138,7 +139,7 @@ def build(model: str, entry: str, overrides: Mapping[str, Any] | None = None,
     length = dims.length(top)  # the run-time length T, 1 <= T <= top
     specs = cache.decode_inputs(cfg, length) if entry == "decode" else arch.inputs(cfg, length)
     program = graph.trace(model, entry, arch.ENTRIES[entry], arch.parameters(cfg), specs, cfg,
-                          quantized=quantized)
+                          quantized=quantized, form=form)
     program.config = cfg
     if entry == "decode":
         program.in_place = dict(cache.IN_PLACE)

@@ -55,7 +55,8 @@ class KernelUse:
         computes, then each nest over its whole range, or through its split driver."""
         attrs = ", ".join(f"{k}={v!r}" for k, v in shown_attrs(op.primitive, op.attrs).items() if not k.startswith("has_"))
         operands = ", ".join(f"{v.name}{list(v.shape)}" for v in op.args)
-        lines = [f"/* {op.out.name}{list(op.out.shape)} = {op.primitive}({operands}{', ' + attrs if attrs else ''}) */"]
+        made = ", ".join(f"{v.name}{list(v.shape)}" for v in op.outs)
+        lines = [f"/* {made} = {op.primitive}({operands}{', ' + attrs if attrs else ''}) */"]
         length = [SYMBOL] if takes_length(KernelBuffers(self.kernel)) else []
         for item, fn, extent, driver in zip(self.kernel.launches, self.printed.functions, self.printed.ranges,
                                             self.printed.drivers):
@@ -89,7 +90,7 @@ def kernel_names(ops: list[Op], kernels: dict[tuple, Kernel], taken: Iterable[st
     functions clear of `taken` and of each other kernel's."""
     first_use: dict[tuple, dict[str, None]] = {}  # a dict for its order and its lookups
     for op in ops:
-        first_use.setdefault(kernel_key(op), {})[op.out.name] = None
+        first_use.setdefault(kernel_key(op), {})[op.outs[0].name] = None
     labels = {key: list(names) for key, names in first_use.items()}  # each once, in order of first use
     per_primitive: dict[str, int] = {}
     for kernel in kernels.values():
@@ -125,7 +126,7 @@ def host_names(program: Program) -> set[str]:
         names.add(fn.name)
         names.update(v.name for v in fn.inputs + fn.outputs)
         for node in fn.nodes:
-            names.update(v.name for v in ((node.out,) if isinstance(node, Op) else node.outs))
+            names.update(v.name for v in node.outs)
     return names
 
 

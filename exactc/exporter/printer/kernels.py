@@ -99,6 +99,8 @@ def print_kernel(kernel: Kernel, name: str, plan=None, ahead: frozenset[str] = f
 
     out = kernel_comment(kernel, name, names)
     out += ['#include "exactc_rt.h"']
+    if any("exactc_dot_" in line for lines in bodies for line in lines):
+        out += ['#include "exactc_dot.h" /* the block sums (immintrin.h where the target has AVX2) */']
     for lines in bodies:
         out.append("")
         out.extend(lines)

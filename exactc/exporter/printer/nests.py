@@ -60,6 +60,7 @@ from exactc.exporter.kernels.ir import (
 )
 from exactc.exporter.kernels.layouts import buffer_accesses, nest_names
 from exactc.exporter.printer.ctext import INDENT, comment_block, constant, shape_text, signature_lines
+from exactc.exporter.printer.dots import block_sum
 
 # IR scalar type -> C type of a local.
 LOCAL_CTYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "bool": "int", "i32": "int32_t"}
@@ -255,6 +256,8 @@ def array_loop(stmt: Loop) -> tuple[Write, Expr | None] | None:
 class BodyPrinter:
     """The C of a nest's statements, expressions and buffer accesses."""
 
+    block_sums = True  # whole blocks' integer sums as calls of exactc_dot.h (SCoP keeps loops)
+
     def __init__(self, buffers: Mapping[str, Buffer], extents: Extents):
         self.buffers = buffers
         self.extents = extents
@@ -315,10 +318,30 @@ class BodyPrinter:
         if guard:
             return self.guarded_loop(stmt, depth, note, *guard)
         out = [f"{pad}for (int64_t {axis.name} = 0; {axis.name} < {self.extent(axis)}; {axis.name}++) {{{note}"]
-        for inner in stmt.body:
-            out.extend(self.statement(inner, depth + 1))
+        out.extend(self.statements(stmt.body, depth + 1))
         out.append(f"{pad}}}")
         return out
+
+    def statements(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
+        """The C of a sequence of statements: a whole block's integer sum of qlinear_i as
+        one call of its runtime kernel where block_sums is on (printer/dots.py)."""
+        out: list[str] = []
+        at = 0
+        while at < len(body):
+            found = block_sum(body[at:]) if self.block_sums else None
+            if found is None or any(self.keeps_loop(axis) for axis in found.axes):
+                out.extend(self.statement(body[at], depth))
+                at += 1
+                continue
+            var = self.rename.get(found.var.name, found.var.name)
+            call = f"{found.function()}(&{self.access(found.x)}, &{self.access(found.w)})"
+            out.append(f"{INDENT * depth}{var} = {var} + {call}; /* the block's exact sum (exactc_dot.h) */")
+            at += len(found.axes)
+        return out
+
+    def keeps_loop(self, axis: str) -> bool:
+        """Whether a layout prints the loop over `axis` its own way (planned: blocks, sums)."""
+        return False
 
     def guarded_loop(self, stmt: Loop, depth: int, note: str, bound: Affine,
                      then: tuple[Stmt, ...], orelse: tuple[Stmt, ...]) -> list[str]:
@@ -557,8 +580,7 @@ def plain_function(name: str, item: Launch, buffers: Mapping[str, Buffer]) -> li
         start, stop = ("lo", "hi") if k == 0 else ("0", printer.extent(axis))
         body.append(f"{INDENT * depth}for (int64_t {axis.name} = {start}; {axis.name} < {stop}; {axis.name}++) {{")
         depth += 1
-    for stmt in nest.body:
-        body.extend(printer.statement(stmt, depth))
+    body.extend(printer.statements(nest.body, depth))
     for depth in range(len(nest.axes), 0, -1):
         body.append(f"{INDENT * depth}}}")
     return out + extents.declaration(body) + unused_length(buffers, body) + body + ["}"]

@@ -16,6 +16,7 @@ compilers vectorize the function (exactc_libm.c).
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 from exactc.exporter import dims
@@ -40,6 +41,7 @@ from exactc.exporter.kernels.ir import (
 from exactc.exporter.kernels.layouts import Layout, fresh_name, pack_accesses, pack_panel, pack_size
 from exactc.exporter.kernels.splits import Split, split_axis
 from exactc.exporter.printer.ctext import INDENT, comment_block
+from exactc.exporter.printer.dots import ROWS, BlockSum, block_sum
 from exactc.exporter.printer.nests import (
     ARRAY_FUNCTIONS,
     LOCAL_CTYPE,
@@ -113,14 +115,16 @@ class PlannedBodyPrinter(BodyPrinter):
             f"{pad}}}",
         ]
 
+    def keeps_loop(self, axis: str) -> bool:
+        return axis in self.sums or axis in self.blocks
+
     def loop(self, stmt: Loop, depth: int) -> list[str]:
         if stmt.axis.name in self.sums:
             lanes, parts = self.sums[stmt.axis.name]
             return print_integer_sum(self, stmt, depth, lanes, parts, self.taken, LOCAL_CTYPE["i32"])
         if stmt.axis.name not in self.blocks:
             return super().loop(stmt, depth)
-        inner = [line for s in stmt.body for line in self.statement(s, depth + 2)]
-        return self.block_loop(stmt, depth, inner)
+        return self.block_loop(stmt, depth, self.statements(stmt.body, depth + 2))
 
 
 def uses_lanes(expr: Expr, laned: set[str]) -> bool:
@@ -150,8 +154,17 @@ class LanedBlock:
     def block(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
         out: list[str] = []
         run: list[Stmt] = []
-        for stmt in body:
-            if isinstance(stmt, Loop):
+        at = 0
+        while at < len(body):
+            stmt = body[at]
+            at += 1
+            rows = self.block_rows(body[at - 1:])
+            if rows is not None:
+                out.extend(self.per_lane(run, depth))
+                run = []
+                out.extend(self.rows_call(rows, depth))
+                at += len(rows.axes) - 1
+            elif isinstance(stmt, Loop):
                 out.extend(self.per_lane(run, depth))
                 run = []
                 out.extend(self.loop(stmt, depth))
@@ -168,6 +181,47 @@ class LanedBlock:
                 run.append(stmt)
         out.extend(self.per_lane(run, depth))
         return out
+
+    def block_rows(self, body: tuple[Stmt, ...]) -> BlockSum | None:
+        """The whole block's sum `body` starts with, where the body has n alone in lanes
+        of ROWS and the weight's row is the lane's output (read in place, not packed):
+        the ROWS rows' sums are one call of the x8 kernel (printer/dots.py)."""
+        if len(self.lanes) != 1 or self.lanes[0][1] != ROWS:
+            return None
+        found = block_sum(body)
+        axis = self.lanes[0][0]
+        if found is None or found.var.name not in self.laned or found.w.buffer in self.printer.packs:
+            return None
+        if any(self.printer.keeps_loop(a) for a in found.axes) or any(axis in e.variables() for e in found.x.index):
+            return None
+        row, *rest = found.w.index
+        shape = self.printer.buffers[found.w.buffer].shape
+        if row != Affine.var(axis) or any(axis in e.variables() for e in rest) or dims.is_symbolic(math.prod(shape[1:])):
+            return None
+        return found
+
+    def rows_call(self, found: BlockSum, depth: int) -> list[str]:
+        """`s = s + <block sum>` in each of the ROWS lanes as one call of the x8 kernel at
+        the chunk's first row, its sums then added lane by lane."""
+        axis, width, lane = self.lanes[0]
+        laned = self.printer.substitute[axis]
+        first = Affine(tuple(t for t in laned.terms if t[0] != lane), laned.const)
+        self.printer.substitute = {**self.printer.substitute, axis: first}
+        x, w = self.printer.access(found.x), self.printer.access(found.w)
+        self.printer.substitute = {**self.printer.substitute, axis: laned}
+        stride = math.prod(self.printer.buffers[found.w.buffer].shape[1:])
+        sums = fresh_name(f"{found.var.name}_rows", self.taken)
+        var = self.printer.rename.get(found.var.name, found.var.name)
+        pad = INDENT * depth
+        return [
+            f"{pad}{{ /* {found.var.name} = {found.var.name} + the block's exact sum, {width} rows at once (exactc_dot.h) */",
+            f"{pad}{INDENT}int32_t {sums}[{width}];",
+            f"{pad}{INDENT}{found.function(ROWS)}(&{x}, &{w}, {stride}, {sums});",
+            f"{pad}{INDENT}for (int64_t {lane} = 0; {lane} < {width}; {lane}++) {{",
+            f"{pad}{INDENT * 2}{var} = {var} + {sums}[{lane}];",
+            f"{pad}{INDENT}}}",
+            f"{pad}}}",
+        ]
 
     def loop(self, stmt: Loop, depth: int) -> list[str]:
         pad, axis = INDENT * depth, stmt.axis
@@ -303,8 +357,7 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
                     body.extend(pack(printer, nest, layout, buffers[buffer], pack_var[buffer], chunk_var,
                                      lane_var, inner_stop, depth))
     if not lanes:
-        for stmt in nest.body:
-            body.extend(printer.statement(stmt, depth))
+        body.extend(printer.statements(nest.body, depth))
     else:
         full = " && ".join(f"{chunk_var[a]} + {w} <= {inner_stop(a)}" for a, w in layout.lanes)
         body.append(f"{INDENT * depth}if ({full}) {{ /* full lanes */")
@@ -328,8 +381,7 @@ def planned_function(name: str, item: Launch, buffers: Mapping[str, Buffer], lay
                 f"{INDENT * rdepth}for (int64_t {a} = {c}; {a} < {c} + {w} && {a} < {inner_stop(a)}; {a}++) {{"
             )
             rdepth += 1
-        for stmt in nest.body:
-            body.extend(printer.statement(stmt, rdepth))
+        body.extend(printer.statements(nest.body, rdepth))
         for _ in layout.lanes:
             rdepth -= 1
             body.append(f"{INDENT * rdepth}}}")

@@ -190,6 +190,8 @@ class ScopBodyPrinter(BodyPrinter):
     """The BodyPrinter of SCoP mode: literal bounds, one subscript per axis, every loop
     a plain loop in index order, scalar branches as selections."""
 
+    block_sums = False  # a polyhedral tool reads the loops, not a call
+
     def __init__(
         self, buffers: Mapping[str, Buffer], shapes: Mapping[str, tuple[int, ...]], taken: set[str], hoist: bool
     ):

@@ -76,16 +76,16 @@ class StraightLineHost:
                 if is_view(node) and id(node.out) not in outputs:
                     env[id(node.out)] = env[id(node.args[0])]
                     continue
-                if id(node.out) not in env:
-                    v = node.out
-                    env[id(v)] = self.alloc(v.name + where, ctype(v, site), v.size, slot_bytes(v.size, itemsize(v, site)),
-                                            v.shape)
+                for v in node.outs:
+                    if id(v) not in env:
+                        env[id(v)] = self.alloc(v.name + where, ctype(v, site), v.size,
+                                                slot_bytes(v.size, itemsize(v, site)), v.shape)
                 use = self.table.get(node)
                 names = {k: env[id(v)] for k, v in node.operands().items()}
-                names["y"] = env[id(node.out)]
+                names.update({k: env[id(v)] for k, v in node.results().items()})
                 for kb in use.kernel.buffers:
                     if kb.role == "temp":
-                        names[kb.name] = self.alloc(f"{node.out.name}{where}_{kb.name}", kb.ctype, kb.size,
+                        names[kb.name] = self.alloc(f"{node.outs[0].name}{where}_{kb.name}", kb.ctype, kb.size,
                                                     slot_bytes(kb.size, ITEMSIZE[kb.type]), kb.shape)
                 self.lines.extend(INDENT + line for line in use.calls(node, names))
                 self.launches += len(use.kernel.launches)

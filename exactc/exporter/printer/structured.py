@@ -168,7 +168,7 @@ class StructuredHost:
     def launch(self, op: Op, index: int, frame: Frame, expr: dict[int, str]) -> list[str]:
         use = self.table.get(op)
         names = {k: expr[id(v)] for k, v in op.operands().items()}
-        names["y"] = expr[id(op.out)]
+        names.update({k: expr[id(v)] for k, v in op.results().items()})
         for kb in use.kernel.buffers:
             if kb.role == "temp":
                 names[kb.name] = frame.kernel_temps[(index, kb.name)].name

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from exactc.exporter import quant, types
-from exactc.exporter.primitives import PrimitiveError, block_count, get_primitive
+from exactc.exporter.primitives import K_FORMATS, K_SUPER_BLOCK, PrimitiveError, block_count, get_primitive
 from exactc.exporter.reference import fma
 from exactc.exporter.reference.arith import (
     full,
@@ -532,6 +532,11 @@ def qlinear_i(
     acc = acc ⊕ (A(s) ⊗ (W(xd[m,b]) ⊗ W(wd[n,b])))."""
     attrs = {"fmt": fmt, "block": block, "has_b": b is not None}
     check_operands("qlinear_i", site, {"xq": xq, "xd": xd, "wq": wq, "wd": wd, "b": b}, attrs)
+    if fmt in K_FORMATS:
+        acc = _k_quant_blocks(xq, xd, wq, wd, site, fmt)
+        if b is not None:
+            acc = acc + widen(b, site)[None, :]
+        return store(acc, site)
     k_total = xq.shape[1]
     x_k = reduction_first(xq.astype(np.int64), 1)  # (K, M)
     w_k = reduction_first(quant.weight_values(fmt, wq, k_total, block).astype(np.int64), 1)  # (K, N)
@@ -545,6 +550,44 @@ def qlinear_i(
     if b is not None:
         acc = acc + widen(b, site)[None, :]
     return store(acc, site)
+
+
+def _k_quant_sums(xq: np.ndarray, wq: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The exact integer sums of a k-quant integer linear, (M, N, nb) each: S = Σ_j sc_j ·
+    Σ xq·q over sub-block j, and for Q4_K, Q5_K M = Σ_j m_j · Σ xq over sub-block j
+    (int64 below 2^28: exact, in any order)."""
+    q, sc, mins = quant.k_quant_integers(quant.k_kind(fmt), wq.reshape(wq.shape[0], -1, K_FORMATS[fmt][0]))
+    n, nb, subs, length = q.shape
+    x_k = reduction_first(xq.astype(np.int64), 1)  # (K, M)
+    w_k = reduction_first(q.reshape(n, -1).astype(np.int64), 1)  # (K, N)
+    sums = np.zeros((xq.shape[0], n, nb), dtype=np.int64)
+    min_sums = np.zeros_like(sums)
+    for blk in range(nb):
+        for j in range(subs):
+            s, xs = np.zeros(sums.shape[:2], np.int64), np.zeros((xq.shape[0], 1), np.int64)
+            for k in range(blk * K_SUPER_BLOCK + j * length, blk * K_SUPER_BLOCK + (j + 1) * length):
+                s = s + x_k[k][:, None] * w_k[k][None, :]
+                xs = xs + x_k[k][:, None]
+            sums[:, :, blk] += s * sc[:, blk, j].astype(np.int64)[None, :]
+            if mins is not None:
+                min_sums[:, :, blk] += xs * mins[:, blk, j].astype(np.int64)[None, :]
+    return sums, None if mins is None else min_sums
+
+
+def _k_quant_blocks(xq: np.ndarray, xd: np.ndarray, wq: np.ndarray, wd: np.ndarray, site: str,
+                    fmt: str) -> np.ndarray:
+    """acc over the super-blocks in order: acc = acc ⊕ (A(S) ⊗ (W(xd) ⊗ W(d))), then for
+    Q4_K, Q5_K acc = acc ⊖ (A(M) ⊗ (W(xd) ⊗ W(dmin)))."""
+    sums, min_sums = _k_quant_sums(xq, wq, fmt)
+    fields = wd.reshape(wd.shape[0], sums.shape[2], K_FORMATS[fmt][1])  # (N, nb, d [and dmin])
+    acc = zeros(sums.shape[:2], site)
+    for blk in range(sums.shape[2]):
+        x_scale = widen(xd[:, blk], site)[:, None]
+        acc = acc + sums[:, :, blk].astype(np.int32).astype(acc.dtype) * (x_scale * widen(fields[:, blk, 0], site))
+        if min_sums is not None:
+            term = min_sums[:, :, blk].astype(np.int32).astype(acc.dtype) * (x_scale * widen(fields[:, blk, 1], site))
+            acc = acc - term
+    return acc
 
 
 # ---- the loss_grad graph's own (docs/semantics.md section 17) ---------------------------

@@ -88,7 +88,8 @@ def _run(fn: Function, site: str, args: list[np.ndarray], on_layer: Callable[[La
         if isinstance(node, Op):
             operands = {k: values[id(v)] for k, v in node.operands().items()}
             attrs = dims.substitute(node.attrs, length) if length else node.attrs
-            values[id(node.out)] = reference.run(node.primitive, site, operands, attrs, contract)["y"]
+            results = reference.run(node.primitive, site, operands, attrs, contract)
+            values.update({id(v): results[name] for name, v in node.results().items()})
         elif isinstance(node, Call):
             outs = _run(node.function, site, [values[id(v)] for v in node.args], on_layer, length,
                         _inner_tape(tape, node), contract)

@@ -13,6 +13,7 @@ from exactc.mutants.catalog import (
     checkpoints,
     comparison,
     constants,
+    dots,
     export,
     extents,
     floors,
@@ -61,6 +62,8 @@ _FIXED_CHECKS = [
     # Compile-only builds for CPUs other than this one (sapphirerapids, Zen 4 and 5, AArch64):
     # the header preprocessed as the tuner does, two exported programs built warning-free.
     Check("compilers:foreign", ("tests/test_compilers.py",), "foreign"),
+    # Both k-quant forms over each k-quant at -O2 and -O3, -march=native or not, gcc and clang.
+    Check("compilers:k-quants", ("tests/test_compilers.py",), "k_quant"),
     # The fused kernels built by gcc and clang at -O0 to -O3, with and without -march=native.
     Check("compilers:fused", ("tests/test_compilers.py",), "fused_reference"),
     Check("conversions", ("tests/test_conversions.py",)),
@@ -162,6 +165,13 @@ _FIXED_CHECKS = [
           "test_every_layout_and_split_gives_the_reference_bits and (linear or layernorm or softmax or add or matmul)"),
     # Integer sums of quantized linears regrouped in every lanes x parts, remainders too.
     Check("layouts:integer-sums", ("tests/test_layouts.py",), "integer_sums"),
+    # qlinear_i's whole blocks as calls of exactc_dot.h under layouts, for this CPU and not.
+    Check("layouts:block-kernels", ("tests/test_layouts.py",), "block_kernels"),
+    # exactc_dot.h's block sums, each path the CPU runs, against numpy on drawn and extreme
+    # blocks; the VNNI paths built for targets that have them.
+    Check("dot", ("tests/test_dot.py",)),
+    # The property on k-quant weights: qlinear_w and qlinear_i under drawn layouts and splits.
+    Check("layouts:k-quants", ("tests/test_layouts.py",), "k_quant"),
     # The same at a run-time length: shapes that follow T, run at a drawn T, outputs sized at T.
     Check("layouts:run-time", ("tests/test_layouts.py",), "run_time_length"),
     Check("programs", ("tests/test_programs.py",), "test_program_matches_reference and -f32]"),
@@ -353,7 +363,7 @@ _FIXED_CHECKS = [
 FAMILIES = [slicing, loop_bounds, layouts, lengths, host, rounding, semantics, constants, probes, checkpoints, harness,
             keys, generation, hardening, comparison, building, quant, speed, lanes, campaigns, extents,
             tuning, kernel_ir, export, readers, shapes, floors, hygiene, fused, training, startup,
-            library, scop, serve]
+            library, scop, serve, dots]
 
 CATALOG: list[Mutant] = [m for family in FAMILIES for m in family.MUTANTS]
 

@@ -13,6 +13,16 @@ TASKS = "exactc/verify/kernel_campaign.py"
 
 MUTANTS = [
     Mutant(
+        "k-quant-line-counts-every-quantized-linear",
+        "make verify's k-quants line counts every case of a quantized linear, q8 and q4 weights "
+        "too: it says more k-quant cases were checked than ran",
+        TASKS,
+        '                        if o.case.attr_dict.get("fmt") in K_FORMATS)\n',
+        '                        if "fmt" in o.case.attr_dict)\n',
+        ("campaign",),
+        family="campaigns",
+    ),
+    Mutant(
         "backward-tasks-thin-the-forward",
         "the backward primitives' cases count toward make verify's --cases: each forward "
         "primitive and site type runs fewer cases than asked for once the backward arrived",
@@ -131,6 +141,16 @@ MUTANTS = [
         "            future.release()\n",
         "",
         ("dask-cluster",),
+        family="campaigns",
+    ),
+    Mutant(
+        "campaign-builds-the-integer-linear-portable",
+        "qlinear_i's own campaign tasks build without -march=native like every other task, so "
+        "the campaign never runs exactc_dot.h's vector path, only its plain loops",
+        TASKS,
+        'NATIVE_PRIMITIVES = ("qlinear_i",)',
+        "NATIVE_PRIMITIVES: tuple[str, ...] = ()",
+        ("campaign",),
         family="campaigns",
     ),
 ]

@@ -88,7 +88,7 @@ MUTANTS = [
         "count its format: a Q4_0 table with Q8_0 linear weights passes as q8, and a Q4_0 table "
         "with F32 linear weights as a float program",
         GGUF,
-        "        if tensors[\"lm_head.weight\"].blocks is not None:\n"
+        "        if tensors[\"lm_head.weight\"].dtype in QUANT_TYPES:\n"
         "            formats.add((QUANT_TYPES[tensors[\"lm_head.weight\"].dtype], BLOCK))\n",
         "",
         ("gguf",),

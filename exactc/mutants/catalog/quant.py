@@ -24,6 +24,23 @@ LAYOUTS = "exactc/exporter/kernels/layouts.py"
 AUTOPLAN = "exactc/exporter/kernels/autoplan.py"
 REQUIRES = (QUANT,)
 
+# The integer form's k-quant combination, per super-block (docs/semantics.md, section 15):
+# the reference's statements in the spec's order and swapped; the C lowering's min term.
+K_SCALE_TERM_THEN_MIN = """\
+        acc = acc + sums[:, :, blk].astype(np.int32).astype(acc.dtype) * (x_scale * widen(fields[:, blk, 0], site))
+        if min_sums is not None:
+            term = min_sums[:, :, blk].astype(np.int32).astype(acc.dtype) * (x_scale * widen(fields[:, blk, 1], site))
+            acc = acc - term
+"""
+K_MIN_TERM_THEN_SCALE = """\
+        if min_sums is not None:
+            term = min_sums[:, :, blk].astype(np.int32).astype(acc.dtype) * (x_scale * widen(fields[:, blk, 1], site))
+            acc = acc - term
+        acc = acc + sums[:, :, blk].astype(np.int32).astype(acc.dtype) * (x_scale * widen(fields[:, blk, 0], site))
+"""
+K_C_MIN_TERM = "            stmts.append(Assign(acc, sub(acc, min_term)))\n"
+K_C_MIN_TERM_FIRST = "            stmts.insert(len(stmts) - 1, Assign(acc, sub(acc, min_term)))\n"
+
 MUTANTS = [
     Mutant(
         "q4-nibbles-swapped",
@@ -310,9 +327,131 @@ MUTANTS = [
         "k-quant-dmin-term-added",
         "Q4_K's and Q5_K's values add dmin x min instead of subtracting it",
         QUANT,
-        "    values = step[..., None] * q.astype(np.float32) - offset[..., None]\n",
-        "    values = step[..., None] * q.astype(np.float32) + offset[..., None]\n",
+        "        values = values - offset[..., None]\n",
+        "        values = values + offset[..., None]\n",
         ("quant:k-quants", "gguf:k-quants"),
+        family="quant",
+    ),
+    Mutant(
+        "q4k-c-scale-high-bits-from-the-wrong-byte",
+        "the C k-quant kernels take the top 2 bits of Q4_K's and Q5_K's 6-bit scales 4-7 from "
+        "bytes 4-7 (the mins') instead of bytes 0-3",
+        LOWER,
+        "    scale = _above(_bits(p(j + 4), 0, 15), _bits(p(j - 4), 6, 3), 4)\n",
+        "    scale = _above(_bits(p(j + 4), 0, 15), _bits(p(j), 6, 3), 4)\n",
+        ("quant:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "q6k-c-high-bits-shifted-by-2",
+        "the C k-quant kernels place Q6_K's 2-bit high parts at bits 2-3 of the quant instead "
+        "of 4-5",
+        LOWER,
+        '        return Binary("-", _above(low, high, 4), _i32(32))\n',
+        '        return Binary("-", _above(low, high, 2), _i32(32))\n',
+        ("quant:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "q5k-c-high-bit-dropped",
+        "the C k-quant kernels drop Q5_K's fifth bit of the last sub-block (bit 7 of each qh "
+        "byte): values 224-255 of a super-block lose their 16",
+        LOWER,
+        "            return _above(low, _bits(_k_byte(ctx, blk, 16 + v), j, 1), 4)\n",
+        "            return _above(low, _bits(_k_byte(ctx, blk, 16 + v), j, 1 if j < 7 else 0), 4)\n",
+        ("quant:k-quants", "compilers:k-quants"),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-c-weight-only-dmin-added",
+        "the C weight-only k-quant kernel adds dmin x min to each Q4_K and Q5_K weight instead of "
+        "subtracting it",
+        LOWER,
+        "                w = sub(w, off)\n",
+        "                w = add(w, off)\n",
+        ("quant:k-quants", "layouts:k-quants"),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-c-integer-dmin-added",
+        "the C integer-form k-quant kernel adds the min term A(M) x (xd x dmin) instead of "
+        "subtracting it",
+        LOWER,
+        K_C_MIN_TERM,
+        K_C_MIN_TERM.replace("sub(acc", "add(acc"),
+        ("quant:k-quants", "layouts:k-quants"),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-c-sums-out-of-order",
+        "the C integer-form k-quant kernel subtracts a super-block's min term before it adds "
+        "the scale term (the spec adds first)",
+        LOWER,
+        K_C_MIN_TERM,
+        K_C_MIN_TERM_FIRST,
+        ("quant:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-reference-sums-out-of-order",
+        "the reference's integer-form k-quant linear subtracts a super-block's min term before "
+        "it adds the scale term (the spec adds first)",
+        OPS,
+        K_SCALE_TERM_THEN_MIN,
+        K_MIN_TERM_THEN_SCALE,
+        ("quant:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-reference-integer-dmin-added",
+        "the reference's integer-form k-quant linear adds the min term instead of subtracting it",
+        OPS,
+        "            acc = acc - term\n",
+        "            acc = acc + term\n",
+        ("quant:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-sums-out-of-order-in-both",
+        "both twins subtract a super-block's min term before adding the scale term: C and "
+        "reference agree, the tie pinned by hand does not",
+        LOWER,
+        K_C_MIN_TERM,
+        K_C_MIN_TERM_FIRST,
+        ("quant:k-quants",),
+        family="quant",
+        also=((OPS, K_SCALE_TERM_THEN_MIN, K_MIN_TERM_THEN_SCALE),),
+    ),
+    Mutant(
+        "weights-file-read-as-float",
+        "the command line reads --weights file as float weights: a GGUF file's k-quants are "
+        "exported as f32 weights, as without it",
+        "exactc/commands.py",
+        "        return FILE_WEIGHTS\n",
+        "        return None\n",
+        ("gguf:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "file-weights-keep-a-mix-of-formats",
+        "--weights file keeps a parameter whose layers mix formats (Q4_K_M's ffn_down: Q6_K in one "
+        "layer, Q4_K in another) in one of them, instead of the f32 weight it reads as",
+        "exactc/exporter/checkpoints/base.py",
+        "            if len(formats) == 1 and None not in formats:\n",
+        "            if None not in formats:\n",
+        ("gguf:k-quants",),
+        family="quant",
+    ),
+    Mutant(
+        "k-quant-blocks-rows-not-permuted",
+        "a GGUF file's k-quant blocks of attn_q and attn_k keep llama.cpp's interleaved row order "
+        "under --weights file (the f32 reading puts them back; the blocks do not)",
+        GGUF,
+        "        values, scales = raw.reshape(rows, -1), fields.reshape(rows, -1)\n"
+        "        if heads is not None:\n",
+        "        values, scales = raw.reshape(rows, -1), fields.reshape(rows, -1)\n"
+        "        if heads is None:\n",
+        ("gguf:k-quants",),
         family="quant",
     ),
     Mutant(
@@ -343,8 +482,8 @@ MUTANTS = [
         "generate's decode program is traced without the checkpoint: a Q4_0 file's Q6_K head, "
         "an f32 weight in the prefill program, is a q4 weight in the decode one",
         "exactc/generate.py",
-        'export.trace(model, "decode", overrides, weights, checkpoint)',
-        'export.trace(model, "decode", overrides, weights)',
+        'export.trace(model, "decode", overrides, weights, checkpoint, form)',
+        'export.trace(model, "decode", overrides, weights, form=form)',
         ("generate:fast",),
         family="quant",
     ),
@@ -356,6 +495,39 @@ MUTANTS = [
         "            if (qt.fmt, qt.block, qt.shape) != (fmt, block, np.shape(array)):\n",
         "            if (qt.fmt, qt.shape) != (fmt, np.shape(array)):\n",
         ("quant",),
+        family="quant",
+    ),
+    Mutant(
+        "integer-form-xd-from-another-quantize",
+        "in the integer form a linear reads the quantized activations of an earlier linear of "
+        "the same function and shape (attention's output projection gets the normed input's "
+        "q and d) instead of its own activations'",
+        GRAPH,
+        "    key = (x, block)",
+        "    key = (id(trace.current()), x.shape, block)  # type: ignore[assignment]",
+        ("quant:programs",),
+        family="quant",
+        requires=(GRAPH,),
+    ),
+    Mutant(
+        "form-flag-ignored",
+        "--form is not heard: every quantized program is traced weight-only (qlinear_w), also "
+        "for --form integer and the default",
+        EXPORT,
+        "    form = form or graph.INTEGER\n",
+        "    form = graph.WEIGHT_ONLY\n",
+        ("quant:programs",),
+        family="quant",
+        requires=(EXPORT,),
+    ),
+    Mutant(
+        "quantize-outputs-swapped-in-host",
+        "the structured host hands quantize's kernel the scales' buffer as its values q and the "
+        "values' buffer as its scales d",
+        "exactc/exporter/printer/structured.py",
+        'names.update({k: expr[id(v)] for k, v in op.results().items()})',
+        'names.update({k: expr[id(v)] for k, v in zip(reversed(op.results()), op.outs)})',
+        ("quant:programs",),
         family="quant",
     ),
 ]

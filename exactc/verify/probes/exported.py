@@ -116,7 +116,7 @@ def decode_loops_over_position(program) -> list[str]:
             continue
         kernel = lower(op.primitive, "f32", op_shapes(op), op.attrs)
         if any(dims.is_symbolic(a.extent) for nest in kernel.nests for a in nest.axes + tuple(nest.body_axes())):
-            found.append(f"{op.out.name} ({op.primitive})")
+            found.append(f"{op.outs[0].name} ({op.primitive})")
     return found
 
 

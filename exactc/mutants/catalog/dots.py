@@ -1,0 +1,101 @@
+"""The block sums of qlinear_i as one call of runtime/exactc_dot.h's kernel: its vector
+paths (AVX2's maddubs and madd, VNNI's dpbusd) and the printer's choice of the blocks it
+stands for (printer/dots.py). The header's tests run each path the CPU has against
+numpy; a mistake in a path the CPU lacks does not apply there."""
+
+from exactc.mutants.model import Mutant
+
+DOT = "exactc/runtime/exactc_dot.h"
+DOTS = "exactc/exporter/printer/dots.py"
+PLANNED = "exactc/exporter/printer/planned.py"
+REQUIRES = (DOT,)
+AVX2 = ("__AVX2__",)
+
+MUTANTS = [
+    Mutant(
+        "dot-avx2-without-sign-trick",
+        "AVX2's q8 block sum hands vpmaddubsw the activations as its unsigned operand and the "
+        "weights as its signed one, without the sign trick: a negative activation reads as "
+        "256 plus it",
+        DOT,
+        "    const __m256i magnitudes = _mm256_sign_epi8(vw, vw); /* |w|, read unsigned: 0 … 128 */\n"
+        "    const __m256i signed_x = _mm256_sign_epi8(vx, vw);   /* x · sign(w): -127 … 127 */\n",
+        "    const __m256i magnitudes = vx;\n    const __m256i signed_x = vw;\n",
+        ("dot", "layouts:block-kernels"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "dot-q4-high-nibbles-first",
+        "the intrinsic paths unpack a q4 block's high nibbles into its first 16 values and the "
+        "low ones into the last 16 (ggml's Q4_0 order exchanged)",
+        DOT,
+        "_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes);",
+        "_mm256_set_m128i(bytes, _mm_srli_epi16(bytes, 4));",
+        ("dot", "layouts:block-kernels"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "dot-madd-drops-odd-pairs",
+        "AVX2's q8 block sum multiplies vpmaddubsw's int16 pairs by 32-bit ones in vpmaddwd, so "
+        "every odd pair is multiplied by 0 and dropped",
+        DOT,
+        "_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)); /* pairs of pairs, int32 */",
+        "_mm256_madd_epi16(pairs, _mm256_set1_epi32(1)); /* pairs of pairs, int32 */",
+        ("dot", "layouts:block-kernels"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "dot-vnni-without-offset-correction",
+        "VNNI's q8 block sum hands vpdpbusd the activations as its unsigned operand as they are, "
+        "neither biased by 128 nor corrected by 128 · Σ w",
+        DOT,
+        "    const __m256i biased = _mm256_xor_si256(vx, _mm256_set1_epi8((char)0x80)); /* x + 128, unsigned */\n"
+        "    const __m256i zero = _mm256_setzero_si256();\n"
+        "    const __m256i sums = EXACTC_DPBUSD(zero, biased, vw);                     /* Σ (x + 128) · w */\n"
+        "    const __m256i w_sums = EXACTC_DPBUSD(zero, _mm256_set1_epi8(1), vw);     /* Σ w */\n"
+        "    return _mm256_sub_epi32(sums, _mm256_slli_epi32(w_sums, 7));\n",
+        "    const __m256i zero = _mm256_setzero_si256();\n    return EXACTC_DPBUSD(zero, vx, vw);\n",
+        ("dot", "layouts:block-kernels"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=("__AVXVNNI__|__AVX512VNNI__",),
+    ),
+    Mutant(
+        "dot-kernel-for-a-short-block",
+        "the printer calls the q8 kernel of 32 values for a loop of at most 32, so a short last "
+        "block (or a block of 16) sums values past its end",
+        DOTS,
+        "if head.axis.extent == BLOCK else None",
+        "if head.axis.extent <= BLOCK else None",
+        ("kernel-print", "layouts:block-kernels"),
+        family="dot",
+    ),
+    Mutant(
+        "dot-rows-drop-the-upper-half",
+        "the x8 kernels' reduction of 8 rows keeps the lower 128 bits' partial sums of each "
+        "row and drops the upper ones (the products of values 16 to 31 for q4)",
+        DOT,
+        "    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));",
+        "    return _mm256_permute2x128_si256(ab, cd, 0x20);",
+        ("dot", "layouts:block-kernels"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "dot-rows-kernel-for-a-packed-weight",
+        "the printer calls the x8 kernel where the laned body reads the weight through its "
+        "packed panel, handing it the panel's element as the first row's start",
+        PLANNED,
+        " or found.w.buffer in self.printer.packs:",
+        ":",
+        ("kernel-print", "layouts:block-kernels"),
+        family="dot",
+    ),
+]

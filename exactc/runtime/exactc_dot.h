@@ -1,0 +1,213 @@
+/* exactc_dot.h: the int32 block sums of the integer-form quantized linear (qlinear_i,
+ * docs/semantics.md section 15), s = Σ int32(x_j) · int32(value_j) over one block of
+ * G = 32 int8 activations x and
+ * - q8: 32 int8 weight values w (any int8, -128 included: a GGUF Q8_0 file may hold it);
+ * - q4: 16 bytes in ggml's Q4_0 order, value j (j < 16) the low nibble of byte j and
+ *   value j + 16 its high nibble, value = nibble - 8.
+ *
+ * Integer addition is exact and |s| <= 32 · 128 · 128 = 2^19, so every order and every
+ * instruction gives the same s: the plain C loops below are the definition, and the
+ * vector paths are picked by what the target has (the printer calls exactc_dot_q8_32 and
+ * exactc_dot_q4_32 for a whole block of 32, and their x8 forms for 8 rows at once where a
+ * layout has n in lanes of 8, printer/dots.py):
+ * - AVX-512 VNNI with AVX-512 VL, or AVX-VNNI: vpdpbusd (unsigned bytes times signed
+ *   bytes, four products a lane summed into int32, no saturation), with the offset
+ *   correction: q8 sums (x + 128) · w and takes 128 · Σ w off; q4 sums nibble · x and takes
+ *   8 · Σ x off (Σ w and Σ x are vpdpbusd of all-ones bytes);
+ * - AVX2: vpmaddubsw (unsigned bytes times signed bytes, pairs summed into int16 WITH
+ *   saturation) then vpmaddwd by ones (pairs of int16 into int32, exact). q8 uses ggml's
+ *   sign trick: |w| read unsigned (0 … 128; |-128| is the byte 0x80, 128 unsigned) times
+ *   x · sign(w) (x negated where w < 0, 0 where w = 0). A pair is at most
+ *   2 · 128 · 127 = 32512 <= 32767 in magnitude when x is within [-127, 127], which quantize
+ *   guarantees (it clamps there); a block holding x = -128 (possible only in a caller's own
+ *   xq: -(-128) wraps in vpsignb and 128 · 128 · 2 would saturate) takes the plain loop.
+ *   q4 reads the nibble unsigned (0 … 15) times x and takes 8 · x off pair by pair: the
+ *   pairs are at most 2 · 15 · 128 = 3840 and 2 · 8 · 128 = 2048, for any int8 x;
+ * - elsewhere (no AVX2, AArch64, -DEXACTC_DOT_PLAIN=1): the plain loops.
+ * -DEXACTC_DOT_NO_VNNI=1 takes AVX2's path on a VNNI target (the tests run both there).
+ * EXACTC_DOT_PATH names the path this build took. tests/test_dot.py checks each path the
+ * CPU runs against numpy on drawn and extreme blocks, and builds the others. */
+#ifndef EXACTC_DOT_H
+#define EXACTC_DOT_H
+
+#include <stdint.h>
+
+#ifndef EXACTC_DOT_PLAIN
+#define EXACTC_DOT_PLAIN 0
+#endif
+
+#ifndef EXACTC_DOT_NO_VNNI
+#define EXACTC_DOT_NO_VNNI 0
+#endif
+
+#if !EXACTC_DOT_PLAIN && !EXACTC_DOT_NO_VNNI && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define EXACTC_DOT_PATH "avx512vnni"
+#define EXACTC_DOT_VNNI 1
+#define EXACTC_DPBUSD(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#elif !EXACTC_DOT_PLAIN && !EXACTC_DOT_NO_VNNI && defined(__AVXVNNI__)
+#define EXACTC_DOT_PATH "avxvnni"
+#define EXACTC_DOT_VNNI 1
+#define EXACTC_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32((acc), (u), (s))
+#elif !EXACTC_DOT_PLAIN && defined(__AVX2__)
+#define EXACTC_DOT_PATH "avx2"
+#define EXACTC_DOT_AVX2 1
+#else
+#define EXACTC_DOT_PATH "plain"
+#endif
+
+#if defined(EXACTC_DOT_VNNI) || defined(EXACTC_DOT_AVX2)
+#include <immintrin.h>
+#endif
+
+/* The definitions: Σ int32(x_j) · int32(value_j) over g values, in index order. */
+static inline int32_t exactc_dot_q8_plain(const int8_t *x, const int8_t *w, int64_t g) {
+    int32_t s = 0;
+    for (int64_t j = 0; j < g; j++) {
+        s += (int32_t)x[j] * (int32_t)w[j];
+    }
+    return s;
+}
+
+/* g even; the block's g / 2 bytes: value j the low nibble of byte j, j + g/2 its high. */
+static inline int32_t exactc_dot_q4_plain(const int8_t *x, const uint8_t *w, int64_t g) {
+    int32_t s = 0;
+    for (int64_t j = 0; j < g / 2; j++) {
+        s += (int32_t)x[j] * ((int32_t)(w[j] & 0x0F) - 8);
+    }
+    for (int64_t j = 0; j < g / 2; j++) {
+        s += (int32_t)x[j + g / 2] * ((int32_t)(w[j] >> 4) - 8);
+    }
+    return s;
+}
+
+#if defined(EXACTC_DOT_VNNI) || defined(EXACTC_DOT_AVX2)
+/* The sum of the eight int32 lanes (|each| <= 2^19: no wrap). */
+static inline int32_t exactc_dot_lanes(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Eight rows' lanes summed, row r's into lane r: vphaddd twice, then the halves added. */
+static inline __m256i exactc_dot_rows(const __m256i v[8]) {
+    const __m256i a = _mm256_hadd_epi32(v[0], v[1]), b = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i c = _mm256_hadd_epi32(v[4], v[5]), d = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+/* The block's 32 values as nibbles 0 … 15 in bytes: the low nibbles (values 0 … 15) in
+ * the lower 128 bits, the high nibbles (values 16 … 31) in the upper. */
+static inline __m256i exactc_dot_nibbles(const uint8_t *w) {
+    const __m128i bytes = _mm_loadu_si128((const __m128i *)w);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+#endif
+
+/* exactc_dot_q8_part and exactc_dot_q4_part: one block's products summed into eight int32
+ * lanes (the block's sum is theirs); exactc_dot_q8_fits: whether the q8 part takes the
+ * block's activations as they are. */
+#if defined(EXACTC_DOT_VNNI)
+static inline __m256i exactc_dot_q8_part(__m256i vx, const int8_t *w) {
+    const __m256i vw = _mm256_loadu_si256((const __m256i *)w);
+    const __m256i biased = _mm256_xor_si256(vx, _mm256_set1_epi8((char)0x80)); /* x + 128, unsigned */
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i sums = EXACTC_DPBUSD(zero, biased, vw);                     /* Σ (x + 128) · w */
+    const __m256i w_sums = EXACTC_DPBUSD(zero, _mm256_set1_epi8(1), vw);     /* Σ w */
+    return _mm256_sub_epi32(sums, _mm256_slli_epi32(w_sums, 7));
+}
+
+static inline __m256i exactc_dot_q4_part(__m256i vx, const uint8_t *w) {
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i sums = EXACTC_DPBUSD(zero, exactc_dot_nibbles(w), vx);     /* Σ nibble · x */
+    const __m256i x_sums = EXACTC_DPBUSD(zero, _mm256_set1_epi8(1), vx);     /* Σ x */
+    return _mm256_sub_epi32(sums, _mm256_slli_epi32(x_sums, 3));
+}
+
+static inline int exactc_dot_q8_fits(__m256i vx) {
+    (void)vx; /* the offset correction takes every int8 */
+    return 1;
+}
+#elif defined(EXACTC_DOT_AVX2)
+static inline __m256i exactc_dot_q8_part(__m256i vx, const int8_t *w) {
+    const __m256i vw = _mm256_loadu_si256((const __m256i *)w);
+    const __m256i magnitudes = _mm256_sign_epi8(vw, vw); /* |w|, read unsigned: 0 … 128 */
+    const __m256i signed_x = _mm256_sign_epi8(vx, vw);   /* x · sign(w): -127 … 127 */
+    const __m256i pairs = _mm256_maddubs_epi16(magnitudes, signed_x); /* |pair| <= 32512 */
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)); /* pairs of pairs, int32 */
+}
+
+static inline __m256i exactc_dot_q4_part(__m256i vx, const uint8_t *w) {
+    const __m256i products = _mm256_maddubs_epi16(exactc_dot_nibbles(w), vx); /* |pair| <= 3840 */
+    const __m256i offsets = _mm256_maddubs_epi16(_mm256_set1_epi8(8), vx);    /* |pair| <= 2048 */
+    const __m256i pairs = _mm256_sub_epi16(products, offsets);               /* Σ (nibble - 8) · x */
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+/* An activation of -128: the sign trick would wrap it (-(-128) is -128 in a byte). */
+static inline int exactc_dot_q8_fits(__m256i vx) {
+    return !_mm256_movemask_epi8(_mm256_cmpeq_epi8(vx, _mm256_set1_epi8((char)0x80)));
+}
+#endif
+
+/* exactc_dot_q8_32, exactc_dot_q4_32: one block's sum. exactc_dot_q8_32x8,
+ * exactc_dot_q4_32x8: the same block of 8 rows (row r at w + r · stride) against one
+ * block of activations, row r's sum into out[r] (a laned body's n in lanes of 8). */
+#if defined(EXACTC_DOT_VNNI) || defined(EXACTC_DOT_AVX2)
+static inline int32_t exactc_dot_q8_32(const int8_t *x, const int8_t *w) {
+    const __m256i vx = _mm256_loadu_si256((const __m256i *)x);
+    return exactc_dot_q8_fits(vx) ? exactc_dot_lanes(exactc_dot_q8_part(vx, w)) : exactc_dot_q8_plain(x, w, 32);
+}
+
+static inline int32_t exactc_dot_q4_32(const int8_t *x, const uint8_t *w) {
+    return exactc_dot_lanes(exactc_dot_q4_part(_mm256_loadu_si256((const __m256i *)x), w));
+}
+
+static inline void exactc_dot_q8_32x8(const int8_t *x, const int8_t *w, int64_t stride, int32_t *out) {
+    const __m256i vx = _mm256_loadu_si256((const __m256i *)x);
+    if (!exactc_dot_q8_fits(vx)) {
+        for (int64_t r = 0; r < 8; r++) {
+            out[r] = exactc_dot_q8_plain(x, w + r * stride, 32);
+        }
+        return;
+    }
+    __m256i rows[8];
+    for (int64_t r = 0; r < 8; r++) {
+        rows[r] = exactc_dot_q8_part(vx, w + r * stride);
+    }
+    _mm256_storeu_si256((__m256i *)out, exactc_dot_rows(rows));
+}
+
+static inline void exactc_dot_q4_32x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *out) {
+    const __m256i vx = _mm256_loadu_si256((const __m256i *)x);
+    __m256i rows[8];
+    for (int64_t r = 0; r < 8; r++) {
+        rows[r] = exactc_dot_q4_part(vx, w + r * stride);
+    }
+    _mm256_storeu_si256((__m256i *)out, exactc_dot_rows(rows));
+}
+#else
+static inline int32_t exactc_dot_q8_32(const int8_t *x, const int8_t *w) {
+    return exactc_dot_q8_plain(x, w, 32);
+}
+
+static inline int32_t exactc_dot_q4_32(const int8_t *x, const uint8_t *w) {
+    return exactc_dot_q4_plain(x, w, 32);
+}
+
+static inline void exactc_dot_q8_32x8(const int8_t *x, const int8_t *w, int64_t stride, int32_t *out) {
+    for (int64_t r = 0; r < 8; r++) {
+        out[r] = exactc_dot_q8_plain(x, w + r * stride, 32);
+    }
+}
+
+static inline void exactc_dot_q4_32x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *out) {
+    for (int64_t r = 0; r < 8; r++) {
+        out[r] = exactc_dot_q4_plain(x, w + r * stride, 32);
+    }
+}
+#endif
+
+#endif

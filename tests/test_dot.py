@@ -1,0 +1,243 @@
+"""exactc_dot.h, the int32 block sums of qlinear_i: each path this CPU runs (the plain
+loops, AVX2's maddubs, VNNI's dpbusd where the CPU has it) gives numpy's exact sum on
+drawn blocks and on the extremes (activations of -127 and 127, and -128, against q8
+weights of -128 and 127 and q4 nibbles 0 and 15), built by gcc and clang at -O2 and -O3,
+for this CPU or not; the VNNI paths, which this CPU may not run, are built for targets
+that have them."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from exactc.exporter import quant
+from exactc.runtime import RUNTIME_DIR, STRICT_FLAGS
+from exactc.verify.build import BuildOptions, load_library
+from installed import need  # tests/installed.py
+
+SOURCE = r"""
+#include "exactc_dot.h"
+const char *dot_path(void) { return EXACTC_DOT_PATH; }
+void dot_q8_all(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks) {
+    for (int64_t b = 0; b < blocks; b++) out[b] = exactc_dot_q8_32(x + 32 * b, w + 32 * b);
+}
+void dot_q4_all(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks) {
+    for (int64_t b = 0; b < blocks; b++) out[b] = exactc_dot_q4_32(x + 32 * b, w + 16 * b);
+}
+/* Block b of 8 rows (row r of block b at w + (8 b + r) · stride) against x's block b. */
+void dot_q8_rows(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks, int64_t stride) {
+    for (int64_t b = 0; b < blocks; b++) exactc_dot_q8_32x8(x + 32 * b, w + 8 * b * stride, stride, out + 8 * b);
+}
+void dot_q4_rows(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride) {
+    for (int64_t b = 0; b < blocks; b++) exactc_dot_q4_32x8(x + 32 * b, w + 8 * b * stride, stride, out + 8 * b);
+}
+"""
+CDEF = """
+const char *dot_path(void);
+void dot_q8_all(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks);
+void dot_q4_all(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks);
+void dot_q8_rows(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks, int64_t stride);
+void dot_q4_rows(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride);
+"""
+# Each compiler and level, for this CPU or not; for this CPU also with the plain loops
+# forced and with VNNI's path turned off (AVX2's then, where the CPU has VNNI).
+FORCED = {"": (), "-plain": ("EXACTC_DOT_PLAIN=1",), "-no-vnni": ("EXACTC_DOT_NO_VNNI=1",)}
+BUILDS = {
+    f"{cc}{opt}{'-native' if native else ''}{forced}": BuildOptions(
+        cc, opt, march_native=native, defines=FORCED[forced]
+    )
+    for cc in ("gcc", "clang")
+    for opt in ("-O2", "-O3")
+    for native in (False, True)
+    for forced in (FORCED if native else ("",))
+}
+
+
+def cpu_flags() -> set[str]:
+    with open("/proc/cpuinfo") as f:
+        return set(next(line for line in f if line.startswith("flags")).split(":")[1].split())
+
+
+@pytest.fixture(scope="module", params=sorted(BUILDS))
+def dot(request):
+    options = BUILDS[request.param]
+    need(options.cc)
+    return load_library({"dot.c": SOURCE}, CDEF, options)
+
+
+def expected_path(options: BuildOptions) -> str:
+    if "EXACTC_DOT_PLAIN=1" in options.defines or not options.march_native:
+        return "plain"
+    flags = cpu_flags()
+    if "EXACTC_DOT_NO_VNNI=1" in options.defines:
+        return "avx2" if "avx2" in flags else "plain"
+    if {"avx512_vnni", "avx512vl"} <= flags:
+        return "avx512vnni"
+    return "avxvnni" if "avx_vnni" in flags else "avx2" if "avx2" in flags else "plain"
+
+
+def run(dot, fmt: str, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    blocks = x.size // 32
+    x, w = np.ascontiguousarray(x, np.int8), np.ascontiguousarray(w, np.int8 if fmt == "q8" else np.uint8)
+    out = np.zeros(blocks, np.int32)
+    ffi = dot.ffi
+    call = dot.lib.dot_q8_all if fmt == "q8" else dot.lib.dot_q4_all
+    call(
+        ffi.cast("int8_t *", x.ctypes.data),
+        ffi.cast("void *", w.ctypes.data),
+        ffi.cast("int32_t *", out.ctypes.data),
+        blocks,
+    )
+    return out
+
+
+def run_rows(dot, fmt: str, x: np.ndarray, w: np.ndarray, stride: int) -> np.ndarray:
+    """Each block of x against 8 rows of w (rows of `stride` elements, 8 a block, the
+    block's values at each row's start): the 8 sums of each block."""
+    blocks = x.size // 32
+    x, w = np.ascontiguousarray(x, np.int8), np.ascontiguousarray(w, np.int8 if fmt == "q8" else np.uint8)
+    out = np.zeros(8 * blocks, np.int32)
+    call = dot.lib.dot_q8_rows if fmt == "q8" else dot.lib.dot_q4_rows
+    call(
+        dot.ffi.cast("int8_t *", x.ctypes.data),
+        dot.ffi.cast("void *", w.ctypes.data),
+        dot.ffi.cast("int32_t *", out.ctypes.data),
+        blocks,
+        stride,
+    )
+    return out
+
+
+def exact_q8(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return (x.reshape(-1, 32).astype(np.int64) * w.reshape(-1, 32).astype(np.int64)).sum(axis=1)
+
+
+def exact_q4(x: np.ndarray, nibbles: np.ndarray) -> np.ndarray:
+    return (x.reshape(-1, 32).astype(np.int64) * (nibbles.reshape(-1, 32).astype(np.int64) - 8)).sum(axis=1)
+
+
+def test_the_build_takes_the_path_its_target_has(dot):
+    assert dot.ffi.string(dot.lib.dot_path()).decode() == expected_path(dot.options)
+
+
+# Blocks of one value each (every combination of the extremes), then blocks alternating
+# two extremes (the pairs vpmaddubsw adds and the quadruples vpdpbusd adds), then blocks
+# with one extreme among zeros at each position (a lane dropped shows there).
+X_EXTREMES = (-128, -127, -1, 0, 1, 127)
+Q8_EXTREMES = (-128, -127, -1, 0, 1, 127)
+NIBBLE_EXTREMES = (0, 1, 7, 8, 9, 15)
+
+
+def extreme_blocks(xs, ws) -> tuple[np.ndarray, np.ndarray]:
+    x_rows, w_rows = [], []
+    for a in xs:
+        for b in ws:
+            x_rows.append(np.full(32, a))
+            w_rows.append(np.full(32, b))
+            x_rows.append(np.where(np.arange(32) % 2, a, -a if a != -128 else 127))
+            w_rows.append(np.where(np.arange(32) % 4 < 2, b, ws[0]))
+    for j in range(32):
+        x_rows.append(np.where(np.arange(32) == j, xs[1], 0))
+        w_rows.append(np.where(np.arange(32) == j, ws[-1], ws[0] if ws[0] >= 0 else 0))
+    return np.concatenate(x_rows), np.concatenate(w_rows)
+
+
+def test_q8_extremes(dot):
+    x, w = extreme_blocks(X_EXTREMES, Q8_EXTREMES)
+    assert (run(dot, "q8", x, w) == exact_q8(x, w)).all()
+
+
+def test_q8_extremes_reach_the_int16_bound_of_the_sign_trick(dot):
+    """Activations of ±127 times weights of -128 in every lane: each pair vpmaddubsw adds
+    is 2 · 128 · 127 = 32512, the largest the sign trick forms; the block sums ±520192."""
+    x = np.concatenate([np.full(32, 127), np.full(32, -127), np.tile([127, -127], 16)])
+    w = np.concatenate([np.full(32, -128), np.full(32, -128), np.tile([-128, 127], 16)])
+    assert run(dot, "q8", x, w).tolist() == [-520192, 520192, -518160] == exact_q8(x, w).tolist()
+
+
+def test_q4_extremes(dot):
+    x, nibbles = extreme_blocks(X_EXTREMES, NIBBLE_EXTREMES)
+    packed = quant.pack_q4(nibbles.reshape(-1, 32).astype(np.uint8))
+    assert (run(dot, "q4", x, packed) == exact_q4(x, nibbles)).all()
+
+
+def test_q4_reads_low_nibbles_first():
+    """Value j of a block is byte j's low nibble and value j + 16 its high one (ggml's
+    Q4_0): one byte 0xF0 (low 0, high 15) against x = 1 at j only gives -8."""
+    dot = load_library({"dot.c": SOURCE}, CDEF, BuildOptions("gcc", "-O2", march_native=True))
+    w = np.full(16, 0x88, np.uint8)
+    w[3] = 0xF0
+    x = np.zeros(32, np.int8)
+    x[3] = 1
+    assert run(dot, "q4", x, w).tolist() == [-8]
+    x[3], x[19] = 0, 1
+    assert run(dot, "q4", x, w).tolist() == [7]
+
+
+def test_drawn_blocks(dot):
+    rng = np.random.default_rng(42)
+    x = rng.integers(-128, 128, 32 * 500)
+    w = rng.integers(-128, 128, 32 * 500)
+    nibbles = rng.integers(0, 16, 32 * 500)
+    assert (run(dot, "q8", x, w) == exact_q8(x, w)).all()
+    packed = quant.pack_q4(nibbles.reshape(-1, 32).astype(np.uint8))
+    assert (run(dot, "q4", x, packed) == exact_q4(x, nibbles)).all()
+
+
+# The VNNI paths, built (not run) for targets that have them, and the assembly holds vpdpbusd.
+VNNI_TARGETS = [
+    ("gcc", "sapphirerapids", "avx512vnni"),
+    ("gcc", "icelake-server", "avx512vnni"),
+    ("gcc", "alderlake", "avxvnni"),
+    ("clang-19", "sapphirerapids", "avx512vnni"),
+    ("clang-19", "alderlake", "avxvnni"),
+]
+
+
+@pytest.mark.parametrize("cc,march,path", VNNI_TARGETS, ids=[f"{cc}-{march}" for cc, march, _ in VNNI_TARGETS])
+def test_vnni_paths_build(cc, march, path):
+    need(cc)
+    source = SOURCE + f'_Static_assert(sizeof "{path}" == sizeof EXACTC_DOT_PATH, "the {path} path");\n'
+    done = subprocess.run(
+        [
+            cc,
+            *STRICT_FLAGS,
+            "-O2",
+            f"-march={march}",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{RUNTIME_DIR}",
+            "-S",
+            "-o",
+            "-",
+            "-x",
+            "c",
+            "-",
+        ],
+        input=source,
+        text=True,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "vpdpbusd" in done.stdout
+
+
+@pytest.mark.parametrize("fmt", ["q8", "q4"])
+def test_eight_rows_at_once(dot, fmt):
+    """exactc_dot_q8_32x8 and exactc_dot_q4_32x8: each of the 8 rows (at a stride longer
+    than the block) against the block of activations, row r's sum in out[r]: the single
+    kernel's sums, on drawn blocks and the extremes (an activation of -128 in some)."""
+    rng = np.random.default_rng(7)
+    xs, ws = extreme_blocks(X_EXTREMES, Q8_EXTREMES if fmt == "q8" else NIBBLE_EXTREMES)
+    blocks = xs.size // 32
+    x = xs.reshape(blocks, 32)
+    width = 32 if fmt == "q8" else 16
+    stride = width + 8  # the rows lie apart, as a weight's rows of several blocks do
+    rows = rng.integers(-128, 128, (blocks, 8, 32)) if fmt == "q8" else rng.integers(0, 16, (blocks, 8, 32))
+    rows[:, 0] = ws.reshape(blocks, 32)  # the extremes in row 0, drawn values in the others
+    stored = rows if fmt == "q8" else quant.pack_q4(rows.reshape(-1, 32).astype(np.uint8)).reshape(blocks, 8, 16)
+    w = np.zeros((blocks, 8, stride), np.int64)
+    w[:, :, :width] = stored
+    want = [(exact_q8 if fmt == "q8" else exact_q4)(x[b], rows[b, r]) for b in range(blocks) for r in range(8)]
+    assert run_rows(dot, fmt, x.ravel(), w.ravel(), stride).tolist() == [int(v[0]) for v in want]
