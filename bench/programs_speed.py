@@ -376,8 +376,9 @@ STORIES = {
 
 GENERATED = 200  # new tokens per run: the figures the peers are quoted at are 200+ token runs
 # exactc's --weights (ggml's blocks of 32); q4k's program reads llama.cpp's own Q4_K file
-# (llama_cpp_quantize), whose k-quants exactc dequantizes to f32 as it reads them
-WEIGHTS = {"f32": None, "q8": ("q8", 32), "q4": ("q4", 32), "q4k": None}
+# (llama_cpp_quantize) with --weights file: each linear weight in the file's format (q4_k,
+# q6_k; a parameter whose layers mix formats, as Q4_K_M's ffn_down, is f32)
+WEIGHTS = {"f32": None, "q8": ("q8", 32), "q4": ("q4", 32), "q4k": export.FILE_WEIGHTS}
 FROM_GGUF = ("q4k",)  # the weight types exactc's program reads from the peer's GGUF file
 
 
@@ -547,14 +548,18 @@ class PrefillBench:
     """A PROMPT-token prompt's prefill, exactc's and llama.cpp's from the same GGUF file:
     exactc's exported llama `prefill` (`--plan auto`, the Makefile's defaults, its
     conformance checked first; the last position's logits and every layer's keys and
-    values) against llama.cpp's Llama.eval of the same tokens (one batch; the last
+    values; `weights`: the row's type, q4k's k-quants kept by --weights file) against
+    llama.cpp's Llama.eval of the same tokens (one batch; the last
     position's logits, the keys and values into its cache), no generation on either side."""
 
-    def __init__(self, path: Path, shape: dict, work: Path, cc: str):
+    def __init__(self, path: Path, shape: dict, work: Path, cc: str, weights: str = "f32"):
         ckpt = checkpoints.load(path, "llama")
         self.ids = prompt_ids(shape["vocab"])
+        # the file's Q8_0 and Q4_0 blocks are kept as they are read; its k-quants with --weights file
+        kept = WEIGHTS[weights] if weights in FROM_GGUF else None
         prepared = export.prepare("llama", "prefill", "f32", overrides={"tokens": PROMPT}, checkpoint=ckpt,
-                                  plan=AutoPlan(tuned=tuned.tuned_layouts(cc)), inputs={"input_ids": self.ids})
+                                  plan=AutoPlan(tuned=tuned.tuned_layouts(cc)), inputs={"input_ids": self.ids},
+                                  weights=kept)
         root = export.write(prepared, work / "prefill")
         self.flags = makefile_cflags(root)
         self.program = build_exported(root, cc)

@@ -296,7 +296,7 @@ def prefill(request, tmp_path_factory, stories_gguf):
     name, weights = request.param
     path = stories_gguf(name, weights)
     try:
-        bench = PrefillBench(path, STORIES[name], tmp_path_factory.mktemp(f"prefill-{name}-{weights}"), "gcc")
+        bench = PrefillBench(path, STORIES[name], tmp_path_factory.mktemp(f"prefill-{name}-{weights}"), "gcc", weights)
     except CheckpointError as error:
         pytest.skip(f"exactc does not read llama.cpp's {GGUF_TYPES[weights]} file of {name}: {error}")
     return name, weights, bench
