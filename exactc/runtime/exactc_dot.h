@@ -210,4 +210,157 @@ static inline void exactc_dot_q4_32x8(const int8_t *x, const uint8_t *w, int64_t
 }
 #endif
 
+/* ---- ggml's k-quants (docs/semantics.md section 15): one super-block of 256 values ----
+ * exactc_dot_q4_k_256, exactc_dot_q5_k_256, exactc_dot_q6_k_256 add to *s the
+ * super-block's S = Σ_j sc_j · Σ x·q over its sub-blocks j, and (Q4_K, Q5_K) to *m its
+ * M = Σ_j m_j · Σ x, for 256 int8 activations x and the super-block's bytes w in ggml's
+ * layout (Q4_K 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins at 4, qs at 16;
+ * Q5_K 176: qh at 16, qs at 48; Q6_K 210: ql at 0, qh at 128, int8 scales at 192).
+ * Every sum is an int32 sum of products, exact in any order (|S| < 2^28), so the paths
+ * give the plain loops' bits. The scales and mins are unpacked once a super-block; the
+ * AVX2 path (taken on VNNI targets too: vpmaddubsw's pairs are far from saturating here)
+ * unpacks the quants in registers: vpmaddubsw of the unsigned quant (Q4_K 0 … 15, Q5_K
+ * 0 … 31, Q6_K 0 … 63) by x, pairs at most 2 · 63 · 128 = 16128, Q6_K's offset 32 · x
+ * taken off pair by pair (at most 8192 more), then vpmaddwd by the sub-block's scale
+ * (int16 pairs into int32, exact); M's Σ x is vpmaddubsw of ones by x, then vpmaddwd by
+ * the min. */
+
+/* Q4_K's and Q5_K's eight 6-bit scales and mins from the 12 bytes p: j < 4: p[j] & 63
+ * and p[j + 4] & 63; j >= 4: the nibbles of p[j + 4] with the top 2 bits of p[j - 4]
+ * (scale) and of p[j] (min) above them. */
+static inline void exactc_dot_k_scales(const uint8_t *p, int32_t sc[8], int32_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = p[j] & 63;
+        mn[j] = p[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
+        mn[j] = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
+    }
+}
+
+/* The definitions: each sub-block's sums in index order, the sub-blocks in order. */
+static inline void exactc_dot_q45_k_plain(const int8_t *x, const uint8_t *w, int five, int32_t *s, int32_t *m) {
+    int32_t sc[8], mn[8];
+    exactc_dot_k_scales(w + 4, sc, mn);
+    const uint8_t *qs = w + (five ? 48 : 16), *qh = w + 16;
+    for (int j = 0; j < 8; j++) {
+        int32_t products = 0, values = 0;
+        for (int v = 0; v < 32; v++) {
+            int32_t q = (qs[32 * (j / 2) + v] >> (4 * (j % 2))) & 15;
+            if (five) {
+                q |= ((qh[v] >> j) & 1) << 4;
+            }
+            products += (int32_t)x[32 * j + v] * q;
+            values += x[32 * j + v];
+        }
+        *s += sc[j] * products;
+        *m += mn[j] * values;
+    }
+}
+
+static inline void exactc_dot_q6_k_plain(const int8_t *x, const uint8_t *w, int32_t *s) {
+    const uint8_t *ql = w, *qh = w + 128;
+    const int8_t *scales = (const int8_t *)(w + 192);
+    for (int j = 0; j < 16; j++) {
+        const int half = j / 8, quarter = (j % 8) / 2, part = j % 2;
+        int32_t products = 0;
+        for (int v = 0; v < 16; v++) {
+            const int at = 16 * part + v;
+            const int32_t low = (ql[64 * half + 32 * (quarter % 2) + at] >> (4 * (quarter / 2))) & 15;
+            const int32_t high = (qh[32 * half + at] >> (2 * quarter)) & 3;
+            products += (int32_t)x[128 * half + 32 * quarter + at] * ((low | (high << 4)) - 32);
+        }
+        *s += (int32_t)scales[j] * products;
+    }
+}
+
+#if defined(EXACTC_DOT_VNNI) || defined(EXACTC_DOT_AVX2)
+/* Σ sc · (quant · x) over 32 values whose quants (unsigned bytes) are q: the lower 16
+ * values' pairs times sc_lo, the upper 16's times sc_hi, into eight int32 lanes. */
+static inline __m256i exactc_dot_k_scaled(__m256i q, __m256i vx, int32_t sc_lo, int32_t sc_hi) {
+    const __m256i pairs = _mm256_maddubs_epi16(q, vx);
+    return _mm256_madd_epi16(pairs, _mm256_set_m128i(_mm_set1_epi16((short)sc_hi), _mm_set1_epi16((short)sc_lo)));
+}
+
+/* min · Σ x over 32 values, into eight int32 lanes. */
+static inline __m256i exactc_dot_k_min(__m256i vx, int32_t mn) {
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), vx); /* |pair| <= 256 */
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16((short)mn));
+}
+
+static inline void exactc_dot_q45_k_256(const int8_t *x, const uint8_t *w, int five, int32_t *s, int32_t *m) {
+    int32_t sc[8], mn[8];
+    exactc_dot_k_scales(w + 4, sc, mn);
+    const uint8_t *qs = w + (five ? 48 : 16);
+    const __m256i nibble = _mm256_set1_epi8(0x0F), fifth = _mm256_set1_epi8(0x10);
+    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
+    __m256i sums = _mm256_setzero_si256(), mins = _mm256_setzero_si256();
+    for (int pair = 0; pair < 4; pair++) {
+        const int j = 2 * pair;
+        const __m256i bytes = _mm256_loadu_si256((const __m256i *)(qs + 32 * pair));
+        __m256i low = _mm256_and_si256(bytes, nibble);
+        __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+        if (five) { /* bit j of qh[v] is value v's fifth bit in sub-block j */
+            const __m256i bit_lo = _mm256_set1_epi8((char)(1 << j)), bit_hi = _mm256_set1_epi8((char)(1 << (j + 1)));
+            low = _mm256_or_si256(low, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), fifth));
+            high = _mm256_or_si256(high, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), fifth));
+        }
+        const __m256i x_lo = _mm256_loadu_si256((const __m256i *)(x + 32 * j));
+        const __m256i x_hi = _mm256_loadu_si256((const __m256i *)(x + 32 * j + 32));
+        sums = _mm256_add_epi32(sums, exactc_dot_k_scaled(low, x_lo, sc[j], sc[j]));
+        sums = _mm256_add_epi32(sums, exactc_dot_k_scaled(high, x_hi, sc[j + 1], sc[j + 1]));
+        mins = _mm256_add_epi32(mins, exactc_dot_k_min(x_lo, mn[j]));
+        mins = _mm256_add_epi32(mins, exactc_dot_k_min(x_hi, mn[j + 1]));
+    }
+    *s += exactc_dot_lanes(sums);
+    *m += exactc_dot_lanes(mins);
+}
+
+static inline void exactc_dot_q6_k_256(const int8_t *x, const uint8_t *w, int32_t *s) {
+    const int8_t *scales = (const int8_t *)(w + 192);
+    const __m256i nibble = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x03);
+    __m256i sums = _mm256_setzero_si256();
+    for (int half = 0; half < 2; half++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w + 64 * half));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w + 64 * half + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * half));
+        const __m256i lows[4] = {_mm256_and_si256(ql0, nibble), _mm256_and_si256(ql1, nibble),
+                                 _mm256_and_si256(_mm256_srli_epi16(ql0, 4), nibble),
+                                 _mm256_and_si256(_mm256_srli_epi16(ql1, 4), nibble)};
+        const __m256i highs[4] = {_mm256_and_si256(qh, two), _mm256_and_si256(_mm256_srli_epi16(qh, 2), two),
+                                  _mm256_and_si256(_mm256_srli_epi16(qh, 4), two),
+                                  _mm256_and_si256(_mm256_srli_epi16(qh, 6), two)};
+        for (int quarter = 0; quarter < 4; quarter++) {
+            const int j = 8 * half + 2 * quarter;
+            const __m256i q = _mm256_or_si256(lows[quarter], _mm256_slli_epi16(highs[quarter], 4)); /* 0 … 63 */
+            const __m256i vx = _mm256_loadu_si256((const __m256i *)(x + 128 * half + 32 * quarter));
+            const __m256i products = _mm256_maddubs_epi16(q, vx);                               /* |pair| <= 16128 */
+            const __m256i offsets = _mm256_maddubs_epi16(_mm256_set1_epi8(32), vx);            /* |pair| <= 8192 */
+            const __m256i pairs = _mm256_sub_epi16(products, offsets);                          /* Σ (q - 32) · x */
+            const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(scales[j + 1]), _mm_set1_epi16(scales[j]));
+            sums = _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, scale));
+        }
+    }
+    *s += exactc_dot_lanes(sums);
+}
+#else
+static inline void exactc_dot_q45_k_256(const int8_t *x, const uint8_t *w, int five, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_plain(x, w, five, s, m);
+}
+
+static inline void exactc_dot_q6_k_256(const int8_t *x, const uint8_t *w, int32_t *s) {
+    exactc_dot_q6_k_plain(x, w, s);
+}
+#endif
+
+/* The calls the printer makes for a whole super-block (printer/dots.py). */
+static inline void exactc_dot_q4_k_256(const int8_t *x, const uint8_t *w, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_256(x, w, 0, s, m);
+}
+
+static inline void exactc_dot_q5_k_256(const int8_t *x, const uint8_t *w, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_256(x, w, 1, s, m);
+}
+
 #endif
