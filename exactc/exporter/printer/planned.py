@@ -75,6 +75,8 @@ class PlannedBodyPrinter(BodyPrinter):
     """The plain body printer, with reduction blocks, and (in the laned path) lane
     axes substituted by chunk + lane, scalars as lane arrays, packed loads."""
 
+    super_block_sums = True
+
     def __init__(self, buffers: Mapping[str, Buffer], extents: Extents, blocks: dict[str, tuple[int, str, str]],
                  sums: dict[str, tuple[int, int]] | None = None, taken: set[str] | None = None):
         super().__init__(buffers, extents)
