@@ -222,8 +222,7 @@ static inline void exactc_dot_q4_32x8(const int8_t *x, const uint8_t *w, int64_t
  * unpacks the quants in registers: vpmaddubsw of the unsigned quant (Q4_K 0 … 15, Q5_K
  * 0 … 31, Q6_K 0 … 63) by x, pairs at most 2 · 63 · 128 = 16128, Q6_K's offset 32 · x
  * taken off pair by pair (at most 8192 more), then vpmaddwd by the sub-block's scale
- * (int16 pairs into int32, exact); M's Σ x is vpmaddubsw of ones by x, then vpmaddwd by
- * the min. */
+ * (int16 pairs into int32, exact); M is vpmaddubsw of the min by x (exactc_dot_k_mins). */
 
 /* Q4_K's and Q5_K's eight 6-bit scales and mins from the 12 bytes p: j < 4: p[j] & 63
  * and p[j + 4] & 63; j >= 4: the nibbles of p[j + 4] with the top 2 bits of p[j - 4]
@@ -283,10 +282,13 @@ static inline __m256i exactc_dot_k_scaled(__m256i q, __m256i vx, int32_t sc_lo, 
     return _mm256_madd_epi16(pairs, _mm256_set_m128i(_mm_set1_epi16((short)sc_hi), _mm_set1_epi16((short)sc_lo)));
 }
 
-/* min · Σ x over 32 values, into eight int32 lanes. */
-static inline __m256i exactc_dot_k_min(__m256i vx, int32_t mn) {
-    const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), vx); /* |pair| <= 256 */
-    return _mm256_madd_epi16(pairs, _mm256_set1_epi16((short)mn));
+/* mn_lo · Σ x_lo + mn_hi · Σ x_hi over two sub-blocks of 32 values, into eight int32
+ * lanes: the min (0 … 63) as vpmaddubsw's unsigned bytes, pairs at most 63 · 256 = 16128,
+ * the two sub-blocks' pairs added in int16 (at most 32256), then pairs of them in int32. */
+static inline __m256i exactc_dot_k_mins(__m256i x_lo, __m256i x_hi, int32_t mn_lo, int32_t mn_hi) {
+    const __m256i lo = _mm256_maddubs_epi16(_mm256_set1_epi8((char)mn_lo), x_lo);
+    const __m256i hi = _mm256_maddubs_epi16(_mm256_set1_epi8((char)mn_hi), x_hi);
+    return _mm256_madd_epi16(_mm256_add_epi16(lo, hi), _mm256_set1_epi16(1));
 }
 
 static inline void exactc_dot_q45_k_256(const int8_t *x, const uint8_t *w, int five, int32_t *s, int32_t *m) {
@@ -310,8 +312,7 @@ static inline void exactc_dot_q45_k_256(const int8_t *x, const uint8_t *w, int f
         const __m256i x_hi = _mm256_loadu_si256((const __m256i *)(x + 32 * j + 32));
         sums = _mm256_add_epi32(sums, exactc_dot_k_scaled(low, x_lo, sc[j], sc[j]));
         sums = _mm256_add_epi32(sums, exactc_dot_k_scaled(high, x_hi, sc[j + 1], sc[j + 1]));
-        mins = _mm256_add_epi32(mins, exactc_dot_k_min(x_lo, mn[j]));
-        mins = _mm256_add_epi32(mins, exactc_dot_k_min(x_hi, mn[j + 1]));
+        mins = _mm256_add_epi32(mins, exactc_dot_k_mins(x_lo, x_hi, mn[j], mn[j + 1]));
     }
     *s += exactc_dot_lanes(sums);
     *m += exactc_dot_lanes(mins);
