@@ -170,7 +170,7 @@ def exactc_rows(m: int, k: int, n: int) -> dict[str, tuple[list[Kernel], np.ndar
 
 
 K_SIZES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
-K_ROWS = (("i", PLAIN, True), ("i loops", PLAIN, False))
+K_ROWS = (("i", ROWS, True), ("i plain", PLAIN, True), ("i loops", PLAIN, False))
 SUPER_BLOCK = 256
 
 

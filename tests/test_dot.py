@@ -31,6 +31,18 @@ void dot_q8_rows(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks,
 void dot_q4_rows(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride) {
     for (int64_t b = 0; b < blocks; b++) exactc_dot_q4_32x8(x + 32 * b, w + 8 * b * stride, stride, out + 8 * b);
 }
+/* Super-block b of 8 rows (row r at w + (8 b + r) · stride) against x's super-block b:
+ * row r's S into out[16 b + r], its M into out[16 b + 8 + r]. */
+void dot_k_rows(int fmt, const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride) {
+    for (int64_t b = 0; b < blocks; b++) {
+        const int8_t *xb = x + 256 * b;
+        const uint8_t *wb = w + 8 * b * stride;
+        int32_t *s = out + 16 * b, *m = out + 16 * b + 8;
+        if (fmt == 4) exactc_dot_q4_k_256x8(xb, wb, stride, s, m);
+        if (fmt == 5) exactc_dot_q5_k_256x8(xb, wb, stride, s, m);
+        if (fmt == 6) exactc_dot_q6_k_256x8(xb, wb, stride, s);
+    }
+}
 /* Super-block b's S into out[2 b], M into out[2 b + 1] (fmt 4, 5 or 6: Q4_K, Q5_K, Q6_K). */
 void dot_k_all(int fmt, const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t size) {
     for (int64_t b = 0; b < blocks; b++) {
@@ -50,6 +62,7 @@ void dot_q4_all(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks)
 void dot_q8_rows(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks, int64_t stride);
 void dot_q4_rows(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride);
 void dot_k_all(int fmt, const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t size);
+void dot_k_rows(int fmt, const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride);
 """
 # Each compiler and level, for this CPU or not; for this CPU also with the plain loops
 # forced and with VNNI's path turned off (AVX2's then, where the CPU has VNNI).
@@ -332,3 +345,31 @@ def test_k_quant_sub_block_placement(fmt):
     raw = np.repeat(rng.integers(0, 256, (1, K_SIZES[fmt]), dtype=np.uint8), 256, axis=0)
     x = np.eye(256, dtype=np.int64).ravel()
     assert (run_k(dot, fmt, x, raw) == exact_k(fmt, x, raw)).all()
+
+
+@pytest.mark.parametrize("fmt", sorted(K_SIZES))
+def test_k_quant_eight_rows_at_once(dot, fmt):
+    """exactc_dot_<fmt>_256x8: 8 rows (at a stride longer than the super-block) against one
+    super-block of activations, row r's S and M in out[r] and out[8 + r]: numpy's sums, on
+    the extreme super-blocks in row 0 and drawn ones in the others."""
+    rng = np.random.default_rng(3)
+    x, extremes = extreme_super_blocks(fmt, rng)
+    blocks, size = extremes.shape[0], K_SIZES[fmt]
+    rows = rng.integers(0, 256, (blocks, 8, size), dtype=np.uint8)
+    rows[:, 0] = extremes
+    stride = size + 16
+    w = np.zeros((blocks, 8, stride), np.uint8)
+    w[:, :, :size] = rows
+    out = np.zeros(16 * blocks, np.int32)
+    x = np.ascontiguousarray(x, np.int8)
+    dot.lib.dot_k_rows(
+        int(fmt[1]),
+        dot.ffi.cast("int8_t *", x.ctypes.data),
+        dot.ffi.cast("uint8_t *", w.ctypes.data),
+        dot.ffi.cast("int32_t *", out.ctypes.data),
+        blocks,
+        stride,
+    )
+    want = exact_k(fmt, np.repeat(x.reshape(blocks, 1, 256), 8, axis=1).ravel(), rows.reshape(-1, size))
+    got = out.reshape(blocks, 2, 8).transpose(0, 2, 1).reshape(-1, 2)
+    assert (got == want).all()  # Q6_K's M: 0 in both (its out[8 + r] is not written)

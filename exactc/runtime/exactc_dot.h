@@ -345,9 +345,100 @@ static inline void exactc_dot_q6_k_256(const int8_t *x, const uint8_t *w, int32_
     }
     *s += exactc_dot_lanes(sums);
 }
+
+/* 8 rows (row r at w + r · stride) against one super-block of activations, row r's S and
+ * M into s[r] and m[r]: x loaded once, Σ x of each sub-block once (vpmaddubsw of ones,
+ * then the 8 sub-blocks' lanes summed together), each row's M from them in scalars, the
+ * rows' S lanes summed together. */
+static inline void exactc_dot_q45_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int five, int32_t *s,
+                                          int32_t *m) {
+    __m256i vx[8], parts[8];
+    for (int j = 0; j < 8; j++) {
+        vx[j] = _mm256_loadu_si256((const __m256i *)(x + 32 * j));
+        parts[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), vx[j]), _mm256_set1_epi16(1));
+    }
+    int32_t x_sums[8];
+    _mm256_storeu_si256((__m256i *)x_sums, exactc_dot_rows(parts));
+    const __m256i nibble = _mm256_set1_epi8(0x0F), fifth = _mm256_set1_epi8(0x10);
+    __m256i rows[8];
+    for (int64_t r = 0; r < 8; r++) {
+        const uint8_t *row = w + r * stride;
+        int32_t sc[8], mn[8];
+        exactc_dot_k_scales(row + 4, sc, mn);
+        const uint8_t *qs = row + (five ? 48 : 16);
+        const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(row + 16)) : _mm256_setzero_si256();
+        __m256i sums = _mm256_setzero_si256();
+        int32_t mins = 0;
+        for (int pair = 0; pair < 4; pair++) {
+            const int j = 2 * pair;
+            const __m256i bytes = _mm256_loadu_si256((const __m256i *)(qs + 32 * pair));
+            __m256i low = _mm256_and_si256(bytes, nibble);
+            __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+            if (five) {
+                const __m256i bit_lo = _mm256_set1_epi8((char)(1 << j)), bit_hi = _mm256_set1_epi8((char)(1 << (j + 1)));
+                low = _mm256_or_si256(low, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), fifth));
+                high = _mm256_or_si256(high, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), fifth));
+            }
+            sums = _mm256_add_epi32(sums, exactc_dot_k_scaled(low, vx[j], sc[j], sc[j]));
+            sums = _mm256_add_epi32(sums, exactc_dot_k_scaled(high, vx[j + 1], sc[j + 1], sc[j + 1]));
+            mins += mn[j] * x_sums[j] + mn[j + 1] * x_sums[j + 1];
+        }
+        rows[r] = sums;
+        m[r] = mins;
+    }
+    _mm256_storeu_si256((__m256i *)s, exactc_dot_rows(rows));
+}
+
+static inline void exactc_dot_q6_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s) {
+    __m256i vx[8], offsets[8], rows[8];
+    for (int j = 0; j < 8; j++) { /* 32 · x, pair by pair: the quants' offset, once for the 8 rows */
+        vx[j] = _mm256_loadu_si256((const __m256i *)(x + 32 * j));
+        offsets[j] = _mm256_maddubs_epi16(_mm256_set1_epi8(32), vx[j]);
+    }
+    const __m256i nibble = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x03);
+    for (int64_t r = 0; r < 8; r++) {
+        const uint8_t *row = w + r * stride;
+        const int8_t *scales = (const int8_t *)(row + 192);
+        __m256i sums = _mm256_setzero_si256();
+        for (int half = 0; half < 2; half++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(row + 64 * half));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(row + 64 * half + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(row + 128 + 32 * half));
+            const __m256i lows[4] = {_mm256_and_si256(ql0, nibble), _mm256_and_si256(ql1, nibble),
+                                     _mm256_and_si256(_mm256_srli_epi16(ql0, 4), nibble),
+                                     _mm256_and_si256(_mm256_srli_epi16(ql1, 4), nibble)};
+            for (int quarter = 0; quarter < 4; quarter++) {
+                const int j = 8 * half + 2 * quarter;
+                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), two);
+                const __m256i q = _mm256_or_si256(lows[quarter], _mm256_slli_epi16(high, 4));
+                const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q, vx[4 * half + quarter]),
+                                                       offsets[4 * half + quarter]);
+                const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(scales[j + 1]), _mm_set1_epi16(scales[j]));
+                sums = _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, scale));
+            }
+        }
+        rows[r] = sums;
+    }
+    _mm256_storeu_si256((__m256i *)s, exactc_dot_rows(rows));
+}
 #else
 static inline void exactc_dot_q45_k_256(const int8_t *x, const uint8_t *w, int five, int32_t *s, int32_t *m) {
     exactc_dot_q45_k_plain(x, w, five, s, m);
+}
+
+static inline void exactc_dot_q45_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int five, int32_t *s,
+                                          int32_t *m) {
+    for (int64_t r = 0; r < 8; r++) {
+        s[r] = m[r] = 0;
+        exactc_dot_q45_k_plain(x, w + r * stride, five, s + r, m + r);
+    }
+}
+
+static inline void exactc_dot_q6_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s) {
+    for (int64_t r = 0; r < 8; r++) {
+        s[r] = 0;
+        exactc_dot_q6_k_plain(x, w + r * stride, s + r);
+    }
 }
 
 static inline void exactc_dot_q6_k_256(const int8_t *x, const uint8_t *w, int32_t *s) {
@@ -362,6 +453,16 @@ static inline void exactc_dot_q4_k_256(const int8_t *x, const uint8_t *w, int32_
 
 static inline void exactc_dot_q5_k_256(const int8_t *x, const uint8_t *w, int32_t *s, int32_t *m) {
     exactc_dot_q45_k_256(x, w, 1, s, m);
+}
+
+/* The same for 8 rows at once (row r at w + r · stride), row r's sums into s[r] (and
+ * m[r]): where a layout has n in lanes of 8 (printer/planned.py). */
+static inline void exactc_dot_q4_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_256x8(x, w, stride, 0, s, m);
+}
+
+static inline void exactc_dot_q5_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_256x8(x, w, stride, 1, s, m);
 }
 
 #endif

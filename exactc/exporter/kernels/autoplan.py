@@ -186,8 +186,9 @@ _QUANTIZED_LAYOUTS = {
             Layout(order=("n", "m"), lanes=(("n", 8),)),
         ],
         # a layout prints each super-block's sums as one call of exactc_dot.h's kernel
-        # (printer/dots.py), n outermost: the weight's rows streamed once, x's row reused
-        **{fmt: [Layout(order=("n", "m"))] for fmt in ("q4_k", "q5_k", "q6_k")},
+        # (printer/dots.py), n outermost: 8 rows a call where n fills lanes of 8, else one
+        **{fmt: [Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]
+           for fmt in ("q4_k", "q5_k", "q6_k")},
     },
     # quantize has one format (the activations' q8); its rows split, a decode step's one
     # row stays plain (1.3 us of work: no split, no lanes pays).
