@@ -19,9 +19,10 @@ Rows (one thread, then two):
   combine with lanes on n and m, and was slower than them here.)
 - `q4_k i` / `q5_k i` / `q6_k i`: quantize (blocks of 256) then qlinear_i over ggml's
   k-quant super-blocks (random bytes, d and dmin 2^-10), n outermost and split in 8
-  pieces: each super-block's sums one call of exactc_dot.h's kernel (the automatic plan's
-  layout); `i loops` the same layout with the sub-block loops the lowering gives;
-  `q4_k w …` the weight-only form under LANED.
+  pieces: `i` n in lanes of 8, each super-block's 8 rows one call of exactc_dot.h's x8
+  kernel (the automatic plan's layout); `i plain` one row a call; `i loops` the plain
+  body with the sub-block loops the lowering gives; `q4_k w …` the weight-only form
+  under LANED.
 - `torch f32`: torch.nn.functional.linear; `torch dyn int8`:
   torch.ao.nn.quantized.dynamic.Linear (its own per-tensor int8 weights, activations
   quantized per call), torch.set_num_threads(threads).
