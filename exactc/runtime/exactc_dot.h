@@ -228,8 +228,9 @@ static inline void exactc_dot_q4_32x8(const int8_t *x, const uint8_t *w, int64_t
  * of 8) load x and take its per-sub-block sums and Q6_K's offsets once for the 8 rows,
  * unpack each row's 6-bit scales and mins in registers (vpshufb picks a scale), and sum
  * the 8 rows' lanes together; the unrolled loops let the picks be constants. One thread
- * on an AVX2 Zen 2, qlinear_i at 1x768 by 768x2048 with quantize: Q4_K 73 us in the x8
- * form, 117 us one row a call, 403 us as the plain loops (bench/quant_speed.py). */
+ * on an AVX2 Zen 2, qlinear_i at 1x768 by 768x2048 with quantize: Q4_K 72.7 us in the
+ * x8 form, 108.9 us one row a call, 403.8 us as the plain loops (bench/quant_speed.py,
+ * docs/performance.md). */
 
 /* Q4_K's and Q5_K's eight 6-bit scales and mins from the 12 bytes p: j < 4: p[j] & 63
  * and p[j + 4] & 63; j >= 4: the nibbles of p[j + 4] with the top 2 bits of p[j - 4]
