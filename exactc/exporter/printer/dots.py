@@ -139,7 +139,6 @@ def block_sum(body: tuple[Stmt, ...]) -> BlockSum | None:
 
 
 # ---- k-quant super-blocks ----
-SUPER_BLOCK = 256
 # per format: its sub-blocks, their values, and the byte of sub-block 0's first quant's
 # low bits (the first byte its quant reads)
 K_SUB_BLOCKS = {"q4_k": (8, 32, 16), "q5_k": (8, 32, 48), "q6_k": (16, 16, 0)}
@@ -220,7 +219,7 @@ def super_block_sum(body: tuple[Stmt, ...]) -> SuperBlockSum | None:
     declared = 2 if mins is not None else 1
     rest, loops = body[declared:], []
     size = 5 if mins is not None else 3
-    count, values = (8, 32) if mins is not None else (16, 16)
+    count, values, _ = K_SUB_BLOCKS["q4_k" if mins is not None else "q6_k"]  # Q5_K's are Q4_K's
     for group in range(count):
         loop = _sub_block(rest[size * group :], total, mins, values)
         if loop is None:
