@@ -1,7 +1,7 @@
 """Quantized linears against the f32 one and PyTorch's dynamic int8 linear, side by side:
-y = x wᵀ for x (M, K), w (N, K), at the benchmark's shape (256x384 by 384x1536) and two
-decode-shaped matrix-vector products (1x768 by 768x2048, stories110M's feed-forward, and
-1x288 by 288x768, stories15M's).
+y = x wᵀ for x (M, K), w (N, K), at the benchmark's shape (256x384 by 384x1536), 256 rows
+of stories110M's width (256x768 by 768x768) and two decode-shaped matrix-vector products
+(1x768 by 768x2048, stories110M's feed-forward, and 1x288 by 288x768, stories15M's).
 
 Rows (one thread, then two):
 - `f32`: exactc's linear under the automatic plan (`--plan auto`: n in lanes of 16 over
@@ -17,6 +17,12 @@ Rows (one thread, then two):
   build's target has it), `i` n in lanes of 8, each block's 8 rows one call of its x8
   kernel (the automatic plan's layout in blocks of 32). (An integer sum in interleaved partial sums, `layout.sums`, does not
   combine with lanes on n and m, and was slower than them here.)
+- `q4_k i` / `q5_k i` / `q6_k i`: quantize (blocks of 256) then qlinear_i over ggml's
+  k-quant super-blocks (random bytes, d and dmin 2^-10), n outermost and split in 8
+  pieces: `i` n in lanes of 8, each super-block's 8 rows one call of exactc_dot.h's x8
+  kernel (the automatic plan's layout); `i plain` one row a call; `i loops` the plain
+  body with the sub-block loops the lowering gives; `q4_k w …` the weight-only form
+  under LANED.
 - `torch f32`: torch.nn.functional.linear; `torch dyn int8`:
   torch.ao.nn.quantized.dynamic.Linear (its own per-tensor int8 weights, activations
   quantized per call), torch.set_num_threads(threads).
@@ -25,7 +31,7 @@ Every exactc row is checked against the numpy reference's bits before it is time
 Build: STRICT_FLAGS + -O2 -march=native -fopenmp, gcc. Times are the best of several
 runs (perf_counter), in one process, one after another.
 
-Usage: .venv/bin/python bench/quant_speed.py   (bench/test_bench_quant.py runs it in make bench)
+Usage: .venv/bin/python bench/quant_speed.py [THREADS ...]   (1 and 2 unless given; bench/test_bench_quant.py runs it in make bench)
 """
 
 from __future__ import annotations
@@ -40,12 +46,15 @@ from exactc.exporter.kernels.lower import lower
 from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 from exactc.exporter.printer.kernels import print_kernel
 from exactc.exporter.printer.nests import BodyPrinter
+from exactc.exporter.printer.planned import PlannedBodyPrinter
 from exactc.verify.build import BuildOptions, load_library, runtime_source
 from exactc.verify.compare import assert_bits_equal
 from exactc.verify.kernels import CDEF_PRELUDE
 from linear_speed import best_seconds
 
-SHAPES = {"prefill": (256, 384, 1536), "decode": (1, 768, 2048), "decode15M": (1, 288, 768)}  # (M, K, N)
+# (M, K, N); the k-quant rows where K is whole super-blocks of 256 (not stories15M's 288)
+SHAPES = {"prefill": (256, 384, 1536), "decode": (1, 768, 2048), "decode15M": (1, 288, 768),
+          "prefill768": (256, 768, 768)}
 BLOCK = 32
 # The quantized nests' layout: linear's first candidate of the automatic plan, without the
 # pack (kernels/autoplan.py), with n outermost for the split.
@@ -66,11 +75,11 @@ class Kernel:
         plan = plan_of(self.kernel)
         if plan is not None:
             validate_plan(self.kernel, plan)
-        BodyPrinter.block_sums = block_sums
+        BodyPrinter.block_sums = PlannedBodyPrinter.super_block_sums = block_sums
         try:
             printed = print_kernel(self.kernel, primitive, plan) if plan else print_kernel(self.kernel, primitive)
         finally:
-            BodyPrinter.block_sums = True
+            BodyPrinter.block_sums = PlannedBodyPrinter.super_block_sums = True
         options = options or BuildOptions(cc="gcc", opt="-O2", march_native=True, openmp=True)
         cdef = CDEF_PRELUDE + printed.cdef + "void omp_set_num_threads(int);\n"
         self.library = load_library({"kernels.c": printed.source, "exactc_libm.c": runtime_source("exactc_libm.c")},
@@ -156,6 +165,51 @@ def exactc_rows(m: int, k: int, n: int) -> dict[str, tuple[list[Kernel], np.ndar
             integer.run()
             assert_bits_equal(want, integer.buffers["y"], f"{fmt} {name}")
             rows[f"{fmt} {name}"] = ([quantize, integer], integer.buffers["y"])
+    if k % SUPER_BLOCK == 0:
+        rows.update(k_quant_rows(x, n))
+    return rows
+
+
+K_SIZES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
+K_ROWS = (("i", ROWS, True), ("i plain", PLAIN, True), ("i loops", PLAIN, False))
+SUPER_BLOCK = 256
+
+
+def k_quant_weight(fmt: str, n: int, k: int, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """(wq, wd) of random super-blocks of `fmt` with d (and dmin) 2^-10."""
+    rng = np.random.default_rng(seed)
+    size, blocks = K_SIZES[fmt], k // SUPER_BLOCK
+    raw = rng.integers(0, 256, (n, blocks, size), dtype=np.uint8)
+    field = np.frombuffer(np.float16(2.0**-10).tobytes(), np.uint8)
+    for at in (208,) if fmt == "q6_k" else (0, 2):
+        raw[..., at : at + 2] = field
+    return raw.reshape(n, blocks * size), quant.k_quant_scales(fmt.upper(), raw).reshape(n, -1)
+
+
+def k_quant_rows(x: np.ndarray, n: int) -> dict[str, tuple[list[Kernel], np.ndarray]]:
+    """The k-quant rows at x's shape by n outputs, each checked against the reference."""
+    rows = {}
+    quantize = Kernel("quantize", {"x": x}, {"block": SUPER_BLOCK}, lambda kernel: None)
+    quantize.run()
+    xq, xd = quantize.buffers["q"], quantize.buffers["d"]
+    for fmt in K_SIZES:
+        wq, wd = k_quant_weight(fmt, n, x.shape[1])
+        attrs = {"fmt": fmt, "block": SUPER_BLOCK, "has_b": False}
+        want = reference.run("qlinear_i", "f32", {"xq": xq, "xd": xd, "wq": wq, "wd": wd}, attrs)["y"]
+        for name, layout, block_sums in K_ROWS:
+            integer = Kernel("qlinear_i", {"xq": xq, "xd": xd, "wq": wq, "wd": wd}, attrs, split_in_8(layout),
+                             block_sums=block_sums)
+            integer.buffers["xq"], integer.buffers["xd"] = xq, xd
+            ffi = integer.library.ffi
+            integer.args = [ffi.cast("void *", integer.buffers[b.name].ctypes.data) for b in integer.kernel.buffers]
+            integer.run()
+            assert_bits_equal(want, integer.buffers["y"], f"{fmt} {name}")
+            rows[f"{fmt} {name}"] = ([quantize, integer], integer.buffers["y"])
+        weight = Kernel("qlinear_w", {"x": x, "wq": wq, "wd": wd}, attrs, laned)
+        weight.run()
+        assert_bits_equal(reference.run("qlinear_w", "f32", {"x": x, "wq": wq, "wd": wd}, attrs)["y"],
+                          weight.buffers["y"], f"{fmt} w")
+        rows[f"{fmt} w"] = ([weight], weight.buffers["y"])
     return rows
 
 
@@ -210,6 +264,9 @@ def table(rows: list[tuple[int, str, str, float]]) -> list[str]:
 
 
 if __name__ == "__main__":
-    measured = [(t, s, name, sec) for t in (1, 2) for s, name, sec in measure(t)]
+    import sys
+
+    counts = [int(t) for t in sys.argv[1:]] or [1, 2]  # the thread counts, 1 and 2 unless given
+    measured = [(t, s, name, sec) for t in counts for s, name, sec in measure(t)]
     print(machine())
     print("\n".join(table(measured)))

@@ -1,6 +1,7 @@
 """`make bench`: q8 and q4 linears (the weight-only and the integer form) against exactc's
-f32 linear and PyTorch's f32 and dynamic int8 linears, at the benchmark's shape and a
-decode-shaped matrix-vector product, on 1 and 2 threads (bench/quant_speed.py). A
+f32 linear and PyTorch's f32 and dynamic int8 linears, and (where K is whole super-blocks)
+Q4_K, Q5_K and Q6_K, at the benchmark's shapes and decode-shaped matrix-vector products,
+on 1 and 2 threads (bench/quant_speed.py). A
 benchmark, not a test of speed: every exactc row's output is checked against the numpy
 reference's bits before it is timed; the table is printed, nothing asserts a time.
 """
@@ -19,7 +20,7 @@ def test_quantized_linears(capsys):
     rows = [(threads, shape, name, seconds) for threads in (1, 2) for shape, name, seconds in measure(threads)]
     with capsys.disabled():
         print("\n" + machine() + "\n" + "\n".join(table(rows)))
-    assert len(rows) == 2 * 3 * 13
+    assert len(rows) == 2 * (2 * 13 + 2 * (13 + 12))  # the k-quants' 12 rows where K is whole super-blocks
 
 
 @pytest.mark.skipif(not have_compiler("gcc"), reason="gcc builds the program")

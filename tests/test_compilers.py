@@ -157,6 +157,22 @@ def test_the_k_quant_linears_keep_their_bits_at_every_optimization(cc):
                                        BuildOptions(cc=cc, opt=opt, march_native=native)))
 
 
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_the_k_quant_super_block_kernels_keep_their_bits_at_every_optimization(cc):
+    """qlinear_i over each k-quant under the automatic plan (exactc_dot.h's super-block
+    kernels, 8 rows a call, the rest one a call), at -O2 and -O3, for this CPU or not."""
+    from exactc.exporter.kernels.autoplan import auto_kernel_plan
+    from exactc.exporter.kernels.lower import lower
+
+    need(cc)
+    batch = [case for case in k_quant_cases(1, 20, 2) + k_quant_cases(3, 8, 1, 1) if case.primitive == "qlinear_i"]
+    plans = [auto_kernel_plan(lower(c.primitive, c.site, c.shapes, c.attr_dict)) for c in batch]
+    assert all(plan is not None for plan in plans)
+    for opt in ("-O2", "-O3"):
+        for native in (True, False):
+            assert_all_equal(run_cases(batch, BuildOptions(cc=cc, opt=opt, march_native=native), plans=plans))
+
+
 # ---- foreign targets, compile only ----------------------------------------------------
 # CI runs on whichever CPU the machine has that day, and a break that only one target shows
 # must show on every host: gcc's GNU mode predefines FLT_EVAL_METHOD as 16 for a CPU with

@@ -31,6 +31,29 @@ void dot_q8_rows(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks,
 void dot_q4_rows(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride) {
     for (int64_t b = 0; b < blocks; b++) exactc_dot_q4_32x8(x + 32 * b, w + 8 * b * stride, stride, out + 8 * b);
 }
+/* Super-block b of 8 rows (row r at w + (8 b + r) · stride) against x's super-block b:
+ * row r's S into out[16 b + r], its M into out[16 b + 8 + r]. */
+void dot_k_rows(int fmt, const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride) {
+    for (int64_t b = 0; b < blocks; b++) {
+        const int8_t *xb = x + 256 * b;
+        const uint8_t *wb = w + 8 * b * stride;
+        int32_t *s = out + 16 * b, *m = out + 16 * b + 8;
+        if (fmt == 4) exactc_dot_q4_k_256x8(xb, wb, stride, s, m);
+        if (fmt == 5) exactc_dot_q5_k_256x8(xb, wb, stride, s, m);
+        if (fmt == 6) exactc_dot_q6_k_256x8(xb, wb, stride, s);
+    }
+}
+/* Super-block b's S into out[2 b], M into out[2 b + 1] (fmt 4, 5 or 6: Q4_K, Q5_K, Q6_K). */
+void dot_k_all(int fmt, const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t size) {
+    for (int64_t b = 0; b < blocks; b++) {
+        int32_t s = 0, m = 0;
+        if (fmt == 4) exactc_dot_q4_k_256(x + 256 * b, w + size * b, &s, &m);
+        if (fmt == 5) exactc_dot_q5_k_256(x + 256 * b, w + size * b, &s, &m);
+        if (fmt == 6) exactc_dot_q6_k_256(x + 256 * b, w + size * b, &s);
+        out[2 * b] = s;
+        out[2 * b + 1] = m;
+    }
+}
 """
 CDEF = """
 const char *dot_path(void);
@@ -38,6 +61,8 @@ void dot_q8_all(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks);
 void dot_q4_all(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks);
 void dot_q8_rows(const int8_t *x, const int8_t *w, int32_t *out, int64_t blocks, int64_t stride);
 void dot_q4_rows(const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride);
+void dot_k_all(int fmt, const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t size);
+void dot_k_rows(int fmt, const int8_t *x, const uint8_t *w, int32_t *out, int64_t blocks, int64_t stride);
 """
 # Each compiler and level, for this CPU or not; for this CPU also with the plain loops
 # forced and with VNNI's path turned off (AVX2's then, where the CPU has VNNI).
@@ -241,3 +266,110 @@ def test_eight_rows_at_once(dot, fmt):
     w[:, :, :width] = stored
     want = [(exact_q8 if fmt == "q8" else exact_q4)(x[b], rows[b, r]) for b in range(blocks) for r in range(8)]
     assert run_rows(dot, fmt, x.ravel(), w.ravel(), stride).tolist() == [int(v[0]) for v in want]
+
+
+# ---- the k-quants' super-block sums ----
+K_SIZES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
+
+
+def run_k(dot, fmt: str, x: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """(S, M) of each super-block of raw (blocks, size) against x's 256 values each."""
+    blocks = raw.shape[0]
+    x, raw = np.ascontiguousarray(x, np.int8), np.ascontiguousarray(raw, np.uint8)
+    out = np.zeros(2 * blocks, np.int32)
+    dot.lib.dot_k_all(
+        int(fmt[1]),
+        dot.ffi.cast("int8_t *", x.ctypes.data),
+        dot.ffi.cast("uint8_t *", raw.ctypes.data),
+        dot.ffi.cast("int32_t *", out.ctypes.data),
+        blocks,
+        K_SIZES[fmt],
+    )
+    return out.reshape(blocks, 2)
+
+
+def exact_k(fmt: str, x: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """numpy's S = Σ_j sc_j · Σ x·q and M = Σ_j m_j · Σ x from the reference's unpacking."""
+    q, scales, mins = quant.k_quant_integers(fmt.upper(), raw)
+    xs = x.reshape(raw.shape[0], q.shape[1], q.shape[2]).astype(np.int64)
+    s = ((xs * q.astype(np.int64)).sum(axis=2) * scales.astype(np.int64)).sum(axis=1)
+    m = np.zeros_like(s) if mins is None else (xs.sum(axis=2) * mins.astype(np.int64)).sum(axis=1)
+    return np.stack([s, m], axis=1)
+
+
+def extreme_super_blocks(fmt: str, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Super-blocks at the extremes, against activations of 127, -127, -128 and alternating
+    ±127: every byte 0xFF (Q4_K, Q5_K: all-63 scales and mins, quants 15 and 31; Q6_K:
+    quants at their top 31, scales -1), Q6_K also with scales of -128 and 127 and quants at
+    -32 (bytes 0), then drawn bytes."""
+    size = K_SIZES[fmt]
+    raws = [np.full(size, 0xFF, np.uint8)]
+    if fmt == "q6_k":
+        for scale, quants in ((0x80, 0x00), (0x7F, 0xFF), (0x80, 0xFF), (0x7F, 0x00)):
+            raw = np.full(size, quants, np.uint8)
+            raw[192:208] = scale
+            raws.append(raw)
+    raws += list(rng.integers(0, 256, (6, size), dtype=np.uint8))
+    xs = [
+        np.full(256, 127),
+        np.full(256, -127),
+        np.full(256, -128),
+        np.tile([127, -127], 128),
+        np.tile([-128, 127], 128),
+    ]
+    x_rows, w_rows = [], []
+    for raw in raws:
+        for x in xs + [rng.integers(-128, 128, 256)]:
+            x_rows.append(x)
+            w_rows.append(raw)
+    return np.concatenate(x_rows), np.stack(w_rows)
+
+
+@pytest.mark.parametrize("fmt", sorted(K_SIZES))
+def test_k_quant_super_blocks_extremes_and_drawn(dot, fmt):
+    rng = np.random.default_rng(5)
+    x, raw = extreme_super_blocks(fmt, rng)
+    assert (run_k(dot, fmt, x, raw) == exact_k(fmt, x, raw)).all()
+    blocks = 300
+    x, raw = rng.integers(-128, 128, 256 * blocks), rng.integers(0, 256, (blocks, K_SIZES[fmt]), dtype=np.uint8)
+    assert (run_k(dot, fmt, x, raw) == exact_k(fmt, x, raw)).all()
+
+
+@pytest.mark.parametrize("fmt", sorted(K_SIZES))
+def test_k_quant_sub_block_placement(fmt):
+    """One activation at a time (value v = 1, the others 0) against drawn super-blocks: S
+    is that value's quant times its sub-block's scale, so a scale or a bit field read for
+    the wrong sub-block or quarter shows at the value it moves."""
+    dot = load_library({"dot.c": SOURCE}, CDEF, BuildOptions("gcc", "-O2", march_native=True))
+    rng = np.random.default_rng(11)
+    raw = np.repeat(rng.integers(0, 256, (1, K_SIZES[fmt]), dtype=np.uint8), 256, axis=0)
+    x = np.eye(256, dtype=np.int64).ravel()
+    assert (run_k(dot, fmt, x, raw) == exact_k(fmt, x, raw)).all()
+
+
+@pytest.mark.parametrize("fmt", sorted(K_SIZES))
+def test_k_quant_eight_rows_at_once(dot, fmt):
+    """exactc_dot_<fmt>_256x8: 8 rows (at a stride longer than the super-block) against one
+    super-block of activations, row r's S and M in out[r] and out[8 + r]: numpy's sums, on
+    the extreme super-blocks in row 0 and drawn ones in the others."""
+    rng = np.random.default_rng(3)
+    x, extremes = extreme_super_blocks(fmt, rng)
+    blocks, size = extremes.shape[0], K_SIZES[fmt]
+    rows = rng.integers(0, 256, (blocks, 8, size), dtype=np.uint8)
+    rows[:, 0] = extremes
+    stride = size + 16
+    w = np.zeros((blocks, 8, stride), np.uint8)
+    w[:, :, :size] = rows
+    out = np.zeros(16 * blocks, np.int32)
+    x = np.ascontiguousarray(x, np.int8)
+    dot.lib.dot_k_rows(
+        int(fmt[1]),
+        dot.ffi.cast("int8_t *", x.ctypes.data),
+        dot.ffi.cast("uint8_t *", w.ctypes.data),
+        dot.ffi.cast("int32_t *", out.ctypes.data),
+        blocks,
+        stride,
+    )
+    want = exact_k(fmt, np.repeat(x.reshape(blocks, 1, 256), 8, axis=1).ravel(), rows.reshape(-1, size))
+    got = out.reshape(blocks, 2, 8).transpose(0, 2, 1).reshape(-1, 2)
+    assert (got == want).all()  # Q6_K's M: 0 in both (its out[8 + r] is not written)

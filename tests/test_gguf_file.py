@@ -582,6 +582,23 @@ def test_k_quant_file_weights_keep_each_tensors_format(tmp_path):
     assert manifest["weights"]["tensors"]["lm_head.weight"] == {"format": "q6_k", "block": 256}
 
 
+def test_k_quant_file_program_under_the_automatic_plan_takes_the_super_block_kernels(tmp_path):
+    """--weights file --plan auto on the Q4_K_M-like file: the integer form's k-quant
+    linears print each super-block's sums as calls of exactc_dot.h's kernels, 8 rows a call
+    (Q4_K, Q5_K and Q6_K alike), and the f32 and f64 programs conform at 1 and 2 threads."""
+    ckpt = checkpoints.load(k_quant_llama(tmp_path / "km.gguf", K_KEPT))
+    for site in ("f32", "f64"):
+        prepared = export.ExportSpec("llama", "forward", site, 5, {"tokens": 6}, checkpoint=ckpt,
+                                     weights=export.FILE_WEIGHTS, plan="auto").prepare()
+        source = "\n".join(prepared.printed.files.values())
+        for fmt in ("q4_k", "q5_k", "q6_k"):
+            assert f"exactc_dot_{fmt}_256x8(" in source, fmt
+        folder = export.write(prepared, tmp_path / f"auto-{site}")
+        for threads in (1, 2):
+            done = programs.make(folder, programs.Build(cc="gcc")).check(threads)
+            assert done.returncode == 0, f"{site}, {threads} thread(s): " + done.stdout + done.stderr
+
+
 def test_k_quant_file_weights_keep_a_q4_0_files_q6_k_head(tmp_path):
     """--weights file on llama.cpp's Q4_0 layout (Q4_0 linear weights, a Q6_K output): the
     q4 blocks and the q6_k head, each as the file holds it."""

@@ -487,6 +487,37 @@ def test_k_quant_integer_sums_in_every_grouping_give_the_reference_bits():
     assert_all_equal(_run(batch, ("gcc", False, None, None)))
 
 
+def k_quant_extreme_cases(rows: int = 3) -> list[Case]:
+    """qlinear_i over each k-quant, two super-blocks, all-0xFF blocks beside random ones,
+    activations at ±127 and -128."""
+    from exactc.strategies.quant import KQuantSpec, ScaleSpec, ValueSpec
+
+    out = []
+    for fmt in ("q4_k", "q5_k", "q6_k"):
+        wq = KQuantSpec(9, 2, fmt, 3, ("ones", "random"), ("random", "largest"))
+        specs = (("xq", ValueSpec(rows, 512, "q8", 256, 1, ("max", "random", "min"))),
+                 ("xd", ScaleSpec((rows, 2), "f32", 2, ("power",))),
+                 ("wq", wq), ("wd", dataclasses.replace(wq, part="fields")))
+        out.append(Case("qlinear_i", "f32", (("block", 256), ("fmt", fmt), ("has_b", False)), specs))
+    return out
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["plain", "native"])
+def test_k_quant_super_block_kernels_under_the_automatic_layouts_give_the_reference_bits(native):
+    """The automatic plan's layout of each k-quant qlinear_i prints every super-block's
+    sums as one call of exactc_dot.h's kernel; built for this CPU (its AVX2 path) or not
+    (the plain loops), at 2 threads: the reference's bits."""
+    batch = []
+    for case in k_quant_extreme_cases(1) + k_quant_extreme_cases(3):
+        kernel = lower("qlinear_i", "f32", case.shapes, case.attr_dict)
+        plan = auto_kernel_plan(kernel)
+        fmt = case.attr_dict["fmt"]
+        assert f"exactc_dot_{fmt}_256(" in print_kernel(kernel, "q", plan).source
+        batch.append((case, plan))
+    options = BuildOptions(cc="gcc", openmp=True, march_native=native, defines=(CHECK_SPLITS,))
+    assert_all_equal(run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=2))
+
+
 def test_integer_sums_print_as_partial_sums_added_last_first():
     """An integer sum in parts and lanes: int32 partial sums (one row per part, one
     column per lane), the full chunks laned, the rest of each part into the first lanes,

@@ -31,6 +31,7 @@
 #define EXACTC_DOT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #ifndef EXACTC_DOT_PLAIN
 #define EXACTC_DOT_PLAIN 0
@@ -209,5 +210,299 @@ static inline void exactc_dot_q4_32x8(const int8_t *x, const uint8_t *w, int64_t
     }
 }
 #endif
+
+/* ---- ggml's k-quants (docs/semantics.md section 15): one super-block of 256 values ----
+ * exactc_dot_q4_k_256, exactc_dot_q5_k_256, exactc_dot_q6_k_256 add to *s the
+ * super-block's S = Σ_j sc_j · Σ x·q over its sub-blocks j, and (Q4_K, Q5_K) to *m its
+ * M = Σ_j m_j · Σ x, for 256 int8 activations x and the super-block's bytes w in ggml's
+ * layout (Q4_K 144 bytes: d, dmin, 12 bytes of 6-bit scales and mins at 4, qs at 16;
+ * Q5_K 176: qh at 16, qs at 48; Q6_K 210: ql at 0, qh at 128, int8 scales at 192).
+ * Every sum is an int32 sum of products, exact in any order (|S| < 2^28), so the paths
+ * give the plain loops' bits. The scales and mins are unpacked once a super-block; the
+ * AVX2 path (taken on VNNI targets too: vpmaddubsw's pairs are far from saturating here)
+ * unpacks the quants in registers: vpmaddubsw of the unsigned quant (Q4_K 0 … 15, Q5_K
+ * 0 … 31, Q6_K 0 … 63) by x, pairs at most 2 · 63 · 128 = 16128, Q6_K's offset 32 · x
+ * taken off pair by pair (at most 8192 more), then vpmaddwd by the sub-block's scale
+ * (int16 pairs into int32, exact); M is vpmaddubsw of the min by x (exactc_dot_k_mins).
+ * The x8 forms (8 weight rows against one super-block of x, for a layout with n in lanes
+ * of 8) load x and take its per-sub-block sums and Q6_K's offsets once for the 8 rows,
+ * unpack each row's 6-bit scales and mins in registers (vpshufb picks a scale), and sum
+ * the 8 rows' lanes together; the unrolled loops let the picks be constants. One thread
+ * on an AVX2 Zen 2, qlinear_i at 1x768 by 768x2048 with quantize: Q4_K 72.7 us in the
+ * x8 form, 108.9 us one row a call, 403.8 us as the plain loops (bench/quant_speed.py,
+ * docs/performance.md). */
+
+/* Q4_K's and Q5_K's eight 6-bit scales and mins from the 12 bytes p: j < 4: p[j] & 63
+ * and p[j + 4] & 63; j >= 4: the nibbles of p[j + 4] with the top 2 bits of p[j - 4]
+ * (scale) and of p[j] (min) above them. */
+static inline void exactc_dot_k_scales(const uint8_t *p, int32_t sc[8], int32_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = p[j] & 63;
+        mn[j] = p[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (p[j + 4] & 15) | ((p[j - 4] >> 6) << 4);
+        mn[j] = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
+    }
+}
+
+/* The definitions: each sub-block's sums in index order, the sub-blocks in order. */
+static inline void exactc_dot_q45_k_plain(const int8_t *x, const uint8_t *w, int five, int32_t *s, int32_t *m) {
+    int32_t sc[8], mn[8];
+    exactc_dot_k_scales(w + 4, sc, mn);
+    const uint8_t *qs = w + (five ? 48 : 16), *qh = w + 16;
+    for (int j = 0; j < 8; j++) {
+        int32_t products = 0, values = 0;
+        for (int v = 0; v < 32; v++) {
+            int32_t q = (qs[32 * (j / 2) + v] >> (4 * (j % 2))) & 15;
+            if (five) {
+                q |= ((qh[v] >> j) & 1) << 4;
+            }
+            products += (int32_t)x[32 * j + v] * q;
+            values += x[32 * j + v];
+        }
+        *s += sc[j] * products;
+        *m += mn[j] * values;
+    }
+}
+
+static inline void exactc_dot_q6_k_plain(const int8_t *x, const uint8_t *w, int32_t *s) {
+    const uint8_t *ql = w, *qh = w + 128;
+    const int8_t *scales = (const int8_t *)(w + 192);
+    for (int j = 0; j < 16; j++) {
+        const int half = j / 8, quarter = (j % 8) / 2, part = j % 2;
+        int32_t products = 0;
+        for (int v = 0; v < 16; v++) {
+            const int at = 16 * part + v;
+            const int32_t low = (ql[64 * half + 32 * (quarter % 2) + at] >> (4 * (quarter / 2))) & 15;
+            const int32_t high = (qh[32 * half + at] >> (2 * quarter)) & 3;
+            products += (int32_t)x[128 * half + 32 * quarter + at] * ((low | (high << 4)) - 32);
+        }
+        *s += (int32_t)scales[j] * products;
+    }
+}
+
+#if defined(EXACTC_DOT_VNNI) || defined(EXACTC_DOT_AVX2)
+/* exactc_dot_k_scales in four 32-bit words (ggml's order of the fields): scales 0 … 7 in
+ * bytes 0 … 7 and mins 0 … 7 in bytes 8 … 15 of both 128-bit halves, built in registers
+ * (x86 is little-endian). */
+static inline __m256i exactc_dot_k_scales_vector(const uint8_t *p) {
+    uint32_t a, b, c;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + 4, 4);
+    memcpy(&c, p + 8, 4);
+    const uint32_t six = 0x3F3F3F3Fu, four = 0x0F0F0F0Fu, two = 0x03030303u;
+    const uint32_t scales_lo = a & six, mins_lo = b & six;
+    const uint32_t scales_hi = (c & four) | (((a >> 6) & two) << 4);
+    const uint32_t mins_hi = ((c >> 4) & four) | (((b >> 6) & two) << 4);
+    return _mm256_broadcastsi128_si256(_mm_set_epi32((int)mins_hi, (int)mins_lo, (int)scales_hi, (int)scales_lo));
+}
+
+/* Scale j of a scales vector in every int16 lane (vpshufb's index 0x80 gives 0 above it). */
+static inline __m256i exactc_dot_k_scale(__m256i scales, int j) {
+    return _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(0x8000 | j)));
+}
+
+/* Σ sc · (quant · x) over 32 values whose quants (unsigned bytes) are q: the lower 16
+ * values' pairs times sc_lo, the upper 16's times sc_hi, into eight int32 lanes. */
+static inline __m256i exactc_dot_k_scaled(__m256i q, __m256i vx, int32_t sc_lo, int32_t sc_hi) {
+    const __m256i pairs = _mm256_maddubs_epi16(q, vx);
+    return _mm256_madd_epi16(pairs, _mm256_set_m128i(_mm_set1_epi16((short)sc_hi), _mm_set1_epi16((short)sc_lo)));
+}
+
+/* mn_lo · Σ x_lo + mn_hi · Σ x_hi over two sub-blocks of 32 values, into eight int32
+ * lanes: the min (0 … 63) as vpmaddubsw's unsigned bytes, pairs at most 63 · 256 = 16128,
+ * the two sub-blocks' pairs added in int16 (at most 32256), then pairs of them in int32. */
+static inline __m256i exactc_dot_k_mins(__m256i x_lo, __m256i x_hi, int32_t mn_lo, int32_t mn_hi) {
+    const __m256i lo = _mm256_maddubs_epi16(_mm256_set1_epi8((char)mn_lo), x_lo);
+    const __m256i hi = _mm256_maddubs_epi16(_mm256_set1_epi8((char)mn_hi), x_hi);
+    return _mm256_madd_epi16(_mm256_add_epi16(lo, hi), _mm256_set1_epi16(1));
+}
+
+static inline void exactc_dot_q45_k_256(const int8_t *x, const uint8_t *w, int five, int32_t *s, int32_t *m) {
+    int32_t sc[8], mn[8];
+    exactc_dot_k_scales(w + 4, sc, mn);
+    const uint8_t *qs = w + (five ? 48 : 16);
+    const __m256i nibble = _mm256_set1_epi8(0x0F), fifth = _mm256_set1_epi8(0x10);
+    const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
+    __m256i sums = _mm256_setzero_si256(), mins = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int pair = 0; pair < 4; pair++) {
+        const int j = 2 * pair;
+        const __m256i bytes = _mm256_loadu_si256((const __m256i *)(qs + 32 * pair));
+        __m256i low = _mm256_and_si256(bytes, nibble);
+        __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+        if (five) { /* bit j of qh[v] is value v's fifth bit in sub-block j */
+            const __m256i bit_lo = _mm256_set1_epi8((char)(1 << j)), bit_hi = _mm256_set1_epi8((char)(1 << (j + 1)));
+            low = _mm256_or_si256(low, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), fifth));
+            high = _mm256_or_si256(high, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), fifth));
+        }
+        const __m256i x_lo = _mm256_loadu_si256((const __m256i *)(x + 32 * j));
+        const __m256i x_hi = _mm256_loadu_si256((const __m256i *)(x + 32 * j + 32));
+        sums = _mm256_add_epi32(sums, exactc_dot_k_scaled(low, x_lo, sc[j], sc[j]));
+        sums = _mm256_add_epi32(sums, exactc_dot_k_scaled(high, x_hi, sc[j + 1], sc[j + 1]));
+        mins = _mm256_add_epi32(mins, exactc_dot_k_mins(x_lo, x_hi, mn[j], mn[j + 1]));
+    }
+    *s += exactc_dot_lanes(sums);
+    *m += exactc_dot_lanes(mins);
+}
+
+static inline void exactc_dot_q6_k_256(const int8_t *x, const uint8_t *w, int32_t *s) {
+    const int8_t *scales = (const int8_t *)(w + 192);
+    const __m256i nibble = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x03);
+    __m256i sums = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; half++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w + 64 * half));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w + 64 * half + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * half));
+        const __m256i lows[4] = {_mm256_and_si256(ql0, nibble), _mm256_and_si256(ql1, nibble),
+                                 _mm256_and_si256(_mm256_srli_epi16(ql0, 4), nibble),
+                                 _mm256_and_si256(_mm256_srli_epi16(ql1, 4), nibble)};
+        const __m256i highs[4] = {_mm256_and_si256(qh, two), _mm256_and_si256(_mm256_srli_epi16(qh, 2), two),
+                                  _mm256_and_si256(_mm256_srli_epi16(qh, 4), two),
+                                  _mm256_and_si256(_mm256_srli_epi16(qh, 6), two)};
+#pragma GCC unroll 4
+        for (int quarter = 0; quarter < 4; quarter++) {
+            const int j = 8 * half + 2 * quarter;
+            const __m256i q = _mm256_or_si256(lows[quarter], _mm256_slli_epi16(highs[quarter], 4)); /* 0 … 63 */
+            const __m256i vx = _mm256_loadu_si256((const __m256i *)(x + 128 * half + 32 * quarter));
+            const __m256i products = _mm256_maddubs_epi16(q, vx);                               /* |pair| <= 16128 */
+            const __m256i offsets = _mm256_maddubs_epi16(_mm256_set1_epi8(32), vx);            /* |pair| <= 8192 */
+            const __m256i pairs = _mm256_sub_epi16(products, offsets);                          /* Σ (q - 32) · x */
+            const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(scales[j + 1]), _mm_set1_epi16(scales[j]));
+            sums = _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, scale));
+        }
+    }
+    *s += exactc_dot_lanes(sums);
+}
+
+/* 8 rows (row r at w + r · stride) against one super-block of activations, row r's S and
+ * M into s[r] and m[r]: x loaded once, Σ x of each sub-block once (vpmaddubsw of ones,
+ * the 8 sub-blocks' lanes summed together, |Σ x| <= 4096 then in int16), each row's
+ * scales and mins unpacked in registers, its M one vpmaddwd of the mins by those sums,
+ * the rows' S lanes summed together. */
+static inline void exactc_dot_q45_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int five, int32_t *s,
+                                          int32_t *m) {
+    __m256i vx[8], parts[8];
+    for (int j = 0; j < 8; j++) {
+        vx[j] = _mm256_loadu_si256((const __m256i *)(x + 32 * j));
+        parts[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), vx[j]), _mm256_set1_epi16(1));
+    }
+    const __m256i x_sums32 = exactc_dot_rows(parts);
+    const __m128i x_sums = _mm_packs_epi32(_mm256_castsi256_si128(x_sums32), _mm256_extracti128_si256(x_sums32, 1));
+    const __m256i nibble = _mm256_set1_epi8(0x0F), fifth = _mm256_set1_epi8(0x10);
+    __m256i rows[8];
+    __m128i mins[8];
+    for (int64_t r = 0; r < 8; r++) {
+        const uint8_t *row = w + r * stride;
+        const __m256i scales = exactc_dot_k_scales_vector(row + 4);
+        const uint8_t *qs = row + (five ? 48 : 16);
+        const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(row + 16)) : _mm256_setzero_si256();
+        __m256i sums = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int pair = 0; pair < 4; pair++) {
+            const int j = 2 * pair;
+            const __m256i bytes = _mm256_loadu_si256((const __m256i *)(qs + 32 * pair));
+            __m256i low = _mm256_and_si256(bytes, nibble);
+            __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+            if (five) {
+                const __m256i bit_lo = _mm256_set1_epi8((char)(1 << j)), bit_hi = _mm256_set1_epi8((char)(1 << (j + 1)));
+                low = _mm256_or_si256(low, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), fifth));
+                high = _mm256_or_si256(high, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), fifth));
+            }
+            const __m256i lo = _mm256_madd_epi16(_mm256_maddubs_epi16(low, vx[j]), exactc_dot_k_scale(scales, j));
+            const __m256i hi = _mm256_madd_epi16(_mm256_maddubs_epi16(high, vx[j + 1]), exactc_dot_k_scale(scales, j + 1));
+            sums = _mm256_add_epi32(sums, _mm256_add_epi32(lo, hi));
+        }
+        rows[r] = sums;
+        /* the mins (bytes 8 … 15) as int16 times Σ x of each sub-block: four int32 lanes */
+        mins[r] = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(_mm256_castsi256_si128(scales), 8)), x_sums);
+    }
+    _mm256_storeu_si256((__m256i *)s, exactc_dot_rows(rows));
+    __m256i min_rows[8];
+    for (int r = 0; r < 8; r++) {
+        min_rows[r] = _mm256_set_m128i(_mm_setzero_si128(), mins[r]);
+    }
+    _mm256_storeu_si256((__m256i *)m, exactc_dot_rows(min_rows));
+}
+
+static inline void exactc_dot_q6_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s) {
+    __m256i vx[8], offsets[8], rows[8];
+    for (int j = 0; j < 8; j++) { /* 32 · x, pair by pair: the quants' offset, once for the 8 rows */
+        vx[j] = _mm256_loadu_si256((const __m256i *)(x + 32 * j));
+        offsets[j] = _mm256_maddubs_epi16(_mm256_set1_epi8(32), vx[j]);
+    }
+    const __m256i nibble = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x03);
+    for (int64_t r = 0; r < 8; r++) {
+        const uint8_t *row = w + r * stride;
+        const int8_t *scales = (const int8_t *)(row + 192);
+        __m256i sums = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(row + 64 * half));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(row + 64 * half + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(row + 128 + 32 * half));
+            const __m256i lows[4] = {_mm256_and_si256(ql0, nibble), _mm256_and_si256(ql1, nibble),
+                                     _mm256_and_si256(_mm256_srli_epi16(ql0, 4), nibble),
+                                     _mm256_and_si256(_mm256_srli_epi16(ql1, 4), nibble)};
+#pragma GCC unroll 4
+            for (int quarter = 0; quarter < 4; quarter++) {
+                const int j = 8 * half + 2 * quarter;
+                const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), two);
+                const __m256i q = _mm256_or_si256(lows[quarter], _mm256_slli_epi16(high, 4));
+                const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q, vx[4 * half + quarter]),
+                                                       offsets[4 * half + quarter]);
+                const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(scales[j + 1]), _mm_set1_epi16(scales[j]));
+                sums = _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, scale));
+            }
+        }
+        rows[r] = sums;
+    }
+    _mm256_storeu_si256((__m256i *)s, exactc_dot_rows(rows));
+}
+#else
+static inline void exactc_dot_q45_k_256(const int8_t *x, const uint8_t *w, int five, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_plain(x, w, five, s, m);
+}
+
+static inline void exactc_dot_q45_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int five, int32_t *s,
+                                          int32_t *m) {
+    for (int64_t r = 0; r < 8; r++) {
+        s[r] = m[r] = 0;
+        exactc_dot_q45_k_plain(x, w + r * stride, five, s + r, m + r);
+    }
+}
+
+static inline void exactc_dot_q6_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s) {
+    for (int64_t r = 0; r < 8; r++) {
+        s[r] = 0;
+        exactc_dot_q6_k_plain(x, w + r * stride, s + r);
+    }
+}
+
+static inline void exactc_dot_q6_k_256(const int8_t *x, const uint8_t *w, int32_t *s) {
+    exactc_dot_q6_k_plain(x, w, s);
+}
+#endif
+
+/* The calls the printer makes for a whole super-block (printer/dots.py). */
+static inline void exactc_dot_q4_k_256(const int8_t *x, const uint8_t *w, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_256(x, w, 0, s, m);
+}
+
+static inline void exactc_dot_q5_k_256(const int8_t *x, const uint8_t *w, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_256(x, w, 1, s, m);
+}
+
+/* The same for 8 rows at once (row r at w + r · stride), row r's sums into s[r] (and
+ * m[r]): where a layout has n in lanes of 8 (printer/planned.py). */
+static inline void exactc_dot_q4_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_256x8(x, w, stride, 0, s, m);
+}
+
+static inline void exactc_dot_q5_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s, int32_t *m) {
+    exactc_dot_q45_k_256x8(x, w, stride, 1, s, m);
+}
 
 #endif

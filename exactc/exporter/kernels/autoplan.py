@@ -185,6 +185,12 @@ _QUANTIZED_LAYOUTS = {
             Layout(order=("n", "m"), lanes=(("m", 4), ("n", 16))),
             Layout(order=("n", "m"), lanes=(("n", 8),)),
         ],
+        # a layout prints each super-block's sums as one call of exactc_dot.h's kernel
+        # (printer/dots.py), n outermost: 8 rows a call where n fills lanes of 8, else one.
+        # One thread on an AVX2 Zen 2, Q4_K at 1x768 by 768x2048: 72.7 us (n:8), 108.9
+        # (one row a call), 403.8 (the plain loops) (bench/quant_speed.py)
+        **{fmt: [Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]
+           for fmt in ("q4_k", "q5_k", "q6_k")},
     },
     # quantize has one format (the activations' q8); its rows split, a decode step's one
     # row stays plain (1.3 us of work: no split, no lanes pays).

@@ -12,13 +12,22 @@ The sum is exact in any order (docs/semantics.md section 15), so the call gives 
 loops' bits whichever instruction the header picks. Only these exact loops are replaced:
 a short last block (fewer than 32 values, or a q4 block whose high half is short) and
 any other G keep their loops.
+
+A k-quant super-block's sums (lower_qlinear_i_k: S = 0 [, M = 0], then per sub-block
+its sums, S = S + sc·s [, M = M + m·xs]) are one call where a layout prints the nest
+(planned.py; the plain nest keeps the lowering's loops, the definition the layout
+property compares against):
+
+    q4_k, q5_k:  exactc_dot_q4_k_256(&xq[.., 256 blk], &wq[.., size blk], &S, &M);
+    q6_k:        exactc_dot_q6_k_256(&xq[.., 256 blk], &wq[.., size blk], &S);
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from exactc.exporter.kernels.ir import Access, Affine, Assign, Binary, Convert, Load, Loop, Stmt, Var
+from exactc.exporter.kernels.exprs import walk_expr
+from exactc.exporter.kernels.ir import Access, Affine, Assign, Binary, Convert, Declare, Load, Loop, Stmt, Var
 
 BLOCK = 32  # the values of a block the header's kernels sum
 ROWS = 8  # the rows the x8 kernels sum at once (a laned body's n in lanes of 8)
@@ -127,3 +136,107 @@ def block_sum(body: tuple[Stmt, ...]) -> BlockSum | None:
     if high is None or high != ("high", low[1]) or second[1] != shifted:
         return None
     return BlockSum("q4", var, x, low[1], (head.axis.name, tail.axis.name))
+
+
+# ---- k-quant super-blocks ----
+# per format: its sub-blocks, their values, and the byte of sub-block 0's first quant's
+# low bits (the first byte its quant reads)
+K_SUB_BLOCKS = {"q4_k": (8, 32, 16), "q5_k": (8, 32, 48), "q6_k": (16, 16, 0)}
+
+
+@dataclasses.dataclass(frozen=True)
+class SuperBlockSum:
+    """A super-block's S (and M) as one call of exactc_dot_<fmt>_256: the accesses at its
+    first activation and first byte; the statements it stands for, after S's (and M's)
+    declarations."""
+
+    fmt: str
+    total: Var
+    mins: Var | None
+    x: Access
+    w: Access
+    declared: int
+    length: int
+    axes: tuple[str, ...]
+
+    def function(self) -> str:
+        return f"exactc_dot_{self.fmt}_256"
+
+
+def _zero_i32(stmt: Stmt) -> Var | None:
+    if isinstance(stmt, Declare) and stmt.var.type == "i32" and _i32_constant(stmt.init, 0):
+        return stmt.var
+    return None
+
+
+def _adds_product(stmt: Stmt, var: Var, factor: Var) -> bool:
+    """Whether `stmt` is `var = var + (scale * factor)`."""
+    return (
+        isinstance(stmt, Assign)
+        and stmt.var == var
+        and isinstance(stmt.value, Binary)
+        and stmt.value.op == "+"
+        and stmt.value.a == var
+        and isinstance(stmt.value.b, Binary)
+        and stmt.value.b.op == "*"
+        and stmt.value.b.b == factor
+    )
+
+
+def _sub_block(body: tuple[Stmt, ...], total: Var, mins: Var | None, values: int) -> Loop | None:
+    """The loop of one sub-block's statements at the start of `body`: s = 0 [, xs = 0],
+    its loop of `values` (s = s + i32(xq) · quant [, xs = xs + i32(xq)]), S = S + sc·s
+    [, M = M + m·xs]."""
+    size = 3 if mins is None else 5
+    if len(body) < size:
+        return None
+    s = _zero_i32(body[0])
+    xs = _zero_i32(body[1]) if mins is not None else None
+    loop = body[2 if mins is not None else 1]
+    if s is None or (mins is not None and xs is None) or not isinstance(loop, Loop) or loop.axis.extent != values:
+        return None
+    if len(loop.body) != (1 if mins is None else 2) or _term_of(loop) is None:
+        return None
+    if not _adds_product(body[size - (2 if mins is not None else 1)], total, s):
+        return None
+    if mins is not None and not (xs is not None and _adds_product(body[4], mins, xs)):
+        return None
+    return loop
+
+
+def _term_of(loop: Loop) -> tuple[Var, Access, Binary | Access] | None:
+    """_term of the loop's first statement alone (a sub-block's loop also sums xs)."""
+    return _term(Loop(loop.axis, loop.body[:1]))
+
+
+def super_block_sum(body: tuple[Stmt, ...]) -> SuperBlockSum | None:
+    """The whole super-block's sums `body` starts with, or None."""
+    total = _zero_i32(body[0]) if body else None
+    if total is None:
+        return None
+    # S, M, then a sub-block's s and xs: four declarations (Q6_K: S, then s and its loop)
+    mins = _zero_i32(body[1]) if len(body) > 3 and isinstance(body[3], Declare) else None
+    declared = 2 if mins is not None else 1
+    rest, loops = body[declared:], []
+    size = 5 if mins is not None else 3
+    count, values, _ = K_SUB_BLOCKS["q4_k" if mins is not None else "q6_k"]  # Q5_K's are Q4_K's
+    for group in range(count):
+        loop = _sub_block(rest[size * group :], total, mins, values)
+        if loop is None:
+            return None
+        loops.append(loop)
+    found = _term_of(loops[0])
+    if found is None or not isinstance(found[2], Binary):
+        return None
+    quant = found[2]
+    fmt = "q6_k" if mins is None else "q5_k" if quant.op == "+" else "q4_k"
+    first = next(
+        (node.access for node in walk_expr(quant) if isinstance(node, Load) and node.access.type == "u8"), None
+    )
+    byte = _at_start(first, loops[0].axis.name) if first else None
+    offset = K_SUB_BLOCKS[fmt][2]
+    if byte is None or byte.index[-1].const < offset:
+        return None
+    w = Access(byte.buffer, byte.type, (*byte.index[:-1], byte.index[-1] + (-offset)))
+    axes = tuple(loop.axis.name for loop in loops)
+    return SuperBlockSum(fmt, total, mins, found[1], w, declared, declared + size * count, axes)

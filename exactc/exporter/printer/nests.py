@@ -60,7 +60,7 @@ from exactc.exporter.kernels.ir import (
 )
 from exactc.exporter.kernels.layouts import buffer_accesses, nest_names
 from exactc.exporter.printer.ctext import INDENT, comment_block, constant, shape_text, signature_lines
-from exactc.exporter.printer.dots import block_sum
+from exactc.exporter.printer.dots import SuperBlockSum, block_sum, super_block_sum
 
 # IR scalar type -> C type of a local.
 LOCAL_CTYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "bool": "int", "i32": "int32_t"}
@@ -257,6 +257,7 @@ class BodyPrinter:
     """The C of a nest's statements, expressions and buffer accesses."""
 
     block_sums = True  # whole blocks' integer sums as calls of exactc_dot.h (SCoP keeps loops)
+    super_block_sums = False  # k-quant super-blocks' sums as calls: a layout's (planned.py)
 
     def __init__(self, buffers: Mapping[str, Buffer], extents: Extents):
         self.buffers = buffers
@@ -328,6 +329,11 @@ class BodyPrinter:
         out: list[str] = []
         at = 0
         while at < len(body):
+            whole = super_block_sum(body[at:]) if self.super_block_sums else None
+            if whole is not None and not any(self.keeps_loop(axis) for axis in whole.axes):
+                out.extend(self.super_block_call(body[at:], whole, depth))
+                at += whole.length
+                continue
             found = block_sum(body[at:]) if self.block_sums else None
             if found is None or any(self.keeps_loop(axis) for axis in found.axes):
                 out.extend(self.statement(body[at], depth))
@@ -337,6 +343,15 @@ class BodyPrinter:
             call = f"{found.function()}(&{self.access(found.x)}, &{self.access(found.w)})"
             out.append(f"{INDENT * depth}{var} = {var} + {call}; /* the block's exact sum (exactc_dot.h) */")
             at += len(found.axes)
+        return out
+
+    def super_block_call(self, body: tuple[Stmt, ...], found: SuperBlockSum, depth: int) -> list[str]:
+        """S's (and M's) declarations, then the super-block's sums as one call."""
+        out = [line for stmt in body[:found.declared] for line in self.statement(stmt, depth)]
+        sums = [found.total] + ([found.mins] if found.mins is not None else [])
+        pointers = ", ".join(f"&{self.rename.get(var.name, var.name)}" for var in sums)
+        call = f"{found.function()}(&{self.access(found.x)}, &{self.access(found.w)}, {pointers});"
+        out.append(f"{INDENT * depth}{call} /* the super-block's exact sums (exactc_dot.h) */")
         return out
 
     def keeps_loop(self, axis: str) -> bool:

@@ -41,7 +41,7 @@ from exactc.exporter.kernels.ir import (
 from exactc.exporter.kernels.layouts import Layout, fresh_name, pack_accesses, pack_panel, pack_size
 from exactc.exporter.kernels.splits import Split, split_axis
 from exactc.exporter.printer.ctext import INDENT, comment_block
-from exactc.exporter.printer.dots import ROWS, BlockSum, block_sum
+from exactc.exporter.printer.dots import ROWS, BlockSum, SuperBlockSum, block_sum, super_block_sum
 from exactc.exporter.printer.nests import (
     ARRAY_FUNCTIONS,
     LOCAL_CTYPE,
@@ -74,6 +74,8 @@ def pack_offset(panel: list[tuple[str, dims.Extent]]) -> Affine:
 class PlannedBodyPrinter(BodyPrinter):
     """The plain body printer, with reduction blocks, and (in the laned path) lane
     axes substituted by chunk + lane, scalars as lane arrays, packed loads."""
+
+    super_block_sums = True
 
     def __init__(self, buffers: Mapping[str, Buffer], extents: Extents, blocks: dict[str, tuple[int, str, str]],
                  sums: dict[str, tuple[int, int]] | None = None, taken: set[str] | None = None):
@@ -150,6 +152,7 @@ class LanedBlock:
         self.laned = laned  # names whose value differs between lanes
         self.taken = taken  # the function's names (fresh ones for the argument arrays)
         self.arguments: list[Var] = []
+        self.replaced: set[str] = set()  # the scalars of the statements a kernel call stands for
 
     def block(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
         out: list[str] = []
@@ -158,6 +161,13 @@ class LanedBlock:
         while at < len(body):
             stmt = body[at]
             at += 1
+            whole = self.super_block_rows(body[at - 1:])
+            if whole is not None:
+                out.extend(self.per_lane(run, depth))
+                run = []
+                out.extend(self.super_block_call(body[at - 1:], whole, depth))
+                at += whole.length - 1
+                continue
             rows = self.block_rows(body[at - 1:])
             if rows is not None:
                 out.extend(self.per_lane(run, depth))
@@ -199,6 +209,55 @@ class LanedBlock:
         if row != Affine.var(axis) or any(axis in e.variables() for e in rest) or dims.is_symbolic(math.prod(shape[1:])):
             return None
         return found
+
+    def rows_of(self, x: Access, w: Access) -> bool:
+        """Whether the body has n alone in lanes of ROWS, and `w`, read in place (not
+        packed), has the lane's output as its row and `x` is the same in every lane."""
+        if len(self.lanes) != 1 or self.lanes[0][1] != ROWS or w.buffer in self.printer.packs:
+            return False
+        axis = self.lanes[0][0]
+        row, *rest = w.index
+        shape = self.printer.buffers[w.buffer].shape
+        return (row == Affine.var(axis) and not any(axis in e.variables() for e in (*rest, *x.index))
+                and not dims.is_symbolic(math.prod(shape[1:])))
+
+    def super_block_rows(self, body: tuple[Stmt, ...]) -> SuperBlockSum | None:
+        """The k-quant super-block's sums `body` starts with, where the ROWS rows' sums
+        are one call of its x8 kernel (printer/dots.py)."""
+        found = super_block_sum(body) if self.printer.super_block_sums else None
+        if found is None or found.total.name not in self.laned or any(self.printer.keeps_loop(a) for a in found.axes):
+            return None
+        return found if self.rows_of(found.x, found.w) else None
+
+    def first_row(self, accesses: tuple[Access, ...]) -> list[str]:
+        """The accesses' C at the chunk's first row (the lane at 0)."""
+        axis, _, lane = self.lanes[0]
+        laned = self.printer.substitute[axis]
+        first = Affine(tuple(t for t in laned.terms if t[0] != lane), laned.const)
+        self.printer.substitute = {**self.printer.substitute, axis: first}
+        texts = [self.printer.access(a) for a in accesses]
+        self.printer.substitute = {**self.printer.substitute, axis: laned}
+        return texts
+
+    def super_block_call(self, body: tuple[Stmt, ...], found: SuperBlockSum, depth: int) -> list[str]:
+        """S = 0 (and M = 0) in each lane, then the ROWS rows' super-block sums as one
+        call of the x8 kernel at the chunk's first row, added lane by lane."""
+        _, width, lane = self.lanes[0]
+        x, w = self.first_row((found.x, found.w))
+        stride = math.prod(self.printer.buffers[found.w.buffer].shape[1:])
+        sums = [found.total] + ([found.mins] if found.mins is not None else [])
+        arrays = [fresh_name(f"{var.name}_rows", self.taken) for var in sums]
+        pad = INDENT * depth
+        self.replaced |= {stmt.var.name for stmt in body[found.declared:found.length] if isinstance(stmt, Declare)}
+        out = self.lane_loop(list(body[:found.declared]), depth)
+        out += [f"{pad}{{ /* the super-block's exact sums, {width} rows at once (exactc_dot.h) */",
+                f"{pad}{INDENT}int32_t {', '.join(f'{a}[{width}]' for a in arrays)};",
+                f"{pad}{INDENT}{found.function()}x{width}(&{x}, &{w}, {stride}, {', '.join(arrays)});",
+                f"{pad}{INDENT}for (int64_t {lane} = 0; {lane} < {width}; {lane}++) {{"]
+        for var, array in zip(sums, arrays):
+            name = self.printer.rename.get(var.name, var.name)
+            out.append(f"{pad}{INDENT * 2}{name} = {name} + {array}[{lane}];")
+        return out + [f"{pad}{INDENT}}}", f"{pad}}}"]
 
     def rows_call(self, found: BlockSum, depth: int) -> list[str]:
         """`s = s + <block sum>` in each of the ROWS lanes as one call of the x8 kernel at
@@ -458,7 +517,8 @@ def laned_body(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, lanes: t
     laned = {a for a, _ in lanes} | {v.name for v in laned_scalars}
     block = LanedBlock(printer, [(a, w, lane_var[a]) for a, w in lanes], laned, taken)
     out = block.block(nest.body, depth)
-    declared = [f"{INDENT * depth}{LOCAL_CTYPE[var.type]} {var.name}{suffix};" for var in laned_scalars + block.arguments]
+    declared = [f"{INDENT * depth}{LOCAL_CTYPE[var.type]} {var.name}{suffix};" for var in laned_scalars + block.arguments
+                if var.name not in block.replaced]
     printer.substitute, printer.rename, printer.packs = {}, {}, {}
     return declared + out
 

@@ -98,4 +98,50 @@ MUTANTS = [
         ("kernel-print", "layouts:block-kernels"),
         family="dot",
     ),
+    Mutant(
+        "dot-q4k-scale-of-the-next-sub-block",
+        "the AVX2 x8 kernel of Q4_K and Q5_K multiplies the even sub-block j's products by "
+        "scale j + 1 (the pick of the scale off by one)",
+        DOT,
+        "const __m256i lo = _mm256_madd_epi16(_mm256_maddubs_epi16(low, vx[j]), exactc_dot_k_scale(scales, j));",
+        "const __m256i lo = _mm256_madd_epi16(_mm256_maddubs_epi16(low, vx[j]), exactc_dot_k_scale(scales, j + 1));",
+        ("dot", "layouts:k-quants"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "dot-q6k-high-bits-from-the-wrong-quarter",
+        "the AVX2 x8 kernel of Q6_K takes a quarter's 2 high bits from the bit pair of the "
+        "other quarter of its half (quarter 0's from bits 2-3 of qh, quarter 1's from 0-1)",
+        DOT,
+        "const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), two);",
+        "const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * (quarter ^ 1)), two);",
+        ("dot", "layouts:k-quants"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "dot-q4k-mins-against-the-wrong-sums",
+        "the AVX2 x8 kernel of Q4_K and Q5_K packs the sub-blocks' activation sums upper half "
+        "first, so min j multiplies the sum of sub-block j + 4 (mod 8)",
+        DOT,
+        "_mm_packs_epi32(_mm256_castsi256_si128(x_sums32), _mm256_extracti128_si256(x_sums32, 1));",
+        "_mm_packs_epi32(_mm256_extracti128_si256(x_sums32, 1), _mm256_castsi256_si128(x_sums32));",
+        ("dot", "layouts:k-quants"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "dot-q5k-call-at-the-wrong-byte",
+        "the printer takes Q5_K's first quant byte to be at 16 (Q4_K's) rather than 48, so the "
+        "super-block kernel's call points 32 bytes past the super-block's start",
+        DOTS,
+        '"q5_k": (8, 32, 48)',
+        '"q5_k": (8, 32, 16)',
+        ("layouts:k-quants", "gguf:k-quants"),
+        family="dot",
+    ),
 ]
