@@ -188,10 +188,10 @@ def test_quantize_gets_rows_and_blocks_in_lanes_and_leaves_one_row_plain():
 
 QUANTIZED_CASES = [(entry, fmt, "weight-only") for entry in ("decode", "forward") for fmt in ("q8", "q4")]
 QUANTIZED_CASES += [("decode", "q8", "integer"), ("forward", "q4", "integer")]
-# the layout each form's linears take: qlinear_w laned across its outputs; qlinear_i's q8
-# with n outermost (its block sums vectorize along k), its q4 laned across its outputs
+# the layout each form's linears take: qlinear_w laned across its outputs; qlinear_i in
+# blocks of 32 with n in lanes of 8 (exactc_dot.h's block sums, 8 rows a call)
 QUANTIZED_LAYOUT = {("weight-only", "q8"): "layout: order n, m; lanes ", ("weight-only", "q4"): "layout: order n, m; lanes ",
-                    ("integer", "q8"): "layout: order n, m\n", ("integer", "q4"): "layout: order n, m; lanes "}
+                    ("integer", "q8"): "layout: order n, m; lanes n:8", ("integer", "q4"): "layout: order n, m; lanes n:8"}
 
 
 @pytest.mark.parametrize("entry,fmt,form", QUANTIZED_CASES, ids=[f"llama-{e}-{f}-{o}" for e, f, o in QUANTIZED_CASES])
