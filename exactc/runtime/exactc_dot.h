@@ -221,10 +221,15 @@ static inline void exactc_dot_q4_32x8(const int8_t *x, const uint8_t *w, int64_t
  * printer/planned.py). Each weight block's |w| (q8) or nibbles (q4) are made once and each
  * activation block loaded once per tile, where the x8 kernel re-reads and re-signs the
  * activations for every 8 weight rows; the combine runs in 8 float lanes over n.
- * Registers (AVX2): the 8 weight rows' unsigned operands, 1 activation row, its 8 partial
- * sums reduced by vphaddd as they come, the ones of vpmaddwd: 16 ymm at the peak (gcc
- * and clang keep the weight rows' operands in registers or read them from the stack). */
+ * Registers (AVX2 q8): the 8 weight rows' |w|, the 4 activation rows, a row's 8 partial
+ * sums (reduced by vphaddd as they come), the ones of vpmaddwd and the 8 scales: about 22
+ * ymm against AVX2's 16, so gcc 12 -O2 keeps some |w| on the stack and reads them as
+ * memory operands (L1 hits; perf shows them beside vpmaddubsw). q4 holds 8 nibble rows
+ * and one activation row at a time. The 4 x 8 accumulators stay in the caller's array. */
 #define EXACTC_QTILE_M 4
+/* The loops over the 8 weight rows unrolled, so that their operands and partial sums are
+ * registers (gcc -O2 otherwise keeps them in arrays on the stack); clang reads the pragma too. */
+#define EXACTC_QTILE_UNROLL _Pragma("GCC unroll 8")
 
 /* The definition: the plain loops, the sums by the single-row kernels' plain form. */
 static inline void exactc_qtile_combine_plain(int64_t rows, const int32_t *s, const float *xd, int64_t xd_stride,
@@ -291,6 +296,7 @@ static inline __m256i exactc_qtile_q8_row(__m256i vx, const __m256i u[8], const 
     const __m256i biased = _mm256_xor_si256(vx, _mm256_set1_epi8((char)0x80)); /* x + 128, unsigned */
     __m256i parts[8];
     (void)w, (void)w_stride;
+    EXACTC_QTILE_UNROLL
     for (int64_t r = 0; r < 8; r++) {
         parts[r] = EXACTC_DPBUSD(_mm256_setzero_si256(), biased, u[r]);
     }
@@ -299,6 +305,7 @@ static inline __m256i exactc_qtile_q8_row(__m256i vx, const __m256i u[8], const 
 
 static inline __m256i exactc_qtile_q4_row(__m256i vx, const __m256i u[8]) {
     __m256i parts[8];
+    EXACTC_QTILE_UNROLL
     for (int64_t r = 0; r < 8; r++) {
         parts[r] = EXACTC_DPBUSD(_mm256_setzero_si256(), u[r], vx);
     }
@@ -307,6 +314,7 @@ static inline __m256i exactc_qtile_q4_row(__m256i vx, const __m256i u[8]) {
 #else
 static inline __m256i exactc_qtile_q8_row(__m256i vx, const __m256i u[8], const int8_t *w, int64_t w_stride) {
     __m256i parts[8];
+    EXACTC_QTILE_UNROLL
     for (int64_t r = 0; r < 8; r++) {
         const __m256i signed_x = _mm256_sign_epi8(vx, _mm256_loadu_si256((const __m256i *)(w + r * w_stride)));
         parts[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(u[r], signed_x), _mm256_set1_epi16(1));
@@ -316,6 +324,7 @@ static inline __m256i exactc_qtile_q8_row(__m256i vx, const __m256i u[8], const 
 
 static inline __m256i exactc_qtile_q4_row(__m256i vx, const __m256i u[8]) {
     __m256i parts[8];
+    EXACTC_QTILE_UNROLL
     for (int64_t r = 0; r < 8; r++) {
         parts[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(u[r], vx), _mm256_set1_epi16(1)); /* |pair| <= 3840 */
     }
@@ -328,6 +337,7 @@ static inline void exactc_qtile_q8(int64_t rows, const int8_t *x, int64_t x_stri
                                    int64_t wd_stride, float *acc) {
     __m256i vx[EXACTC_QTILE_M];
     int fits = 1;
+    EXACTC_QTILE_UNROLL
     for (int64_t i = 0; i < rows; i++) {
         vx[i] = _mm256_loadu_si256((const __m256i *)(x + i * x_stride));
         fits &= exactc_dot_q8_fits(vx[i]);
@@ -339,6 +349,7 @@ static inline void exactc_qtile_q8(int64_t rows, const int8_t *x, int64_t x_stri
     __m256i u[8];
 #if defined(EXACTC_DOT_VNNI)
     __m256i w_sums[8];
+    EXACTC_QTILE_UNROLL
     for (int64_t r = 0; r < 8; r++) {
         const __m256i vw = _mm256_loadu_si256((const __m256i *)(w + r * w_stride));
         u[r] = vw;
@@ -346,6 +357,7 @@ static inline void exactc_qtile_q8(int64_t rows, const int8_t *x, int64_t x_stri
     }
     const __m256i offset = _mm256_slli_epi32(exactc_dot_rows(w_sums), 7);
 #else
+    EXACTC_QTILE_UNROLL
     for (int64_t r = 0; r < 8; r++) {
         const __m256i vw = _mm256_loadu_si256((const __m256i *)(w + r * w_stride));
         u[r] = _mm256_sign_epi8(vw, vw); /* |w|, read unsigned: 0 … 128, made once a tile */
@@ -353,6 +365,7 @@ static inline void exactc_qtile_q8(int64_t rows, const int8_t *x, int64_t x_stri
     const __m256i offset = _mm256_setzero_si256();
 #endif
     const __m256 scales = exactc_qtile_scales(wd, wd_stride);
+    EXACTC_QTILE_UNROLL
     for (int64_t i = 0; i < rows; i++) {
         const __m256i s = _mm256_sub_epi32(exactc_qtile_q8_row(vx[i], u, w, w_stride), offset);
         exactc_qtile_combine(s, xd[i * xd_stride], scales, acc + i * 8);
@@ -363,10 +376,12 @@ static inline void exactc_qtile_q4(int64_t rows, const int8_t *x, int64_t x_stri
                                    int64_t xd_stride, const uint8_t *w, int64_t w_stride, const float *wd,
                                    int64_t wd_stride, float *acc) {
     __m256i u[8];
+    EXACTC_QTILE_UNROLL
     for (int64_t r = 0; r < 8; r++) {
         u[r] = exactc_dot_nibbles(w + r * w_stride); /* 0 … 15, made once a tile */
     }
     const __m256 scales = exactc_qtile_scales(wd, wd_stride);
+    EXACTC_QTILE_UNROLL
     for (int64_t i = 0; i < rows; i++) {
         const __m256i vx = _mm256_loadu_si256((const __m256i *)(x + i * x_stride));
         const __m256i s = _mm256_sub_epi32(exactc_qtile_q4_row(vx, u), exactc_qtile_x_offset(vx));
