@@ -271,16 +271,18 @@ def tile(request):
 def tile_case(rng, fmt: str, rows: int, x_rows: np.ndarray | None = None, w_rows: np.ndarray | None = None):
     """Operands of one tile: rows activation blocks (at a stride of 48 bytes), 8 weight
     blocks (at a stride of 40 bytes), their scales at strides 3 and 5, and an acc of
-    EXACTC_QTILE_M x 8 floats (the rows past `rows` must stay as they are)."""
+    EXACTC_QTILE_M x 8 floats (the rows past `rows` must stay as they are). The buffers
+    hold EXACTC_QTILE_M rows whatever `rows` is, the ones past the tail drawn too: a
+    kernel that reads past its tail reads numbers, and its outputs show it."""
     x = rng.integers(-127, 128, (rows, 32)) if x_rows is None else x_rows
     values = (rng.integers(-128, 128, (8, 32)) if fmt == "q8" else rng.integers(0, 16, (8, 32))) if w_rows is None else w_rows
     stored = values if fmt == "q8" else quant.pack_q4(values.astype(np.uint8)).reshape(8, 16)
-    xbuf = np.zeros((rows, 48), np.int8)
-    xbuf[:, :32] = x
+    xbuf = rng.integers(-127, 128, (4, 48)).astype(np.int8)
+    xbuf[:rows, :32] = x
     wbuf = np.zeros((8, 40), np.int8 if fmt == "q8" else np.uint8)
     wbuf[:, : stored.shape[1]] = stored
-    xd = np.zeros((rows, 3), np.float32)
-    xd[:, 0] = rng.uniform(1e-3, 1e-1, rows)
+    xd = np.zeros((4, 3), np.float32)
+    xd[:, 0] = rng.uniform(1e-3, 1e-1, 4)
     wd = np.zeros((8, 5), np.float32)
     wd[:, 0] = rng.uniform(1e-3, 1e-1, 8) * rng.choice([-1, 1], 8)
     acc = rng.standard_normal((4, 8)).astype(np.float32)
@@ -302,7 +304,7 @@ def tile_reference(fmt: str, x, values, xd, wd, acc) -> np.ndarray:
     s = x.astype(np.int64) @ (values.astype(np.int64) - offset).T
     want = acc.copy()
     rows = x.shape[0]
-    scale = xd[:, :1] * wd[:, 0][None, :]
+    scale = xd[:rows, :1] * wd[:, 0][None, :]
     want[:rows] = acc[:rows] + s.astype(np.float32) * scale
     return want
 
