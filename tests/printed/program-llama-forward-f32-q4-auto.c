@@ -663,6 +663,7 @@ int mul_split(const float *restrict a, const float *restrict b, float *restrict 
  * temps must not overlap any other argument.
  */
 #include "exactc_rt.h"
+#include "exactc_dot.h" /* the block sums (immintrin.h where the target has AVX2) */
 
 /* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
 EXACTC_GCC_NO_VECTORS_WITH_VNNI
@@ -677,8 +678,8 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16; packs wd
- * split of n: depth 0: [0,16) [16,32) [32,64) [64,80) [80,96) [96,128) [128,144) [144,172)
+ * layout: order n, m; lanes m:4, n:8
+ * split of n: depth 0: [0,16) [16,40) [40,64) [64,88) [88,104) [104,128) [128,152) [152,172)
  */
 void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
                        const float *restrict xd,    /* input (T, 2) */
@@ -687,105 +688,59 @@ void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
                        float *restrict y,           /* output (T, 172) */
                        int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                        int64_t lo, int64_t hi) {    /* the piece of n in [0, 172) */
-    enum { BLK = 2, K = 16, KH = 16, N = 172 };
-    for (int64_t n_c = lo; n_c < hi; n_c += 16) {
-        float wd_pack[32]; /* pack: the panel of wd the lanes read, lane index innermost */
-        float *restrict wd_p = wd_pack; /* only this pointer touches it: the lanes stay in registers */
-        if (n_c + 16 <= hi) {
-            for (int64_t blk = 0; blk < BLK; blk++) {
-                for (int64_t n_l = 0; n_l < 16; n_l++) {
-                    wd_p[n_l + blk * 16] = wd[n_c * BLK + n_l * BLK + blk];
-                }
-            }
-        } else {
-            memset(wd_p, 0, sizeof wd_pack);
-        }
+    enum { BLK = 2, N = 172 };
+    for (int64_t n_c = lo; n_c < hi; n_c += 8) {
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
-            if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
-                float acc[4][16];
-                int32_t s[4][16];
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[m_l][n_l] = 0.0f;
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            s[m_l][n_l] = (int32_t)0;
-                        }
-                    }
-                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * BLK + m_l * BLK + blk] * wd_p[n_l + blk * 16]));
-                        }
-                    }
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 64 + blk * 32], 64, &xd[m_c * BLK + blk], 2, &wq[n_c * 32 + blk * 16], 32, &wd[n_c * BLK + blk], 2, &acc[0][0]);
                 }
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
                 }
-            } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    float acc[16];
-                    int32_t s[16];
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    float acc[8];
+                    int32_t s[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = (int32_t)0;
                         }
-                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
                             }
                         }
-                        for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 16]));
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
                         }
                     }
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         y[m * N + n_c + n_l] = acc[n_l];
                     }
                 }
             } else { /* the remainder: the plain body, point by point */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
                             int32_t s = (int32_t)0;
-                            for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                            for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
+                            s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
                             acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
                         }
                         y[m * N + n] = acc;
@@ -798,7 +753,7 @@ void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
 
 /* Thread split of qlinear_i_gate_up: 8 piece(s) [lo, hi) of n in [0, 172). */
 int qlinear_i_gate_up_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
-    static const int64_t pieces[8][2] = {{0, 16}, {16, 32}, {32, 64}, {64, 80}, {80, 96}, {96, 128}, {128, 144}, {144, 172}};
+    static const int64_t pieces[8][2] = {{0, 16}, {16, 40}, {40, 64}, {64, 88}, {88, 104}, {104, 128}, {128, 152}, {152, 172}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
     status = exactc_check_pieces(172, (const int64_t (*)[2])pieces, 8);
@@ -827,6 +782,7 @@ int qlinear_i_gate_up_split(const int8_t *restrict xq, const float *restrict xd,
  * temps must not overlap any other argument.
  */
 #include "exactc_rt.h"
+#include "exactc_dot.h" /* the block sums (immintrin.h where the target has AVX2) */
 
 /* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
 EXACTC_GCC_NO_VECTORS_WITH_VNNI
@@ -841,8 +797,8 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16; packs wd
- * split of n: depth 0: [0,16) [16,32)
+ * layout: order n, m; lanes m:4, n:8
+ * split of n: depth 0: [0,8) [8,16) [16,24) [24,32)
  */
 void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
                    const float *restrict xd,    /* input (T, 2) */
@@ -851,105 +807,59 @@ void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
                    float *restrict y,           /* output (T, 32) */
                    int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                    int64_t lo, int64_t hi) {    /* the piece of n in [0, 32) */
-    enum { BLK = 2, K = 16, KH = 16, N = 32 };
-    for (int64_t n_c = lo; n_c < hi; n_c += 16) {
-        float wd_pack[32]; /* pack: the panel of wd the lanes read, lane index innermost */
-        float *restrict wd_p = wd_pack; /* only this pointer touches it: the lanes stay in registers */
-        if (n_c + 16 <= hi) {
-            for (int64_t blk = 0; blk < BLK; blk++) {
-                for (int64_t n_l = 0; n_l < 16; n_l++) {
-                    wd_p[n_l + blk * 16] = wd[n_c * BLK + n_l * BLK + blk];
-                }
-            }
-        } else {
-            memset(wd_p, 0, sizeof wd_pack);
-        }
+    enum { BLK = 2, N = 32 };
+    for (int64_t n_c = lo; n_c < hi; n_c += 8) {
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
-            if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
-                float acc[4][16];
-                int32_t s[4][16];
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[m_l][n_l] = 0.0f;
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            s[m_l][n_l] = (int32_t)0;
-                        }
-                    }
-                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * BLK + m_l * BLK + blk] * wd_p[n_l + blk * 16]));
-                        }
-                    }
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 64 + blk * 32], 64, &xd[m_c * BLK + blk], 2, &wq[n_c * 32 + blk * 16], 32, &wd[n_c * BLK + blk], 2, &acc[0][0]);
                 }
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
                 }
-            } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    float acc[16];
-                    int32_t s[16];
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    float acc[8];
+                    int32_t s[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = (int32_t)0;
                         }
-                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
                             }
                         }
-                        for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 16]));
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
                         }
                     }
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         y[m * N + n_c + n_l] = acc[n_l];
                     }
                 }
             } else { /* the remainder: the plain body, point by point */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
                             int32_t s = (int32_t)0;
-                            for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                            for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
+                            s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
                             acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
                         }
                         y[m * N + n] = acc;
@@ -960,18 +870,18 @@ void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
     }
 }
 
-/* Thread split of qlinear_i_k_v: 2 piece(s) [lo, hi) of n in [0, 32). */
+/* Thread split of qlinear_i_k_v: 4 piece(s) [lo, hi) of n in [0, 32). */
 int qlinear_i_k_v_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
-    static const int64_t pieces[2][2] = {{0, 16}, {16, 32}};
+    static const int64_t pieces[4][2] = {{0, 8}, {8, 16}, {16, 24}, {24, 32}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
-    status = exactc_check_pieces(32, (const int64_t (*)[2])pieces, 2);
+    status = exactc_check_pieces(32, (const int64_t (*)[2])pieces, 4);
 #endif
 #ifdef _OPENMP
-    int team = omp_get_max_threads() < 2 ? omp_get_max_threads() : 2;
+    int team = omp_get_max_threads() < 4 ? omp_get_max_threads() : 4;
 #pragma omp parallel for num_threads(team) schedule(dynamic)
 #endif
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < 4; p++) {
         qlinear_i_k_v(xq, xd, wq, wd, y, T, pieces[p][0], pieces[p][1]);
     }
     return status;
@@ -991,6 +901,7 @@ int qlinear_i_k_v_split(const int8_t *restrict xq, const float *restrict xd, con
  * temps must not overlap any other argument.
  */
 #include "exactc_rt.h"
+#include "exactc_dot.h" /* the block sums (immintrin.h where the target has AVX2) */
 
 /* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
 EXACTC_GCC_NO_VECTORS_WITH_VNNI
@@ -1005,7 +916,7 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16; packs wd
+ * layout: order n, m; lanes m:4, n:8
  * split of n: depth 0: [0,64) [64,128) [128,192) [192,256) [256,320) [320,384) [384,448) [448,512)
  */
 void qlinear_i_logits(const int8_t *restrict xq,   /* input (T, 64) */
@@ -1015,105 +926,59 @@ void qlinear_i_logits(const int8_t *restrict xq,   /* input (T, 64) */
                       float *restrict y,           /* output (T, 512) */
                       int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                       int64_t lo, int64_t hi) {    /* the piece of n in [0, 512) */
-    enum { BLK = 2, K = 16, KH = 16, N = 512 };
-    for (int64_t n_c = lo; n_c < hi; n_c += 16) {
-        float wd_pack[32]; /* pack: the panel of wd the lanes read, lane index innermost */
-        float *restrict wd_p = wd_pack; /* only this pointer touches it: the lanes stay in registers */
-        if (n_c + 16 <= hi) {
-            for (int64_t blk = 0; blk < BLK; blk++) {
-                for (int64_t n_l = 0; n_l < 16; n_l++) {
-                    wd_p[n_l + blk * 16] = wd[n_c * BLK + n_l * BLK + blk];
-                }
-            }
-        } else {
-            memset(wd_p, 0, sizeof wd_pack);
-        }
+    enum { BLK = 2, N = 512 };
+    for (int64_t n_c = lo; n_c < hi; n_c += 8) {
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
-            if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
-                float acc[4][16];
-                int32_t s[4][16];
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[m_l][n_l] = 0.0f;
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            s[m_l][n_l] = (int32_t)0;
-                        }
-                    }
-                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * BLK + m_l * BLK + blk] * wd_p[n_l + blk * 16]));
-                        }
-                    }
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 64 + blk * 32], 64, &xd[m_c * BLK + blk], 2, &wq[n_c * 32 + blk * 16], 32, &wd[n_c * BLK + blk], 2, &acc[0][0]);
                 }
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
                 }
-            } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    float acc[16];
-                    int32_t s[16];
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    float acc[8];
+                    int32_t s[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = (int32_t)0;
                         }
-                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
                             }
                         }
-                        for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 16]));
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
                         }
                     }
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         y[m * N + n_c + n_l] = acc[n_l];
                     }
                 }
             } else { /* the remainder: the plain body, point by point */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
                             int32_t s = (int32_t)0;
-                            for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                            for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
+                            s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
                             acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
                         }
                         y[m * N + n] = acc;
@@ -1155,6 +1020,7 @@ int qlinear_i_logits_split(const int8_t *restrict xq, const float *restrict xd, 
  * temps must not overlap any other argument.
  */
 #include "exactc_rt.h"
+#include "exactc_dot.h" /* the block sums (immintrin.h where the target has AVX2) */
 
 /* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
 EXACTC_GCC_NO_VECTORS_WITH_VNNI
@@ -1173,8 +1039,8 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *   acc = acc + (f32(s_tail) * (xd[m,5] * wd[n,5]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16
- * split of n: depth 0: [0,16) [16,32) [32,48) [48,64)
+ * layout: order n, m; lanes m:4, n:8
+ * split of n: depth 0: [0,8) [8,16) [16,24) [24,32) [32,40) [40,48) [48,56) [56,64)
  */
 void qlinear_i_mlp_out(const int8_t *restrict xq,   /* input (T, 172) */
                        const float *restrict xd,    /* input (T, 6) */
@@ -1183,121 +1049,86 @@ void qlinear_i_mlp_out(const int8_t *restrict xq,   /* input (T, 172) */
                        float *restrict y,           /* output (T, 64) */
                        int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                        int64_t lo, int64_t hi) {    /* the piece of n in [0, 64) */
-    enum { BLK = 5, K = 16, KH = 16, N = 64 };
-    for (int64_t n_c = lo; n_c < hi; n_c += 16) {
+    enum { BLK = 5, N = 64 };
+    for (int64_t n_c = lo; n_c < hi; n_c += 8) {
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
-            if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
-                float acc[4][16];
-                int32_t s[4][16];
-                int32_t s_tail[4][16];
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
+                int32_t s_tail[4][8];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[m_l][n_l] = 0.0f;
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            s[m_l][n_l] = (int32_t)0;
-                        }
-                    }
-                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 172 + m_l * 172 + blk * 32 + k]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 172 + m_l * 172 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * 6 + m_l * 6 + blk] * wd[n_c * 6 + n_l * 6 + blk]));
-                        }
-                    }
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 172 + blk * 32], 172, &xd[m_c * 6 + blk], 6, &wq[n_c * 96 + blk * 16], 96, &wd[n_c * 6 + blk], 6, &acc[0][0]);
                 }
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         s_tail[m_l][n_l] = (int32_t)0;
                     }
                 }
                 for (int64_t t = 0; t < 12; t++) { /* reduction: in index order, each lane its own */
                     #pragma GCC unroll 4
                     for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s_tail[m_l][n_l] = s_tail[m_l][n_l] + (((int32_t)xq[m_c * 172 + m_l * 172 + t + 160]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
                         }
                     }
                 }
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[m_l][n_l] = acc[m_l][n_l] + (((float)s_tail[m_l][n_l]) * (xd[m_c * 6 + m_l * 6 + 5] * wd[n_c * 6 + n_l * 6 + 5]));
                         y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
                 }
-            } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    float acc[16];
-                    int32_t s[16];
-                    int32_t s_tail[16];
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    float acc[8];
+                    int32_t s[8];
+                    int32_t s_tail[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = (int32_t)0;
                         }
-                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 172 + blk * 32 + k]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 172 + blk * 32], &wq[n_c * 96 + blk * 16], 96, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
                             }
                         }
-                        for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 172 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
                             acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * 6 + blk] * wd[n_c * 6 + n_l * 6 + blk]));
                         }
                     }
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         s_tail[n_l] = (int32_t)0;
                     }
                     for (int64_t t = 0; t < 12; t++) { /* reduction: in index order, each lane its own */
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s_tail[n_l] = s_tail[n_l] + (((int32_t)xq[m * 172 + t + 160]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
                         }
                     }
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[n_l] = acc[n_l] + (((float)s_tail[n_l]) * (xd[m * 6 + 5] * wd[n_c * 6 + n_l * 6 + 5]));
                         y[m * N + n_c + n_l] = acc[n_l];
                     }
                 }
             } else { /* the remainder: the plain body, point by point */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
                             int32_t s = (int32_t)0;
-                            for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 172 + blk * 32 + k]) * ((((int32_t)wq[n * 96 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                            for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 172 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 96 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
+                            s = s + exactc_dot_q4_32(&xq[m * 172 + blk * 32], &wq[n * 96 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
                             acc = acc + (((float)s) * (xd[m * 6 + blk] * wd[n * 6 + blk]));
                         }
                         int32_t s_tail = (int32_t)0;
@@ -1313,18 +1144,18 @@ void qlinear_i_mlp_out(const int8_t *restrict xq,   /* input (T, 172) */
     }
 }
 
-/* Thread split of qlinear_i_mlp_out: 4 piece(s) [lo, hi) of n in [0, 64). */
+/* Thread split of qlinear_i_mlp_out: 8 piece(s) [lo, hi) of n in [0, 64). */
 int qlinear_i_mlp_out_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
-    static const int64_t pieces[4][2] = {{0, 16}, {16, 32}, {32, 48}, {48, 64}};
+    static const int64_t pieces[8][2] = {{0, 8}, {8, 16}, {16, 24}, {24, 32}, {32, 40}, {40, 48}, {48, 56}, {56, 64}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
-    status = exactc_check_pieces(64, (const int64_t (*)[2])pieces, 4);
+    status = exactc_check_pieces(64, (const int64_t (*)[2])pieces, 8);
 #endif
 #ifdef _OPENMP
-    int team = omp_get_max_threads() < 4 ? omp_get_max_threads() : 4;
+    int team = omp_get_max_threads() < 8 ? omp_get_max_threads() : 8;
 #pragma omp parallel for num_threads(team) schedule(dynamic)
 #endif
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < 8; p++) {
         qlinear_i_mlp_out(xq, xd, wq, wd, y, T, pieces[p][0], pieces[p][1]);
     }
     return status;
@@ -1344,6 +1175,7 @@ int qlinear_i_mlp_out_split(const int8_t *restrict xq, const float *restrict xd,
  * temps must not overlap any other argument.
  */
 #include "exactc_rt.h"
+#include "exactc_dot.h" /* the block sums (immintrin.h where the target has AVX2) */
 
 /* Not vectorized by gcc where EXACTC_GCC_NO_VECTORS_WITH_VNNI says so: gcc 12 at -O2 with AVX-VNNI sums the int8 times nibble products wrong (exactc_rt.h). */
 EXACTC_GCC_NO_VECTORS_WITH_VNNI
@@ -1358,8 +1190,8 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes m:4, n:16; packs wd
- * split of n: depth 0: [0,16) [16,32) [32,48) [48,64)
+ * layout: order n, m; lanes m:4, n:8
+ * split of n: depth 0: [0,8) [8,16) [16,24) [24,32) [32,40) [40,48) [48,56) [56,64)
  */
 void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
                           const float *restrict xd,    /* input (T, 2) */
@@ -1368,105 +1200,59 @@ void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
                           float *restrict y,           /* output (T, 64) */
                           int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                           int64_t lo, int64_t hi) {    /* the piece of n in [0, 64) */
-    enum { BLK = 2, K = 16, KH = 16, N = 64 };
-    for (int64_t n_c = lo; n_c < hi; n_c += 16) {
-        float wd_pack[32]; /* pack: the panel of wd the lanes read, lane index innermost */
-        float *restrict wd_p = wd_pack; /* only this pointer touches it: the lanes stay in registers */
-        if (n_c + 16 <= hi) {
-            for (int64_t blk = 0; blk < BLK; blk++) {
-                for (int64_t n_l = 0; n_l < 16; n_l++) {
-                    wd_p[n_l + blk * 16] = wd[n_c * BLK + n_l * BLK + blk];
-                }
-            }
-        } else {
-            memset(wd_p, 0, sizeof wd_pack);
-        }
+    enum { BLK = 2, N = 64 };
+    for (int64_t n_c = lo; n_c < hi; n_c += 8) {
         for (int64_t m_c = 0; m_c < T; m_c += 4) {
-            if (m_c + 4 <= T && n_c + 16 <= hi) { /* full lanes */
-                float acc[4][16];
-                int32_t s[4][16];
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
                 #pragma GCC unroll 4
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[m_l][n_l] = 0.0f;
                     }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            s[m_l][n_l] = (int32_t)0;
-                        }
-                    }
-                    for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                        #pragma GCC unroll 4
-                        for (int64_t m_l = 0; m_l < 4; m_l++) {
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[m_l][n_l] = s[m_l][n_l] + (((int32_t)xq[m_c * 64 + m_l * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                    }
-                    #pragma GCC unroll 4
-                    for (int64_t m_l = 0; m_l < 4; m_l++) {
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[m_l][n_l] = acc[m_l][n_l] + (((float)s[m_l][n_l]) * (xd[m_c * BLK + m_l * BLK + blk] * wd_p[n_l + blk * 16]));
-                        }
-                    }
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 64 + blk * 32], 64, &xd[m_c * BLK + blk], 2, &wq[n_c * 32 + blk * 16], 32, &wd[n_c * BLK + blk], 2, &acc[0][0]);
                 }
                 for (int64_t m_l = 0; m_l < 4; m_l++) {
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
                 }
-            } else if (n_c + 16 <= hi) { /* the last chunk of m, n in lanes */
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    float acc[16];
-                    int32_t s[16];
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    float acc[8];
+                    int32_t s[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         acc[n_l] = 0.0f;
                     }
                     for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = (int32_t)0;
                         }
-                        for (int64_t k = 0; k < K; k++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
                             }
                         }
-                        for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order, each lane its own */
-                            for (int64_t n_l = 0; n_l < 16; n_l++) {
-                                s[n_l] = s[n_l] + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n_c * 32 + n_l * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
-                        }
-                        for (int64_t n_l = 0; n_l < 16; n_l++) {
-                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 16]));
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
                         }
                     }
-                    for (int64_t n_l = 0; n_l < 16; n_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
                         y[m * N + n_c + n_l] = acc[n_l];
                     }
                 }
             } else { /* the remainder: the plain body, point by point */
                 for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
-                    for (int64_t n = n_c; n < n_c + 16 && n < hi; n++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
                         float acc = 0.0f;
                         for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
                             int32_t s = (int32_t)0;
-                            for (int64_t k = 0; k < K; k++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 64 + blk * 32 + k]) * ((((int32_t)wq[n * 32 + blk * 16 + k]) & ((int32_t)15)) - ((int32_t)8)));
-                            }
-                            for (int64_t kh = 0; kh < KH; kh++) { /* reduction: in index order */
-                                s = s + (((int32_t)xq[m * 64 + blk * 32 + kh + 16]) * ((((int32_t)wq[n * 32 + blk * 16 + kh]) >> ((int32_t)4)) - ((int32_t)8)));
-                            }
+                            s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
                             acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
                         }
                         y[m * N + n] = acc;
@@ -1477,18 +1263,18 @@ void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
     }
 }
 
-/* Thread split of qlinear_i_q_attn_out: 4 piece(s) [lo, hi) of n in [0, 64). */
+/* Thread split of qlinear_i_q_attn_out: 8 piece(s) [lo, hi) of n in [0, 64). */
 int qlinear_i_q_attn_out_split(const int8_t *restrict xq, const float *restrict xd, const uint8_t *restrict wq, const float *restrict wd, float *restrict y, int64_t T) {
-    static const int64_t pieces[4][2] = {{0, 16}, {16, 32}, {32, 48}, {48, 64}};
+    static const int64_t pieces[8][2] = {{0, 8}, {8, 16}, {16, 24}, {24, 32}, {32, 40}, {40, 48}, {48, 56}, {56, 64}};
     int status = 0;
 #ifdef EXACTC_CHECK_SPLITS
-    status = exactc_check_pieces(64, (const int64_t (*)[2])pieces, 4);
+    status = exactc_check_pieces(64, (const int64_t (*)[2])pieces, 8);
 #endif
 #ifdef _OPENMP
-    int team = omp_get_max_threads() < 4 ? omp_get_max_threads() : 4;
+    int team = omp_get_max_threads() < 8 ? omp_get_max_threads() : 8;
 #pragma omp parallel for num_threads(team) schedule(dynamic)
 #endif
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < 8; p++) {
         qlinear_i_q_attn_out(xq, xd, wq, wd, y, T, pieces[p][0], pieces[p][1]);
     }
     return status;
