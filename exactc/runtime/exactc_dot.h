@@ -8,8 +8,10 @@
  * Integer addition is exact and |s| <= 32 · 128 · 128 = 2^19, so every order and every
  * instruction gives the same s: the plain C loops below are the definition, and the
  * vector paths are picked by what the target has (the printer calls exactc_dot_q8_32 and
- * exactc_dot_q4_32 for a whole block of 32, and their x8 forms for 8 rows at once where a
- * layout has n in lanes of 8, printer/dots.py):
+ * exactc_dot_q4_32 for a whole block of 32, their x8 forms for 8 rows at once where a
+ * layout has n in lanes of 8, and the tile kernels at the end, sums and combine of 4
+ * activation rows by 8 weight rows, where it has m in lanes of 4 over n in lanes of 8,
+ * printer/dots.py):
  * - AVX-512 VNNI with AVX-512 VL, or AVX-VNNI: vpdpbusd (unsigned bytes times signed
  *   bytes, four products a lane summed into int32, no saturation), with the offset
  *   correction: q8 sums (x + 128) · w and takes 128 · Σ w off; q4 sums nibble · x and takes
