@@ -275,7 +275,11 @@ def tile_case(rng, fmt: str, rows: int, x_rows: np.ndarray | None = None, w_rows
     hold EXACTC_QTILE_M rows whatever `rows` is, the ones past the tail drawn too: a
     kernel that reads past its tail reads numbers, and its outputs show it."""
     x = rng.integers(-127, 128, (rows, 32)) if x_rows is None else x_rows
-    values = (rng.integers(-128, 128, (8, 32)) if fmt == "q8" else rng.integers(0, 16, (8, 32))) if w_rows is None else w_rows
+    values = (
+        (rng.integers(-128, 128, (8, 32)) if fmt == "q8" else rng.integers(0, 16, (8, 32)))
+        if w_rows is None
+        else w_rows
+    )
     stored = values if fmt == "q8" else quant.pack_q4(values.astype(np.uint8)).reshape(8, 16)
     xbuf = rng.integers(-127, 128, (4, 48)).astype(np.int8)
     xbuf[:rows, :32] = x
@@ -292,9 +296,18 @@ def tile_case(rng, fmt: str, rows: int, x_rows: np.ndarray | None = None, w_rows
 def run_tile(tile, fmt: str, rows: int, xbuf, wbuf, xd, wd, acc) -> np.ndarray:
     out, ffi = acc.copy(), tile.ffi
     call = tile.lib.tile_q8 if fmt == "q8" else tile.lib.tile_q4
-    call(rows, ffi.cast("int8_t *", xbuf.ctypes.data), 48, ffi.cast("float *", xd.ctypes.data), 3,
-         ffi.cast("void *", wbuf.ctypes.data), 40, ffi.cast("float *", wd.ctypes.data), 5,
-         ffi.cast("float *", out.ctypes.data))
+    call(
+        rows,
+        ffi.cast("int8_t *", xbuf.ctypes.data),
+        48,
+        ffi.cast("float *", xd.ctypes.data),
+        3,
+        ffi.cast("void *", wbuf.ctypes.data),
+        40,
+        ffi.cast("float *", wd.ctypes.data),
+        5,
+        ffi.cast("float *", out.ctypes.data),
+    )
     return out
 
 
