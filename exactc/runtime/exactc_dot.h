@@ -324,13 +324,21 @@ static inline __m256i exactc_qtile_q8_row(__m256i vx, const __m256i u[8], const 
     return exactc_dot_rows(parts);
 }
 
+/* q4's products are small enough to be summed in int16: a pair is at most 2 · 15 · 128 =
+ * 3840, a row's half block (16 values, one 128-bit half) 16 · 15 · 128 = 30720 <= 32767,
+ * so vphaddw (which wraps, but nothing here reaches the bound) reduces the 8 rows without
+ * vpmaddwd: lane r of each half holds row r's half block, widened to int32 and added. */
 static inline __m256i exactc_qtile_q4_row(__m256i vx, const __m256i u[8]) {
     __m256i parts[8];
     EXACTC_QTILE_UNROLL
     for (int64_t r = 0; r < 8; r++) {
-        parts[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(u[r], vx), _mm256_set1_epi16(1)); /* |pair| <= 3840 */
+        parts[r] = _mm256_maddubs_epi16(u[r], vx); /* |pair| <= 3840 */
     }
-    return exactc_dot_rows(parts);
+    const __m256i a = _mm256_hadd_epi16(parts[0], parts[1]), b = _mm256_hadd_epi16(parts[2], parts[3]);
+    const __m256i c = _mm256_hadd_epi16(parts[4], parts[5]), d = _mm256_hadd_epi16(parts[6], parts[7]);
+    const __m256i halves = _mm256_hadd_epi16(_mm256_hadd_epi16(a, b), _mm256_hadd_epi16(c, d));
+    return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(halves)),
+                            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(halves, 1)));
 }
 #endif
 
