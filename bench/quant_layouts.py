@@ -76,7 +76,9 @@ def linear_candidates(primitive: str, fmt: str) -> dict[str, Layout]:
         for pack in packs:
             name = f"lanes {'m:%d ' % m if m else ''}n:{n}" + (f", packs {' '.join(pack)}" if pack else "")
             out[name] = Layout(order=("n", "m"), lanes=_lanes(m, n), packs=pack)
-    if primitive == "qlinear_i":
+    if primitive == "qlinear_i":  # rows in lanes of 4 over n in lanes of 8: the tile kernel (exactc_dot.h)
+        out["lanes m:4 n:8"] = Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8)))
+        out["lanes m:4 n:8, m outer"] = Layout(order=("m", "n"), lanes=(("m", 4), ("n", 8)))
         loops = ("k",) if fmt == "q8" else ("k", "kh")
         for width in (8, 16, 32):
             out[f"sums {'+'.join(loops)}:{width}"] = Layout(order=("n", "m"), sums=tuple((a, width, 1) for a in loops))

@@ -1,7 +1,8 @@
 """Quantized linears against the f32 one and PyTorch's dynamic int8 linear, side by side:
-y = x wᵀ for x (M, K), w (N, K), at the benchmark's shape (256x384 by 384x1536), 256 rows
-of stories110M's width (256x768 by 768x768) and two decode-shaped matrix-vector products
-(1x768 by 768x2048, stories110M's feed-forward, and 1x288 by 288x768, stories15M's).
+y = x wᵀ for x (M, K), w (N, K), at the benchmark's shape (256x384 by 384x1536), a 128-token
+prefill at stories110M's feed-forward (128x768 by 768x2048), 256 rows of stories110M's
+width (256x768 by 768x768) and two decode-shaped matrix-vector products (1x768 by
+768x2048, stories110M's feed-forward, and 1x288 by 288x768, stories15M's).
 
 Rows (one thread, then two):
 - `f32`: exactc's linear under the automatic plan (`--plan auto`: n in lanes of 16 over
@@ -15,7 +16,9 @@ Rows (one thread, then two):
   sums as loops (what the printer gave before exactc_dot.h), `i plain` the plain body
   with each whole block's sum one call of exactc_dot.h's kernel (AVX2 or VNNI where the
   build's target has it), `i` n in lanes of 8, each block's 8 rows one call of its x8
-  kernel (the automatic plan's layout in blocks of 32). (An integer sum in interleaved partial sums, `layout.sums`, does not
+  kernel (the automatic plan's layout in blocks of 32 on one row), `i tile` rows in lanes
+  of 4 over n in lanes of 8, each block's 4 x 8 outputs one call of its tile kernel (the
+  automatic plan's where the rows fill the lanes: a prompt's prefill). (An integer sum in interleaved partial sums, `layout.sums`, does not
   combine with lanes on n and m, and was slower than them here.)
 - `q4_k i` / `q5_k i` / `q6_k i`: quantize (blocks of 256) then qlinear_i over ggml's
   k-quant super-blocks (random bytes, d and dmin 2^-10), n outermost and split in 8
@@ -53,8 +56,8 @@ from exactc.verify.kernels import CDEF_PRELUDE
 from linear_speed import best_seconds
 
 # (M, K, N); the k-quant rows where K is whole super-blocks of 256 (not stories15M's 288)
-SHAPES = {"prefill": (256, 384, 1536), "decode": (1, 768, 2048), "decode15M": (1, 288, 768),
-          "prefill768": (256, 768, 768)}
+SHAPES = {"prefill": (256, 384, 1536), "prefill110M": (128, 768, 2048), "decode": (1, 768, 2048),
+          "decode15M": (1, 288, 768), "prefill768": (256, 768, 768)}
 BLOCK = 32
 # The quantized nests' layout: linear's first candidate of the automatic plan, without the
 # pack (kernels/autoplan.py), with n outermost for the split.
@@ -64,6 +67,9 @@ LANED = Layout(order=("n", "m"), lanes=(("m", 8), ("n", 16)))
 # 8 rows' sums a call (`i`, the automatic plan's in blocks of 32).
 PLAIN = Layout(order=("n", "m"))
 ROWS = Layout(order=("n", "m"), lanes=(("n", 8),))
+# rows in lanes of 4 over n in lanes of 8, each block's 4 x 8 outputs one call of the tile
+# kernel (`i tile`, the automatic plan's in blocks of 32 where the rows fill the lanes)
+TILE = Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8)))
 
 
 class Kernel:
@@ -125,7 +131,8 @@ def split_in_8(layout: Layout):
 
 laned = split_in_8(LANED)
 # The integer form's rows: (name, layout, whole blocks by exactc_dot.h)
-INTEGER_ROWS = (("i laned", LANED, True), ("i loops", PLAIN, False), ("i plain", PLAIN, True), ("i", ROWS, True))
+INTEGER_ROWS = (("i laned", LANED, True), ("i loops", PLAIN, False), ("i plain", PLAIN, True), ("i", ROWS, True),
+                ("i tile", TILE, True))
 
 
 def operands(m: int, k: int, n: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:

@@ -136,9 +136,10 @@ def _text(nest_plan) -> str:
 def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
     """bench/quant_layouts.py's fastest legal layouts: a prompt's rows (10) in lanes of 8
     (q8) or 4 (q4), a decode step's one row n in lanes of 16, qlinear_w's values and
-    scales packed (laid out at load in a program, printer/prepack.py), qlinear_i n in
-    lanes of 8 alone in blocks of 32 (the runtime's block kernel sums 8 rows of a block
-    at once), and in other blocks its q8 form its plain body and its q4 form in lanes with the scales packed; the
+    scales packed (laid out at load in a program, printer/prepack.py), qlinear_i in
+    blocks of 32 a prompt's rows in lanes of 4 over n in lanes of 8 (the runtime's tile
+    kernel, 4 x 8 outputs of a block a call) and a decode step's n in lanes of 8 alone
+    (its block kernel sums 8 rows of a block at once), and in other blocks its q8 form its plain body and its q4 form in lanes with the scales packed; the
     split always on n, between chunks of its lanes."""
     want = {
         ("qlinear_w", "q8", 10): "order n, m; lanes m:8, n:16; packs wq, wd",
@@ -146,8 +147,8 @@ def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
         ("qlinear_w", "q4", 10): "order n, m; lanes m:4, n:16; packs wq, wd",
         ("qlinear_w", "q8", 1): "order n, m; lanes n:16; packs wq, wd",
         ("qlinear_w", "q4", 1): "order n, m; lanes n:16; packs wq, wd",
-        ("qlinear_i", "q8", 10): "order n, m; lanes n:8",
-        ("qlinear_i", "q4", 10): "order n, m; lanes n:8",
+        ("qlinear_i", "q8", 10): "order n, m; lanes m:4, n:8",
+        ("qlinear_i", "q4", 10): "order n, m; lanes m:4, n:8",
         ("qlinear_i", "q8", 1): "order n, m; lanes n:8",
         ("qlinear_i", "q4", 1): "order n, m; lanes n:8",
         ("qlinear_i", "q4", 10, 16): "order n, m; lanes m:4, n:16; packs wd",
@@ -172,7 +173,7 @@ def test_a_quantized_linear_with_a_short_last_block_falls_back_to_lanes_without_
     neither packs; the lanes stay (rows by 4, as measured without packs)."""
     assert _text(_quantized_plan("qlinear_w", "q8", 10, 40, 48)) == "order n, m; lanes m:4, n:16"
     assert _text(_quantized_plan("qlinear_w", "q4", 1, 40, 48)) == "order n, m; lanes n:16"
-    assert _text(_quantized_plan("qlinear_i", "q8", 10, 40, 48)) == "order n, m; lanes n:8"
+    assert _text(_quantized_plan("qlinear_i", "q8", 10, 40, 48)) == "order n, m; lanes m:4, n:8"
     assert _text(_quantized_plan("qlinear_i", "q4", 1, 64, 5)) == "order n, m"  # 5 outputs: no lane fills
 
 
@@ -189,9 +190,11 @@ def test_quantize_gets_rows_and_blocks_in_lanes_and_leaves_one_row_plain():
 QUANTIZED_CASES = [(entry, fmt, "weight-only") for entry in ("decode", "forward") for fmt in ("q8", "q4")]
 QUANTIZED_CASES += [("decode", "q8", "integer"), ("forward", "q4", "integer")]
 # the layout each form's linears take: qlinear_w laned across its outputs; qlinear_i in
-# blocks of 32 with n in lanes of 8 (exactc_dot.h's block sums, 8 rows a call)
+# blocks of 32 a decode step's n in lanes of 8 (the 8-row block kernel), a forward's ten
+# rows in lanes of 4 over n in lanes of 8 (the tile kernel)
 QUANTIZED_LAYOUT = {("weight-only", "q8"): "layout: order n, m; lanes ", ("weight-only", "q4"): "layout: order n, m; lanes ",
-                    ("integer", "q8"): "layout: order n, m; lanes n:8", ("integer", "q4"): "layout: order n, m; lanes n:8"}
+                    ("integer", "q8"): "layout: order n, m; lanes n:8\n",
+                    ("integer", "q4"): "layout: order n, m; lanes m:4, n:8\n"}
 
 
 @pytest.mark.parametrize("entry,fmt,form", QUANTIZED_CASES, ids=[f"llama-{e}-{f}-{o}" for e, f, o in QUANTIZED_CASES])

@@ -222,7 +222,7 @@ VNNI_TARGETS = [
 @pytest.mark.parametrize("cc,march,path", VNNI_TARGETS, ids=[f"{cc}-{march}" for cc, march, _ in VNNI_TARGETS])
 def test_vnni_paths_build(cc, march, path):
     need(cc)
-    source = SOURCE + f'_Static_assert(sizeof "{path}" == sizeof EXACTC_DOT_PATH, "the {path} path");\n'
+    source = SOURCE + TILE_SOURCE + f'_Static_assert(sizeof "{path}" == sizeof EXACTC_DOT_PATH, "the {path} path");\n'
     done = subprocess.run(
         [
             cc,
@@ -373,3 +373,111 @@ def test_k_quant_eight_rows_at_once(dot, fmt):
     want = exact_k(fmt, np.repeat(x.reshape(blocks, 1, 256), 8, axis=1).ravel(), rows.reshape(-1, size))
     got = out.reshape(blocks, 2, 8).transpose(0, 2, 1).reshape(-1, 2)
     assert (got == want).all()  # Q6_K's M: 0 in both (its out[8 + r] is not written)
+TILE_SOURCE = r"""
+void tile_q8(int64_t rows, const int8_t *x, int64_t xs, const float *xd, int64_t xds, const int8_t *w, int64_t ws,
+             const float *wd, int64_t wds, float *acc) {
+    exactc_qtile_q8(rows, x, xs, xd, xds, w, ws, wd, wds, acc);
+}
+void tile_q4(int64_t rows, const int8_t *x, int64_t xs, const float *xd, int64_t xds, const uint8_t *w, int64_t ws,
+             const float *wd, int64_t wds, float *acc) {
+    exactc_qtile_q4(rows, x, xs, xd, xds, w, ws, wd, wds, acc);
+}
+"""
+TILE_CDEF = """
+void tile_q8(int64_t, const int8_t *, int64_t, const float *, int64_t, const int8_t *, int64_t, const float *,
+             int64_t, float *);
+void tile_q4(int64_t, const int8_t *, int64_t, const float *, int64_t, const uint8_t *, int64_t, const float *,
+             int64_t, float *);
+"""
+
+
+@pytest.fixture(scope="module", params=sorted(BUILDS))
+def tile(request):
+    options = BUILDS[request.param]
+    need(options.cc)
+    return load_library({"tile.c": SOURCE + TILE_SOURCE}, CDEF + TILE_CDEF, options)
+
+
+def tile_case(rng, fmt: str, rows: int, x_rows: np.ndarray | None = None, w_rows: np.ndarray | None = None):
+    """Operands of one tile: rows activation blocks (at a stride of 48 bytes), 8 weight
+    blocks (at a stride of 40 bytes), their scales at strides 3 and 5, and an acc of
+    EXACTC_QTILE_M x 8 floats (the rows past `rows` must stay as they are). The buffers
+    hold EXACTC_QTILE_M rows whatever `rows` is, the ones past the tail drawn too: a
+    kernel that reads past its tail reads numbers, and its outputs show it."""
+    x = rng.integers(-127, 128, (rows, 32)) if x_rows is None else x_rows
+    values = (
+        (rng.integers(-128, 128, (8, 32)) if fmt == "q8" else rng.integers(0, 16, (8, 32)))
+        if w_rows is None
+        else w_rows
+    )
+    stored = values if fmt == "q8" else quant.pack_q4(values.astype(np.uint8)).reshape(8, 16)
+    xbuf = rng.integers(-127, 128, (4, 48)).astype(np.int8)
+    xbuf[:rows, :32] = x
+    wbuf = np.zeros((8, 40), np.int8 if fmt == "q8" else np.uint8)
+    wbuf[:, : stored.shape[1]] = stored
+    xd = np.zeros((4, 3), np.float32)
+    xd[:, 0] = rng.uniform(1e-3, 1e-1, 4)
+    wd = np.zeros((8, 5), np.float32)
+    wd[:, 0] = rng.uniform(1e-3, 1e-1, 8) * rng.choice([-1, 1], 8)
+    acc = rng.standard_normal((4, 8)).astype(np.float32)
+    return x, values, xbuf, wbuf, xd, wd, acc
+
+
+def run_tile(tile, fmt: str, rows: int, xbuf, wbuf, xd, wd, acc) -> np.ndarray:
+    out, ffi = acc.copy(), tile.ffi
+    call = tile.lib.tile_q8 if fmt == "q8" else tile.lib.tile_q4
+    call(
+        rows,
+        ffi.cast("int8_t *", xbuf.ctypes.data),
+        48,
+        ffi.cast("float *", xd.ctypes.data),
+        3,
+        ffi.cast("void *", wbuf.ctypes.data),
+        40,
+        ffi.cast("float *", wd.ctypes.data),
+        5,
+        ffi.cast("float *", out.ctypes.data),
+    )
+    return out
+
+
+def tile_reference(fmt: str, x, values, xd, wd, acc) -> np.ndarray:
+    """acc ⊕ (A(s) ⊗ (W(xd) ⊗ W(wd))) in f32, each operation rounded (numpy's float32)."""
+    offset = 0 if fmt == "q8" else 8
+    s = x.astype(np.int64) @ (values.astype(np.int64) - offset).T
+    want = acc.copy()
+    rows = x.shape[0]
+    scale = xd[:rows, :1] * wd[:, 0][None, :]
+    want[:rows] = acc[:rows] + s.astype(np.float32) * scale
+    return want
+
+
+@pytest.mark.parametrize("fmt", ["q8", "q4"])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+def test_tile_drawn_blocks_and_short_tails_of_m(tile, fmt, rows):
+    """exactc_qtile_q8 and exactc_qtile_q4 on a full tile and its short tails of m (1 to 3
+    activation rows): each row's step of the sum is the reference's, bit for bit, and the
+    accumulator's rows past the tail are left as they were."""
+    rng = np.random.default_rng(100 + rows)
+    for _ in range(20):
+        x, values, xbuf, wbuf, xd, wd, acc = tile_case(rng, fmt, rows)
+        got = run_tile(tile, fmt, rows, xbuf, wbuf, xd, wd, acc)
+        assert got.view(np.uint32).tolist() == tile_reference(fmt, x, values, xd, wd, acc).view(np.uint32).tolist()
+
+
+@pytest.mark.parametrize("fmt", ["q8", "q4"])
+def test_tile_extremes(tile, fmt):
+    """Activations of -128, -127 and 127 (one per row, the fourth row mixed) against weights
+    of -128 and 127 or nibbles 0 and 15 (each weight row its own pattern): the int32 sums
+    at their bounds, and -128 sends a q8 tile on AVX2 to the plain loops."""
+    rng = np.random.default_rng(5)
+    lo, hi = (-128, 127) if fmt == "q8" else (0, 15)
+    patterns = [np.full(32, lo), np.full(32, hi), np.tile([lo, hi], 16), np.tile([hi, lo], 16)]
+    w_rows = np.stack(patterns + [np.where(np.arange(32) == j, hi, lo) for j in (0, 15, 16, 31)])
+    for xs in ((-127, 127, 127, -127), (-128, 127, -127, 0), (127, 127, 127, 127), (-128, -128, -128, -128)):
+        x = np.stack([np.full(32, xs[0]), np.full(32, xs[1]), np.tile([xs[2], xs[3]], 16), np.tile([xs[3], xs[0]], 16)])
+        for rows in (4, 3, 1):
+            case = tile_case(rng, fmt, rows, x[:rows], w_rows)
+            got = run_tile(tile, fmt, rows, *case[2:])
+            want = tile_reference(fmt, case[0], case[1], case[4], case[5], case[6])
+            assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist(), (xs, rows)

@@ -445,6 +445,9 @@ BLOCK_KERNEL_LAYOUTS = [
     NestPlan(Layout(order=("n", "m")), Split(0, ((0, 3), (3, 19)))),
     NestPlan(Layout(order=("n", "m"), lanes=(("n", 4),))),  # the laned body keeps its loops, the rest calls
     NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),)), Split(0, ((0, 8), (8, 19)))),  # 8 rows a call
+    # 4 x 8 outputs a call of the tile kernel; the last row and the last 3 outputs not
+    NestPlan(Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8))), Split(0, ((0, 8), (8, 19)))),
+    NestPlan(Layout(order=("m", "n"), lanes=(("m", 4), ("n", 8))), Split(0, ((0, 4), (4, 5)))),
     NestPlan(Layout(order=("n", "m"), tiles=(("n", 2),), lanes=(("m", 2),))),
     NestPlan(Layout(sums=(("k", 4, 2),))),  # the layout's sums keep the loop
     NestPlan(Layout(blocks=(("k", 8),))),
@@ -461,6 +464,10 @@ def test_block_kernels_under_layouts_give_the_reference_bits(native):
     for case, plan in batch[:2]:
         source = print_kernel(lower("qlinear_i", "f32", case.shapes, case.attr_dict), "q", plan).source
         assert "exactc_dot_q8_32(" in source or "exactc_dot_q4_32(" in source
+    for case in block_kernel_cases():
+        tiled = NestPlan(Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8))))
+        source = print_kernel(lower("qlinear_i", "f32", case.shapes, case.attr_dict), "q", Plan((("qlinear_i", tiled),))).source
+        assert f"exactc_qtile_{case.attr_dict['fmt']}(4, " in source
     options = BuildOptions(cc="gcc", openmp=True, march_native=native, defines=(CHECK_SPLITS,))
     assert_all_equal(run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=2))
 def test_k_quant_integer_sums_in_every_grouping_give_the_reference_bits():

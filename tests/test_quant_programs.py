@@ -326,3 +326,23 @@ def test_a_gguf_tensor_of_another_type_is_refused_by_name(tmp_path):
     writer.close()
     with pytest.raises(CheckpointError, match=r"tensor blk.0.attn_q.weight is Q5_0; exactc reads F32, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K"):
         checkpoints.load(path)
+
+
+@pytest.mark.parametrize("fmt", ["q8", "q4"])
+def test_a_llama_prefill_under_the_automatic_plan_takes_the_tile_kernel(tmp_path, fmt):
+    """A llama prefill of 6 tokens with linears of whole blocks of 32 (dim 64, mlp 96):
+    the automatic plan puts each qlinear_i's rows in lanes of 4 over its outputs in lanes
+    of 8, so the printed source calls exactc_dot.h's tile kernel (the first 4 rows of a
+    chunk of 8 outputs; the last 2 rows take the x8 kernel), and the program conforms at
+    1 and 2 threads, built by gcc and clang."""
+    prepared = _prepared("llama", "prefill", "f32", fmt, 32, plan="auto", dim=64, mlp=96)
+    root = export.write(prepared, tmp_path / "q")
+    source = "\n".join(path.read_text() for path in sorted(root.rglob("*.c")))
+    assert f"exactc_qtile_{fmt}(4, " in source and f"exactc_dot_{fmt}_32x8(" in source
+    for cc in ("gcc", "clang"):
+        program = programs.make(root, programs.Build(cc=cc, openmp=True), refuse_warnings=True)
+        for threads in (1, 2):
+            try:
+                conformance.assert_conforms(program, prepared, threads=threads)
+            except conformance.ProgramMismatch as mismatch:
+                pytest.fail(f"{cc} threads={threads}: {mismatch}", pytrace=False)

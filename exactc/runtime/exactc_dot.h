@@ -8,8 +8,10 @@
  * Integer addition is exact and |s| <= 32 · 128 · 128 = 2^19, so every order and every
  * instruction gives the same s: the plain C loops below are the definition, and the
  * vector paths are picked by what the target has (the printer calls exactc_dot_q8_32 and
- * exactc_dot_q4_32 for a whole block of 32, and their x8 forms for 8 rows at once where a
- * layout has n in lanes of 8, printer/dots.py):
+ * exactc_dot_q4_32 for a whole block of 32, their x8 forms for 8 rows at once where a
+ * layout has n in lanes of 8, and the tile kernels at the end, sums and combine of 4
+ * activation rows by 8 weight rows, where it has m in lanes of 4 over n in lanes of 8,
+ * printer/dots.py):
  * - AVX-512 VNNI with AVX-512 VL, or AVX-VNNI: vpdpbusd (unsigned bytes times signed
  *   bytes, four products a lane summed into int32, no saturation), with the offset
  *   correction: q8 sums (x + 128) · w and takes 128 · Σ w off; q4 sums nibble · x and takes
@@ -504,5 +506,205 @@ static inline void exactc_dot_q4_k_256x8(const int8_t *x, const uint8_t *w, int6
 static inline void exactc_dot_q5_k_256x8(const int8_t *x, const uint8_t *w, int64_t stride, int32_t *s, int32_t *m) {
     exactc_dot_q45_k_256x8(x, w, stride, 1, s, m);
 }
+
+/* ---- The tile kernels: qlinear_i's block b for TILE_M activation rows by 8 weight rows ----
+ * exactc_qtile_q8 and exactc_qtile_q4: for rows <= EXACTC_QTILE_M activation rows i (row i's
+ * block at x + i · x_stride, its scale xd[i · xd_stride]) and 8 weight rows r (row r's block
+ * at w + r · w_stride, its scale wd[r · wd_stride]), the block's step of the spec's
+ * sequential sum (docs/semantics.md section 15) in acc[i · 8 + r]:
+ *     acc = acc ⊕ (A(s) ⊗ (W(xd) ⊗ W(wd))),  s = the block's exact int32 sum,
+ * a multiply and an add, each rounded (never fused: the reference's bits). A layout with m
+ * in lanes of 4 and n in lanes of 8 calls it once per block of a full tile (printer/dots.py,
+ * printer/planned.py). Each weight block's |w| (q8) or nibbles (q4) are made once and each
+ * activation block loaded once per tile, where the x8 kernel re-reads and re-signs the
+ * activations for every 8 weight rows; the combine runs in 8 float lanes over n.
+ * Registers (AVX2 q8): the 8 weight rows' |w|, the 4 activation rows, a row's 8 partial
+ * sums (reduced by vphaddd as they come), the ones of vpmaddwd and the 8 scales: about 22
+ * ymm against AVX2's 16, so gcc 12 -O2 keeps some |w| on the stack and reads them as
+ * memory operands (L1 hits; perf shows them beside vpmaddubsw). q4 holds 8 nibble rows
+ * and one activation row at a time. The 4 x 8 accumulators stay in the caller's array. */
+#define EXACTC_QTILE_M 4
+/* The loops over the 8 weight rows unrolled, so that their operands and partial sums are
+ * registers (gcc -O2 otherwise keeps them in arrays on the stack); clang reads the pragma too. */
+#define EXACTC_QTILE_UNROLL _Pragma("GCC unroll 8")
+
+/* The definition: the plain loops, the sums by the single-row kernels' plain form. */
+static inline void exactc_qtile_combine_plain(int64_t rows, const int32_t *s, const float *xd, int64_t xd_stride,
+                                              const float *wd, int64_t wd_stride, float *acc) {
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t r = 0; r < 8; r++) {
+            const float scale = xd[i * xd_stride] * wd[r * wd_stride];
+            acc[i * 8 + r] = acc[i * 8 + r] + (float)s[i * 8 + r] * scale;
+        }
+    }
+}
+
+static inline void exactc_qtile_q8_plain(int64_t rows, const int8_t *x, int64_t x_stride, const float *xd,
+                                         int64_t xd_stride, const int8_t *w, int64_t w_stride, const float *wd,
+                                         int64_t wd_stride, float *acc) {
+    int32_t s[EXACTC_QTILE_M * 8];
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t r = 0; r < 8; r++) {
+            s[i * 8 + r] = exactc_dot_q8_plain(x + i * x_stride, w + r * w_stride, 32);
+        }
+    }
+    exactc_qtile_combine_plain(rows, s, xd, xd_stride, wd, wd_stride, acc);
+}
+
+static inline void exactc_qtile_q4_plain(int64_t rows, const int8_t *x, int64_t x_stride, const float *xd,
+                                         int64_t xd_stride, const uint8_t *w, int64_t w_stride, const float *wd,
+                                         int64_t wd_stride, float *acc) {
+    int32_t s[EXACTC_QTILE_M * 8];
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t r = 0; r < 8; r++) {
+            s[i * 8 + r] = exactc_dot_q4_plain(x + i * x_stride, w + r * w_stride, 32);
+        }
+    }
+    exactc_qtile_combine_plain(rows, s, xd, xd_stride, wd, wd_stride, acc);
+}
+
+#if defined(EXACTC_DOT_VNNI) || defined(EXACTC_DOT_AVX2)
+/* Row i's step: acc[i][0..8] ⊕ (A(s) ⊗ (W(xd_i) ⊗ W(wd[0..8]))), in 8 float lanes; the
+ * multiplies and the add are separate instructions (no vfmadd), as the spec has them. */
+static inline void exactc_qtile_combine(__m256i s, float xd, __m256 wd, float *acc) {
+    const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(xd), wd);
+    const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(s), scale); /* |s| <= 2^19: exact in f32 */
+    _mm256_storeu_ps(acc, _mm256_add_ps(_mm256_loadu_ps(acc), term));
+}
+
+/* The 8 weight rows' scales, row r's in lane r. */
+static inline __m256 exactc_qtile_scales(const float *wd, int64_t wd_stride) {
+    return _mm256_setr_ps(wd[0], wd[wd_stride], wd[2 * wd_stride], wd[3 * wd_stride], wd[4 * wd_stride],
+                          wd[5 * wd_stride], wd[6 * wd_stride], wd[7 * wd_stride]);
+}
+
+/* 8 times the sum of one activation block's 32 values (q4's offset: Σ (nibble - 8) · x =
+ * Σ nibble · x - 8 · Σ x), in every lane; pairs <= 256, sums <= 2^12. */
+static inline __m256i exactc_qtile_x_offset(__m256i vx) {
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), vx);
+    return _mm256_set1_epi32(8 * exactc_dot_lanes(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1))));
+}
+
+/* One activation row against the 8 weight rows' unsigned operands: row r's block sum in
+ * lane r. AVX2 q8: |w_r| times x · sign(w_r) (w_r read again from memory for its sign);
+ * AVX2 q4: nibbles times x; VNNI q8: (x + 128) times w_r; VNNI q4: nibbles times x. */
+#if defined(EXACTC_DOT_VNNI)
+static inline __m256i exactc_qtile_q8_row(__m256i vx, const __m256i u[8], const int8_t *w, int64_t w_stride) {
+    const __m256i biased = _mm256_xor_si256(vx, _mm256_set1_epi8((char)0x80)); /* x + 128, unsigned */
+    __m256i parts[8];
+    (void)w, (void)w_stride;
+    EXACTC_QTILE_UNROLL
+    for (int64_t r = 0; r < 8; r++) {
+        parts[r] = EXACTC_DPBUSD(_mm256_setzero_si256(), biased, u[r]);
+    }
+    return exactc_dot_rows(parts); /* Σ (x + 128) · w: the caller takes 128 · Σ w off */
+}
+
+static inline __m256i exactc_qtile_q4_row(__m256i vx, const __m256i u[8]) {
+    __m256i parts[8];
+    EXACTC_QTILE_UNROLL
+    for (int64_t r = 0; r < 8; r++) {
+        parts[r] = EXACTC_DPBUSD(_mm256_setzero_si256(), u[r], vx);
+    }
+    return exactc_dot_rows(parts);
+}
+#else
+static inline __m256i exactc_qtile_q8_row(__m256i vx, const __m256i u[8], const int8_t *w, int64_t w_stride) {
+    __m256i parts[8];
+    EXACTC_QTILE_UNROLL
+    for (int64_t r = 0; r < 8; r++) {
+        const __m256i signed_x = _mm256_sign_epi8(vx, _mm256_loadu_si256((const __m256i *)(w + r * w_stride)));
+        parts[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(u[r], signed_x), _mm256_set1_epi16(1));
+    }
+    return exactc_dot_rows(parts);
+}
+
+/* q4's products are small enough to be summed in int16: a pair is at most 2 · 15 · 128 =
+ * 3840, a row's half block (16 values, one 128-bit half) 16 · 15 · 128 = 30720 <= 32767,
+ * so vphaddw (which wraps, but nothing here reaches the bound) reduces the 8 rows without
+ * vpmaddwd: lane r of each half holds row r's half block, widened to int32 and added. */
+static inline __m256i exactc_qtile_q4_row(__m256i vx, const __m256i u[8]) {
+    __m256i parts[8];
+    EXACTC_QTILE_UNROLL
+    for (int64_t r = 0; r < 8; r++) {
+        parts[r] = _mm256_maddubs_epi16(u[r], vx); /* |pair| <= 3840 */
+    }
+    const __m256i a = _mm256_hadd_epi16(parts[0], parts[1]), b = _mm256_hadd_epi16(parts[2], parts[3]);
+    const __m256i c = _mm256_hadd_epi16(parts[4], parts[5]), d = _mm256_hadd_epi16(parts[6], parts[7]);
+    const __m256i halves = _mm256_hadd_epi16(_mm256_hadd_epi16(a, b), _mm256_hadd_epi16(c, d));
+    return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(halves)),
+                            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(halves, 1)));
+}
+#endif
+
+static inline void exactc_qtile_q8(int64_t rows, const int8_t *x, int64_t x_stride, const float *xd,
+                                   int64_t xd_stride, const int8_t *w, int64_t w_stride, const float *wd,
+                                   int64_t wd_stride, float *acc) {
+    __m256i vx[EXACTC_QTILE_M];
+    int fits = 1;
+    EXACTC_QTILE_UNROLL
+    for (int64_t i = 0; i < rows; i++) {
+        vx[i] = _mm256_loadu_si256((const __m256i *)(x + i * x_stride));
+        fits &= exactc_dot_q8_fits(vx[i]);
+    }
+    if (!fits) { /* an activation of -128 (a caller's own xq): the sign trick would wrap it */
+        exactc_qtile_q8_plain(rows, x, x_stride, xd, xd_stride, w, w_stride, wd, wd_stride, acc);
+        return;
+    }
+    __m256i u[8];
+#if defined(EXACTC_DOT_VNNI)
+    __m256i w_sums[8];
+    EXACTC_QTILE_UNROLL
+    for (int64_t r = 0; r < 8; r++) {
+        const __m256i vw = _mm256_loadu_si256((const __m256i *)(w + r * w_stride));
+        u[r] = vw;
+        w_sums[r] = EXACTC_DPBUSD(_mm256_setzero_si256(), _mm256_set1_epi8(1), vw); /* Σ w */
+    }
+    const __m256i offset = _mm256_slli_epi32(exactc_dot_rows(w_sums), 7);
+#else
+    EXACTC_QTILE_UNROLL
+    for (int64_t r = 0; r < 8; r++) {
+        const __m256i vw = _mm256_loadu_si256((const __m256i *)(w + r * w_stride));
+        u[r] = _mm256_sign_epi8(vw, vw); /* |w|, read unsigned: 0 … 128, made once a tile */
+    }
+    const __m256i offset = _mm256_setzero_si256();
+#endif
+    const __m256 scales = exactc_qtile_scales(wd, wd_stride);
+    EXACTC_QTILE_UNROLL
+    for (int64_t i = 0; i < rows; i++) {
+        const __m256i s = _mm256_sub_epi32(exactc_qtile_q8_row(vx[i], u, w, w_stride), offset);
+        exactc_qtile_combine(s, xd[i * xd_stride], scales, acc + i * 8);
+    }
+}
+
+static inline void exactc_qtile_q4(int64_t rows, const int8_t *x, int64_t x_stride, const float *xd,
+                                   int64_t xd_stride, const uint8_t *w, int64_t w_stride, const float *wd,
+                                   int64_t wd_stride, float *acc) {
+    __m256i u[8];
+    EXACTC_QTILE_UNROLL
+    for (int64_t r = 0; r < 8; r++) {
+        u[r] = exactc_dot_nibbles(w + r * w_stride); /* 0 … 15, made once a tile */
+    }
+    const __m256 scales = exactc_qtile_scales(wd, wd_stride);
+    EXACTC_QTILE_UNROLL
+    for (int64_t i = 0; i < rows; i++) {
+        const __m256i vx = _mm256_loadu_si256((const __m256i *)(x + i * x_stride));
+        const __m256i s = _mm256_sub_epi32(exactc_qtile_q4_row(vx, u), exactc_qtile_x_offset(vx));
+        exactc_qtile_combine(s, xd[i * xd_stride], scales, acc + i * 8);
+    }
+}
+#else
+static inline void exactc_qtile_q8(int64_t rows, const int8_t *x, int64_t x_stride, const float *xd,
+                                   int64_t xd_stride, const int8_t *w, int64_t w_stride, const float *wd,
+                                   int64_t wd_stride, float *acc) {
+    exactc_qtile_q8_plain(rows, x, x_stride, xd, xd_stride, w, w_stride, wd, wd_stride, acc);
+}
+
+static inline void exactc_qtile_q4(int64_t rows, const int8_t *x, int64_t x_stride, const float *xd,
+                                   int64_t xd_stride, const uint8_t *w, int64_t w_stride, const float *wd,
+                                   int64_t wd_stride, float *acc) {
+    exactc_qtile_q4_plain(rows, x, x_stride, xd, xd_stride, w, w_stride, wd, wd_stride, acc);
+}
+#endif
 
 #endif

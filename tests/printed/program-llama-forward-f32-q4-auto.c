@@ -678,7 +678,7 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes m:4, n:8
  * split of n: depth 0: [0,16) [16,40) [40,64) [64,88) [88,104) [104,128) [128,152) [152,172)
  */
 void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
@@ -690,40 +690,61 @@ void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
                        int64_t lo, int64_t hi) {    /* the piece of n in [0, 172) */
     enum { BLK = 2, N = 172 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
-        for (int64_t m = 0; m < T; m++) {
-            if (n_c + 8 <= hi) { /* full lanes */
-                float acc[8];
-                int32_t s[8];
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    acc[n_l] = 0.0f;
+        for (int64_t m_c = 0; m_c < T; m_c += 4) {
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[m_l][n_l] = 0.0f;
+                    }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 64 + blk * 32], 64, &xd[m_c * BLK + blk], 2, &wq[n_c * 32 + blk * 16], 32, &wd[n_c * BLK + blk], 2, &acc[0][0]);
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        s[n_l] = (int32_t)0;
+                        y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
-                    { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
-                        int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                }
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    float acc[8];
+                    int32_t s[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[n_l] = 0.0f;
+                    }
+                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
-                            s[n_l] = s[n_l] + s_rows[n_l];
+                            s[n_l] = (int32_t)0;
+                        }
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
+                            }
+                        }
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
+                        y[m * N + n_c + n_l] = acc[n_l];
                     }
-                }
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    y[m * N + n_c + n_l] = acc[n_l];
                 }
             } else { /* the remainder: the plain body, point by point */
-                for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
-                    float acc = 0.0f;
-                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
-                        int32_t s = (int32_t)0;
-                        s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
-                        acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
+                        float acc = 0.0f;
+                        for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
+                            s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
+                            acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
+                        }
+                        y[m * N + n] = acc;
                     }
-                    y[m * N + n] = acc;
                 }
             }
         }
@@ -776,7 +797,7 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes m:4, n:8
  * split of n: depth 0: [0,8) [8,16) [16,24) [24,32)
  */
 void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
@@ -788,40 +809,61 @@ void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
                    int64_t lo, int64_t hi) {    /* the piece of n in [0, 32) */
     enum { BLK = 2, N = 32 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
-        for (int64_t m = 0; m < T; m++) {
-            if (n_c + 8 <= hi) { /* full lanes */
-                float acc[8];
-                int32_t s[8];
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    acc[n_l] = 0.0f;
+        for (int64_t m_c = 0; m_c < T; m_c += 4) {
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[m_l][n_l] = 0.0f;
+                    }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 64 + blk * 32], 64, &xd[m_c * BLK + blk], 2, &wq[n_c * 32 + blk * 16], 32, &wd[n_c * BLK + blk], 2, &acc[0][0]);
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        s[n_l] = (int32_t)0;
+                        y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
-                    { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
-                        int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                }
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    float acc[8];
+                    int32_t s[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[n_l] = 0.0f;
+                    }
+                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
-                            s[n_l] = s[n_l] + s_rows[n_l];
+                            s[n_l] = (int32_t)0;
+                        }
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
+                            }
+                        }
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
+                        y[m * N + n_c + n_l] = acc[n_l];
                     }
-                }
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    y[m * N + n_c + n_l] = acc[n_l];
                 }
             } else { /* the remainder: the plain body, point by point */
-                for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
-                    float acc = 0.0f;
-                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
-                        int32_t s = (int32_t)0;
-                        s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
-                        acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
+                        float acc = 0.0f;
+                        for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
+                            s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
+                            acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
+                        }
+                        y[m * N + n] = acc;
                     }
-                    y[m * N + n] = acc;
                 }
             }
         }
@@ -874,7 +916,7 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes m:4, n:8
  * split of n: depth 0: [0,64) [64,128) [128,192) [192,256) [256,320) [320,384) [384,448) [448,512)
  */
 void qlinear_i_logits(const int8_t *restrict xq,   /* input (T, 64) */
@@ -886,40 +928,61 @@ void qlinear_i_logits(const int8_t *restrict xq,   /* input (T, 64) */
                       int64_t lo, int64_t hi) {    /* the piece of n in [0, 512) */
     enum { BLK = 2, N = 512 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
-        for (int64_t m = 0; m < T; m++) {
-            if (n_c + 8 <= hi) { /* full lanes */
-                float acc[8];
-                int32_t s[8];
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    acc[n_l] = 0.0f;
+        for (int64_t m_c = 0; m_c < T; m_c += 4) {
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[m_l][n_l] = 0.0f;
+                    }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 64 + blk * 32], 64, &xd[m_c * BLK + blk], 2, &wq[n_c * 32 + blk * 16], 32, &wd[n_c * BLK + blk], 2, &acc[0][0]);
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        s[n_l] = (int32_t)0;
+                        y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
-                    { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
-                        int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                }
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    float acc[8];
+                    int32_t s[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[n_l] = 0.0f;
+                    }
+                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
-                            s[n_l] = s[n_l] + s_rows[n_l];
+                            s[n_l] = (int32_t)0;
+                        }
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
+                            }
+                        }
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
+                        y[m * N + n_c + n_l] = acc[n_l];
                     }
-                }
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    y[m * N + n_c + n_l] = acc[n_l];
                 }
             } else { /* the remainder: the plain body, point by point */
-                for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
-                    float acc = 0.0f;
-                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
-                        int32_t s = (int32_t)0;
-                        s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
-                        acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
+                        float acc = 0.0f;
+                        for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
+                            s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
+                            acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
+                        }
+                        y[m * N + n] = acc;
                     }
-                    y[m * N + n] = acc;
                 }
             }
         }
@@ -976,7 +1039,7 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *   acc = acc + (f32(s_tail) * (xd[m,5] * wd[n,5]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes m:4, n:8
  * split of n: depth 0: [0,8) [8,16) [16,24) [24,32) [32,40) [40,48) [48,56) [56,64)
  */
 void qlinear_i_mlp_out(const int8_t *restrict xq,   /* input (T, 172) */
@@ -988,55 +1051,93 @@ void qlinear_i_mlp_out(const int8_t *restrict xq,   /* input (T, 172) */
                        int64_t lo, int64_t hi) {    /* the piece of n in [0, 64) */
     enum { BLK = 5, N = 64 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
-        for (int64_t m = 0; m < T; m++) {
-            if (n_c + 8 <= hi) { /* full lanes */
-                float acc[8];
-                int32_t s[8];
-                int32_t s_tail[8];
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    acc[n_l] = 0.0f;
+        for (int64_t m_c = 0; m_c < T; m_c += 4) {
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
+                int32_t s_tail[4][8];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[m_l][n_l] = 0.0f;
+                    }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 172 + blk * 32], 172, &xd[m_c * 6 + blk], 6, &wq[n_c * 96 + blk * 16], 96, &wd[n_c * 6 + blk], 6, &acc[0][0]);
+                }
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        s[n_l] = (int32_t)0;
+                        s_tail[m_l][n_l] = (int32_t)0;
                     }
-                    { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
-                        int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 172 + blk * 32], &wq[n_c * 96 + blk * 16], 96, s_rows);
+                }
+                for (int64_t t = 0; t < 12; t++) { /* reduction: in index order, each lane its own */
+                    #pragma GCC unroll 4
+                    for (int64_t m_l = 0; m_l < 4; m_l++) {
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
-                            s[n_l] = s[n_l] + s_rows[n_l];
+                            s_tail[m_l][n_l] = s_tail[m_l][n_l] + (((int32_t)xq[m_c * 172 + m_l * 172 + t + 160]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
+                        }
+                    }
+                }
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[m_l][n_l] = acc[m_l][n_l] + (((float)s_tail[m_l][n_l]) * (xd[m_c * 6 + m_l * 6 + 5] * wd[n_c * 6 + n_l * 6 + 5]));
+                        y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
+                    }
+                }
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    float acc[8];
+                    int32_t s[8];
+                    int32_t s_tail[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[n_l] = 0.0f;
+                    }
+                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            s[n_l] = (int32_t)0;
+                        }
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 172 + blk * 32], &wq[n_c * 96 + blk * 16], 96, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
+                            }
+                        }
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * 6 + blk] * wd[n_c * 6 + n_l * 6 + blk]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * 6 + blk] * wd[n_c * 6 + n_l * 6 + blk]));
+                        s_tail[n_l] = (int32_t)0;
                     }
-                }
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    s_tail[n_l] = (int32_t)0;
-                }
-                for (int64_t t = 0; t < 12; t++) { /* reduction: in index order, each lane its own */
+                    for (int64_t t = 0; t < 12; t++) { /* reduction: in index order, each lane its own */
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            s_tail[n_l] = s_tail[n_l] + (((int32_t)xq[m * 172 + t + 160]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
+                        }
+                    }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        s_tail[n_l] = s_tail[n_l] + (((int32_t)xq[m * 172 + t + 160]) * ((((int32_t)wq[n_c * 96 + n_l * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
+                        acc[n_l] = acc[n_l] + (((float)s_tail[n_l]) * (xd[m * 6 + 5] * wd[n_c * 6 + n_l * 6 + 5]));
+                        y[m * N + n_c + n_l] = acc[n_l];
                     }
-                }
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    acc[n_l] = acc[n_l] + (((float)s_tail[n_l]) * (xd[m * 6 + 5] * wd[n_c * 6 + n_l * 6 + 5]));
-                    y[m * N + n_c + n_l] = acc[n_l];
                 }
             } else { /* the remainder: the plain body, point by point */
-                for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
-                    float acc = 0.0f;
-                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
-                        int32_t s = (int32_t)0;
-                        s = s + exactc_dot_q4_32(&xq[m * 172 + blk * 32], &wq[n * 96 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
-                        acc = acc + (((float)s) * (xd[m * 6 + blk] * wd[n * 6 + blk]));
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
+                        float acc = 0.0f;
+                        for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
+                            s = s + exactc_dot_q4_32(&xq[m * 172 + blk * 32], &wq[n * 96 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
+                            acc = acc + (((float)s) * (xd[m * 6 + blk] * wd[n * 6 + blk]));
+                        }
+                        int32_t s_tail = (int32_t)0;
+                        for (int64_t t = 0; t < 12; t++) { /* reduction: in index order */
+                            s_tail = s_tail + (((int32_t)xq[m * 172 + t + 160]) * ((((int32_t)wq[n * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
+                        }
+                        acc = acc + (((float)s_tail) * (xd[m * 6 + 5] * wd[n * 6 + 5]));
+                        y[m * N + n] = acc;
                     }
-                    int32_t s_tail = (int32_t)0;
-                    for (int64_t t = 0; t < 12; t++) { /* reduction: in index order */
-                        s_tail = s_tail + (((int32_t)xq[m * 172 + t + 160]) * ((((int32_t)wq[n * 96 + t + 80]) & ((int32_t)15)) - ((int32_t)8)));
-                    }
-                    acc = acc + (((float)s_tail) * (xd[m * 6 + 5] * wd[n * 6 + 5]));
-                    y[m * N + n] = acc;
                 }
             }
         }
@@ -1089,7 +1190,7 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes m:4, n:8
  * split of n: depth 0: [0,8) [8,16) [16,24) [24,32) [32,40) [40,48) [48,56) [56,64)
  */
 void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
@@ -1101,40 +1202,61 @@ void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
                           int64_t lo, int64_t hi) {    /* the piece of n in [0, 64) */
     enum { BLK = 2, N = 64 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
-        for (int64_t m = 0; m < T; m++) {
-            if (n_c + 8 <= hi) { /* full lanes */
-                float acc[8];
-                int32_t s[8];
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    acc[n_l] = 0.0f;
+        for (int64_t m_c = 0; m_c < T; m_c += 4) {
+            if (m_c + 4 <= T && n_c + 8 <= hi) { /* full lanes */
+                float acc[4][8];
+                #pragma GCC unroll 4
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[m_l][n_l] = 0.0f;
+                    }
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    /* acc = acc + f32(s) * (xd * wd), s the block's exact sum, 4 x 8 outputs at once (exactc_dot.h) */
+                    exactc_qtile_q4(4, &xq[m_c * 64 + blk * 32], 64, &xd[m_c * BLK + blk], 2, &wq[n_c * 32 + blk * 16], 32, &wd[n_c * BLK + blk], 2, &acc[0][0]);
+                }
+                for (int64_t m_l = 0; m_l < 4; m_l++) {
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        s[n_l] = (int32_t)0;
+                        y[m_c * N + m_l * N + n_c + n_l] = acc[m_l][n_l];
                     }
-                    { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
-                        int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                }
+            } else if (n_c + 8 <= hi) { /* the last chunk of m, n in lanes */
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    float acc[8];
+                    int32_t s[8];
+                    for (int64_t n_l = 0; n_l < 8; n_l++) {
+                        acc[n_l] = 0.0f;
+                    }
+                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
-                            s[n_l] = s[n_l] + s_rows[n_l];
+                            s[n_l] = (int32_t)0;
+                        }
+                        { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
+                            int32_t s_rows[8];
+                            exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                            for (int64_t n_l = 0; n_l < 8; n_l++) {
+                                s[n_l] = s[n_l] + s_rows[n_l];
+                            }
+                        }
+                        for (int64_t n_l = 0; n_l < 8; n_l++) {
+                            acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
+                        y[m * N + n_c + n_l] = acc[n_l];
                     }
-                }
-                for (int64_t n_l = 0; n_l < 8; n_l++) {
-                    y[m * N + n_c + n_l] = acc[n_l];
                 }
             } else { /* the remainder: the plain body, point by point */
-                for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
-                    float acc = 0.0f;
-                    for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
-                        int32_t s = (int32_t)0;
-                        s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
-                        acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
+                for (int64_t m = m_c; m < m_c + 4 && m < T; m++) {
+                    for (int64_t n = n_c; n < n_c + 8 && n < hi; n++) {
+                        float acc = 0.0f;
+                        for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order */
+                            int32_t s = (int32_t)0;
+                            s = s + exactc_dot_q4_32(&xq[m * 64 + blk * 32], &wq[n * 32 + blk * 16]); /* the block's exact sum (exactc_dot.h) */
+                            acc = acc + (((float)s) * (xd[m * BLK + blk] * wd[n * BLK + blk]));
+                        }
+                        y[m * N + n] = acc;
                     }
-                    y[m * N + n] = acc;
                 }
             }
         }

@@ -22,8 +22,10 @@ every nest of a program, chosen from its shapes alone.
   with the weight's values (wq) and scales (wd) packed where they can be (laid out at
   load in a program: printer/prepack.py); each
   output's float sum still runs block by block in index order. In blocks of 32
-  qlinear_i gets n in lanes of 8 alone, each block's 8 rows one call of the runtime's
-  block kernel (exactc_dot.h). In other blocks its q8 form keeps its plain body under n
+  qlinear_i gets rows in lanes of 4 over n in lanes of 8 where the rows fill them (a
+  prompt), each block's 4 x 8 outputs one call of the runtime's tile kernel, else n in
+  lanes of 8 alone, each block's 8 rows one call of its block kernel (exactc_dot.h). In
+  other blocks its q8 form keeps its plain body under n
   outermost, whose exact int32 block sums then vectorize along k, faster than lanes
   across outputs. quantize gets
   rows in lanes of 8 over blocks in lanes of 8, quantize_tail rows in lanes of 8
@@ -207,9 +209,15 @@ _QUANTIZED_LAYOUTS = {
 # kernels' vpmaddubsw path), in us, n:8 against the plain body: q8 12.2 / 18.5 and q4
 # 12.5 / 21.0 at 1x288 by 288x768, q8 536 / 763 and q4 464 / 827 at 1x288 by 288x32000,
 # q8 671 / 1087 and q4 691 / 1257 on 64 rows; the scales' pack beside it 1.04x to 1.08x
-# slower on one row, 1.01x to 1.09x faster on 64 (docs/performance.md).
+# slower on one row, 1.01x to 1.09x faster on 64 (docs/performance.md). Where the rows
+# fill lanes of 4 (a prompt), rows in lanes of 4 over n in lanes of 8 come first: each
+# block of a 4 x 8 tile one call of the tile kernel (x's blocks loaded once, |w| made
+# once, the combine in 8 float lanes), 64x288 by 288x768 q8 432 us and q4 508 us
+# against n:8's 676 and 690 (bench/quant_layouts.py, the same Zen 2); on one row its lanes
+# never fill and the plan takes n:8.
 BLOCK_KERNEL_VALUES = 32
-BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}
+BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8))),
+                                      Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}
 
 
 def quantized_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:

@@ -31,6 +31,7 @@ from exactc.exporter.kernels.ir import Access, Affine, Assign, Binary, Convert, 
 
 BLOCK = 32  # the values of a block the header's kernels sum
 ROWS = 8  # the rows the x8 kernels sum at once (a laned body's n in lanes of 8)
+TILE_M = 4  # the activation rows of a tile kernel (EXACTC_QTILE_M), by ROWS weight rows
 Q4_OFFSET = 8
 NIBBLE_MASK, NIBBLE_SHIFT = 15, 4
 
@@ -240,3 +241,46 @@ def super_block_sum(body: tuple[Stmt, ...]) -> SuperBlockSum | None:
     w = Access(byte.buffer, byte.type, (*byte.index[:-1], byte.index[-1] + (-offset)))
     axes = tuple(loop.axis.name for loop in loops)
     return SuperBlockSum(fmt, total, mins, found[1], w, declared, declared + size * count, axes)
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockTile:
+    """A whole block's sum that starts from 0 and is then combined into the f32
+    accumulator, `acc = acc + f32(s) * (xd[..] * wd[..])`, and used nowhere else: in a
+    tile of TILE_M x ROWS outputs the sums and the combine are one call of
+    exactc_qtile_<fmt> (runtime/exactc_dot.h)."""
+
+    sum: BlockSum
+    acc: Var
+    xd: Access
+    wd: Access
+
+    def function(self) -> str:
+        return f"exactc_qtile_{self.sum.fmt}"
+
+
+def _f32_load(expr) -> Access | None:
+    return expr.access if isinstance(expr, Load) and expr.access.type == "f32" else None
+
+
+def block_tile(start: Stmt | None, body: tuple[Stmt, ...]) -> BlockTile | None:
+    """The tile `body` is: `start` declares the sum at 0, the body is the block's sum
+    then its combine and nothing more (the sum is read nowhere else), in f32; or None."""
+    found = block_sum(body)
+    if found is None or len(body) != len(found.axes) + 1:
+        return None
+    if not (isinstance(start, Declare) and start.var == found.var and start.init == Convert(Affine.constant(0), "i32")):
+        return None
+    step = body[-1]
+    if not (isinstance(step, Assign) and step.var.type == "f32" and isinstance(step.value, Binary)):
+        return None
+    total = step.value
+    if not (total.op == "+" and total.a == step.var and isinstance(total.b, Binary) and total.b.op == "*"):
+        return None
+    term = total.b
+    if term.a != Convert(found.var, "f32") or not (isinstance(term.b, Binary) and term.b.op == "*"):
+        return None
+    xd, wd = _f32_load(term.b.a), _f32_load(term.b.b)
+    if xd is None or wd is None:
+        return None
+    return BlockTile(found, step.var, xd, wd)

@@ -41,7 +41,8 @@ from exactc.exporter.kernels.ir import (
 from exactc.exporter.kernels.layouts import Layout, fresh_name, pack_accesses, pack_panel, pack_size
 from exactc.exporter.kernels.splits import Split, split_axis
 from exactc.exporter.printer.ctext import INDENT, comment_block
-from exactc.exporter.printer.dots import ROWS, BlockSum, SuperBlockSum, block_sum, super_block_sum
+from exactc.exporter.printer.dots import (ROWS, TILE_M, BlockSum, BlockTile, SuperBlockSum, block_sum, block_tile,
+                                              super_block_sum)
 from exactc.exporter.printer.nests import (
     ARRAY_FUNCTIONS,
     LOCAL_CTYPE,
@@ -153,6 +154,7 @@ class LanedBlock:
         self.taken = taken  # the function's names (fresh ones for the argument arrays)
         self.arguments: list[Var] = []
         self.replaced: set[str] = set()  # the scalars of the statements a kernel call stands for
+        self.tiled: list[Var] = []  # the sums a tile call declared and summed (one a call)
 
     def block(self, body: tuple[Stmt, ...], depth: int) -> list[str]:
         out: list[str] = []
@@ -161,6 +163,15 @@ class LanedBlock:
         while at < len(body):
             stmt = body[at]
             at += 1
+            tile = self.block_tile(body[at - 2] if at >= 2 else None, body[at - 1:])
+            if tile is not None:
+                run.pop()  # the sum's `= 0`: the tile kernel starts its sums from 0
+                self.tiled.append(tile.sum.var)
+                out.extend(self.per_lane(run, depth))
+                run = []
+                out.extend(self.tile_call(tile, depth))
+                at = len(body)
+                continue
             whole = self.super_block_rows(body[at - 1:])
             if whole is not None:
                 out.extend(self.per_lane(run, depth))
@@ -258,6 +269,52 @@ class LanedBlock:
             name = self.printer.rename.get(var.name, var.name)
             out.append(f"{pad}{INDENT * 2}{name} = {name} + {array}[{lane}];")
         return out + [f"{pad}{INDENT}}}", f"{pad}}}"]
+
+    def block_tile(self, start: Stmt | None, body: tuple[Stmt, ...]) -> BlockTile | None:
+        """The tile `body` is (printer/dots.py), where the body has the activations' rows in
+        lanes of TILE_M over the weight's rows in lanes of ROWS, each operand read in place
+        (not packed) at its row, the rows' lengths static: the TILE_M x ROWS outputs' sums
+        and combine are one call of the tile kernel."""
+        if [(a, w) for a, w, _ in self.lanes] not in ([(a, TILE_M), (b, ROWS)] for a, b in [self.axes()]):
+            return None
+        found = block_tile(start, body)
+        if found is None or found.acc.name not in self.laned or found.sum.var.name not in self.laned:
+            return None
+        if any(self.printer.keeps_loop(a) for a in found.sum.axes):
+            return None
+        m, n = self.axes()
+        rows = ((found.sum.x, m), (found.xd, m), (found.sum.w, n), (found.wd, n))
+        return found if all(self.at_row(access, axis) for access, axis in rows) else None
+
+    def axes(self) -> tuple[str, str]:
+        return (self.lanes[0][0], self.lanes[-1][0])
+
+    def at_row(self, access: Access, axis: str) -> bool:
+        """Whether `access` reads its buffer in place at row `axis`, the other lane axes
+        nowhere in its index, a row's length static."""
+        row, *rest = access.index
+        lanes = {a for a, _, _ in self.lanes}
+        shape = self.printer.buffers[access.buffer].shape
+        return (access.buffer not in self.printer.packs and row == Affine.var(axis)
+                and not any(lanes & set(e.variables()) for e in rest) and not dims.is_symbolic(math.prod(shape[1:])))
+
+    def tile_call(self, found: BlockTile, depth: int) -> list[str]:
+        """The block's step of the TILE_M x ROWS outputs as one call of the tile kernel at
+        the chunks' first rows: its int32 sums and their combine into acc."""
+        laned = self.printer.substitute
+        self.printer.substitute = {a: Affine(tuple(t for t in laned[a].terms if t[0] != lane), laned[a].const)
+                                   for a, _, lane in self.lanes}
+        operands = []
+        for access in (found.sum.x, found.xd, found.sum.w, found.wd):
+            stride = math.prod(self.printer.buffers[access.buffer].shape[1:])
+            operands += [f"&{self.printer.access(access)}", str(stride)]
+        self.printer.substitute = laned
+        acc = found.acc.name
+        return [
+            f"{INDENT * depth}/* {acc} = {acc} + f32({found.sum.var.name}) * (xd * wd), {found.sum.var.name} the "
+            f"block's exact sum, {TILE_M} x {ROWS} outputs at once (exactc_dot.h) */",
+            f"{INDENT * depth}{found.function()}({TILE_M}, {', '.join(operands)}, &{acc}[0][0]);",
+        ]
 
     def rows_call(self, found: BlockSum, depth: int) -> list[str]:
         """`s = s + <block sum>` in each of the ROWS lanes as one call of the x8 kernel at
@@ -517,8 +574,11 @@ def laned_body(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, lanes: t
     laned = {a for a, _ in lanes} | {v.name for v in laned_scalars}
     block = LanedBlock(printer, [(a, w, lane_var[a]) for a, w in lanes], laned, taken)
     out = block.block(nest.body, depth)
-    declared = [f"{INDENT * depth}{LOCAL_CTYPE[var.type]} {var.name}{suffix};" for var in laned_scalars + block.arguments
-                if var.name not in block.replaced]
+    # A sum every one of whose declarations a tile call took is not declared, nor the
+    # scalars of the statements a super-block call stands for.
+    kept = [var for var in laned_scalars
+            if block.tiled.count(var) < laned_scalars.count(var) and var.name not in block.replaced]
+    declared = [f"{INDENT * depth}{LOCAL_CTYPE[var.type]} {var.name}{suffix};" for var in kept + block.arguments]
     printer.substitute, printer.rename, printer.packs = {}, {}, {}
     return declared + out
 

@@ -111,6 +111,21 @@ MUTANTS = [
         cpu=AVX2,
     ),
     Mutant(
+        "qtile-m-tail-reads-the-next-row",
+        "the q4 tile kernel's loop over activation rows runs to EXACTC_QTILE_M whatever the tile's "
+        "rows: an m tail of fewer rows reads the next row's block and scale and adds into the "
+        "accumulator's rows past the tail",
+        DOT,
+        "    for (int64_t i = 0; i < rows; i++) {\n"
+        "        const __m256i vx = _mm256_loadu_si256((const __m256i *)(x + i * x_stride));\n",
+        "    for (int64_t i = 0; i < EXACTC_QTILE_M; i++) {\n"
+        "        const __m256i vx = _mm256_loadu_si256((const __m256i *)(x + i * x_stride));\n",
+        ("dot",),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
         "dot-q6k-high-bits-from-the-wrong-quarter",
         "the AVX2 x8 kernel of Q6_K takes a quarter's 2 high bits from the bit pair of the "
         "other quarter of its half (quarter 0's from bits 2-3 of qh, quarter 1's from 0-1)",
@@ -118,6 +133,18 @@ MUTANTS = [
         "const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), two);",
         "const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * (quarter ^ 1)), two);",
         ("dot", "layouts:k-quants"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=AVX2,
+    ),
+    Mutant(
+        "qtile-sign-from-the-wrong-row",
+        "the q8 tile kernel makes each weight block's |w| once but signs every activation row's "
+        "products with the first row's activations (x · sign(w) of row 0 for all four)",
+        DOT,
+        "exactc_qtile_q8_row(vx[i], u, w, w_stride)",
+        "exactc_qtile_q8_row(vx[0], u, w, w_stride)",
+        ("dot", "layouts:block-kernels"),
         family="dot",
         requires=REQUIRES,
         cpu=AVX2,
@@ -143,5 +170,18 @@ MUTANTS = [
         '"q5_k": (8, 32, 16)',
         ("layouts:k-quants", "gguf:k-quants"),
         family="dot",
+    ),
+    Mutant(
+        "qtile-combine-fused",
+        "the tile kernels' combine is one fused multiply-add, acc + A(s) · scale rounded once, "
+        "where the spec has the product rounded, then the sum",
+        DOT,
+        "    const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(s), scale); /* |s| <= 2^19: exact in f32 */\n"
+        "    _mm256_storeu_ps(acc, _mm256_add_ps(_mm256_loadu_ps(acc), term));\n",
+        "    _mm256_storeu_ps(acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, _mm256_loadu_ps(acc)));\n",
+        ("dot", "layouts:block-kernels"),
+        family="dot",
+        requires=REQUIRES,
+        cpu=("__AVX2__", "__FMA__"),
     ),
 ]
