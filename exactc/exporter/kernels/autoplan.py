@@ -209,7 +209,8 @@ _QUANTIZED_LAYOUTS = {
 # q8 671 / 1087 and q4 691 / 1257 on 64 rows; the scales' pack beside it 1.04x to 1.08x
 # slower on one row, 1.01x to 1.09x faster on 64 (docs/performance.md).
 BLOCK_KERNEL_VALUES = 32
-BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}
+BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wq", "wd")),
+                                      Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}
 
 
 def quantized_layouts(kernel: Kernel, nest: Nest) -> list[Layout]:
