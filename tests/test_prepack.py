@@ -259,7 +259,7 @@ def test_a_q4_model_of_dim_8_lays_out_only_the_scales_of_its_weights():
 
 
 @pytest.mark.parametrize("fmt,row_bytes,run", [("q8", 32, 32), ("q4", 16, 16)])
-def test_integer_form_values_are_laid_out_block_by_block_and_read_by_the_x8_kernel(fmt, row_bytes, run):
+def test_integer_form_values_are_laid_out_as_block_panels_read_by_the_x8_kernel(fmt, row_bytes, run):
     """In blocks of 32 the integer form reads n in lanes of 8, each block's 8 rows one call
     of the x8 kernel: its values (wq) are laid out at load as panels whose blocks hold the 8
     rows' bytes of one block one after another (a run of 32 bytes for q8, 16 for q4), its
@@ -278,7 +278,7 @@ def test_integer_form_values_are_laid_out_block_by_block_and_read_by_the_x8_kern
     assert "exactc_pack_block_panels(data + PARAMS[" in model_c and f", 8, {run}, 1) != 0" in model_c
 
 
-def test_a_copied_block_panel_is_read_as_the_one_laid_out_at_load():
+def test_a_copied_block_panels_pack_is_read_as_the_one_laid_out_at_load():
     """Not a parameter (a kernel printed alone), wq's pack is copied at every call in the
     same block-by-block order, and the x8 call reads the copy the same way."""
     kernel = lower("qlinear_i", "f32", {"xq": (1, 64), "xd": (1, 2), "wq": (40, 64), "wd": (40, 2)},
