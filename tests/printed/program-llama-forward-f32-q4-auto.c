@@ -678,8 +678,10 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes n:8; packs wq, wd
  * split of n: depth 0: [0,16) [16,40) [40,64) [64,88) [88,104) [104,128) [128,152) [152,172)
+ * wd: packed when the weights load (its panels in place: printer/prepack.py)
+ * wq: packed when the weights load (its panels in place: printer/prepack.py)
  */
 void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
                        const float *restrict xd,    /* input (T, 2) */
@@ -688,8 +690,10 @@ void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
                        float *restrict y,           /* output (T, 172) */
                        int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                        int64_t lo, int64_t hi) {    /* the piece of n in [0, 172) */
-    enum { BLK = 2, N = 172 };
+    enum { BLK = 2, K = 16, N = 172 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
+        const uint8_t *restrict wq_p = wq + n_c * BLK * K; /* the chunk's panel, packed at load */
+        const float *restrict wd_p = wd + n_c * BLK; /* the chunk's panel, packed at load */
         for (int64_t m = 0; m < T; m++) {
             if (n_c + 8 <= hi) { /* full lanes */
                 float acc[8];
@@ -698,18 +702,21 @@ void qlinear_i_gate_up(const int8_t *restrict xq,   /* input (T, 64) */
                     acc[n_l] = 0.0f;
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    for (int64_t pf = 0; pf < 128; pf += 64) { /* wq_p's lines 16 step(s) on: a hint */
+                        EXACTC_PREFETCH(wq_p + (blk + 16) * 128 + pf);
+                    }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
                         s[n_l] = (int32_t)0;
                     }
                     { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
                         int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq_p[blk * 128], 16, s_rows);
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = s[n_l] + s_rows[n_l];
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
+                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 8]));
                     }
                 }
                 for (int64_t n_l = 0; n_l < 8; n_l++) {
@@ -776,8 +783,10 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes n:8; packs wq, wd
  * split of n: depth 0: [0,8) [8,16) [16,24) [24,32)
+ * wd: packed when the weights load (its panels in place: printer/prepack.py)
+ * wq: packed when the weights load (its panels in place: printer/prepack.py)
  */
 void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
                    const float *restrict xd,    /* input (T, 2) */
@@ -786,8 +795,10 @@ void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
                    float *restrict y,           /* output (T, 32) */
                    int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                    int64_t lo, int64_t hi) {    /* the piece of n in [0, 32) */
-    enum { BLK = 2, N = 32 };
+    enum { BLK = 2, K = 16, N = 32 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
+        const uint8_t *restrict wq_p = wq + n_c * BLK * K; /* the chunk's panel, packed at load */
+        const float *restrict wd_p = wd + n_c * BLK; /* the chunk's panel, packed at load */
         for (int64_t m = 0; m < T; m++) {
             if (n_c + 8 <= hi) { /* full lanes */
                 float acc[8];
@@ -796,18 +807,21 @@ void qlinear_i_k_v(const int8_t *restrict xq,   /* input (T, 64) */
                     acc[n_l] = 0.0f;
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    for (int64_t pf = 0; pf < 128; pf += 64) { /* wq_p's lines 16 step(s) on: a hint */
+                        EXACTC_PREFETCH(wq_p + (blk + 16) * 128 + pf);
+                    }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
                         s[n_l] = (int32_t)0;
                     }
                     { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
                         int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq_p[blk * 128], 16, s_rows);
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = s[n_l] + s_rows[n_l];
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
+                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 8]));
                     }
                 }
                 for (int64_t n_l = 0; n_l < 8; n_l++) {
@@ -874,8 +888,10 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes n:8; packs wq, wd
  * split of n: depth 0: [0,64) [64,128) [128,192) [192,256) [256,320) [320,384) [384,448) [448,512)
+ * wd: packed when the weights load (its panels in place: printer/prepack.py)
+ * wq: packed when the weights load (its panels in place: printer/prepack.py)
  */
 void qlinear_i_logits(const int8_t *restrict xq,   /* input (T, 64) */
                       const float *restrict xd,    /* input (T, 2) */
@@ -884,8 +900,10 @@ void qlinear_i_logits(const int8_t *restrict xq,   /* input (T, 64) */
                       float *restrict y,           /* output (T, 512) */
                       int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                       int64_t lo, int64_t hi) {    /* the piece of n in [0, 512) */
-    enum { BLK = 2, N = 512 };
+    enum { BLK = 2, K = 16, N = 512 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
+        const uint8_t *restrict wq_p = wq + n_c * BLK * K; /* the chunk's panel, packed at load */
+        const float *restrict wd_p = wd + n_c * BLK; /* the chunk's panel, packed at load */
         for (int64_t m = 0; m < T; m++) {
             if (n_c + 8 <= hi) { /* full lanes */
                 float acc[8];
@@ -894,18 +912,21 @@ void qlinear_i_logits(const int8_t *restrict xq,   /* input (T, 64) */
                     acc[n_l] = 0.0f;
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    for (int64_t pf = 0; pf < 128; pf += 64) { /* wq_p's lines 16 step(s) on: a hint */
+                        EXACTC_PREFETCH(wq_p + (blk + 16) * 128 + pf);
+                    }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
                         s[n_l] = (int32_t)0;
                     }
                     { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
                         int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq_p[blk * 128], 16, s_rows);
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = s[n_l] + s_rows[n_l];
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
+                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 8]));
                     }
                 }
                 for (int64_t n_l = 0; n_l < 8; n_l++) {
@@ -1089,8 +1110,10 @@ EXACTC_GCC_NO_VECTORS_WITH_VNNI
  *     acc = acc + (f32(s) * (xd[m,blk] * wd[n,blk]))
  *   y[m,n] = acc
  *
- * layout: order n, m; lanes n:8
+ * layout: order n, m; lanes n:8; packs wq, wd
  * split of n: depth 0: [0,8) [8,16) [16,24) [24,32) [32,40) [40,48) [48,56) [56,64)
+ * wd: packed when the weights load (its panels in place: printer/prepack.py)
+ * wq: packed when the weights load (its panels in place: printer/prepack.py)
  */
 void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
                           const float *restrict xd,    /* input (T, 2) */
@@ -1099,8 +1122,10 @@ void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
                           float *restrict y,           /* output (T, 64) */
                           int64_t T,                   /* the run-time length, 1 <= T <= 8 */
                           int64_t lo, int64_t hi) {    /* the piece of n in [0, 64) */
-    enum { BLK = 2, N = 64 };
+    enum { BLK = 2, K = 16, N = 64 };
     for (int64_t n_c = lo; n_c < hi; n_c += 8) {
+        const uint8_t *restrict wq_p = wq + n_c * BLK * K; /* the chunk's panel, packed at load */
+        const float *restrict wd_p = wd + n_c * BLK; /* the chunk's panel, packed at load */
         for (int64_t m = 0; m < T; m++) {
             if (n_c + 8 <= hi) { /* full lanes */
                 float acc[8];
@@ -1109,18 +1134,21 @@ void qlinear_i_q_attn_out(const int8_t *restrict xq,   /* input (T, 64) */
                     acc[n_l] = 0.0f;
                 }
                 for (int64_t blk = 0; blk < BLK; blk++) { /* reduction: in index order, each lane its own */
+                    for (int64_t pf = 0; pf < 128; pf += 64) { /* wq_p's lines 16 step(s) on: a hint */
+                        EXACTC_PREFETCH(wq_p + (blk + 16) * 128 + pf);
+                    }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
                         s[n_l] = (int32_t)0;
                     }
                     { /* s = s + the block's exact sum, 8 rows at once (exactc_dot.h) */
                         int32_t s_rows[8];
-                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq[n_c * 32 + blk * 16], 32, s_rows);
+                        exactc_dot_q4_32x8(&xq[m * 64 + blk * 32], &wq_p[blk * 128], 16, s_rows);
                         for (int64_t n_l = 0; n_l < 8; n_l++) {
                             s[n_l] = s[n_l] + s_rows[n_l];
                         }
                     }
                     for (int64_t n_l = 0; n_l < 8; n_l++) {
-                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd[n_c * BLK + n_l * BLK + blk]));
+                        acc[n_l] = acc[n_l] + (((float)s[n_l]) * (xd[m * BLK + blk] * wd_p[n_l + blk * 8]));
                     }
                 }
                 for (int64_t n_l = 0; n_l < 8; n_l++) {
@@ -2447,7 +2475,8 @@ static const exactc_param_spec PARAMS[] = {
 #define PARAM_BYTES ((size_t)211072)
 
 /* Point each field of `mapped` (a Weights of its handle: no global holds the weights)
- * at its tensor in the block read from the file. 0 always. */
+ * at its tensor in the block read from the file, and lay out the linear weights its kernels
+ * read packed as their panels (printer/prepack.py). 0, or -1 when memory runs out. */
 static int map_weights(void *block, void *mapped) {
     unsigned char *data = block;
     Weights *weights = mapped;
@@ -2471,6 +2500,20 @@ static int map_weights(void *block, void *mapped) {
     weights->model_norm_weight = (float *)(data + PARAMS[17].offset);
     weights->lm_head_weight = (uint8_t *)(data + PARAMS[18].offset);
     weights->lm_head_weight_scale = (float *)(data + PARAMS[19].offset);
+    if (exactc_pack_block_panels(data + PARAMS[2].offset, 2, 64, 32, 8, 16, 1) != 0) return -1;
+    if (exactc_pack_panels(data + PARAMS[3].offset, 2, 64, 2, 8, 4) != 0) return -1;
+    if (exactc_pack_block_panels(data + PARAMS[4].offset, 2, 32, 32, 8, 16, 1) != 0) return -1;
+    if (exactc_pack_panels(data + PARAMS[5].offset, 2, 32, 2, 8, 4) != 0) return -1;
+    if (exactc_pack_block_panels(data + PARAMS[6].offset, 2, 32, 32, 8, 16, 1) != 0) return -1;
+    if (exactc_pack_panels(data + PARAMS[7].offset, 2, 32, 2, 8, 4) != 0) return -1;
+    if (exactc_pack_block_panels(data + PARAMS[8].offset, 2, 64, 32, 8, 16, 1) != 0) return -1;
+    if (exactc_pack_panels(data + PARAMS[9].offset, 2, 64, 2, 8, 4) != 0) return -1;
+    if (exactc_pack_block_panels(data + PARAMS[11].offset, 2, 172, 32, 8, 16, 1) != 0) return -1;
+    if (exactc_pack_panels(data + PARAMS[12].offset, 2, 172, 2, 8, 4) != 0) return -1;
+    if (exactc_pack_block_panels(data + PARAMS[13].offset, 2, 172, 32, 8, 16, 1) != 0) return -1;
+    if (exactc_pack_panels(data + PARAMS[14].offset, 2, 172, 2, 8, 4) != 0) return -1;
+    if (exactc_pack_block_panels(data + PARAMS[18].offset, 1, 512, 32, 8, 16, 1) != 0) return -1;
+    if (exactc_pack_panels(data + PARAMS[19].offset, 1, 512, 2, 8, 4) != 0) return -1;
     return 0;
 }
 

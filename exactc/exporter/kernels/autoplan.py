@@ -22,8 +22,8 @@ every nest of a program, chosen from its shapes alone.
   with the weight's values (wq) and scales (wd) packed where they can be (laid out at
   load in a program: printer/prepack.py); each
   output's float sum still runs block by block in index order. In blocks of 32
-  qlinear_i gets n in lanes of 8 alone, each block's 8 rows one call of the runtime's
-  block kernel (exactc_dot.h). In other blocks its q8 form keeps its plain body under n
+  qlinear_i gets n in lanes of 8 alone with both packs, each block's 8 rows one call of
+  the runtime's block kernel (exactc_dot.h) on its values' block panel. In other blocks its q8 form keeps its plain body under n
   outermost, whose exact int32 block sums then vectorize along k, faster than lanes
   across outputs. quantize gets
   rows in lanes of 8 over blocks in lanes of 8, quantize_tail rows in lanes of 8
@@ -207,7 +207,10 @@ _QUANTIZED_LAYOUTS = {
 # kernels' vpmaddubsw path), in us, n:8 against the plain body: q8 12.2 / 18.5 and q4
 # 12.5 / 21.0 at 1x288 by 288x768, q8 536 / 763 and q4 464 / 827 at 1x288 by 288x32000,
 # q8 671 / 1087 and q4 691 / 1257 on 64 rows; the scales' pack beside it 1.04x to 1.08x
-# slower on one row, 1.01x to 1.09x faster on 64 (docs/performance.md).
+# slower on one row, 1.01x to 1.09x faster on 64 (docs/performance.md). Both packs come
+# first: in a program they are laid out at load (wq as block panels, printer/prepack.py),
+# not copied, and a stories110M-shaped decode program generates 2.1x as fast (45.7 to
+# 95.9 tokens/s in q8, 1 thread, the same Zen 2; docs/performance.md "Generation").
 BLOCK_KERNEL_VALUES = 32
 BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wq", "wd")),
                                       Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}

@@ -20,8 +20,16 @@ pack, layouts.pack_accesses) and its scales wd (f32, one per row and block) are 
 rows of n in lanes of W, block by block, so each is laid out as its panels the same way
 (N rows of K bytes, K / 2 for q4, or of K / G scales).
 
+The integer-form quantized linear (qlinear_i) reads its values wq and scales wd the
+same way where n is in lanes of 8 in whole blocks of 32 (autoplan.BLOCK_KERNEL_LAYOUTS),
+but its x8 block kernel wants a block's 8 rows each in one piece: its values' panels
+keep the run of their innermost body loop together (layouts.RUN_PANELS; a block's 32
+bytes for q8, 16 for q4), the lanes outside it, so chunk c's block b is the 8 rows'
+bytes of the block one after another (PackedParameter.run;
+exactc_pack_block_panels). Its scales are the plain panels.
+
 A kernel reads an operand packed (`ahead`) when
-- the operand is linear's w, or qlinear_w's wq or wd, with n in lanes of W; its panel is
+- the operand is linear's w, or qlinear_w's or qlinear_i's wq or wd, with n in lanes of W; its panel is
   (the body loops that index its row) x (n's lanes), and those loops, in order, walk
   the row's columns one after another (w[n, k]; wq[n, G blk + k], q4's wq[n, G/2 blk + k];
   wd[n, blk]), so that
