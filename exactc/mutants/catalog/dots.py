@@ -97,7 +97,7 @@ MUTANTS = [
         '        return f"{pointer}[{affine_text(start, self.printer.rename)}]", values',
         '        return f"{pointer}[{affine_text(start, self.printer.rename)}]", '
         "math.prod(self.printer.buffers[found.w.buffer].shape[1:])",
-        ("prepack", "quant:block-panels"),
+        ("prepack", "quant:block-panels", "layouts:block-kernels"),
         family="dot",
     ),
     Mutant(
@@ -107,7 +107,7 @@ MUTANTS = [
         PLANNED,
         "if t[0] not in (lane, found.axes[0])",
         "if t[0] in ()",
-        ("prepack", "quant:block-panels", "compilers:block-kernels"),
+        ("prepack", "quant:block-panels", "compilers:block-kernels", "layouts:block-kernels"),
         family="dot",
     ),
     Mutant(
