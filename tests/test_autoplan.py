@@ -139,7 +139,8 @@ def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
     scales packed (laid out at load in a program, printer/prepack.py), qlinear_i in
     blocks of 32 a prompt's rows in lanes of 4 over n in lanes of 8 (the runtime's tile
     kernel, 4 x 8 outputs of a block a call) and a decode step's n in lanes of 8 alone
-    (its block kernel sums 8 rows of a block at once), and in other blocks its q8 form its plain body and its q4 form in lanes with the scales packed; the
+    with both packed (its block kernel sums 8 rows of a block at once, its values' block
+    panel laid out at load), and in other blocks its q8 form its plain body and its q4 form in lanes with the scales packed; the
     split always on n, between chunks of its lanes."""
     want = {
         ("qlinear_w", "q8", 10): "order n, m; lanes m:8, n:16; packs wq, wd",
@@ -149,8 +150,8 @@ def test_quantized_linears_get_the_measured_layouts_split_on_their_outputs():
         ("qlinear_w", "q4", 1): "order n, m; lanes n:16; packs wq, wd",
         ("qlinear_i", "q8", 10): "order n, m; lanes m:4, n:8",
         ("qlinear_i", "q4", 10): "order n, m; lanes m:4, n:8",
-        ("qlinear_i", "q8", 1): "order n, m; lanes n:8",
-        ("qlinear_i", "q4", 1): "order n, m; lanes n:8",
+        ("qlinear_i", "q8", 1): "order n, m; lanes n:8; packs wq, wd",
+        ("qlinear_i", "q4", 1): "order n, m; lanes n:8; packs wq, wd",
         ("qlinear_i", "q4", 10, 16): "order n, m; lanes m:4, n:16; packs wd",
         ("qlinear_i", "q4", 1, 16): "order n, m; lanes n:8; packs wd",
         ("qlinear_i", "q8", 1, 16): "order n, m",
@@ -190,10 +191,11 @@ def test_quantize_gets_rows_and_blocks_in_lanes_and_leaves_one_row_plain():
 QUANTIZED_CASES = [(entry, fmt, "weight-only") for entry in ("decode", "forward") for fmt in ("q8", "q4")]
 QUANTIZED_CASES += [("decode", "q8", "integer"), ("forward", "q4", "integer")]
 # the layout each form's linears take: qlinear_w laned across its outputs; qlinear_i in
-# blocks of 32 a decode step's n in lanes of 8 (the 8-row block kernel), a forward's ten
-# rows in lanes of 4 over n in lanes of 8 (the tile kernel)
+# blocks of 32 a decode step's n in lanes of 8 (8 rows a call of the block kernel, with
+# both packs where its blocks are whole), a forward's ten rows in lanes of 4 over n in
+# lanes of 8 (the tile kernel)
 QUANTIZED_LAYOUT = {("weight-only", "q8"): "layout: order n, m; lanes ", ("weight-only", "q4"): "layout: order n, m; lanes ",
-                    ("integer", "q8"): "layout: order n, m; lanes n:8\n",
+                    ("integer", "q8"): "layout: order n, m; lanes n:8",
                     ("integer", "q4"): "layout: order n, m; lanes m:4, n:8\n"}
 
 

@@ -120,8 +120,10 @@ BLOCK_KERNEL_BUILDS = [(opt, native) for opt in ("-O2", "-O3") for native in (Fa
 def test_the_block_kernels_give_the_reference_bits_in_every_build(cc, opt, native):
     """exactc_dot.h's plain loops (without -march) and this CPU's vector path (with it)
     inside the printed qlinear_i, q8 and q4, one row a call (the plain body), 8 (n in
-    lanes of 8, the automatic plan's on one row) and a tile of 4 x 8 (m in lanes of 4 over
-    n in lanes of 8, the automatic plan's on a prompt; its 9th output by the plain body):
+    lanes of 8), a tile of 4 x 8 (m in lanes of 4 over n in lanes of 8, the automatic
+    plan's on a prompt; its 9th output by the plain body), and 8 read from wq's block
+    panel (the automatic plan's on one row: a kernel alone copies it in the order a
+    program lays it out at load, the rows' blocks a run apart):
     the reference's bits in each build."""
     from exactc.exporter.kernels.layouts import Layout
     from exactc.exporter.kernels.plans import NestPlan, Plan
@@ -130,9 +132,13 @@ def test_the_block_kernels_give_the_reference_bits_in_every_build(cc, opt, nativ
     batch = [block_kernel_case(fmt, k, seed) for fmt in ("q8", "q4") for k, seed in ((96, 0), (120, 5))]
     rows = Plan((("qlinear_i", NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),)))),))
     tile = Plan((("qlinear_i", NestPlan(Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8))))),))
-    plans = [None] * len(batch) + [rows] * len(batch) + [tile] * len(batch)
+    panels = Plan((("qlinear_i", NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wq", "wd")))),))
+    whole = [block_kernel_case(fmt, 96, seed) for fmt, seed in (("q8", 0), ("q4", 3))]  # packs need whole blocks
+    plans = [None] * len(batch) + [rows] * len(batch) + [tile] * len(batch) + [panels] * len(whole)
     options = BuildOptions(cc=cc, opt=opt, march_native=native)
-    assert_all_equal(run_cases(batch * 3, options, plans=plans))
+    assert_all_equal(run_cases(batch * 3 + whole, options, plans=plans))
+
+
 def k_quant_cases(rows: int, cols: int, blocks: int, seed: int = 0) -> list[Case]:
     """qlinear_w and qlinear_i over Q4_K, Q5_K and Q6_K weights of `blocks` super-blocks,
     drawn bytes with their own f16 fields (strategies/quant.py), a decode step's shape."""

@@ -248,17 +248,20 @@ def test_vnni_paths_build(cc, march, path):
     assert "vpdpbusd" in done.stdout
 
 
+@pytest.mark.parametrize("gap", [8, 0], ids=["rows-apart", "block-panel"])
 @pytest.mark.parametrize("fmt", ["q8", "q4"])
-def test_eight_rows_at_once(dot, fmt):
+def test_eight_rows_at_once(dot, fmt, gap):
     """exactc_dot_q8_32x8 and exactc_dot_q4_32x8: each of the 8 rows (at a stride longer
-    than the block) against the block of activations, row r's sum in out[r]: the single
-    kernel's sums, on drawn blocks and the extremes (an activation of -128 in some)."""
+    than the block, or the block's own length: a block panel laid out at load, the rows'
+    blocks one after another) against the block of activations, row r's sum in out[r]:
+    the single kernel's sums, on drawn blocks and the extremes (an activation of -128 in
+    some)."""
     rng = np.random.default_rng(7)
     xs, ws = extreme_blocks(X_EXTREMES, Q8_EXTREMES if fmt == "q8" else NIBBLE_EXTREMES)
     blocks = xs.size // 32
     x = xs.reshape(blocks, 32)
     width = 32 if fmt == "q8" else 16
-    stride = width + 8  # the rows lie apart, as a weight's rows of several blocks do
+    stride = width + gap  # the rows lie apart, as a weight's rows of several blocks do, or adjacent
     rows = rng.integers(-128, 128, (blocks, 8, 32)) if fmt == "q8" else rng.integers(0, 16, (blocks, 8, 32))
     rows[:, 0] = ws.reshape(blocks, 32)  # the extremes in row 0, drawn values in the others
     stored = rows if fmt == "q8" else quant.pack_q4(rows.reshape(-1, 32).astype(np.uint8)).reshape(blocks, 8, 16)

@@ -93,6 +93,8 @@ int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const v
 int exactc_weights_load(const char *path, const exactc_param_spec *params, size_t count, size_t bytes,
                         void **block, char *err, size_t errlen);
 int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, size_t size);
+int exactc_pack_block_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, int64_t run,
+                             size_t size);
 """
 
 W = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
@@ -312,6 +314,36 @@ def test_pack_panels_lays_out_each_layer_as_its_panels(lib, dtype, layers, rows,
     assert lib.lib.exactc_pack_panels(data, layers, rows, cols, lanes, w.itemsize) == 0
     want = as_panels(np.arange(layers * rows * cols).astype(dtype).reshape(layers, rows, cols), lanes)
     assert w.tobytes() == want.tobytes()
+
+
+def as_block_panels(w: np.ndarray, lanes: int, run: int) -> np.ndarray:
+    """exactc_pack_block_panels' layout, from its definition (layouts.RUN_PANELS): in each
+    layer, the first N - N % lanes rows as panels of `lanes` rows, block by block (a block
+    `run` columns), the lanes' runs of the block one after another; the rest as it was."""
+    layers, rows, cols = w.shape
+    out = w.copy()
+    full = rows - rows % lanes
+    chunks = w[:, :full].reshape(layers, full // lanes, lanes, cols // run, run).transpose(0, 1, 3, 2, 4)
+    out[:, :full] = chunks.reshape(layers, full, cols)
+    return out
+
+
+@pytest.mark.parametrize("layers,rows,cols,lanes,run", [(1, 16, 64, 8, 32), (2, 41, 48, 8, 16), (3, 7, 32, 8, 32),
+                                                        (1, 24, 6, 4, 1)])
+def test_pack_block_panels_keeps_each_rows_block_together(lib, layers, rows, cols, lanes, run):
+    w = np.arange(layers * rows * cols).astype(np.int16).reshape(layers, rows, cols)
+    want = as_block_panels(w, lanes, run)
+    assert lib.lib.exactc_pack_block_panels(lib.ffi.from_buffer(w), layers, rows, cols, lanes, run, w.itemsize) == 0
+    assert w.tobytes() == want.tobytes()
+    if run == 1:  # runs of one column: the plain panels
+        assert want.tobytes() == as_panels(np.arange(w.size).astype(np.int16).reshape(w.shape), lanes).tobytes()
+
+
+def test_pack_block_panels_refuses_a_run_that_does_not_divide_the_row(lib):
+    w = np.arange(2 * 8 * 48).astype(np.int8).reshape(2, 8 * 48 // 48, 48)
+    before = w.tobytes()
+    assert lib.lib.exactc_pack_block_panels(lib.ffi.from_buffer(w), 2, 8, 48, 8, 32, 1) == -1
+    assert w.tobytes() == before
 
 
 

@@ -635,7 +635,8 @@ def test_whole_blocks_of_32_call_the_block_kernel():
 def test_eight_rows_in_lanes_call_the_rows_kernel():
     """n alone in lanes of 8 with the weight read in place: each block's 8 sums one call of
     the x8 kernel at the chunk's first row (the row length its stride), added lane by
-    lane; with wq packed, or n in lanes of 16, the laned loops stay."""
+    lane; with wq packed, the call at the chunk's block in its block panel (the block's
+    bytes its stride); with n in lanes of 16, the laned loops stay."""
     from exactc.exporter.kernels.layouts import Layout
     from exactc.exporter.kernels.plans import NestPlan, Plan, validate_plan
 
@@ -652,6 +653,8 @@ def test_eight_rows_in_lanes_call_the_rows_kernel():
     assert "exactc_dot_q8_32x8(&xq[m * 96 + blk * 32], &wq[n_c * 96 + blk * 32], 96, s_rows);" in q8
     assert "exactc_dot_q4_32x8(&xq[m * 96 + blk * 32], &wq[n_c * 48 + blk * 16], 48, s_rows);" in q4
     assert "s[n_l] = s[n_l] + s_rows[n_l];" in q8
-    for kept in (source("q8", Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wq", "wd"))),
-                 source("q8", Layout(order=("n", "m"), lanes=(("n", 16),)))):
-        assert "_32x8(" not in kept and "for (int64_t k = 0; k < K; k++)" in kept
+    panels = Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wq", "wd"))
+    assert "exactc_dot_q8_32x8(&xq[m * 96 + blk * 32], &wq_p[blk * 256], 32, s_rows);" in source("q8", panels)
+    assert "exactc_dot_q4_32x8(&xq[m * 96 + blk * 32], &wq_p[blk * 128], 16, s_rows);" in source("q4", panels)
+    kept = source("q8", Layout(order=("n", "m"), lanes=(("n", 16),)))
+    assert "_32x8(" not in kept and "for (int64_t k = 0; k < K; k++)" in kept

@@ -470,6 +470,38 @@ def test_block_kernels_under_layouts_give_the_reference_bits(native):
         assert f"exactc_qtile_{case.attr_dict['fmt']}(4, " in source
     options = BuildOptions(cc="gcc", openmp=True, march_native=native, defines=(CHECK_SPLITS,))
     assert_all_equal(run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=2))
+# Whole blocks (k = 96), so that wq and wd pack: wq's pack is a block panel (the lanes'
+# rows' blocks one after another, layouts.RUN_PANELS), read by the x8 call with the rows
+# a run apart under n:8 and by the laned loops through its offsets under n:4.
+BLOCK_PANEL_LAYOUTS = [
+    NestPlan(Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wq", "wd")), Split(0, ((0, 8), (8, 19)))),
+    NestPlan(Layout(order=("n", "m"), lanes=(("n", 4),), packs=("wq",))),
+    NestPlan(Layout(order=("n", "m"), lanes=(("m", 2), ("n", 8)), packs=("wq", "wd"))),
+]
+
+
+@needs_compilers
+@pytest.mark.parametrize("native", [False, True], ids=["plain", "native"])
+def test_block_kernels_from_block_panels_give_the_reference_bits(native):
+    """qlinear_i's values packed as block panels (copied at every call, in the order a
+    program lays them out at load): the reference's bits wherever the lanes read them."""
+    from exactc.strategies.quant import ScaleSpec, ValueSpec
+
+    cases = []
+    for fmt in ("q8", "q4"):
+        specs = (("xq", ValueSpec(5, 96, "q8", 32, 1, ("max", "random", "min", "limit"))),
+                 ("xd", ScaleSpec((5, 3), "f32", 2, ("power",))),
+                 ("wq", ValueSpec(19, 96, fmt, 32, 3, ("min", "limit", "random", "max"))),
+                 ("wd", ScaleSpec((19, 3), "f32", 4, ("power", "normal"))))
+        cases.append(Case("qlinear_i", "f32", (("block", 32), ("fmt", fmt), ("has_b", False)), specs))
+    batch = [(case, Plan((("qlinear_i", plan),))) for case in cases for plan in BLOCK_PANEL_LAYOUTS]
+    case, plan = batch[0]
+    source = print_kernel(lower("qlinear_i", "f32", case.shapes, case.attr_dict), "q", plan).source
+    assert "exactc_dot_q8_32x8(&xq[m * 96 + blk * 32], &wq_p[blk * 256], 32, s_rows);" in source
+    options = BuildOptions(cc="gcc", openmp=True, march_native=native, defines=(CHECK_SPLITS,))
+    assert_all_equal(run_cases([c for c, _ in batch], options, plans=[p for _, p in batch], threads=2))
+
+
 def test_k_quant_integer_sums_in_every_grouping_give_the_reference_bits():
     """qlinear_i over Q4_K, Q5_K and Q6_K weights, two super-blocks, all-0xFF blocks (every
     scale and min 63, every quant at its top) beside random ones, activations at the

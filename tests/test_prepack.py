@@ -26,8 +26,8 @@ SIZES = {
 }
 
 
-def program(model: str, entry: str, weights=None) -> graph.Program:
-    return export.build_program(model, entry, "f32", 0, SIZES[model], None, weights)[0]
+def program(model: str, entry: str, weights=None, form=None) -> graph.Program:
+    return export.build_program(model, entry, "f32", 0, SIZES[model], None, weights, form)[0]
 
 
 def linear_sources(table: KernelTable) -> dict[str, str]:
@@ -73,13 +73,13 @@ def test_q8_values_and_scales_are_packed_and_q4_scales_alone(entry):
     """qlinear_w reads wq (q8: one byte a value, k innermost; q4: a byte of two values,
     read by the low- and the high-nibble loop alike) and wd (a scale per block) as rows
     of n in lanes: both are laid out as panels at load, a q4 row of K / 2 bytes."""
-    table = KernelTable(program("llama", entry, ("q8", 32)), "f32", AutoPlan())
+    table = KernelTable(program("llama", entry, ("q8", 32), "weight-only"), "f32", AutoPlan())
     values = table.packed["model.layers.{l}.self_attn.q_proj.weight"]
     scales = table.packed["model.layers.{l}.self_attn.q_proj.weight_scale"]
     assert (values.layers, values.rows, values.cols, values.lanes) == (2, 32, 32, 16)
     assert (scales.layers, scales.rows, scales.cols, scales.lanes) == (2, 32, 1, 16)
     assert "lm_head.weight" in table.packed
-    q4 = KernelTable(program("llama", entry, ("q4", 32)), "f32", AutoPlan()).packed
+    q4 = KernelTable(program("llama", entry, ("q4", 32), "weight-only"), "f32", AutoPlan()).packed
     q4_values = q4["model.layers.{l}.self_attn.q_proj.weight"]
     assert (q4_values.layers, q4_values.rows, q4_values.cols, q4_values.lanes) == (2, 32, 16, 16)
     assert "model.layers.{l}.self_attn.q_proj.weight_scale" in q4
@@ -239,7 +239,7 @@ def test_a_q4_weight_of_rows_shorter_than_half_a_block_keeps_the_pack_of_its_val
 
 
 def test_a_q4_model_of_dim_8_lays_out_only_the_scales_of_its_weights():
-    # llama of dim 8 in q4 blocks of 32 under the automatic plan: gate, up and the head
+    # llama of dim 8 in the weight-only form in q4 blocks of 32 under the automatic plan: gate, up and the head
     # (40 rows of 8 values, one kernel) have their scales laid out at load and their
     # values copied at every call; q, k, v and o (8 and 4 rows) and down (rows of 40
     # values, which end in a short block) lay out nothing
@@ -247,9 +247,46 @@ def test_a_q4_model_of_dim_8_lays_out_only_the_scales_of_its_weights():
     from exactc.exporter.kernels.autoplan import AutoPlan
     from exactc.exporter.printer.kernel_table import KernelTable
     sizes = {"vocab": 40, "dim": 8, "heads": 2, "kv_heads": 1, "layers": 2, "mlp": 40, "tokens": 10}
-    program = export.build_program("llama", "forward", "f32", 0, sizes, None, ("q4", 32))[0]
+    program = export.build_program("llama", "forward", "f32", 0, sizes, None, ("q4", 32), "weight-only")[0]
     assert sorted(KernelTable(program, "f32", AutoPlan()).packed) == [
         "lm_head.weight_scale",
         "model.layers.{l}.mlp.gate_proj.weight_scale",
         "model.layers.{l}.mlp.up_proj.weight_scale",
     ]
+
+
+# ---- qlinear_i's values as block panels laid out at load (layouts.RUN_PANELS)
+
+
+@pytest.mark.parametrize("fmt,row_bytes,run", [("q8", 32, 32), ("q4", 16, 16)])
+def test_integer_form_values_are_laid_out_as_block_panels_read_by_the_x8_kernel(fmt, row_bytes, run):
+    """In blocks of 32 the integer form reads n in lanes of 8, each block's 8 rows one call
+    of the x8 kernel: its values (wq) are laid out at load as panels whose blocks hold the 8
+    rows' bytes of one block one after another (a run of 32 bytes for q8, 16 for q4), its
+    scales (wd) as the plain panels; map_weights lays them out so, and the kernel hands
+    the x8 call the chunk's block in the panel with the rows a run apart."""
+    p = program("llama", "decode", (fmt, 32))
+    table = KernelTable(p, "f32", AutoPlan())
+    values = table.packed["model.layers.{l}.self_attn.q_proj.weight"]
+    scales = table.packed["model.layers.{l}.self_attn.q_proj.weight_scale"]
+    assert (values.layers, values.rows, values.cols, values.lanes, values.run) == (2, 32, row_bytes, 8, run)
+    assert (scales.layers, scales.rows, scales.cols, scales.lanes, scales.run) == (2, 32, 1, 8, 1)
+    sources = {use.name: use.printed.source for use in table.uses.values() if use.kernel.primitive == "qlinear_i"}
+    call = f"exactc_dot_{fmt}_32x8(&xq[m * 32 + blk * 32], &wq_p[blk * {8 * run}], {run}, s_rows);"
+    assert any(call in source for source in sources.values()), sources
+    model_c = print_program(p, "f32", plan=AutoPlan()).files["model.c"]
+    assert "exactc_pack_block_panels(data + PARAMS[" in model_c and f", 8, {run}, 1) != 0" in model_c
+
+
+def test_a_copied_block_panels_pack_is_read_as_the_one_laid_out_at_load():
+    """Not a parameter (a kernel printed alone), wq's pack is copied at every call in the
+    same block-by-block order, and the x8 call reads the copy the same way."""
+    kernel = lower("qlinear_i", "f32", {"xq": (1, 64), "xd": (1, 2), "wq": (40, 64), "wd": (40, 2)},
+                   {"fmt": "q8", "block": 32, "has_b": False})
+    plan = auto_kernel_plan(kernel)
+    assert plan.for_nest("qlinear_i").layout.packs == ("wq", "wd")
+    source = print_kernel(kernel, "k", plan).source
+    assert "wq_p[k + n_l * 32 + blk * 256] = wq[n_c * 64 + n_l * 64 + blk * 32 + k];" in source
+    assert "each lane's run of the innermost loop together" in source
+    assert "exactc_dot_q8_32x8(&xq[m * 64 + blk * 32], &wq_p[blk * 256], 32, s_rows);" in source
+    assert panel_widths(kernel, plan) == {"wq": 8, "wd": 8}

@@ -70,6 +70,24 @@ def test_quantized_program_matches_reference(tmp_path, model, entry, site, fmt, 
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("fmt", ["q8", "q4"])
+def test_a_decode_program_reading_block_panels_laid_out_at_load_matches_reference(tmp_path, fmt):
+    """Rows of whole blocks of 32 under the automatic plan: every integer-form linear
+    reads its values as block panels laid out at load (exactc_pack_block_panels), the x8
+    kernel handed each block's 8 rows a run apart, and the program keeps the reference's
+    bytes on 1 and 2 threads (its split pieces start on whole chunks of 8 rows)."""
+    prepared = _prepared("llama", "decode", "f32", fmt, 32, plan="auto", dim=64, mlp=64)
+    root = export.write(prepared, tmp_path / "q")
+    run = 32 if fmt == "q8" else 16
+    kernels = {path.name: path.read_text() for path in (root / "kernels").glob("qlinear_i_*.c")}
+    assert kernels and all(f"&wq_p[blk * {8 * run}], {run}, s_rows);" in text for text in kernels.values()), kernels
+    model_c = (root / "model.c").read_text()
+    assert model_c.count("exactc_pack_block_panels(") == 8  # q, k, v, o, gate, up, down (stacked), the head
+    program = programs.make(root, programs.Build(cc="gcc", openmp=True), refuse_warnings=True)
+    for threads in (1, 2):
+        conformance.assert_conforms(program, prepared, threads=threads)
+
+
 @pytest.mark.parametrize("site", ["f32", "bf16"])
 def test_the_weights_file_holds_values_and_scales_and_float_for_the_rest(tmp_path, site):
     """Read back with the safetensors package: each linear weight is U8 (q4) values with

@@ -353,6 +353,26 @@ int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, in
     return 0;
 }
 
+int exactc_pack_block_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, int64_t run,
+                             size_t size) {
+    if (run <= 0 || cols % run != 0) return -1;
+    size_t panel = (size_t)lanes * (size_t)cols * size, bytes = (size_t)run * size;
+    unsigned char *copy = malloc(panel ? panel : 1), *base = data;
+    if (copy == NULL) return -1;
+    for (size_t l = 0; l < layers; l++) {
+        for (int64_t c = 0; c + lanes <= rows; c += lanes) {
+            unsigned char *at = base + ((size_t)l * (size_t)rows + (size_t)c) * (size_t)cols * size;
+            memcpy(copy, at, panel);
+            for (int64_t b = 0; b < cols / run; b++) /* block b of every row, the rows in order */
+                for (int64_t j = 0; j < lanes; j++)
+                    memcpy(at + ((size_t)b * (size_t)lanes + (size_t)j) * bytes,
+                           copy + ((size_t)j * (size_t)cols + (size_t)(b * run)) * size, bytes);
+        }
+    }
+    free(copy);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------
  * Layer traces (checking builds, EXACTC_TRACE_CARRY): with EXACTC_TRACE_DIR set, what a
  * fold carries out of each layer, written as an output named <n>-<fold>-<layer>-<carry>

@@ -410,6 +410,13 @@ size_t exactc_staged_size(const char *staged); /* the bytes of `staged` in use *
  * c lanes cols + k lanes + j; the last rows % lanes rows stay. 0, or -1 when memory runs
  * out (the block is then as it was). */
 int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, size_t size);
+/* The same with the columns in runs of `run` (cols a multiple of it) kept together: element
+ * (c lanes + j, b run + i) at c lanes cols + b lanes run + j run + i, so that each panel
+ * holds, block by block, its rows' blocks one after another (qlinear_i's int8 values:
+ * the x8 block kernels read a block's 8 rows as one run of memory, exactc_dot.h). -1
+ * when memory runs out or run does not divide cols. */
+int exactc_pack_block_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, int64_t run,
+                             size_t size);
 /* `bytes` of memory, 64-byte aligned, a multiple of 64 bytes and never empty (free with
  * free); NULL when memory runs out. */
 void *exactc_aligned_block(size_t bytes);

@@ -24,8 +24,8 @@ every nest of a program, chosen from its shapes alone.
   output's float sum still runs block by block in index order. In blocks of 32
   qlinear_i gets rows in lanes of 4 over n in lanes of 8 where the rows fill them (a
   prompt), each block's 4 x 8 outputs one call of the runtime's tile kernel, else n in
-  lanes of 8 alone, each block's 8 rows one call of its block kernel (exactc_dot.h). In
-  other blocks its q8 form keeps its plain body under n
+  lanes of 8 alone with both packs, each block's 8 rows one call of its block kernel
+  (exactc_dot.h) on its values' block panel. In other blocks its q8 form keeps its plain body under n
   outermost, whose exact int32 block sums then vectorize along k, faster than lanes
   across outputs. quantize gets
   rows in lanes of 8 over blocks in lanes of 8, quantize_tail rows in lanes of 8
@@ -214,9 +214,13 @@ _QUANTIZED_LAYOUTS = {
 # block of a 4 x 8 tile one call of the tile kernel (x's blocks loaded once, |w| made
 # once, the combine in 8 float lanes), 64x288 by 288x768 q8 432 us and q4 508 us
 # against n:8's 676 and 690 (bench/quant_layouts.py, the same Zen 2); on one row its lanes
-# never fill and the plan takes n:8.
+# never fill and the plan takes n:8 with both packs: in a program they are laid out at
+# load (wq as block panels, printer/prepack.py), not copied, and a stories110M-shaped
+# decode program generates 2.1x as fast (45.7 to 95.9 tokens/s in q8, 1 thread, the same
+# Zen 2; docs/performance.md "Generation").
 BLOCK_KERNEL_VALUES = 32
 BLOCK_KERNEL_LAYOUTS = {"qlinear_i": [Layout(order=("n", "m"), lanes=(("m", 4), ("n", 8))),
+                                      Layout(order=("n", "m"), lanes=(("n", 8),), packs=("wq", "wd")),
                                       Layout(order=("n", "m"), lanes=(("n", 8),)), Layout(order=("n", "m"))]}
 
 

@@ -225,6 +225,24 @@ def pack_panel(nest: Nest, layout: Layout, buffer: str) -> tuple[list[tuple[str,
     return body, lanes
 
 
+# The packs whose panel keeps the run of its innermost body loop together, the lanes
+# outside it, by nest: qlinear_i's values, a block's bytes of each of the lanes' rows one
+# after another, which the x8 block kernels read as one run of memory (exactc_dot.h,
+# printer/planned.py); every other pack has its lane index innermost.
+RUN_PANELS = {"qlinear_i": ("wq",)}
+
+
+def panel_dims(nest: Nest, layout: Layout, buffer: str, lane_names: dict[str, str]) -> list[tuple[str, int]]:
+    """A pack's dimensions in memory order, last fastest: its panel's body loops, then its
+    lanes (named by `lane_names`), or for a RUN_PANELS pack the lanes before the
+    innermost body loop."""
+    body, lanes = pack_panel(nest, layout, buffer)
+    laned = [(lane_names.get(a, a), w) for a, w in lanes]
+    if buffer in RUN_PANELS.get(nest.name, ()) and body:
+        return body[:-1] + laned + body[-1:]
+    return body + laned
+
+
 def packable(nest: Nest, layout: Layout, buffer: str, buffers: dict[str, Buffer]) -> str | None:
     """None if `buffer` may be packed under `layout`, else the rule it breaks."""
     buf = buffers.get(buffer)

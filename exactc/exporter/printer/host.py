@@ -163,8 +163,9 @@ def parameters(program: Program, site: str, packed: dict | None = None) -> list[
         if spec.name in (packed or {}):
             p = packed[spec.name]
             size = types.kind_storage(spec.kind, site).itemsize
-            out.append(f"{INDENT}if (exactc_pack_panels(data + PARAMS[{k}].offset, {p.layers}, {p.rows}, {p.cols}, "
-                       f"{p.lanes}, {size}) != 0) return -1;")
+            call, run = ("exactc_pack_panels", "") if p.run == 1 else ("exactc_pack_block_panels", f"{p.run}, ")
+            out.append(f"{INDENT}if ({call}(data + PARAMS[{k}].offset, {p.layers}, {p.rows}, {p.cols}, "
+                       f"{p.lanes}, {run}{size}) != 0) return -1;")
     out += [f"{INDENT}return 0;", "}", ""]
     return out
 

@@ -38,11 +38,11 @@ from exactc.exporter.kernels.ir import (
     walk_expr,
     walk_statements,
 )
-from exactc.exporter.kernels.layouts import Layout, fresh_name, pack_accesses, pack_panel, pack_size
+from exactc.exporter.kernels.layouts import Layout, fresh_name, pack_accesses, pack_panel, pack_size, panel_dims
 from exactc.exporter.kernels.splits import Split, split_axis
 from exactc.exporter.printer.ctext import INDENT, comment_block
-from exactc.exporter.printer.dots import (ROWS, TILE_M, BlockSum, BlockTile, SuperBlockSum, block_sum, block_tile,
-                                              super_block_sum)
+from exactc.exporter.printer.dots import (BLOCK, ROWS, TILE_M, BlockSum, BlockTile, SuperBlockSum, block_sum,
+                                              block_tile, super_block_sum)
 from exactc.exporter.printer.nests import (
     ARRAY_FUNCTIONS,
     LOCAL_CTYPE,
@@ -211,8 +211,10 @@ class LanedBlock:
             return None
         found = block_sum(body)
         axis = self.lanes[0][0]
-        if found is None or found.var.name not in self.laned or found.w.buffer in self.printer.packs:
+        if found is None or found.var.name not in self.laned:
             return None
+        if found.w.buffer in self.printer.packs:
+            return found if self.run_panel(found) is not None else None
         if any(self.printer.keeps_loop(a) for a in found.axes) or any(axis in e.variables() for e in found.x.index):
             return None
         row, *rest = found.w.index
@@ -220,6 +222,22 @@ class LanedBlock:
         if row != Affine.var(axis) or any(axis in e.variables() for e in rest) or dims.is_symbolic(math.prod(shape[1:])):
             return None
         return found
+
+    def run_panel(self, found: BlockSum) -> tuple[str, int] | None:
+        """Where the block's weight is read through a pack whose panel holds, block by
+        block, the lanes' rows' blocks one after another (layouts.RUN_PANELS): the C of
+        the chunk's first row's block in it, and the bytes from one row's block to the
+        next; else None."""
+        pointer, dims, _ = self.printer.packs[found.w.buffer]
+        axis, width, lane = self.lanes[0]
+        values = BLOCK if found.fmt == "q8" else BLOCK // 2
+        if (len(dims) < 2 or dims[-2] != (lane, width) or dims[-1] != (found.axes[0], values)
+                or any(self.printer.keeps_loop(a) for a in found.axes)
+                or any(axis in e.variables() for e in found.x.index)):
+            return None
+        offset = pack_offset(dims)
+        start = Affine(tuple(t for t in offset.terms if t[0] not in (lane, found.axes[0])), offset.const)
+        return f"{pointer}[{affine_text(start, self.printer.rename)}]", values
 
     def rows_of(self, x: Access, w: Access) -> bool:
         """Whether the body has n alone in lanes of ROWS, and `w`, read in place (not
@@ -323,9 +341,11 @@ class LanedBlock:
         laned = self.printer.substitute[axis]
         first = Affine(tuple(t for t in laned.terms if t[0] != lane), laned.const)
         self.printer.substitute = {**self.printer.substitute, axis: first}
-        x, w = self.printer.access(found.x), self.printer.access(found.w)
+        panel = self.run_panel(found) if found.w.buffer in self.printer.packs else None
+        x = self.printer.access(found.x)
+        # the weight in place (row stride apart), or its pack (the rows' blocks one after another)
+        w, stride = panel or (self.printer.access(found.w), math.prod(self.printer.buffers[found.w.buffer].shape[1:]))
         self.printer.substitute = {**self.printer.substitute, axis: laned}
-        stride = math.prod(self.printer.buffers[found.w.buffer].shape[1:])
         sums = fresh_name(f"{found.var.name}_rows", self.taken)
         var = self.printer.rename.get(found.var.name, found.var.name)
         pad = INDENT * depth
@@ -567,9 +587,9 @@ def laned_body(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, lanes: t
     printer.substitute = {a: Affine.var(chunk_var[a]) + Affine.var(lane_var[a]) for a, _ in lanes}
     printer.rename = {var.name: f"{var.name}{index}" for var in laned_scalars}
     for buffer in layout.packs:
-        body_dims, lane_dims = pack_panel(nest, layout, buffer)
+        _, lane_dims = pack_panel(nest, layout, buffer)
         if {a for a, _ in lane_dims} <= {a for a, _ in lanes}:  # else its pack is not filled: read the buffer
-            printer.packs[buffer] = (pack_var[buffer][1], body_dims + [(lane_var[a], w) for a, w in lane_dims],
+            printer.packs[buffer] = (pack_var[buffer][1], panel_dims(nest, layout, buffer, lane_var),
                                      pack_accesses(nest, buffer)[1])
     laned = {a for a, _ in lanes} | {v.name for v in laned_scalars}
     block = LanedBlock(printer, [(a, w, lane_var[a]) for a, w in lanes], laned, taken)
@@ -594,13 +614,15 @@ def pack(printer: PlannedBodyPrinter, nest: Nest, layout: Layout, buf: Buffer, n
     clang's 87 GFLOP/s, docs/performance.md). Through a pointer it knows, and keeps them
     in registers."""
     storage, pack_name = names
-    body_dims, lane_dims = pack_panel(nest, layout, buf.name)
-    dims = body_dims + [(lane_var[a], w) for a, w in lane_dims]
+    _, lane_dims = pack_panel(nest, layout, buf.name)
+    dims = panel_dims(nest, layout, buf.name, lane_var)
     size = pack_size(dims)
     pad = INDENT * depth
+    order = "lane index innermost" if dims[-len(lane_dims):] == [(lane_var[a], w) for a, w in lane_dims] else \
+        "each lane's run of the innermost loop together"
     full = " && ".join(f"{chunk_var[a]} + {w} <= {inner_stop(a)}" for a, w in lane_dims)
     out = [
-        f"{pad}{buf.ctype} {storage}[{size}]; /* pack: the panel of {buf.name} the lanes read, lane index innermost */",
+        f"{pad}{buf.ctype} {storage}[{size}]; /* pack: the panel of {buf.name} the lanes read, {order} */",
         f"{pad}{buf.ctype} *restrict {pack_name} = {storage}; /* only this pointer touches it: the lanes stay in registers */",
         f"{pad}if ({full}) {{",
     ]

@@ -20,8 +20,16 @@ pack, layouts.pack_accesses) and its scales wd (f32, one per row and block) are 
 rows of n in lanes of W, block by block, so each is laid out as its panels the same way
 (N rows of K bytes, K / 2 for q4, or of K / G scales).
 
+The integer-form quantized linear (qlinear_i) reads its values wq and scales wd the
+same way where n is in lanes of 8 in whole blocks of 32 (autoplan.BLOCK_KERNEL_LAYOUTS),
+but its x8 block kernel wants a block's 8 rows each in one piece: its values' panels
+keep the run of their innermost body loop together (layouts.RUN_PANELS; a block's 32
+bytes for q8, 16 for q4), the lanes outside it, so chunk c's block b is the 8 rows'
+bytes of the block one after another (PackedParameter.run;
+exactc_pack_block_panels). Its scales are the plain panels.
+
 A kernel reads an operand packed (`ahead`) when
-- the operand is linear's w, or qlinear_w's wq or wd, with n in lanes of W; its panel is
+- the operand is linear's w, or qlinear_w's or qlinear_i's wq or wd, with n in lanes of W; its panel is
   (the body loops that index its row) x (n's lanes), and those loops, in order, walk
   the row's columns one after another (w[n, k]; wq[n, G blk + k], q4's wq[n, G/2 blk + k];
   wd[n, blk]), so that
@@ -41,7 +49,7 @@ from typing import Any
 from exactc.exporter.graph import Program, parameter_reach
 from exactc.exporter.launches import kernel_key
 from exactc.exporter.kernels.ir import Affine, Kernel
-from exactc.exporter.kernels.layouts import pack_accesses, pack_panel
+from exactc.exporter.kernels.layouts import RUN_PANELS, Layout, pack_accesses, pack_panel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,10 +60,11 @@ class PackedParameter:
     rows: int
     cols: int
     lanes: int
+    run: int = 1  # the columns kept together in a panel (layouts.RUN_PANELS), lanes outside them
 
 
 # The operands a kernel may read as panels laid out at load, by primitive.
-PANEL_OPERANDS = {"linear": ("w",), "qlinear_w": ("wq", "wd")}
+PANEL_OPERANDS = {"linear": ("w",), "qlinear_w": ("wq", "wd"), "qlinear_i": ("wq", "wd")}
 
 
 def parameter_uses(program: Program) -> tuple[dict[str, set[tuple[Any, str]]], dict[tuple[Any, str], list[str | None]]]:
@@ -115,12 +124,22 @@ def panel_widths(kernel: Kernel, plan: Any) -> dict[str, int]:
             if operand in layout.packs and _walks_its_rows(nest, layout, kernel, operand, width)}
 
 
+def panel_run(kernel: Kernel, operand: str) -> int:
+    """The columns a panel of `operand` keeps together (1: the lane index innermost): a
+    RUN_PANELS operand's innermost body loop, which walks its row's columns one by one."""
+    nest = kernel.nests[0]
+    if operand not in RUN_PANELS.get(nest.name, ()):
+        return 1
+    body, _ = pack_panel(nest, Layout(), operand)
+    return int(body[-1][1])
+
+
 def packed_ahead(program: Program, kernels: dict[Any, tuple[Kernel, Any]]
                  ) -> tuple[dict[Any, frozenset[str]], dict[str, PackedParameter]]:
     """The operands each kernel (by kernel_key) reads as panels laid out at load, and the
     parameters laid out so. `kernels` maps each kernel_key to its kernel and its plan
     (None: plain)."""
-    width = {(key, operand): w for key, (kernel, plan) in kernels.items()
+    width = {(key, operand): (w, panel_run(kernel, operand)) for key, (kernel, plan) in kernels.items()
              for operand, w in panel_widths(kernel, plan).items()}
     if not width:  # no kernel could: no walk over the program's ops
         return {}, {}
@@ -136,7 +155,7 @@ def packed_ahead(program: Program, kernels: dict[Any, tuple[Kernel, Any]]
                     or any(tuple(specs[name].shape) != tuple(shape[read]) for read in used)):
                 continue
             rows, cols = specs[name].shape
-            packed[name] = PackedParameter(max(specs[name].layers, 1), rows, cols, width[next(iter(used))])
+            packed[name] = PackedParameter(max(specs[name].layers, 1), rows, cols, *width[next(iter(used))])
         keep = {read for read in ahead if all(p in packed for p in passed[read])}
         if keep == ahead:
             reads: dict[Any, set[str]] = {}

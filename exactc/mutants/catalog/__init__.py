@@ -55,6 +55,8 @@ def kernels(primitive: str) -> str:
 
 _FIXED_CHECKS = [
     Check("compilers", ("tests/test_compilers.py",)),
+    # qlinear_i's block kernels (one row, 8 rows, 8 rows from a block panel) in every build.
+    Check("compilers:block-kernels", ("tests/test_compilers.py",), "block_kernels_give"),
     # The floors of docs/design.md and no circle of imports, read from the source.
     Check("imports", ("tests/test_imports.py",)),
     # ruff's lint and format check and mypy, as pyproject.toml configures them.
@@ -143,6 +145,9 @@ _FIXED_CHECKS = [
     # Programs with quantized linear weights: conformance, the weights file's tensors, what
     # is quantized, the refusals (tests/test_quant_programs.py).
     Check("quant:programs", ("tests/test_quant_programs.py",)),
+    # The integer form's values read as block panels laid out at load: q8 and q4 decode
+    # programs conformant on 1 and 2 threads.
+    Check("quant:block-panels", ("tests/test_quant_programs.py",), "block_panels"),
     # ggml's k-quants: the reference against the gguf package on drawn super-blocks, the
     # scale packing and values by hand (tests/test_quant.py); GGUF files of k-quant tensors
     # read, refused and run (tests/test_gguf_file.py).

@@ -89,13 +89,25 @@ MUTANTS = [
         cpu=AVX2,
     ),
     Mutant(
-        "dot-rows-kernel-for-a-packed-weight",
-        "the printer calls the x8 kernel where the laned body reads the weight through its "
-        "packed panel, handing it the panel's element as the first row's start",
+        "dot-panel-read-at-the-row-stride",
+        "the printer hands the x8 kernel a block panel laid out at load with the weight's row "
+        "length as the stride from row to row, not the block's run: rows 1 to 7 read other "
+        "blocks and other chunks",
         PLANNED,
-        " or found.w.buffer in self.printer.packs:",
-        ":",
-        ("kernel-print", "layouts:block-kernels"),
+        '        return f"{pointer}[{affine_text(start, self.printer.rename)}]", values',
+        '        return f"{pointer}[{affine_text(start, self.printer.rename)}]", '
+        "math.prod(self.printer.buffers[found.w.buffer].shape[1:])",
+        ("prepack", "quant:block-panels", "layouts:block-kernels"),
+        family="dot",
+    ),
+    Mutant(
+        "dot-panel-every-block-reads-the-first",
+        "the x8 call's start in a block panel drops the block loop's term with the lane's: "
+        "every block of the chunk sums the panel's first block",
+        PLANNED,
+        "if t[0] not in (lane, found.axes[0])",
+        "if t[0] in ()",
+        ("prepack", "quant:block-panels", "compilers:block-kernels", "layouts:block-kernels"),
         family="dot",
     ),
     Mutant(

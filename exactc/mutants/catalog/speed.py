@@ -34,6 +34,37 @@ MUTANTS = [
         family="speed",
     ),
     Mutant(
+        "pack-block-panels-rows-as-they-were",
+        "exactc_pack_block_panels puts each row's blocks back one after another: the x8 kernel "
+        "reads, as the 8 rows of a block, 8 blocks of the chunk's first row",
+        HOST,
+        "                    memcpy(at + ((size_t)b * (size_t)lanes + (size_t)j) * bytes,",
+        "                    memcpy(at + ((size_t)j * (size_t)(cols / run) + (size_t)b) * bytes,",
+        ("host-runtime", "quant:block-panels"),
+        family="speed",
+    ),
+    Mutant(
+        "prepack-scales-as-block-panels",
+        "map_weights lays qlinear_i's scales out as block panels too (a run of the row's "
+        "blocks): the kernel reads row r's scale of block blk where another row's lies",
+        PREPACK,
+        "    if operand not in RUN_PANELS.get(nest.name, ()):\n        return 1\n",
+        "",
+        ("prepack", "quant:block-panels"),
+        family="speed",
+    ),
+    Mutant(
+        "prepack-q4-run-in-values",
+        "a q4 block panel's run is the block's 32 values, not its 16 bytes: map_weights keeps "
+        "two blocks of a row together, and the x8 kernel reads row r + 1's nibbles from row "
+        "r's next block",
+        PREPACK,
+        "    return int(body[-1][1])",
+        "    return 32",
+        ("prepack", "quant:block-panels"),
+        family="speed",
+    ),
+    Mutant(
         "prepack-ignores-other-uses",
         "a parameter is laid out as panels when any kernel operand it reaches is a packed w, "
         "not every one: GPT's tied head is packed, and the embedding reads its table scrambled",
@@ -102,8 +133,8 @@ MUTANTS = [
         "the laned body reads the pack by the array's own name, not through its pointer: "
         "gcc then keeps every lane accumulator in memory (the same bits, half the speed)",
         PLANNED,
-        "            printer.packs[buffer] = (pack_var[buffer][1], body_dims",
-        "            printer.packs[buffer] = (pack_var[buffer][0], body_dims",
+        "            printer.packs[buffer] = (pack_var[buffer][1], panel_dims",
+        "            printer.packs[buffer] = (pack_var[buffer][0], panel_dims",
         ("fast-build",),
         family="speed",
         requires=(PLANNED,),
@@ -113,8 +144,8 @@ MUTANTS = [
         "qlinear_w's q8 values are never laid out as panels at load: a decode step gathers 16 "
         "rows a step again, half the speed, and no output shows it",
         PREPACK,
-        'PANEL_OPERANDS = {"linear": ("w",), "qlinear_w": ("wq", "wd")}',
-        'PANEL_OPERANDS = {"linear": ("w",), "qlinear_w": ("wd",)}',
+        '"qlinear_w": ("wq", "wd"), "qlinear_i"',
+        '"qlinear_w": ("wd",), "qlinear_i"',
         ("prepack",),
         family="speed",
     ),
