@@ -335,24 +335,6 @@ int exactc_output_write(const char *dir, const exactc_tensor_spec *spec, const v
     return exactc_output_commit(staged, err, errlen);
 }
 
-int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, size_t size) {
-    size_t panel = (size_t)lanes * (size_t)cols * size;
-    unsigned char *copy = malloc(panel ? panel : 1), *base = data;
-    if (copy == NULL) return -1;
-    for (size_t l = 0; l < layers; l++) {
-        for (int64_t c = 0; c + lanes <= rows; c += lanes) {
-            unsigned char *at = base + ((size_t)l * (size_t)rows + (size_t)c) * (size_t)cols * size;
-            memcpy(copy, at, panel);
-            for (int64_t j = 0; j < lanes; j++)
-                for (int64_t k = 0; k < cols; k++)
-                    memcpy(at + ((size_t)k * (size_t)lanes + (size_t)j) * size,
-                           copy + ((size_t)j * (size_t)cols + (size_t)k) * size, size);
-        }
-    }
-    free(copy);
-    return 0;
-}
-
 int exactc_pack_block_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, int64_t run,
                              size_t size) {
     if (run <= 0 || cols % run != 0) return -1;
@@ -371,6 +353,11 @@ int exactc_pack_block_panels(void *data, size_t layers, int64_t rows, int64_t co
     }
     free(copy);
     return 0;
+}
+
+/* The panels of single values: block panels of runs of one. */
+int exactc_pack_panels(void *data, size_t layers, int64_t rows, int64_t cols, int64_t lanes, size_t size) {
+    return exactc_pack_block_panels(data, layers, rows, cols, lanes, 1, size);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -25,11 +25,11 @@ MUTANTS = [
     ),
     Mutant(
         "pack-panels-not-transposed",
-        "exactc_pack_panels copies each panel's rows back as they were: the kernels that read "
-        "w as panels laid out at load read row-major weights",
+        "exactc_pack_panels lays each panel out in panels of one row, its rows as they were: "
+        "the kernels that read w as panels laid out at load read row-major weights",
         HOST,
-        "                    memcpy(at + ((size_t)k * (size_t)lanes + (size_t)j) * size,",
-        "                    memcpy(at + ((size_t)j * (size_t)cols + (size_t)k) * size,",
+        "    return exactc_pack_block_panels(data, layers, rows, cols, lanes, 1, size);",
+        "    return exactc_pack_block_panels(data, layers, rows, cols, 1, 1, size);",
         ("host-runtime", "prepack"),
         family="speed",
     ),
