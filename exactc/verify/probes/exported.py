@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -76,15 +76,21 @@ TOKENS = (
 
 def measure_tokens(workdir: Path, sizes: Sequence[int]) -> Measured:
     counted = count_lengths(workdir, sizes)
+    groups = {"program/tokens-linear": LINEAR_PRIMITIVES, "program/tokens-attention": ATTENTION_PRIMITIVES}
+    return tokens_measured("gpt forward f32", sizes, counted, groups)
+
+
+def tokens_measured(
+    program: str, sizes: Sequence[int], counted: list, groups: Mapping[str, tuple[str, ...]]
+) -> Measured:
+    """The kernels' inclusive counts of each group of primitives, of one program for the
+    largest T run at each T in `sizes` (`counted`, in order), with the command named."""
     command = (
-        f"gpt forward f32 {config_text(GROWTH, 'tokens')}, one program for T_max = {max(sizes)} run at "
+        f"{program} {config_text(GROWTH, 'tokens')}, one program for T_max = {max(sizes)} run at "
         f"each T, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no; kernels' "
         "inclusive counts"
     )
-    counts = {
-        "program/tokens-linear": [c.kernels(LINEAR_PRIMITIVES) for c in counted],
-        "program/tokens-attention": [c.kernels(ATTENTION_PRIMITIVES) for c in counted],
-    }
+    counts = {name: [c.kernels(primitives) for c in counted] for name, primitives in groups.items()}
     return Measured(list(sizes), counts, dict.fromkeys(counts, command))
 
 
@@ -361,16 +367,11 @@ def measure_grad_tokens(workdir: Path, sizes: Sequence[int]) -> Measured:
         for name, array in inputs.items():
             np.save(folder / f"{name}.npy", array[:, :n])
         counted.append(count_program(root, fn, folder))
-    command = (
-        f"gpt loss_grad f32 batch=1 {config_text(GROWTH, 'tokens')}, one program for T_max = {max(sizes)} run at "
-        f"each T, make {' '.join(MAKE_ARGS)}, valgrind --tool=callgrind --collect-atstart=no; kernels' "
-        "inclusive counts"
-    )
-    counts = {
-        "program/grad-tokens-linear": [c.kernels(GRAD_LINEAR_PRIMITIVES) for c in counted],
-        "program/grad-tokens-attention": [c.kernels(GRAD_ATTENTION_PRIMITIVES) for c in counted],
+    groups = {
+        "program/grad-tokens-linear": GRAD_LINEAR_PRIMITIVES,
+        "program/grad-tokens-attention": GRAD_ATTENTION_PRIMITIVES,
     }
-    return Measured(list(sizes), counts, dict.fromkeys(counts, command))
+    return tokens_measured("gpt loss_grad f32 batch=1", sizes, counted, groups)
 
 
 def probe_grad_tokens(workdir: Path, sizes: Sequence[int]) -> list[Growth]:
